@@ -1,0 +1,6 @@
+"""NumPy float64 oracle for every op: what kernels and engines are checked against.
+
+Inputs are array-likes of any float dtype (ml_dtypes bfloat16 included); everything is computed and
+returned in float64. Each file holds one op family; its docstring states the cuDNN semantics.
+"""
+from .pointwise import POINTWISE_ARITY, pointwise, pointwise_mode  # noqa: F401
