@@ -4,5 +4,6 @@ Inputs are array-likes of any float dtype (ml_dtypes bfloat16 included); everyth
 returned in float64. Each file holds one op family; its docstring states the cuDNN semantics.
 """
 from .reduction import reduction, reduction_mode  # noqa: F401
+from .conv import conv_dgrad, conv_fprop, conv_output_shape, conv_wgrad  # noqa: F401
 from .matmul import matmul  # noqa: F401
 from .pointwise import POINTWISE_ARITY, pointwise, pointwise_mode  # noqa: F401
