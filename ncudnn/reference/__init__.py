@@ -6,4 +6,8 @@ returned in float64. Each file holds one op family; its docstring states the cuD
 from .reduction import reduction, reduction_mode  # noqa: F401
 from .conv import conv_dgrad, conv_fprop, conv_output_shape, conv_wgrad  # noqa: F401
 from .matmul import matmul  # noqa: F401
+from .norm import (  # noqa: F401
+    batchnorm_backward, batchnorm_forward_training, batchnorm_inference, bn_finalize, genstats,
+    groupnorm_backward, groupnorm_forward, instancenorm_backward, instancenorm_forward,
+    layernorm_backward, layernorm_forward, rmsnorm_backward, rmsnorm_forward)
 from .pointwise import POINTWISE_ARITY, pointwise, pointwise_mode  # noqa: F401
