@@ -10,4 +10,5 @@ from .norm import (  # noqa: F401
     batchnorm_backward, batchnorm_forward_training, batchnorm_inference, bn_finalize, genstats,
     groupnorm_backward, groupnorm_forward, instancenorm_backward, instancenorm_forward,
     layernorm_backward, layernorm_forward, rmsnorm_backward, rmsnorm_forward)
+from .softmax import log_softmax, softmax, softmax_backward  # noqa: F401
 from .pointwise import POINTWISE_ARITY, pointwise, pointwise_mode  # noqa: F401
