@@ -1,0 +1,154 @@
+"""The one small interface every engine shares (cudnn-frontend's oss_engine_interface habit).
+
+An engine accepts some subgraph patterns. For a subgraph it says whether it can run it and, if not,
+why (``check_support -> (status, reason)``); it lists its knobs; it sizes its workspace exactly for
+a config; and it builds a :class:`SubPlan` whose ``execute`` launches kernels. Knobs are data: the
+heuristic, the autotuner and a hand-picked config all produce the same frozen :class:`Config`.
+"""
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, Optional, Tuple
+
+from ..types import (cudnnBackendBehaviorNote_t, cudnnBackendKnobType_t, cudnnBackendLayoutType_t,
+                     cudnnBackendNumericalNote_t, cudnnStatus_t)
+
+S = cudnnStatus_t
+K = cudnnBackendKnobType_t
+NN = cudnnBackendNumericalNote_t
+BN = cudnnBackendBehaviorNote_t
+OK = (S.CUDNN_STATUS_SUCCESS, "")
+
+
+@dataclass(frozen=True)
+class KnobSpec:
+    """One tunable knob, in cudnnBackendKnobType_t terms (what KNOB_INFO descriptors report)."""
+
+    type: K
+    min: int
+    max: int
+    stride: int = 1
+    default: int = 0
+    #: for knobs that index a table (e.g. TILE_SIZE), what each value means
+    labels: Tuple[str, ...] = ()
+
+    def values(self):
+        return range(self.min, self.max + 1, self.stride)
+
+    def valid(self, v):
+        return self.min <= v <= self.max and (v - self.min) % self.stride == 0
+
+
+@dataclass(frozen=True)
+class Config:
+    """An engine and a value for each of its knobs (sorted by knob type): hashable, serializable."""
+
+    engine: str
+    knobs: Tuple[Tuple[int, int], ...] = ()
+
+    def get(self, knob_type, default=None):
+        for k, v in self.knobs:
+            if k == int(knob_type):
+                return v
+        return default
+
+    def with_knob(self, knob_type, value):
+        d = dict(self.knobs)
+        d[int(knob_type)] = int(value)
+        return Config(self.engine, tuple(sorted(d.items())))
+
+    def to_json(self):
+        return {"engine": self.engine, "knobs": {K(k).name: v for k, v in self.knobs}}
+
+    @classmethod
+    def from_json(cls, d):
+        return cls(d["engine"], tuple(sorted((int(K[k]), int(v)) for k, v in d["knobs"].items())))
+
+    def __str__(self):
+        ks = ", ".join(f"{K(k).name.replace('CUDNN_KNOB_TYPE_', '')}={v}" for k, v in self.knobs)
+        return f"{self.engine}({ks})"
+
+
+@dataclass
+class BuildContext:
+    """What an engine may look at while checking or building: the handle's device, math settings."""
+
+    device: object = None          # ncudnn device properties (name, cc, sm_count, ...) or None in the simulator
+    allow_tf32: bool = False       # math type allows down-converting FP32 inputs
+    allow_tensor_cores: bool = False
+    deterministic: bool = False    # reject NONDETERMINISTIC configs
+    simulator: bool = False
+    extra: Dict[str, object] = field(default_factory=dict)
+
+
+class SubPlan:
+    """A built (subgraph, config): kernels compiled, launch arguments prepared where possible."""
+
+    def __init__(self, engine, sub, config, workspace_size=0):
+        self.engine = engine
+        self.sub = sub
+        self.config = config
+        self.workspace_size = workspace_size
+
+    def execute(self, buffers, workspace, stream):
+        """Run on ``buffers`` (uid -> device array with the tensor's dims and strides) using
+        ``workspace`` (a device byte buffer of at least ``workspace_size`` bytes, or None) on ``stream``."""
+        raise NotImplementedError
+
+
+class Engine:
+    """Base class; subclasses set the class data and override the methods."""
+
+    name = "engine"
+    #: subgraph kinds accepted (a fast pre-filter before check_support)
+    kinds: Tuple[str, ...] = ()
+    numerical_notes: Tuple[NN, ...] = ()
+    behavior_notes: Tuple[BN, ...] = (BN.CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION,)
+    preferred_layout: Optional[cudnnBackendLayoutType_t] = None
+    #: a FALLBACK engine supports the widest range of problems, not the fastest path
+    fallback = False
+    global_index = -1  # set by the registry
+
+    def check_support(self, sub, ctx) -> Tuple[S, str]:
+        if sub.kind not in self.kinds:
+            return S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, \
+                f"{self.name}: accepts {self.kinds}, not a {sub.kind} subgraph"
+        return OK
+
+    def knobs(self, sub) -> Tuple[KnobSpec, ...]:
+        return ()
+
+    def default_config(self, sub) -> Config:
+        return Config(self.name, tuple(sorted((int(k.type), k.default) for k in self.knobs(sub))))
+
+    def configs(self, sub, ctx) -> Iterable[Config]:
+        """Every config worth trying (the autotuner's search space), pruned by :meth:`keep`."""
+        specs = self.knobs(sub)
+        out = [Config(self.name, ())]
+        for spec in specs:
+            out = [c.with_knob(spec.type, v) for c in out for v in spec.values()]
+        return [c for c in out if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
+
+    def keep(self, sub, cfg, ctx) -> Tuple[S, str]:
+        """Is this config valid for this subgraph? (status, reason)."""
+        for spec in self.knobs(sub):
+            v = cfg.get(spec.type)
+            if v is None or not spec.valid(v):
+                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: knob {spec.type.name} = {v} is outside " \
+                    f"[{spec.min}, {spec.max}] step {spec.stride}"
+        return OK
+
+    def config_notes(self, sub, cfg) -> Tuple[NN, ...]:
+        """Numerical notes of a particular config (default: the engine's)."""
+        return self.numerical_notes
+
+    def workspace_size(self, sub, cfg) -> int:
+        return 0
+
+    def cost(self, sub, cfg, device) -> float:
+        """Predicted seconds on ``device`` (the analytic model of heuristic mode A)."""
+        return 1.0
+
+    def build(self, sub, cfg, ctx) -> SubPlan:
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"<Engine {self.global_index}: {self.name}>"
