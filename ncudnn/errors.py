@@ -38,6 +38,9 @@ def cudnnGetErrorString(status):
 
 def set_last_error(status, message):
     _tls.last = f"{cudnnGetErrorString(status)}: {message}" if message else ""
+    from . import log  # imported here: log imports this module
+
+    log.on_error(status, message)
 
 
 def clear_last_error():
