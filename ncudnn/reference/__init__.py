@@ -11,4 +11,6 @@ from .norm import (  # noqa: F401
     groupnorm_backward, groupnorm_forward, instancenorm_backward, instancenorm_forward,
     layernorm_backward, layernorm_forward, rmsnorm_backward, rmsnorm_forward)
 from .softmax import log_softmax, softmax, softmax_backward  # noqa: F401
+from .resample import (  # noqa: F401
+    resample_backward, resample_forward, resample_mode, resample_output_shape)
 from .pointwise import POINTWISE_ARITY, pointwise, pointwise_mode  # noqa: F401
