@@ -13,4 +13,5 @@ from .norm import (  # noqa: F401
 from .softmax import log_softmax, softmax, softmax_backward  # noqa: F401
 from .resample import (  # noqa: F401
     resample_backward, resample_forward, resample_mode, resample_output_shape)
+from .attention import sdpa_backward, sdpa_forward  # noqa: F401
 from .pointwise import POINTWISE_ARITY, pointwise, pointwise_mode  # noqa: F401
