@@ -28,3 +28,7 @@ def _export_enum_values(namespace):
 
 
 _export_enum_values(globals())
+
+from .handle import (  # noqa: E402,F401
+    cudnnCreate, cudnnDestroy, cudnnGetStream, cudnnQueryRuntimeError, cudnnSetStream)
+from .log import cudnnDebug_t, cudnnGetCallback, cudnnSetCallback  # noqa: E402,F401
