@@ -7,11 +7,13 @@ from .reduction import reduction, reduction_mode  # noqa: F401
 from .conv import conv_dgrad, conv_fprop, conv_output_shape, conv_wgrad  # noqa: F401
 from .matmul import matmul  # noqa: F401
 from .norm import (  # noqa: F401
-    batchnorm_backward, batchnorm_forward_training, batchnorm_inference, bn_finalize, genstats,
+    batchnorm_backward, batchnorm_forward_training, batchnorm_inference, bn_bwd_weights, bn_finalize,
+    genstats,
     groupnorm_backward, groupnorm_forward, instancenorm_backward, instancenorm_forward,
     layernorm_backward, layernorm_forward, rmsnorm_backward, rmsnorm_forward)
 from .softmax import log_softmax, softmax, softmax_backward  # noqa: F401
 from .resample import (  # noqa: F401
     resample_backward, resample_forward, resample_mode, resample_output_shape)
 from .attention import sdpa_backward, sdpa_forward  # noqa: F401
+from .norm_graph import norm_backward, norm_forward  # noqa: F401
 from .pointwise import POINTWISE_ARITY, pointwise, pointwise_mode  # noqa: F401

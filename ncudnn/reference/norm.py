@@ -32,7 +32,7 @@ from ._util import f64
 
 __all__ = [
     "genstats", "bn_finalize", "batchnorm_forward_training", "batchnorm_inference",
-    "batchnorm_backward", "layernorm_forward", "layernorm_backward", "rmsnorm_forward",
+    "batchnorm_backward", "bn_bwd_weights", "layernorm_forward", "layernorm_backward", "rmsnorm_forward",
     "rmsnorm_backward", "instancenorm_forward", "instancenorm_backward", "groupnorm_forward",
     "groupnorm_backward",
 ]
@@ -142,13 +142,21 @@ def batchnorm_forward_training(x, scale, bias, eps, momentum=0.1, running_mean=N
     return y, mean, inv, new_rm, new_rv
 
 
-def batchnorm_inference(x, scale, bias, mean, var, eps, channel_axis=1):
-    """Inference batch norm: y = scale * (x - mean) / sqrt(var + eps) + bias, per channel."""
+def batchnorm_inference(x, scale, bias, mean, var, eps, channel_axis=1, *, inv_variance=None):
+    """Inference batch norm: y = scale * (x - mean) / sqrt(var + eps) + bias, per channel.
+
+    The backend NORM_FORWARD inference takes the inverse std instead: pass ``var=None`` and
+    ``inv_variance`` (= 1 / sqrt(var + eps)); then y = scale * (x - mean) * inv_variance + bias.
+    """
     x = f64(x)
     ca = channel_axis % x.ndim
     C = x.shape[ca]
-    ch = [_chan(a, x.ndim, ca, C) for a in (scale, bias, mean, var)]
-    return ch[0] * (x - ch[2]) / np.sqrt(ch[3] + eps) + ch[1]
+    s, b, m = (_chan(a, x.ndim, ca, C) for a in (scale, bias, mean))
+    if var is None:
+        inv = _chan(inv_variance, x.ndim, ca, C)
+    else:
+        inv = 1.0 / np.sqrt(_chan(var, x.ndim, ca, C) + eps)
+    return s * (x - m) * inv + b
 
 
 def batchnorm_backward(x, dy, scale, saved_mean, saved_inv_std, channel_axis=1):
@@ -160,6 +168,30 @@ def batchnorm_backward(x, dy, scale, saved_mean, saved_inv_std, channel_axis=1):
     mean, inv = _chan(saved_mean, x.ndim, ca, C), _chan(saved_inv_std, x.ndim, ca, C)
     dx, xhat = _bwd(x, dy * _chan(scale, x.ndim, ca, C), mean, inv, axes)
     return dx, (dy * xhat).sum(axis=axes, keepdims=True), dy.sum(axis=axes, keepdims=True)
+
+
+def bn_bwd_weights(x, saved_mean, saved_inv_std, scale, dy_sum, dy_x_sum, channel_axis=1):
+    """DBN weights: dscale, dbias and the per-channel coefficients of the dx formula.
+
+    From per-channel sums dy_sum = sum dy and dy_x_sum = sum dy*x over the M = x.size / C elements
+    of a channel (only x's shape is used):
+        dbias = dy_sum,  dscale = inv_std * (dy_x_sum - mean * dy_sum)
+        dx = eq_dy_scale * dy + eq_x_scale * x + eq_bias  with
+        eq_dy_scale = scale * inv_std,  eq_x_scale = -scale * inv_std^2 * dscale / M,
+        eq_bias = scale * inv_std * (inv_std * mean * dscale - dbias) / M
+    which equals batchnorm_backward's dx. Returns a dict of [1, C, 1, ...] arrays keyed
+    dscale, dbias, eq_dy_scale, eq_x_scale, eq_bias.
+    """
+    shape = np.shape(x)
+    ndim, ca = len(shape), channel_axis % len(shape)
+    C = shape[ca]
+    M = int(np.prod(shape)) // C
+    mean, inv, s, dys, dyxs = (_chan(a, ndim, ca, C) for a in (saved_mean, saved_inv_std, scale,
+                                                                dy_sum, dy_x_sum))
+    dscale = inv * (dyxs - mean * dys)
+    return dict(dscale=dscale, dbias=dys, eq_dy_scale=s * inv,
+                eq_x_scale=-s * inv * inv * dscale / M,
+                eq_bias=s * inv * (inv * mean * dscale - dys) / M)
 
 
 # ---------------------------------------------------------------- layer / RMS norm

@@ -180,3 +180,28 @@ def test_groupnorm(rng):
     close(dx, num_grad(lambda a: loss(xx=a), x.copy()))
     close(ds.ravel(), num_grad(lambda a: loss(ss=a), scale.copy()))
     close(db.ravel(), num_grad(lambda a: loss(bb=a), bias.copy()))
+
+
+def test_bn_bwd_weights_reproduce_batchnorm_backward(rng):
+    x = rng.uniform(-2, 2, size=(3, 4, 2, 2))
+    dy = rng.uniform(-1, 1, size=x.shape)
+    scale, bias = rng.uniform(0.5, 2, size=4), rng.uniform(-1, 1, size=4)
+    _, m, inv, _, _ = R.batchnorm_forward_training(x, scale, bias, 1e-3)
+    dx, ds, db = R.batchnorm_backward(x, dy, scale, m, inv)
+    axes = (0, 2, 3)
+    out = R.bn_bwd_weights(x, m, inv, scale, dy.sum(axis=axes), (dy * x).sum(axis=axes))
+    close(out["dscale"], ds, 1e-12)
+    close(out["dbias"], db, 1e-12)
+    close(out["eq_dy_scale"] * dy + out["eq_x_scale"] * x + out["eq_bias"], dx, 1e-12)
+
+
+def test_batchnorm_inference_with_inv_variance(rng):
+    x = rng.uniform(-2, 2, size=(2, 3, 4))
+    scale, bias, mean = rng.uniform(size=3), rng.uniform(size=3), rng.uniform(size=3)
+    var, eps = rng.uniform(0.5, 2, size=3), 1e-3
+    a = R.batchnorm_inference(x, scale, bias, mean, var, eps)
+    b = R.batchnorm_inference(x, scale, bias, mean, None, eps, inv_variance=1 / np.sqrt(var + eps))
+    close(a, b, 1e-14)
+    c = R.batchnorm_inference(x, scale, bias, mean, var, eps)
+    for ch in range(3):
+        close(c[:, ch], scale[ch] * (x[:, ch] - mean[ch]) / np.sqrt(var[ch] + eps) + bias[ch], 1e-14)
