@@ -7,6 +7,8 @@ divides H and query head h reads kv head h // (H / Hk). Per (b, h):
     masked entries of S are -inf:
       causal, diagonal_alignment 'top_left' [default]: key j > query i;
       'bottom_right': j > i + (Sk - Sq)  (the last query row sees every key);
+      sliding_window_length W [optional]: j <= i + shift - W, shift = 0 ('top_left') or Sk - Sq
+        ('bottom_right'), so with causal each query sees its W most recent keys (itself included);
       seq_len_kv (B,) [optional, padding mask]: j >= seq_len_kv[b].
     stats = logsumexp_j S   (B, H, Sq, 1): cuDNN's softmax "Stats" output (max + log sum exp)
     P = exp(S - stats)      (softmax; computed before dropout, so stats ignore dropout)
@@ -36,17 +38,17 @@ def _expand(t, H):
     return np.repeat(t, H // Hk, axis=1)
 
 
-def _mask(B, H, Sq, Sk, causal, diagonal_alignment, seq_len_kv):
+def _mask(B, H, Sq, Sk, causal, diagonal_alignment, seq_len_kv, window=None):
     keep = np.ones((B, H, Sq, Sk), dtype=bool)
     i = np.arange(Sq)[:, None]
     j = np.arange(Sk)[None, :]
+    if diagonal_alignment not in ("top_left", "bottom_right"):
+        raise ValueError(f"diagonal_alignment {diagonal_alignment!r}")
+    shift = 0 if diagonal_alignment == "top_left" else Sk - Sq
     if causal:
-        if diagonal_alignment == "top_left":
-            keep &= j <= i
-        elif diagonal_alignment == "bottom_right":
-            keep &= j <= i + (Sk - Sq)
-        else:
-            raise ValueError(f"diagonal_alignment {diagonal_alignment!r}")
+        keep &= j <= i + shift
+    if window is not None:
+        keep &= j > i + shift - int(window)
     if seq_len_kv is not None:
         keep &= j[None, None] < np.asarray(seq_len_kv).reshape(B, 1, 1, 1)
     return keep
@@ -58,13 +60,13 @@ def _row_valid(B, Sq, seq_len_q):
     return np.arange(Sq)[None, None, :, None] < np.asarray(seq_len_q).reshape(B, 1, 1, 1)
 
 
-def _probs(q, k, scale, causal, bias, diagonal_alignment, seq_len_kv):
+def _probs(q, k, scale, causal, bias, diagonal_alignment, seq_len_kv, window):
     B, H, Sq, _ = q.shape
     ke = _expand(k, H)
     s = scale * np.einsum("bhid,bhjd->bhij", q, ke)
     if bias is not None:
         s = s + f64(bias)
-    keep = _mask(B, H, Sq, ke.shape[2], causal, diagonal_alignment, seq_len_kv)
+    keep = _mask(B, H, Sq, ke.shape[2], causal, diagonal_alignment, seq_len_kv, window)
     s = np.where(keep, s, -np.inf)
     m = s.max(axis=-1, keepdims=True)
     m_safe = np.where(np.isfinite(m), m, 0.0)
@@ -81,11 +83,13 @@ def _dropped(p, dropout_mask, dropout_scale):
 
 
 def sdpa_forward(q, k, v, scale, causal=False, bias=None, dropout_mask=None, dropout_scale=1.0,
-                 diagonal_alignment="top_left", seq_len_q=None, seq_len_kv=None):
+                 diagonal_alignment="top_left", seq_len_q=None, seq_len_kv=None,
+                 sliding_window_length=None):
     """Attention forward -> (o (B, H, Sq, Dv), stats (B, H, Sq, 1)); see the module docstring."""
     q, k, v = f64(q), f64(k), f64(v)
     B, H, Sq, _ = q.shape
-    p, stats = _probs(q, k, scale, causal, bias, diagonal_alignment, seq_len_kv)
+    p, stats = _probs(q, k, scale, causal, bias, diagonal_alignment, seq_len_kv,
+                      sliding_window_length)
     o = np.einsum("bhij,bhjd->bhid", _dropped(p, dropout_mask, dropout_scale), _expand(v, H))
     rows = _row_valid(B, Sq, seq_len_q)
     return np.where(rows, o, 0.0), np.where(rows, stats, 0.0)
@@ -100,7 +104,7 @@ def _reduce_to(g, shape):
 
 def sdpa_backward(q, k, v, o, do, stats, scale, causal=False, bias=None, dropout_mask=None,
                   dropout_scale=1.0, diagonal_alignment="top_left", seq_len_q=None,
-                  seq_len_kv=None, return_dbias=False):
+                  seq_len_kv=None, sliding_window_length=None, return_dbias=False):
     """Attention backward -> (dq, dk, dv), plus dbias (bias's shape) when return_dbias.
 
     P is rebuilt from ``stats`` as exp(S - stats) (masked entries 0), as a flash kernel does.
@@ -113,7 +117,7 @@ def sdpa_backward(q, k, v, o, do, stats, scale, causal=False, bias=None, dropout
     s = scale * np.einsum("bhid,bhjd->bhij", q, ke)
     if bias is not None:
         s = s + f64(bias)
-    keep = _mask(B, H, Sq, Sk, causal, diagonal_alignment, seq_len_kv)
+    keep = _mask(B, H, Sq, Sk, causal, diagonal_alignment, seq_len_kv, sliding_window_length)
     keep = keep & _row_valid(B, Sq, seq_len_q) & np.isfinite(stats)
     with np.errstate(invalid="ignore", over="ignore"):
         p = np.where(keep, np.exp(np.where(keep, s - stats, 0.0)), 0.0)

@@ -132,3 +132,23 @@ def test_padded_rows_get_zero(rng):
     dq, dk, dv = sdpa_backward(q, k, v, o, np.ones_like(o), stats, 0.5, seq_len_q=[4, 2],
                                seq_len_kv=[4, 3])
     assert np.all(dq[1, :, 2:] == 0) and np.all(dk[1, :, 3:] == 0) and np.all(dv[1, :, 3:] == 0)
+
+
+@pytest.mark.parametrize("align", ["top_left", "bottom_right"])
+def test_sliding_window(align, rng):
+    B, H, Sq, Sk, D, W = 1, 2, 4, 6, 3, 2
+    q, k, v = _inputs(rng, (B, H, H, Sq, Sk, D, D))
+    kw = dict(causal=True, diagonal_alignment=align, sliding_window_length=W)
+    o, stats = sdpa_forward(q, k, v, 0.5, **kw)
+    shift = 0 if align == "top_left" else Sk - Sq
+    for i in range(Sq):
+        js = [j for j in range(Sk) if i + shift - W < j <= i + shift]
+        assert len(js) == min(W, i + shift + 1)
+        s = np.einsum("hd,hjd->hj", q[0, :, i], k[0][:, js]) * 0.5
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        np.testing.assert_allclose(o[0, :, i], np.einsum("hj,hjd->hd", p, v[0][:, js]), rtol=1e-12)
+    w = rng.uniform(-1, 1, size=o.shape)
+    dq, dk, dv = sdpa_backward(q, k, v, o, w, stats, 0.5, **kw)
+    np.testing.assert_allclose(dk, _fd(lambda a: np.sum(w * sdpa_forward(q, a, v, 0.5, **kw)[0]),
+                                       k.copy()), rtol=1e-6, atol=1e-8)
