@@ -18,4 +18,5 @@ from .attention import sdpa_backward, sdpa_forward  # noqa: F401
 from .norm_graph import norm_backward, norm_forward  # noqa: F401
 from .rng import philox4x32_10, philox_uniform, philox_words, rng_generate  # noqa: F401
 from .quantize import block_scale_dequantize, block_scale_quantize  # noqa: F401
+from .paged import paged_cache_load  # noqa: F401
 from .pointwise import POINTWISE_ARITY, pointwise, pointwise_mode  # noqa: F401
