@@ -1,0 +1,111 @@
+"""Compile-time GEMM knobs (CUTLASS vocabulary), the config list and its ``keep`` prune.
+
+A block computes a BLOCK_M x BLOCK_N tile of C; its threads form a (BLOCK_M/THREAD_M) x
+(BLOCK_N/THREAD_N) grid, each owning THREAD_M x THREAD_N accumulators in registers. A warp covers a
+WARP_M x WARP_N sub-tile (WARP_M/THREAD_M x WARP_N/THREAD_N lanes). Thread (ty, tx) owns rows
+``ty + i*(BLOCK_M/THREAD_M)`` and columns ``tx + j*(BLOCK_N/THREAD_N)`` (interleaved: a warp's
+shared-memory fragment reads hit consecutive words, its stores to C are coalesced).
+"""
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    BLOCK_M: int = 128
+    BLOCK_N: int = 128
+    BLOCK_K: int = 8
+    THREAD_M: int = 8
+    THREAD_N: int = 8
+    WARP_M: int = 32    # 0: derived (lanes laid out 4 x 8, or the whole block when it is < 32 threads)
+    WARP_N: int = 64
+    STAGES: int = 2     # 1: load -> sync -> compute; 2: register-prefetched shared double buffer
+    SPLIT_K: int = 1    # > 1: K split over grid.z (see SPLIT_MODE)
+    SPLIT_MODE: str = "workspace"   # "workspace" (deterministic) | "atomic" (NONDETERMINISTIC)
+    SWIZZLE: int = 1    # GROUP_M of Triton's grouped tile order (1: row-major tile order)
+    SMEM_PAD: int = 4   # extra words per shared row (breaks store bank conflicts)
+
+    @property
+    def threads_m(self):
+        return self.BLOCK_M // self.THREAD_M
+
+    @property
+    def threads_n(self):
+        return self.BLOCK_N // self.THREAD_N
+
+    @property
+    def num_threads(self):
+        return self.threads_m * self.threads_n
+
+    def lanes(self):
+        """(lanes along m, lanes along n) of one warp."""
+        if self.num_threads <= 32:
+            return self.threads_m, self.threads_n
+        if self.WARP_M and self.WARP_N:
+            return self.WARP_M // self.THREAD_M, self.WARP_N // self.THREAD_N
+        ln = min(8, self.threads_n)
+        return 32 // ln, ln
+
+    def smem_bytes(self, itemsize=4):
+        return self.STAGES * self.BLOCK_K * (self.BLOCK_M + self.BLOCK_N + 2 * self.SMEM_PAD) * itemsize
+
+    def replace(self, **kw):
+        return replace(self, **kw)
+
+
+def check(cfg, itemsize=4):
+    """(ok, reason): whether ``cfg`` is a buildable configuration."""
+    if cfg.BLOCK_M % cfg.THREAD_M or cfg.BLOCK_N % cfg.THREAD_N:
+        return False, "BLOCK_M/N must be multiples of THREAD_M/N"
+    nt = cfg.num_threads
+    if nt > 1024:
+        return False, f"{nt} threads per block > 1024"
+    for name, tile in (("A", cfg.BLOCK_M * cfg.BLOCK_K), ("B", cfg.BLOCK_N * cfg.BLOCK_K)):
+        if tile % nt:
+            return False, f"{name} tile of {tile} elements does not split over {nt} threads"
+    lm, ln = cfg.lanes()
+    if nt > 32:
+        if lm * ln != 32:
+            return False, f"warp tile {cfg.WARP_M}x{cfg.WARP_N} is not 32 lanes of {cfg.THREAD_M}x{cfg.THREAD_N}"
+        if cfg.threads_m % lm or cfg.threads_n % ln:
+            return False, "warp tile does not divide the block tile"
+        if nt % 32:
+            return False, "threads per block not a multiple of 32"
+    if cfg.STAGES not in (1, 2):
+        return False, "STAGES must be 1 or 2"
+    if cfg.SPLIT_K < 1 or cfg.SPLIT_MODE not in ("workspace", "atomic"):
+        return False, "bad split-K"
+    if cfg.SWIZZLE < 1:
+        return False, "SWIZZLE must be >= 1"
+    if cfg.smem_bytes(itemsize) > 48 * 1024:
+        return False, "static shared memory > 48 KB"
+    return True, ""
+
+
+#: Hand-picked list, largest first (FP32 SIMT on sm_90: 128x128 blocks of 256 threads, 8x8 per thread
+#: keeps 64 FMAs per 16 shared loads and ~128 registers -> 2 blocks / SM).
+CONFIGS = (
+    GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=8, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64),
+    GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=16, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64),
+    GemmConfig(BLOCK_M=128, BLOCK_N=64, BLOCK_K=8, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64),
+    GemmConfig(BLOCK_M=64, BLOCK_N=128, BLOCK_K=8, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64),
+    GemmConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=8, THREAD_M=4, THREAD_N=8, WARP_M=16, WARP_N=64),
+    GemmConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=16, THREAD_M=4, THREAD_N=4, WARP_M=16, WARP_N=32),
+    GemmConfig(BLOCK_M=32, BLOCK_N=32, BLOCK_K=8, THREAD_M=2, THREAD_N=2, WARP_M=8, WARP_N=16),
+)
+
+
+def keep(cfg, problem):
+    """Prune for a problem dict (M, N, K, batch, dtype, deterministic): buildable and sensible."""
+    ok, _ = check(cfg)
+    if not ok:
+        return False
+    M, N, K = problem["M"], problem["N"], problem["K"]
+    if cfg.SPLIT_K > 1:
+        if cfg.SPLIT_MODE == "atomic" and problem.get("deterministic", False):
+            return False
+        if K < cfg.SPLIT_K * cfg.BLOCK_K * 4:
+            return False
+    # tiles far larger than the problem waste the whole block
+    if cfg.BLOCK_M > 2 * max(M, 16) or cfg.BLOCK_N > 2 * max(N, 16):
+        return False
+    return True

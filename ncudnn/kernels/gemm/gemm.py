@@ -1,0 +1,189 @@
+"""Batched strided GEMM: ``C[z] = epilogue(alpha * A[z] @ B[z] + beta * C[z])``.
+
+``make_gemm(cfg, a_layout, b_layout, dtypes, epilogue)`` builds (and caches) a :class:`GemmKernel`;
+``run_gemm(kernel, a, b, c, ...)`` checks the problem, then launches it (plus the split-K reduce or
+prescale kernel) on a stream. Arrays are flat 1-D numba device arrays (any dtype the kernel was built
+for); shapes and element strides are given explicitly, so transposes, views and broadcast batches
+(stride 0) need no copies.
+
+Layouts name the contiguous index last: A "mk" (k contiguous) or "km" (m contiguous, or any
+strides); B "kn" (n contiguous, or any strides) or "nk" (k contiguous).
+"""
+from numba import cuda
+import numpy as np
+
+from . import splitk
+from .config import GemmConfig, check
+from .mainloop import make_block_kernel
+from .operands import strided_operand, strided_output
+from .. import dtypes as dt, epilogue as ep
+
+_KERNELS = {}
+_DUMMY = {}
+
+A_LAYOUTS = {"mk": "k", "km": "outer"}
+B_LAYOUTS = {"nk": "k", "kn": "outer"}
+
+
+class GemmKernel:
+    """A specialised GEMM: the block kernel and, for split-K, its reduce / prescale kernel."""
+
+    def __init__(self, cfg, a_layout, b_layout, dtypes, spec):
+        ok, why = check(cfg, 8 if dt.compute_type(dtypes[:3]) == "float64" else 4)
+        if not ok:
+            raise ValueError(f"bad GEMM config {cfg}: {why}")
+        if a_layout not in A_LAYOUTS or b_layout not in B_LAYOUTS:
+            raise ValueError(f"layouts: A in {sorted(A_LAYOUTS)}, B in {sorted(B_LAYOUTS)}")
+        self.cfg, self.a_layout, self.b_layout = cfg, a_layout, b_layout
+        self.dtypes = tuple(dtypes)
+        a_dt, b_dt, c_dt = self.dtypes[:3]
+        self.ftype = dt.compute_type(self.dtypes[:3])
+        self.spec = ep.EpilogueSpec(spec.steps, out_dtype=c_dt, ftype=self.ftype)
+        bias_dt = self.dtypes[3] if len(self.dtypes) > 3 else c_dt
+        res_dt = self.dtypes[4] if len(self.dtypes) > 4 else c_dt
+        self.A = strided_operand(A_LAYOUTS[a_layout], a_dt, self.ftype)
+        self.B = strided_operand(B_LAYOUTS[b_layout], b_dt, self.ftype)
+        self.OUT = strided_output()
+        self.EPI = ep.build(self.spec, bias_dt, res_dt)
+        self.split = cfg.SPLIT_K > 1
+        if self.split and cfg.SPLIT_MODE == "atomic":
+            if not self.spec.linear or c_dt not in ("float32", "float64"):
+                raise ValueError("atomic split-K needs an alpha/beta-only epilogue and fp32/fp64 output")
+            self.kernel = make_block_kernel(cfg, self.A, self.B, self.OUT, ep.atomic(), self.ftype)
+            self.prescale = splitk.make_prescale(self.OUT, self.ftype)
+        elif self.split:
+            self.kernel = make_block_kernel(cfg, self.A, self.B, self.OUT, ep.raw(self.ftype), self.ftype)
+            self.reduce = splitk.make_reduce(self.OUT, self.EPI, self.ftype)
+        else:
+            self.kernel = make_block_kernel(cfg, self.A, self.B, self.OUT, self.EPI, self.ftype)
+
+    @property
+    def deterministic(self):
+        return not (self.split and self.cfg.SPLIT_MODE == "atomic")
+
+    def workspace_size(self, M, N, batch=1):
+        """Bytes of workspace ``run_gemm`` needs (exact; 0 unless workspace split-K)."""
+        if not self.split or self.cfg.SPLIT_MODE != "workspace":
+            return 0
+        return splitk.workspace_elems(_batch(batch)[2], M, N, self.cfg.SPLIT_K) * np.dtype(self.ftype).itemsize
+
+
+def make_gemm(cfg=GemmConfig(), a_layout="mk", b_layout="kn", dtypes=("float32",) * 3,
+              epilogue=ep.EpilogueSpec()):
+    """The cached :class:`GemmKernel` for these compile-time choices.
+
+    ``dtypes``: (a, b, c[, bias[, residual]]) storage dtype names; fp32 accumulation unless all of
+    a, b, c are float64 (then fp64 accumulation and epilogue).
+    """
+    dtypes = tuple(dt.dtype_name(d) for d in dtypes)
+    key = (cfg, a_layout, b_layout, dtypes, epilogue)
+    if key not in _KERNELS:
+        _KERNELS[key] = GemmKernel(cfg, a_layout, b_layout, dtypes, epilogue)
+    return _KERNELS[key]
+
+
+def _batch(batch):
+    b1, b2 = (batch, 1) if np.isscalar(batch) else tuple(batch)
+    return int(b1), int(b2), int(b1) * int(b2)
+
+
+def _strides(s):
+    s = tuple(int(x) for x in s)
+    if len(s) == 2:
+        return (0, 0) + s
+    if len(s) == 3:
+        return (s[0], 0) + s[1:]
+    if len(s) == 4:
+        return s
+    raise ValueError("strides: (row, col), (batch, row, col) or (batch1, batch2, row, col)")
+
+
+def _extent(b1, b2, rows, cols, s):
+    return (b1 - 1) * abs(s[0]) + (b2 - 1) * abs(s[1]) + (rows - 1) * abs(s[2]) + (cols - 1) * abs(s[3]) + 1
+
+
+def dummy(dtype):
+    """A 1-element device array standing in for an absent bias / residual."""
+    if dtype not in _DUMMY:
+        _DUMMY[dtype] = cuda.to_device(np.zeros(1, dtype=dt.storage_dtype(dtype)))
+    return _DUMMY[dtype]
+
+
+def run_gemm(kern, a, b, c, *, M, N, K, a_strides, b_strides, c_strides, batch=1, alpha=1.0,
+             beta=0.0, bias=None, bias_strides=(0, 1), residual=None, residual_strides=None,
+             workspace=None, stream=0):
+    """Check, then launch ``kern`` on ``stream``. Strides are in elements: (row, col),
+    (batch, row, col) or (batch1, batch2, row, col) for a (B1, B2) ``batch``; rows/cols of A are
+    (m, k), of B (k, n), of C / residual (m, n). ``bias_strides = (s_batch, s_index)``."""
+    b1, b2, nb = _batch(batch)
+    sa, sb, sc = _strides(a_strides), _strides(b_strides), _strides(c_strides)
+    if min(M, N, K, nb) <= 0:
+        raise ValueError("M, N, K and batch must be positive")
+    if kern.a_layout == "mk" and sa[3] != 1:
+        raise ValueError("A layout 'mk' needs unit k stride")
+    if kern.b_layout == "nk" and sb[2] != 1:
+        raise ValueError("B layout 'nk' needs unit k stride")
+    for name, arr, rows, cols, s in (("A", a, M, K, sa), ("B", b, K, N, sb), ("C", c, M, N, sc)):
+        if arr.ndim != 1:
+            raise ValueError(f"{name} must be a flat 1-D array")
+        if _extent(b1, b2, rows, cols, s) > arr.shape[0]:
+            raise ValueError(f"{name} strides reach past its {arr.shape[0]} elements")
+    a_args = (a, sa[0], sa[1], b2, sa[2], sa[3])
+    b_args = (b, sb[0], sb[1], b2, sb[3], sb[2])     # outer index of B is n
+    o_args = (c, sc[0], sc[1], b2, sc[2], sc[3])
+    if kern.spec.bias_axis and bias is None:
+        raise ValueError("epilogue has a bias step: pass bias")
+    if kern.spec.has_residual and residual is None:
+        raise ValueError("epilogue has a residual step: pass residual")
+    bias_args = (bias if bias is not None else dummy(kern.dtypes[2]), int(bias_strides[0]),
+                 int(bias_strides[1]))   # bias offset: z * s_batch + index * s_index (z flattened)
+    if residual is not None:
+        sr = _strides(residual_strides if residual_strides is not None else c_strides)
+        if _extent(b1, b2, M, N, sr) > residual.shape[0]:
+            raise ValueError("residual strides reach past its end")
+        r_args = (residual, sr[0], sr[1], b2, sr[2], sr[3])
+    else:
+        r_args = (dummy(kern.dtypes[2]), 0, 0, 1, 0, 0)
+    cfg = kern.cfg
+    f = splitk.f(kern.ftype)
+    alpha, beta = f(alpha), f(beta)
+    splits = cfg.SPLIT_K
+    kslice = splitk.k_slice(K, splits, cfg.BLOCK_K) if splits > 1 else K
+    grid = (-(-N // cfg.BLOCK_N), -(-M // cfg.BLOCK_M), nb * splits)
+    if grid[1] > 65535 or grid[2] > 65535:
+        raise ValueError(f"grid {grid} too large")
+    if splits > 1 and cfg.SPLIT_MODE == "atomic":
+        splitk.launch_1d(kern.prescale, nb * M * N, stream, o_args, nb, M, N, beta)
+        kern.kernel[grid, cfg.num_threads, stream](a_args, b_args, o_args, bias_args, r_args,
+                                                   M, N, K, kslice, splits, alpha, beta)
+    elif splits > 1:
+        need = splitk.workspace_elems(nb, M, N, splits)
+        if workspace is None or workspace.shape[0] < need or workspace.dtype != np.dtype(kern.ftype):
+            raise ValueError(f"split-K needs a {kern.ftype} workspace of {need} elements")
+        w_args = splitk.workspace_args(workspace, M, N)
+        kern.kernel[grid, cfg.num_threads, stream](a_args, b_args, w_args, bias_args, r_args,
+                                                   M, N, K, kslice, splits, alpha, beta)
+        splitk.launch_1d(kern.reduce, nb * M * N, stream, workspace, splits, o_args, bias_args,
+                         r_args, nb, M, N, alpha, beta)
+    else:
+        kern.kernel[grid, cfg.num_threads, stream](a_args, b_args, o_args, bias_args, r_args,
+                                                   M, N, K, kslice, 1, alpha, beta)
+
+
+def _arr(dtype):
+    from numba import types
+    return types.Array(getattr(types, dt.storage_dtype(dtype).name), 1, "C")
+
+
+def signature(kern):
+    """numba signature of ``kern.kernel`` (for cuda.compile_ptx / the compile-check registry)."""
+    from numba import types
+    i = types.int64
+    a_dt, b_dt, c_dt = kern.dtypes[:3]
+    bias_dt = kern.dtypes[3] if len(kern.dtypes) > 3 else c_dt
+    res_dt = kern.dtypes[4] if len(kern.dtypes) > 4 else c_dt
+    out_dt = kern.ftype if kern.split and kern.cfg.SPLIT_MODE == "workspace" else c_dt
+    f = getattr(types, kern.ftype)
+    mat = lambda d: types.Tuple((_arr(d), i, i, i, i, i))  # noqa: E731
+    return (types.void(mat(a_dt), mat(b_dt), mat(out_dt), types.Tuple((_arr(bias_dt), i, i)),
+                       mat(res_dt), i, i, i, i, i, f, f))

@@ -1,0 +1,225 @@
+"""The GEMM block kernel: one mainloop, pluggable operand loaders, a separate epilogue.
+
+``make_block_kernel(cfg, A, B, OUT, EPI, acc)`` returns a ``cuda.jit`` kernel computing, for every
+batch index ``z`` and tile, ``acc[m, n] = sum_k A(z, m, k) * B(z, k, n)`` over ``k`` in the block's
+split-K slice, then handing each accumulator to the epilogue. GEMM and implicit-GEMM convolution use
+it unchanged; they differ only in the operand objects:
+
+* an operand (A or B) has ``FAST`` ("k" or "outer": which index is contiguous in memory, so global
+  loads are coalesced), ``setup(args, z, outer) -> (s0, s1, s2, s3)`` (int64 state computed once per
+  thread and load slot, e.g. a row base offset, or an output pixel's (n, h0, w0) for a conv) and
+  ``load(args, s0, s1, s2, s3, k) -> value`` (0 outside the problem: edges are predicated);
+* the output ``OUT`` has ``row(args, z, m)`` and ``col(args, z, n)`` element offsets into ``args[0]``;
+* the epilogue ``EPI`` is ``fn(v, out, o_off, bias, b_off, res, r_off, alpha, beta)`` plus flags
+  ``BIAS`` ("row" | "col" | None) and ``RESIDUAL`` (bool). See ncudnn/kernels/epilogue.py.
+
+Kernel signature (pointers / sizes / meta, Triton style):
+``kernel(a_args, b_args, o_args, bias_args, r_args, M, N, K, K_SLICE, SPLITS, alpha, beta)``
+with grid ``(ceil(N/BLOCK_N), ceil(M/BLOCK_M), batch * SPLITS)``; ``bias_args = (bias, s_z, s_i)``.
+"""
+from numba import cuda, float32, float64, int64, uint64
+
+_CACHE = {}
+
+
+def _make_mma(BLOCK_K, THREAD_M, THREAD_N, TY, TX):
+    """acc += As[cur]^T Bs[cur] for one shared tile, fully unrolled in the source text.
+
+    Fragment indices are uint64 (numba adds no negative-index fix-up for unsigned indices), so the
+    compiler folds each into one base register plus an immediate offset.
+    """
+    key = ("mma", BLOCK_K, THREAD_M, THREAD_N, TY, TX)
+    if key in _CACHE:
+        return _CACHE[key]
+    lines = ["def mma(As, Bs, cur, ty, tx, acc):",
+             "    c = uint64(cur)",
+             "    y = uint64(ty)",
+             "    x = uint64(tx)"]
+    for kk in range(BLOCK_K):
+        lines += [f"    a{i} = As[c, uint64({kk}), y + uint64({i * TY})]" for i in range(THREAD_M)]
+        lines += [f"    b{j} = Bs[c, uint64({kk}), x + uint64({j * TX})]" for j in range(THREAD_N)]
+        lines += [f"    acc[{i}, {j}] += a{i} * b{j}" for i in range(THREAD_M) for j in range(THREAD_N)]
+    g = {"uint64": uint64}
+    exec("\n".join(lines) + "\n", g)
+    _CACHE[key] = cuda.jit(device=True, inline=True)(g["mma"])
+    return _CACHE[key]
+
+
+def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
+    key = (cfg, A.key, B.key, OUT.key, EPI.key, acc)
+    if key in _CACHE:
+        return _CACHE[key]
+    ACC = float64 if acc == "float64" else float32
+    BLOCK_M, BLOCK_N, BLOCK_K = cfg.BLOCK_M, cfg.BLOCK_N, cfg.BLOCK_K
+    THREAD_M, THREAD_N = cfg.THREAD_M, cfg.THREAD_N
+    STAGES, SWIZZLE = cfg.STAGES, cfg.SWIZZLE
+    TY, TX = cfg.threads_m, cfg.threads_n          # thread grid of the block
+    LM, LN = cfg.lanes()                            # lane grid of a warp
+    WY, WX = TY // LM, TX // LN                     # warp grid of the block
+    NT = cfg.num_threads
+    LOADS_A = BLOCK_M * BLOCK_K // NT
+    LOADS_B = BLOCK_N * BLOCK_K // NT
+    A_STRIDE = BLOCK_M + cfg.SMEM_PAD
+    B_STRIDE = BLOCK_N + cfg.SMEM_PAD
+    A_KFAST = A.FAST == "k"
+    B_KFAST = B.FAST == "k"
+    a_setup, a_load, b_setup, b_load = A.setup, A.load, B.setup, B.load
+    o_row, o_col, epi = OUT.row, OUT.col, EPI.fn
+    BIAS_ROW, BIAS_COL, RESIDUAL = EPI.BIAS == "row", EPI.BIAS == "col", EPI.RESIDUAL
+    ATOMIC = EPI.key == ("atomic",)
+
+    mma = _make_mma(BLOCK_K, THREAD_M, THREAD_N, TY, TX)
+
+    @cuda.jit(device=True, inline=True)
+    def slot_a(e):
+        """(m, k) of A-tile element e, k fastest when A is k-contiguous."""
+        if A_KFAST:
+            return e // BLOCK_K, e % BLOCK_K
+        return e % BLOCK_M, e // BLOCK_M
+
+    @cuda.jit(device=True, inline=True)
+    def slot_b(e):
+        if B_KFAST:
+            return e // BLOCK_K, e % BLOCK_K
+        return e % BLOCK_N, e // BLOCK_N
+
+    @cuda.jit(device=True, inline=True)
+    def tile_coords(grid_n, grid_m):
+        """(tile_m, tile_n) of this block; SWIZZLE > 1 walks GROUP_M tile rows together (L2 reuse)."""
+        bx = cuda.blockIdx.x
+        by = cuda.blockIdx.y
+        if SWIZZLE == 1:
+            return by, bx
+        pid = by * grid_n + bx
+        width = SWIZZLE * grid_n
+        group = pid // width
+        first_m = group * SWIZZLE
+        rows = min(grid_m - first_m, SWIZZLE)
+        return first_m + (pid % width) % rows, (pid % width) // rows
+
+    @cuda.jit
+    def kernel(a_args, b_args, o_args, bias_args, r_args, M, N, K, K_SLICE, SPLITS, alpha, beta):
+        As = cuda.shared.array((STAGES, BLOCK_K, A_STRIDE), ACC)
+        Bs = cuda.shared.array((STAGES, BLOCK_K, B_STRIDE), ACC)
+        acc = cuda.local.array((THREAD_M, THREAD_N), ACC)
+        a_st = cuda.local.array((LOADS_A, 4), int64)
+        b_st = cuda.local.array((LOADS_B, 4), int64)
+        a_reg = cuda.local.array(LOADS_A, ACC)
+        b_reg = cuda.local.array(LOADS_B, ACC)
+
+        tid = cuda.threadIdx.x
+        warp = tid // 32
+        lane = tid % 32
+        ty = (warp // WX) * LM + lane // LN
+        tx = (warp % WX) * LN + lane % LN
+        tile_m, tile_n = tile_coords(cuda.gridDim.x, cuda.gridDim.y)
+        m0 = tile_m * BLOCK_M
+        n0 = tile_n * BLOCK_N
+        z = cuda.blockIdx.z // SPLITS
+        split = cuda.blockIdx.z % SPLITS
+        k_lo = split * K_SLICE
+        k_hi = min(K, k_lo + K_SLICE)
+        ntiles = (k_hi - k_lo + BLOCK_K - 1) // BLOCK_K
+
+        # ---- per-thread loader state (computed once) ----
+        for i in range(LOADS_A):
+            mm, kk = slot_a(tid + i * NT)
+            s = a_setup(a_args, z, min(m0 + mm, M - 1))   # rows >= M: clamped, never stored
+            a_st[i, 0] = s[0]
+            a_st[i, 1] = s[1]
+            a_st[i, 2] = s[2]
+            a_st[i, 3] = s[3]
+        for i in range(LOADS_B):
+            nn, kk = slot_b(tid + i * NT)
+            s = b_setup(b_args, z, min(n0 + nn, N - 1))
+            b_st[i, 0] = s[0]
+            b_st[i, 1] = s[1]
+            b_st[i, 2] = s[2]
+            b_st[i, 3] = s[3]
+        for i in range(THREAD_M):
+            for j in range(THREAD_N):
+                acc[i, j] = ACC(0)
+
+        # ---- mainloop ----
+        if ntiles > 0:
+            # prologue: tile 0 -> registers -> stage 0
+            for i in range(LOADS_A):
+                mm, kk = slot_a(tid + i * NT)
+                k = k_lo + kk
+                a_reg[i] = a_load(a_args, a_st[i, 0], a_st[i, 1], a_st[i, 2], a_st[i, 3], k) if k < k_hi else ACC(0)
+            for i in range(LOADS_B):
+                nn, kk = slot_b(tid + i * NT)
+                k = k_lo + kk
+                b_reg[i] = b_load(b_args, b_st[i, 0], b_st[i, 1], b_st[i, 2], b_st[i, 3], k) if k < k_hi else ACC(0)
+            for i in range(LOADS_A):
+                mm, kk = slot_a(tid + i * NT)
+                As[0, kk, mm] = a_reg[i]
+            for i in range(LOADS_B):
+                nn, kk = slot_b(tid + i * NT)
+                Bs[0, kk, nn] = b_reg[i]
+            cuda.syncthreads()
+        for t in range(ntiles):
+            cur = t % STAGES
+            nxt = (t + 1) % STAGES
+            more = t + 1 < ntiles
+            if more:
+                # next tile's global loads are issued before this tile's math (latency hiding)
+                k_next = k_lo + (t + 1) * BLOCK_K
+                for i in range(LOADS_A):
+                    mm, kk = slot_a(tid + i * NT)
+                    k = k_next + kk
+                    a_reg[i] = a_load(a_args, a_st[i, 0], a_st[i, 1], a_st[i, 2], a_st[i, 3], k) if k < k_hi else ACC(0)
+                for i in range(LOADS_B):
+                    nn, kk = slot_b(tid + i * NT)
+                    k = k_next + kk
+                    b_reg[i] = b_load(b_args, b_st[i, 0], b_st[i, 1], b_st[i, 2], b_st[i, 3], k) if k < k_hi else ACC(0)
+            mma(As, Bs, cur, ty, tx, acc)
+            if STAGES == 1:
+                cuda.syncthreads()
+            if more:
+                for i in range(LOADS_A):
+                    mm, kk = slot_a(tid + i * NT)
+                    As[nxt, kk, mm] = a_reg[i]
+                for i in range(LOADS_B):
+                    nn, kk = slot_b(tid + i * NT)
+                    Bs[nxt, kk, nn] = b_reg[i]
+            cuda.syncthreads()
+
+        # ---- epilogue ----
+        if SPLITS > 1 and not ATOMIC:
+            z = cuda.blockIdx.z            # partial sums go to workspace slice (z, split)
+        row_o = cuda.local.array(THREAD_M, int64)
+        col_o = cuda.local.array(THREAD_N, int64)
+        row_r = cuda.local.array(THREAD_M, int64)
+        col_r = cuda.local.array(THREAD_N, int64)
+        for i in range(THREAD_M):
+            m = m0 + ty + i * TY
+            if m < M:
+                row_o[i] = o_row(o_args, z, m)
+                if RESIDUAL:
+                    row_r[i] = o_row(r_args, z, m)
+        for j in range(THREAD_N):
+            n = n0 + tx + j * TX
+            if n < N:
+                col_o[j] = o_col(o_args, z, n)
+                if RESIDUAL:
+                    col_r[j] = o_col(r_args, z, n)
+        out = o_args[0]
+        bias = bias_args[0]
+        res = r_args[0]
+        bz = z * bias_args[1]
+        for i in range(THREAD_M):
+            m = m0 + ty + i * TY
+            for j in range(THREAD_N):
+                n = n0 + tx + j * TX
+                if m < M and n < N:
+                    b_off = bz
+                    if BIAS_ROW:
+                        b_off += m * bias_args[2]
+                    if BIAS_COL:
+                        b_off += n * bias_args[2]
+                    r_off = row_r[i] + col_r[j] if RESIDUAL else 0
+                    epi(acc[i, j], out, row_o[i] + col_o[j], bias, b_off, res, r_off, alpha, beta)
+
+    _CACHE[key] = kernel
+    return kernel
