@@ -19,4 +19,7 @@ from .norm_graph import norm_backward, norm_forward  # noqa: F401
 from .rng import philox4x32_10, philox_uniform, philox_words, rng_generate  # noqa: F401
 from .quantize import block_scale_dequantize, block_scale_quantize  # noqa: F401
 from .paged import paged_cache_load  # noqa: F401
+from .legacy import (  # noqa: F401
+    activation_backward, activation_forward, add_tensor, blend, conv_backward_bias,
+    conv_bias_activation_forward, op_tensor, scale_tensor)
 from .pointwise import POINTWISE_ARITY, pointwise, pointwise_mode  # noqa: F401
