@@ -22,4 +22,5 @@ from .paged import paged_cache_load  # noqa: F401
 from .legacy import (  # noqa: F401
     activation_backward, activation_forward, add_tensor, blend, conv_backward_bias,
     conv_bias_activation_forward, op_tensor, scale_tensor)
+from .lrn import lrn_backward, lrn_forward  # noqa: F401
 from .pointwise import POINTWISE_ARITY, pointwise, pointwise_mode  # noqa: F401
