@@ -16,6 +16,8 @@ K = cudnnBackendKnobType_t
 NN = cudnnBackendNumericalNote_t
 BN = cudnnBackendBehaviorNote_t
 OK = (S.CUDNN_STATUS_SUCCESS, "")
+#: configs per engine the heuristics rank at most
+MAX_CANDIDATES = 64
 
 
 @dataclass(frozen=True)
@@ -76,11 +78,17 @@ class BuildContext:
     allow_tensor_cores: bool = False
     deterministic: bool = False    # reject NONDETERMINISTIC configs
     simulator: bool = False
+    handle: object = None          # the ncudnn handle (its caches hold the plan cache), or None
     extra: Dict[str, object] = field(default_factory=dict)
 
 
 class SubPlan:
-    """A built (subgraph, config): kernels compiled, launch arguments prepared where possible."""
+    """A built (subgraph, config): kernels compiled, launch arguments prepared where possible.
+
+    The hot path is :meth:`prepare` (once per distinct set of buffer addresses) returning a
+    ``run(stream)`` callable the plan caches; engines with a fast launcher override it. The default
+    converts the views to numba arrays once and calls :meth:`execute` on each run.
+    """
 
     def __init__(self, engine, sub, config, workspace_size=0):
         self.engine = engine
@@ -88,9 +96,19 @@ class SubPlan:
         self.config = config
         self.workspace_size = workspace_size
 
+    def prepare(self, views, scratch):
+        """``views``: uid -> DeviceView for every tensor the subgraph touches (by-value scalars as
+        Python numbers); ``scratch``: a uint8 DeviceView of ``workspace_size`` bytes or None.
+        Returns ``run(stream)``."""
+        from ..memory import to_numba
+
+        arrays = {u: (to_numba(v) if hasattr(v, "ptr") else v) for u, v in views.items()}
+        ws = to_numba(scratch) if scratch is not None else None
+        return lambda stream: self.execute(arrays, ws, stream)
+
     def execute(self, buffers, workspace, stream):
-        """Run on ``buffers`` (uid -> device array with the tensor's dims and strides) using
-        ``workspace`` (a device byte buffer of at least ``workspace_size`` bytes, or None) on ``stream``."""
+        """Run on ``buffers`` (uid -> numba device array with the tensor's dims and strides, or a
+        scalar) using ``workspace`` (a numba uint8 array of at least ``workspace_size`` bytes, or None)."""
         raise NotImplementedError
 
 
@@ -126,6 +144,33 @@ class Engine:
         for spec in specs:
             out = [c.with_knob(spec.type, v) for c in out for v in spec.values()]
         return [c for c in out if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
+
+    def candidates(self, sub, ctx) -> Iterable[Config]:
+        """Valid configs the heuristics rank (default: the default config, then the search space, at
+        most ``MAX_CANDIDATES``); memoized per :meth:`candidates_key` when that is not None."""
+        ck = self.candidates_key(sub)
+        memo = self.__dict__.setdefault("_candidates", {})
+        if ck is not None and ck in memo:
+            return memo[ck]
+        out = []
+        default = self.default_config(sub)
+        if self.keep(sub, default, ctx)[0] == S.CUDNN_STATUS_SUCCESS:
+            out.append(default)
+        seen = set(out)
+        for c in self.configs(sub, ctx):
+            if len(out) >= MAX_CANDIDATES:
+                break
+            if c not in seen:
+                seen.add(c)
+                out.append(c)
+        out = tuple(out)
+        if ck is not None:
+            memo[ck] = out
+        return out
+
+    def candidates_key(self, sub):
+        """What the candidate list depends on (None: recompute for every subgraph)."""
+        return None
 
     def keep(self, sub, cfg, ctx) -> Tuple[S, str]:
         """Is this config valid for this subgraph? (status, reason)."""

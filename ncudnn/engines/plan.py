@@ -4,34 +4,54 @@ and built :class:`SubPlan`, run in order. Virtual tensors crossing subgraphs liv
 Workspace layout (every piece 256-byte aligned)::
 
     [ materialized intermediates ... | scratch shared by the sub-plans (the largest of theirs) ]
+
+The hot path: :meth:`ExecutionPlan.execute` reads one device address per external tensor (the
+variant pack) and the workspace address; that tuple keys a small cache of *bindings* — the
+sub-plans' prepared ``run(stream)`` callables over checked views — so a repeated call with the same
+buffers does no conversion, no descriptor check and no allocation.
 """
-from ..errors import CudnnError
+from collections import OrderedDict
+
+from ..errors import BadParamError
 from ..types import cudnnStatus_t
+from . import buffers as B
 
 S = cudnnStatus_t
 ALIGN = 256
+#: distinct buffer sets kept prepared per plan
+BINDINGS_KEPT = 8
 
 
 def _round_up(n, a=ALIGN):
     return (n + a - 1) // a * a
 
 
+def layout(tensors, materialize, scratch_size):
+    """(offsets of the materialized uids, scratch offset, total workspace bytes)."""
+    offsets, off = {}, 0
+    for uid in sorted(materialize):
+        offsets[uid] = off
+        off += _round_up(tensors[uid].nbytes_needed())
+    total = off + _round_up(scratch_size) if (off or scratch_size) else 0
+    return offsets, off, total
+
+
 class ExecutionPlan:
-    def __init__(self, graph, parts, materialize):
+    def __init__(self, graph, parts, materialize, engine_config=None):
         self.graph = graph
         self.parts = list(parts)          # SubPlan objects, in execution order
         self.materialize = sorted(materialize)
+        self.engine_config = engine_config  # the api.EngineConfig it was built from (None: hand-made)
         tensors = graph.tensors()
-        self.offsets = {}
-        off = 0
-        for uid in self.materialize:
-            self.offsets[uid] = off
-            off += _round_up(tensors[uid].nbytes_needed())
-        self.scratch_offset = off
         self.scratch_size = max([p.workspace_size for p in self.parts] + [0])
-        self.workspace_size = off + _round_up(self.scratch_size) if (off or self.scratch_size) else 0
+        self.offsets, self.scratch_offset, self.workspace_size = layout(tensors, self.materialize,
+                                                                        self.scratch_size)
         self._tensors = tensors
-        self.external_uids = sorted(uid for uid, t in tensors.items() if not t.is_virtual and not t.is_by_value)
+        self.external_uids = tuple(sorted(uid for uid, t in tensors.items()
+                                          if not t.is_virtual and not t.is_by_value))
+        self.scalar_uids = tuple(sorted(uid for uid, t in tensors.items() if t.is_by_value))
+        self._part_uids = [sorted({t.uid for n in p.sub.nodes for t in n.tensors()}) for p in self.parts]
+        self._bindings = OrderedDict()
 
     @property
     def engine_names(self):
@@ -42,33 +62,57 @@ class ExecutionPlan:
 
     def check_workspace(self, workspace_nbytes):
         if self.workspace_size and workspace_nbytes < self.workspace_size:
-            raise CudnnError(f"workspace of {workspace_nbytes} bytes, the plan needs {self.workspace_size}",
-                             S.CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT)
+            raise BadParamError(f"workspace of {workspace_nbytes} bytes, the plan needs {self.workspace_size}",
+                                S.CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT)
 
-    def execute(self, buffers, workspace, stream=0):
-        """``buffers``: uid -> device array (the dims/strides of the tensor) for every external tensor,
-        and by-value scalars; ``workspace``: a device uint8 array (or None when the size is 0)."""
-        missing = [u for u in self.external_uids if u not in buffers]
-        if missing:
-            raise CudnnError(f"variant pack lacks device pointers for uids {missing}", S.CUDNN_STATUS_BAD_PARAM)
-        for uid, t in self._tensors.items():
-            if t.is_by_value and uid not in buffers:
-                buffers[uid] = t.value
+    # ------------------------------------------------------------------ hot path
+    def execute(self, pack, workspace=None, stream=0):
+        """Run on ``pack`` (uid -> device pointer int or array object; by-value uids -> scalars,
+        defaulting to the descriptor's value) with ``workspace`` (pointer or array, or None when
+        ``workspace_size`` is 0) on ``stream`` (int handle or a numba / torch / CuPy stream)."""
+        try:
+            key = tuple([B.ptr_of(pack[u]) for u in self.external_uids])
+        except KeyError:
+            missing = [u for u in self.external_uids if u not in pack]
+            raise BadParamError(f"variant pack lacks device pointers for uids {missing}",
+                                S.CUDNN_STATUS_BAD_PARAM) from None
+        if self.scalar_uids:
+            key += tuple([pack.get(u) for u in self.scalar_uids])
         if self.workspace_size:
-            if workspace is None:
-                raise CudnnError(f"the plan needs {self.workspace_size} bytes of workspace, none given",
-                                 S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER)
-            self.check_workspace(workspace.size * workspace.dtype.itemsize)
-            for uid in self.materialize:
-                buffers[uid] = _typed_view(workspace, self.offsets[uid], self._tensors[uid])
-        scratch = workspace[self.scratch_offset:self.scratch_offset + self.scratch_size] \
-            if self.scratch_size else None
-        for part in self.parts:
-            part.execute(buffers, scratch, stream)
+            key += (B.ptr_of(workspace), B.nbytes_of(workspace) if type(workspace) is not int else None)
+        runs = self._bindings.get(key)
+        if runs is None:
+            runs = self._bind(pack, workspace, key)
+        for run in runs:
+            run(stream)
 
+    # ------------------------------------------------------------------ binding
+    def views(self, pack, workspace):
+        """uid -> checked DeviceView (scalars as values) for every tensor, and the scratch view."""
+        views = {}
+        for uid in self.external_uids:
+            views[uid] = B.tensor_view(pack[uid], self._tensors[uid])
+        for uid in self.scalar_uids:
+            v = pack.get(uid)
+            views[uid] = self._tensors[uid].value if v is None else v
+        ws = B.workspace_view(workspace, self.workspace_size)
+        for uid in self.materialize:
+            views[uid] = B.view_from_bytes(ws, self.offsets[uid], self._tensors[uid])
+        scratch = B.sub_bytes(ws, self.scratch_offset, self.scratch_size) if ws is not None else None
+        return views, scratch
 
-def _typed_view(workspace, offset, t):
-    """A strided device view of ``t`` inside the byte workspace."""
-    from ..memory import view_from_bytes
+    def _bind(self, pack, workspace, key):
+        views, scratch = self.views(pack, workspace)
+        runs = []
+        for part, uids in zip(self.parts, self._part_uids):
+            mine = {u: views[u] for u in uids if u in views}
+            runs.append(part.prepare(mine, scratch if part.workspace_size else None))
+        runs = tuple(runs)
+        self._bindings[key] = runs
+        while len(self._bindings) > BINDINGS_KEPT:
+            self._bindings.popitem(last=False)
+        return runs
 
-    return view_from_bytes(workspace, offset, t)
+    def forget_bindings(self):
+        """Drop prepared bindings (they keep the bound buffers' owners alive)."""
+        self._bindings.clear()

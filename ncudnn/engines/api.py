@@ -1,0 +1,319 @@
+"""The one entry point front ends use: heuristics, support checks, plan building, execution,
+autotuning and plan serialization, over a finalized :class:`~ncudnn.ir.OpGraph`.
+
+Graph-level engines: a graph that partitions into one subgraph is offered every engine whose
+``check_support`` accepts that subgraph; a graph of several subgraphs is offered the ``composite``
+engine, which runs each subgraph on its own best engine.
+
+    ecs = get_heuristics(graph, CUDNN_HEUR_MODE_A)        # ranked EngineConfigs
+    plan = build_plan(graph, ecs[0])                       # cached per (graph, config)
+    execute(plan, {uid: tensor_or_pointer, ...}, workspace)
+
+``ctx`` everywhere is a :class:`BuildContext`, a handle (its device and caches), or None.
+"""
+import time
+from dataclasses import replace
+
+from ..errors import CudnnError, InternalError, NotSupportedError, error_for
+from ..ir.partition import partition
+from ..platform import simulator_enabled
+from ..types import cudnnBackendHeurMode_t, cudnnStatus_t
+from . import device as _device
+from . import heuristics, registry
+from .base import OK, BuildContext, Config
+from .composite import CompositeSub, make_composite
+from .plan import ExecutionPlan, layout
+from .plancache import LRU, cache_for, graph_identity, plan_key
+from .ranking import (EngineConfig, _ctx_flags, config_status, engine_config, log, log_enabled, rank_subgraph,
+                      support)
+
+S = cudnnStatus_t
+HM = cudnnBackendHeurMode_t
+
+__all__ = ["EngineConfig", "BuildContext", "context", "get_heuristics", "supported_engines", "check_support",
+           "build_plan", "execute", "autotune", "plan_to_json", "plan_from_json", "engine_config_from_json",
+           "problem"]
+
+
+# ---------------------------------------------------------------------------------- context
+
+def context(ctx=None):
+    """A BuildContext with its device filled in, from a BuildContext, a handle, or None."""
+    if isinstance(ctx, BuildContext):
+        if ctx.device is None:
+            ctx = replace(ctx, device=_device.current(), simulator=simulator_enabled())
+        return ctx
+    cached = getattr(ctx, "caches", None)
+    if cached is not None:
+        c = cached.get("build_context")
+        if c is None:
+            c = cached["build_context"] = BuildContext(device=_device.current(), simulator=simulator_enabled(),
+                                                       handle=ctx)
+        return c
+    return BuildContext(device=_device.current(), simulator=simulator_enabled())
+
+
+def problem(graph):
+    """The graph's engine problem (cached on the graph): its single Subgraph, or a CompositeSub."""
+    sub = graph.__dict__.get("_engine_problem")
+    if sub is None:
+        if not graph.finalized:
+            graph.finalize()
+        parts, materialize = partition(graph)
+        sub = parts[0] if len(parts) == 1 else make_composite(graph, parts, materialize)
+        graph.__dict__["_engine_problem"] = sub
+    return sub
+
+
+#: rankings by (graph key, mode, context flags, timing generation)
+_rankings = LRU(1024)
+
+
+def _graph_key(graph):
+    return graph_identity(graph)[0]
+
+
+# ------------------------------------------------------------------------------- heuristics
+
+def get_heuristics(graph, mode=HM.CUDNN_HEUR_MODE_A, ctx=None):
+    """Supported EngineConfigs for ``graph``, best first, under heuristic ``mode``.
+
+    INSTANT / A: the analytic model; B: the model corrected by this device's autotuning records, with
+    an autotuned winner for this graph (if one is stored) first; FALLBACK: fallback engines only.
+    """
+    t0 = time.perf_counter()
+    ctx = context(ctx)
+    mode = HM(int(mode))
+    if mode == HM.CUDNN_HEUR_MODES_COUNT:
+        raise error_for(S.CUDNN_STATUS_BAD_PARAM, "CUDNN_HEUR_MODES_COUNT is not a heuristic mode")
+    sub = problem(graph)
+    key = _graph_key(graph)
+    explain = [] if log_enabled() else None
+    memo_key = (key, mode, _ctx_flags(ctx), heuristics.generation)
+    hit = _rankings.get(memo_key)
+    if hit is not None:
+        if explain is not None:
+            log(f"heuristics {mode.name} for graph {key[:12]}: {len(hit)} config(s), as ranked before:\n"
+                + "\n".join(f"  {ec.predicted_time * 1e6:10.2f} us  {ec}  ({ec.why})" for ec in hit))
+        return list(hit)
+    if isinstance(sub, CompositeSub):
+        out = _rank_composite(graph, sub, mode, ctx, key, explain)
+    else:
+        out = rank_subgraph(sub, mode, ctx, key, explain)
+    if mode == HM.CUDNN_HEUR_MODE_B:
+        out = _winner_first(graph, out, ctx, explain)
+    _rankings.put(memo_key, tuple(out))
+    if explain is not None:
+        dt = (time.perf_counter() - t0) * 1e6
+        head = f"heuristics {mode.name} for graph {key[:12]} ({graph.name or 'unnamed'}) on " \
+               f"{ctx.device.name}: {len(out)} config(s) in {dt:.0f} us"
+        log("\n".join([head, f" problem: {sub.describe()}"] + explain))
+    return out
+
+
+def _rank_composite(graph, sub, mode, ctx, key, explain):
+    comp = registry.by_name("composite")
+    st, why = comp.check_support(sub, ctx)
+    if st != S.CUDNN_STATUS_SUCCESS:
+        if explain is not None:
+            explain.append(f"  composite: {S(st).name}: {why}")
+        return []
+    parts = comp.choose_parts(sub, mode, ctx, key, explain)
+    return [_composite_config(graph, sub, parts)]
+
+
+def _composite_config(graph, sub, parts):
+    comp = registry.by_name("composite")
+    scratch = max([p.workspace_size for p in parts] + [0])
+    _, _, ws = layout(graph.tensors(), sub.materialize, scratch)
+    nn = tuple(dict.fromkeys(n for p in parts for n in p.numerical_notes))
+    bn = tuple(n for n in comp.behavior_notes if all(n in p.behavior_notes for p in parts))
+    return EngineConfig(comp, Config(comp.name, ()), nn, bn, ws, sum(p.predicted_time for p in parts),
+                        tuple(parts), "sum of the parts")
+
+
+def _winner_first(graph, ranked, ctx, explain):
+    from .autotune import stored_results
+
+    stored = stored_results(graph, ctx)
+    if not stored:
+        return ranked
+    try:
+        win = engine_config_from_json(stored[0]["config"], graph, ctx)
+    except CudnnError:
+        return ranked
+    if check_support(graph, win, ctx)[0] != S.CUDNN_STATUS_SUCCESS:
+        return ranked
+    win = replace(win, predicted_time=stored[0]["median_ms"] * 1e-3, why="autotuned winner (measured)")
+    if explain is not None:
+        explain.insert(0, f"  autotuned winner first: {win} at {stored[0]['median_ms']:.4f} ms")
+    return [win] + [ec for ec in ranked if ec.ident() != win.ident()]
+
+
+def supported_engines(graph, ctx=None):
+    """Engines that can run ``graph`` (global-index order)."""
+    ctx = context(ctx)
+    sub = problem(graph)
+    if isinstance(sub, CompositeSub):
+        comp = registry.by_name("composite")
+        return [comp] if comp.check_support(sub, ctx)[0] == S.CUDNN_STATUS_SUCCESS else []
+    return [e for e in registry.engines() if e.name != "composite" and support(e, sub, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
+
+
+def _as_engine_config(graph, ec, ctx):
+    """An EngineConfig from an EngineConfig, a Config, an engine name or a global index."""
+    if isinstance(ec, EngineConfig):
+        return ec
+    if isinstance(ec, (str, int)):
+        eng = registry.by_name(ec) if isinstance(ec, str) else registry.by_index(ec)
+        if eng is None:
+            raise error_for(S.CUDNN_STATUS_BAD_PARAM, f"no engine with global index {ec}")
+        ec = eng.default_config(problem(graph))
+    if isinstance(ec, Config):
+        return engine_config_from_json({"engine": ec.engine, "config": ec.to_json()}, graph, ctx)
+    raise error_for(S.CUDNN_STATUS_BAD_PARAM, f"{type(ec).__name__} is not an engine config")
+
+
+def check_support(graph, engine_config, ctx=None):
+    """(status, reason): can ``engine_config`` run ``graph``? The reason names the node and why."""
+    ctx = context(ctx)
+    try:
+        ec = _as_engine_config(graph, engine_config, ctx)
+        sub = problem(graph)
+    except CudnnError as e:
+        return e.status, e.message
+    if ec.engine.name == "composite":
+        csub = sub if isinstance(sub, CompositeSub) else make_composite(graph, [sub], ())
+        st, why = ec.engine.check_support(csub, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS or not ec.parts:
+            return S(st), why
+        if len(ec.parts) != len(csub.parts):
+            return S.CUDNN_STATUS_BAD_PARAM, f"composite config has {len(ec.parts)} parts, the graph " \
+                f"partitions into {len(csub.parts)}"
+        for part, pec in zip(csub.parts, ec.parts):
+            st, why = config_status(pec.engine, part, pec.config, ctx)
+            if st != S.CUDNN_STATUS_SUCCESS:
+                return st, why
+        return OK
+    if isinstance(sub, CompositeSub):
+        return S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, \
+            f"{ec.engine.name}: the graph partitions into {len(sub.parts)} subgraphs ({sub.describe()}); " \
+            "only the composite engine runs it"
+    return config_status(ec.engine, sub, ec.config, ctx)
+
+
+# ----------------------------------------------------------------------------------- plans
+
+def build_plan(graph, engine_config, ctx=None):
+    """The ExecutionPlan of ``engine_config`` on ``graph``: from the plan cache, else built (kernels
+    compiled, launch arguments prepared). Raises CudnnError with the status of an unsupported config."""
+    ctx = context(ctx)
+    ec = _as_engine_config(graph, engine_config, ctx)
+    key = plan_key(graph, ec)
+    cache = cache_for(ctx.handle)
+    plan = cache.get(key)
+    if plan is not None:
+        return plan
+    info = log_enabled()
+    t0 = time.perf_counter()
+    st, why = check_support(graph, ec, ctx)
+    if st != S.CUDNN_STATUS_SUCCESS:
+        raise error_for(st, why)
+    sub = problem(graph)
+    if info:
+        log(f"build plan 1/3 CHECK SUPPORT: {ec} accepts {sub.describe()}")
+    if ec.engine.name == "composite":
+        csub = sub if isinstance(sub, CompositeSub) else make_composite(graph, [sub], ())
+        parts = ec.parts or ec.engine.choose_parts(csub, HM.CUDNN_HEUR_MODE_A, ctx, _graph_key(graph))
+        if not ec.parts:
+            ec = _composite_config(graph, csub, parts)
+        subplans = [_build_one(p.engine, s, p.config, ctx, i, info) for i, (s, p) in
+                    enumerate(zip(csub.parts, parts))]
+        materialize = csub.materialize
+    else:
+        subplans = [_build_one(ec.engine, sub, ec.config, ctx, 0, info)]
+        materialize = ()
+    plan = ExecutionPlan(graph, subplans, materialize, ec)
+    if info:
+        log(f"build plan 3/3 PLAN READY: {plan.describe()}; workspace {plan.workspace_size} B; "
+            f"{(time.perf_counter() - t0) * 1e3:.2f} ms")
+    cache.put(key, plan)
+    return plan
+
+
+def _build_one(engine, sub, cfg, ctx, i, info):
+    if info:
+        log(f"build plan 2/3 BUILD part {i}: {sub.describe()} on {cfg}")
+    try:
+        sp = engine.build(sub, cfg, ctx)
+    except CudnnError:
+        raise
+    except Exception as e:
+        raise InternalError(f"{engine.name}: building {sub.describe()} failed: {type(e).__name__}: {e}",
+                            S.CUDNN_STATUS_INTERNAL_ERROR_COMPILATION_FAILED) from e
+    expect = engine.workspace_size(sub, cfg)
+    if sp.workspace_size != expect:
+        raise InternalError(f"{engine.name}: built plan wants {sp.workspace_size} B of workspace, "
+                            f"workspace_size() said {expect}")
+    return sp
+
+
+def execute(plan, variant_pack, workspace=None, handle=None, stream=None):
+    """Run ``plan``: ``variant_pack`` maps uid -> device pointer int or array object (torch / CuPy /
+    numba / __cuda_array_interface__ / DLPack) and by-value uids -> scalars; ``workspace`` likewise
+    (too small -> BAD_PARAM_SIZE_INSUFFICIENT). The stream: ``stream``, else the handle's, else 0."""
+    if stream is None and handle is not None:
+        stream = handle.stream
+    plan.execute(variant_pack, workspace, stream or 0)
+
+
+# ------------------------------------------------------------------------- configs from JSON
+
+def engine_config_from_json(d, graph, ctx=None):
+    """An EngineConfig from ``EngineConfig.to_json()`` output, sized and noted for ``graph``."""
+    ctx = context(ctx)
+    try:
+        eng = registry.by_name(d["engine"])
+        cfg = Config.from_json(d["config"]) if "config" in d else Config(eng.name, ())
+    except KeyError as e:
+        raise NotSupportedError(f"unknown engine or knob {e} in {d}", S.CUDNN_STATUS_NOT_SUPPORTED) from None
+    sub = problem(graph)
+    if eng.name != "composite":
+        if isinstance(sub, CompositeSub):
+            raise error_for(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
+                            f"{eng.name} cannot run a graph of {len(sub.parts)} subgraphs")
+        return engine_config(eng, sub, cfg, ctx, eng.cost(sub, cfg, ctx.device), "given")
+    csub = sub if isinstance(sub, CompositeSub) else make_composite(graph, [sub], ())
+    rows = d.get("parts") or []
+    if rows and len(rows) != len(csub.parts):
+        raise error_for(S.CUDNN_STATUS_BAD_PARAM, f"{len(rows)} parts given, the graph has {len(csub.parts)}")
+    parts = []
+    for part, row in zip(csub.parts, rows):
+        try:
+            e = registry.by_name(row["engine"])
+            c = Config.from_json(row["config"])
+        except KeyError as err:
+            raise NotSupportedError(f"unknown engine or knob {err}", S.CUDNN_STATUS_NOT_SUPPORTED) from None
+        parts.append(engine_config(e, part, c, ctx, e.cost(part, c, ctx.device), "given"))
+    if not parts:
+        parts = list(eng.choose_parts(csub, HM.CUDNN_HEUR_MODE_A, ctx))
+    return _composite_config(graph, csub, parts)
+
+
+def autotune(graph, configs, variant_pack, workspace=None, ctx=None, **kw):
+    """Time ``configs`` on the user's buffers; see :func:`ncudnn.engines.autotune.autotune`."""
+    from .autotune import autotune as _autotune
+
+    return _autotune(graph, configs, variant_pack, workspace, ctx, **kw)
+
+
+def plan_to_json(plan):
+    from .serialize import plan_to_json as f
+
+    return f(plan)
+
+
+def plan_from_json(text, ctx=None):
+    from .serialize import plan_from_json as f
+
+    return f(text, ctx)

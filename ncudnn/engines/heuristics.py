@@ -1,0 +1,211 @@
+"""The analytic cost model engines use in ``Engine.cost`` (heuristic mode A), and the mode-B
+correction table (the model scaled by timings autotuning recorded on this device).
+
+Model of one kernel launch::
+
+    t = LAUNCH_OVERHEAD + max(flops / (peak * eff), bytes / bandwidth)
+    eff = tile quantization * wave quantization * occupancy factor
+
+* tile quantization: useful fraction of the padded tile grid (M*N over ceil-tiled M*N);
+* waves: tiles run in waves of (SM count x resident blocks per SM); a partial last wave idles SMs;
+* occupancy: resident blocks per SM from threads, registers and shared memory; below a few warps
+  per scheduler latency is not hidden (a linear penalty up to ``FULL_OCCUPANCY_WARPS``).
+
+Mode-B tables live in ``ncudnn/engines/tuned/*.json`` (shipped, generated on a GPU) and in
+``$NCUDNN_CACHE_DIR/tuned/<device>.json`` (written by :mod:`.autotune`); each starts with a provenance
+header (GPU, date, ncudnn / numba versions, command) and holds per-engine correction factors
+(measured / predicted, geometric mean) and per-(graph key, config) measured times.
+"""
+import json
+import math
+import os
+import threading
+from pathlib import Path
+
+#: host + driver cost of one kernel launch on the device timeline, seconds
+LAUNCH_OVERHEAD = 3e-6
+#: resident warps per SM from which latency is considered hidden
+FULL_OCCUPANCY_WARPS = 16
+TUNED_DIR = Path(__file__).with_name("tuned")
+#: DRAM latency the bytes in flight must cover (Little's law), seconds
+DRAM_LATENCY = 6e-7
+
+
+# ----------------------------------------------------------------------------- the model
+
+def tile_efficiency(m, n, tile_m, tile_n):
+    """Useful fraction of a ceil-tiled M x N grid (1.0 when the tiles divide the problem)."""
+    tm, tn = math.ceil(m / tile_m), math.ceil(n / tile_n)
+    return (m * n) / (tm * tile_m * tn * tile_n) if m and n else 1.0
+
+
+def blocks_per_sm(device, threads, regs_per_thread=32, smem_bytes=0):
+    """Resident blocks per SM limited by threads, registers and shared memory (at least 0)."""
+    threads = max(int(threads), 1)
+    by_threads = device.max_threads_per_sm // threads
+    regs = max(int(regs_per_thread), 1) * (math.ceil(threads / 32) * 32)
+    by_regs = device.regs_per_sm // regs
+    by_smem = device.smem_per_sm // smem_bytes if smem_bytes else 32
+    return max(0, min(by_threads, by_regs, by_smem, 32))
+
+
+def wave_efficiency(blocks, device, per_sm):
+    """Useful fraction of the last wave: blocks / (waves * slots)."""
+    slots = max(device.sm_count * max(per_sm, 1), 1)
+    waves = math.ceil(max(blocks, 1) / slots)
+    return max(blocks, 1) / (waves * slots) if blocks < slots * waves else 1.0
+
+
+def occupancy_factor(per_sm, threads):
+    """1.0 at or above FULL_OCCUPANCY_WARPS resident warps, linear below."""
+    warps = per_sm * math.ceil(threads / 32)
+    return min(1.0, max(warps, 1) / FULL_OCCUPANCY_WARPS)
+
+
+def kernel_time(device, flops=0.0, nbytes=0.0, peak="fp32", blocks=None, threads=256, regs=32,
+                smem=0, tile=None, problem=None, launches=1, bytes_in_flight=None):
+    """Predicted seconds for ``launches`` kernels doing ``flops`` and moving ``nbytes`` in total.
+
+    ``blocks``: grid size (None: enough to fill the device); ``tile`` / ``problem``: (tile_m, tile_n)
+    and (m, n) for the tile quantization of a GEMM-like output; ``bytes_in_flight``: outstanding
+    memory requests the kernel sustains (Little's law: a small grid cannot reach peak bandwidth).
+    Returns +inf when a block cannot fit on an SM.
+    """
+    per_sm = blocks_per_sm(device, threads, regs, smem)
+    if per_sm == 0:
+        return math.inf
+    eff = occupancy_factor(per_sm, threads)
+    if blocks is not None:
+        eff *= wave_efficiency(blocks, device, per_sm)
+    if tile is not None and problem is not None:
+        eff *= tile_efficiency(problem[0], problem[1], tile[0], tile[1])
+    compute = flops / (device.peak(peak) * max(eff, 1e-6)) if flops else 0.0
+    memory = nbytes / device.mem_bandwidth if nbytes else 0.0
+    if nbytes and bytes_in_flight is not None:
+        memory = max(memory, DRAM_LATENCY * nbytes / max(min(bytes_in_flight, nbytes), 1))
+    return launches * LAUNCH_OVERHEAD + max(compute, memory)
+
+
+def memory_parallelism(device, bytes_in_flight):
+    """Fraction of peak bandwidth reachable with ``bytes_in_flight`` outstanding (Little's law)."""
+    need = device.mem_bandwidth * DRAM_LATENCY
+    return min(1.0, max(bytes_in_flight, 1) / need)
+
+
+def explain(device, flops, nbytes, peak="fp32"):
+    """One line for the debug log: which ceiling bounds the problem."""
+    c = flops / device.peak(peak) if flops else 0.0
+    m = nbytes / device.mem_bandwidth if nbytes else 0.0
+    bound = "compute" if c > m else "memory"
+    return f"{flops:.3g} FLOP, {nbytes:.3g} B: {bound}-bound ({c * 1e6:.2f} us compute, {m * 1e6:.2f} us memory)"
+
+
+# ------------------------------------------------------------------------ mode B table
+
+class TunedTable:
+    """Correction factors and measured times for one device, merged from shipped and local tables."""
+
+    def __init__(self):
+        self.factors = {}    # engine name -> (log-sum of measured/predicted ratios, count)
+        self.measured = {}   # (graph key, config str) -> median seconds
+        self.provenance = []
+        self.local = None    # the TunedTable of this device's own records (what save_local writes)
+
+    def factor(self, engine):
+        s, n = self.factors.get(engine, (0.0, 0))
+        return math.exp(s / n) if n else 1.0
+
+    def correct(self, engine, predicted, graph_key=None, config=None):
+        """Mode-B estimate: a measured time for this exact problem, else the model times the factor."""
+        if graph_key is not None:
+            t = self.measured.get((graph_key, str(config)))
+            if t is not None:
+                return t, "measured"
+        f = self.factor(engine)
+        return predicted * f, (f"model x {f:.3g}" if f != 1.0 else "model")
+
+    def record(self, engine, predicted, measured, graph_key=None, config=None):
+        bump()
+        if predicted > 0 and measured > 0:
+            s, n = self.factors.get(engine, (0.0, 0))
+            self.factors[engine] = (s + math.log(measured / predicted), n + 1)
+        if graph_key is not None:
+            self.measured[(graph_key, str(config))] = measured
+        if self.local is not None:
+            self.local.record(engine, predicted, measured, graph_key, config)
+
+    def merge(self, data):
+        self.provenance.append(data.get("provenance", {}))
+        for eng, (s, n) in data.get("factors", {}).items():
+            s0, n0 = self.factors.get(eng, (0.0, 0))
+            self.factors[eng] = (s0 + float(s), n0 + int(n))
+        for row in data.get("measured", []):
+            self.measured[(row["graph"], row["config"])] = float(row["seconds"])
+
+    def to_json(self, provenance):
+        return {"provenance": provenance,
+                "factors": {k: list(v) for k, v in sorted(self.factors.items())},
+                "measured": [{"graph": g, "config": c, "seconds": t} for (g, c), t in sorted(self.measured.items())]}
+
+
+_tables = {}
+_lock = threading.Lock()
+#: bumped whenever recorded timings change (keys of cached rankings include it)
+generation = 0
+
+
+def bump():
+    global generation
+    generation += 1
+
+
+def cache_dir():
+    """$NCUDNN_CACHE_DIR, else ~/.cache/ncudnn."""
+    d = os.environ.get("NCUDNN_CACHE_DIR")
+    return Path(d) if d else Path.home() / ".cache" / "ncudnn"
+
+
+def local_table_path(device):
+    return cache_dir() / "tuned" / f"{device.slug}.json"
+
+
+def table(device):
+    """The mode-B table of ``device`` (loaded lazily: shipped tables for its name, then the local one)."""
+    with _lock:
+        t = _tables.get(device.slug)
+        if t is not None:
+            return t
+        t = TunedTable()
+        t.local = TunedTable()
+        local = local_table_path(device)
+        for path in sorted(TUNED_DIR.glob("*.json")) + [local]:
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            prov = data.get("provenance", {})
+            if path != local and prov.get("device_slug") not in (None, device.slug):
+                continue
+            t.merge(data)
+            if path == local:
+                t.local.merge(data)
+        _tables[device.slug] = t
+        return t
+
+
+def save_local(device, provenance):
+    """Write the local table of ``device`` (atomically) with a provenance header."""
+    t = table(device)
+    path = local_table_path(device)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(t.local.to_json(provenance), indent=1))
+    os.replace(tmp, path)
+    return path
+
+
+def forget_tables():
+    """Drop the loaded tables (tests; after the cache dir changes)."""
+    with _lock:
+        _tables.clear()
+    bump()

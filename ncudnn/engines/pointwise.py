@@ -1,0 +1,200 @@
+"""Engine "pointwise_fused": a DAG of pointwise nodes (or one node) as ONE generated kernel.
+
+The subgraph's nodes become a :class:`~ncudnn.kernels.pointwise.PointwiseSpec`: tensors read from
+outside are kernel inputs (broadcast dims get stride 0 over the output shape; by-value scalars are a
+one-element device array), virtual tensors inside stay in registers, non-virtual (and materialized)
+tensors written are kernel outputs. Knobs: BLOCK_SIZE (threads per block) and
+ARRAY_SIZE_PER_THREAD (elements per thread per loop trip, the generator's ``unroll``).
+"""
+import math
+
+import numpy as np
+
+from .. import memory
+from ..kernels import pointwise as kpw
+from ..kernels import pointwise_ops as po
+from ..kernels.dtypes import dtype_name, storage_dtype
+from ..types import cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
+from . import buffers as B
+from . import heuristics as H
+from .base import OK, Engine, KnobSpec, SubPlan
+from .registry import register
+
+S = cudnnStatus_t
+K = cudnnBackendKnobType_t
+NN = cudnnBackendNumericalNote_t
+
+#: node attributes passed to the generator as params (the lower-cased backend attribute names)
+PARAMS = ("relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope", "elu_alpha", "softplus_beta",
+          "swish_beta", "axis", "alpha1", "alpha2", "nan_propagation")
+
+
+def _kernel_dtype(t):
+    try:
+        return dtype_name(memory.numpy_dtype(t.dtype))
+    except Exception:
+        return None
+
+
+class _Layout:
+    """How a pointwise subgraph maps onto a kernel: inputs, outputs, refs, shape."""
+
+    def __init__(self, sub):
+        materialized = getattr(sub, "materialize", frozenset())
+        produced = {}
+        for j, n in enumerate(sub.nodes):
+            for t in n.outputs.values():
+                produced[t.uid] = j
+        self.inputs = [t for t in sub.inputs()]
+        self.outputs = [t for n in sub.nodes for t in n.outputs.values()
+                        if not t.is_virtual or t.uid in materialized]
+        self.nodes = sub.nodes
+        n_in = len(self.inputs)
+        self.ref = {t.uid: k for k, t in enumerate(self.inputs)}
+        self.ref.update({u: n_in + j for u, j in produced.items()})
+        dims = [t.dims for n in sub.nodes for t in n.tensors()]
+        rank = len(dims[0])
+        self.rank_ok = all(len(d) == rank for d in dims)
+        self.shape = tuple(max(d[i] for d in dims) for i in range(rank)) if self.rank_ok else ()
+        self.numel = math.prod(self.shape) if self.shape else 0
+        io = self.inputs + self.outputs
+        self.nbytes = sum(math.prod(t.dims) * t.itemsize for t in io) if self.rank_ok else 0
+        self.dense = len({self.strides(t) for t in io if any(self.strides(t))}) <= 1 if self.rank_ok else False
+
+    def strides(self, t):
+        return tuple(0 if (d == 1 and n != 1) else s for d, s, n in zip(t.dims, t.strides, self.shape))
+
+    def spec(self, block, unroll):
+        ins = tuple(kpw.TensorSpec(_kernel_dtype(t), self.strides(t)) for t in self.inputs)
+        nodes = []
+        for n in self.nodes:
+            ports, _ = n.operand_ports()
+            params = {}
+            for p in PARAMS:
+                v = getattr(n, p, None)
+                if v is not None:
+                    params[p] = int(v) if p in ("axis", "nan_propagation") else float(v)
+            nodes.append(kpw.NodeSpec.make(int(n.mode), [self.ref[n.inputs[p].uid] for p in ports], **params))
+        outs = tuple(kpw.OutputSpec(self.ref[t.uid], _kernel_dtype(t), self.strides(t)) for t in self.outputs)
+        return kpw.PointwiseSpec(self.shape, ins, tuple(nodes), outs, block=block, unroll=unroll)
+
+
+def _layout(sub):
+    lay = sub.__dict__.get("_pointwise_layout")
+    if lay is None:
+        lay = sub.__dict__["_pointwise_layout"] = _Layout(sub)
+    return lay
+
+
+@register
+class PointwiseFusedEngine(Engine):
+    name = "pointwise_fused"
+    kinds = ("pointwise",)
+    numerical_notes = ()
+    fallback = True
+
+    def check_support(self, sub, ctx):
+        st, why = super().check_support(sub, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        for n in sub.nodes:
+            if int(n.mode) not in po.SUPPORTED_MODES:
+                return S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{n.name}': mode {n.mode.name} has no kernel expression"
+            for port, t in list(n.inputs.items()) + list(n.outputs.items()):
+                if t.is_virtual:
+                    continue
+                if _kernel_dtype(t) is None:
+                    return S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, \
+                        f"node '{n.name}': {port}: data type {t.dtype.name} has no kernel storage type"
+                if t.vector_count != 1 or int(t.reordering) != 0:
+                    return S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, \
+                        f"node '{n.name}': {port}: vectorized / reordered tensors are not supported"
+                if t.ragged_offset is not None:
+                    return S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, \
+                        f"node '{n.name}': {port}: ragged offsets are not supported"
+        lay = _layout(sub)
+        if not lay.rank_ok:
+            return S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, "tensors of different ranks in one pointwise DAG"
+        if not lay.outputs:
+            return S.CUDNN_STATUS_BAD_PARAM, "the pointwise DAG writes no tensor"
+        for t in lay.outputs:
+            if tuple(t.dims) != lay.shape:
+                return S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, \
+                    f"{t.label}: written with dims {t.dims}, smaller than the DAG's {lay.shape}"
+        return OK
+
+    def knobs(self, sub):
+        return (KnobSpec(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 1, 8, 1, 4),
+                KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128, 1024, 128, 256))
+
+    def keep(self, sub, cfg, ctx):
+        st, why = super().keep(sub, cfg, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        for k in (K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, K.CUDNN_KNOB_TYPE_BLOCK_SIZE):
+            v = cfg.get(k)
+            if v & (v - 1):
+                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {k.name} = {v} is not a power of 2"
+        return OK
+
+    def candidates_key(self, sub):
+        return ()  # the same knob space for every pointwise DAG
+
+    def cost(self, sub, cfg, device):
+        lay = _layout(sub)
+        unroll = cfg.get(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 4)
+        block = cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 256)
+        n, nbytes = lay.numel, lay.nbytes
+        per_elem = nbytes / max(n, 1)
+        flops = n * (len(lay.nodes) + (0 if lay.dense else 4 * len(lay.shape)))
+        regs = min(255, 24 + 4 * unroll * (len(lay.inputs) + len(lay.outputs)))
+        per_sm = H.blocks_per_sm(device, block, regs)
+        blocks = max(1, min(math.ceil(n / (block * unroll)), device.sm_count * max(1, 2048 // block) * 4))
+        resident = min(blocks, device.sm_count * max(per_sm, 1)) * block
+        t = H.kernel_time(device, flops=flops, nbytes=nbytes, blocks=blocks, threads=block, regs=regs,
+                          bytes_in_flight=resident * unroll * per_elem)
+        # a trip of the grid-stride loop processes block*unroll elements: idle lanes on the tail
+        return t / H.tile_efficiency(n, 1, block * unroll, 1) ** 0.25
+
+    def build(self, sub, cfg, ctx):
+        lay = _layout(sub)
+        spec = lay.spec(cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 256), cfg.get(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 4))
+        return PointwisePlan(self, sub, cfg, lay, kpw.build_pointwise(spec))
+
+
+class PointwisePlan(SubPlan):
+    """One fused kernel; ``prepare`` makes the flat storage arrays and the launch configuration once."""
+
+    def __init__(self, engine, sub, cfg, lay, pk):
+        super().__init__(engine, sub, cfg, 0)
+        self.lay, self.pk = lay, pk
+        self.grid = pk.grid()
+        self.block = pk.spec.block
+
+    def prepare(self, views, scratch):
+        from numba import cuda
+
+        lay, pk = self.lay, self.pk
+        flat = []
+        for t, ext, st in zip(lay.inputs + lay.outputs, pk.extents, pk.storage):
+            v = views[t.uid]
+            if t.is_by_value:
+                host = np.array([v], dtype=memory.numpy_dtype(t.dtype)).view(st)
+                flat.append(cuda.to_device(host))
+            else:
+                flat.append(memory.to_numba(v, shape=(max(ext, 1),), strides=(1,), dtype=st))
+        args = tuple(flat) + (pk.numel,)
+        kernel, grid, block = pk.kernel, self.grid, self.block
+        configured = {0: kernel[grid, block, 0]}
+
+        def run(stream):
+            c = configured.get(stream if type(stream) is int else B.stream_handle(stream))
+            if c is None:
+                c = configured[B.stream_handle(stream)] = kernel[grid, block, B.numba_stream(stream)]
+            c(*args)
+        return run
+
+    def execute(self, buffers, workspace, stream):
+        views = {u: (memory.as_view(a) if hasattr(a, "__cuda_array_interface__") or hasattr(a, "_ary") else a)
+                 for u, a in buffers.items()}
+        self.prepare(views, None)(stream)

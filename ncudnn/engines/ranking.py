@@ -1,0 +1,161 @@
+"""Ranking (engine, config) pairs for one subgraph, and the :class:`EngineConfig` the API hands out.
+
+Modes (cudnnBackendHeurMode_t): INSTANT and A rank by the analytic model (``Engine.cost``); B by the
+model corrected with this device's autotuning records (:mod:`.heuristics` tables); FALLBACK keeps the
+engines flagged ``fallback`` (widest support), ranked by the model.
+"""
+import math
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+from .. import log as _log
+from ..types import cudnnBackendHeurMode_t, cudnnBackendNumericalNote_t, cudnnSeverity_t, cudnnStatus_t
+from . import heuristics, registry
+from .base import Config
+
+S = cudnnStatus_t
+HM = cudnnBackendHeurMode_t
+NN = cudnnBackendNumericalNote_t
+INFO = cudnnSeverity_t.CUDNN_SEV_INFO
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """An engine with a knob config for a graph, its notes, exact workspace and predicted time.
+
+    ``parts`` (composite engine only): the EngineConfig of each subgraph, in execution order.
+    """
+
+    engine: object
+    config: Config
+    numerical_notes: Tuple = ()
+    behavior_notes: Tuple = ()
+    workspace_size: int = 0
+    predicted_time: float = math.inf   # seconds (model, or mode-B corrected)
+    parts: Tuple = ()
+    why: str = field(default="", compare=False)  # how the prediction was made (logged)
+
+    @property
+    def name(self):
+        return self.engine.name
+
+    @property
+    def global_index(self):
+        return self.engine.global_index
+
+    def ident(self):
+        """Hashable identity: engine, knobs, and the parts' identities."""
+        return (self.config, tuple(p.ident() for p in self.parts))
+
+    def to_json(self):
+        d = {"engine": self.engine.name, "global_index": self.engine.global_index,
+             "config": self.config.to_json()}
+        if self.parts:
+            d["parts"] = [p.to_json() for p in self.parts]
+        return d
+
+    def __str__(self):
+        s = str(self.config)
+        if self.parts:
+            s += "[" + "; ".join(str(p) for p in self.parts) + "]"
+        return s
+
+
+def log_enabled():
+    return _log.enabled(INFO)
+
+
+def log(msg):
+    _log.log(INFO, msg)
+
+
+def engine_config(engine, sub, cfg, ctx, predicted=math.inf, why=""):
+    """The EngineConfig of ``cfg`` on ``sub`` (one subgraph: its scratch is the plan's workspace)."""
+    from .plan import _round_up
+
+    ws = engine.workspace_size(sub, cfg)
+    return EngineConfig(engine, cfg, tuple(engine.config_notes(sub, cfg)), tuple(engine.behavior_notes),
+                        _round_up(ws) if ws else 0, predicted, (), why)
+
+
+def _ctx_flags(ctx):
+    if ctx is None:
+        return None
+    return (ctx.device.slug if ctx.device is not None else None, ctx.allow_tf32, ctx.allow_tensor_cores,
+            ctx.deterministic)
+
+
+def support(engine, sub, ctx):
+    """(status, reason) of ``engine`` on one subgraph, with the subgraph named in the reason
+    (remembered on the subgraph per engine and context flags)."""
+    memo = sub.__dict__.setdefault("_support", {})
+    key = (engine.name, _ctx_flags(ctx))
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = _support(engine, sub, ctx)
+    return hit
+
+
+def _support(engine, sub, ctx):
+    try:
+        st, why = engine.check_support(sub, ctx)
+    except Exception as e:  # an engine's check must never take the API down
+        st, why = S.CUDNN_STATUS_INTERNAL_ERROR, f"{engine.name}: check_support raised {type(e).__name__}: {e}"
+    if st != S.CUDNN_STATUS_SUCCESS:
+        return S(st), f"{sub.describe()}: {why}"
+    return S.CUDNN_STATUS_SUCCESS, ""
+
+
+def config_status(engine, sub, cfg, ctx, checked=False):
+    """(status, reason) of one config: the engine's support (unless ``checked``), then the knob
+    values, then notes vs ctx."""
+    if not checked:
+        st, why = support(engine, sub, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+    st, why = engine.keep(sub, cfg, ctx)
+    if st != S.CUDNN_STATUS_SUCCESS:
+        return S(st), f"{sub.describe()}: {why}"
+    if ctx is not None and ctx.deterministic and NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC in \
+            engine.config_notes(sub, cfg):
+        return S.CUDNN_STATUS_NOT_SUPPORTED, f"{sub.describe()}: {cfg} is nondeterministic, " \
+            "and determinism was requested"
+    return S.CUDNN_STATUS_SUCCESS, ""
+
+
+def rank_subgraph(sub, mode, ctx, graph_key=None, explain=None):
+    """Ranked EngineConfigs for one subgraph (best first; ties keep global-index / candidate order).
+
+    ``explain``: a list that receives one line per candidate (and per rejected engine)."""
+    mode = HM(int(mode))
+    device = ctx.device
+    table = heuristics.table(device) if mode == HM.CUDNN_HEUR_MODE_B else None
+    scored = []
+    for eng in registry.engines():
+        if eng.name == "composite":
+            continue
+        if mode == HM.CUDNN_HEUR_MODE_FALLBACK and not eng.fallback:
+            if explain is not None:
+                explain.append(f"  {eng.name}: skipped (not a fallback engine)")
+            continue
+        st, why = support(eng, sub, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            if explain is not None:
+                explain.append(f"  {eng.name}: {st.name}: {why}")
+            continue
+        strict = ctx is not None and ctx.deterministic
+        for i, cfg in enumerate(eng.candidates(sub, ctx)):  # valid configs by contract
+            if strict and NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC in eng.config_notes(sub, cfg):
+                continue
+            t = float(eng.cost(sub, cfg, device))
+            how = "model"
+            if table is not None:
+                t, how = table.correct(eng.name, t, graph_key, cfg)
+            scored.append((t, eng.global_index, i, eng, cfg, how))
+    scored.sort(key=lambda r: r[:3])
+    out = [engine_config(eng, sub, cfg, ctx, t, how) for t, _, _, eng, cfg, how in scored]
+    if explain is not None:
+        for ec in out:
+            explain.append(f"  {ec.predicted_time * 1e6:10.2f} us  {ec.config}  ({ec.why}; "
+                           f"workspace {ec.workspace_size} B)")
+    return out
