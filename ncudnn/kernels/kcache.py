@@ -1,0 +1,592 @@
+"""Kernel cache: compiled kernels kept in memory and, on a GPU, as cubins on disk across processes.
+
+numba's own disk cache cannot hold kernels made at run time by closures or ``exec`` (our kernel
+factories), so every process would JIT again. Here the engine layer names each kernel with a spec
+key string (the factory and its knob values) and calls :func:`get_or_compile`:
+
+* memory hit: the same :class:`~ncudnn.kernels.launch.CompiledKernel` object;
+* disk hit (GPU): the cubin is loaded with ``cuModuleLoadData`` / ``cuModuleGetFunction`` and wrapped in
+  a CompiledKernel; numba does not compile anything;
+* miss: ``build_dispatcher_fn()`` makes the ``cuda.jit`` dispatcher, numba compiles it for the
+  signature, and the cubin, the kernel's mangled entry name and its attributes are written to disk.
+
+The full key is (spec key, signature, compute capability, numba-cuda version, ncudnn version); its
+SHA-256 names the file ``<root>/<cc>/<digest>.kc`` with root ``$NCUDNN_CACHE_DIR`` or
+``~/.cache/ncudnn/kernels``. Writes are atomic (temp file + rename); an unreadable, truncated or
+mismatching entry is counted as corrupt, ignored and rewritten; the directory is kept under a size
+cap (``$NCUDNN_CACHE_MAX_BYTES``, default 1 GiB) by deleting the least recently used entries (a hit
+refreshes the file's mtime). Under the CUDA simulator there is no cubin: the cache is in memory only.
+
+Compile-time checks without a GPU: :func:`compile_cubin` compiles a kernel for any compute
+capability (numba -> NVVM PTX -> nvJitLink cubin, from the CUDA 13 wheels) in a process with
+``NUMBA_ENABLE_CUDASIM=0``; :func:`resource_usage` reports registers, spills, stack, shared / constant /
+local memory of a cubin, PTX, dispatcher or CompiledKernel; :func:`resource_usage_subprocess` does it
+for a kernel factory from a simulator process (CI).
+"""
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+
+from .launch import SIM, CompiledKernel, normalize_argtypes
+
+__all__ = ["KernelCache", "CacheEntry", "CorruptEntry", "get_or_compile", "default_cache", "stats",
+           "make_key", "key_digest", "device_cc", "versions", "encode_entry", "decode_entry",
+           "compile_cubin", "link_ptx", "parse_link_log", "cubin_resources", "resource_usage",
+           "resource_usage_subprocess"]
+
+MAGIC = b"NCUDNN-KCACHE\x01\n"
+SUFFIX = ".kc"
+DEFAULT_MAX_BYTES = 1 << 30
+
+
+class CorruptEntry(ValueError):
+    """A cache file that cannot be trusted (bad magic, truncated, wrong key, checksum mismatch)."""
+
+
+@dataclass
+class CacheEntry:
+    """What a cache file holds: the code image and what is needed to launch it without numba."""
+
+    key: str
+    image: bytes
+    entry_name: str
+    kind: str = "cubin"
+    attrs: dict = field(default_factory=dict)
+    cooperative: bool = False
+
+
+# ------------------------------------------------------------------------------------------- keys
+
+_versions = None
+
+
+def versions():
+    """(numba-cuda version, ncudnn version) as installed."""
+    global _versions
+    if _versions is None:
+        def v(dist):
+            try:
+                return importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                return "unknown"
+        _versions = (v("numba-cuda"), v("ncudnn"))
+    return _versions
+
+
+def device_cc():
+    """``sm_XY`` of the current device, ``sim`` under the simulator."""
+    if SIM:
+        return "sim"
+    from numba import cuda
+
+    major, minor = cuda.get_current_device().compute_capability
+    return f"sm_{major}{minor}"
+
+
+def make_key(spec_key, signature, cc=None):
+    """The full cache key string: stable across processes (no Python ``hash``)."""
+    argtypes = normalize_argtypes(signature)
+    numba_cuda, ncudnn = versions()
+    return json.dumps([str(spec_key), str(argtypes), cc or device_cc(), numba_cuda, ncudnn],
+                      separators=(",", ":"))
+
+
+def key_digest(key):
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+# ----------------------------------------------------------------------------------- file format
+
+def encode_entry(entry):
+    """MAGIC, u32 header length, JSON header (key, entry name, attrs, payload size and SHA-256), payload."""
+    image = bytes(entry.image)
+    header = json.dumps({"key": entry.key, "entry_name": entry.entry_name, "kind": entry.kind,
+                         "attrs": entry.attrs, "cooperative": bool(entry.cooperative),
+                         "size": len(image), "sha256": hashlib.sha256(image).hexdigest()}).encode()
+    return MAGIC + struct.pack("<I", len(header)) + header + image
+
+
+def decode_entry(data, key):
+    """The CacheEntry in ``data``; raises CorruptEntry unless it is whole and made for ``key``."""
+    n = len(MAGIC)
+    if len(data) < n + 4 or data[:n] != MAGIC:
+        raise CorruptEntry("bad magic")
+    (hlen,) = struct.unpack_from("<I", data, n)
+    start = n + 4 + hlen
+    if start > len(data):
+        raise CorruptEntry("truncated header")
+    try:
+        h = json.loads(data[n + 4:start].decode())
+        image = data[start:]
+        if h["key"] != key:
+            raise CorruptEntry("entry written for another key")
+        if len(image) != h["size"] or hashlib.sha256(image).hexdigest() != h["sha256"]:
+            raise CorruptEntry("payload size or checksum mismatch")
+        return CacheEntry(key=h["key"], image=image, entry_name=h["entry_name"], kind=h["kind"],
+                          attrs=dict(h["attrs"]), cooperative=bool(h["cooperative"]))
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        if isinstance(e, CorruptEntry):
+            raise
+        raise CorruptEntry(f"bad header: {e}") from None
+
+
+# ------------------------------------------------------------------------- GPU compile and load
+
+def compile_numba(build_dispatcher_fn, argtypes):
+    """Miss path: numba compiles; returns (CompiledKernel, CacheEntry or None when not cacheable)."""
+    kernel = CompiledKernel(build_dispatcher_fn(), argtypes)
+    if SIM:
+        return kernel, None
+    nk = kernel.numba_kernel
+    lib = nk.library
+    # Module setup callbacks (NRT), debug exception flags and launch-config specialisation need numba.
+    if (lib._setup_functions or lib._teardown_functions or nk.debug
+            or getattr(nk, "launch_config_sensitive", False)):
+        return kernel, None
+    image = lib.get_cubin()
+    image = getattr(image, "code", image)
+    if not isinstance(image, (bytes, bytearray)):
+        return kernel, None
+    return kernel, CacheEntry(key="", image=bytes(image), entry_name=kernel.entry_name,
+                              attrs=dict(kernel.attrs), cooperative=kernel.cooperative)
+
+
+_ATTRS = ("regs", "NUM_REGS"), ("shared", "SHARED_SIZE_BYTES"), ("local", "LOCAL_SIZE_BYTES"), \
+         ("const", "CONST_SIZE_BYTES"), ("maxthreads", "MAX_THREADS_PER_BLOCK")
+
+
+def load_cubin(entry, argtypes):
+    """Warm path: cuModuleLoadData + cuModuleGetFunction in numba's (primary) context; no compile."""
+    from cuda.bindings import driver as drv
+    from numba import cuda
+
+    from .launch import _check
+
+    cuda.current_context()  # make the primary context current, shared with numba and torch
+    module = _check(drv.cuModuleLoadData(entry.image), "cuModuleLoadData")
+    fn = _check(drv.cuModuleGetFunction(module, entry.entry_name.encode()), "cuModuleGetFunction")
+    attrs = {}
+    for name, attr in _ATTRS:
+        a = getattr(drv.CUfunction_attribute, "CU_FUNC_ATTRIBUTE_" + attr)
+        attrs[name] = int(_check(drv.cuFuncGetAttribute(a, fn), "cuFuncGetAttribute"))
+    return CompiledKernel.from_function(fn, argtypes, entry.entry_name, attrs, module=module,
+                                        cooperative=entry.cooperative)
+
+
+# ------------------------------------------------------------------------------------ the cache
+
+class KernelCache:
+    """In-memory map of CompiledKernels over an optional directory of cubins.
+
+    ``disk`` defaults to True on a GPU and False in the simulator. ``compile_fn(build, argtypes) ->
+    (CompiledKernel, CacheEntry | None)`` and ``load_fn(entry, argtypes) -> CompiledKernel`` default
+    to numba + the driver; tests substitute them to exercise the disk layer without a GPU.
+    """
+
+    def __init__(self, directory=None, max_bytes=None, disk=None, compile_fn=None, load_fn=None,
+                 cc=None):
+        self._directory = directory
+        self.max_bytes = int(max_bytes if max_bytes is not None
+                             else os.environ.get("NCUDNN_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES))
+        self.disk = (not SIM) if disk is None else bool(disk)
+        self.compile_fn = compile_fn or compile_numba
+        self.load_fn = load_fn or load_cubin
+        self._cc = cc
+        self._mem = {}
+        self._lock = threading.RLock()
+        self.stats = dict(memory_hits=0, disk_hits=0, misses=0, writes=0, corrupt=0, evicted=0)
+
+    @property
+    def cc(self):
+        if self._cc is None:
+            self._cc = device_cc()
+        return self._cc
+
+    @property
+    def directory(self):
+        root = self._directory or os.environ.get("NCUDNN_CACHE_DIR") or os.path.join(
+            os.path.expanduser("~"), ".cache", "ncudnn", "kernels")
+        return os.path.join(root, self.cc)
+
+    def path_for(self, key):
+        return os.path.join(self.directory, key_digest(key) + SUFFIX)
+
+    def get_or_compile(self, key, build_dispatcher_fn, signature):
+        """The CompiledKernel for spec ``key`` and ``signature``; ``build_dispatcher_fn()`` runs on a miss."""
+        argtypes = normalize_argtypes(signature)
+        full = make_key(key, argtypes, self.cc)
+        with self._lock:
+            kernel = self._mem.get(full)
+            if kernel is not None:
+                self.stats["memory_hits"] += 1
+                return kernel
+            kernel = self._load(full, argtypes) if self.disk else None
+            if kernel is not None:
+                self.stats["disk_hits"] += 1
+            else:
+                self.stats["misses"] += 1
+                kernel, entry = self.compile_fn(build_dispatcher_fn, argtypes)
+                if self.disk and entry is not None:
+                    entry.key = full
+                    self._write(full, entry)
+            self._mem[full] = kernel
+            return kernel
+
+    def _load(self, key, argtypes):
+        path = self.path_for(key)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            return None
+        try:
+            entry = decode_entry(data, key)
+            kernel = self.load_fn(entry, argtypes)
+        except Exception:  # corrupt file, or an image this driver refuses: recompile and rewrite
+            self.stats["corrupt"] += 1
+            _remove(path)
+            return None
+        try:
+            os.utime(path, None)  # LRU: a hit makes the entry young again
+        except OSError:
+            pass
+        return kernel
+
+    def _write(self, key, entry):
+        path = self.path_for(key)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=os.path.dirname(path))
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(encode_entry(entry))
+                os.replace(tmp, path)
+            except BaseException:
+                _remove(tmp)
+                raise
+        except OSError:
+            return  # a read-only or full cache directory only costs the next process a compile
+        self.stats["writes"] += 1
+        self.cleanup(keep=path)
+
+    def cleanup(self, keep=None):
+        """Delete least recently used entries until the directory holds at most ``max_bytes``."""
+        try:
+            names = [n for n in os.listdir(self.directory) if n.endswith(SUFFIX)]
+        except OSError:
+            return
+        files = []
+        for n in names:
+            p = os.path.join(self.directory, n)
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            files.append((st.st_mtime, st.st_size, p))
+        total = sum(f[1] for f in files)
+        for _, size, p in sorted(files):
+            if total <= self.max_bytes:
+                break
+            if p == keep:
+                continue
+            if _remove(p):
+                total -= size
+                self.stats["evicted"] += 1
+
+    def clear_memory(self):
+        """Forget the in-memory kernels (the disk entries stay)."""
+        with self._lock:
+            self._mem.clear()
+
+    def __len__(self):
+        return len(self._mem)
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+        return True
+    except OSError:
+        return False
+
+
+_default = None
+_default_lock = threading.Lock()
+
+
+def default_cache():
+    """The process-wide KernelCache the engine layer uses."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = KernelCache()
+        return _default
+
+
+def get_or_compile(key, build_dispatcher_fn, signature):
+    """:meth:`KernelCache.get_or_compile` on the process-wide cache."""
+    return default_cache().get_or_compile(key, build_dispatcher_fn, signature)
+
+
+def stats():
+    """Hit / miss / write / corrupt / eviction counters of the process-wide cache."""
+    return dict(default_cache().stats)
+
+
+# ----------------------------------------------------------------- compile-time resource checks
+
+def _arch(cc):
+    if isinstance(cc, str):
+        return cc if cc.startswith("sm_") else f"sm_{cc}"
+    return f"sm_{cc[0]}{cc[1]}"
+
+
+def _need_real_target(what):
+    if SIM:
+        raise RuntimeError(f"{what} needs numba's real CUDA target: run it in a process with "
+                           "NUMBA_ENABLE_CUDASIM=0 (no GPU needed), e.g. via resource_usage_subprocess")
+
+
+def link_ptx(ptx, cc=(9, 0), max_registers=None):
+    """(cubin bytes, nvJitLink info log) for PTX text; ``-verbose`` makes ptxas report resources."""
+    from cuda.bindings import nvjitlink
+
+    opts = [f"-arch={_arch(cc)}", "-verbose"]
+    if max_registers:
+        opts.append(f"-maxrregcount={int(max_registers)}")
+    h = nvjitlink.create(len(opts), opts)
+    try:
+        data = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
+        try:
+            nvjitlink.add_data(h, nvjitlink.InputType.PTX, data, len(data), "kernel.ptx")
+            nvjitlink.complete(h)
+        except nvjitlink.nvJitLinkError as e:
+            raise RuntimeError(f"nvJitLink failed: {e}\n{_jitlink_log(h, True)}") from None
+        buf = bytearray(nvjitlink.get_linked_cubin_size(h))
+        nvjitlink.get_linked_cubin(h, buf)
+        return bytes(buf), _jitlink_log(h)
+    finally:
+        nvjitlink.destroy(h)
+
+
+def _jitlink_log(h, error=False):
+    from cuda.bindings import nvjitlink
+
+    size = (nvjitlink.get_error_log_size if error else nvjitlink.get_info_log_size)(h)
+    buf = bytearray(size)
+    if size:
+        (nvjitlink.get_error_log if error else nvjitlink.get_info_log)(h, buf)
+    return buf.rstrip(b"\0").decode(errors="replace")
+
+
+def compile_cubin(func, signature, cc=(9, 0)):
+    """Compile a ``cuda.jit`` dispatcher (or plain function) for ``cc`` without a GPU.
+
+    Returns dict(cubin, ptx, entry_name, log). The dispatcher's fastmath / lineinfo / opt /
+    launch_bounds / max_registers options are kept; ``link=`` files are not linked.
+    """
+    _need_real_target("compile_cubin")
+    from numba.cuda import compile_ptx
+
+    py_func = getattr(func, "py_func", func)
+    opts = dict(getattr(func, "targetoptions", None) or {})
+    kw = {k: opts[k] for k in ("fastmath", "lineinfo", "opt", "launch_bounds") if opts.get(k) is not None}
+    cc_t = tuple(int(c) for c in _arch(cc)[3:5]) if isinstance(cc, str) else tuple(cc)
+    ptx, _ = compile_ptx(py_func, normalize_argtypes(signature), cc=cc_t, **kw)
+    m = re.search(r"\.entry\s+([\w$.]+)", ptx)
+    cubin, log = link_ptx(ptx, cc, opts.get("max_registers"))
+    return dict(cubin=cubin, ptx=ptx, entry_name=m.group(1) if m else None, log=log)
+
+
+_LOG_FIELDS = [
+    (re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"),
+     ("stack_frame", "spill_stores", "spill_loads")),
+    (re.compile(r"[Uu]sed (\d+) registers"), ("registers",)),
+    (re.compile(r"used (\d+) barriers"), ("barriers",)),
+    (re.compile(r"(\d+) bytes smem"), ("shared",)),
+    (re.compile(r"(\d+) bytes cmem\[0\]"), ("const",)),
+    (re.compile(r"(\d+) bytes lmem"), ("local",)),
+]
+_LOG_FUNC = re.compile(r"(?:Function properties for|Compiling entry function) '?([\w$.]+)'?")
+
+
+def parse_link_log(log):
+    """{function name: {registers, stack_frame, spill_stores, spill_loads, barriers, shared, const, local}}
+    from a ``-verbose`` ptxas / nvJitLink info log."""
+    out, cur = {}, None
+    for line in log.splitlines():
+        m = _LOG_FUNC.search(line)
+        if m:
+            cur = out.setdefault(m.group(1), {})
+            continue
+        if cur is None:
+            continue
+        for rx, names in _LOG_FIELDS:
+            m = rx.search(line)
+            if m:
+                cur.update({n: int(v) for n, v in zip(names, m.groups())})
+    return out
+
+
+_EIATTR_FRAME_SIZE, _EIATTR_REGCOUNT = 0x11, 0x2F
+
+
+def _elf_sections(cubin):
+    if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
+        raise ValueError("not a 64-bit ELF cubin")
+    (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    raw = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    stroff = raw[shstrndx][4]
+
+    def name(off):
+        return cubin[stroff + off:cubin.index(b"\0", stroff + off)].decode()
+    return {name(s[0]): dict(type=s[1], offset=s[4], size=s[5], link=s[6], info=s[7]) for s in raw}
+
+
+def _nv_info(cubin, sec):
+    """(attribute, payload bytes) records of an .nv.info section."""
+    d, p, out = cubin[sec["offset"]:sec["offset"] + sec["size"]], 0, []
+    while p + 4 <= len(d):
+        fmt, attr = d[p], d[p + 1]
+        if fmt == 4:  # EIFMT_SVAL: u16 size + payload
+            (n,) = struct.unpack_from("<H", d, p + 2)
+            out.append((attr, d[p + 4:p + 4 + n]))
+            p += 4 + n
+        else:  # NVAL / BVAL / HVAL: value in the 2 bytes after the header
+            out.append((attr, d[p + 2:p + 4]))
+            p += 4
+    return out
+
+
+def cubin_resources(cubin, entry_name=None):
+    """registers, stack_frame, shared (static), const (bank 0) of a kernel in a cubin, read from the ELF.
+
+    Spills are not recorded in a cubin (use :func:`resource_usage` on PTX or a dispatcher for those).
+    """
+    cubin = bytes(cubin)
+    secs = _elf_sections(cubin)
+    if entry_name is None:
+        kernels = [n[len(".nv.constant0."):] for n in secs if n.startswith(".nv.constant0.")]
+        if not kernels:
+            raise ValueError("no kernel in the cubin")
+        entry_name = kernels[0]
+    text = secs.get(".text." + entry_name)
+    if text is None:
+        raise KeyError(f"kernel {entry_name!r} not in the cubin")
+    sym_index = _symbol_index(cubin, secs, entry_name)
+    out = dict(entry_name=entry_name, registers=text["info"] >> 24 or None, stack_frame=None,
+               shared=secs.get(".nv.shared." + entry_name, {}).get("size", 0),
+               const=secs.get(".nv.constant0." + entry_name, {}).get("size", 0))
+    if ".nv.info" in secs:
+        for attr, payload in _nv_info(cubin, secs[".nv.info"]):
+            if len(payload) == 8 and struct.unpack_from("<I", payload)[0] == sym_index:
+                (value,) = struct.unpack_from("<I", payload, 4)
+                if attr == _EIATTR_REGCOUNT:
+                    out["registers"] = value
+                elif attr == _EIATTR_FRAME_SIZE:
+                    out["stack_frame"] = value
+    return out
+
+
+def _symbol_index(cubin, secs, name):
+    symtab = secs.get(".symtab")
+    if symtab is None:
+        return -1
+    stroff = _section_by_index(cubin, symtab["link"])["offset"]
+    want = name.encode()
+    for i in range(symtab["size"] // 24):
+        (st_name,) = struct.unpack_from("<I", cubin, symtab["offset"] + 24 * i)
+        end = cubin.index(b"\0", stroff + st_name)
+        if cubin[stroff + st_name:end] == want:
+            return i
+    return -1
+
+
+def _section_by_index(cubin, index):
+    (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
+    (shentsize,) = struct.unpack_from("<H", cubin, 0x3A)
+    s = struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + index * shentsize)
+    return dict(offset=s[4], size=s[5])
+
+
+def resource_usage(obj, signature=None, cc=(9, 0), entry_name=None):
+    """Resource usage of a kernel as a dict (None where a source cannot tell).
+
+    ``obj``: cubin bytes (ELF read directly); PTX text (linked with nvJitLink ``-verbose``); a
+    ``cuda.jit`` dispatcher or function with ``signature`` (compiled for ``cc`` without a GPU, in a
+    process with NUMBA_ENABLE_CUDASIM=0); or a GPU CompiledKernel (driver attributes). Keys:
+    registers, spill_stores, spill_loads, stack_frame, local, shared (static), const, barriers,
+    max_threads, entry_name, source.
+    """
+    keys = ("registers", "spill_stores", "spill_loads", "stack_frame", "local", "shared", "const",
+            "barriers", "max_threads")
+    out = dict.fromkeys(keys)
+    if isinstance(obj, CompiledKernel) and obj.function is not None:
+        a = obj.attrs
+        out.update(registers=a.get("regs"), shared=a.get("shared"), local=a.get("local"),
+                   const=a.get("const"), max_threads=a.get("maxthreads"), entry_name=obj.entry_name,
+                   source="driver")
+        return out
+    if isinstance(obj, (bytes, bytearray)) and bytes(obj[:4]) == b"\x7fELF":
+        out.update(cubin_resources(obj, entry_name), source="cubin")
+        return out
+    if isinstance(obj, str):
+        cubin, log = link_ptx(obj, cc)
+        m = re.search(r"\.entry\s+([\w$.]+)", obj)
+        name = entry_name or (m.group(1) if m else None)
+    else:
+        if isinstance(obj, CompiledKernel):
+            obj = obj.dispatcher
+        built = compile_cubin(obj, signature, cc)
+        cubin, log, name = built["cubin"], built["log"], built["entry_name"]
+    out.update(cubin_resources(cubin, name))
+    logged = parse_link_log(log).get(out["entry_name"], {})
+    out.update({k: v for k, v in logged.items() if v is not None}, source="nvjitlink")
+    return out
+
+
+_CHILD = r'''
+import importlib, json, sys
+req = json.loads(sys.stdin.read())
+from ncudnn.kernels.kcache import resource_usage
+def ref(s):
+    mod, _, name = s.partition(":")
+    obj = importlib.import_module(mod)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+made = ref(req["factory"])(*req["args"], **req["kwargs"])
+sig = req["signature"]
+if ":" in sig and "(" not in sig:
+    sig = ref(sig)(made)
+disp = made if hasattr(made, "py_func") else getattr(made, "kernel", made)
+print("NCUDNN-RESOURCES " + json.dumps(resource_usage(disp, sig, tuple(req["cc"]))))
+'''
+
+
+def resource_usage_subprocess(factory, signature, args=(), kwargs=None, cc=(9, 0), timeout=600):
+    """:func:`resource_usage` of ``factory(*args, **kwargs)`` compiled in a child process with the
+    simulator off (usable from a simulator process, e.g. CI).
+
+    ``factory`` and, optionally, ``signature`` are ``"package.module:callable"`` references; a
+    signature reference is called with the factory's result. The factory returns a dispatcher or an
+    object whose ``.kernel`` is one. JSON-serialisable ``args`` / ``kwargs`` only.
+    """
+    req = dict(factory=factory, signature=signature, args=list(args), kwargs=dict(kwargs or {}),
+               cc=list(cc))
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    p = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(req), capture_output=True,
+                       text=True, timeout=timeout, env=env)
+    for line in p.stdout.splitlines():
+        if line.startswith("NCUDNN-RESOURCES "):
+            return json.loads(line[len("NCUDNN-RESOURCES "):])
+    raise RuntimeError(f"resource check of {factory} failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
