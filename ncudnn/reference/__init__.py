@@ -14,7 +14,7 @@ from .norm import (  # noqa: F401
 from .softmax import log_softmax, softmax, softmax_backward  # noqa: F401
 from .resample import (  # noqa: F401
     resample_backward, resample_forward, resample_mode, resample_output_shape)
-from .attention import sdpa_backward, sdpa_forward  # noqa: F401
+from .attention import alibi_slopes, sdpa_backward, sdpa_forward  # noqa: F401
 from .norm_graph import norm_backward, norm_forward  # noqa: F401
 from .rng import philox4x32_10, philox_uniform, philox_words, rng_generate  # noqa: F401
 from .quantize import block_scale_dequantize, block_scale_quantize  # noqa: F401

@@ -4,10 +4,11 @@ import math
 import numpy as np
 import pytest
 
-from ncudnn.reference import sdpa_backward, sdpa_forward
+from ncudnn.reference import alibi_slopes, sdpa_backward, sdpa_forward
 
 
-def loop_attention(q, k, v, scale, causal, align, bias=None, mask=None, dscale=1.0, seq_kv=None):
+def loop_attention(q, k, v, scale, causal, align, bias=None, mask=None, dscale=1.0, seq_kv=None,
+                   seq_q=None, slopes=None):
     """One query row at a time, plain Python softmax; kv head = h // (H // Hk)."""
     B, H, Sq, _ = q.shape
     Hk, Sk = k.shape[1], k.shape[2]
@@ -15,15 +16,19 @@ def loop_attention(q, k, v, scale, causal, align, bias=None, mask=None, dscale=1
     lse = np.zeros((B, H, Sq, 1))
     for b, h, i in np.ndindex(B, H, Sq):
         hk = h // (H // Hk)
+        lk = Sk if seq_kv is None else seq_kv[b]
+        lq = Sq if seq_q is None else seq_q[b]
+        if i >= lq:
+            continue
         scores = {}
-        for j in range(Sk):
-            if causal and j > (i if align == "top_left" else i + Sk - Sq):
-                continue
-            if seq_kv is not None and j >= seq_kv[b]:
+        for j in range(lk):
+            if causal and j > (i if align == "top_left" else i + lk - lq):
                 continue
             sc = scale * float(np.dot(q[b, h, i], k[b, hk, j]))
             if bias is not None:
                 sc += float(np.broadcast_to(bias, (B, H, Sq, Sk))[b, h, i, j])
+            if slopes is not None:
+                sc += slopes[h] * (j - i)
             scores[j] = sc
         m = max(scores.values())
         tot = sum(math.exp(s - m) for s in scores.values())
@@ -152,3 +157,31 @@ def test_sliding_window(align, rng):
     dq, dk, dv = sdpa_backward(q, k, v, o, w, stats, 0.5, **kw)
     np.testing.assert_allclose(dk, _fd(lambda a: np.sum(w * sdpa_forward(q, a, v, 0.5, **kw)[0]),
                                        k.copy()), rtol=1e-6, atol=1e-8)
+
+
+def test_alibi_slopes_values():
+    np.testing.assert_array_equal(alibi_slopes(8), [2.0 ** -e for e in range(1, 9)])
+    np.testing.assert_array_equal(alibi_slopes(6), [2.0 ** -2, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8,
+                                                    2.0 ** -1, 2.0 ** -3])
+    assert alibi_slopes(3)[2] == np.float32(2.0 ** -2.0)  # n = 2: 2^(-8 * 0.5 / 2)
+
+
+@pytest.mark.parametrize("align", ["top_left", "bottom_right"])
+def test_alibi_and_per_batch_seqlens(align, rng):
+    B, H, Sq, Sk, D = 3, 4, 4, 5, 3
+    q, k, v = _inputs(rng, (B, H, 2, Sq, Sk, D, D))
+    sq, skv = [4, 2, 3], [5, 3, 4]
+    kw = dict(causal=True, diagonal_alignment=align, seq_len_q=np.array(sq).reshape(B, 1, 1, 1),
+              seq_len_kv=np.array(skv).reshape(B, 1, 1, 1), alibi=True)
+    o, stats = sdpa_forward(q, k, v, 0.7, **kw)
+    wo, ws = loop_attention(q, k, v, 0.7, True, align, seq_kv=skv, seq_q=sq,
+                            slopes=alibi_slopes(H))
+    for b in range(B):
+        np.testing.assert_allclose(o[b, :, :sq[b]], wo[b, :, :sq[b]], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(stats[b, :, :sq[b]], ws[b, :, :sq[b]], rtol=1e-12)
+    w = rng.uniform(-1, 1, size=o.shape)
+    dq, dk, dv = sdpa_backward(q, k, v, o, w, stats, 0.7, **kw)
+    np.testing.assert_allclose(dq, _fd(lambda a: np.sum(w * sdpa_forward(a, k, v, 0.7, **kw)[0]),
+                                       q.copy()), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(dv, _fd(lambda a: np.sum(w * sdpa_forward(q, k, a, 0.7, **kw)[0]),
+                                       v.copy()), rtol=1e-6, atol=1e-8)
