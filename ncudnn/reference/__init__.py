@@ -21,7 +21,7 @@ from .quantize import block_scale_dequantize, block_scale_quantize  # noqa: F401
 from .paged import paged_cache_load  # noqa: F401
 from .legacy import (  # noqa: F401
     activation_backward, activation_forward, add_tensor, blend, conv_backward_bias,
-    conv_bias_activation_forward, op_tensor, scale_tensor)
+    conv_bias_activation_forward, dropout_backward, dropout_forward, op_tensor, scale_tensor)
 from .lrn import lrn_backward, lrn_forward  # noqa: F401
 from .spatial_tf import (  # noqa: F401
     spatial_tf_grid_backward, spatial_tf_grid_forward, spatial_tf_sampler_backward,

@@ -17,6 +17,9 @@ the prior content is ignored entirely, so NaN there does not propagate (cuDNN's 
 * conv_bias_activation_forward: y = act(alpha1 * conv(x, w) + alpha2 * z + bias); the activation
   is RELU or IDENTITY (cuDNN's restriction; CLIPPED_RELU etc. also computed here).
 * conv_backward_bias: db = sum of dy over every axis but 1 (shape [1, K, 1, ...]).
+* dropout: y = x * keep / (1 - p), dx = dy * keep / (1 - p) with keep a 0/1 mask; ncudnn draws
+  keep like the SDPA dropout, as rng_generate(x.shape, BERNOULLI, seed, offset,
+  bernoulli_probability=1 - p) (cuDNN's own dropout states are opaque, so any mask is legal).
 """
 import numpy as np
 
@@ -26,7 +29,8 @@ from .conv import conv_fprop
 from ._util import enum_member, f64
 
 __all__ = ["blend", "op_tensor", "add_tensor", "scale_tensor", "activation_forward",
-           "activation_backward", "conv_bias_activation_forward", "conv_backward_bias"]
+           "activation_backward", "conv_bias_activation_forward", "conv_backward_bias",
+           "dropout_forward", "dropout_backward"]
 
 
 def blend(result, alpha=1.0, beta=0.0, prior=None):
@@ -118,3 +122,13 @@ def conv_backward_bias(dy):
     """cudnnConvolutionBackwardBias: db[1, K, 1, ...] = sum of dy over all axes but 1."""
     dy = f64(dy)
     return dy.sum(axis=tuple(i for i in range(dy.ndim) if i != 1), keepdims=True)
+
+
+def dropout_forward(x, keep, p):
+    """cudnnDropoutForward given the keep mask: y = x * keep / (1 - p)."""
+    return f64(x) * f64(keep) / (1.0 - p)
+
+
+def dropout_backward(dy, keep, p):
+    """cudnnDropoutBackward given the same keep mask: dx = dy * keep / (1 - p)."""
+    return f64(dy) * f64(keep) / (1.0 - p)

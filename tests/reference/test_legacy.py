@@ -75,3 +75,12 @@ def test_conv_bias_activation_and_backward_bias(rng):
     assert db.shape == (1, 4, 1, 1)
     for k in range(4):
         assert db[0, k, 0, 0] == pytest.approx(sum(float(v) for v in z[:, k].ravel()), rel=1e-12)
+
+
+def test_dropout(rng):
+    x = rng.uniform(-1, 1, size=(3, 4))
+    keep = R.rng_generate((3, 4), "BERNOULLI", 7, 0, bernoulli_probability=0.75)
+    y = R.dropout_forward(x, keep, 0.25)
+    for i in np.ndindex(3, 4):
+        assert y[i] == (x[i] / 0.75 if keep[i] else 0.0)
+    np.testing.assert_array_equal(R.dropout_backward(x, keep, 0.25), y)
