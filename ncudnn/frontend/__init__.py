@@ -1,0 +1,26 @@
+"""The cudnn-frontend Python API (``import ncudnn as cudnn`` runs code written for ``import cudnn``).
+
+``pygraph`` builds an op graph tensor by tensor and op by op, lowers it into :mod:`ncudnn.ir`, plans and
+builds it through :mod:`ncudnn.engines.api`, and executes it on device arrays from torch, CuPy, numba,
+``__cuda_array_interface__`` / DLPack producers, or raw pointers.
+"""
+from .enums import (attention_implementation, behavior_note, build_plan_policy, convolution_mode,
+                    cuda_graph_retention, data_type, diagonal_alignment, heur_mode, knob_type, norm_forward_phase,
+                    numerical_note, padding_mode, pointwise_mode, reduction_mode, resample_mode, reshape_mode,
+                    rng_distribution, scalar_type, tensor_reordering)
+from .errors import (cudnnGraphBadParamError, cudnnGraphExecutionFailedError, cudnnGraphInternalError,
+                     cudnnGraphNotInitializedError, cudnnGraphNotSupportedError)
+from .graph import GraphContext, pygraph
+from .module import (backend_version, backend_version_string, create_handle, destroy_handle, get_last_error_string,
+                     get_stream, set_stream)
+from .tensor import tensor
+
+__all__ = [
+    "attention_implementation", "behavior_note", "build_plan_policy", "convolution_mode", "cuda_graph_retention",
+    "data_type", "diagonal_alignment", "heur_mode", "knob_type", "norm_forward_phase", "numerical_note",
+    "padding_mode", "pointwise_mode", "reduction_mode", "resample_mode", "reshape_mode", "rng_distribution",
+    "scalar_type", "tensor_reordering", "cudnnGraphNotSupportedError", "cudnnGraphBadParamError",
+    "cudnnGraphInternalError", "cudnnGraphExecutionFailedError", "cudnnGraphNotInitializedError", "pygraph",
+    "GraphContext", "tensor", "backend_version", "backend_version_string", "create_handle", "destroy_handle",
+    "get_stream", "set_stream", "get_last_error_string",
+]

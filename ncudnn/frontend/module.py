@@ -1,0 +1,58 @@
+"""Module-level functions of the ``cudnn`` frontend module: versions, handles, streams, last error."""
+from ..errors import check, cudnnGetLastErrorString
+from ..types import MACROS
+from .errors import reraise
+
+
+def backend_version():
+    """The cuDNN API level ncudnn implements, encoded major*10000 + minor*100 + patch (e.g. 92700)."""
+    from ..version import CUDNN_VERSION
+
+    return CUDNN_VERSION
+
+
+def backend_version_string():
+    """``"major.minor.patch"`` of :func:`backend_version`."""
+    return f"{MACROS['CUDNN_MAJOR']}.{MACROS['CUDNN_MINOR']}.{MACROS['CUDNN_PATCHLEVEL']}"
+
+
+def _checked(result):
+    status, *outs = result
+    try:
+        check(status)
+    except Exception as e:
+        raise reraise(e) from None
+    return outs[0] if outs else None
+
+
+def create_handle():
+    """A cuDNN handle on the current device (its stream is the default stream)."""
+    from ..handle import cudnnCreate
+
+    return _checked(cudnnCreate())
+
+
+def destroy_handle(handle):
+    """Release ``handle`` (waits for its stream)."""
+    from ..handle import cudnnDestroy
+
+    _checked(cudnnDestroy(handle))
+
+
+def set_stream(handle, stream):
+    """Run the handle's work on ``stream`` (int handle, numba / torch / CuPy / cuda-python stream)."""
+    from ..handle import cudnnSetStream
+
+    _checked(cudnnSetStream(handle, stream))
+
+
+def get_stream(handle):
+    """The stream last given to :func:`set_stream` (0 for the default stream)."""
+    from ..handle import cudnnGetStream
+
+    return _checked(cudnnGetStream(handle))
+
+
+def get_last_error_string():
+    """The message of the last failure on this thread (cleared by reading)."""
+    return cudnnGetLastErrorString()

@@ -1,0 +1,400 @@
+"""The build pipeline and execution of pygraph, through :mod:`ncudnn.engines.api`.
+
+    validate -> build_operation_graph -> create_execution_plans([modes]) -> check_support -> build_plans(policy)
+
+Plans are indexed in heuristic order (modes concatenated, duplicates dropped). Filters
+(``deselect_engines``, ``deselect_workspace_greater_than``, note filters) bar indices; ``check_support``
+records each plan's (status, reason) and raises cudnnGraphNotSupportedError, naming the nodes and
+reasons, when none is left; ``build_plans`` builds the first supported plan (HEURISTICS_CHOICE) or all
+(ALL) and selects the first built one; ``execute`` runs the selected plan.
+"""
+import numbers
+
+from ..errors import CudnnError
+from ..types import cudnnBackendHeurMode_t as HM, cudnnStatus_t
+from . import log_steps
+from .enums import behavior_note, build_plan_policy, enum_value, heur_mode, knob_type, numerical_note
+from .errors import graph_error, reraise
+
+S = cudnnStatus_t
+
+
+def _api():
+    from ..engines import api
+
+    return api
+
+
+class PipelineMixin:
+    # ------------------------------------------------------------------ state
+    def _init_pipeline(self):
+        self._plans_state = True
+        self._filters = {"engines": set(), "workspace": None, "notes": []}
+        self._reset_plans()
+
+    def _reset_plans(self):
+        self._candidates = []      # EngineConfigs, in heuristic order
+        self._support = {}         # index -> (status, reason)
+        self._built = {}           # index -> ExecutionPlan
+        self._build_errors = {}    # index -> reason
+        self._selected = None
+        self._planned = False
+        self._op_graph_built = False
+
+    def _ctx(self, handle=None):
+        return _api().context(handle if handle is not None else self.handle)
+
+    def _require(self, what, ok):
+        if not ok:
+            raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"graph '{self.name}': {what}")
+
+    def _call(self, fn, *args, context=""):
+        try:
+            return fn(*args)
+        except CudnnError as e:
+            raise reraise(e, context or f"graph '{self.name}'") from None
+
+    # ------------------------------------------------------------------ the five steps
+    def build_operation_graph(self):
+        """Partition the validated graph into engine-executable subgraphs (an unpartitionable graph
+        raises cudnnGraphNotSupportedError)."""
+        if not self._validated:
+            self.validate()
+        sub = self._call(_api().problem, self._ir, context=f"graph '{self.name}' build_operation_graph")
+        log_steps.step(self, 2, "BUILD_OPERATION_GRAPH", sub.describe())
+        self._op_graph_built = True
+
+    def create_execution_plans(self, heur_modes=None):
+        """Ask the heuristics for engine configs under each mode (default [A]), best first."""
+        if not self._op_graph_built:
+            self.build_operation_graph()
+        modes = heur_modes if heur_modes is not None else [heur_mode.A]
+        if not isinstance(modes, (list, tuple)):
+            modes = [modes]
+        api, ctx = _api(), self._ctx()
+        seen, out = set(), []
+        for m in modes:
+            mode = HM(int(enum_value(m, heur_mode, "heur_mode")))
+            for ec in self._call(api.get_heuristics, self._ir, mode, ctx):
+                if ec.ident() not in seen:
+                    seen.add(ec.ident())
+                    out.append(ec)
+        self._reset_plans()
+        self._op_graph_built = True
+        self._candidates = out
+        self._planned = True
+        log_steps.step(self, 3, "CREATE_EXECUTION_PLANS",
+                       f"{len(out)} engine config(s) from {[heur_mode(int(enum_value(m, heur_mode, 'm'))).name for m in modes]}: "
+                       + ", ".join(str(ec) for ec in out))
+        if not out:
+            raise graph_error(S.CUDNN_STATUS_NOT_SUPPORTED, f"graph '{self.name}': no engine config from the "
+                              f"heuristics. {self._why_unsupported()}")
+
+    def check_support(self, handle=None):
+        """Check every plan not barred by a filter; raise cudnnGraphNotSupportedError when none is left."""
+        self._require("call create_execution_plans first", self._planned)
+        api, ctx = _api(), self._ctx(handle)
+        barred = self._barred()
+        for i, ec in enumerate(self._candidates):
+            self._support[i] = barred[i] if i in barred else tuple(api.check_support(self._ir, ec, ctx))
+        ok = [i for i, (st, _) in self._support.items() if int(st) == 0]
+        log_steps.step(self, 4, "CHECK_SUPPORT", f"{len(ok)} of {len(self._candidates)} plan(s) supported")
+        if not ok:
+            raise graph_error(S.CUDNN_STATUS_NOT_SUPPORTED, f"graph '{self.name}': no execution plan supports "
+                              f"the graph. {self._reasons()}")
+
+    def build_plans(self, policy=build_plan_policy.HEURISTICS_CHOICE, handle=None):
+        """Build the first supported plan (HEURISTICS_CHOICE) or every supported plan (ALL)."""
+        self._require("call create_execution_plans first", self._planned)
+        if not self._support:
+            self.check_support(handle)
+        policy = enum_value(policy, build_plan_policy, "build_plan_policy")
+        for i in range(len(self._candidates)):
+            if i in self._built or int(self._support.get(i, (1, ""))[0]) != 0:
+                continue
+            self._build_index(i, handle, raise_=False)
+            if self._built and policy == build_plan_policy.HEURISTICS_CHOICE:
+                break
+        log_steps.step(self, 5, "BUILD_PLANS", f"{policy.name}: built {sorted(self._built)}"
+                       + (f", failed {self._build_errors}" if self._build_errors else ""))
+        if not self._built:
+            raise graph_error(S.CUDNN_STATUS_NOT_SUPPORTED, f"graph '{self.name}': no plan could be built. "
+                              + "; ".join(f"plan {i} ({self._candidates[i]}): {r}"
+                                          for i, r in self._build_errors.items()))
+        if self._selected not in self._built:
+            self._selected = min(self._built)
+
+    def build(self, heur_modes=None, handle=None):
+        """validate, build_operation_graph, create_execution_plans(heur_modes), check_support, build_plans."""
+        self.validate()
+        self.build_operation_graph()
+        self.create_execution_plans(heur_modes)
+        self.check_support(handle)
+        self.build_plans(build_plan_policy.HEURISTICS_CHOICE, handle)
+
+    def _build_index(self, i, handle=None, raise_=True):
+        try:
+            plan = _api().build_plan(self._ir, self._candidates[i], self._ctx(handle))
+        except CudnnError as e:
+            self._build_errors[i] = f"{e.status.name}: {e.message}"
+            if raise_:
+                raise reraise(e, f"graph '{self.name}' plan {i} ({self._candidates[i]})") from None
+            return None
+        self._built[i] = plan
+        self._build_errors.pop(i, None)
+        return plan
+
+    # ------------------------------------------------------------------ why not
+    def _why_unsupported(self):
+        """Each registered engine's reason for refusing the graph."""
+        from ..engines import registry
+
+        api, ctx = _api(), self._ctx()
+        rows = []
+        for eng in registry.engines():
+            st, why = api.check_support(self._ir, eng.name, ctx)
+            if int(st) != 0:
+                rows.append(f"{eng.name}: {S(int(st)).name}: {why}")
+        return "Engines: " + "; ".join(rows) if rows else ""
+
+    def _reasons(self):
+        rows = [f"plan {i} ({self._candidates[i]}): {S(int(st)).name}: {why}" for i, (st, why) in self._support.items()]
+        return "; ".join(rows)
+
+    # ------------------------------------------------------------------ filters
+    def _barred(self):
+        out = {}
+        f = self._filters
+        for i, ec in enumerate(self._candidates):
+            name = self.get_plan_name_at_index(i)
+            if any(p in name for p in f["engines"]):
+                out[i] = (S.CUDNN_STATUS_NOT_SUPPORTED, f"engine deselected by deselect_engines")
+            elif f["workspace"] is not None and ec.workspace_size > f["workspace"]:
+                out[i] = (S.CUDNN_STATUS_NOT_SUPPORTED,
+                          f"workspace {ec.workspace_size} B > deselect_workspace_greater_than({f['workspace']})")
+            else:
+                for kind, notes, keep in f["notes"]:
+                    have = {int(n) for n in (ec.numerical_notes if kind == "numeric" else ec.behavior_notes)}
+                    if (not keep and have & notes) or (keep and not notes <= have):
+                        out[i] = (S.CUDNN_STATUS_NOT_SUPPORTED, f"{kind} note filter "
+                                  f"({'select' if keep else 'deselect'} {sorted(notes)}); plan has {sorted(have)}")
+                        break
+        return out
+
+    def _add_note_filter(self, kind, notes, keep, enum_cls):
+        self._filters["notes"].append((kind, {int(enum_value(n, enum_cls, kind)) for n in notes}, keep))
+        self._support.clear()
+        return self
+
+    def deselect_numeric_notes(self, notes):
+        return self._add_note_filter("numeric", notes, False, numerical_note)
+
+    def select_numeric_notes(self, notes):
+        return self._add_note_filter("numeric", notes, True, numerical_note)
+
+    def deselect_behavior_notes(self, notes):
+        return self._add_note_filter("behavior", notes, False, behavior_note)
+
+    def select_behavior_notes(self, notes):
+        return self._add_note_filter("behavior", notes, True, behavior_note)
+
+    def deselect_engines(self, engine_names):
+        self._filters["engines"].update(engine_names)
+        self._support.clear()
+        return self
+
+    def deselect_workspace_greater_than(self, workspace_limit):
+        self._filters["workspace"] = int(workspace_limit)
+        self._support.clear()
+        return self
+
+    # ------------------------------------------------------------------ plan queries
+    def _index(self, i):
+        self._require("no execution plans: call create_execution_plans first", self._planned)
+        if not 0 <= int(i) < len(self._candidates):
+            raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"plan index {i} out of range "
+                              f"(0..{len(self._candidates) - 1})")
+        return int(i)
+
+    def get_execution_plan_count(self):
+        return len(self._candidates)
+
+    def get_plan_name_at_index(self, index):
+        return str(self._candidates[self._index(index)])
+
+    def get_engine_count(self):
+        """Number of engines ncudnn has (global indices 0..count-1)."""
+        from ..engines import registry
+
+        return registry.global_count()
+
+    def get_engine_and_knobs_at_index(self, index):
+        """(engine global index, {knob_type: value}) of plan ``index``."""
+        ec = self._candidates[self._index(index)]
+        return ec.global_index, {_knob(k): v for k, v in ec.config.knobs}
+
+    def get_knobs_for_engine(self, engine_id):
+        """The knobs engine ``engine_id`` offers for this graph: [{type, min, max, stride, default}]."""
+        from ..engines import registry
+
+        eng = registry.by_index(int(engine_id))
+        if eng is None:
+            raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"no engine with global index {engine_id}")
+        sub = _api().problem(self.ir)
+        return [{"type": _knob(int(k.type)), "min": k.min, "max": k.max, "stride": k.stride, "default": k.default}
+                for k in eng.knobs(sub)]
+
+    def create_execution_plan(self, engine_id, knobs=None):
+        """Append the plan of engine ``engine_id`` with ``knobs`` ({knob_type: value}); returns self."""
+        from ..engines import registry
+        from ..engines.base import Config
+
+        if not self._op_graph_built:
+            self.build_operation_graph()
+        eng = registry.by_index(int(engine_id))
+        if eng is None:
+            raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"no engine with global index {engine_id}")
+        cfg = eng.default_config(_api().problem(self._ir))
+        for k, v in (knobs or {}).items():
+            cfg = cfg.with_knob(int(enum_value(k, knob_type, "knob_type")), int(v))
+        ec = self._call(_api().engine_config_from_json, {"engine": eng.name, "config": cfg.to_json()}, self._ir,
+                        self._ctx())
+        self._planned = True
+        self._candidates.append(ec)
+        return self
+
+    def get_workspace_size(self, handle=None, override_uids=None, override_shapes=None, override_strides=None):
+        self._require("no plan is built: call build_plans first", self._selected is not None)
+        return int(self._built[self._selected].workspace_size)
+
+    def get_workspace_size_plan_at_index(self, index, *args, **kwargs):
+        i = self._index(index)
+        plan = self._built.get(i)
+        return int(plan.workspace_size if plan is not None else self._candidates[i].workspace_size)
+
+    def build_plan_at_index(self, index, handle=None):
+        i = self._index(index)
+        if i not in self._built:
+            self._build_index(i, handle)
+        if self._selected is None:
+            self._selected = i
+        return self
+
+    def select_plan(self, index):
+        i = self._index(index)
+        if i not in self._built:
+            self._build_index(i)
+        self._selected = i
+        return self
+
+    def get_selected_plan_index(self):
+        return self._selected
+
+    def get_behavior_notes_for_plan_at_index(self, index):
+        return [behavior_note(int(n)) for n in self._candidates[self._index(index)].behavior_notes]
+
+    def get_numerical_notes_for_plan_at_index(self, index):
+        return [numerical_note(int(n)) for n in self._candidates[self._index(index)].numerical_notes]
+
+    def get_behavior_notes(self):
+        self._require("no plan is built", self._selected is not None)
+        return self.get_behavior_notes_for_plan_at_index(self._selected)
+
+    def key(self):
+        """A 64-bit key of the graph (ops, attributes, tensor signatures)."""
+        return int(self.ir.key()[:16], 16)
+
+    # ------------------------------------------------------------------ execution
+    def _pack(self, variant_pack):
+        out = {}
+        for k, v in variant_pack.items():
+            if isinstance(k, numbers.Integral):
+                t = self.query_tensor_attributes_of_uid(int(k))
+            elif isinstance(k, str):
+                t = self.find_tensor(k)
+                if t is None:
+                    raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"variant pack: no tensor named {k!r}")
+            else:
+                t = k
+                if getattr(t, "_owner", lambda: None)() is not self:
+                    raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"variant pack key {k!r} is not a tensor of "
+                                      f"graph '{self.name}'")
+            if t.desc.is_by_value and v is not None:
+                from .graph import _host_scalar
+
+                v = _host_scalar(v, t.desc.dtype)
+            out[t.get_uid()] = v
+        for uid, arr in self._bindings.items():
+            out.setdefault(uid, arr)
+        return out
+
+    def execute(self, variant_pack, workspace=None, handle=None, override_uids=None, override_shapes=None,
+                override_strides=None):
+        """Run the selected plan. ``variant_pack``: {tensor | uid | name: device array or pointer; by-value
+        scalars as numbers or host tensors}; ``workspace``: a device buffer of ``get_workspace_size()``."""
+        self._require("no plan is built: call build / build_plans first", self._selected is not None)
+        self._run(self._selected, variant_pack, workspace, handle, override_uids, override_shapes, override_strides)
+
+    def execute_plan_at_index(self, variant_pack, workspace=None, index=0, handle=None, **overrides):
+        i = self._index(index)
+        if i not in self._built:
+            self._build_index(i, handle)
+        self._run(i, variant_pack, workspace, handle, **{k: overrides.get(k) for k in
+                                                          ("override_uids", "override_shapes", "override_strides")})
+
+    def _run(self, i, variant_pack, workspace, handle, override_uids=None, override_shapes=None,
+             override_strides=None):
+        if override_uids:
+            self._check_overrides(override_uids, override_shapes, override_strides)
+        h = handle if handle is not None else self.handle
+        pack = self._pack(variant_pack)
+        try:
+            _api().execute(self._built[i], pack, workspace, handle=h)
+        except CudnnError as e:
+            raise reraise(e, f"graph '{self.name}' execute (plan {i}: {self._candidates[i]})") from None
+
+    def _check_overrides(self, uids, shapes, strides):
+        for n, uid in enumerate(uids):
+            t = self.query_tensor_attributes_of_uid(uid)
+            shape = list(shapes[n]) if shapes else t.get_dim()
+            stride = list(strides[n]) if strides else t.get_stride()
+            if shape != t.get_dim() or stride != t.get_stride():
+                raise graph_error(S.CUDNN_STATUS_NOT_SUPPORTED,
+                                  f"graph '{self.name}': tensor '{t.get_name()}' (uid {uid}) built as dims "
+                                  f"{t.get_dim()} strides {t.get_stride()}, override {shape} / {stride}: ncudnn "
+                                  "plans are built for fixed shapes; build the graph again with the new shape")
+
+    def autotune(self, variant_pack, workspace=None, handle=None, runs=None, warmup=None, store=True):
+        """Time every supported plan on these buffers (engine layer's autotuner, results stored in its
+        tuning cache), select the fastest and return [(plan index, plan name, median ms)], fastest first."""
+        self._require("call create_execution_plans and check_support first", self._planned)
+        if not self._support:
+            self.check_support(handle)
+        idx = [i for i, (st, _) in self._support.items() if int(st) == 0]
+        kw = {k: v for k, v in (("runs", runs), ("warmup", warmup)) if v is not None}
+        res = self._call(lambda: _api().autotune(self._ir, [self._candidates[i] for i in idx], self._pack(variant_pack),
+                                                 workspace, self._ctx(handle), store=store, **kw))
+        by_ident = {self._candidates[i].ident(): i for i in idx}
+        out = []
+        for r in res:
+            ec, ms = r[0], r[1]
+            i = by_ident.get(ec.ident())
+            if i is not None:
+                out.append((i, str(ec), float(ms)))
+        if out:
+            self.select_plan(out[0][0])
+        return out
+
+    def populate_cuda_graph(self, handle, variant_pack, workspace, cuda_graph):
+        raise graph_error(S.CUDNN_STATUS_NOT_SUPPORTED, "populate_cuda_graph: ncudnn has no native CUDA graph "
+                          "API; capture execute() with stream capture instead")
+
+    def update_cuda_graph(self, handle, variant_pack, workspace, cuda_graph):
+        raise graph_error(S.CUDNN_STATUS_NOT_SUPPORTED, "update_cuda_graph: ncudnn has no native CUDA graph API")
+
+
+def _knob(k):
+    try:
+        return knob_type(int(k))
+    except ValueError:
+        return int(k)
