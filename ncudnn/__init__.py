@@ -32,3 +32,6 @@ _export_enum_values(globals())
 from .handle import (  # noqa: E402,F401
     cudnnCreate, cudnnDestroy, cudnnGetStream, cudnnQueryRuntimeError, cudnnSetStream)
 from .log import cudnnDebug_t, cudnnGetCallback, cudnnSetCallback  # noqa: E402,F401
+
+# cudnn-frontend Python API: `import ncudnn as cudnn` runs code written for `import cudnn`
+from .frontend import *  # noqa: E402,F401,F403
