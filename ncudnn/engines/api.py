@@ -23,7 +23,7 @@ from . import heuristics, registry
 from .base import OK, BuildContext, Config
 from .composite import CompositeSub, make_composite
 from .plan import ExecutionPlan, layout
-from .plancache import LRU, cache_for, graph_identity, plan_key
+from .plancache import cache_for, graph_identity, plan_key
 from .ranking import (EngineConfig, _ctx_flags, config_status, engine_config, log, log_enabled, rank_subgraph,
                       support)
 
@@ -65,10 +65,6 @@ def problem(graph):
     return sub
 
 
-#: rankings by (graph key, mode, context flags, timing generation)
-_rankings = LRU(1024)
-
-
 def _graph_key(graph):
     return graph_identity(graph)[0]
 
@@ -87,13 +83,16 @@ def get_heuristics(graph, mode=HM.CUDNN_HEUR_MODE_A, ctx=None):
     if mode == HM.CUDNN_HEUR_MODES_COUNT:
         raise error_for(S.CUDNN_STATUS_BAD_PARAM, "CUDNN_HEUR_MODES_COUNT is not a heuristic mode")
     sub = problem(graph)
-    key = _graph_key(graph)
+    # mode B looks timings up by graph key; the model's modes need no key (it costs ~0.1 ms)
+    key = _graph_key(graph) if mode == HM.CUDNN_HEUR_MODE_B else None
     explain = [] if log_enabled() else None
-    memo_key = (key, mode, _ctx_flags(ctx), heuristics.generation)
-    hit = _rankings.get(memo_key)
+    memo = graph.__dict__.setdefault("_rankings", {})
+    memo_key = (mode, _ctx_flags(ctx), heuristics.generation)
+    hit = memo.get(memo_key)
     if hit is not None:
         if explain is not None:
-            log(f"heuristics {mode.name} for graph {key[:12]}: {len(hit)} config(s), as ranked before:\n"
+            log(f"heuristics {mode.name} for graph {graph.name or 'unnamed'}: {len(hit)} config(s), as ranked "
+                "before:\n"
                 + "\n".join(f"  {ec.predicted_time * 1e6:10.2f} us  {ec}  ({ec.why})" for ec in hit))
         return list(hit)
     if isinstance(sub, CompositeSub):
@@ -102,10 +101,10 @@ def get_heuristics(graph, mode=HM.CUDNN_HEUR_MODE_A, ctx=None):
         out = rank_subgraph(sub, mode, ctx, key, explain)
     if mode == HM.CUDNN_HEUR_MODE_B:
         out = _winner_first(graph, out, ctx, explain)
-    _rankings.put(memo_key, tuple(out))
+    memo[memo_key] = tuple(out)
     if explain is not None:
         dt = (time.perf_counter() - t0) * 1e6
-        head = f"heuristics {mode.name} for graph {key[:12]} ({graph.name or 'unnamed'}) on " \
+        head = f"heuristics {mode.name} for graph {graph.name or 'unnamed'} ({key or '-'}) on " \
                f"{ctx.device.name}: {len(out)} config(s) in {dt:.0f} us"
         log("\n".join([head, f" problem: {sub.describe()}"] + explain))
     return out

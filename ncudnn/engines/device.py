@@ -6,6 +6,7 @@ attributes; under the simulator (or when no device can be queried) a nominal H20
 the SM count and clock (FP32: 128 lanes x 2 FLOP per SM per clock on sm_80+; 64 before).
 """
 from dataclasses import asdict, dataclass
+from functools import cached_property
 
 from ..platform import simulator_enabled
 
@@ -27,7 +28,7 @@ class DeviceProps:
     l2_bytes: int
     nominal: bool = False     # True: not measured from a device (simulator / query failed)
 
-    @property
+    @cached_property
     def slug(self):
         """A file-name-safe id: name and compute capability."""
         safe = "".join(c if c.isalnum() else "_" for c in self.name).strip("_")
@@ -46,6 +47,7 @@ class DeviceProps:
     def to_json(self):
         d = asdict(self)
         d["cc"] = list(self.cc)
+        d.pop("slug", None)
         return d
 
 

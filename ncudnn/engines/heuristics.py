@@ -63,15 +63,17 @@ def occupancy_factor(per_sm, threads):
 
 
 def kernel_time(device, flops=0.0, nbytes=0.0, peak="fp32", blocks=None, threads=256, regs=32,
-                smem=0, tile=None, problem=None, launches=1, bytes_in_flight=None):
+                smem=0, tile=None, problem=None, launches=1, bytes_in_flight=None, per_sm=None):
     """Predicted seconds for ``launches`` kernels doing ``flops`` and moving ``nbytes`` in total.
 
     ``blocks``: grid size (None: enough to fill the device); ``tile`` / ``problem``: (tile_m, tile_n)
     and (m, n) for the tile quantization of a GEMM-like output; ``bytes_in_flight``: outstanding
     memory requests the kernel sustains (Little's law: a small grid cannot reach peak bandwidth).
-    Returns +inf when a block cannot fit on an SM.
+    ``per_sm``: resident blocks per SM when the caller already has it. Returns +inf when a block
+    cannot fit on an SM.
     """
-    per_sm = blocks_per_sm(device, threads, regs, smem)
+    if per_sm is None:
+        per_sm = blocks_per_sm(device, threads, regs, smem)
     if per_sm == 0:
         return math.inf
     eff = occupancy_factor(per_sm, threads)

@@ -9,13 +9,16 @@ ARRAY_SIZE_PER_THREAD (elements per thread per loop trip, the generator's ``unro
 import math
 
 import numpy as np
+from numba.cuda import types
+from numba.cuda.np import numpy_support
 
 from .. import memory
+from ..kernels import kcache
 from ..kernels import pointwise as kpw
+from ..kernels.launch import ArgView
 from ..kernels import pointwise_ops as po
 from ..kernels.dtypes import dtype_name, storage_dtype
 from ..types import cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
-from . import buffers as B
 from . import heuristics as H
 from .base import OK, Engine, KnobSpec, SubPlan
 from .registry import register
@@ -29,11 +32,18 @@ PARAMS = ("relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope", "elu_al
           "swish_beta", "axis", "alpha1", "alpha2", "nan_propagation")
 
 
+_DTYPE_NAMES = {}
+
+
 def _kernel_dtype(t):
-    try:
-        return dtype_name(memory.numpy_dtype(t.dtype))
-    except Exception:
-        return None
+    """The generator's dtype name for a tensor's cudnnDataType_t (None: no kernel storage type)."""
+    dt = t.dtype
+    if dt not in _DTYPE_NAMES:
+        try:
+            _DTYPE_NAMES[dt] = dtype_name(memory.numpy_dtype(dt))
+        except Exception:
+            _DTYPE_NAMES[dt] = None
+    return _DTYPE_NAMES[dt]
 
 
 class _Layout:
@@ -93,6 +103,9 @@ class PointwiseFusedEngine(Engine):
     numerical_notes = ()
     fallback = True
 
+    def __init__(self):
+        self._static = {}  # (config, tensor count, device) -> per-config constants of the cost model
+
     def check_support(self, sub, ctx):
         st, why = super().check_support(sub, ctx)
         if st != S.CUDNN_STATUS_SUCCESS:
@@ -142,59 +155,64 @@ class PointwiseFusedEngine(Engine):
 
     def cost(self, sub, cfg, device):
         lay = _layout(sub)
-        unroll = cfg.get(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 4)
-        block = cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 256)
+        n_io = len(lay.inputs) + len(lay.outputs)
+        key = (cfg, n_io, device.slug)
+        static = self._static.get(key)
+        if static is None:
+            unroll = cfg.get(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 4)
+            block = cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 256)
+            regs = min(255, 24 + 4 * unroll * n_io)
+            per_sm = H.blocks_per_sm(device, block, regs)
+            static = self._static[key] = (unroll, block, regs, per_sm,
+                                          device.sm_count * max(1, 2048 // block) * 4)
+        unroll, block, regs, per_sm, max_blocks = static
         n, nbytes = lay.numel, lay.nbytes
-        per_elem = nbytes / max(n, 1)
         flops = n * (len(lay.nodes) + (0 if lay.dense else 4 * len(lay.shape)))
-        regs = min(255, 24 + 4 * unroll * (len(lay.inputs) + len(lay.outputs)))
-        per_sm = H.blocks_per_sm(device, block, regs)
-        blocks = max(1, min(math.ceil(n / (block * unroll)), device.sm_count * max(1, 2048 // block) * 4))
+        chunk = block * unroll
+        blocks = max(1, min(-(-n // chunk), max_blocks))
         resident = min(blocks, device.sm_count * max(per_sm, 1)) * block
         t = H.kernel_time(device, flops=flops, nbytes=nbytes, blocks=blocks, threads=block, regs=regs,
-                          bytes_in_flight=resident * unroll * per_elem)
+                          bytes_in_flight=resident * unroll * nbytes / max(n, 1), per_sm=per_sm)
         # a trip of the grid-stride loop processes block*unroll elements: idle lanes on the tail
-        return t / H.tile_efficiency(n, 1, block * unroll, 1) ** 0.25
+        return t / (n / (-(-n // chunk) * chunk)) ** 0.25
 
     def build(self, sub, cfg, ctx):
         lay = _layout(sub)
         spec = lay.spec(cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 256), cfg.get(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 4))
-        return PointwisePlan(self, sub, cfg, lay, kpw.build_pointwise(spec))
+        meta = kpw.PointwiseKernel(spec, None, None)  # geometry only: no code generated yet
+        sig = tuple(types.Array(numpy_support.from_dtype(st), 1, "C") for st in meta.storage) + (types.int64,)
+        # kernel cache: memory, then cubin on disk (no JIT in a later process), then generate + compile
+        ck = kcache.get_or_compile("pointwise_fused:" + kpw.cache_key(spec),
+                                   lambda: kpw.build_pointwise(spec).kernel, sig)
+        return PointwisePlan(self, sub, cfg, lay, meta, ck)
 
 
 class PointwisePlan(SubPlan):
-    """One fused kernel; ``prepare`` makes the flat storage arrays and the launch configuration once."""
+    """One fused kernel. ``prepare`` packs the launch parameters once (flat storage views of the
+    tensors, the element count); ``run`` is one ``cuLaunchKernel`` (kernels/launch.py)."""
 
-    def __init__(self, engine, sub, cfg, lay, pk):
+    def __init__(self, engine, sub, cfg, lay, meta, compiled):
         super().__init__(engine, sub, cfg, 0)
-        self.lay, self.pk = lay, pk
-        self.grid = pk.grid()
-        self.block = pk.spec.block
+        self.lay, self.meta, self.compiled = lay, meta, compiled
+        self.grid = meta.grid()
+        self.block = meta.spec.block
 
     def prepare(self, views, scratch):
         from numba import cuda
 
-        lay, pk = self.lay, self.pk
-        flat = []
-        for t, ext, st in zip(lay.inputs + lay.outputs, pk.extents, pk.storage):
+        lay, meta = self.lay, self.meta
+        args = []
+        for t, ext, st in zip(lay.inputs + lay.outputs, meta.extents, meta.storage):
             v = views[t.uid]
             if t.is_by_value:
                 host = np.array([v], dtype=memory.numpy_dtype(t.dtype)).view(st)
-                flat.append(cuda.to_device(host))
+                args.append(cuda.to_device(host))  # kept alive by the prepared launch
             else:
-                flat.append(memory.to_numba(v, shape=(max(ext, 1),), strides=(1,), dtype=st))
-        args = tuple(flat) + (pk.numel,)
-        kernel, grid, block = pk.kernel, self.grid, self.block
-        configured = {0: kernel[grid, block, 0]}
-
-        def run(stream):
-            c = configured.get(stream if type(stream) is int else B.stream_handle(stream))
-            if c is None:
-                c = configured[B.stream_handle(stream)] = kernel[grid, block, B.numba_stream(stream)]
-            c(*args)
-        return run
+                args.append(ArgView(v.ptr, (max(ext, 1),), (st.itemsize,), st.itemsize, st))
+        prepared = self.compiled.prepare(self.grid, self.block, tuple(args) + (meta.numel,))
+        launch = prepared.run
+        return lambda stream: launch(None, stream)
 
     def execute(self, buffers, workspace, stream):
-        views = {u: (memory.as_view(a) if hasattr(a, "__cuda_array_interface__") or hasattr(a, "_ary") else a)
-                 for u, a in buffers.items()}
+        views = {u: (memory.as_view(a) if not isinstance(a, (int, float)) else a) for u, a in buffers.items()}
         self.prepare(views, None)(stream)

@@ -12,6 +12,7 @@ from .. import log as _log
 from ..types import cudnnBackendHeurMode_t, cudnnBackendNumericalNote_t, cudnnSeverity_t, cudnnStatus_t
 from . import heuristics, registry
 from .base import Config
+from .plan import _round_up
 
 S = cudnnStatus_t
 HM = cudnnBackendHeurMode_t
@@ -71,8 +72,6 @@ def log(msg):
 
 def engine_config(engine, sub, cfg, ctx, predicted=math.inf, why=""):
     """The EngineConfig of ``cfg`` on ``sub`` (one subgraph: its scratch is the plan's workspace)."""
-    from .plan import _round_up
-
     ws = engine.workspace_size(sub, cfg)
     return EngineConfig(engine, cfg, tuple(engine.config_notes(sub, cfg)), tuple(engine.behavior_notes),
                         _round_up(ws) if ws else 0, predicted, (), why)
