@@ -26,4 +26,5 @@ from .lrn import lrn_backward, lrn_forward  # noqa: F401
 from .spatial_tf import (  # noqa: F401
     spatial_tf_grid_backward, spatial_tf_grid_forward, spatial_tf_sampler_backward,
     spatial_tf_sampler_forward)
+from .ctc import ctc_loss  # noqa: F401
 from .pointwise import POINTWISE_ARITY, pointwise, pointwise_mode  # noqa: F401
