@@ -12,9 +12,8 @@ strides); B "kn" (n contiguous, or any strides) or "nk" (k contiguous).
 from numba import cuda
 import numpy as np
 
-from . import splitk
-from .config import GemmConfig, check
-from .mainloop import make_block_kernel
+from .config import GemmConfig
+from .launch import BlockKernels, launch
 from .operands import strided_operand, strided_output
 from .. import dtypes as dt, epilogue as ep
 
@@ -26,12 +25,9 @@ B_LAYOUTS = {"nk": "k", "kn": "outer"}
 
 
 class GemmKernel:
-    """A specialised GEMM: the block kernel and, for split-K, its reduce / prescale kernel."""
+    """A specialised GEMM: layouts, dtypes, epilogue and its :class:`BlockKernels`."""
 
     def __init__(self, cfg, a_layout, b_layout, dtypes, spec):
-        ok, why = check(cfg, 8 if dt.compute_type(dtypes[:3]) == "float64" else 4)
-        if not ok:
-            raise ValueError(f"bad GEMM config {cfg}: {why}")
         if a_layout not in A_LAYOUTS or b_layout not in B_LAYOUTS:
             raise ValueError(f"layouts: A in {sorted(A_LAYOUTS)}, B in {sorted(B_LAYOUTS)}")
         self.cfg, self.a_layout, self.b_layout = cfg, a_layout, b_layout
@@ -44,28 +40,17 @@ class GemmKernel:
         self.A = strided_operand(A_LAYOUTS[a_layout], a_dt, self.ftype)
         self.B = strided_operand(B_LAYOUTS[b_layout], b_dt, self.ftype)
         self.OUT = strided_output()
-        self.EPI = ep.build(self.spec, bias_dt, res_dt)
-        self.split = cfg.SPLIT_K > 1
-        if self.split and cfg.SPLIT_MODE == "atomic":
-            if not self.spec.linear or c_dt not in ("float32", "float64"):
-                raise ValueError("atomic split-K needs an alpha/beta-only epilogue and fp32/fp64 output")
-            self.kernel = make_block_kernel(cfg, self.A, self.B, self.OUT, ep.atomic(), self.ftype)
-            self.prescale = splitk.make_prescale(self.OUT, self.ftype)
-        elif self.split:
-            self.kernel = make_block_kernel(cfg, self.A, self.B, self.OUT, ep.raw(self.ftype), self.ftype)
-            self.reduce = splitk.make_reduce(self.OUT, self.EPI, self.ftype)
-        else:
-            self.kernel = make_block_kernel(cfg, self.A, self.B, self.OUT, self.EPI, self.ftype)
+        self.bk = BlockKernels(cfg, self.A, self.B, self.OUT, self.spec, bias_dt, res_dt)
+        self.kernel = self.bk.kernel
+        self.split = self.bk.split
 
     @property
     def deterministic(self):
-        return not (self.split and self.cfg.SPLIT_MODE == "atomic")
+        return self.bk.deterministic
 
     def workspace_size(self, M, N, batch=1):
         """Bytes of workspace ``run_gemm`` needs (exact; 0 unless workspace split-K)."""
-        if not self.split or self.cfg.SPLIT_MODE != "workspace":
-            return 0
-        return splitk.workspace_elems(_batch(batch)[2], M, N, self.cfg.SPLIT_K) * np.dtype(self.ftype).itemsize
+        return self.bk.workspace_elems(M, N, _batch(batch)[2]) * np.dtype(self.ftype).itemsize
 
 
 def make_gemm(cfg=GemmConfig(), a_layout="mk", b_layout="kn", dtypes=("float32",) * 3,
@@ -144,30 +129,8 @@ def run_gemm(kern, a, b, c, *, M, N, K, a_strides, b_strides, c_strides, batch=1
         r_args = (residual, sr[0], sr[1], b2, sr[2], sr[3])
     else:
         r_args = (dummy(kern.dtypes[2]), 0, 0, 1, 0, 0)
-    cfg = kern.cfg
-    f = splitk.f(kern.ftype)
-    alpha, beta = f(alpha), f(beta)
-    splits = cfg.SPLIT_K
-    kslice = splitk.k_slice(K, splits, cfg.BLOCK_K) if splits > 1 else K
-    grid = (-(-N // cfg.BLOCK_N), -(-M // cfg.BLOCK_M), nb * splits)
-    if grid[1] > 65535 or grid[2] > 65535:
-        raise ValueError(f"grid {grid} too large")
-    if splits > 1 and cfg.SPLIT_MODE == "atomic":
-        splitk.launch_1d(kern.prescale, nb * M * N, stream, o_args, nb, M, N, beta)
-        kern.kernel[grid, cfg.num_threads, stream](a_args, b_args, o_args, bias_args, r_args,
-                                                   M, N, K, kslice, splits, alpha, beta)
-    elif splits > 1:
-        need = splitk.workspace_elems(nb, M, N, splits)
-        if workspace is None or workspace.shape[0] < need or workspace.dtype != np.dtype(kern.ftype):
-            raise ValueError(f"split-K needs a {kern.ftype} workspace of {need} elements")
-        w_args = splitk.workspace_args(workspace, M, N)
-        kern.kernel[grid, cfg.num_threads, stream](a_args, b_args, w_args, bias_args, r_args,
-                                                   M, N, K, kslice, splits, alpha, beta)
-        splitk.launch_1d(kern.reduce, nb * M * N, stream, workspace, splits, o_args, bias_args,
-                         r_args, nb, M, N, alpha, beta)
-    else:
-        kern.kernel[grid, cfg.num_threads, stream](a_args, b_args, o_args, bias_args, r_args,
-                                                   M, N, K, kslice, 1, alpha, beta)
+    launch(kern.bk, M, N, K, nb, a_args, b_args, o_args, bias_args, r_args, alpha, beta, workspace,
+           stream)
 
 
 def _arr(dtype):

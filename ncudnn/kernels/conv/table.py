@@ -1,0 +1,44 @@
+"""IMPLICIT_PRECOMP_GEMM: the host-built (kidx -> offsets) table replacing the loaders' divisions.
+
+Row ``kidx`` (ORDER "crs" or "rsc" over (channel, t, r, s)) holds five int32s:
+``[act_delta, t*dil_d, r*dil_h, s*dil_w, w_delta]``. For fprop the channel is x's c and
+``act_delta = c*sx_c + t*dil_d*sx_d + r*dil_h*sx_h + s*dil_w*sx_w``; for dgrad it is dy's k and
+``act_delta = k*sdy_k`` (the spatial part depends on the stride test). ``w_delta`` is the filter
+offset of (channel, tap), the tap flipped in CONVOLUTION mode. Size: exactly
+``5 * 4 * CH * T * R * S`` bytes (:func:`table_bytes`).
+"""
+import numpy as np
+
+ENTRY = 5
+
+
+def table_bytes(channels, taps):
+    return ENTRY * 4 * channels * taps
+
+
+def build_table(g, kind, order):
+    """int32 array (CH*T*R*S*5,) for geometry ``g``; kind "fprop" or "dgrad"."""
+    T, R, S = g.TRS
+    dd, dh, dw = g.dil
+    if kind == "fprop":
+        CH, s_act, s_wch = g.Cg, g.x_strides[1], g.w_strides[1]
+        sp = g.x_strides[2:]
+    elif kind == "dgrad":
+        CH, s_act, s_wch = g.Kg, g.y_strides[1], g.w_strides[0]
+        sp = (0, 0, 0)
+    else:
+        raise ValueError(kind)
+    ch, t, r, s = np.meshgrid(np.arange(CH), np.arange(T), np.arange(R), np.arange(S), indexing="ij")
+    if order == "rsc":
+        ch, t, r, s = (np.moveaxis(v, 0, -1) for v in (ch, t, r, s))
+    elif order != "crs":
+        raise ValueError(order)
+    ch, t, r, s = (v.reshape(-1).astype(np.int64) for v in (ch, t, r, s))
+    ft, fr, fs = (T - 1 - t, R - 1 - r, S - 1 - s) if g.flip else (t, r, s)
+    sw = g.w_strides
+    tab = np.stack([ch * s_act + t * dd * sp[0] + r * dh * sp[1] + s * dw * sp[2],
+                    t * dd, r * dh, s * dw,
+                    ch * s_wch + ft * sw[2] + fr * sw[3] + fs * sw[4]], axis=1)
+    if np.abs(tab).max(initial=0) >= 2 ** 31:
+        raise ValueError("conv offsets do not fit the int32 table")
+    return np.ascontiguousarray(tab.astype(np.int32).reshape(-1))

@@ -1,0 +1,72 @@
+"""One specialised block kernel with its split-K companions, and the launch sequence they share.
+
+GEMM and the convolutions build a :class:`BlockKernels` from their operands / output / epilogue and
+call :func:`launch` with their argument tuples; split-K (workspace + reduce, or prescale + atomics)
+is handled here once.
+"""
+import numpy as np
+
+from . import splitk
+from .config import check
+from .mainloop import make_block_kernel
+from .operands import strided_output
+from .. import epilogue as ep
+
+
+class BlockKernels:
+    def __init__(self, cfg, A, B, OUT, spec, bias_dtype, res_dtype):
+        ok, why = check(cfg, 8 if spec.ftype == "float64" else 4)
+        if not ok:
+            raise ValueError(f"bad config {cfg}: {why}")
+        self.cfg, self.spec, self.ftype = cfg, spec, spec.ftype
+        self.EPI = ep.build(spec, bias_dtype, res_dtype)
+        self.split = cfg.SPLIT_K > 1
+        self.atomic = self.split and cfg.SPLIT_MODE == "atomic"
+        if self.atomic:
+            if not spec.linear or spec.out_dtype not in ("float32", "float64"):
+                raise ValueError("atomic split-K needs an alpha/beta-only epilogue and fp32/fp64 output")
+            self.kernel = make_block_kernel(cfg, A, B, OUT, ep.atomic(), self.ftype)
+            self.prescale = splitk.make_prescale(OUT, self.ftype)
+        elif self.split:
+            # partials go to a plain [batch*SPLITS, M, N] workspace, whatever the real output is
+            self.kernel = make_block_kernel(cfg, A, B, strided_output(), ep.raw(self.ftype), self.ftype)
+            self.reduce = splitk.make_reduce(OUT, self.EPI, self.ftype)
+        else:
+            self.kernel = make_block_kernel(cfg, A, B, OUT, self.EPI, self.ftype)
+
+    @property
+    def deterministic(self):
+        return not self.atomic
+
+    def workspace_elems(self, M, N, batch):
+        return splitk.workspace_elems(batch, M, N, self.cfg.SPLIT_K) if self.split and not self.atomic else 0
+
+
+def launch(bk, M, N, K, nb, a_args, b_args, o_args, bias_args, r_args, alpha, beta, workspace,
+           stream, ws_offset_ok=False):
+    """Launch ``bk`` over a (nb, M, N, K) problem; ``workspace``: ``ftype`` array for split-K."""
+    cfg = bk.cfg
+    f = splitk.f(bk.ftype)
+    alpha, beta = f(alpha), f(beta)
+    splits = cfg.SPLIT_K
+    kslice = splitk.k_slice(K, splits, cfg.BLOCK_K) if splits > 1 else K
+    grid = (-(-N // cfg.BLOCK_N), -(-M // cfg.BLOCK_M), nb * splits)
+    if grid[1] > 65535 or grid[2] > 65535:
+        raise ValueError(f"grid {grid} too large")
+    nt = cfg.num_threads
+    if bk.atomic:
+        splitk.launch_1d(bk.prescale, nb * M * N, stream, o_args, nb, M, N, beta)
+        bk.kernel[grid, nt, stream](a_args, b_args, o_args, bias_args, r_args, M, N, K, kslice,
+                                    splits, alpha, beta)
+    elif bk.split:
+        need = bk.workspace_elems(M, N, nb)
+        if workspace is None or workspace.shape[0] < need or workspace.dtype != np.dtype(bk.ftype):
+            raise ValueError(f"split-K needs a {bk.ftype} workspace of {need} elements")
+        w_args = splitk.workspace_args(workspace, M, N)
+        bk.kernel[grid, nt, stream](a_args, b_args, w_args, bias_args, r_args, M, N, K, kslice,
+                                    splits, alpha, beta)
+        splitk.launch_1d(bk.reduce, nb * M * N, stream, workspace, splits, o_args, bias_args,
+                         r_args, nb, M, N, alpha, beta)
+    else:
+        bk.kernel[grid, nt, stream](a_args, b_args, o_args, bias_args, r_args, M, N, K, kslice, 1,
+                                    alpha, beta)
