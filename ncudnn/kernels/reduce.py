@@ -1,0 +1,451 @@
+"""Deterministic strided reductions: cudnnReduceTensorOp_t over any set of axes, and GENSTATS.
+
+The core is :class:`ReduceSpec`: one or more input tensors of a common ``shape`` (any strides,
+0 for broadcast), an ``out_shape`` (keepdims: extent 1 on reduced axes, or a divisor for cuDNN's
+grouped axes), and *terms*: each term is an elementwise pre-expression over the input registers
+``v0, v1, ...`` (numba source text, f32 or f64) plus a combine (``sum``, ``prod``, ``max``, ``min``)
+and a finalize expression over ``acc`` and the element count ``cnt``. Several terms share one read
+of the inputs (GENSTATS = sum x and sum x*x in one pass; batch-norm backward = sum dy, sum dy*x).
+
+Generated kernels (one per spec, cached; compile-time shapes and strides):
+
+* **row** (the innermost memory axis is reduced): one block per output element (grid.x), threads
+  stride over the reduced elements with ``UNROLL`` loads in flight, then warp-shuffle + shared
+  memory block combine in a fixed order;
+* **column** (the innermost memory axis is kept): a 32 x ``BY`` block, x over 32 consecutive
+  outputs (coalesced), y over slices of the reduced elements, then a fixed-order combine over y.
+
+When there are too few outputs to fill the GPU, the reduced range is split over ``grid.y`` blocks:
+each writes its partial accumulators to a float32/float64 workspace, and a second kernel combines
+the partials in split order. No atomics anywhere: results are bitwise reproducible run to run.
+
+Entry points: :func:`reduce_tensor` (cuDNN ops), :func:`genstats`, and the generic
+:func:`build_reduce` / :func:`run_reduce`.
+"""
+import hashlib
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import cuda
+
+from . import pointwise_ops as po
+from .dtypes import compute_type, loader, storage_dtype, storer
+from .primitives import SIM, shfl_xor
+from ..types import cudnnReduceTensorOp_t as RO
+
+__all__ = ["ReduceSpec", "Term", "build_reduce", "run_reduce", "reduce_spec", "reduce_tensor",
+           "genstats_spec", "genstats", "workspace_elems"]
+
+_COMBINE = {
+    "sum": "({a} + {b})",
+    "prod": "({a} * {b})",
+    "max": "({a} if ({a} != {a} or {a} >= {b}) else {b})",   # NaN propagates
+    "min": "({a} if ({a} != {a} or {a} <= {b}) else {b})",
+}
+_INIT = {"sum": 0.0, "prod": 1.0, "max": -math.inf, "min": math.inf}
+
+
+@dataclass(frozen=True)
+class Term:
+    """``acc = combine over elements of pre(v0, v1, ...)``; output = ``final(acc, cnt)``."""
+    pre: str
+    combine: str
+    final: str = "acc"
+    init: float = None
+
+    def init_value(self):
+        return _INIT[self.combine] if self.init is None else self.init
+
+
+@dataclass(frozen=True)
+class ReduceSpec:
+    shape: tuple            # common shape of the inputs
+    inputs: tuple           # ((dtype, strides), ...)
+    out_shape: tuple        # keepdims
+    terms: tuple            # (Term, ...), one output per term
+    outputs: tuple          # ((dtype, strides over out_shape), ...), one per term
+    block: int = 0          # 0: chosen by the launcher
+    split: int = 0          # 0: chosen by the launcher
+
+    def __post_init__(self):
+        if len(self.out_shape) != len(self.shape):
+            raise ValueError("out_shape must have the input rank")
+        if len(self.terms) != len(self.outputs) or not self.terms:
+            raise ValueError("one output per term, at least one term")
+        for t in self.terms:
+            if t.combine not in _COMBINE:
+                raise ValueError(f"unknown combine {t.combine!r}")
+        for n, m in zip(self.shape, self.out_shape):
+            if not (m == n or m == 1 or (m > 0 and n % m == 0)):
+                raise ValueError(f"cannot reduce extent {n} to {m}")
+
+
+# --------------------------------------------------------------------------------------------
+# layout
+
+def _layout(spec):
+    """Kept dims and reduced dims as lists of (extent, [input strides], [output strides])."""
+    kept, red = [], []
+    for d, (n, m) in enumerate(zip(spec.shape, spec.out_shape)):
+        xs = [t[1][d] for t in spec.inputs]
+        os_ = [o[1][d] for o in spec.outputs]
+        if m == n:
+            if n > 1:
+                kept.append((n, xs, os_))
+        elif m == 1:
+            red.append((n, xs, [0] * len(os_)))
+        else:   # grouped: split into (m kept, g reduced), the group innermost
+            g = n // m
+            kept.append((m, [s * g for s in xs], os_))
+            if g > 1:
+                red.append((g, xs, [0] * len(os_)))
+    return _merge(kept), _merge(red)
+
+
+def _merge(dims):
+    """Order dims by decreasing memory stride of input 0, merge the contiguous neighbours."""
+    dims = sorted(dims, key=lambda t: -abs(t[1][0]) if t[1] else 0)
+    out = []
+    for n, xs, os_ in dims:
+        if out:
+            pn, pxs, pos = out[-1]
+            if all(a == b * n for a, b in zip(pxs, xs)) and all(a == b * n for a, b in zip(pos, os_)):
+                out[-1] = (pn * n, xs, os_)
+                continue
+        out.append((n, list(xs), list(os_)))
+    return out
+
+
+def _numel(dims):
+    return int(np.prod([d[0] for d in dims], dtype=np.int64)) if dims else 1
+
+
+def _innermost_stride(dims):
+    return min((abs(d[1][0]) for d in dims), default=None)
+
+
+def _is_row(kept, red):
+    if not red:
+        return True
+    if not kept:
+        return True
+    return _innermost_stride(red) < _innermost_stride(kept)
+
+
+def _choose(spec):
+    """(row?, block, split) for a spec (knobs given in the spec win)."""
+    kept, red = _layout(spec)
+    n_out, n_red = _numel(kept), _numel(red)
+    row = _is_row(kept, red)
+    target = 8 if SIM else _sm_count() * 8
+    if row:
+        block = spec.block or (32 if SIM else min(512, max(32, _pow2(n_red // 8))))
+        blocks = n_out
+        per_block_min = block * 4
+    else:
+        block = spec.block or (4 if SIM else 8)     # BY: rows of the 32 x BY block
+        blocks = math.ceil(n_out / 32)
+        per_block_min = block * 16
+    split = spec.split or max(1, min(math.ceil(target / max(blocks, 1)),
+                                     math.ceil(n_red / per_block_min), 1024))
+    return row, block, split
+
+
+def _pow2(n):
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+def _sm_count():
+    return cuda.get_current_device().MULTIPROCESSOR_COUNT
+
+
+# --------------------------------------------------------------------------------------------
+# source generation
+
+def _decompose(dims, flat, prefix, which):
+    """Lines: coordinates of flat index over ``dims`` and the offset of each tensor."""
+    lines = [f"{prefix}r = {flat}"]
+    coords = []
+    for k in range(len(dims) - 1, 0, -1):
+        lines.append(f"{prefix}c{k} = {prefix}r % {dims[k][0]}")
+        lines.append(f"{prefix}r = {prefix}r // {dims[k][0]}")
+        coords.append((k, f"{prefix}c{k}"))
+    if dims:
+        coords.append((0, f"{prefix}r"))
+    offs = []
+    for t in range(len(dims[0][which]) if dims else 0):
+        terms = [f"{c} * {dims[k][which][t]}" for k, c in coords if dims[k][which][t] != 0]
+        offs.append(" + ".join(terms) if terms else "0")
+    return lines, offs
+
+
+def _load_block(spec, kx, rdims, ridx, u, ctype):
+    """Lines loading element ``ridx`` of every input and applying every term's pre-expression."""
+    dec, roffs = _decompose(rdims, ridx, f"q{u}_", 1) if rdims else ([], ["0"] * len(spec.inputs))
+    lines = list(dec)
+    for i in range(len(spec.inputs)):
+        lines.append(f"v{i}_{u} = ld{i}(x{i}, {kx[i]} + {roffs[i]})")
+    pres = []
+    for j, t in enumerate(spec.terms):
+        pre = t.pre
+        for i in reversed(range(len(spec.inputs))):
+            pre = pre.replace(f"v{i}", f"v{i}_{u}")
+        pres.append(f"p{j}_{u} = {ctype}({pre})")
+    return lines, pres
+
+
+def _combine(t, a, b):
+    return _COMBINE[t.combine].format(a=a, b=b)
+
+
+def _final_lines(spec, ctype, n_red, store_to, indent):
+    lines = []
+    for j, t in enumerate(spec.terms):
+        f = t.final.replace("cnt", po.lit(n_red, ctype)).replace("acc", f"a{j}")
+        lines.append(store_to(j, f"{ctype}({f})"))
+    return [" " * indent + ln for ln in lines]
+
+
+def _row_source(spec, kept, red, block, split, ctype, unroll=4):
+    n_out, n_red = _numel(kept), _numel(red)
+    nt, ni = len(spec.terms), len(spec.inputs)
+    chunk = math.ceil(n_red / split)
+    L = [f"def kernel({', '.join(f'x{i}' for i in range(ni))}, "
+         f"{', '.join(f'y{j}' for j in range(nt))}, ws):",
+         f"    sm = cuda.shared.array(({nt}, 32), {ctype})",
+         "    o = cuda.blockIdx.x",
+         "    s = cuda.blockIdx.y",
+         "    tid = cuda.threadIdx.x"]
+    dec, koffs = _decompose(kept, "o", "k_", 1) if kept else ([], ["0"] * ni)
+    _, ooffs = _decompose(kept, "o", "ko_", 2) if kept else ([], ["0"] * nt)
+    L += ["    " + ln for ln in dec]
+    L += [f"    kx{i} = {koffs[i]}" for i in range(ni)]
+    L += [f"    a{j} = {po.lit(t.init_value(), ctype)}" for j, t in enumerate(spec.terms)]
+    L += [f"    lo = s * {chunk}", f"    hi = min(lo + {chunk}, {n_red})", "    r = lo + tid"]
+    kx = [f"kx{i}" for i in range(ni)]
+    # unrolled main loop: UNROLL loads in flight, then combine in fixed order
+    L.append(f"    while r + {(unroll - 1) * block} < hi:")
+    loads, pres = [], []
+    for u in range(unroll):
+        ld, pr = _load_block(spec, kx, red, f"r + {u * block}" if u else "r", u, ctype)
+        loads += ld
+        pres += pr
+    L += ["        " + ln for ln in loads + pres]
+    for u in range(unroll):
+        L += [f"        a{j} = {_combine(t, f'a{j}', f'p{j}_{u}')}" for j, t in enumerate(spec.terms)]
+    L.append(f"        r += {unroll * block}")
+    L.append("    while r < hi:")
+    ld, pr = _load_block(spec, kx, red, "r", 0, ctype)
+    L += ["        " + ln for ln in ld + pr]
+    L += [f"        a{j} = {_combine(t, f'a{j}', f'p{j}_0')}" for j, t in enumerate(spec.terms)]
+    L.append(f"        r += {block}")
+    # warp butterfly then warps through shared memory, fixed order
+    for j, t in enumerate(spec.terms):
+        for m in (16, 8, 4, 2, 1):   # the shuffle once per lane, outside any short circuit
+            L.append(f"    h{j} = shfl_xor(a{j}, {m})")
+            L.append(f"    a{j} = {_combine(t, f'a{j}', f'h{j}')}")
+    L.append("    if tid % 32 == 0:")
+    L += [f"        sm[{j}, tid // 32] = a{j}" for j in range(nt)]
+    L.append("    cuda.syncthreads()")
+    L.append("    if tid == 0:")
+    L += [f"        a{j} = sm[{j}, 0]" for j in range(nt)]
+    if block > 32:
+        L.append(f"        for w in range(1, {block // 32}):")
+        L += [f"            a{j} = {_combine(t, f'a{j}', f'sm[{j}, w]')}"
+              for j, t in enumerate(spec.terms)]
+    if split == 1:
+        L += ["        " + ln for ln in _decompose(kept, "o", "ko_", 2)[0]] if kept else []
+        L += _final_lines(spec, ctype, n_red, lambda j, v: f"st{j}(y{j}, {ooffs[j]}, {v})", 8)
+    else:
+        L += [f"        ws[({j} * {split} + s) * {n_out} + o] = a{j}" for j in range(nt)]
+    return "\n".join(L) + "\n"
+
+
+def _col_source(spec, kept, red, by, split, ctype):
+    n_out, n_red = _numel(kept), _numel(red)
+    nt, ni = len(spec.terms), len(spec.inputs)
+    chunk = math.ceil(n_red / split)
+    L = [f"def kernel({', '.join(f'x{i}' for i in range(ni))}, "
+         f"{', '.join(f'y{j}' for j in range(nt))}, ws):",
+         f"    sm = cuda.shared.array(({nt}, {by}, 33), {ctype})",
+         "    tx = cuda.threadIdx.x",
+         "    ty = cuda.threadIdx.y",
+         "    o = cuda.blockIdx.x * 32 + tx",
+         "    s = cuda.blockIdx.y"]
+    L += [f"    a{j} = {po.lit(t.init_value(), ctype)}" for j, t in enumerate(spec.terms)]
+    L.append(f"    if o < {n_out}:")
+    dec, koffs = _decompose(kept, "o", "k_", 1)
+    L += ["        " + ln for ln in dec]
+    L += [f"        kx{i} = {koffs[i]}" for i in range(ni)]
+    L += [f"        r = s * {chunk} + ty", f"        hi = min(s * {chunk} + {chunk}, {n_red})",
+          "        while r < hi:"]
+    ld, pr = _load_block(spec, [f"kx{i}" for i in range(ni)], red, "r", 0, ctype)
+    L += ["            " + ln for ln in ld + pr]
+    L += [f"            a{j} = {_combine(t, f'a{j}', f'p{j}_0')}" for j, t in enumerate(spec.terms)]
+    L.append(f"            r += {by}")
+    L += [f"    sm[{j}, ty, tx] = a{j}" for j in range(nt)]
+    L.append("    cuda.syncthreads()")
+    L.append(f"    if ty == 0 and o < {n_out}:")
+    L.append(f"        for w in range(1, {by}):")
+    L += [f"            a{j} = {_combine(t, f'a{j}', f'sm[{j}, w, tx]')}" for j, t in enumerate(spec.terms)]
+    if split == 1:
+        d2, ooffs = _decompose(kept, "o", "ko_", 2)
+        L += ["        " + ln for ln in d2]
+        L += _final_lines(spec, ctype, n_red, lambda j, v: f"st{j}(y{j}, {ooffs[j]}, {v})", 8)
+    else:
+        L += [f"        ws[({j} * {split} + s) * {n_out} + o] = a{j}" for j in range(nt)]
+    return "\n".join(L) + "\n"
+
+
+def _combine_source(spec, kept, split, ctype):
+    """Second pass: combine the split partials of each output in split order, finalize, store."""
+    n_out, n_red = _numel(kept), _numel(_layout(spec)[1])
+    nt = len(spec.terms)
+    L = [f"def combine(ws, {', '.join(f'y{j}' for j in range(nt))}):",
+         "    o = cuda.grid(1)",
+         f"    if o < {n_out}:"]
+    for j, t in enumerate(spec.terms):
+        L.append(f"        a{j} = ws[{j * split} * {n_out} + o]")
+        L.append(f"        for s in range(1, {split}):")
+        L.append(f"            a{j} = {_combine(t, f'a{j}', f'ws[({j * split} + s) * {n_out} + o]')}")
+    d2, ooffs = _decompose(kept, "o", "ko_", 2) if kept else ([], ["0"] * nt)
+    L += ["        " + ln for ln in d2]
+    L += _final_lines(spec, ctype, n_red, lambda j, v: f"st{j}(y{j}, {ooffs[j]}, {v})", 8)
+    return "\n".join(L) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# build / launch
+
+class ReduceKernel:
+    """Compiled reduction: ``main`` (+ ``combine`` when split > 1), sources and launch shape."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        kept, red = _layout(spec)
+        self.row, self.block, self.split = _choose(spec)
+        self.n_out, self.n_red = _numel(kept), _numel(red)
+        self.ctype = compute_type([d for d, _ in spec.inputs] + [d for d, _ in spec.outputs])
+        if self.row:
+            self.source = _row_source(spec, kept, red, self.block, self.split, self.ctype)
+            self.grid, self.threads = (self.n_out, self.split), self.block
+        else:
+            self.source = _col_source(spec, kept, red, self.block, self.split, self.ctype)
+            self.grid, self.threads = (math.ceil(self.n_out / 32), self.split), (32, self.block)
+        ns = dict(po.expr_globals(), cuda=cuda, shfl_xor=shfl_xor, min=min)
+        for i, (dt, _) in enumerate(spec.inputs):
+            ns[f"ld{i}"] = loader(dt, self.ctype)
+        for j, (dt, _) in enumerate(spec.outputs):
+            ns[f"st{j}"] = storer(dt)
+        key = hashlib.sha1(repr(spec).encode()).hexdigest()[:12]
+        exec(compile(self.source, f"<reduce {key}>", "exec"), ns)
+        self.main = cuda.jit(ns["kernel"])
+        self.combine = None
+        if self.split > 1:
+            self.combine_source = _combine_source(spec, kept, self.split, self.ctype)
+            exec(compile(self.combine_source, f"<reduce-combine {key}>", "exec"), ns)
+            self.combine = cuda.jit(ns["combine"])
+
+    def workspace_elems(self):
+        return len(self.spec.terms) * self.split * self.n_out if self.split > 1 else 0
+
+    def launch(self, inputs, outputs, workspace=None, stream=0):
+        flat_in = [a.reshape(a.size) for a in inputs]
+        flat_out = [a.reshape(a.size) for a in outputs]
+        need = self.workspace_elems()
+        if need:
+            if workspace is None:
+                workspace = cuda.device_array(need, dtype=np.dtype(self.ctype), stream=stream)
+            elif workspace.size < need or workspace.dtype != np.dtype(self.ctype):
+                raise ValueError(f"workspace needs {need} {self.ctype} elements")
+            ws = workspace.reshape(workspace.size)
+        else:
+            ws = cuda.device_array(1, dtype=np.dtype(self.ctype), stream=stream) \
+                if workspace is None else workspace.reshape(workspace.size)
+        self.main[self.grid, self.threads, stream](*flat_in, *flat_out, ws)
+        if self.combine is not None:
+            self.combine[math.ceil(self.n_out / 128), 128, stream](ws, *flat_out)
+
+
+_CACHE = {}
+
+
+def build_reduce(spec):
+    """The cached :class:`ReduceKernel` for ``spec``."""
+    k = _CACHE.get(spec)
+    if k is None:
+        k = _CACHE[spec] = ReduceKernel(spec)
+    return k
+
+
+def workspace_elems(spec):
+    """Workspace (elements of the compute type) :func:`run_reduce` needs for ``spec``."""
+    return build_reduce(spec).workspace_elems()
+
+
+def run_reduce(spec, inputs, outputs, workspace=None, stream=0):
+    """Run ``spec`` on numba device arrays (storage dtypes, flat layout given by the spec strides).
+
+    ``workspace`` (optional): a device array of at least :func:`workspace_elems` compute-type
+    elements; allocated when omitted. Asynchronous on ``stream``.
+    """
+    build_reduce(spec).launch(inputs, outputs, workspace, stream)
+
+
+# --------------------------------------------------------------------------------------------
+# cuDNN ops
+
+_OP_TERMS = {
+    RO.CUDNN_REDUCE_TENSOR_ADD: Term("v0", "sum"),
+    RO.CUDNN_REDUCE_TENSOR_MUL: Term("v0", "prod"),
+    RO.CUDNN_REDUCE_TENSOR_MIN: Term("v0", "min"),
+    RO.CUDNN_REDUCE_TENSOR_MAX: Term("v0", "max"),
+    RO.CUDNN_REDUCE_TENSOR_AMAX: Term("abs(v0)", "max", init=0.0),
+    RO.CUDNN_REDUCE_TENSOR_AVG: Term("v0", "sum", "acc / cnt"),
+    RO.CUDNN_REDUCE_TENSOR_NORM1: Term("abs(v0)", "sum"),
+    RO.CUDNN_REDUCE_TENSOR_NORM2: Term("v0 * v0", "sum", "math.sqrt(acc)"),
+    RO.CUDNN_REDUCE_TENSOR_MUL_NO_ZEROS: Term("(v0 if v0 != 0 else ONE)", "prod"),
+}
+
+
+def reduce_spec(mode, shape, x_dtype, x_strides, out_shape, out_dtype, out_strides, block=0,
+                split=0):
+    """The :class:`ReduceSpec` of cuDNN reduction ``mode`` (cudnnReduceTensorOp_t)."""
+    term = _OP_TERMS[RO(mode)]
+    ctype = compute_type([x_dtype, out_dtype])
+    if "ONE" in term.pre:
+        term = Term(term.pre.replace("ONE", po.lit(1.0, ctype)), term.combine, term.final,
+                    term.init)
+    return ReduceSpec(tuple(shape), ((x_dtype, tuple(x_strides)),), tuple(out_shape), (term,),
+                      ((out_dtype, tuple(out_strides)),), block, split)
+
+
+def reduce_tensor(mode, x, y, shape, x_dtype, x_strides, out_shape, out_dtype, out_strides,
+                  workspace=None, stream=0, block=0, split=0):
+    """y = reduction ``mode`` of x over the axes where ``out_shape`` is 1 (or a group divisor).
+
+    x, y: numba device arrays in storage dtype, flat layout by their strides (elements).
+    Accumulates in float32 (float64 for all-fp64 I/O); NaN propagates; deterministic.
+    """
+    spec = reduce_spec(mode, shape, x_dtype, x_strides, out_shape, out_dtype, out_strides,
+                       block, split)
+    run_reduce(spec, [x], [y], workspace, stream)
+
+
+def genstats_spec(shape, x_dtype, x_strides, channel_axis=1, out_dtype="float32", block=0,
+                  split=0):
+    """GENSTATS (SUM_SQSUM): per-channel sum and sum of squares, outputs [1, C, 1, ...] dense."""
+    ca = channel_axis % len(shape)
+    out_shape = tuple(n if d == ca else 1 for d, n in enumerate(shape))
+    out_strides = tuple(1 if d == ca else 0 for d in range(len(shape)))
+    return ReduceSpec(tuple(shape), ((x_dtype, tuple(x_strides)),), out_shape,
+                      (Term("v0", "sum"), Term("v0 * v0", "sum")),
+                      ((out_dtype, out_strides), (out_dtype, out_strides)), block, split)
+
+
+def genstats(x, sum_out, sqsum_out, shape, x_dtype, x_strides, channel_axis=1,
+             out_dtype="float32", workspace=None, stream=0, block=0, split=0):
+    """One pass over x (NCHW, NHWC, any strides): per-channel sum x and sum x*x (C values each)."""
+    spec = genstats_spec(shape, x_dtype, x_strides, channel_axis, out_dtype, block, split)
+    run_reduce(spec, [x], [sum_out, sqsum_out], workspace, stream)
