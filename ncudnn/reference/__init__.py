@@ -27,4 +27,5 @@ from .spatial_tf import (  # noqa: F401
     spatial_tf_grid_backward, spatial_tf_grid_forward, spatial_tf_sampler_backward,
     spatial_tf_sampler_forward)
 from .ctc import ctc_loss  # noqa: F401
+from .rnn import rnn_backward, rnn_forward, rnn_gate_count  # noqa: F401
 from .pointwise import POINTWISE_ARITY, pointwise, pointwise_mode  # noqa: F401
