@@ -94,3 +94,14 @@ class CompositeEngine(Engine):
 
     def build(self, sub, cfg, ctx):
         raise NotImplementedError("composite plans are built by ncudnn.engines.api.build_plan")
+
+    # whole-graph hooks (the backend bridge calls these for graphs of several subgraphs)
+    def check_graph(self, graph, subs=None, ctx=None):
+        from . import api
+
+        return api.check_support(graph, self.name, ctx)
+
+    def build_graph(self, graph, cfg=None, ctx=None):
+        from . import api
+
+        return api.build_plan(graph, self.name, ctx)
