@@ -13,7 +13,8 @@ Backward (exact gradient of that forward through the batch statistics), with g =
 where dscale / dbias are summed over every axis on which scale / bias is broadcast.
 
 * Batch norm: A = every axis except ``channel_axis``; scale / bias / stats are per channel and
-  accept any shape holding C values (returned shaped [1, C, 1, ...]). Training updates running
+  accept any shape holding C values (returned shaped [1, C, 1, ...]); per_activation=True is
+  cuDNN's PER_ACTIVATION mode: A = the batch axis only, stats [1, C, H, W]. Training updates running
   stats with ``momentum`` (cuDNN's exponential average factor):
   running_mean' = (1 - momentum) * running_mean + momentum * mean,
   running_var'  = (1 - momentum) * running_var + momentum * var * M / (M - 1)  (unbiased, as cuDNN).
@@ -120,53 +121,67 @@ def bn_finalize(sum, sqsum, scale, bias, count, eps, momentum, running_mean=None
                 saved_inv_std=inv, running_mean=new_rm, running_var=new_rv)
 
 
+def _bn_geom(shape, channel_axis, per_activation):
+    """(reduced axes, statistics shape) for SPATIAL (per channel) or PER_ACTIVATION batch norm."""
+    nd = len(shape)
+    if per_activation:  # cuDNN's CUDNN_BATCHNORM_PER_ACTIVATION: stats [1, C, H, W] over N
+        return (0,), (1,) + tuple(shape[1:])
+    ca = channel_axis % nd
+    st = [1] * nd
+    st[ca] = shape[ca]
+    return tuple(i for i in range(nd) if i != ca), tuple(st)
+
+
+def _stat(a, shape):
+    a = f64(a)
+    if a.size != int(np.prod(shape)):
+        raise ValueError(f"statistics tensor has {a.size} values, expected shape {shape}")
+    return a.reshape(shape)
+
+
 def batchnorm_forward_training(x, scale, bias, eps, momentum=0.1, running_mean=None,
-                               running_var=None, channel_axis=1):
+                               running_var=None, channel_axis=1, *, per_activation=False):
     """Training batch norm -> (y, saved_mean, saved_inv_std, new_running_mean, new_running_var).
 
-    Stats are [1, C, 1, ...]; the running outputs are None when the inputs are None.
+    Stats are [1, C, 1, ...] (per_activation=True: [1, C, H, W], normalized over N only, cuDNN's
+    CUDNN_BATCHNORM_PER_ACTIVATION); the running outputs are None when the inputs are None.
     """
     x = f64(x)
-    ca = channel_axis % x.ndim
-    C = x.shape[ca]
-    axes = tuple(i for i in range(x.ndim) if i != ca)
+    axes, st = _bn_geom(x.shape, channel_axis, per_activation)
     xhat, mean, inv = _fwd(x, axes, eps)
-    y = _chan(scale, x.ndim, ca, C) * xhat + _chan(bias, x.ndim, ca, C)
-    M = x.size // C
+    y = _stat(scale, st) * xhat + _stat(bias, st)
+    M = x.size // int(np.prod(st))
     var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
     new_rm = new_rv = None
     if running_mean is not None:
-        new_rm = (1.0 - momentum) * _chan(running_mean, x.ndim, ca, C) + momentum * mean
+        new_rm = (1.0 - momentum) * _stat(running_mean, st) + momentum * mean
     if running_var is not None:
-        new_rv = (1.0 - momentum) * _chan(running_var, x.ndim, ca, C) + momentum * var * M / (M - 1)
+        new_rv = (1.0 - momentum) * _stat(running_var, st) + momentum * var * M / (M - 1)
     return y, mean, inv, new_rm, new_rv
 
 
-def batchnorm_inference(x, scale, bias, mean, var, eps, channel_axis=1, *, inv_variance=None):
-    """Inference batch norm: y = scale * (x - mean) / sqrt(var + eps) + bias, per channel.
+def batchnorm_inference(x, scale, bias, mean, var, eps, channel_axis=1, *, inv_variance=None,
+                        per_activation=False):
+    """Inference batch norm: y = scale * (x - mean) / sqrt(var + eps) + bias, per channel
+    (per activation with per_activation=True).
 
     The backend NORM_FORWARD inference takes the inverse std instead: pass ``var=None`` and
     ``inv_variance`` (= 1 / sqrt(var + eps)); then y = scale * (x - mean) * inv_variance + bias.
     """
     x = f64(x)
-    ca = channel_axis % x.ndim
-    C = x.shape[ca]
-    s, b, m = (_chan(a, x.ndim, ca, C) for a in (scale, bias, mean))
-    if var is None:
-        inv = _chan(inv_variance, x.ndim, ca, C)
-    else:
-        inv = 1.0 / np.sqrt(_chan(var, x.ndim, ca, C) + eps)
+    _, st = _bn_geom(x.shape, channel_axis, per_activation)
+    s, b, m = (_stat(a, st) for a in (scale, bias, mean))
+    inv = _stat(inv_variance, st) if var is None else 1.0 / np.sqrt(_stat(var, st) + eps)
     return s * (x - m) * inv + b
 
 
-def batchnorm_backward(x, dy, scale, saved_mean, saved_inv_std, channel_axis=1):
-    """Training batch norm backward -> (dx, dscale, dbias); dscale / dbias are [1, C, 1, ...]."""
+def batchnorm_backward(x, dy, scale, saved_mean, saved_inv_std, channel_axis=1, *,
+                       per_activation=False):
+    """Training batch norm backward -> (dx, dscale, dbias); dscale / dbias have the stats shape."""
     x, dy = f64(x), f64(dy)
-    ca = channel_axis % x.ndim
-    C = x.shape[ca]
-    axes = tuple(i for i in range(x.ndim) if i != ca)
-    mean, inv = _chan(saved_mean, x.ndim, ca, C), _chan(saved_inv_std, x.ndim, ca, C)
-    dx, xhat = _bwd(x, dy * _chan(scale, x.ndim, ca, C), mean, inv, axes)
+    axes, st = _bn_geom(x.shape, channel_axis, per_activation)
+    mean, inv = _stat(saved_mean, st), _stat(saved_inv_std, st)
+    dx, xhat = _bwd(x, dy * _stat(scale, st), mean, inv, axes)
     return dx, (dy * xhat).sum(axis=axes, keepdims=True), dy.sum(axis=axes, keepdims=True)
 
 

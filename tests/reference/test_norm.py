@@ -205,3 +205,27 @@ def test_batchnorm_inference_with_inv_variance(rng):
     c = R.batchnorm_inference(x, scale, bias, mean, var, eps)
     for ch in range(3):
         close(c[:, ch], scale[ch] * (x[:, ch] - mean[ch]) / np.sqrt(var[ch] + eps) + bias[ch], 1e-14)
+
+
+def test_batchnorm_per_activation(rng):
+    x = rng.uniform(-2, 2, size=(5, 2, 3))
+    scale, bias = rng.uniform(0.5, 2, size=(2, 3)), rng.uniform(-1, 1, size=(2, 3))
+    rm, rv = np.zeros((2, 3)), np.ones((2, 3))
+    y, m, inv, nrm, nrv = R.batchnorm_forward_training(x, scale, bias, 1e-2, 0.5, rm, rv,
+                                                       per_activation=True)
+    assert m.shape == (1, 2, 3)
+    for c, h in np.ndindex(2, 3):
+        vals = [float(v) for v in x[:, c, h]]
+        mean, var = st.fmean(vals), st.pvariance(vals)
+        close(y[:, c, h], scale[c, h] * (x[:, c, h] - mean) / np.sqrt(var + 1e-2) + bias[c, h], 1e-11)
+        assert nrv[0, c, h] == pytest.approx(0.5 + 0.5 * st.variance(vals))
+    close(R.batchnorm_inference(x, scale, bias, m, None, 1e-2, inv_variance=inv,
+                                per_activation=True), y, 1e-12)
+    w = rng.uniform(-1, 1, size=x.shape)
+    dx, ds, db = R.batchnorm_backward(x, w, scale, m, inv, per_activation=True)
+    f = lambda a: np.sum(w * R.batchnorm_forward_training(a, scale, bias, 1e-2,  # noqa: E731
+                                                          per_activation=True)[0])
+    close(dx, num_grad(f, x.copy()))
+    close(ds[0], num_grad(lambda a: np.sum(w * R.batchnorm_forward_training(
+        x, a, bias, 1e-2, per_activation=True)[0]), scale.copy()))
+    close(db[0], w.sum(axis=0), 1e-12)
