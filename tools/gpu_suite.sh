@@ -117,7 +117,7 @@ for tool, rc in (("memcheck", rc_mem), ("racecheck", rc_race)):
     errs = sum(int(n) for n in re.findall(r"ERROR SUMMARY: (\d+) error", text))
     hazards = sum(int(n) for n in re.findall(r"RACECHECK SUMMARY: (\d+) hazard", text))
     outcome = re.compile(r"\d+ (passed|failed|deselected|skipped|errors?)\b|no tests ran")
-    tail = [l for l in text.splitlines() if outcome.search(l)]
+    tail = [l for l in text.splitlines() if outcome.search(l) and not l.startswith("=========")]
     extra = f", {hazards} hazards" if tool == "racecheck" else ""
     lines.append(f"compute-sanitizer {tool}: {errs} errors{extra}; pytest: {tail[-1].strip() if tail else 'n/a'}"
                  f"   rc {rc}")
