@@ -284,6 +284,8 @@ class pygraph(PointwiseOps, ConvMatmulOps, NormOps, OtherOps, PipelineMixin, Ser
                     d.strides = None
                 if not m.get(USER_DTYPE):
                     d.dtype = None
+                    if not d.is_virtual and d.dims is not None:  # the IR checks given tensors before inferring
+                        d.dtype = self._context.io_data_type
             elif d.dtype is None and not m.get(USER_DTYPE):
                 d.dtype = self._context.intermediate_data_type if d.is_virtual else self._context.io_data_type
 

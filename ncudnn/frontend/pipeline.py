@@ -364,13 +364,15 @@ class PipelineMixin:
                                   f"{t.get_dim()} strides {t.get_stride()}, override {shape} / {stride}: ncudnn "
                                   "plans are built for fixed shapes; build the graph again with the new shape")
 
-    def autotune(self, variant_pack, workspace=None, handle=None, runs=None, warmup=None, store=True):
-        """Time every supported plan on these buffers (engine layer's autotuner, results stored in its
-        tuning cache), select the fastest and return [(plan index, plan name, median ms)], fastest first."""
+    def autotune(self, variant_pack, workspace=None, handle=None, runs=None, warmup=None, store=True, indices=None):
+        """Time every supported plan (or those in ``indices``) on these buffers with the engine layer's
+        autotuner (results kept in its persistent tuning cache unless ``store=False``, so heuristic mode B
+        ranks the winner first next time), select the fastest and return [(plan index, plan name,
+        median ms)], fastest first."""
         self._require("call create_execution_plans and check_support first", self._planned)
         if not self._support:
             self.check_support(handle)
-        idx = [i for i, (st, _) in self._support.items() if int(st) == 0]
+        idx = [i for i, (st, _) in self._support.items() if int(st) == 0 and (indices is None or i in indices)]
         kw = {k: v for k, v in (("runs", runs), ("warmup", warmup)) if v is not None}
         res = self._call(lambda: _api().autotune(self._ir, [self._candidates[i] for i in idx], self._pack(variant_pack),
                                                  workspace, self._ctx(handle), store=store, **kw))

@@ -1,0 +1,219 @@
+"""The full pipeline on a pointwise-only graph in the simulator (numba device arrays), against a float64
+NumPy oracle: variant packs by tensor / uid / name, by-value scalars, several plans, filters, autotune,
+serialize / deserialize, and the numbered build-step log."""
+import numpy as np
+import pytest
+from numba import cuda
+
+import ncudnn as cudnn
+from ncudnn.reference import pointwise as ref_pointwise
+from ncudnn.testing import assert_close, poison_value, random, size
+from ncudnn.types import cudnnPointwiseMode_t as M, cudnnStatus_t as S
+
+SHAPE = size([2, 3, 4, 5], [8, 64, 56, 56])
+NHWC = [SHAPE[1] * SHAPE[2] * SHAPE[3], 1, SHAPE[3] * SHAPE[1], SHAPE[1]]
+SLOPE = 0.1
+
+
+def strided_device(a, strides):
+    """A device buffer holding ``a`` at element ``strides`` (channels-last here)."""
+    order = sorted(range(a.ndim), key=lambda i: -strides[i])
+    return cuda.to_device(np.ascontiguousarray(a.transpose(order)).reshape(-1))
+
+
+def read_strided(buf, shape, strides):
+    host = buf.copy_to_host()
+    return np.lib.stride_tricks.as_strided(host, shape, [s * host.itemsize for s in strides]).copy()
+
+
+def poisoned(shape, strides, dtype=np.float32):
+    n = 1 + sum((d - 1) * s for d, s in zip(shape, strides))
+    return cuda.to_device(np.full(n, poison_value(dtype), dtype))
+
+
+def bias_scale_relu_graph():
+    g = cudnn.pygraph(name="bias_scale_relu", io_data_type=cudnn.data_type.FLOAT,
+                      intermediate_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT)
+    X = g.tensor(name="X", dim=SHAPE, stride=NHWC)
+    B = g.tensor(name="B", dim=[1, SHAPE[1], 1, 1], stride=[SHAPE[1], 1, SHAPE[1], SHAPE[1]])
+    s = g.tensor(name="s", dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], is_pass_by_value=True,
+                 data_type=cudnn.data_type.FLOAT)
+    Y = g.relu(input=g.scale(input=g.bias(input=X, bias=B), scale=s), negative_slope=SLOPE)
+    Y.set_output(True)
+    return g, X, B, s, Y
+
+
+def oracle(x, b, scale):
+    z = (x.astype(np.float64) + b) * scale
+    return ref_pointwise(M.CUDNN_POINTWISE_RELU_FWD, z, relu_lower_clip_slope=SLOPE)
+
+
+@pytest.fixture
+def data(rng):
+    x = random(rng, SHAPE)
+    b = random(rng, [1, SHAPE[1], 1, 1])
+    return x, b, float(rng.uniform(0.5, 2.0))
+
+
+def run(g, pack_keys, x, b, scale, **kw):
+    g_, X, B, s, Y = pack_keys
+    yd = poisoned(Y.get_dim(), Y.get_stride())
+    pack = {X: strided_device(x, X.get_stride()), B: cuda.to_device(b), s: scale, Y: yd}
+    g.execute(pack, None, **kw)
+    return read_strided(yd, Y.get_dim(), Y.get_stride())
+
+
+def test_pipeline_executes_pointwise_graph(data):
+    x, b, scale = data
+    g, X, B, s, Y = bias_scale_relu_graph()
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    assert g.get_execution_plan_count() >= 1
+    g.check_support()
+    g.build_plans(cudnn.build_plan_policy.HEURISTICS_CHOICE)
+    assert g.get_workspace_size() == 0
+    assert Y.get_stride() == NHWC
+    y = run(g, (g, X, B, s, Y), x, b, scale)
+    assert_close(y, oracle(x, b, scale), "float32")
+
+
+def test_variant_pack_by_uid_and_name_and_numpy_scalar(data):
+    x, b, scale = data
+    g, X, B, s, Y = bias_scale_relu_graph()
+    g.build([cudnn.heur_mode.A])
+    yd = poisoned(Y.get_dim(), Y.get_stride())
+    pack = {X.get_uid(): strided_device(x, NHWC), "B": cuda.to_device(b), s.get_uid(): np.array([scale]),
+            "relu.0::OUT_0": yd}
+    g.execute(pack, None)
+    assert_close(read_strided(yd, SHAPE, NHWC), oracle(x, b, scale), "float32")
+    with pytest.raises(cudnn.cudnnGraphBadParamError) as e:
+        g.execute({X: strided_device(x, NHWC), B: cuda.to_device(b), s: scale}, None)
+    assert e.value.status == S.CUDNN_STATUS_BAD_PARAM and str(Y.get_uid()) in str(e.value)
+
+
+def test_build_all_and_execute_each_plan(data):
+    x, b, scale = data
+    g, X, B, s, Y = bias_scale_relu_graph()
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A])
+    g.check_support()
+    g.build_plans(cudnn.build_plan_policy.ALL)
+    n = g.get_execution_plan_count()
+    names = {g.get_plan_name_at_index(i) for i in range(n)}
+    assert len(names) == n
+    ref = oracle(x, b, scale)
+    for i in sorted({0, n - 1}):
+        yd = poisoned(SHAPE, NHWC)
+        g.execute_plan_at_index({X: strided_device(x, NHWC), B: cuda.to_device(b), s: scale, Y: yd}, None, i)
+        assert_close(read_strided(yd, SHAPE, NHWC), ref, "float32", name=g.get_plan_name_at_index(i))
+    engine, knobs = g.get_engine_and_knobs_at_index(n - 1)
+    assert isinstance(engine, int) and all(isinstance(k, cudnn.knob_type) for k in knobs)
+
+
+def test_filters_leave_no_plan_and_check_support_says_why():
+    g, *_ = bias_scale_relu_graph()
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A])
+    g.deselect_engines(["pointwise"])
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError) as e:
+        g.check_support()
+    assert e.value.status == S.CUDNN_STATUS_NOT_SUPPORTED and "deselect_engines" in str(e.value)
+    g2, *_ = bias_scale_relu_graph()
+    g2.validate()
+    g2.create_execution_plans([cudnn.heur_mode.A])
+    g2.select_numeric_notes([cudnn.numerical_note.FFT])
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="numeric note filter"):
+        g2.check_support()
+
+
+def test_unsupported_graph_names_node_and_reason():
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT)
+    X = g.tensor(name="X", dim=[2, 16], stride=[16, 1], reordering_type=cudnn.tensor_reordering.F16x16)
+    g.exp(X, name="e").set_output(True)
+    g.validate()
+    g.build_operation_graph()
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError) as e:
+        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    assert "node 'e'" in str(e.value) and "reordered" in str(e.value)
+
+
+def test_serialize_round_trip_executes(data):
+    x, b, scale = data
+    g, X, B, s, Y = bias_scale_relu_graph()
+    Y.set_uid(77)
+    g.build([cudnn.heur_mode.A])
+    blob = g.serialize()
+    assert isinstance(blob, list) and all(0 <= v < 256 for v in blob[:16])
+    h = cudnn.create_handle()
+    g2 = cudnn.pygraph()
+    g2.deserialize(h, blob)
+    assert g2.key() == g.key()
+    assert g2.get_plan_name_at_index(0) == g.get_plan_name_at_index(g.get_selected_plan_index())
+    X2, Y2 = g2.find_tensor("X"), g2.query_tensor_attributes_of_uid(77)
+    assert Y2.get_name() == "relu.0::OUT_0" and X2.get_uid() == X.get_uid()
+    yd = poisoned(SHAPE, NHWC)
+    g2.execute({X2: strided_device(x, NHWC), "B": cuda.to_device(b), "s": scale, 77: yd}, None, handle=h)
+    assert_close(read_strided(yd, SHAPE, NHWC), oracle(x, b, scale), "float32")
+    bad = bytes(g.serialize(as_bytes=True)).replace(b'"version": 1', b'"version": 99')
+    with pytest.raises(cudnn.CudnnError) as e:
+        cudnn.pygraph().deserialize(bad)
+    assert e.value.status == S.CUDNN_STATUS_SERIALIZATION_VERSION_MISMATCH
+    cudnn.destroy_handle(h)
+
+
+def test_autotune_times_plans_and_selects_the_fastest(data, tmp_path, monkeypatch):
+    monkeypatch.setenv("NCUDNN_CACHE_DIR", str(tmp_path))
+    x, b, scale = data
+    g, X, B, s, Y = bias_scale_relu_graph()
+    g.validate()
+    g.create_execution_plans([cudnn.heur_mode.A])
+    g.check_support()
+    yd = poisoned(SHAPE, NHWC)
+    pack = {X: strided_device(x, NHWC), B: cuda.to_device(b), s: scale, Y: yd}
+    res = g.autotune(pack, None, runs=1, warmup=0, store=False, indices=[0, g.get_execution_plan_count() - 1])
+    assert len(res) == 2 and all(ms > 0 for _, _, ms in res)
+    assert [ms for *_, ms in res] == sorted(ms for *_, ms in res)
+    assert g.get_selected_plan_index() == res[0][0]
+    yd2 = poisoned(SHAPE, NHWC)
+    g.execute(dict(pack) | {Y: yd2}, None)
+    assert_close(read_strided(yd2, SHAPE, NHWC), oracle(x, b, scale), "float32")
+
+
+def test_shape_override_needing_a_rebuild_says_so(data):
+    x, b, scale = data
+    g, X, B, s, Y = bias_scale_relu_graph()
+    g.build([cudnn.heur_mode.A])
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="build the graph again"):
+        g.execute({X: strided_device(x, NHWC), B: cuda.to_device(b), s: scale, Y: poisoned(SHAPE, NHWC)}, None,
+                  override_uids=[X.get_uid()], override_shapes=[[1] + SHAPE[1:]], override_strides=[NHWC])
+
+
+def test_build_steps_are_logged_numbered():
+    msgs = []
+    status, old_mask, old_udata, old_fptr = cudnn.cudnnGetCallback()
+    cudnn.cudnnSetCallback(cudnn.log.CUDNN_SEV_INFO_EN, None, lambda sev, udata, dbg, msg: msgs.append(msg))
+    try:
+        g, *_ = bias_scale_relu_graph()
+        g.build([cudnn.heur_mode.A])
+    finally:
+        cudnn.cudnnSetCallback(old_mask, old_udata, old_fptr)
+    steps = [m for m in msgs if "pygraph 'bias_scale_relu'" in m]
+    for n, what in enumerate(["VALIDATE", "BUILD_OPERATION_GRAPH", "CREATE_EXECUTION_PLANS", "CHECK_SUPPORT",
+                              "BUILD_PLANS"], 1):
+        assert any(f"{n}/5 {what}" in m for m in steps), (what, steps)
+
+
+def test_array_given_in_place_of_a_tensor_is_bound(data):
+    x, b, scale = data
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT)
+    xd = cuda.to_device(x)
+    Y = g.mul(a=xd, b=scale)  # the array becomes a tensor like it; the number a by-value scalar
+    Y.set_output(True)
+    g.build([cudnn.heur_mode.A])
+    assert Y.get_dim() == list(x.shape)
+    yd = cuda.to_device(np.full(x.shape, np.nan, np.float32))
+    g.execute({Y: yd}, None)
+    assert_close(yd.copy_to_host(), x.astype(np.float64) * np.float32(scale), "float32")
