@@ -1,31 +1,61 @@
 """NumPy float64 oracle for every op: what kernels and engines are checked against.
 
-Inputs are array-likes of any float dtype (ml_dtypes bfloat16 included); everything is computed and
-returned in float64. Each file holds one op family; its docstring states the cuDNN semantics.
+Inputs are array-likes of any float dtype (ml_dtypes bfloat16 / fp8 included); everything is
+computed and returned in float64. One op family per file; each file's docstring states the cuDNN
+semantics exactly (and says where cuDNN leaves a choice that ncudnn had to make).
+
+graph ops:  pointwise, reduction, matmul, conv, norm (+ norm_graph), softmax, resample, attention,
+            rng, quantize (block scale), paged (paged cache load)
+legacy ops: legacy (blend, OpTensor, activation, bias, dropout), lrn, spatial_tf, ctc, rnn
 """
-from .reduction import reduction, reduction_mode  # noqa: F401
-from .conv import conv_dgrad, conv_fprop, conv_output_shape, conv_wgrad  # noqa: F401
-from .matmul import matmul  # noqa: F401
-from .norm import (  # noqa: F401
-    batchnorm_backward, batchnorm_forward_training, batchnorm_inference, bn_bwd_weights, bn_finalize,
-    genstats,
-    groupnorm_backward, groupnorm_forward, instancenorm_backward, instancenorm_forward,
-    layernorm_backward, layernorm_forward, rmsnorm_backward, rmsnorm_forward)
-from .softmax import log_softmax, softmax, softmax_backward  # noqa: F401
-from .resample import (  # noqa: F401
-    resample_backward, resample_forward, resample_mode, resample_output_shape)
-from .attention import alibi_slopes, sdpa_backward, sdpa_forward  # noqa: F401
-from .norm_graph import norm_backward, norm_forward  # noqa: F401
-from .rng import philox4x32_10, philox_uniform, philox_words, rng_generate  # noqa: F401
-from .quantize import block_scale_dequantize, block_scale_quantize  # noqa: F401
-from .paged import paged_cache_load  # noqa: F401
-from .legacy import (  # noqa: F401
+from .attention import alibi_slopes, sdpa_backward, sdpa_forward
+from .conv import conv_dgrad, conv_fprop, conv_output_shape, conv_wgrad
+from .ctc import ctc_loss
+from .legacy import (
     activation_backward, activation_forward, add_tensor, blend, conv_backward_bias,
     conv_bias_activation_forward, dropout_backward, dropout_forward, op_tensor, scale_tensor)
-from .lrn import lrn_backward, lrn_forward  # noqa: F401
-from .spatial_tf import (  # noqa: F401
+from .lrn import lrn_backward, lrn_forward
+from .matmul import matmul
+from .norm import (
+    batchnorm_backward, batchnorm_forward_training, batchnorm_inference, bn_bwd_weights,
+    bn_finalize, genstats, groupnorm_backward, groupnorm_forward, instancenorm_backward,
+    instancenorm_forward, layernorm_backward, layernorm_forward, rmsnorm_backward,
+    rmsnorm_forward)
+from .norm_graph import norm_backward, norm_forward
+from .paged import paged_cache_load
+from .pointwise import POINTWISE_ARITY, pointwise, pointwise_mode
+from .quantize import block_scale_dequantize, block_scale_quantize
+from .reduction import reduction, reduction_indices, reduction_mode
+from .resample import resample_backward, resample_forward, resample_mode, resample_output_shape
+from .rng import philox4x32_10, philox_uniform, philox_words, rng_generate
+from .rnn import rnn_backward, rnn_forward, rnn_gate_count
+from .softmax import log_softmax, softmax, softmax_backward
+from .spatial_tf import (
     spatial_tf_grid_backward, spatial_tf_grid_forward, spatial_tf_sampler_backward,
     spatial_tf_sampler_forward)
-from .ctc import ctc_loss  # noqa: F401
-from .rnn import rnn_backward, rnn_forward, rnn_gate_count  # noqa: F401
-from .pointwise import POINTWISE_ARITY, pointwise, pointwise_mode  # noqa: F401
+
+__all__ = [
+    "alibi_slopes", "sdpa_backward", "sdpa_forward",
+    "conv_dgrad", "conv_fprop", "conv_output_shape", "conv_wgrad",
+    "ctc_loss",
+    "activation_backward", "activation_forward", "add_tensor", "blend", "conv_backward_bias",
+    "conv_bias_activation_forward", "dropout_backward", "dropout_forward", "op_tensor",
+    "scale_tensor",
+    "lrn_backward", "lrn_forward",
+    "matmul",
+    "batchnorm_backward", "batchnorm_forward_training", "batchnorm_inference", "bn_bwd_weights",
+    "bn_finalize", "genstats", "groupnorm_backward", "groupnorm_forward",
+    "instancenorm_backward", "instancenorm_forward", "layernorm_backward", "layernorm_forward",
+    "rmsnorm_backward", "rmsnorm_forward",
+    "norm_backward", "norm_forward",
+    "paged_cache_load",
+    "POINTWISE_ARITY", "pointwise", "pointwise_mode",
+    "block_scale_dequantize", "block_scale_quantize",
+    "reduction", "reduction_indices", "reduction_mode",
+    "resample_backward", "resample_forward", "resample_mode", "resample_output_shape",
+    "philox4x32_10", "philox_uniform", "philox_words", "rng_generate",
+    "rnn_backward", "rnn_forward", "rnn_gate_count",
+    "log_softmax", "softmax", "softmax_backward",
+    "spatial_tf_grid_backward", "spatial_tf_grid_forward", "spatial_tf_sampler_backward",
+    "spatial_tf_sampler_forward",
+]

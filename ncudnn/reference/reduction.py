@@ -11,13 +11,18 @@ Ops (over the reduced elements e):
 ADD sum e; MUL prod e; MIN min e; MAX max e; AMAX max |e|; AVG sum e / count;
 NORM1 sum |e|; NORM2 sqrt(sum e^2); MUL_NO_ZEROS product of the nonzero e (1 when all are zero).
 NaN propagates (any NaN among the reduced elements gives NaN).
+
+``reduction_indices`` (cudnnReduceTensor with CUDNN_REDUCE_TENSOR_FLATTENED_INDICES; MIN, MAX and
+AMAX only): for each output element, the row-major flattened position of the first extremal
+element within the reduced sub-tensor (reduced axes in axis order, a grouped axis contributing its
+within-group offset); int64, shape out_shape.
 """
 import numpy as np
 
 from ..types import cudnnReduceTensorOp_t as RO
 from ._util import enum_member, f64
 
-__all__ = ["reduction", "reduction_mode"]
+__all__ = ["reduction", "reduction_mode", "reduction_indices"]
 
 
 def reduction_mode(mode):
@@ -72,3 +77,21 @@ def reduction(mode, x, out_shape):
         else:
             raise ValueError(f"unsupported reduction {mode!r}")
     return np.asarray(r, dtype=np.float64).reshape(out_shape)
+
+
+def reduction_indices(mode, x, out_shape):
+    """Flattened index (within the reduced elements) of the MIN / MAX / AMAX winner; int64."""
+    mode = reduction_mode(mode)
+    x = f64(x)
+    out_shape = tuple(int(v) for v in out_shape)
+    xs, axes = _split(x, out_shape)
+    if mode == RO.CUDNN_REDUCE_TENSOR_AMAX:
+        xs = np.abs(xs)
+    elif mode == RO.CUDNN_REDUCE_TENSOR_MIN:
+        xs = -xs
+    elif mode != RO.CUDNN_REDUCE_TENSOR_MAX:
+        raise ValueError(f"indices exist only for MIN, MAX and AMAX, not {mode.name}")
+    keep = [a for a in range(xs.ndim) if a not in axes]
+    moved = np.transpose(xs, keep + list(axes))
+    flat = moved.reshape(moved.shape[:len(keep)] + (-1,))
+    return np.argmax(flat, axis=-1).astype(np.int64).reshape(out_shape)

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from ncudnn.reference import reduction
+from ncudnn.reference import reduction, reduction_indices
 
 OPS = {
     "ADD": sum, "MUL": math.prod, "MIN": min, "MAX": max,
@@ -50,3 +50,21 @@ def test_hand_values():
     np.testing.assert_array_equal(reduction("MUL_NO_ZEROS", np.zeros((3,)), (1,)), [1.0])
     with pytest.raises(ValueError):
         reduction("ADD", x, (3, 1))
+
+
+@pytest.mark.parametrize("op", ["MIN", "MAX", "AMAX"])
+def test_indices_name_the_winner(op, rng):
+    x = rng.uniform(-2, 2, size=(3, 4, 5))
+    out = (3, 1, 1)
+    idx = reduction_indices(op, x, out)
+    val = reduction(op, x, out)
+    assert idx.shape == out and idx.dtype == np.int64
+    for n in range(3):
+        r, c = divmod(int(idx[n, 0, 0]), 5)   # reduced axes (4, 5), row-major
+        v = abs(x[n, r, c]) if op == "AMAX" else x[n, r, c]
+        assert v == val[n, 0, 0]
+    # first occurrence on ties
+    t = np.array([[1.0, 3.0, 3.0]])
+    assert reduction_indices("MAX", t, (1, 1))[0, 0] == 1
+    with pytest.raises(ValueError):
+        reduction_indices("ADD", t, (1, 1))
