@@ -230,6 +230,29 @@ class DeviceView:
         """Bytes the shape and strides address from ``ptr``."""
         return span_bytes(self.shape, self.strides, self.itemsize)
 
+    def sub(self, offset=0, nbytes=None, dtype=None, shape=None, strides=None):
+        """A view ``offset`` bytes in, over the same memory (owner kept): e.g. a tensor in a workspace.
+
+        nbytes defaults to what is left; dtype to this view's; shape to the elements that fit (1-D);
+        strides (elements) to packed. Raises BAD_PARAM_SIZE_INSUFFICIENT when it would leave this view.
+        """
+        offset = int(offset)
+        left = None if self.nbytes is None else self.nbytes - offset
+        if offset < 0 or (left is not None and left < 0):
+            raise _bad(f"offset {offset} lies outside a view of {self.nbytes} bytes",
+                       S.CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT)
+        nbytes = left if nbytes is None else int(nbytes)
+        dt = self.dtype if dtype is None else numpy_dtype(dtype)
+        if shape is None:
+            shape = ((nbytes if nbytes is not None else 0) // dt.itemsize,)
+        shape = tuple(int(d) for d in shape)
+        strides = packed_strides(shape) if strides is None else tuple(int(s) for s in strides)
+        need = span_bytes(shape, strides, dt.itemsize)
+        if (nbytes is not None and need > nbytes) or (left is not None and nbytes > left):
+            raise _bad(f"sub-view of {need} bytes at offset {offset} leaves a view of {self.nbytes} bytes",
+                       S.CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT)
+        return DeviceView(self.ptr + offset, nbytes, dt, shape, strides, self.owner, self._region)
+
     def __repr__(self):
         return (f"DeviceView(ptr=0x{self.ptr:x}, nbytes={self.nbytes}, dtype={self.dtype.name}, "
                 f"shape={self.shape}, strides={self.strides})")

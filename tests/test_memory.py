@@ -420,6 +420,20 @@ def test_workspace_pool_grows_only():
     assert pool.capacity == 0
 
 
+def test_sub_views_of_a_workspace(rng):
+    ws = m.allocate(256)
+    vals = random(rng, (2, 3), np.float32)
+    t = ws.sub(64, dtype="float32", shape=(2, 3))
+    assert t.ptr == ws.ptr + 64 and t.nbytes == 192 and t.strides == (3, 1) and t.owner is ws.owner
+    m.to_numba(t).copy_to_device(vals)
+    again = m.as_view(ws.ptr + 64, dims=(6,), dtype="float32")
+    np.testing.assert_array_equal(m.to_numba(again).copy_to_host(), vals.reshape(-1))
+    assert ws.sub(100).shape == (156,) and ws.sub(128, dtype="float64").shape == (16,)
+    assert status_of(ws.sub, 200, dtype="float32", shape=(15,)) == S.CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT
+    assert status_of(ws.sub, 300) == S.CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT
+    assert status_of(ws.sub, 0, nbytes=512) == S.CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT
+
+
 @pytest.mark.sim_only
 def test_simulated_allocation_forgotten_when_freed():
     d = cuda.to_device(np.zeros(8, np.float32))
