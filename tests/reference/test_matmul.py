@@ -41,3 +41,20 @@ def test_bf16_inputs_and_errors(rng):
         matmul(np.ones((2, 3)), np.ones((2, 3)))
     with pytest.raises(ValueError):
         matmul(np.ones(3), np.ones((3, 2)))
+
+
+def test_ragged_overrides_and_padding(rng):
+    B, H, M, K, N = 2, 2, 3, 4, 5
+    a = rng.uniform(-1, 1, size=(B, H, M, K))
+    b = rng.uniform(-1, 1, size=(B, 1, K, N))
+    mo = np.array([2, 3]).reshape(B, 1, 1, 1)
+    no = np.array([5, 1]).reshape(B, 1, 1, 1)
+    ko = np.array([3, 4]).reshape(B, 1, 1, 1)
+    c = matmul(a, b, m_override=mo, n_override=no, k_override=ko, padding_value=-7.0)
+    assert c.shape == (B, H, M, N)
+    for bb, h, i, j in np.ndindex(B, H, M, N):
+        if i < mo[bb, 0, 0, 0] and j < no[bb, 0, 0, 0]:
+            want = sum(a[bb, h, i, k] * b[bb, 0, k, j] for k in range(ko[bb, 0, 0, 0]))
+            assert c[bb, h, i, j] == pytest.approx(want, rel=1e-13, abs=1e-14)
+        else:
+            assert c[bb, h, i, j] == -7.0
