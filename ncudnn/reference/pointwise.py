@@ -27,8 +27,8 @@ Mode definitions (b = second operand, params lower-cased attribute names, defaul
 * RELU_FWD, params relu_lower_clip L [0.0], relu_upper_clip U [+inf, "numeric limit max"],
   relu_lower_clip_slope S [0.0]:  t = x if x >= L else L + S*(x - L);  y = min(t, U).
   NaN input: NOT_PROPAGATE_NAN [default] gives L (as fmaxf(NaN, L) does); PROPAGATE_NAN gives NaN.
-* RELU_BWD: dx = dy * (S if x < L else (0 if x > U else 1)). At the ties x == L and x == U the
-  slope is taken as 1 (ties have measure zero; tests should avoid them).
+* RELU_BWD: dx = dy * (S if x <= L else (0 if x >= U else 1)): at the ties x == L and x == U the
+  outer slope is taken (so the default relu passes no gradient at x == 0, as frameworks do).
 * TANH_FWD tanh(x); SIGMOID_FWD 1/(1+exp(-x)); ELU_FWD x if x > 0 else elu_alpha*(exp(x)-1)
   [elu_alpha 1.0]; GELU_FWD x*Phi(x) = 0.5x(1+erf(x/sqrt2)) (exact);
   GELU_APPROX_TANH_FWD 0.5x(1+tanh(k(x + 0.044715 x^3))), k = sqrt(2/pi);
@@ -119,7 +119,7 @@ def _fwd_deriv(mode, x, p):
     """f'(x) for the forward function matching a *_BWD mode."""
     if mode == PM.CUDNN_POINTWISE_RELU_BWD:
         lo, hi, slope = p["relu_lower_clip"], p["relu_upper_clip"], p["relu_lower_clip_slope"]
-        return np.where(x < lo, slope, np.where(x > hi, 0.0, 1.0))
+        return np.where(x <= lo, slope, np.where(x >= hi, 0.0, 1.0))
     if mode == PM.CUDNN_POINTWISE_TANH_BWD:
         return 1.0 - np.tanh(x) ** 2
     if mode == PM.CUDNN_POINTWISE_SIGMOID_BWD:

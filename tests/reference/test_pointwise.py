@@ -167,3 +167,12 @@ def test_low_precision_inputs_are_upcast(rng):
     want = [math.exp(float(v)) for v in x.astype(np.float32)]
     np.testing.assert_allclose(got, want, rtol=1e-14)
     assert got.dtype == np.float64
+
+
+def test_relu_bwd_ties_take_the_outer_slope():
+    dy = np.array([2.0, 2.0, 2.0, 2.0])
+    x = np.array([0.0, -1.0, 1.0, 3.0])
+    np.testing.assert_array_equal(pointwise("RELU_BWD", dy, x), [0.0, 0.0, 2.0, 2.0])
+    got = pointwise("RELU_BWD", dy, x, relu_lower_clip=-1.0, relu_upper_clip=3.0,
+                    relu_lower_clip_slope=0.5)
+    np.testing.assert_array_equal(got, [2.0, 1.0, 2.0, 0.0])
