@@ -147,6 +147,10 @@ def rank_subgraph(sub, mode, ctx, graph_key=None, explain=None):
             if strict and NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC in eng.config_notes(sub, cfg):
                 continue
             t = float(eng.cost(sub, cfg, device))
+            if not math.isfinite(t):  # the model says it cannot launch (registers / shared memory)
+                if explain is not None:
+                    explain.append(f"  {cfg}: dropped, the model says a block cannot fit on an SM")
+                continue
             how = "model"
             if table is not None:
                 t, how = table.correct(eng.name, t, graph_key, cfg)

@@ -1,0 +1,155 @@
+"""Graph keys, heuristic ranking (modes, stability, speed, logging) and the cost model helpers."""
+import math
+import time
+
+import numpy as np
+import pytest
+
+from ncudnn import log as nlog
+from ncudnn.engines import api, device, heuristics
+from ncudnn.engines.base import BuildContext
+from ncudnn.types import cudnnBackendHeurMode_t as HM, cudnnStatus_t as S
+
+import engine_graphs as G
+
+
+# ------------------------------------------------------------------------------ graph keys
+
+def test_same_graph_twice_same_key():
+    assert G.bias_relu_mul().key() == G.bias_relu_mul().key()
+
+
+def test_key_changes_with_dims_attrs_and_dtype():
+    k = G.bias_relu_mul((2, 3, 4, 5)).key()
+    assert G.bias_relu_mul((2, 3, 4, 6)).key() != k
+    from ncudnn.types import cudnnDataType_t as DT
+    assert G.bias_relu_mul(dtype=DT.CUDNN_DATA_HALF).key() != k
+    g = G.bias_relu_mul(finalize=False)
+    g.nodes[1].relu_upper_clip = 6.0
+    assert g.finalize().key() != k
+
+
+def test_key_ignores_uid_numbering_but_plans_do_not():
+    a, b = G.bias_relu_mul(base=1), G.bias_relu_mul(base=100)
+    assert a.key() == b.key()
+    ec = api.get_heuristics(a, HM.CUDNN_HEUR_MODE_A)[0]
+    assert api.build_plan(a, ec) is not api.build_plan(b, ec)
+
+
+def test_dynamic_shapes_key_ignores_dims():
+    a = G.bias_relu_mul((2, 3, 4, 5), dynamic=True)
+    b = G.bias_relu_mul((4, 3, 8, 9), dynamic=True)
+    assert a.key() == b.key()
+    assert a.key(dynamic=False) != b.key(dynamic=False)
+    assert G.bias_relu_mul((2, 3, 4, 5, 6), dynamic=True).key() != a.key()  # rank stays in the key
+
+
+# ------------------------------------------------------------------------------ ranking
+
+def test_device_is_nominal_h200_in_simulator():
+    d = device.current()
+    assert d.cc == (9, 0) and d.sm_count == 132 and d.nominal
+    assert d.mem_bandwidth == 4.8e12 and d.peak("fp32") == 67e12
+
+
+def test_ranking_is_sorted_stable_and_complete():
+    g = G.bias_relu_mul((8, 64, 32, 32))
+    ecs = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)
+    times = [ec.predicted_time for ec in ecs]
+    assert times == sorted(times) and all(0 < t < 1 for t in times)
+    assert len({ec.config for ec in ecs}) == len(ecs) >= 10
+    again = api.get_heuristics(G.bias_relu_mul((8, 64, 32, 32)), HM.CUDNN_HEUR_MODE_A)
+    assert [ec.config for ec in again] == [ec.config for ec in ecs]
+    assert [ec.config for ec in api.get_heuristics(g, HM.CUDNN_HEUR_MODE_INSTANT)] == [ec.config for ec in ecs]
+    for ec in ecs:
+        assert api.check_support(g, ec) == (S.CUDNN_STATUS_SUCCESS, "")
+        assert ec.workspace_size == 0 and ec.global_index == 0
+
+
+def test_model_prefers_more_work_per_thread_on_big_problems():
+    small = api.get_heuristics(G.bias_relu_mul((1, 2, 3, 4)), HM.CUDNN_HEUR_MODE_A)
+    big = api.get_heuristics(G.bias_relu_mul((64, 256, 64, 64)), HM.CUDNN_HEUR_MODE_A)
+    assert small[0].predicted_time < big[0].predicted_time
+    # a 268M-element problem is bandwidth-bound: close to bytes / bandwidth
+    nbytes = 4 * (3 * 64 * 256 * 64 * 64 + 256)
+    assert nbytes / 4.8e12 <= big[0].predicted_time < 1.5 * nbytes / 4.8e12 + 1e-5
+
+
+def test_fallback_mode_lists_fallback_engines_only():
+    ecs = api.get_heuristics(G.bias_relu_mul(), HM.CUDNN_HEUR_MODE_FALLBACK)
+    assert ecs and all(ec.engine.fallback for ec in ecs)
+
+
+def test_modes_count_is_rejected():
+    from ncudnn.errors import CudnnError
+    with pytest.raises(CudnnError):
+        api.get_heuristics(G.bias_relu_mul(), HM.CUDNN_HEUR_MODES_COUNT)
+
+
+def test_ranking_a_fresh_graph_is_well_under_a_millisecond():
+    api.get_heuristics(G.bias_relu_mul((1, 2, 3, 4)), HM.CUDNN_HEUR_MODE_A)  # imports, memos
+    graphs = [G.bias_relu_mul((8, 64, 32, 10 + i)) for i in range(30)]
+    times = []
+    for g in graphs:
+        api.problem(g)  # partitioning is part of building the op graph, not of ranking
+        t0 = time.perf_counter()
+        api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)
+        times.append(time.perf_counter() - t0)
+    assert np.median(times) < 1e-3, f"median {np.median(times) * 1e6:.0f} us"
+
+
+def test_ranking_is_logged_at_info(monkeypatch):
+    seen = []
+    nlog.cudnnSetCallback(nlog.CUDNN_SEV_INFO_EN | nlog.CUDNN_SEV_ERROR_EN, None,
+                          lambda sev, ud, dbg, msg: seen.append(msg))
+    try:
+        api.get_heuristics(G.bias_relu_mul((2, 3, 4, 7)), HM.CUDNN_HEUR_MODE_A)
+    finally:
+        nlog.reload_from_env()
+    text = "\n".join(seen)
+    assert "heuristics CUDNN_HEUR_MODE_A" in text and "pointwise_fused(" in text and " us " in text
+
+
+def test_mode_b_applies_recorded_corrections(tmp_path, monkeypatch):
+    monkeypatch.setenv("NCUDNN_CACHE_DIR", str(tmp_path))
+    heuristics.forget_tables()
+    try:
+        g = G.bias_relu_mul((4, 8, 16, 16))
+        a = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)
+        b = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_B)
+        assert [ec.config for ec in a] == [ec.config for ec in b]  # nothing recorded yet
+        dev = device.current()
+        table = heuristics.table(dev)
+        slow = a[0]
+        fast = a[1]
+        table.record("pointwise_fused", slow.predicted_time, slow.predicted_time * 100, g.key(), slow.config)
+        table.record("pointwise_fused", fast.predicted_time, fast.predicted_time, g.key(), fast.config)
+        b = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_B)
+        assert b[-1].config == slow.config and b[-1].why == "measured"
+        assert b[0].config == fast.config and b[0].why == "measured"
+        assert all(ec.why == "model x 10" for ec in b[1:-1])  # geometric mean of 100 and 1
+        path = heuristics.save_local(dev, {"device": dev.name, "date": "test"})
+        heuristics.forget_tables()
+        again = api.get_heuristics(G.bias_relu_mul((4, 8, 16, 16)), HM.CUDNN_HEUR_MODE_B)
+        assert again[-1].config == slow.config and path.exists()
+    finally:
+        heuristics.forget_tables()
+
+
+# ------------------------------------------------------------------------------ cost model helpers
+
+def test_cost_model_helpers():
+    d = device.H200
+    assert heuristics.tile_efficiency(128, 128, 128, 128) == 1.0
+    assert math.isclose(heuristics.tile_efficiency(129, 128, 128, 128), 129 / 256)
+    assert heuristics.blocks_per_sm(d, 256, 32) == 8
+    assert heuristics.blocks_per_sm(d, 256, 255) == 1
+    assert heuristics.blocks_per_sm(d, 128, 32, smem_bytes=100 * 1024) == 2
+    assert heuristics.blocks_per_sm(d, 128, 32, smem_bytes=300 * 1024) == 0
+    assert heuristics.wave_efficiency(132, d, 1) == 1.0
+    assert math.isclose(heuristics.wave_efficiency(133, d, 1), 133 / 264)
+    t_c = heuristics.kernel_time(d, flops=67e12 * 1e-3, nbytes=0)
+    assert math.isclose(t_c, 1e-3 + heuristics.LAUNCH_OVERHEAD)
+    assert heuristics.kernel_time(d, flops=1, threads=1024, regs=255) == math.inf
+    ctx = BuildContext(device=d)
+    assert api.context(ctx).device is d
