@@ -288,6 +288,16 @@ class pygraph(PointwiseOps, ConvMatmulOps, NormOps, OtherOps, PipelineMixin, Ser
                         d.dtype = self._context.io_data_type
             elif d.dtype is None and not m.get(USER_DTYPE):
                 d.dtype = self._context.intermediate_data_type if d.is_virtual else self._context.io_data_type
+        for rec in self._records:  # outputs given dims but no strides: packed, in the first input's order
+            first = next((v for v in rec.tensors.values() if isinstance(v, tensor)), None)
+            for t in rec.outputs:
+                d = t.desc if t is not None else None
+                if d is None or d.dims is None or d.strides is not None:
+                    continue
+                like = first.desc if first is not None else None
+                order = like.stride_order() if like is not None and like.strides is not None and \
+                    like.ndim == len(d.dims) else None
+                d.strides = packed_strides(d.dims, order)
 
     def lower(self):
         """A fresh IR :class:`OpGraph` of the records (not finalized)."""

@@ -86,10 +86,6 @@ def _lower_resample_bwd(graph, rec):
 def _lower_rng(graph, rec):
     p = rec.params
     y = rec.outputs[0]
-    if p.get("dim") is not None and y.desc.dims is None:
-        y.set_dim(p["dim"])
-        if p.get("stride") is not None:
-            y.set_stride(p["stride"])
     dist = p.get("distribution")
     attrs = {k: p[k] for k in ("bernoulli_probability", "normal_mean", "normal_std", "uniform_min", "uniform_max")
              if p.get(k) is not None}
@@ -128,10 +124,22 @@ class OtherOps(SdpaOps):
         "resample_backward", ("grad", "input", "output", "index"), RESAMPLE_ATTRS, ("DX",), _lower_resample_bwd,
         required=("grad", "mode", "window"),
         doc="resample_backward(grad, input=None, output=None, index=None, mode, window, ...) -> DX; set DX's dims")
-    rng = op_method(
+    _rng = op_method(
         "rng", ("seed", "offset"), ("distribution", "bernoulli_probability", "normal_mean", "normal_std",
                                     "uniform_min", "uniform_max", "dim", "stride"), ("OUT_0",), _lower_rng,
         doc="rng(seed=None, offset=None, distribution=BERNOULLI, bernoulli_probability=0.5, ..., dim, stride) -> Y")
+
+    def rng(self, *args, **kwargs):
+        """rng(seed=None, offset=None, distribution=BERNOULLI, bernoulli_probability=0.5, normal_mean=0,
+        normal_std=1, uniform_min=0, uniform_max=1, dim=None, stride=None) -> Y (random numbers; give the
+        output's dims here or with set_dim)."""
+        y = self._rng(*args, **kwargs)
+        rec = self._records[-1]
+        if rec.params.get("dim") is not None:
+            y.set_dim(rec.params["dim"])
+        if rec.params.get("stride") is not None:
+            y.set_stride(rec.params["stride"])
+        return y
 
     def max_pool(self, input, window, stride=None, padding=None, generate_index=False, name="",
                  compute_data_type=None):
