@@ -92,9 +92,11 @@ def _dim_taps(mode, n_in, n_out, w, s, pre):
     return np.array(pos, dtype=np.int64), np.array(wt)
 
 
-def _plan(mode, x_shape, window, stride, pre_pad, post_pad):
+def _plan(mode, x_shape, window, stride, pre_pad, post_pad, y_shape=None):
     """Flat source index, in-range mask and weight, each (O1, .., OD, T) (taps row-major)."""
-    y_shape = resample_output_shape(x_shape, window, stride, pre_pad, post_pad)
+    if y_shape is None or mode not in (RM.CUDNN_RESAMPLE_NEAREST, RM.CUDNN_RESAMPLE_BILINEAR):
+        y_shape = resample_output_shape(x_shape, window, stride, pre_pad, post_pad)
+    y_shape = tuple(int(v) for v in y_shape)
     sp, out = x_shape[2:], y_shape[2:]
     D = len(sp)
     w, s, pre, _ = _geom(D, window, stride, pre_pad, post_pad)
@@ -125,15 +127,19 @@ def _tap_values(x, flat, valid, padding_mode):
 
 
 def resample_forward(x, mode, window, stride, pre_pad, post_pad, padding_mode=PAD.CUDNN_ZERO_PAD,
-                     nan_propagation=cudnnNanPropagation_t.CUDNN_NOT_PROPAGATE_NAN):
-    """Resample ``x`` (see module docstring). Returns y, or (y, index) for MAXPOOL."""
+                     nan_propagation=cudnnNanPropagation_t.CUDNN_NOT_PROPAGATE_NAN, y_shape=None):
+    """Resample ``x`` (see module docstring). Returns y, or (y, index) for MAXPOOL.
+
+    ``y_shape`` (NEAREST / BILINEAR only) overrides the formula's output size; positions keep the
+    same mapping a = o*s - pre (so a larger y simply continues the sampling grid).
+    """
     x = f64(x)
     mode = resample_mode(mode)
     padding_mode = enum_member(PAD, padding_mode, "CUDNN_")
     propagate = enum_member(cudnnNanPropagation_t, nan_propagation, "CUDNN_") == \
         cudnnNanPropagation_t.CUDNN_PROPAGATE_NAN
     y_shape, (flat, valid, weight), wsize = _plan(mode, x.shape, window, stride, pre_pad,
-                                                  post_pad)
+                                                  post_pad, y_shape)
     v = _tap_values(x, flat, valid, padding_mode)
     if mode == RM.CUDNN_RESAMPLE_MAXPOOL:
         nan = np.isnan(v)
@@ -163,7 +169,7 @@ def resample_backward(dy, mode, window, stride, pre_pad, post_pad, x_shape,
     padding_mode = enum_member(PAD, padding_mode, "CUDNN_")
     x_shape = tuple(int(v) for v in x_shape)
     y_shape, (flat, valid, weight), wsize = _plan(mode, x_shape, window, stride, pre_pad,
-                                                  post_pad)
+                                                  post_pad, dy.shape)
     if dy.shape != y_shape:
         raise ValueError(f"dy shape {dy.shape} != resample output shape {y_shape}")
     N, C = x_shape[:2]

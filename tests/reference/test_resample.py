@@ -180,3 +180,15 @@ def test_maxpool_backward_finite_difference(pad, rng):
               - np.vdot(resample_forward(xm, "MAXPOOL", w, s, pre, post, padding_mode=pad)[0],
                         dy)) / (2 * h)
         assert dx[i] == pytest.approx(fd, abs=1e-6)
+
+
+def test_nearest_with_given_output_shape(rng):
+    x = rng.uniform(-1, 1, size=(1, 1, 3))
+    # stride 1/2, no padding: the formula gives 5 outputs; asking for 6 continues the grid
+    y = resample_forward(x, "NEAREST", 1, F(1, 2), 0, 0, y_shape=(1, 1, 6),
+                         padding_mode="CUDNN_EDGE_VAL_PAD")
+    np.testing.assert_array_equal(y[0, 0], x[0, 0][[0, 1, 1, 2, 2, 2]])
+    dy = rng.uniform(-1, 1, size=y.shape)
+    dx = resample_backward(dy, "NEAREST", 1, F(1, 2), 0, 0, x.shape,
+                           padding_mode="CUDNN_EDGE_VAL_PAD")
+    assert np.vdot(dx, x) == pytest.approx(np.vdot(dy, y), rel=1e-13)
