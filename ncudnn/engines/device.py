@@ -31,7 +31,7 @@ class DeviceProps:
     @cached_property
     def slug(self):
         """A file-name-safe id: name and compute capability."""
-        safe = "".join(c if c.isalnum() else "_" for c in self.name).strip("_")
+        safe = "_".join("".join(c if c.isalnum() else " " for c in self.name).split())
         return f"{safe}_sm{self.cc[0]}{self.cc[1]}"
 
     def peak(self, kind):
