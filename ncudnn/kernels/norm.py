@@ -1,0 +1,460 @@
+"""Normalizations: layer / RMS norm (row kernels), batch / instance norm (stats + finalize + apply).
+
+**Layer and RMS norm** normalize each row of a (rows, n) view (the trailing, normalized axes packed
+row-major; scale / bias hold n values). One block per row; for n <= BLOCK * VPT_MAX the row lives
+in registers (``VPT`` values per thread, loaded once, coalesced), mean and variance come from two
+block reductions over registers (two-pass, no cancellation) and y is written once. Longer rows
+take a looped path (a shifted one-pass sum / sum-of-squares, then a normalize pass). Backward
+computes dx in the same row kernel (two block sums: mean(g) and mean(g * xhat)) and dscale /
+dbias with a deterministic column reduction (:mod:`.reduce`).
+
+**Batch and instance norm** work for any layout (NCHW, NHWC, any strides): per-group sums
+(:mod:`.reduce`; a group is a channel for BN, a (sample, channel) pair for IN) -> a tiny finalize
+kernel (mean, inv_std, running stats, the equivalent per-group scale / bias) -> one fused pointwise
+pass ``y = x * eq_scale + eq_bias``. Backward: per-group sum dy and sum dy*x -> finalize
+(dscale, dbias and dx = a*dy + b*x + c coefficients) -> one pointwise pass. Variance is
+E[x^2] - mean^2 accumulated in float32 (cuDNN's GENSTATS formulation).
+
+All math in float32 registers (float64 when every tensor is float64); eps and momentum are run-time
+values. Statistic tensors (mean / inv_std) are float32 unless ``stat_dtype`` says otherwise.
+"""
+import functools
+import math
+
+import numpy as np
+from numba import cuda
+
+from . import pointwise_ops as po
+from .dtypes import compute_type, loader, storer
+from .pointwise import NodeSpec, OutputSpec, PointwiseSpec, TensorSpec, run_pointwise
+from .primitives import block_sum, block_sum2
+from .reduce import ReduceSpec, Term, run_reduce
+from ..types import cudnnPointwiseMode_t as PM
+
+__all__ = ["row_norm_forward", "row_norm_backward", "batchnorm_forward_training",
+           "batchnorm_inference", "batchnorm_backward", "instancenorm_forward",
+           "instancenorm_backward", "row_config"]
+
+VPT_MAX = 16
+
+
+def row_config(n, block=0):
+    """(BLOCK, VPT) for rows of n elements; VPT 0 selects the looped (long-row) path."""
+    if not block:
+        block = min(1024, max(32, 1 << max(0, (math.ceil(n / 8) - 1).bit_length())))
+    vpt = math.ceil(n / block)
+    return block, (vpt if vpt <= VPT_MAX else 0)
+
+
+# --------------------------------------------------------------------------------------------
+# row kernels (layer / RMS norm)
+
+def _row_fwd_source(n, block, vpt, center, has_bias, write_stats, ct):
+    L = po.lit
+    one, zero, inv_n = L(1.0, ct), L(0.0, ct), L(1.0 / n, ct)
+    s = ["def kernel(x, scale, bias, y, s_mean, s_inv, eps_in):",
+         f"    sm = cuda.shared.array(32, {ct})",
+         f"    sm2 = cuda.shared.array(32, {ct})",
+         f"    eps = {ct}(eps_in)",
+         "    row = cuda.blockIdx.x",
+         "    t = cuda.threadIdx.x",
+         f"    base = row * {n}"]
+    if vpt:
+        for k in range(vpt):
+            guard = (k + 1) * block > n
+            s.append(f"    c{k} = t + {k * block}")
+            s.append(f"    v{k} = ldx(x, base + c{k})" + (f" if c{k} < {n} else {zero}" if guard else ""))
+        if center:
+            s.append(f"    mean = block_sum({' + '.join(f'v{k}' for k in range(vpt))}, sm) * {inv_n}")
+            for k in range(vpt):
+                guard = (k + 1) * block > n
+                s.append(f"    d{k} = v{k} - mean" + (f" if c{k} < {n} else {zero}" if guard else ""))
+        else:
+            s.append(f"    mean = {zero}")
+            s += [f"    d{k} = v{k}" for k in range(vpt)]
+        s.append(f"    var = block_sum({' + '.join(f'd{k} * d{k}' for k in range(vpt))}, sm) * {inv_n}")
+    else:
+        s += [f"    shift = ldx(x, base)" if center else f"    shift = {zero}",
+              f"    a = {zero}", f"    b = {zero}", "    c = t",
+              f"    while c < {n}:",
+              "        v = ldx(x, base + c) - shift",
+              "        a += v", "        b += v * v", f"        c += {block}",
+              "    a, b = block_sum2(a, b, sm, sm2)"]
+        if center:
+            s += [f"    m = a * {inv_n}", "    mean = shift + m", f"    var = b * {inv_n} - m * m",
+                  f"    var = var if var > {zero} else {zero}"]
+        else:
+            s += [f"    mean = {zero}", f"    var = b * {inv_n}"]
+    s.append(f"    inv = {one} / math.sqrt(var + eps)")
+    if write_stats:
+        s.append("    if t == 0:")
+        if center:
+            s.append("        sts(s_mean, row, mean)")
+        s.append("        sts(s_inv, row, inv)")
+    bias_t = " + lds(bias, {c})" if has_bias else ""
+    if vpt:
+        for k in range(vpt):
+            guard = (k + 1) * block > n
+            ind = "    "
+            if guard:
+                s.append(f"    if c{k} < {n}:")
+                ind = "        "
+            s.append(f"{ind}sty(y, base + c{k}, d{k} * inv * lds(scale, c{k})"
+                     + bias_t.format(c=f"c{k}") + ")")
+    else:
+        s += ["    c = t", f"    while c < {n}:",
+              "        sty(y, base + c, (ldx(x, base + c) - mean) * inv * lds(scale, c)"
+              + bias_t.format(c="c") + ")",
+              f"        c += {block}"]
+    return "\n".join(s) + "\n"
+
+
+def _row_bwd_source(n, block, vpt, center, ct):
+    L = po.lit
+    zero, inv_n = L(0.0, ct), L(1.0 / n, ct)
+    s = ["def kernel(x, dy, scale, s_mean, s_inv, dx):",
+         f"    sm = cuda.shared.array(32, {ct})",
+         f"    sm2 = cuda.shared.array(32, {ct})",
+         "    row = cuda.blockIdx.x",
+         "    t = cuda.threadIdx.x",
+         f"    base = row * {n}",
+         "    mean = lds_stat(s_mean, row)" if center else f"    mean = {zero}",
+         "    inv = lds_stat(s_inv, row)"]
+    if vpt:
+        for k in range(vpt):
+            guard = (k + 1) * block > n
+            s.append(f"    c{k} = t + {k * block}")
+            if guard:
+                s.append(f"    ok{k} = c{k} < {n}")
+                s.append(f"    h{k} = (ldx(x, base + c{k}) - mean) * inv if ok{k} else {zero}")
+                s.append(f"    g{k} = ldd(dy, base + c{k}) * lds(scale, c{k}) if ok{k} else {zero}")
+            else:
+                s.append(f"    h{k} = (ldx(x, base + c{k}) - mean) * inv")
+                s.append(f"    g{k} = ldd(dy, base + c{k}) * lds(scale, c{k})")
+        sum_g = " + ".join(f"g{k}" for k in range(vpt))
+        sum_gh = " + ".join(f"g{k} * h{k}" for k in range(vpt))
+        s.append(f"    a, b = block_sum2({sum_g}, {sum_gh}, sm, sm2)")
+    else:
+        s += [f"    a = {zero}", f"    b = {zero}", "    c = t", f"    while c < {n}:",
+              "        h = (ldx(x, base + c) - mean) * inv",
+              "        g = ldd(dy, base + c) * lds(scale, c)",
+              "        a += g", "        b += g * h", f"        c += {block}",
+              "    a, b = block_sum2(a, b, sm, sm2)"]
+    s.append(f"    a = a * {inv_n}" if center else f"    a = {zero}")
+    s.append(f"    b = b * {inv_n}")
+    if vpt:
+        for k in range(vpt):
+            guard = (k + 1) * block > n
+            ind = "    "
+            if guard:
+                s.append(f"    if ok{k}:")
+                ind = "        "
+            s.append(f"{ind}stx(dx, base + c{k}, inv * (g{k} - a - h{k} * b))")
+    else:
+        s += ["    c = t", f"    while c < {n}:",
+              "        h = (ldx(x, base + c) - mean) * inv",
+              "        g = ldd(dy, base + c) * lds(scale, c)",
+              "        stx(dx, base + c, inv * (g - a - h * b))", f"        c += {block}"]
+    return "\n".join(s) + "\n"
+
+
+def _jit_source(source, name, **names):
+    ns = dict(po.expr_globals(), cuda=cuda, block_sum=block_sum, block_sum2=block_sum2, **names)
+    exec(compile(source, f"<norm {name}>", "exec"), ns)
+    return cuda.jit(ns["kernel"])
+
+
+@functools.lru_cache(maxsize=None)
+def _row_fwd_kernel(n, block, vpt, center, has_bias, write_stats, x_dt, p_dt, y_dt, s_dt):
+    ct = compute_type([x_dt, p_dt, y_dt])
+    src = _row_fwd_source(n, block, vpt, center, has_bias, write_stats, ct)
+    return _jit_source(src, "row-fwd", ldx=loader(x_dt, ct), lds=loader(p_dt, ct),
+                       sty=storer(y_dt), sts=storer(s_dt)), src
+
+
+@functools.lru_cache(maxsize=None)
+def _row_bwd_kernel(n, block, vpt, center, x_dt, dy_dt, p_dt, dx_dt, s_dt):
+    ct = compute_type([x_dt, dy_dt, p_dt, dx_dt])
+    src = _row_bwd_source(n, block, vpt, center, ct)
+    return _jit_source(src, "row-bwd", ldx=loader(x_dt, ct), ldd=loader(dy_dt, ct),
+                       lds=loader(p_dt, ct), lds_stat=loader(s_dt, ct), stx=storer(dx_dt)), src
+
+
+def _dummy(dtype="float32"):
+    from .dtypes import storage_dtype
+    return cuda.device_array(1, dtype=storage_dtype(dtype))
+
+
+def row_norm_forward(x, scale, bias, y, mean, inv_std, rows, n, eps, *, rms=False,
+                     x_dtype="float32", param_dtype="float32", y_dtype="float32",
+                     stat_dtype="float32", block=0, stream=0):
+    """Layer norm (``rms=False``) or RMS norm (``rms=True``) of each row of a (rows, n) tensor.
+
+    x, y: device arrays with rows * n elements, row-major; scale (and bias, or None) n elements;
+    mean (layer norm only) and inv_std: rows elements each, or None to skip writing statistics
+    (inference). y = scale * (x - mean) * inv_std + bias; RMS: y = scale * x * inv_rms (+ bias).
+    """
+    blk, vpt = row_config(n, block)
+    write = inv_std is not None
+    kern, _ = _row_fwd_kernel(n, blk, vpt, not rms, bias is not None, write, x_dtype,
+                              param_dtype, y_dtype, stat_dtype)
+    d = _dummy(stat_dtype)
+    kern[rows, blk, stream](x.reshape(x.size), scale.reshape(scale.size),
+                            bias.reshape(bias.size) if bias is not None else _dummy(param_dtype),
+                            y.reshape(y.size), mean.reshape(mean.size) if mean is not None else d,
+                            inv_std.reshape(inv_std.size) if write else d, float(eps))
+
+
+def row_norm_backward(x, dy, scale, mean, inv_std, dx, dscale, dbias, rows, n, *, rms=False,
+                      x_dtype="float32", dy_dtype="float32", param_dtype="float32",
+                      dx_dtype="float32", stat_dtype="float32", block=0, workspace=None,
+                      stream=0):
+    """Backward of :func:`row_norm_forward` from its saved statistics.
+
+    dx (rows * n); dscale and dbias (n each; dbias may be None, e.g. RMS norm without bias):
+    dscale = sum_rows dy * xhat, dbias = sum_rows dy (deterministic column reduction).
+    """
+    blk, vpt = row_config(n, block)
+    kern, _ = _row_bwd_kernel(n, blk, vpt, not rms, x_dtype, dy_dtype, param_dtype, dx_dtype,
+                              stat_dtype)
+    kern[rows, blk, stream](x.reshape(x.size), dy.reshape(dy.size), scale.reshape(scale.size),
+                            mean.reshape(mean.size) if not rms else _dummy(stat_dtype),
+                            inv_std.reshape(inv_std.size), dx.reshape(dx.size))
+    shape, full, per_row = (rows, n), (n, 1), (1, 0)
+    if rms:
+        inputs = ((x_dtype, full), (dy_dtype, full), (stat_dtype, per_row))
+        pre, arrays = "v1 * (v0 * v2)", [x, dy, inv_std]
+    else:
+        inputs = ((x_dtype, full), (dy_dtype, full), (stat_dtype, per_row), (stat_dtype, per_row))
+        pre, arrays = "v1 * ((v0 - v2) * v3)", [x, dy, mean, inv_std]
+    terms, outs = [Term(pre, "sum")], [dscale]
+    if dbias is not None:
+        terms.append(Term("v1", "sum"))
+        outs.append(dbias)
+    spec = ReduceSpec(shape, inputs, (1, n), tuple(terms),
+                      tuple((param_dtype, (0, 1)) for _ in terms))
+    run_reduce(spec, arrays, outs, workspace, stream)
+
+
+# --------------------------------------------------------------------------------------------
+# per-group finalize kernels (batch / instance norm)
+
+@functools.lru_cache(maxsize=None)
+def _finalize_fwd_kernel(p_dt, s_dt, ct, update_running, write_stats):
+    ldp, lds = loader(p_dt, ct), loader(s_dt, ct)
+    stp, sts, stw = storer(p_dt), storer(s_dt), storer(ct)
+    one, zero = (np.float64(1.0), np.float64(0.0)) if ct == "float64" else \
+        (np.float32(1.0), np.float32(0.0))
+    conv = np.float64 if ct == "float64" else np.float32
+
+    @cuda.jit
+    def kernel(ssum, ssq, scale, bias, rm, rv, mean_out, inv_out, eq_scale, eq_bias, groups,
+               channels, count, eps, momentum):
+        g = cuda.grid(1)
+        if g < groups:
+            m_inv = one / conv(count)
+            mean = lds(ssum, g) * m_inv
+            var = lds(ssq, g) * m_inv - mean * mean
+            var = var if var > zero else zero
+            inv = one / math.sqrt(var + conv(eps))
+            c = g % channels
+            es = ldp(scale, c) * inv
+            stw(eq_scale, g, es)
+            stw(eq_bias, g, ldp(bias, c) - mean * es)
+            if write_stats:
+                sts(mean_out, g, mean)
+                sts(inv_out, g, inv)
+            if update_running:
+                mom = conv(momentum)
+                unbiased = var * conv(count) / conv(count - 1) if count > 1 else var
+                stp(rm, c, (one - mom) * ldp(rm, c) + mom * mean)
+                stp(rv, c, (one - mom) * ldp(rv, c) + mom * unbiased)
+    return kernel
+
+
+@functools.lru_cache(maxsize=None)
+def _finalize_bwd_kernel(p_dt, s_dt, ct):
+    ldp, lds, ldw = loader(p_dt, ct), loader(s_dt, ct), loader(ct, ct)
+    stw = storer(ct)
+    conv = np.float64 if ct == "float64" else np.float32
+
+    @cuda.jit
+    def kernel(dy_sum, dyx_sum, scale, mean_in, inv_in, g_dscale, g_dbias, eq_dy, eq_x, eq_b,
+               groups, channels, count):
+        g = cuda.grid(1)
+        if g < groups:
+            c = g % channels
+            mean, inv = lds(mean_in, g), lds(inv_in, g)
+            dys, dyxs = ldw(dy_sum, g), ldw(dyx_sum, g)
+            dscale = inv * (dyxs - mean * dys)
+            s = ldp(scale, c)
+            m_inv = conv(1.0) / conv(count)
+            stw(g_dscale, g, dscale)
+            stw(g_dbias, g, dys)
+            stw(eq_dy, g, s * inv)
+            stw(eq_x, g, -s * inv * inv * dscale * m_inv)
+            stw(eq_b, g, s * inv * (inv * mean * dscale - dys) * m_inv)
+    return kernel
+
+
+@functools.lru_cache(maxsize=None)
+def _channel_sum_kernel(ct, out_dt):
+    ldw, st = loader(ct, ct), storer(out_dt)
+
+    @cuda.jit
+    def kernel(per_group, out, samples, channels):
+        c = cuda.grid(1)
+        if c < channels:
+            acc = ldw(per_group, c)
+            for i in range(1, samples):
+                acc += ldw(per_group, i * channels + c)
+            st(out, c, acc)
+    return kernel
+
+
+# --------------------------------------------------------------------------------------------
+# batch / instance norm launchers
+
+def _group_layout(shape, channel_axis, per_sample):
+    """(out_shape of the group stats, strides of a dense group tensor over x's shape, groups)."""
+    nd = len(shape)
+    ca = channel_axis % nd
+    C = shape[ca]
+    out_shape = tuple(n if d == ca or (per_sample and d == 0) else 1 for d, n in enumerate(shape))
+    strides = [0] * nd
+    strides[ca] = 1
+    if per_sample:
+        strides[0] = C
+    groups = C * (shape[0] if per_sample else 1)
+    return out_shape, tuple(strides), groups, C
+
+
+def _apply(shape, x_strides, x_dt, y_dt, g_strides, ct, x, es, eb, y, stream):
+    spec = PointwiseSpec(tuple(shape), (TensorSpec(x_dt, tuple(x_strides)), TensorSpec(ct, g_strides),
+                                        TensorSpec(ct, g_strides)),
+                         (NodeSpec.make(PM.CUDNN_POINTWISE_MUL, (0, 1)),
+                          NodeSpec.make(PM.CUDNN_POINTWISE_ADD, (3, 2))),
+                         (OutputSpec(4, y_dt, tuple(x_strides)),))
+    run_pointwise(spec, x, es, eb, y, stream=stream)
+
+
+def _norm_forward(x, scale, bias, y, mean_out, inv_out, running_mean, running_var, shape,
+                  x_strides, eps, momentum, channel_axis, per_sample, x_dtype, param_dtype,
+                  stat_dtype, stream):
+    ct = compute_type([x_dtype, param_dtype])
+    out_shape, g_strides, groups, C = _group_layout(shape, channel_axis, per_sample)
+    ws = cuda.device_array(4 * groups, dtype=np.dtype(ct), stream=stream)
+    ssum, ssq, es, eb = (ws[i * groups:(i + 1) * groups] for i in range(4))
+    dense = tuple(g_strides)
+    spec = ReduceSpec(tuple(shape), ((x_dtype, tuple(x_strides)),), out_shape,
+                      (Term("v0", "sum"), Term("v0 * v0", "sum")), ((ct, dense), (ct, dense)))
+    run_reduce(spec, [x], [ssum, ssq], None, stream)
+    count = int(np.prod(shape)) // groups
+    update = running_mean is not None
+    write = inv_out is not None
+    fin = _finalize_fwd_kernel(param_dtype, stat_dtype, ct, update, write)
+    d = _dummy(stat_dtype)
+    fin[math.ceil(groups / 128), 128, stream](
+        ssum, ssq, scale.reshape(scale.size), bias.reshape(bias.size),
+        running_mean.reshape(C) if update else _dummy(param_dtype),
+        running_var.reshape(C) if update else _dummy(param_dtype),
+        mean_out.reshape(groups) if write else d, inv_out.reshape(groups) if write else d,
+        es, eb, groups, C, count, float(eps), float(momentum))
+    _apply(shape, x_strides, x_dtype, x_dtype, g_strides, ct, x, es, eb, y, stream)
+
+
+def batchnorm_forward_training(x, scale, bias, y, saved_mean, saved_inv_std, running_mean,
+                               running_var, shape, x_strides, eps, momentum, channel_axis=1,
+                               x_dtype="float32", param_dtype="float32", stat_dtype="float32",
+                               stream=0):
+    """Training BN over every axis but ``channel_axis``; any layout via ``x_strides`` (elements).
+
+    y has x's dtype and strides. saved_mean / saved_inv_std: C values (or both None);
+    running_mean / running_var: C values updated in place with ``momentum`` (unbiased variance),
+    or both None. scale, bias, running stats in ``param_dtype``.
+    """
+    _norm_forward(x, scale, bias, y, saved_mean, saved_inv_std, running_mean, running_var, shape,
+                  x_strides, eps, momentum, channel_axis, False, x_dtype, param_dtype, stat_dtype,
+                  stream)
+
+
+def instancenorm_forward(x, scale, bias, y, mean, inv_std, shape, x_strides, eps, channel_axis=1,
+                         x_dtype="float32", param_dtype="float32", stat_dtype="float32", stream=0):
+    """Instance norm (stats per sample and channel over the spatial axes; N*C values each)."""
+    _norm_forward(x, scale, bias, y, mean, inv_std, None, None, shape, x_strides, eps, 0.0,
+                  channel_axis, True, x_dtype, param_dtype, stat_dtype, stream)
+
+
+@functools.lru_cache(maxsize=None)
+def _inference_coeff_kernel(p_dt, ct):
+    ldp, stw = loader(p_dt, ct), storer(ct)
+    conv = np.float64 if ct == "float64" else np.float32
+
+    @cuda.jit
+    def kernel(scale, bias, mean, var, es, eb, channels, eps):
+        c = cuda.grid(1)
+        if c < channels:
+            s = ldp(scale, c) / math.sqrt(ldp(var, c) + conv(eps))
+            stw(es, c, s)
+            stw(eb, c, ldp(bias, c) - ldp(mean, c) * s)
+    return kernel
+
+
+def batchnorm_inference(x, scale, bias, mean, var, y, shape, x_strides, eps, channel_axis=1,
+                        x_dtype="float32", param_dtype="float32", stream=0):
+    """y = scale * (x - mean) / sqrt(var + eps) + bias per channel (all per-channel in param dtype)."""
+    ct = compute_type([x_dtype, param_dtype])
+    _, g_strides, groups, C = _group_layout(shape, channel_axis, False)
+    ws = cuda.device_array(2 * C, dtype=np.dtype(ct), stream=stream)
+    es, eb = ws[:C], ws[C:]
+    _inference_coeff_kernel(param_dtype, ct)[math.ceil(C / 128), 128, stream](
+        scale.reshape(C), bias.reshape(C), mean.reshape(C), var.reshape(C), es, eb, C, float(eps))
+    _apply(shape, x_strides, x_dtype, x_dtype, g_strides, ct, x, es, eb, y, stream)
+
+
+def _norm_backward(x, dy, scale, mean, inv_std, dx, dscale, dbias, shape, x_strides, dy_strides,
+                   channel_axis, per_sample, x_dtype, dy_dtype, param_dtype, stat_dtype, stream):
+    ct = compute_type([x_dtype, dy_dtype, param_dtype])
+    out_shape, g_strides, groups, C = _group_layout(shape, channel_axis, per_sample)
+    ws = cuda.device_array(7 * groups, dtype=np.dtype(ct), stream=stream)
+    dys, dyxs, gds, gdb, eq_dy, eq_x, eq_b = (ws[i * groups:(i + 1) * groups] for i in range(7))
+    spec = ReduceSpec(tuple(shape), ((x_dtype, tuple(x_strides)), (dy_dtype, tuple(dy_strides))),
+                      out_shape, (Term("v1", "sum"), Term("v1 * v0", "sum")),
+                      ((ct, g_strides), (ct, g_strides)))
+    run_reduce(spec, [x, dy], [dys, dyxs], None, stream)
+    count = int(np.prod(shape)) // groups
+    _finalize_bwd_kernel(param_dtype, stat_dtype, ct)[math.ceil(groups / 128), 128, stream](
+        dys, dyxs, scale.reshape(C), mean.reshape(groups), inv_std.reshape(groups), gds, gdb,
+        eq_dy, eq_x, eq_b, groups, C, count)
+    samples = groups // C
+    csum = _channel_sum_kernel(ct, param_dtype)
+    csum[math.ceil(C / 128), 128, stream](gds, dscale.reshape(C), samples, C)
+    csum[math.ceil(C / 128), 128, stream](gdb, dbias.reshape(C), samples, C)
+    spec = PointwiseSpec(tuple(shape), (TensorSpec(dy_dtype, tuple(dy_strides)),
+                                        TensorSpec(x_dtype, tuple(x_strides)),
+                                        TensorSpec(ct, g_strides), TensorSpec(ct, g_strides),
+                                        TensorSpec(ct, g_strides)),
+                         (NodeSpec.make(PM.CUDNN_POINTWISE_MUL, (0, 2)),    # 5: a * dy
+                          NodeSpec.make(PM.CUDNN_POINTWISE_MUL, (1, 3)),    # 6: b * x
+                          NodeSpec.make(PM.CUDNN_POINTWISE_ADD, (5, 6)),
+                          NodeSpec.make(PM.CUDNN_POINTWISE_ADD, (7, 4))),
+                         (OutputSpec(8, x_dtype, tuple(x_strides)),))
+    run_pointwise(spec, dy, x, eq_dy, eq_x, eq_b, dx, stream=stream)
+
+
+def batchnorm_backward(x, dy, scale, saved_mean, saved_inv_std, dx, dscale, dbias, shape,
+                       x_strides, dy_strides=None, channel_axis=1, x_dtype="float32",
+                       dy_dtype="float32", param_dtype="float32", stat_dtype="float32", stream=0):
+    """Training BN backward from the saved statistics: dx (x's dtype / strides), dscale, dbias (C)."""
+    _norm_backward(x, dy, scale, saved_mean, saved_inv_std, dx, dscale, dbias, shape, x_strides,
+                   dy_strides or x_strides, channel_axis, False, x_dtype, dy_dtype, param_dtype,
+                   stat_dtype, stream)
+
+
+def instancenorm_backward(x, dy, scale, mean, inv_std, dx, dscale, dbias, shape, x_strides,
+                          dy_strides=None, channel_axis=1, x_dtype="float32", dy_dtype="float32",
+                          param_dtype="float32", stat_dtype="float32", stream=0):
+    """Instance norm backward: dx, and dscale / dbias summed over samples (C values each)."""
+    _norm_backward(x, dy, scale, mean, inv_std, dx, dscale, dbias, shape, x_strides,
+                   dy_strides or x_strides, channel_axis, True, x_dtype, dy_dtype, param_dtype,
+                   stat_dtype, stream)
