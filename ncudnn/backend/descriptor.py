@@ -49,12 +49,14 @@ class BackendDescriptor:
         """The values set for ``name``, else the schema default, else ``default``."""
         entry = self.attrs.get(name)
         if entry is not None:
-            return list(entry[1])
+            return entry[1] if isinstance(entry[1], str) else list(entry[1])
         schema_default = DEFAULTS.get(self.type, {}).get(name)
         return list(schema_default) if schema_default is not None else default
 
     def value(self, name, default=None):
         vals = self.values(name)
+        if isinstance(vals, str):  # CUDNN_TYPE_CHAR: the string is the value
+            return vals
         return vals[0] if vals else default
 
     def is_set(self, name):

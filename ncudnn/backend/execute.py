@@ -1,8 +1,7 @@
 """cudnnBackendExecute and the native CUDA graph hooks: a finalized plan run on a variant pack.
 
-The variant pack's uid -> pointer map becomes uid -> device array with each tensor's dims, strides
-and data type (``ncudnn.memory`` checks NULL, alignment and size); by-value tensors become host
-scalars; the workspace becomes a byte array of the plan's workspace size.
+The variant pack's uid -> pointer map goes to the plan as is (the engine layer checks each buffer
+against its tensor: NULL, alignment, size); by-value tensors get host scalars of their data type.
 """
 import numpy as np
 
@@ -10,6 +9,7 @@ from ..errors import CudnnError, error_for
 from ..types import cudnnBackendBehaviorNote_t as BN
 from ..types import cudnnBackendDescriptorType_t as D
 from ..types import cudnnStatus_t as S
+from . import engine_bridge as bridge
 from .machinery import check_descriptor
 from .report import fail
 
@@ -25,72 +25,54 @@ def checked_pair(plan, pack):
     return plan, pack
 
 
-def _scalar(obj, t):
+def _scalar(pack, obj, t):
     from ..ir import numpy_dtype
     dt = numpy_dtype(t.dtype) or np.dtype(np.float32)
     try:
         return np.asarray(obj).astype(dt).reshape(-1)[0]
     except (TypeError, ValueError, IndexError) as e:
-        raise error_for(S.CUDNN_STATUS_BAD_PARAM, f"by-value {t.label}: {obj!r} is not a scalar ({e})") from None
+        fail(S.CUDNN_STATUS_BAD_PARAM, pack, None, f"by-value {t.label}: {obj!r} is not a scalar ({e})")
 
 
-def buffers_of(plan, pack):
-    """uid -> device array (or host scalar for by-value tensors) for every tensor the plan reads or writes."""
-    from .. import memory
-    graph = plan.state["graph"]
-    tensors = graph.tensors()
+def variant_map(plan, pack):
+    """uid -> buffer (host scalar for by-value tensors) for every non-virtual tensor of the plan."""
+    tensors = plan.state["graph"].tensors()
     given = pack.state["buffers"]
     extra = sorted(u for u in given if u not in tensors or tensors[u].is_virtual)
     if extra:
-        fail(S.CUDNN_STATUS_BAD_PARAM, pack, None,
-             f"unique id(s) {extra} are not non-virtual tensors of the plan's graph")
+        fail(S.CUDNN_STATUS_BAD_PARAM, pack, None, f"unique id(s) {extra} are not non-virtual tensors of the "
+             "plan's operation graph")
     out = {}
     for uid, t in sorted(tensors.items()):
         if t.is_virtual:
             continue
         if uid not in given:
-            fail(S.CUDNN_STATUS_BAD_PARAM, pack, None, f"no data pointer for {t.label} (uid {uid})")
-        obj = given[uid]
-        if t.is_by_value:
-            out[uid] = _scalar(obj, t)
-            continue
-        try:
-            view = memory.as_view(obj, dims=t.dims, strides=t.strides, dtype=memory.DTYPE_OF.get(t.dtype),
-                                  alignment=t.alignment)
-            out[uid] = memory.to_numba(view)
-        except CudnnError as e:
-            fail(e.status, pack, None, f"data pointer of {t.label}: {e.message}")
+            fail(S.CUDNN_STATUS_BAD_PARAM, pack, None, f"no data pointer for {t.label}")
+        out[uid] = _scalar(pack, given[uid], t) if t.is_by_value else given[uid]
     return out
 
 
 def workspace_of(plan, pack):
-    from .. import memory
     size = int(plan.state["plan"].workspace_size)
     ws = pack.state["workspace"]
-    if size == 0:
-        return None
-    if ws is None or (isinstance(ws, int) and ws == 0):
+    if size and (ws is None or (isinstance(ws, int) and ws == 0)):
         fail(S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER, pack, None, f"the plan needs {size} bytes of workspace, "
              "CUDNN_ATTR_VARIANT_PACK_WORKSPACE is NULL")
-    try:
-        return memory.to_numba(memory.as_view(ws, dims=(size,), strides=(1,), dtype=np.uint8, alignment=1))
-    except CudnnError as e:
-        fail(e.status, pack, None, f"workspace: {e.message}")
+    return ws if size else None
 
 
 def execute(handle, plan, pack):
     from ..handle import get_handle_or_raise
     h = get_handle_or_raise(handle)
     checked_pair(plan, pack)
-    buffers = buffers_of(plan, pack)
-    workspace = workspace_of(plan, pack)
+    buffers, workspace = variant_map(plan, pack), workspace_of(plan, pack)
     try:
-        plan.state["plan"].execute(buffers, workspace, h.launch_stream())
-    except CudnnError:
-        raise
+        bridge.execute(plan.state["plan"], buffers, workspace, h)
+    except CudnnError as e:
+        fail(e.status, pack, None, e.message)
     except Exception as e:  # noqa: BLE001 - a launch failure is EXECUTION_FAILED with its text
-        raise error_for(S.CUDNN_STATUS_EXECUTION_FAILED,
-                        f"{plan.state['engine'].name}: {type(e).__name__}: {e}") from None
+        raise error_for(S.CUDNN_STATUS_EXECUTION_FAILED, f"{plan.state['plan'].describe()}: "
+                        f"{type(e).__name__}: {e}") from None
 
 
 def cuda_graph(handle, plan, pack, graph, update):
@@ -100,11 +82,11 @@ def cuda_graph(handle, plan, pack, graph, update):
     checked_pair(plan, pack)
     if graph is None:
         fail(S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER, None, None, "cudaGraph is NULL")
-    engine = plan.state["engine"]
-    built = plan.state["plan"]
+    ec, built = plan.state["ec"], plan.state["plan"]
+    notes = ec.behavior_notes if ec is not None else ()
     hook = getattr(built, "update_cuda_graph" if update else "populate_cuda_graph", None)
-    if BN.CUDNN_BEHAVIOR_NOTE_SUPPORTS_CUDA_GRAPH_NATIVE_API not in engine.behavior_notes or hook is None:
+    if BN.CUDNN_BEHAVIOR_NOTE_SUPPORTS_CUDA_GRAPH_NATIVE_API not in notes or hook is None:
+        name = f"engine {ec.engine.global_index} ({ec.engine.name})" if ec is not None else "this plan's engine"
         fail(S.CUDNN_STATUS_NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API, plan, None,
-             f"engine {engine.global_index} ({engine.name}) does not support the native CUDA graph API "
-             "(no CUDNN_BEHAVIOR_NOTE_SUPPORTS_CUDA_GRAPH_NATIVE_API)")
-    hook(graph, buffers_of(plan, pack), workspace_of(plan, pack), h)
+             f"{name} does not support the native CUDA graph API (no CUDNN_BEHAVIOR_NOTE_SUPPORTS_CUDA_GRAPH_NATIVE_API)")
+    hook(graph, variant_map(plan, pack), workspace_of(plan, pack), h)

@@ -87,6 +87,11 @@ def _lower_conv(prefix, x, w, y, ports, cls_name):
     return lower
 
 
+def _clip(v):
+    """The documented default upper clip (the numeric limit max) is no clip at all."""
+    return float("inf") if v >= 1.7976931348623157e308 else v
+
+
 def _pointwise(op, T):
     from ..ir import Pointwise
     pw = op.value(A.CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR)
@@ -99,7 +104,7 @@ def _pointwise(op, T):
         math_precision=pw.value(A.CUDNN_ATTR_POINTWISE_MATH_PREC),
         nan_propagation=pw.value(A.CUDNN_ATTR_POINTWISE_NAN_PROPAGATION),
         relu_lower_clip=pw.value(A.CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP),
-        relu_upper_clip=pw.value(A.CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP),
+        relu_upper_clip=_clip(pw.value(A.CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP)),
         relu_lower_clip_slope=pw.value(A.CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE),
         elu_alpha=pw.value(A.CUDNN_ATTR_POINTWISE_ELU_ALPHA), softplus_beta=pw.value(A.CUDNN_ATTR_POINTWISE_SOFTPLUS_BETA),
         swish_beta=pw.value(A.CUDNN_ATTR_POINTWISE_SWISH_BETA), axis=axis if axis >= 0 else None,

@@ -138,7 +138,7 @@ def set_attribute(d, name, attr_type, count, elements):
     if count == 0:
         d.attrs[name] = (attr_type, [])
         return
-    if elements is None:
+    if elements is None and attr_type != T.CUDNN_TYPE_VOID_PTR:  # None as a pointer value is NULL
         fail(S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER, d, name, "arrayOfElements is NULL")
     items = _as_list(elements)
     if len(items) < count:

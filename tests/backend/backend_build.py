@@ -39,6 +39,8 @@ def create(dtype):
 
 
 def _count(values):
+    if isinstance(values, str):
+        return len(values) + 1  # CUDNN_TYPE_CHAR: the NUL-terminated length
     return len(values) if isinstance(values, (list, tuple)) else 1
 
 

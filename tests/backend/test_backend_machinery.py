@@ -101,7 +101,7 @@ def test_wrong_element_count():
 
 
 @pytest.mark.parametrize("value, fragment", [
-    (True, "not an integer"), (2 ** 63, "out of the int64_t range"), (1.5, "not an integer"), ("3", "not an integer")])
+    (True, "not an integer"), (2 ** 63, "out of the int64_t range"), (1.5, "not an integer"), (["3"], "not an integer")])
 def test_bad_int64_values(value, fragment):
     expect(set_attr(_knob_choice(), A.CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, T.CUDNN_TYPE_INT64, value),
            S.CUDNN_STATUS_BAD_PARAM, "CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE", fragment)
@@ -232,4 +232,4 @@ def test_float_double_recast_and_defaults():
     assert get(pw, A.CUDNN_ATTR_POINTWISE_NAN_PROPAGATION, T.CUDNN_TYPE_NAN_PROPOGATION)[1][0].name == \
         "CUDNN_NOT_PROPAGATE_NAN"
     expect(set_attr(create(D.CUDNN_BACKEND_POINTWISE_DESCRIPTOR), A.CUDNN_ATTR_POINTWISE_ELU_ALPHA,
-                    T.CUDNN_TYPE_FLOAT, "x"), S.CUDNN_STATUS_BAD_PARAM, "not a float")
+                    T.CUDNN_TYPE_FLOAT, ["x"]), S.CUDNN_STATUS_BAD_PARAM, "not a float")

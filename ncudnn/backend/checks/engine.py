@@ -1,12 +1,13 @@
 """Finalize of OPERATIONGRAPH, ENGINE, ENGINECFG and ENGINEHEUR descriptors.
 
-OPERATIONGRAPH lowers its operations to an ``ncudnn.ir.OpGraph`` (``lower.py``) and finalizes it;
-the others ask the engine layer (``engine_bridge.py``) and keep what it answers in ``state``.
+OPERATIONGRAPH lowers its operations to an ``ncudnn.ir.OpGraph`` (``lower.py``); the others ask the
+engine layer (``engine_bridge.py``) and keep what it answers in ``state``: the engine, the graph,
+the build context and, for configs, the engine layer's ``EngineConfig``.
 """
 from ...errors import CudnnError
 from ...types import cudnnBackendAttributeName_t as A
-from ...types import cudnnBackendAttributeType_t as T
 from ...types import cudnnBackendDescriptorType_t as D
+from ...types import cudnnBackendKnobType_t as K
 from ...types import cudnnStatus_t as S
 from .. import engine_bridge as bridge
 from ..report import bad, fail, unsupported
@@ -20,6 +21,11 @@ def _handle_ok(d, name):
         bad(d, name, f"not a valid cuDNN handle: {e.message}")
 
 
+def _set_ro(d, name, values):
+    from ..schema import SCHEMA
+    d.attrs[name] = (SCHEMA[d.type].attrs[name].types[0], list(values))
+
+
 def finalize_operation_graph(d):
     from ..lower import lower_operation_graph
     _handle_ok(d, A.CUDNN_ATTR_OPERATIONGRAPH_HANDLE)
@@ -29,13 +35,34 @@ def finalize_operation_graph(d):
              "the same operation descriptor is listed twice")
     d.state["graph"] = lower_operation_graph(d)
     d.state["engine_count"] = bridge.global_count()
-    d.attrs[A.CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT] = (T.CUDNN_TYPE_INT64, [d.state["engine_count"]])
+    d.state["ctx"] = bridge.context(d.value(A.CUDNN_ATTR_OPERATIONGRAPH_HANDLE))
+    _set_ro(d, A.CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, [d.state["engine_count"]])
+
+
+def _fill_engine(d, gdesc, engine, ec):
+    """State and read-only attributes of a finalized ENGINE descriptor."""
+    from ..machinery import make_filled
+    graph = gdesc.state["graph"]
+    specs = bridge.knobs(engine, graph)
+    d.state.update(engine=engine, graph=graph, graph_desc=gdesc, ctx=gdesc.state["ctx"], knobs=specs,
+                   default_ec=ec)
+    infos = [make_filled(D.CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, {
+        A.CUDNN_ATTR_KNOB_INFO_TYPE: K(int(k.type)), A.CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE: k.min,
+        A.CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE: k.max, A.CUDNN_ATTR_KNOB_INFO_STRIDE: k.stride}) for k in specs]
+    layouts = []
+    if getattr(engine, "preferred_layout", None) is not None:
+        for uid, t in sorted(graph.tensors().items()):
+            if not t.is_virtual and not t.is_by_value:
+                layouts.append(make_filled(D.CUDNN_BACKEND_LAYOUT_INFO_DESCRIPTOR, {
+                    A.CUDNN_ATTR_LAYOUT_INFO_TENSOR_UID: uid, A.CUDNN_ATTR_LAYOUT_INFO_TYPES: [engine.preferred_layout]}))
+    _set_ro(d, A.CUDNN_ATTR_ENGINE_KNOB_INFO, infos)
+    _set_ro(d, A.CUDNN_ATTR_ENGINE_LAYOUT_INFO, layouts)
+    _set_ro(d, A.CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, ec.numerical_notes)
+    _set_ro(d, A.CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, ec.behavior_notes)
 
 
 def finalize_engine(d):
-    from ..machinery import make_filled
     gdesc = d.value(A.CUDNN_ATTR_ENGINE_OPERATION_GRAPH)
-    graph = gdesc.state["graph"]
     index = d.value(A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX)
     count = gdesc.state["engine_count"]
     if not 0 <= index < count:
@@ -47,41 +74,25 @@ def finalize_engine(d):
     engine = bridge.engine_at(index)
     if engine is None:
         unsupported(d, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX, f"engine {index} is not available in this build")
-    ctx = bridge.build_context(gdesc.value(A.CUDNN_ATTR_OPERATIONGRAPH_HANDLE))
-    status, reason = bridge.support(engine, graph, ctx)
+    graph, ctx = gdesc.state["graph"], gdesc.state["ctx"]
+    status, reason = bridge.support(graph, index, ctx)
     if status != S.CUDNN_STATUS_SUCCESS:
-        fail(status, d, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX, f"engine {index} ({engine.name}) does not support "
-             f"the graph: {reason}")
-    specs = bridge.knobs(engine, graph)
-    d.state.update(engine=engine, graph=graph, graph_desc=gdesc, ctx=ctx, knobs=specs)
-    infos = [make_filled(D.CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, {
-        A.CUDNN_ATTR_KNOB_INFO_TYPE: k.type, A.CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE: k.min,
-        A.CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE: k.max, A.CUDNN_ATTR_KNOB_INFO_STRIDE: k.stride}) for k in specs]
-    layouts = []
-    if engine.preferred_layout is not None:
-        for uid, t in sorted(graph.tensors().items()):
-            if not t.is_virtual and not t.is_by_value:
-                layouts.append(make_filled(D.CUDNN_BACKEND_LAYOUT_INFO_DESCRIPTOR, {
-                    A.CUDNN_ATTR_LAYOUT_INFO_TENSOR_UID: uid,
-                    A.CUDNN_ATTR_LAYOUT_INFO_TYPES: [engine.preferred_layout]}))
-    _set_ro(d, A.CUDNN_ATTR_ENGINE_KNOB_INFO, infos)
-    _set_ro(d, A.CUDNN_ATTR_ENGINE_LAYOUT_INFO, layouts)
-    _set_ro(d, A.CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, list(bridge.numerical_notes(engine, graph)))
-    _set_ro(d, A.CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, list(engine.behavior_notes))
-
-
-def _set_ro(d, name, values):
-    from ..schema import SCHEMA
-    d.attrs[name] = (SCHEMA[d.type].attrs[name].types[0], values)
+        fail(status, d, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
+             f"engine {index} ({engine.name}) does not support the graph: {reason}")
+    try:
+        ec = bridge.engine_config(engine, graph, ctx, bridge.default_config(engine, graph))
+    except CudnnError as e:
+        fail(e.status, d, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX, f"engine {index} ({engine.name}): {e.message}")
+    _fill_engine(d, gdesc, engine, ec)
 
 
 def finalize_engine_config(d):
     edesc = d.value(A.CUDNN_ATTR_ENGINECFG_ENGINE)
     engine, graph, ctx = (edesc.state[k] for k in ("engine", "graph", "ctx"))
     specs = {int(k.type): k for k in edesc.state["knobs"]}
-    cfg = bridge.default_config(engine, graph)
-    seen = set()
-    for choice in d.values(A.CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, []):
+    choices = d.values(A.CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, [])
+    cfg, seen = bridge.default_config(engine, graph), set()
+    for choice in choices:
         ktype = choice.value(A.CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE)
         kval = choice.value(A.CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE)
         if ktype in seen:
@@ -90,19 +101,28 @@ def finalize_engine_config(d):
         seen.add(ktype)
         spec = specs.get(int(ktype))
         if spec is None:
-            have = ", ".join(k.type.name for k in specs.values()) or "none"
+            have = ", ".join(K(k).name for k in specs) or "none"
             unsupported(d, A.CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
                         f"engine {engine.global_index} ({engine.name}) has no knob {ktype.name} (its knobs: {have})")
         if not spec.valid(kval):
             unsupported(d, A.CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
                         f"{ktype.name} = {kval} is not in [{spec.min}, {spec.max}] step {spec.stride}")
         cfg = cfg.with_knob(ktype, kval)
-    status, reason = bridge.keep(engine, graph, cfg, ctx)
+    ec = d.state.get("preset_ec")  # engine configs made by the heuristics keep their own
+    if ec is None:
+        ec = edesc.state["default_ec"] if not choices else _config(d, engine, graph, ctx, cfg)
+    status, reason = bridge.support(graph, ec, ctx)
     if status != S.CUDNN_STATUS_SUCCESS:
         fail(status, d, A.CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, reason)
-    plan = bridge.build_plan(engine, graph, cfg, ctx)
-    d.state.update(engine=engine, graph=graph, ctx=ctx, config=cfg, plan=plan, engine_desc=edesc)
-    _set_ro(d, A.CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, [int(plan.workspace_size)])
+    d.state.update(engine=engine, graph=graph, ctx=ctx, ec=ec, engine_desc=edesc)
+    _set_ro(d, A.CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, [int(ec.workspace_size)])
+
+
+def _config(d, engine, graph, ctx, cfg):
+    try:
+        return bridge.engine_config(engine, graph, ctx, cfg)
+    except CudnnError as e:
+        fail(e.status, d, A.CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, e.message)
 
 
 def finalize_engine_heuristics(d):
@@ -111,34 +131,27 @@ def finalize_engine_heuristics(d):
     sm = d.value(A.CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET)
     if sm < 0:
         bad(d, A.CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET, f"{sm} is negative")
-    graph = gdesc.state["graph"]
-    ctx = bridge.build_context(gdesc.value(A.CUDNN_ATTR_OPERATIONGRAPH_HANDLE))
+    graph, ctx = gdesc.state["graph"], gdesc.state["ctx"]
+    try:
+        ranked = bridge.heuristics(graph, d.value(A.CUDNN_ATTR_ENGINEHEUR_MODE), ctx)
+    except CudnnError as e:
+        fail(e.status, d, A.CUDNN_ATTR_ENGINEHEUR_MODE, e.message)
     results = []
-    for engine, cfg in bridge.heuristics(graph, d.value(A.CUDNN_ATTR_ENGINEHEUR_MODE), ctx):
-        try:
-            edesc = make_filled(D.CUDNN_BACKEND_ENGINE_DESCRIPTOR, {
-                A.CUDNN_ATTR_ENGINE_OPERATION_GRAPH: gdesc, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX: engine.global_index})
-            edesc.finalized = False
-            finalize_engine(edesc)
-            edesc.finalized = True
-            choices = [make_filled(D.CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, {
-                A.CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE: _knob(k), A.CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE: v})
-                for k, v in cfg.knobs]
-            cdesc = make_filled(D.CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, {
-                A.CUDNN_ATTR_ENGINECFG_ENGINE: edesc, A.CUDNN_ATTR_ENGINECFG_KNOB_CHOICES: choices})
-            cdesc.finalized = False
-            finalize_engine_config(cdesc)
-            cdesc.finalized = True
-        except CudnnError:
-            continue  # a config that cannot be built is not a result
+    for ec in ranked:
+        edesc = make_filled(D.CUDNN_BACKEND_ENGINE_DESCRIPTOR, {
+            A.CUDNN_ATTR_ENGINE_OPERATION_GRAPH: gdesc, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX: ec.engine.global_index})
+        default_ec = bridge.engine_config(ec.engine, graph, ctx, bridge.default_config(ec.engine, graph))
+        _fill_engine(edesc, gdesc, ec.engine, default_ec)
+        choices = [make_filled(D.CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, {
+            A.CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE: K(int(k)), A.CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE: int(v)})
+            for k, v in ec.config.knobs]
+        cdesc = make_filled(D.CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, {
+            A.CUDNN_ATTR_ENGINECFG_ENGINE: edesc, A.CUDNN_ATTR_ENGINECFG_KNOB_CHOICES: choices})
+        cdesc.state["preset_ec"] = ec
+        finalize_engine_config(cdesc)
         results.append(cdesc)
     d.state["results"] = results
     _set_ro(d, A.CUDNN_ATTR_ENGINEHEUR_RESULTS, results)
-
-
-def _knob(k):
-    from ...types import cudnnBackendKnobType_t
-    return cudnnBackendKnobType_t(int(k))
 
 
 FINALIZERS = {

@@ -6,7 +6,7 @@ from ...types import cudnnBackendAttributeType_t as T
 def _key(cfg_desc):
     st = cfg_desc.state
     graph = st["graph"]
-    return (graph.key(dynamic=True), st["engine"].global_index, st["config"].knobs)
+    return (graph.key(dynamic=True), st["ec"].ident())
 
 
 def add(cache, cfg_desc):

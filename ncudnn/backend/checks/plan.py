@@ -1,34 +1,45 @@
 """Finalize of EXECUTION_PLAN, VARIANT_PACK and KERNEL_CACHE descriptors."""
+from ...errors import CudnnError
 from ...types import cudnnBackendAttributeName_t as A
 from ...types import cudnnBackendAttributeType_t as T
 from ...types import cudnnBackendDescriptorType_t as D
 from ...types import cudnnStatus_t as S
+from .. import engine_bridge as bridge
 from ..report import bad, fail, unsupported
 from .engine import _handle_ok
+from .kernel_cache import add
 
 
 def finalize_execution_plan(d):
-    from .. import serialize
     _handle_ok(d, A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE)
     if d.values(A.CUDNN_ATTR_EXECUTION_PLAN_RUN_ONLY_INTERMEDIATE_UIDS, []):
         unsupported(d, A.CUDNN_ATTR_EXECUTION_PLAN_RUN_ONLY_INTERMEDIATE_UIDS,
                     "running only intermediates is not supported: no engine exposes intermediates")
+    handle = d.value(A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE)
     cfg_desc = d.value(A.CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)
     if cfg_desc is None:
         text = d.value(A.CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION)
         if not text:
             bad(d, A.CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
                 "required attribute not set (or set CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION to deserialize)")
-        cfg_desc = serialize.load_plan(d, text, d.value(A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE))
-    st = cfg_desc.state
-    d.state.update(engine=st["engine"], graph=st["graph"], config=st["config"], plan=st["plan"],
-                   engine_config=cfg_desc)
-    d.attrs[A.CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE] = (T.CUDNN_TYPE_INT64, [int(st["plan"].workspace_size)])
-    d.attrs[A.CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION] = (T.CUDNN_TYPE_CHAR, serialize.dump_plan(cfg_desc))
-    cache = d.value(A.CUDNN_ATTR_EXECUTION_PLAN_KERNEL_CACHE)
-    if cache is not None:
-        from .kernel_cache import add
-        add(cache, cfg_desc)
+        try:
+            plan = bridge.plan_from_json(text, bridge.context(handle))
+        except CudnnError as e:
+            fail(e.status, d, A.CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, e.message)
+        ec = plan.engine_config
+        d.state.update(engine=ec.engine if ec is not None else None, graph=plan.graph, ec=ec, plan=plan)
+    else:
+        ec, graph = cfg_desc.state["ec"], cfg_desc.state["graph"]
+        try:
+            plan = bridge.build_plan(graph, ec, bridge.context(handle))
+        except CudnnError as e:
+            fail(e.status, d, A.CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, e.message)
+        d.state.update(engine=ec.engine, graph=graph, ec=ec, plan=plan, engine_config=cfg_desc)
+        cache = d.value(A.CUDNN_ATTR_EXECUTION_PLAN_KERNEL_CACHE)
+        if cache is not None:
+            add(cache, cfg_desc)
+    d.attrs[A.CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE] = (T.CUDNN_TYPE_INT64, [int(plan.workspace_size)])
+    d.attrs[A.CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION] = (T.CUDNN_TYPE_CHAR, bridge.plan_to_json(plan))
 
 
 def finalize_variant_pack(d):

@@ -1,0 +1,320 @@
+"""Operation graph, engine, engine config, heuristics, execution plan, variant pack, kernel cache and
+cudnnBackendExecute: the reference's use cases (grouped convolution graph, engine config, plan +
+variant pack execution) and every documented failure, with exact statuses."""
+import numpy as np
+import pytest
+from numba import cuda
+
+from backend_build import (A, D, DT, S, T, conv_desc, conv_op, create, expect, finalize, get, graph, handle, make,
+                           ok, pointwise_desc, pointwise_op, set_attr, tensor)
+from ncudnn.backend import (cudnnBackendExecute, cudnnBackendGetAttribute, cudnnBackendPopulateCudaGraph,
+                            cudnnBackendUpdateCudaGraph, cudnnGetExecutionPlanWorkspaceSize)
+from ncudnn.engines import registry
+from ncudnn.errors import CUDNN_STATUS_CATEGORY
+from ncudnn.reference import pointwise as ref_pointwise
+from ncudnn.testing import assert_close, poison_value, random, size
+from ncudnn.types import cudnnBackendHeurMode_t as H
+from ncudnn.types import cudnnBackendKnobType_t as K
+from ncudnn.types import cudnnPointwiseMode_t as P
+
+DESC = T.CUDNN_TYPE_BACKEND_DESCRIPTOR
+SHAPE = size([2, 3, 4, 5], [8, 64, 56, 56])
+BIAS = [1, SHAPE[1], 1, 1]
+UX, UB, UT, UY = 101, 102, 103, 104
+
+
+def grouped_conv_graph():
+    """The reference's use case: a single grouped 3-D convolution forward, 6-d tensors."""
+    n, g, c, k, d, h, w = 1, 2, 3, 4, 3, 5, 5
+    x = tensor(ord("x"), [n, g, c, d, h, w], alignment=4)
+    wt = tensor(ord("w"), [g, k, c, 1, 3, 3], alignment=4)
+    y = tensor(ord("y"), [n, g, k, d, h - 2, w - 2], alignment=4)
+    fprop = conv_op(D.CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, x, wt, y,
+                    conv_desc(3, mode=0), alpha=1.0, beta=0.5)
+    return graph([fprop])
+
+
+def bias_relu_graph():
+    """Y = relu(X + B): two pointwise nodes joined by a virtual tensor."""
+    x, b = tensor(UX, SHAPE), tensor(UB, BIAS)
+    t, y = tensor(UT, SHAPE, virtual=True), tensor(UY, SHAPE)
+    add = pointwise_op(pointwise_desc(P.CUDNN_POINTWISE_ADD), x=x, b=b, y=t)
+    relu = pointwise_op(pointwise_desc(P.CUDNN_POINTWISE_RELU_FWD), x=t, y=y)
+    return graph([add, relu])
+
+
+def engine(g, index, fin=True):
+    return make(D.CUDNN_BACKEND_ENGINE_DESCRIPTOR, {A.CUDNN_ATTR_ENGINE_OPERATION_GRAPH: (DESC, g),
+                                                    A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX: (T.CUDNN_TYPE_INT64, index)}, fin)
+
+
+def engine_config(eng, choices=(), fin=True):
+    attrs = {A.CUDNN_ATTR_ENGINECFG_ENGINE: (DESC, eng)}
+    if choices:
+        attrs[A.CUDNN_ATTR_ENGINECFG_KNOB_CHOICES] = (DESC, [make(D.CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, {
+            A.CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE: (T.CUDNN_TYPE_KNOB_TYPE, k),
+            A.CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE: (T.CUDNN_TYPE_INT64, v)}) for k, v in choices])
+    return make(D.CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, attrs, fin)
+
+
+def heuristics(g, mode=H.CUDNN_HEUR_MODE_A):
+    return make(D.CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, {A.CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH: (DESC, g),
+                                                        A.CUDNN_ATTR_ENGINEHEUR_MODE: (T.CUDNN_TYPE_HEUR_MODE, mode)})
+
+
+def plan(cfg, fin=True, cache=None):
+    attrs = {A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE: (T.CUDNN_TYPE_HANDLE, handle()),
+             A.CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG: (DESC, cfg)}
+    if cache is not None:
+        attrs[A.CUDNN_ATTR_EXECUTION_PLAN_KERNEL_CACHE] = (DESC, cache)
+    return make(D.CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, attrs, fin)
+
+
+def variant_pack(buffers, workspace=None, fin=True):
+    uids, ptrs = list(buffers), list(buffers.values())
+    return make(D.CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, {
+        A.CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS: (T.CUDNN_TYPE_INT64, uids),
+        A.CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS: (T.CUDNN_TYPE_VOID_PTR, ptrs),
+        A.CUDNN_ATTR_VARIANT_PACK_WORKSPACE: (T.CUDNN_TYPE_VOID_PTR, workspace)}, fin)
+
+
+@pytest.fixture
+def data(rng):
+    x, b = random(rng, SHAPE), random(rng, BIAS)
+    y = cuda.to_device(np.full(SHAPE, poison_value(np.float32), np.float32))
+    return x, b, y, {UX: cuda.to_device(x), UB: cuda.to_device(b), UY: y}
+
+
+def oracle(x, b):
+    return ref_pointwise(P.CUDNN_POINTWISE_RELU_FWD, x.astype(np.float64) + b)
+
+
+# ------------------------------------------------------------------------------ operation graph
+def test_grouped_conv_graph_lowers_to_the_ir():
+    g = grouped_conv_graph()
+    ir = g.state["graph"]
+    node = ir.nodes[0]
+    assert node.OP == "conv_fprop" and (node.alpha, node.beta) == (1.0, 0.5)
+    assert node.inputs["X"].dims == (1, 6, 3, 5, 5) and node.inputs["X"].strides == (450, 75, 25, 5, 1)
+    assert node.inputs["W"].dims == (8, 3, 1, 3, 3)
+    assert node.outputs["Y"].dims == (1, 8, 3, 3, 3) and node.groups == 2
+    assert get(g, A.CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, T.CUDNN_TYPE_INT64) == \
+        (1, [registry.global_count()])
+    assert get(g, A.CUDNN_ATTR_OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED, T.CUDNN_TYPE_BOOLEAN) == (1, [False])
+    count, ops = get(g, A.CUDNN_ATTR_OPERATIONGRAPH_OPS, DESC)
+    assert count == 1 and ops[0].type == D.CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR
+
+
+def test_operation_graph_failures():
+    op = pointwise_op(pointwise_desc(P.CUDNN_POINTWISE_ABS), x=tensor(1, [4]), y=tensor(2, [4]), fin=False)
+    expect(finalize(graph([op], fin=False)), S.CUDNN_STATUS_BAD_PARAM, "CUDNN_ATTR_OPERATIONGRAPH_OPS", "not finalized")
+    ok(finalize(op))
+    from ncudnn.handle import cudnnCreate, cudnnDestroy
+    h = ok(cudnnCreate())
+    g = make(D.CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, {A.CUDNN_ATTR_OPERATIONGRAPH_OPS: (DESC, [op]),
+                                                         A.CUDNN_ATTR_OPERATIONGRAPH_HANDLE: (T.CUDNN_TYPE_HANDLE, h)},
+             fin=False)
+    ok(cudnnDestroy(h))
+    expect(finalize(g), S.CUDNN_STATUS_BAD_PARAM, "CUDNN_ATTR_OPERATIONGRAPH_HANDLE", "destroyed")
+    expect(set_attr(g, A.CUDNN_ATTR_OPERATIONGRAPH_HANDLE, T.CUDNN_TYPE_HANDLE, h), S.CUDNN_STATUS_BAD_PARAM,
+           "destroyed")
+    expect(set_attr(g, A.CUDNN_ATTR_OPERATIONGRAPH_HANDLE, T.CUDNN_TYPE_HANDLE, [object()]), S.CUDNN_STATUS_BAD_PARAM,
+           "cudnnHandle_t")
+    expect(finalize(graph([op, op], fin=False)), S.CUDNN_STATUS_BAD_PARAM_DUPLICATED_ENTRIES, "listed twice")
+    other = pointwise_op(pointwise_desc(P.CUDNN_POINTWISE_ABS), x=tensor(1, [5]), y=tensor(3, [5]))
+    expect(finalize(graph([op, other], fin=False)), S.CUDNN_STATUS_BAD_PARAM_DUPLICATED_ENTRIES, "uid 1")
+    dangling = pointwise_op(pointwise_desc(P.CUDNN_POINTWISE_ABS), x=tensor(1, [4]), y=tensor(9, [4], virtual=True))
+    expect(finalize(graph([dangling], fin=False)), S.CUDNN_STATUS_BAD_PARAM, "CUDNN_ATTR_OPERATIONGRAPH_OPS",
+           "dangling")
+    expect(set_attr(create(D.CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR), A.CUDNN_ATTR_OPERATIONGRAPH_OPS, DESC,
+                    tensor(5, [1])), S.CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE, "CUDNN_BACKEND_TENSOR_DESCRIPTOR")
+
+
+# ------------------------------------------------------------------------- engine, config, heur
+def test_engine_failures():
+    g = bias_relu_graph()
+    expect(finalize(engine(g, registry.global_count(), fin=False)), S.CUDNN_STATUS_NOT_SUPPORTED,
+           "CUDNN_ATTR_ENGINE_GLOBAL_INDEX", "outside")
+    expect(finalize(engine(g, -1, fin=False)), S.CUDNN_STATUS_NOT_SUPPORTED, "outside")
+    unfinalized = graph([pointwise_op(pointwise_desc(P.CUDNN_POINTWISE_ABS), x=tensor(1, [4]), y=tensor(2, [4]))],
+                        fin=False)
+    expect(finalize(engine(unfinalized, 0, fin=False)), S.CUDNN_STATUS_BAD_PARAM, "CUDNN_ATTR_ENGINE_OPERATION_GRAPH",
+           "not finalized")
+    pw = registry.by_name("pointwise_fused").global_index
+    conv = grouped_conv_graph()
+    msg = expect(finalize(engine(conv, pw, fin=False)), S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
+                 "CUDNN_ATTR_ENGINE_GLOBAL_INDEX", "pointwise_fused")
+    assert "conv_fprop" in msg
+
+
+def test_grouped_conv_use_case_engine_config_and_plan():
+    """Engine config with CUDNN_ATTR_ENGINE_GLOBAL_INDEX 0 and no knobs, as the reference's use case."""
+    g = grouped_conv_graph()
+    count, results = get(g and heuristics(g), A.CUDNN_ATTR_ENGINEHEUR_RESULTS, DESC)
+    eng = engine(g, 0, fin=False)
+    status = finalize(eng)
+    if status[0] != S.CUDNN_STATUS_SUCCESS:
+        assert CUDNN_STATUS_CATEGORY(status[0]) == S.CUDNN_STATUS_NOT_SUPPORTED
+        if count == 0:
+            pytest.skip("no engine runs a grouped 3-D convolution yet: ENGINE finalize gives "
+                        f"{S(status[0]).name}")
+        cfg = results[0]
+    else:
+        cfg = engine_config(eng)
+    assert get(cfg, A.CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, T.CUDNN_TYPE_INT64)[0] == 1
+    p = plan(cfg)
+    assert get(p, A.CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, T.CUDNN_TYPE_INT64)[0] == 1
+
+
+def test_engine_config_knobs_and_notes():
+    g = bias_relu_graph()
+    eng = engine(g, registry.by_name("pointwise_fused").global_index)
+    count, infos = get(eng, A.CUDNN_ATTR_ENGINE_KNOB_INFO, DESC)
+    assert count == len(infos) == 2
+    knobs = {get(i, A.CUDNN_ATTR_KNOB_INFO_TYPE, T.CUDNN_TYPE_KNOB_TYPE)[1][0]: i for i in infos}
+    block = knobs[K.CUDNN_KNOB_TYPE_BLOCK_SIZE]
+    lo = get(block, A.CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, T.CUDNN_TYPE_INT64)[1][0]
+    hi = get(block, A.CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, T.CUDNN_TYPE_INT64)[1][0]
+    step = get(block, A.CUDNN_ATTR_KNOB_INFO_STRIDE, T.CUDNN_TYPE_INT64)[1][0]
+    assert (lo, hi, step) == (128, 1024, 128)
+    assert get(eng, A.CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, T.CUDNN_TYPE_BEHAVIOR_NOTE)[0] >= 0
+    assert get(eng, A.CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, T.CUDNN_TYPE_NUMERICAL_NOTE)[0] >= 0
+    cfg = engine_config(eng, [(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 512)])
+    assert get(cfg, A.CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, T.CUDNN_TYPE_INT64) == (1, [0])
+    assert cfg.state["ec"].config.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE) == 512
+    mine = create(D.CUDNN_BACKEND_ENGINE_DESCRIPTOR)
+    count, out = get(cfg, A.CUDNN_ATTR_ENGINECFG_ENGINE, DESC, 1, [mine])
+    assert out == [mine] and get(mine, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX, T.CUDNN_TYPE_INT64)[1] == [eng.value(
+        A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX)]
+    expect(finalize(engine_config(eng, [(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 100)], fin=False)),
+           S.CUDNN_STATUS_NOT_SUPPORTED, "CUDNN_ATTR_ENGINECFG_KNOB_CHOICES", "CUDNN_KNOB_TYPE_BLOCK_SIZE = 100")
+    expect(finalize(engine_config(eng, [(K.CUDNN_KNOB_TYPE_SPLIT_K, 1)], fin=False)), S.CUDNN_STATUS_NOT_SUPPORTED,
+           "has no knob CUDNN_KNOB_TYPE_SPLIT_K")
+    expect(finalize(engine_config(eng, [(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 256), (K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 512)],
+                                  fin=False)), S.CUDNN_STATUS_BAD_PARAM_DUPLICATED_ENTRIES, "chosen twice")
+    expect(finalize(engine_config(eng, [(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 384)], fin=False)),
+           S.CUDNN_STATUS_NOT_SUPPORTED, "power of 2")
+    expect(cudnnBackendGetAttribute(cfg, A.CUDNN_ATTR_ENGINECFG_INTERMEDIATE_INFO, DESC, 1),
+           S.CUDNN_STATUS_NOT_SUPPORTED, "placeholder")
+
+
+def test_heuristics_results_are_finalized_engine_configs():
+    g = bias_relu_graph()
+    for mode in (H.CUDNN_HEUR_MODE_A, H.CUDNN_HEUR_MODE_INSTANT, H.CUDNN_HEUR_MODE_B, H.CUDNN_HEUR_MODE_FALLBACK):
+        h = heuristics(g, mode)
+        count, _ = get(h, A.CUDNN_ATTR_ENGINEHEUR_RESULTS, DESC, 0)
+        assert count >= 1
+        cfgs = [create(D.CUDNN_BACKEND_ENGINECFG_DESCRIPTOR) for _ in range(count)]
+        n, out = get(h, A.CUDNN_ATTR_ENGINEHEUR_RESULTS, DESC, count, cfgs)
+        assert n == count and out == cfgs and all(c.finalized for c in cfgs)
+        eng = get(cfgs[0], A.CUDNN_ATTR_ENGINECFG_ENGINE, DESC)[1][0]
+        assert get(eng, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX, T.CUDNN_TYPE_INT64)[1][0] < registry.global_count()
+    expect(cudnnBackendGetAttribute(h, A.CUDNN_ATTR_ENGINEHEUR_RESULTS, DESC, 1,
+                                    [create(D.CUDNN_BACKEND_ENGINE_DESCRIPTOR)]),
+           S.CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE, "CUDNN_BACKEND_ENGINECFG_DESCRIPTOR")
+
+
+# --------------------------------------------------------------------------- plan and execute
+def test_plan_and_variant_pack_execution_use_case(data):
+    x, b, y, buffers = data
+    g = bias_relu_graph()
+    cfg = get(heuristics(g), A.CUDNN_ATTR_ENGINEHEUR_RESULTS, DESC, 1)[1][0]
+    p = plan(cfg)
+    ws = get(p, A.CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, T.CUDNN_TYPE_INT64)[1][0]
+    assert ok(cudnnGetExecutionPlanWorkspaceSize(handle(), p, None)) == ws
+    workspace = cuda.device_array(max(ws, 1), np.uint8) if ws else None
+    pack = variant_pack(buffers, workspace)
+    ok(cudnnBackendExecute(handle(), p, pack))
+    assert_close(y.copy_to_host(), oracle(x, b), "float32")
+
+
+def test_plan_json_round_trip_executes(data):
+    x, b, y, buffers = data
+    g = bias_relu_graph()
+    p = plan(engine_config(engine(g, registry.by_name("pointwise_fused").global_index)))
+    n, text = get(p, A.CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, T.CUDNN_TYPE_CHAR, 1 << 20)
+    assert n == len(text) + 1 and text.startswith("{")
+    q = make(D.CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, {
+        A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE: (T.CUDNN_TYPE_HANDLE, handle()),
+        A.CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION: (T.CUDNN_TYPE_CHAR, text)})
+    ok(cudnnBackendExecute(handle(), q, variant_pack(buffers)))
+    assert_close(y.copy_to_host(), oracle(x, b), "float32")
+    bad = make(D.CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, {
+        A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE: (T.CUDNN_TYPE_HANDLE, handle()),
+        A.CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION: (T.CUDNN_TYPE_CHAR, "{}")}, fin=False)
+    assert CUDNN_STATUS_CATEGORY(finalize(bad)[0]) != S.CUDNN_STATUS_SUCCESS
+    expect(finalize(make(D.CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, {
+        A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE: (T.CUDNN_TYPE_HANDLE, handle())}, fin=False)), S.CUDNN_STATUS_BAD_PARAM,
+        "CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG")
+
+
+def test_execute_failures(data):
+    x, b, y, buffers = data
+    g = bias_relu_graph()
+    p = plan(engine_config(engine(g, registry.by_name("pointwise_fused").global_index)))
+    pack = variant_pack(buffers)
+    expect(cudnnBackendExecute(handle(), plan(engine_config(engine(g, 0)), fin=False), pack),
+           S.CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, "executionPlan")
+    expect(cudnnBackendExecute(handle(), pack, p), S.CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE, "executionPlan")
+    expect(cudnnBackendExecute(None, p, pack), S.CUDNN_STATUS_BAD_PARAM, "NULL")
+    missing = variant_pack({UX: buffers[UX], UB: buffers[UB]})
+    expect(cudnnBackendExecute(handle(), p, missing), S.CUDNN_STATUS_BAD_PARAM, f"uid {UY}")
+    extra = variant_pack({**buffers, UT: buffers[UY]})
+    expect(cudnnBackendExecute(handle(), p, extra), S.CUDNN_STATUS_BAD_PARAM, f"[{UT}]")
+    small = variant_pack({**buffers, UY: cuda.device_array(3, np.float32)})
+    expect(cudnnBackendExecute(handle(), p, small), S.CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT,
+           "CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR")
+    expect(cudnnBackendPopulateCudaGraph(handle(), p, pack, object()),
+           S.CUDNN_STATUS_NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API, "pointwise_fused")
+    expect(cudnnBackendUpdateCudaGraph(handle(), p, pack, object()),
+           S.CUDNN_STATUS_NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API, "SUPPORTS_CUDA_GRAPH_NATIVE_API")
+
+
+def test_variant_pack_checks():
+    expect(finalize(make(D.CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, {
+        A.CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS: (T.CUDNN_TYPE_INT64, [1, 2]),
+        A.CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS: (T.CUDNN_TYPE_VOID_PTR, [0]),
+        A.CUDNN_ATTR_VARIANT_PACK_WORKSPACE: (T.CUDNN_TYPE_VOID_PTR, 0)}, fin=False)), S.CUDNN_STATUS_BAD_PARAM,
+        "CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS", "counts must match")
+    expect(finalize(make(D.CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, {
+        A.CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS: (T.CUDNN_TYPE_INT64, [1, 1]),
+        A.CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS: (T.CUDNN_TYPE_VOID_PTR, [0, 0]),
+        A.CUDNN_ATTR_VARIANT_PACK_WORKSPACE: (T.CUDNN_TYPE_VOID_PTR, 0)}, fin=False)),
+        S.CUDNN_STATUS_BAD_PARAM_DUPLICATED_ENTRIES, "[1]")
+    vp = create(D.CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)
+    expect(set_attr(vp, A.CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, T.CUDNN_TYPE_VOID_PTR, ["abc"]),
+           S.CUDNN_STATUS_BAD_PARAM, "not a pointer")
+    expect(set_attr(vp, A.CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, T.CUDNN_TYPE_VOID_PTR, [object()]),
+           S.CUDNN_STATUS_BAD_PARAM, "not device memory")
+    expect(set_attr(vp, A.CUDNN_ATTR_VARIANT_PACK_INTERMEDIATES, T.CUDNN_TYPE_VOID_PTR, [0]),
+           S.CUDNN_STATUS_NOT_SUPPORTED, "placeholder")
+    ok(set_attr(vp, A.CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, T.CUDNN_TYPE_INT64, []))
+    ok(set_attr(vp, A.CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, T.CUDNN_TYPE_VOID_PTR, []))
+    ok(set_attr(vp, A.CUDNN_ATTR_VARIANT_PACK_WORKSPACE, T.CUDNN_TYPE_VOID_PTR, None))
+    ok(finalize(vp))
+    assert get(vp, A.CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, T.CUDNN_TYPE_INT64) == (0, [])
+
+
+def test_kernel_cache():
+    g = bias_relu_graph()
+    cache = make(D.CUDNN_BACKEND_KERNEL_CACHE_DESCRIPTOR, {})
+    eng = engine(g, registry.by_name("pointwise_fused").global_index)
+    cfg = engine_config(eng)
+    other = engine_config(eng, [(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 1024)])
+    assert ok(cudnnBackendGetAttribute(cache, A.CUDNN_ATTR_KERNEL_CACHE_IS_ENGINECFG_KERNEL_CACHED, DESC, 1,
+                                       [cfg]))[0] == 0
+    plan(cfg, cache=cache)
+    assert ok(cudnnBackendGetAttribute(cache, A.CUDNN_ATTR_KERNEL_CACHE_IS_ENGINECFG_KERNEL_CACHED, DESC, 1,
+                                       [cfg]))[0] == 1
+    assert ok(cudnnBackendGetAttribute(cache, A.CUDNN_ATTR_KERNEL_CACHE_IS_ENGINECFG_KERNEL_CACHED, DESC, 1,
+                                       [other]))[0] == 0
+    assert get(cache, A.CUDNN_ATTR_KERNEL_CACHE_ENTRY_COUNT, T.CUDNN_TYPE_INT64) == (1, [1])
+    expect(cudnnBackendGetAttribute(cache, A.CUDNN_ATTR_KERNEL_CACHE_IS_ENGINECFG_KERNEL_CACHED, DESC, 1),
+           S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "engine config")
+
+
+def test_run_only_intermediates_is_not_supported():
+    g = bias_relu_graph()
+    p = plan(engine_config(engine(g, registry.by_name("pointwise_fused").global_index)), fin=False)
+    ok(set_attr(p, A.CUDNN_ATTR_EXECUTION_PLAN_RUN_ONLY_INTERMEDIATE_UIDS, T.CUDNN_TYPE_INT64, [UT]))
+    expect(finalize(p), S.CUDNN_STATUS_NOT_SUPPORTED, "CUDNN_ATTR_EXECUTION_PLAN_RUN_ONLY_INTERMEDIATE_UIDS")
