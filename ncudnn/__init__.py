@@ -35,3 +35,9 @@ from .log import cudnnDebug_t, cudnnGetCallback, cudnnSetCallback  # noqa: E402,
 
 # cudnn-frontend Python API: `import ncudnn as cudnn` runs code written for `import cudnn`
 from .frontend import *  # noqa: E402,F401,F403
+
+# the cudnn_graph backend descriptor API (C-style: (status, *outs))
+from .backend import (  # noqa: E402,F401
+    cudnnBackendCreateDescriptor, cudnnBackendDestroyDescriptor, cudnnBackendExecute, cudnnBackendFinalize,
+    cudnnBackendGetAttribute, cudnnBackendInitialize, cudnnBackendPopulateCudaGraph, cudnnBackendSetAttribute,
+    cudnnBackendUpdateCudaGraph, cudnnGetExecutionPlanWorkspaceSize)
