@@ -40,6 +40,13 @@ class ConvDgrad:
     def run(self, g, dy, w, dx, *, table=None, alpha=1.0, beta=0.0, bias=None, bias_stride=1,
             residual=None, residual_strides=None, workspace=None, stream=0):
         """dx = epilogue(alpha * dgrad(dy, w) + beta * dx); dy strides are g.y_strides, dx g.x_strides."""
+        packed = self.pack(g, dy, w, dx, table=table, bias=bias, bias_stride=bias_stride,
+                           residual=residual, residual_strides=residual_strides)
+        launch(self.bk, *packed, alpha, beta, workspace, stream)
+
+    def pack(self, g, dy, w, dx, *, table=None, bias=None, bias_stride=1, residual=None,
+             residual_strides=None):
+        """Checked (M, N, K, groups, a_args, b_args, o_args, bias_args, r_args) for ``launch``."""
         if tuple(g.stride) != self.stride:
             raise ValueError(f"kernel built for stride {self.stride}, problem has {g.stride}")
         M, N, K = g.gemm_dgrad()
@@ -51,7 +58,7 @@ class ConvDgrad:
         common.check_tensor("dx", dx, (g.N, g.C) + g.DHW, g.x_strides)
         if self.precomp:
             common.check_table(table, self.table_size(g) // 4)
-        else:
+        elif table is None:
             table = common.dummy("int32")
         sx, sw, sy = g.x_strides, g.w_strides, g.y_strides
         a_args = (dy, table, sy[0], sy[1], sy[2], sy[3], sy[4], O, P, Q, D, H, W, *g.pad,
@@ -63,8 +70,8 @@ class ConvDgrad:
         if residual is not None:
             common.check_tensor("residual", residual, (g.N, g.C) + g.DHW, sr)
         r_args = (res, sr[0], sr[1], sr[2], sr[3], sr[4], D, H, W, g.Cg)
-        launch(self.bk, M, N, K, g.G, a_args, b_args, o_args, common.bias_args(self, bias, g.Cg, bias_stride),
-               r_args, alpha, beta, workspace, stream)
+        bias_args = common.bias_args(self, bias, g.Cg, bias_stride)
+        return M, N, K, g.G, a_args, b_args, o_args, bias_args, r_args
 
 
 def make_conv_dgrad(cfg, stride, dtypes=("float32",) * 3, epilogue=ep.EpilogueSpec(), order="crs",

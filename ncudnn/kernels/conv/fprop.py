@@ -40,6 +40,13 @@ class ConvFprop:
 
     def run(self, g, x, w, y, *, table=None, alpha=1.0, beta=0.0, bias=None, bias_stride=1,
             residual=None, residual_strides=None, workspace=None, stream=0):
+        packed = self.pack(g, x, w, y, table=table, bias=bias, bias_stride=bias_stride,
+                           residual=residual, residual_strides=residual_strides)
+        launch(self.bk, *packed, alpha, beta, workspace, stream)
+
+    def pack(self, g, x, w, y, *, table=None, bias=None, bias_stride=1, residual=None,
+             residual_strides=None):
+        """Checked (M, N, K, groups, a_args, b_args, o_args, bias_args, r_args) for ``launch``."""
         M, N, K = g.gemm_fprop()
         D, H, W = g.DHW
         O, P, Q = g.OPQ
@@ -49,7 +56,7 @@ class ConvFprop:
         common.check_tensor("y", y, (g.N, g.K) + g.OPQ, g.y_strides)
         if self.precomp:
             common.check_table(table, self.table_size(g) // 4)
-        else:
+        elif table is None:
             table = common.dummy("int32")
         sx, sw, sy = g.x_strides, g.w_strides, g.y_strides
         a_args = (x, table, sx[0], sx[1], sx[2], sx[3], sx[4], D, H, W, O, P, Q, *g.stride, *g.pad,
@@ -61,8 +68,8 @@ class ConvFprop:
         if residual is not None:
             common.check_tensor("residual", residual, (g.N, g.K) + g.OPQ, sr)
         r_args = (res, sr[0], sr[1], sr[2], sr[3], sr[4], O, P, Q, g.Kg)
-        launch(self.bk, M, N, K, g.G, a_args, b_args, o_args, common.bias_args(self, bias, g.Kg, bias_stride),
-               r_args, alpha, beta, workspace, stream)
+        bias_args = common.bias_args(self, bias, g.Kg, bias_stride)
+        return M, N, K, g.G, a_args, b_args, o_args, bias_args, r_args
 
 
 def make_conv_fprop(cfg, dtypes=("float32",) * 3, epilogue=ep.EpilogueSpec(), order="crs",

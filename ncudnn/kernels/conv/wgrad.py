@@ -32,6 +32,10 @@ class ConvWgrad:
 
     def run(self, g, x, dy, dw, *, alpha=1.0, beta=0.0, workspace=None, stream=0):
         """dw = epilogue(alpha * wgrad(x, dy) + beta * dw)."""
+        launch(self.bk, *self.pack(g, x, dy, dw), alpha, beta, workspace, stream)
+
+    def pack(self, g, x, dy, dw):
+        """Checked (M, N, K, groups, a_args, b_args, o_args, bias_args, r_args) for ``launch``."""
         M, N, K = g.gemm_wgrad()
         D, H, W = g.DHW
         O, P, Q = g.OPQ
@@ -44,8 +48,7 @@ class ConvWgrad:
         b_args = (x, sx[0], sx[1], sx[2], sx[3], sx[4], D, H, W, O, P, Q, *g.stride, *g.pad,
                   g.Cg, T, R, S, *g.dil)
         o_args = (dw, sw[0], sw[1], sw[2], sw[3], sw[4], g.Kg, g.Cg, T, R, S, int(g.flip))
-        launch(self.bk, M, N, K, g.G, a_args, b_args, o_args, common.bias_args(self, None, 0),
-               o_args, alpha, beta, workspace, stream)
+        return M, N, K, g.G, a_args, b_args, o_args, (dw, 0, 0), o_args
 
 
 def make_conv_wgrad(cfg, dtypes=("float32",) * 3, epilogue=ep.EpilogueSpec(), order="crs",

@@ -100,6 +100,15 @@ def run_gemm(kern, a, b, c, *, M, N, K, a_strides, b_strides, c_strides, batch=1
     """Check, then launch ``kern`` on ``stream``. Strides are in elements: (row, col),
     (batch, row, col) or (batch1, batch2, row, col) for a (B1, B2) ``batch``; rows/cols of A are
     (m, k), of B (k, n), of C / residual (m, n). ``bias_strides = (s_batch, s_index)``."""
+    packed = gemm_args(kern, a, b, c, M=M, N=N, K=K, a_strides=a_strides, b_strides=b_strides,
+                       c_strides=c_strides, batch=batch, bias=bias, bias_strides=bias_strides,
+                       residual=residual, residual_strides=residual_strides)
+    launch(kern.bk, *packed, alpha, beta, workspace, stream)
+
+
+def gemm_args(kern, a, b, c, *, M, N, K, a_strides, b_strides, c_strides, batch=1, bias=None,
+              bias_strides=(0, 1), residual=None, residual_strides=None):
+    """Checked (M, N, K, nb, a_args, b_args, o_args, bias_args, r_args) for :func:`launch`."""
     b1, b2, nb = _batch(batch)
     sa, sb, sc = _strides(a_strides), _strides(b_strides), _strides(c_strides)
     if min(M, N, K, nb) <= 0:
@@ -129,24 +138,4 @@ def run_gemm(kern, a, b, c, *, M, N, K, a_strides, b_strides, c_strides, batch=1
         r_args = (residual, sr[0], sr[1], b2, sr[2], sr[3])
     else:
         r_args = (dummy(kern.dtypes[2]), 0, 0, 1, 0, 0)
-    launch(kern.bk, M, N, K, nb, a_args, b_args, o_args, bias_args, r_args, alpha, beta, workspace,
-           stream)
-
-
-def _arr(dtype):
-    from numba import types
-    return types.Array(getattr(types, dt.storage_dtype(dtype).name), 1, "C")
-
-
-def signature(kern):
-    """numba signature of ``kern.kernel`` (for cuda.compile_ptx / the compile-check registry)."""
-    from numba import types
-    i = types.int64
-    a_dt, b_dt, c_dt = kern.dtypes[:3]
-    bias_dt = kern.dtypes[3] if len(kern.dtypes) > 3 else c_dt
-    res_dt = kern.dtypes[4] if len(kern.dtypes) > 4 else c_dt
-    out_dt = kern.ftype if kern.split and kern.cfg.SPLIT_MODE == "workspace" else c_dt
-    f = getattr(types, kern.ftype)
-    mat = lambda d: types.Tuple((_arr(d), i, i, i, i, i))  # noqa: E731
-    return (types.void(mat(a_dt), mat(b_dt), mat(out_dt), types.Tuple((_arr(bias_dt), i, i)),
-                       mat(res_dt), i, i, i, i, i, f, f))
+    return M, N, K, nb, a_args, b_args, o_args, bias_args, r_args

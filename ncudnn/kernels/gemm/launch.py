@@ -42,31 +42,54 @@ class BlockKernels:
         return splitk.workspace_elems(batch, M, N, self.cfg.SPLIT_K) if self.split and not self.atomic else 0
 
 
+def kernel_args(bk, M, N, K, nb, a_args, b_args, o_args, bias_args, r_args, alpha, beta,
+                workspace=None):
+    """The block kernel's argument tuple (the workspace replaces the output for split-K partials)."""
+    cfg = bk.cfg
+    f = splitk.f(bk.ftype)
+    splits = cfg.SPLIT_K
+    kslice = splitk.k_slice(K, splits, cfg.BLOCK_K) if splits > 1 else K
+    out = splitk.workspace_args(workspace, M, N) if bk.split and not bk.atomic else o_args
+    return (a_args, b_args, out, bias_args, r_args, int(M), int(N), int(K), int(kslice), int(splits),
+            f(alpha), f(beta))
+
+
+def signature(args):
+    """numba signature text of a kernel taking ``args`` (arrays must be 1-D C-contiguous), in the
+    form ``cuda.compile_ptx`` and the compile-check registry parse."""
+    from numba import typeof, types
+
+    def fmt(t):
+        if isinstance(t, types.Array):
+            if t.ndim != 1:
+                raise ValueError("kernel arrays are 1-D")
+            return f"{t.dtype}[::1]"
+        if isinstance(t, types.UniTuple):
+            return f"UniTuple({fmt(t.dtype)}, {t.count})"
+        if isinstance(t, types.BaseTuple):
+            return "Tuple((" + ", ".join(fmt(x) for x in t.types) + ",))"
+        return str(t)
+    return "void(" + ", ".join(fmt(typeof(a)) for a in args) + ")"
+
+
 def launch(bk, M, N, K, nb, a_args, b_args, o_args, bias_args, r_args, alpha, beta, workspace,
-           stream, ws_offset_ok=False):
+           stream):
     """Launch ``bk`` over a (nb, M, N, K) problem; ``workspace``: ``ftype`` array for split-K."""
     cfg = bk.cfg
     f = splitk.f(bk.ftype)
-    alpha, beta = f(alpha), f(beta)
     splits = cfg.SPLIT_K
-    kslice = splitk.k_slice(K, splits, cfg.BLOCK_K) if splits > 1 else K
     grid = (-(-N // cfg.BLOCK_N), -(-M // cfg.BLOCK_M), nb * splits)
     if grid[1] > 65535 or grid[2] > 65535:
         raise ValueError(f"grid {grid} too large")
-    nt = cfg.num_threads
-    if bk.atomic:
-        splitk.launch_1d(bk.prescale, nb * M * N, stream, o_args, nb, M, N, beta)
-        bk.kernel[grid, nt, stream](a_args, b_args, o_args, bias_args, r_args, M, N, K, kslice,
-                                    splits, alpha, beta)
-    elif bk.split:
+    if bk.split and not bk.atomic:
         need = bk.workspace_elems(M, N, nb)
         if workspace is None or workspace.shape[0] < need or workspace.dtype != np.dtype(bk.ftype):
             raise ValueError(f"split-K needs a {bk.ftype} workspace of {need} elements")
-        w_args = splitk.workspace_args(workspace, M, N)
-        bk.kernel[grid, nt, stream](a_args, b_args, w_args, bias_args, r_args, M, N, K, kslice,
-                                    splits, alpha, beta)
+    args = kernel_args(bk, M, N, K, nb, a_args, b_args, o_args, bias_args, r_args, alpha, beta,
+                       workspace)
+    if bk.atomic:
+        splitk.launch_1d(bk.prescale, nb * M * N, stream, o_args, nb, M, N, f(beta))
+    bk.kernel[grid, cfg.num_threads, stream](*args)
+    if bk.split and not bk.atomic:
         splitk.launch_1d(bk.reduce, nb * M * N, stream, workspace, splits, o_args, bias_args,
-                         r_args, nb, M, N, alpha, beta)
-    else:
-        bk.kernel[grid, nt, stream](a_args, b_args, o_args, bias_args, r_args, M, N, K, kslice, 1,
-                                    alpha, beta)
+                         r_args, nb, M, N, f(alpha), f(beta))
