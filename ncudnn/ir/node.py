@@ -136,10 +136,12 @@ class Node:
             if like is not None and like.strides is not None and like.ndim == len(dims):
                 order = like.stride_order()
             t.strides = packed_strides(dims, order)
-        if t.dtype is None:
-            t.dtype = dtype if dtype is not None else (
-                ctx.intermediate_dtype if t.is_virtual else ctx.io_dtype) or (
-                like.dtype if like is not None else None) or DT.CUDNN_DATA_FLOAT
+        if t.dtype is None:  # (CUDNN_DATA_FLOAT is 0: test for None, never truthiness)
+            if dtype is None:
+                dtype = ctx.intermediate_dtype if t.is_virtual else ctx.io_dtype
+            if dtype is None and like is not None:
+                dtype = like.dtype
+            t.dtype = dtype if dtype is not None else DT.CUDNN_DATA_FLOAT
         return t
 
     def check_float(self, port):

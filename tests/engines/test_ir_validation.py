@@ -101,3 +101,12 @@ def test_virtual_outputs_are_inferred():
     g = OpGraph([pw("relu", RELU, mid, X=x), pw("neg", PM.CUDNN_POINTWISE_NEG, out, X=mid)]).finalize()
     assert mid.dims == (2, 3, 4) and mid.strides == (12, 4, 1) and mid.dtype == DT.CUDNN_DATA_FLOAT
     assert [n.name for n in g.nodes] == ["relu", "neg"]
+
+
+def test_intermediate_float_is_not_mistaken_for_unset():
+    # CUDNN_DATA_FLOAT is 0: a graph-wide intermediate type of FLOAT must win over the input's HALF
+    x = t(1, (2, 3), DT.CUDNN_DATA_HALF)
+    mid, out = v(10), t(2, (2, 3), DT.CUDNN_DATA_HALF)
+    OpGraph([pw("relu", RELU, mid, X=x), pw("neg", PM.CUDNN_POINTWISE_NEG, out, X=mid)],
+            intermediate_dtype=DT.CUDNN_DATA_FLOAT).finalize()
+    assert mid.dtype == DT.CUDNN_DATA_FLOAT
