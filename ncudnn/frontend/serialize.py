@@ -125,7 +125,7 @@ class SerializeMixin:
             t = self._new_tensor(dims=r["dims"], strides=r["strides"], dtype=r["dtype"], is_virtual=r["virtual"],
                                  is_by_value=r["by_value"], name=r["name"], uid=r["uid"], value=r["value"])
             if r["value"] is not None and r["dtype"] is not None:
-                from .graph import _np_scalar
+                from .core import _np_scalar
 
                 t.desc.value = _np_scalar(r["value"], r["dtype"])
             t.desc.meta[USER_UID] = r["user_uid"]

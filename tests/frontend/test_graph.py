@@ -95,8 +95,6 @@ def test_data_type_defaults_to_io_type_for_inputs():
     assert X.get_data_type() == cudnn.data_type.HALF and Y.get_data_type() == cudnn.data_type.HALF
 
 
-@pytest.mark.xfail(strict=True, reason="ir.node.infer_output uses `or` on data types: CUDNN_DATA_FLOAT (0) "
-                                        "counts as unset, so virtual outputs take the input's type")
 def test_virtual_outputs_take_the_intermediate_type():
     g, (*_, conv, biased, Y) = conv_bias_relu()
     Y.set_output(True)
