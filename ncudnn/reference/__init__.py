@@ -7,6 +7,7 @@ semantics exactly (and says where cuDNN leaves a choice that ncudnn had to make)
 graph ops:  pointwise, reduction, matmul, conv, norm (+ norm_graph), softmax, resample, attention,
             rng, quantize (block scale), paged (paged cache load)
 legacy ops: legacy (blend, OpTensor, activation, bias, dropout), lrn, spatial_tf, ctc, rnn
+one node:   ops.run_op / run_node (by IR op name, port names and attributes; for `verify`)
 """
 from .attention import alibi_slopes, sdpa_backward, sdpa_forward
 from .conv import conv_dgrad, conv_fprop, conv_output_shape, conv_wgrad
@@ -22,6 +23,7 @@ from .norm import (
     instancenorm_forward, layernorm_backward, layernorm_forward, rmsnorm_backward,
     rmsnorm_forward)
 from .norm_graph import norm_backward, norm_forward
+from .ops import SUPPORTED_OPS, run_node, run_op
 from .paged import paged_cache_load
 from .pointwise import POINTWISE_ARITY, pointwise, pointwise_mode
 from .quantize import block_scale_dequantize, block_scale_quantize
@@ -48,6 +50,7 @@ __all__ = [
     "instancenorm_backward", "instancenorm_forward", "layernorm_backward", "layernorm_forward",
     "rmsnorm_backward", "rmsnorm_forward",
     "norm_backward", "norm_forward",
+    "SUPPORTED_OPS", "run_node", "run_op",
     "paged_cache_load",
     "POINTWISE_ARITY", "pointwise", "pointwise_mode",
     "block_scale_dequantize", "block_scale_quantize",
