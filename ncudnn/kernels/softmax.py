@@ -1,0 +1,220 @@
+"""Softmax / log-softmax forward and backward over one axis of an (outer, n, inner) view.
+
+The tensor is a packed buffer viewed as ``(outer, n, inner)`` and the softmax runs over ``n``:
+the last axis is ``inner == 1``; the legacy CHANNEL mode of NCHW is ``(N, C, H*W)``; INSTANCE mode
+is ``(N, C*H*W, 1)``.
+
+* ``inner == 1`` — **row kernel**, one block per row. Rows of up to ``BLOCK * VPT_MAX`` elements
+  stay in registers (one read, one write: block max, exp, block sum, scale). Longer rows take the
+  **online** path: one pass keeps a running (max, sum) per thread, combined across the block as
+  pairs (m, s) -> (max, s_a e^(m_a - m) + s_b e^(m_b - m)), then a second pass writes.
+* ``inner > 1`` — **column kernel**: a thread per (outer, inner) position walks ``n`` with stride
+  ``inner`` (coalesced across threads), online max/sum, then writes.
+
+Backward from the forward output y (cudnnSoftmaxBackward): softmax ``dx = y * (dy - sum dy*y)``,
+log-softmax ``dx = dy - exp(y) * sum dy``. Math in float32 (float64 for all-fp64 I/O).
+"""
+import functools
+import math
+
+from numba import cuda
+
+from . import pointwise_ops as po
+from .dtypes import compute_type, loader, storer
+from .primitives import block_max, block_sum, shfl_xor
+
+__all__ = ["softmax_forward", "softmax_backward", "softmax_config"]
+
+VPT_MAX = 16
+
+
+def softmax_config(n, block=0):
+    """(BLOCK, VPT) of the row kernel; VPT 0 is the online (long-row) path."""
+    if not block:
+        block = min(1024, max(32, 1 << max(0, (math.ceil(n / 8) - 1).bit_length())))
+    vpt = math.ceil(n / block)
+    return block, (vpt if vpt <= VPT_MAX else 0)
+
+
+def _head(args, ct):
+    return [f"def kernel({args}):",
+            f"    sm = cuda.shared.array(32, {ct})",
+            f"    sm2 = cuda.shared.array(32, {ct})",
+            "    row = cuda.blockIdx.x",
+            "    t = cuda.threadIdx.x"]
+
+
+def _pair_combine(ma, sa, mb, sb, ninf, zero):
+    """Lines merging running (max, sum) pair b into a (guards for -inf maxima)."""
+    return [f"mn = {ma} if {ma} >= {mb} else {mb}",
+            f"{sa} = ({sa} * math.exp({ma} - mn) if {ma} > {ninf} else {zero})"
+            f" + ({sb} * math.exp({mb} - mn) if {mb} > {ninf} else {zero})",
+            f"{ma} = mn"]
+
+
+def _online_block(n, block, ct, ind="    "):
+    """Source lines: per-thread online max/sum over the row, then the block-wide pair combine."""
+    ninf, zero, one = po.lit(-math.inf, ct), po.lit(0.0, ct), po.lit(1.0, ct)
+    s = [f"m = {ninf}", f"s = {zero}", "c = t", f"while c < {n}:",
+         "    v = ldx(x, base + c)",
+         "    if v > m:",
+         f"        s = (s * math.exp(m - v) if m > {ninf} else {zero}) + {one}",
+         "        m = v",
+         f"    elif v > {ninf}:",
+         "        s += math.exp(v - m)",
+         f"    c += {block}"]
+    for msk in (16, 8, 4, 2, 1):
+        s += [f"mo = shfl_xor(m, {msk})", f"so = shfl_xor(s, {msk})"]
+        s += _pair_combine("m", "s", "mo", "so", ninf, zero)
+    s += ["if t % 32 == 0:", "    sm[t // 32] = m", "    sm2[t // 32] = s", "cuda.syncthreads()",
+          "m = sm[0]", "s = sm2[0]"]
+    if block > 32:
+        s += [f"for w in range(1, {block // 32}):", "    mo = sm[w]", "    so = sm2[w]"]
+        s += ["    " + ln for ln in _pair_combine("m", "s", "mo", "so", ninf, zero)]
+    return [ind + ln for ln in s]
+
+
+def _row_fwd_source(n, block, vpt, log, ct):
+    ninf, zero, one = po.lit(-math.inf, ct), po.lit(0.0, ct), po.lit(1.0, ct)
+    s = _head("x, y", ct) + [f"    base = row * {n}"]
+    if vpt:
+        guards = [(k + 1) * block > n for k in range(vpt)]
+        for k in range(vpt):
+            s.append(f"    c{k} = t + {k * block}")
+            s.append(f"    v{k} = ldx(x, base + c{k})" + (f" if c{k} < {n} else {ninf}" if guards[k] else ""))
+        s.append("    m = v0")
+        s += [f"    m = m if (m != m or m >= v{k}) else v{k}" for k in range(1, vpt)]
+        s.append("    m = block_max(m, sm)")
+        for k in range(vpt):
+            s.append(f"    e{k} = math.exp(v{k} - m)" + (f" if c{k} < {n} else {zero}" if guards[k] else ""))
+        s.append(f"    ssum = block_sum({' + '.join(f'e{k}' for k in range(vpt))}, sm)")
+        s.append(f"    r = math.log(ssum)" if log else f"    r = {one} / ssum")
+        for k in range(vpt):
+            ind = "    "
+            if guards[k]:
+                s.append(f"    if c{k} < {n}:")
+                ind = "        "
+            s.append(f"{ind}sty(y, base + c{k}, " + (f"v{k} - m - r)" if log else f"e{k} * r)"))
+    else:
+        s += _online_block(n, block, ct)
+        s += ["    r = math.log(s)" if log else f"    r = {one} / s",
+              "    c = t", f"    while c < {n}:", "        v = ldx(x, base + c)",
+              "        sty(y, base + c, " + ("v - m - r)" if log else "math.exp(v - m) * r)"),
+              f"        c += {block}"]
+    return "\n".join(s) + "\n"
+
+
+def _row_bwd_source(n, block, vpt, log, ct):
+    zero = po.lit(0.0, ct)
+    s = _head("y, dy, dx", ct) + [f"    base = row * {n}"]
+    if vpt:
+        guards = [(k + 1) * block > n for k in range(vpt)]
+        for k in range(vpt):
+            g = f" if c{k} < {n} else {zero}" if guards[k] else ""
+            s.append(f"    c{k} = t + {k * block}")
+            s.append(f"    y{k} = ldy(y, base + c{k})" + g)
+            s.append(f"    g{k} = ldd(dy, base + c{k})" + g)
+        acc = " + ".join(f"g{k}" for k in range(vpt)) if log else \
+            " + ".join(f"g{k} * y{k}" for k in range(vpt))
+        s.append(f"    dot = block_sum({acc}, sm)")
+        for k in range(vpt):
+            ind = "    "
+            if guards[k]:
+                s.append(f"    if c{k} < {n}:")
+                ind = "        "
+            val = f"g{k} - math.exp(y{k}) * dot" if log else f"y{k} * (g{k} - dot)"
+            s.append(f"{ind}stx(dx, base + c{k}, {val})")
+    else:
+        s += [f"    a = {zero}", "    c = t", f"    while c < {n}:",
+              "        a += ldd(dy, base + c)" if log else
+              "        a += ldd(dy, base + c) * ldy(y, base + c)",
+              f"        c += {block}", "    dot = block_sum(a, sm)",
+              "    c = t", f"    while c < {n}:", "        yv = ldy(y, base + c)",
+              "        gv = ldd(dy, base + c)",
+              "        stx(dx, base + c, " + ("gv - math.exp(yv) * dot)" if log else "yv * (gv - dot))"),
+              f"        c += {block}"]
+    return "\n".join(s) + "\n"
+
+
+def _col_fwd_source(n, inner, total, log, ct):
+    ninf, zero, one = po.lit(-math.inf, ct), po.lit(0.0, ct), po.lit(1.0, ct)
+    s = ["def kernel(x, y):", "    p = cuda.grid(1)", f"    if p < {total}:",
+         f"        base = (p // {inner}) * {n * inner} + p % {inner}",
+         f"        m = {ninf}", f"        s = {zero}",
+         f"        for c in range({n}):",
+         f"            v = ldx(x, base + c * {inner})",
+         "            if v > m:",
+         f"                s = (s * math.exp(m - v) if m > {ninf} else {zero}) + {one}",
+         "                m = v",
+         f"            elif v > {ninf}:",
+         "                s += math.exp(v - m)",
+         "        r = math.log(s)" if log else f"        r = {one} / s",
+         f"        for c in range({n}):",
+         f"            v = ldx(x, base + c * {inner})",
+         f"            sty(y, base + c * {inner}, " + ("v - m - r)" if log else "math.exp(v - m) * r)")]
+    return "\n".join(s) + "\n"
+
+
+def _col_bwd_source(n, inner, total, log, ct):
+    zero = po.lit(0.0, ct)
+    s = ["def kernel(y, dy, dx):", "    p = cuda.grid(1)", f"    if p < {total}:",
+         f"        base = (p // {inner}) * {n * inner} + p % {inner}",
+         f"        dot = {zero}", f"        for c in range({n}):",
+         f"            o = base + c * {inner}",
+         "            dot += ldd(dy, o)" if log else "            dot += ldd(dy, o) * ldy(y, o)",
+         f"        for c in range({n}):", f"            o = base + c * {inner}",
+         "            stx(dx, o, " + ("ldd(dy, o) - math.exp(ldy(y, o)) * dot)" if log else
+                                    "ldy(y, o) * (ldd(dy, o) - dot))")]
+    return "\n".join(s) + "\n"
+
+
+def _jit(source, name, **names):
+    ns = dict(po.expr_globals(), cuda=cuda, block_sum=block_sum, block_max=block_max,
+              shfl_xor=shfl_xor, **names)
+    exec(compile(source, f"<softmax {name}>", "exec"), ns)
+    return cuda.jit(ns["kernel"])
+
+
+@functools.lru_cache(maxsize=None)
+def _fwd_kernel(outer, n, inner, log, block, x_dt, y_dt):
+    ct = compute_type([x_dt, y_dt])
+    if inner == 1:
+        blk, vpt = softmax_config(n, block)
+        src = _row_fwd_source(n, blk, vpt, log, ct)
+        launch = (outer, blk)
+    else:
+        total = outer * inner
+        blk = block or 128
+        src = _col_fwd_source(n, inner, total, log, ct)
+        launch = (math.ceil(total / blk), blk)
+    return _jit(src, "fwd", ldx=loader(x_dt, ct), sty=storer(y_dt)), launch, src
+
+
+@functools.lru_cache(maxsize=None)
+def _bwd_kernel(outer, n, inner, log, block, y_dt, dy_dt, dx_dt):
+    ct = compute_type([y_dt, dy_dt, dx_dt])
+    if inner == 1:
+        blk, vpt = softmax_config(n, block)
+        src = _row_bwd_source(n, blk, vpt, log, ct)
+        launch = (outer, blk)
+    else:
+        total = outer * inner
+        blk = block or 128
+        src = _col_bwd_source(n, inner, total, log, ct)
+        launch = (math.ceil(total / blk), blk)
+    return _jit(src, "bwd", ldy=loader(y_dt, ct), ldd=loader(dy_dt, ct), stx=storer(dx_dt)), \
+        launch, src
+
+
+def softmax_forward(x, y, outer, n, inner=1, *, log=False, x_dtype="float32", y_dtype="float32",
+                    block=0, stream=0):
+    """y = softmax (or log-softmax) of x over n, both packed (outer, n, inner) device arrays."""
+    kern, (grid, blk), _ = _fwd_kernel(outer, n, inner, log, block, x_dtype, y_dtype)
+    kern[grid, blk, stream](x.reshape(x.size), y.reshape(y.size))
+
+
+def softmax_backward(y, dy, dx, outer, n, inner=1, *, log=False, y_dtype="float32",
+                     dy_dtype="float32", dx_dtype="float32", block=0, stream=0):
+    """dx from the forward output y and dy (packed (outer, n, inner) device arrays)."""
+    kern, (grid, blk), _ = _bwd_kernel(outer, n, inner, log, block, y_dtype, dy_dtype, dx_dtype)
+    kern[grid, blk, stream](y.reshape(y.size), dy.reshape(dy.size), dx.reshape(dx.size))

@@ -1,0 +1,78 @@
+"""Softmax / log-softmax forward and backward kernels against the float64 oracle."""
+import ml_dtypes
+import numpy as np
+import pytest
+from numba import cuda
+
+from ncudnn import reference as ref
+from ncudnn.kernels import softmax as sm
+from ncudnn.kernels.dtypes import from_storage, to_storage
+from ncudnn.testing import assert_close
+
+
+def _dev(a, dtype="float32"):
+    t = getattr(ml_dtypes, dtype, None) or np.dtype(dtype)
+    return cuda.to_device(to_storage(np.asarray(a).astype(t)))
+
+
+def _poisoned(n, dtype="float32"):
+    return _dev(np.full(n, np.nan, np.float32), dtype)
+
+
+def _host(d, dtype="float32"):
+    return from_storage(d.copy_to_host(), dtype)
+
+
+CASES = [((3, 45), 32, "registers"), ((2, 700), 32, "online")]
+
+
+@pytest.mark.parametrize("shape,block,path", CASES, ids=[c[2] for c in CASES])
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log"])
+def test_last_axis_forward_backward(rng, shape, block, path, log):
+    outer, n = shape
+    assert (sm.softmax_config(n, block)[1] == 0) == (path == "online")
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    x[0, :5] = -np.inf   # masked entries (attention-style)
+    dy = rng.standard_normal(shape).astype(np.float32)
+    y = _poisoned(x.size)
+    sm.softmax_forward(_dev(x), y, outer, n, log=log, block=block)
+    ey = (ref.log_softmax if log else ref.softmax)(x, axis=-1)
+    got = _host(y).reshape(shape)
+    assert_close(got, ey, "float32", name="y")
+    dx = _poisoned(x.size)
+    yin = ey.astype(np.float32)
+    sm.softmax_backward(_dev(yin), _dev(dy), dx, outer, n, log=log, block=block)
+    assert_close(_host(dx).reshape(shape), ref.softmax_backward(yin, dy, axis=-1, log=log),
+                 "float32", name="dx")
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log"])
+def test_channel_axis_nchw(rng, log):
+    shape = (2, 5, 3, 4)
+    x = rng.standard_normal(shape).astype(np.float32)
+    dy = rng.standard_normal(shape).astype(np.float32)
+    y = _poisoned(x.size)
+    sm.softmax_forward(_dev(x), y, 2, 5, 12, log=log)
+    ey = (ref.log_softmax if log else ref.softmax)(x, axis=1)
+    assert_close(_host(y).reshape(shape), ey, "float32")
+    dx = _poisoned(x.size)
+    yin = ey.astype(np.float32)
+    sm.softmax_backward(_dev(yin), _dev(dy), dx, 2, 5, 12, log=log)
+    assert_close(_host(dx).reshape(shape), ref.softmax_backward(yin, dy, axis=1, log=log), "float32")
+
+
+def test_fp16_in_bf16_out(rng):
+    shape = (4, 64)
+    x = (rng.standard_normal(shape) * 4).astype(np.float16)
+    y = _poisoned(x.size, "bfloat16")
+    sm.softmax_forward(_dev(x, "float16"), y, 4, 64, x_dtype="float16", y_dtype="bfloat16",
+                       block=32)
+    assert_close(_host(y, "bfloat16").reshape(shape), ref.softmax(x, axis=-1), "bfloat16")
+
+
+def test_instance_mode_all_but_batch(rng):
+    shape = (2, 3, 2, 5)
+    x = rng.standard_normal(shape).astype(np.float32)
+    y = _poisoned(x.size)
+    sm.softmax_forward(_dev(x), y, 2, 30, 1, block=32)
+    assert_close(_host(y).reshape(shape), ref.softmax(x, axis=(1, 2, 3)), "float32")
