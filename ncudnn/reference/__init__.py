@@ -23,7 +23,7 @@ from .norm import (
     instancenorm_forward, layernorm_backward, layernorm_forward, rmsnorm_backward,
     rmsnorm_forward)
 from .norm_graph import norm_backward, norm_forward
-from .ops import SUPPORTED_OPS, run_node, run_op
+from .ops import SUPPORTED_OPS, run_graph, run_node, run_op
 from .paged import paged_cache_load
 from .pointwise import POINTWISE_ARITY, pointwise, pointwise_mode
 from .quantize import block_scale_dequantize, block_scale_quantize
@@ -50,7 +50,7 @@ __all__ = [
     "instancenorm_backward", "instancenorm_forward", "layernorm_backward", "layernorm_forward",
     "rmsnorm_backward", "rmsnorm_forward",
     "norm_backward", "norm_forward",
-    "SUPPORTED_OPS", "run_node", "run_op",
+    "SUPPORTED_OPS", "run_graph", "run_node", "run_op",
     "paged_cache_load",
     "POINTWISE_ARITY", "pointwise", "pointwise_mode",
     "block_scale_dequantize", "block_scale_quantize",

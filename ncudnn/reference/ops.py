@@ -12,7 +12,12 @@ port -> float64 array (bool for comparisons, int64 for IDX).
 
 ``run_node(node, inputs, out_shapes=None, out_dtypes=None)`` does the same for any object with
 ``OP``, ``ATTRS`` and the attribute values as attributes (an IR node), taking missing output
-shapes from ``node.outputs[port].dims`` when present. Nothing from ncudnn.ir is imported.
+shapes from ``node.outputs[port].dims`` when present. ``run_graph(graph, values)`` runs every node
+of an op graph (``graph.topo_order()``, or ``graph.nodes`` / a node list already in order) with
+``values`` mapping tensor uid -> array for the graph inputs (by-value tensors supply their own
+``value``), and returns uid -> float64 array for every tensor, intermediates included (the oracle
+keeps virtual tensors in float64; a kernel rounds them to the intermediate type).
+Nothing from ncudnn.ir is imported.
 
 Blending: conv / resample ``alpha`` scales the result; ``beta`` needs the prior output passed as
 input port '<OUT>_PRIOR' (e.g. 'Y_PRIOR'), else beta must be 0.
@@ -38,7 +43,7 @@ from .resample import resample_backward, resample_forward
 from .rng import rng_generate
 from ._util import f64
 
-__all__ = ["run_op", "run_node", "SUPPORTED_OPS"]
+__all__ = ["run_op", "run_node", "run_graph", "SUPPORTED_OPS"]
 
 
 def _scalar(v):
@@ -259,3 +264,27 @@ def run_node(node, inputs, out_shapes=None, out_dtypes=None):
               if getattr(t, "dims", None) is not None}
     shapes.update(out_shapes or {})
     return run_op(node.OP, inputs, attrs, shapes, out_dtypes)
+
+
+def run_graph(graph, values):
+    """Evaluate every node of ``graph`` in topological order; returns uid -> array (see above)."""
+    if hasattr(graph, "topo_order"):
+        nodes = graph.topo_order()
+    else:
+        nodes = list(getattr(graph, "nodes", graph))
+    env = dict(values)
+    for node in nodes:
+        ins = {}
+        for port, t in node.inputs.items():
+            if getattr(t, "is_by_value", False):
+                ins[port] = t.value
+            elif t.uid in env:
+                ins[port] = env[t.uid]
+            else:
+                raise ValueError(f"node {getattr(node, 'name', node.OP)!r}: no value for {port} "
+                                 f"(uid {t.uid})")
+        outs = run_node(node, ins)
+        for port, t in node.outputs.items():
+            if port in outs:
+                env[t.uid] = outs[port]
+    return env

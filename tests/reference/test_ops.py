@@ -125,3 +125,22 @@ def test_run_node_on_real_ir_nodes(rng):
     red = ops.Reduction(inputs={"X": T(4, dims=(2, 3))}, outputs={"Y": T(5, dims=(2, 1))}, mode=3)
     xx = rng.uniform(size=(2, 3))
     np.testing.assert_array_equal(run_node(red, {"X": xx})["Y"], xx.max(axis=1, keepdims=True))
+
+
+def test_run_graph_conv_bias_relu(rng):
+    ops = pytest.importorskip("ncudnn.ir.ops")
+    tensor = pytest.importorskip("ncudnn.ir.tensor")
+    T = tensor.TensorDesc
+    x, w = rng.uniform(-1, 1, size=(1, 2, 4, 4)), rng.uniform(-1, 1, size=(3, 2, 3, 3))
+    b = rng.uniform(-1, 1, size=(1, 3, 1, 1))
+    tx, tw, tb = T(1, dims=x.shape), T(2, dims=w.shape), T(3, dims=b.shape)
+    tc, ta, ty = T(4, is_virtual=True), T(5, is_virtual=True), T(6)
+    conv = ops.ConvFprop(inputs={"X": tx, "W": tw}, outputs={"Y": tc}, spatial_dims=2,
+                         stride=(1, 1), pre_padding=(1, 1), post_padding=(1, 1), dilation=(1, 1))
+    add = ops.Pointwise(inputs={"X": tc, "B": tb}, outputs={"Y": ta}, mode=0)
+    relu = ops.Pointwise(inputs={"X": ta}, outputs={"Y": ty}, mode=100)
+    env = R.run_graph([relu, add, conv][::-1], {1: x, 2: w, 3: b})
+    want = np.maximum(R.conv_fprop(x, w, pre_pad=1, post_pad=1) + b, 0.0)
+    np.testing.assert_allclose(env[6], want, rtol=1e-14)
+    with pytest.raises(ValueError):
+        R.run_graph([add], {3: b})
