@@ -10,6 +10,7 @@ from ..errors import CudnnError
 from ..types import cudnnBackendAttributeName_t as A
 from ..types import cudnnBackendDescriptorType_t as D
 from ..types import cudnnBackendNormFwdPhase_t as Phase
+from ..types import cudnnRngDistribution_t as RngDist
 from ..types import cudnnStatus_t as S
 from .report import fail
 
@@ -166,7 +167,7 @@ def _bn_finalize(op, T):
 
 def _unsupported(why):
     def lower(op, T):
-        fail(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, op, None, why)
+        raise CudnnError(why, S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN)
     return lower
 
 
@@ -244,13 +245,18 @@ def _rng(op, T):
     if hasattr(seed, "state"):
         ins["SEED"] = T.of(op, A.CUDNN_ATTR_OPERATION_RNG_SEED, seed.state["tensor"])
         seed = 0
-    prob = rng.value(A[R + "BERNOULLI_DIST_PROBABILITY"])
+    dist = rng.value(A[R + "DISTRIBUTION"])
+    params = {}  # only the chosen distribution's parameters (the others keep the IR defaults)
+    if dist == RngDist.CUDNN_RNG_DISTRIBUTION_NORMAL:
+        params = dict(normal_mean=rng.value(A[R + "NORMAL_DIST_MEAN"]),
+                      normal_std=rng.value(A[R + "NORMAL_DIST_STANDARD_DEVIATION"]))
+    elif dist == RngDist.CUDNN_RNG_DISTRIBUTION_UNIFORM:
+        params = dict(uniform_min=rng.value(A[R + "UNIFORM_DIST_MINIMUM"]),
+                      uniform_max=rng.value(A[R + "UNIFORM_DIST_MAXIMUM"]))
+    else:
+        params = dict(bernoulli_probability=rng.value(A[R + "BERNOULLI_DIST_PROBABILITY"]))
     return Rng(name="rng", inputs=ins, outputs={"Y": T(op, A.CUDNN_ATTR_OPERATION_RNG_YDESC)},
-               distribution=rng.value(A[R + "DISTRIBUTION"]), normal_mean=rng.value(A[R + "NORMAL_DIST_MEAN"]),
-               normal_std=rng.value(A[R + "NORMAL_DIST_STANDARD_DEVIATION"]),
-               uniform_min=rng.value(A[R + "UNIFORM_DIST_MINIMUM"]),
-               uniform_max=rng.value(A[R + "UNIFORM_DIST_MAXIMUM"]),
-               bernoulli_probability=0.5 if prob is None else prob, seed=int(seed))
+               distribution=dist, seed=int(seed), **params)
 
 
 def _signal(op, T):
@@ -332,9 +338,8 @@ def lower_operation_graph(desc):
         try:
             nodes.append(lower(op, T))
         except CudnnError as e:
-            if e.message.startswith("CUDNN_BACKEND_"):
-                raise
-            fail(e.status, desc, OPS, f"{op.type.name}: {e.message}")
+            named = e.message if e.message.startswith(op.type.name) else f"{op.type.name}: {e.message}"
+            fail(e.status, desc, OPS, named)
     dynamic = bool(desc.value(A.CUDNN_ATTR_OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED))
     graph = OpGraph(nodes, name=f"backend#{desc.id}", dynamic_shapes=dynamic)
     try:
