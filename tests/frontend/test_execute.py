@@ -78,6 +78,16 @@ def test_pipeline_executes_pointwise_graph(data):
     assert_close(y, oracle(x, b, scale), "float32")
 
 
+def test_graph_oracle_matches_numpy(data):
+    from fe_oracle import graph_oracle
+
+    x, b, scale = data
+    g, X, B, s, Y = bias_scale_relu_graph()
+    g.validate()
+    vals = graph_oracle(g, {X.get_uid(): x, B.get_uid(): b, s.get_uid(): scale})
+    assert_close(vals[Y.get_uid()], oracle(x, b, scale), "float64")
+
+
 def test_variant_pack_by_uid_and_name_and_numpy_scalar(data):
     x, b, scale = data
     g, X, B, s, Y = bias_scale_relu_graph()
