@@ -479,14 +479,14 @@ class PreparedLaunch:
             stream = stream_handle(stream)
         with self._lock:
             if ptrs is not None:
-                vals, slots = self._vals, self._slots
-                if len(ptrs) != len(slots):
-                    raise ValueError(f"{len(ptrs)} pointers for {len(slots)} pointer parameters")
-                for i, p in enumerate(ptrs):
-                    vals[slots[i]] = p if type(p) is int else data_pointer(p)
-            ret = self._launch(*self._head, stream, *self._tail)
-        if ret[0] != _SUCCESS:
-            self._retry_or_raise(ret[0], stream)
+                if len(ptrs) != self.n_ptrs:
+                    raise ValueError(f"{len(ptrs)} pointers for {self.n_ptrs} pointer parameters")
+                vals = self._vals
+                for slot, p in zip(self._slots, ptrs):
+                    vals[slot] = p if type(p) is int else data_pointer(p)
+            err = self._launch(*self._head, stream, *self._tail)[0]
+        if err != _SUCCESS:
+            self._retry_or_raise(err, stream)
 
     def _retry_or_raise(self, err, stream):
         # A thread with no current context: make numba's (primary) context current once and retry.

@@ -143,3 +143,84 @@ def test_flattening_matches_numba_and_ptx(rng):
     assert r["ours"] == r["numba"]
     assert r["ptx"] == r["sizes"]
     assert len(r["ptx"]) > 40  # arrays of ndim 1, 3, 2 (+ tuple ndim 2) alone give 41 slots
+
+
+GPU_PATH_CHILD = r'''
+import ctypes, json, struct, sys
+import numpy as np
+from cuda.bindings import driver as drv
+import ncudnn.kernels.launch as L
+
+req = json.loads(sys.stdin.read())
+calls, attrs = [], []
+class FakeDrv:  # the driver entry points the GPU path uses, recorded instead of called
+    CUfunction_attribute = drv.CUfunction_attribute
+    CUresult = drv.CUresult
+    @staticmethod
+    def cuFuncSetAttribute(fn, attr, value):
+        attrs.append([int(fn), int(attr), value])
+        return (drv.CUresult.CUDA_SUCCESS,)
+    @staticmethod
+    def cuGetErrorName(err):
+        return (drv.CUresult.CUDA_SUCCESS, b"CUDA_ERROR_INVALID_VALUE")
+L._drv = FakeDrv
+
+def fake_launch(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+    argv = (ctypes.c_void_p * 64).from_address(params)
+    words = [ctypes.c_uint64.from_address(argv[i]).value for i in range(n_params)]
+    calls.append(dict(f=int(f), grid=[gx, gy, gz], block=[bx, by, bz], shared=shared, stream=stream,
+                      extra=extra, words=words))
+    return (drv.CUresult(req["result"]),)
+
+sig = "void(float32[:, :], int64[::1], float64, int32)"
+k = L.CompiledKernel.from_function(drv.CUfunction(0xABC0), L.normalize_argtypes(sig), "_Zk", {"regs": 9})
+x = L.ArgView(req["px"], (3, 4), (64, 8), 4, np.float32)
+y = (req["py"], (5,), (8,), 8)
+pl = k.prepare((2, 3), 64, (x, y, 0.5, -7), shared=req["shared"])
+n_params = len(pl.params)
+pl._launch = fake_launch
+class Stream:
+    def __cuda_stream__(self):
+        return (0, 4242)
+err = None
+try:
+    pl.run(None, Stream())
+    pl.run([req["px2"], L.ArgView(req["py2"], (5,), (8,), 8)], 17)
+except L.LaunchError as e:
+    err = dict(code=e.code, msg=str(e), result=int(e.result))
+print("GPUPATH " + json.dumps(dict(calls=calls, attrs=attrs, err=err, n=n_params)))
+'''
+
+
+def _gpu_path(rng, result=0, shared=0):
+    ptrs = {k: int(rng.integers(1, 1 << 36)) * 256 for k in ("px", "py", "px2", "py2")}
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    req = dict(ptrs, result=result, shared=shared)
+    p = subprocess.run([sys.executable, "-c", GPU_PATH_CHILD], input=json.dumps(req), capture_output=True,
+                       text=True, env=env, timeout=300)
+    line = [ln for ln in p.stdout.splitlines() if ln.startswith("GPUPATH ")]
+    assert line, p.stderr[-3000:]
+    return ptrs, json.loads(line[0][8:])
+
+
+def test_gpu_path_launch_arguments_and_patching(rng):
+    """The GPU-side PreparedLaunch with cuLaunchKernel recorded: dims, stream, shared memory, patched slots."""
+    ptrs, r = _gpu_path(rng, shared=100_000)
+    assert r["err"] is None and r["n"] == 9 + 7 + 2
+    assert r["attrs"] == [[0xABC0, 8, 100_000]]  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES opt-in
+    c1, c2 = r["calls"]
+    assert c1["f"] == 0xABC0 and c1["grid"] == [2, 3, 1] and c1["block"] == [64, 1, 1]
+    assert c1["shared"] == 100_000 and c1["stream"] == 4242 and c2["stream"] == 17 and c1["extra"] == 0
+    x_slots = [0, 0, 12, 4, ptrs["px"], 3, 4, 64, 8]
+    y_slots = [0, 0, 5, 8, ptrs["py"], 5, 8]
+    assert c1["words"][:16] == x_slots + y_slots
+    assert struct.unpack("<d", struct.pack("<Q", c1["words"][16]))[0] == 0.5
+    assert struct.unpack("<i", struct.pack("<I", c1["words"][17] & 0xFFFFFFFF))[0] == -7
+    x_slots[4], y_slots[4] = ptrs["px2"], ptrs["py2"]
+    assert c2["words"][:16] == x_slots + y_slots and c2["words"][16:] == c1["words"][16:]
+
+
+def test_gpu_path_failed_launch_raises_with_cuda_result(rng):
+    _, r = _gpu_path(rng, result=1)  # CUDA_ERROR_INVALID_VALUE
+    assert r["err"]["code"] == 1 and r["err"]["result"] == 1
+    assert "CUDA_ERROR_INVALID_VALUE" in r["err"]["msg"] and len(r["calls"]) == 1
