@@ -1,6 +1,8 @@
 """A generator for op methods with the frontend's call style: tensor ports positionally (in order) or by
-keyword, then attributes; list-valued ports (``peer_stats``, ``inputs``) by keyword; ``name`` and
-``compute_data_type`` by keyword. Multi-output methods return a list (None for an absent output)."""
+keyword, then attributes; list-valued ports (``peer_stats``, ``inputs``) by keyword; ``name``,
+``compute_data_type`` and ``out_dims`` (dims of outputs the IR cannot infer: a list for the first output,
+or {port: dims}) by keyword. Multi-output methods return a list (None for an absent output)."""
+from .enums import norm_forward_phase
 
 
 def op_method(op, ports, attrs, outputs, lower, required=(), list_ports=(), present=None, suffix=None,
@@ -9,7 +11,10 @@ def op_method(op, ports, attrs, outputs, lower, required=(), list_ports=(), pres
     port to the label in its name (``"<name>::<label>"``); ``defaults`` fills omitted attributes."""
     names = tuple(ports) + tuple(attrs)
 
-    def method(self, *args, name="", compute_data_type=None, **kwargs):
+    def method(self, *args, name="", compute_data_type=None, out_dims=None, **kwargs):
+        if args and "norm_forward_phase" in attrs and isinstance(args[0], norm_forward_phase):
+            kwargs["norm_forward_phase"] = args[0]  # the older call style: phase first
+            args = args[1:]
         if len(args) > len(names):
             raise TypeError(f"{op}() takes at most {len(names)} positional arguments {names}")
         given = dict(zip(names, args))
@@ -34,7 +39,7 @@ def op_method(op, ports, attrs, outputs, lower, required=(), list_ports=(), pres
             def pres(port):
                 return present(params, tensors, port)
         return self._add_op(op, name, tensors, params, list(outputs), lower, compute_data_type=compute_data_type,
-                            present=pres, suffix=suffix)
+                            present=pres, suffix=suffix, out_dims=out_dims)
 
     method.__name__ = op
     method.__qualname__ = f"pygraph.{op}"

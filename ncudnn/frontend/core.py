@@ -214,10 +214,11 @@ class pygraph(PointwiseOps, ConvMatmulOps, NormOps, OtherOps, PipelineMixin, Ser
         return f"{kind}.{n}"
 
     def _add_op(self, kind, name, tensors, params, out_ports, lower, compute_data_type=None, present=None,
-                suffix=None):
+                suffix=None, out_dims=None):
         """Record an op. ``tensors``: port -> tensor-like (None = not given) or list; ``out_ports`` in
         return order; ``present(port) -> bool`` says which outputs exist; ``suffix`` renames ports in
-        output names. Returns one tensor, or the list of outputs (None where absent)."""
+        output names; ``out_dims``: dims of the (first) output, or {port: dims}, for shapes the IR cannot
+        infer. Returns one tensor, or the list of outputs (None where absent)."""
         name = self._get_name(kind, name)
         conv = {}
         for port, v in tensors.items():
@@ -232,6 +233,12 @@ class pygraph(PointwiseOps, ConvMatmulOps, NormOps, OtherOps, PipelineMixin, Ser
                 continue
             label = (suffix or {}).get(port, port)
             outs.append(self._new_tensor(is_virtual=True, name=f"{name}::{label}"))
+        if out_dims is not None:
+            given = out_dims if isinstance(out_dims, dict) else {out_ports[0]: out_dims}
+            for port, dims in given.items():
+                t = outs[out_ports.index(port)]
+                if t is not None:
+                    t.set_dim(dims)
         rec = OpRecord(kind, name, conv, dict(params), outs, list(out_ports), lower,
                        to_ir_dtype(compute_data_type))
         self._records.append(rec)

@@ -63,7 +63,7 @@ def _lower_matmul(graph, rec):
 
 
 def _conv_method(op, ports, out_port, lower):
-    def method(self, *args, compute_data_type=None, name="", **kwargs):
+    def method(self, *args, compute_data_type=None, name="", out_dims=None, **kwargs):
         names = ports + CONV_ATTRS
         if len(args) > len(names):
             raise TypeError(f"{op}() takes at most {len(names)} positional arguments {names}")
@@ -81,7 +81,7 @@ def _conv_method(op, ports, out_port, lower):
         params = {k: (list(given[k]) if k != "convolution_mode" and given.get(k) is not None else given.get(k))
                   for k in CONV_ATTRS}
         return self._add_op(op, name, {p: given[p] for p in ports}, params, [out_port], lower,
-                            compute_data_type=compute_data_type)
+                            compute_data_type=compute_data_type, out_dims=out_dims)
 
     method.__name__ = op
     method.__qualname__ = f"pygraph.{op}"

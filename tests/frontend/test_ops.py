@@ -242,5 +242,20 @@ def test_sdpa_forward_backward():
     assert "use_alibi_mask" in str(e.value) and e.value.status == S.CUDNN_STATUS_NOT_SUPPORTED
 
 
+def test_out_dims_and_phase_first_call_style():
+    g = graph()
+    x = t(g, "x", [2, 3, 4])
+    r = g.reduction(x, cudnn.reduction_mode.ADD, out_dims=[2, 3, 1], name="red")
+    r.set_output(True)
+    xs = t(g, "xs", [4, 6, 1, 1])
+    y, mean, inv = g.layernorm(cudnn.norm_forward_phase.INFERENCE, xs, t(g, "s", [1, 6, 1, 1]),
+                               t(g, "b", [1, 6, 1, 1]), 1e-5, name="ln")
+    assert mean is None and inv is None
+    y.set_output(True)
+    g.validate()
+    assert r.get_dim() == [2, 3, 1] and r.get_stride() == [3, 1, 1]
+    assert int(ir_node(g, "ln").phase) == int(cudnn.norm_forward_phase.INFERENCE)
+
+
 def test_modes_pointwise_enum_matches_ir():
     assert int(cudnn.pointwise_mode.RELU_FWD) == int(M.CUDNN_POINTWISE_RELU_FWD)
