@@ -140,7 +140,10 @@ def set_attribute(d, name, attr_type, count, elements):
         return
     if elements is None and attr_type != T.CUDNN_TYPE_VOID_PTR:  # None as a pointer value is NULL
         fail(S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER, d, name, "arrayOfElements is NULL")
-    items = _as_list(elements)
+    if attr_type == T.CUDNN_TYPE_FRACTION and count == 1 and isinstance(elements, tuple) and len(elements) == 2:
+        items = [elements]  # one (numerator, denominator) pair
+    else:
+        items = _as_list(elements)
     if len(items) < count:
         bad(d, name, f"elementCount {count} but arrayOfElements holds {len(items)} element(s)")
     converted = []

@@ -318,3 +318,43 @@ def test_run_only_intermediates_is_not_supported():
     p = plan(engine_config(engine(g, registry.by_name("pointwise_fused").global_index)), fin=False)
     ok(set_attr(p, A.CUDNN_ATTR_EXECUTION_PLAN_RUN_ONLY_INTERMEDIATE_UIDS, T.CUDNN_TYPE_INT64, [UT]))
     expect(finalize(p), S.CUDNN_STATUS_NOT_SUPPORTED, "CUDNN_ATTR_EXECUTION_PLAN_RUN_ONLY_INTERMEDIATE_UIDS")
+
+
+def test_sm_count_targets():
+    g = bias_relu_graph()
+    pw = registry.by_name("pointwise_fused").global_index
+    eng = engine(g, pw, fin=False)
+    ok(set_attr(eng, A.CUDNN_ATTR_ENGINE_SM_COUNT_TARGET, T.CUDNN_TYPE_INT32, -1))
+    expect(finalize(eng), S.CUDNN_STATUS_BAD_PARAM, "CUDNN_ATTR_ENGINE_SM_COUNT_TARGET")
+    sms = g.state["ctx"].device.sm_count
+    ok(set_attr(eng, A.CUDNN_ATTR_ENGINE_SM_COUNT_TARGET, T.CUDNN_TYPE_INT32, sms + 1))
+    expect(finalize(eng), S.CUDNN_STATUS_BAD_PARAM, "CUDNN_ATTR_ENGINE_SM_COUNT_TARGET", f"[0, {sms}]")
+    ok(set_attr(eng, A.CUDNN_ATTR_ENGINE_SM_COUNT_TARGET, T.CUDNN_TYPE_INT32, sms))
+    ok(finalize(eng))
+    assert get(eng, A.CUDNN_ATTR_ENGINE_SM_COUNT_TARGET, T.CUDNN_TYPE_INT32) == (1, [sms])
+    h = make(D.CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, {
+        A.CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH: (DESC, g), A.CUDNN_ATTR_ENGINEHEUR_MODE: (T.CUDNN_TYPE_HEUR_MODE, 3),
+        A.CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET: (T.CUDNN_TYPE_INT32, -5)}, fin=False)
+    expect(finalize(h), S.CUDNN_STATUS_BAD_PARAM, "CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET")
+
+
+def test_by_value_scalar_in_the_variant_pack(data):
+    """Y = relu((X + B) * s) with s a by-value tensor: the pack carries the host value itself."""
+    x, b, y, buffers = data
+    xs, bs = tensor(UX, SHAPE), tensor(UB, BIAS)
+    s = tensor(105, [1, 1, 1, 1], by_value=True)
+    t1, t2, ys = tensor(UT, SHAPE, virtual=True), tensor(106, SHAPE, virtual=True), tensor(UY, SHAPE)
+    ops = [pointwise_op(pointwise_desc(P.CUDNN_POINTWISE_ADD), x=xs, b=bs, y=t1),
+           pointwise_op(pointwise_desc(P.CUDNN_POINTWISE_MUL), x=t1, b=s, y=t2),
+           pointwise_op(pointwise_desc(P.CUDNN_POINTWISE_RELU_FWD), x=t2, y=ys)]
+    g = graph(ops)
+    p = plan(get(heuristics(g), A.CUDNN_ATTR_ENGINEHEUR_RESULTS, DESC, 1)[1][0])
+    scale = 1.75
+    ok(cudnnBackendExecute(handle(), p, variant_pack({**buffers, 105: scale})))
+    ref = ref_pointwise(P.CUDNN_POINTWISE_RELU_FWD, (x.astype(np.float64) + b) * scale)
+    assert_close(y.copy_to_host(), ref, "float32")
+    ok(cudnnBackendExecute(handle(), p, variant_pack({**buffers, 105: np.array([-0.5], np.float32)})))
+    ref = ref_pointwise(P.CUDNN_POINTWISE_RELU_FWD, (x.astype(np.float64) + b) * -0.5)
+    assert_close(y.copy_to_host(), ref, "float32")
+    expect(cudnnBackendExecute(handle(), p, variant_pack({**buffers, 105: np.array([])})), S.CUDNN_STATUS_BAD_PARAM,
+           "by-value")

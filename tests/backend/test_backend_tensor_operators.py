@@ -193,3 +193,15 @@ def test_rng_descriptor_checks():
     expect(finalize(rng(RNG.CUDNN_RNG_DISTRIBUTION_BERNOULLI)), S.CUDNN_STATUS_BAD_PARAM, "must be set")
     d = rng(RNG.CUDNN_RNG_DISTRIBUTION_BERNOULLI, bernoulli_dist_probability=0.3, fin=True)
     assert get(d, A.CUDNN_ATTR_RNG_DISTRIBUTION, T.CUDNN_TYPE_RNG_DISTRIBUTION) == (1, [RNG.CUDNN_RNG_DISTRIBUTION_BERNOULLI])
+
+
+def test_fraction_scalar_pair_and_fraction_objects():
+    r = create(D.CUDNN_BACKEND_RESAMPLE_DESCRIPTOR)
+    ok(set_attr(r, A.CUDNN_ATTR_RESAMPLE_SPATIAL_DIMS, T.CUDNN_TYPE_INT64, 1))
+    ok(__import__("ncudnn.backend", fromlist=["x"]).cudnnBackendSetAttribute(
+        r, A.CUDNN_ATTR_RESAMPLE_STRIDES, T.CUDNN_TYPE_FRACTION, 1, (5, 2)))
+    for name in (A.CUDNN_ATTR_RESAMPLE_WINDOW_DIMS, A.CUDNN_ATTR_RESAMPLE_PRE_PADDINGS,
+                 A.CUDNN_ATTR_RESAMPLE_POST_PADDINGS):
+        ok(set_attr(r, name, T.CUDNN_TYPE_FRACTION, [Fraction(1, 1)]))
+    ok(finalize(r))
+    assert get(r, A.CUDNN_ATTR_RESAMPLE_STRIDES, T.CUDNN_TYPE_FRACTION) == (1, [Fraction(5, 2)])

@@ -26,6 +26,13 @@ def _set_ro(d, name, values):
     d.attrs[name] = (SCHEMA[d.type].attrs[name].types[0], list(values))
 
 
+def _check_sm_target(d, name, ctx):
+    sm = d.value(name)
+    limit = getattr(getattr(ctx, "device", None), "sm_count", None)
+    if sm < 0 or (limit is not None and sm > limit):
+        bad(d, name, f"{sm} is outside [0, {limit if limit is not None else 'the SM count'}] (0: all SMs)")
+
+
 def finalize_operation_graph(d):
     from ..lower import lower_operation_graph
     _handle_ok(d, A.CUDNN_ATTR_OPERATIONGRAPH_HANDLE)
@@ -68,9 +75,7 @@ def finalize_engine(d):
     if not 0 <= index < count:
         unsupported(d, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
                     f"{index} is outside [0, {count - 1}] (CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT is {count})")
-    sm = d.value(A.CUDNN_ATTR_ENGINE_SM_COUNT_TARGET)
-    if sm < 0:
-        bad(d, A.CUDNN_ATTR_ENGINE_SM_COUNT_TARGET, f"{sm} is negative")
+    _check_sm_target(d, A.CUDNN_ATTR_ENGINE_SM_COUNT_TARGET, gdesc.state["ctx"])
     engine = bridge.engine_at(index)
     if engine is None:
         unsupported(d, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX, f"engine {index} is not available in this build")
@@ -128,10 +133,8 @@ def _config(d, engine, graph, ctx, cfg):
 def finalize_engine_heuristics(d):
     from ..machinery import make_filled
     gdesc = d.value(A.CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH)
-    sm = d.value(A.CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET)
-    if sm < 0:
-        bad(d, A.CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET, f"{sm} is negative")
     graph, ctx = gdesc.state["graph"], gdesc.state["ctx"]
+    _check_sm_target(d, A.CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET, ctx)
     try:
         ranked = bridge.heuristics(graph, d.value(A.CUDNN_ATTR_ENGINEHEUR_MODE), ctx)
     except CudnnError as e:
