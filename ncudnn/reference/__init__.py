@@ -6,7 +6,7 @@ semantics exactly (and says where cuDNN leaves a choice that ncudnn had to make)
 
 graph ops:  pointwise, reduction, matmul, conv, norm (+ norm_graph), softmax, resample, attention,
             rng, quantize (block scale), paged (paged cache load)
-legacy ops: legacy (blend, OpTensor, activation, bias, dropout), lrn, spatial_tf, ctc, rnn
+legacy ops: legacy (blend, OpTensor, activation, bias, dropout), lrn, spatial_tf, ctc, rnn, mha
 one node:   ops.run_op / run_node (by IR op name, port names and attributes; for `verify`)
 """
 from .attention import alibi_slopes, sdpa_backward, sdpa_forward
@@ -17,6 +17,7 @@ from .legacy import (
     conv_bias_activation_forward, dropout_backward, dropout_forward, op_tensor, scale_tensor)
 from .lrn import lrn_backward, lrn_forward
 from .matmul import matmul
+from .mha import mha_backward, mha_forward
 from .norm import (
     batchnorm_backward, batchnorm_forward_training, batchnorm_inference, bn_bwd_weights,
     bn_finalize, genstats, groupnorm_backward, groupnorm_forward, instancenorm_backward,
@@ -45,6 +46,7 @@ __all__ = [
     "scale_tensor",
     "lrn_backward", "lrn_forward",
     "matmul",
+    "mha_backward", "mha_forward",
     "batchnorm_backward", "batchnorm_forward_training", "batchnorm_inference", "bn_bwd_weights",
     "bn_finalize", "genstats", "groupnorm_backward", "groupnorm_forward",
     "instancenorm_backward", "instancenorm_forward", "layernorm_backward", "layernorm_forward",
