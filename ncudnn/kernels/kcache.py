@@ -201,7 +201,8 @@ class KernelCache:
         self.load_fn = load_fn or load_cubin
         self._cc = cc
         self._mem = {}
-        self._lock = threading.RLock()
+        self._key_locks = {}
+        self._lock = threading.Lock()
         self.stats = dict(memory_hits=0, disk_hits=0, misses=0, writes=0, corrupt=0, evicted=0)
 
     @property
@@ -220,7 +221,11 @@ class KernelCache:
         return os.path.join(self.directory, key_digest(key) + SUFFIX)
 
     def get_or_compile(self, key, build_dispatcher_fn, signature):
-        """The CompiledKernel for spec ``key`` and ``signature``; ``build_dispatcher_fn()`` runs on a miss."""
+        """The CompiledKernel for spec ``key`` and ``signature``; ``build_dispatcher_fn()`` runs on a miss.
+
+        Thread-safe: one thread compiles a given key while the others wait for it; hits on other keys
+        are not held up by a compile.
+        """
         argtypes = normalize_argtypes(signature)
         full = make_key(key, argtypes, self.cc)
         with self._lock:
@@ -228,17 +233,30 @@ class KernelCache:
             if kernel is not None:
                 self.stats["memory_hits"] += 1
                 return kernel
+            key_lock = self._key_locks.setdefault(full, threading.Lock())
+        with key_lock:
+            with self._lock:
+                kernel = self._mem.get(full)
+                if kernel is not None:  # another thread finished it meanwhile
+                    self.stats["memory_hits"] += 1
+                    return kernel
             kernel = self._load(full, argtypes) if self.disk else None
             if kernel is not None:
-                self.stats["disk_hits"] += 1
+                self._count("disk_hits")
             else:
-                self.stats["misses"] += 1
+                self._count("misses")
                 kernel, entry = self.compile_fn(build_dispatcher_fn, argtypes)
                 if self.disk and entry is not None:
                     entry.key = full
                     self._write(full, entry)
-            self._mem[full] = kernel
+            with self._lock:
+                self._mem[full] = kernel
+                self._key_locks.pop(full, None)
             return kernel
+
+    def _count(self, name, n=1):
+        with self._lock:
+            self.stats[name] += n
 
     def _load(self, key, argtypes):
         path = self.path_for(key)
@@ -251,7 +269,7 @@ class KernelCache:
             entry = decode_entry(data, key)
             kernel = self.load_fn(entry, argtypes)
         except Exception:  # corrupt file, or an image this driver refuses: recompile and rewrite
-            self.stats["corrupt"] += 1
+            self._count("corrupt")
             _remove(path)
             return None
         try:
@@ -274,7 +292,7 @@ class KernelCache:
                 raise
         except OSError:
             return  # a read-only or full cache directory only costs the next process a compile
-        self.stats["writes"] += 1
+        self._count("writes")
         self.cleanup(keep=path)
 
     def cleanup(self, keep=None):
@@ -299,7 +317,7 @@ class KernelCache:
                 continue
             if _remove(p):
                 total -= size
-                self.stats["evicted"] += 1
+                self._count("evicted")
 
     def clear_memory(self):
         """Forget the in-memory kernels (the disk entries stay)."""

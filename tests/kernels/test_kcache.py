@@ -263,3 +263,26 @@ def test_cubin_parse_agrees_with_ptxas_log():
 def test_compile_cubin_refused_in_simulator():
     with pytest.raises(RuntimeError, match="NUMBA_ENABLE_CUDASIM=0"):
         kcache.compile_cubin(make_resource_kernel(4, 32), "void(float32[::1], float32[::1], int64)")
+
+
+def test_concurrent_callers_compile_once(tmp_path, rng):
+    import threading
+
+    fake = FakeGPU(rng)
+    cache = _cache(tmp_path, fake)
+    built, got = [], []
+
+    def build():
+        built.append(1)
+        return make_scale_kernel(np.float32(6.0))
+
+    def worker():
+        got.append(cache.get_or_compile("shared-key", build, SIG))
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(built) == 1 and len(got) == 8 and all(k is got[0] for k in got)
+    assert cache.stats["misses"] == 1 and cache.stats["memory_hits"] == 7 and cache.stats["writes"] == 1
