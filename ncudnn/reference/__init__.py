@@ -7,7 +7,19 @@ semantics exactly (and says where cuDNN leaves a choice that ncudnn had to make)
 graph ops:  pointwise, reduction, matmul, conv, norm (+ norm_graph), softmax, resample, attention,
             rng, quantize (block scale), paged (paged cache load)
 legacy ops: legacy (blend, OpTensor, activation, bias, dropout), lrn, spatial_tf, ctc, rnn, mha
-one node:   ops.run_op / run_node (by IR op name, port names and attributes; for `verify`)
+one node:   ops.run_op / run_node / run_graph (by IR op name, ports and attributes; for `verify`)
+
+Where cuDNN's documentation leaves a choice open, ncudnn fixed one here (kernels must match):
+* pointwise RELU_BWD takes the outer slope at x == lower / upper clip (no gradient at x == 0);
+  RELU_FWD with NOT_PROPAGATE_NAN maps NaN to the lower clip; MIN / MAX ignore a NaN operand.
+* resample: MAXPOOL index = row-major offset inside the window, first maximum on ties;
+  AVGPOOL_EXCLUDE_PADDING counts in-range taps only (also under EDGE_VAL_PAD); NEAREST / BILINEAR
+  sample at the window centre o*s - pre + (w-1)/2.
+* rng: element i of Y uses Philox4x32-10 stream word offset + i (cuRAND's curand_init(seed, 0,
+  offset) order); BERNOULLI is u <= p; SDPA / dropout keep masks are BERNOULLI(1 - p).
+* attention: rows with no visible key or past seq_len_q give o = 0 (cuDNN leaves them unspecified).
+* legacy OpTensor NOT is 1 - a; CTC uses ZERO_OOB gradients; block-scale all-zero blocks take the
+  smallest E8M0 scale 2^-127; paged-cache rows past the sequence length are 0.
 """
 from .attention import alibi_slopes, sdpa_backward, sdpa_forward
 from .conv import conv_dgrad, conv_fprop, conv_output_shape, conv_wgrad

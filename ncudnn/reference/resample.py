@@ -23,6 +23,11 @@ NEG_INF_PAD -inf, EDGE_VAL_PAD the nearest edge element (index clamped).
   x[o*s - pre]. Example: s = 1/2, w = 2, pre = post = 3/4, EDGE_VAL_PAD is 2x upsampling identical
   to PyTorch's bilinear interpolate(scale_factor=2, align_corners=False).
 
+Legacy cudnnPoolingForward / Backward map onto this with pre = post = the descriptor's padding:
+CUDNN_POOLING_MAX and MAX_DETERMINISTIC -> MAXPOOL with NEG_INF_PAD (padding never wins),
+AVERAGE_COUNT_INCLUDE_PADDING -> AVGPOOL_INCLUDE_PADDING with ZERO_PAD, AVERAGE_COUNT_EXCLUDE_PADDING
+-> AVGPOOL_EXCLUDE_PADDING; the output size formula 1 + (in + 2 pad - w) / s is the same.
+
 Backward is the exact adjoint / gradient of the forward: each tap's weight times dy goes to the
 tap's input element (for EDGE_VAL_PAD the clamped edge element); taps in ZERO / NEG_INF padding
 drop their share. MAXPOOL routes dy to the window winner, taken from ``index`` when given, else
