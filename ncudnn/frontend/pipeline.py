@@ -264,8 +264,19 @@ class PipelineMixin:
         return self
 
     def get_workspace_size(self, handle=None, override_uids=None, override_shapes=None, override_strides=None):
+        """Workspace bytes of the selected plan (for the overridden shapes when given)."""
         self._require("no plan is built: call build_plans first", self._selected is not None)
-        return int(self._built[self._selected].workspace_size)
+        plan = self._plan(self._selected, handle, override_uids, override_shapes, override_strides)
+        return int(plan.workspace_size)
+
+    def _plan(self, i, handle=None, override_uids=None, override_shapes=None, override_strides=None):
+        if override_uids:
+            from .overrides import specialized
+
+            _, plan = specialized(self, i, override_uids, override_shapes, override_strides, handle)
+            if plan is not None:
+                return plan
+        return self._built[i]
 
     def get_workspace_size_plan_at_index(self, index, *args, **kwargs):
         i = self._index(index)
@@ -344,25 +355,13 @@ class PipelineMixin:
 
     def _run(self, i, variant_pack, workspace, handle, override_uids=None, override_shapes=None,
              override_strides=None):
-        if override_uids:
-            self._check_overrides(override_uids, override_shapes, override_strides)
         h = handle if handle is not None else self.handle
+        plan = self._plan(i, h, override_uids, override_shapes, override_strides)
         pack = self._pack(variant_pack)
         try:
-            _api().execute(self._built[i], pack, workspace, handle=h)
+            _api().execute(plan, pack, workspace, handle=h)
         except CudnnError as e:
             raise reraise(e, f"graph '{self.name}' execute (plan {i}: {self._candidates[i]})") from None
-
-    def _check_overrides(self, uids, shapes, strides):
-        for n, uid in enumerate(uids):
-            t = self.query_tensor_attributes_of_uid(uid)
-            shape = list(shapes[n]) if shapes else t.get_dim()
-            stride = list(strides[n]) if strides else t.get_stride()
-            if shape != t.get_dim() or stride != t.get_stride():
-                raise graph_error(S.CUDNN_STATUS_NOT_SUPPORTED,
-                                  f"graph '{self.name}': tensor '{t.get_name()}' (uid {uid}) built as dims "
-                                  f"{t.get_dim()} strides {t.get_stride()}, override {shape} / {stride}: ncudnn "
-                                  "plans are built for fixed shapes; build the graph again with the new shape")
 
     def autotune(self, variant_pack, workspace=None, handle=None, runs=None, warmup=None, store=True, indices=None):
         """Time every supported plan (or those in ``indices``) on these buffers with the engine layer's

@@ -192,13 +192,36 @@ def test_autotune_times_plans_and_selects_the_fastest(data, tmp_path, monkeypatc
     assert_close(read_strided(yd2, SHAPE, NHWC), oracle(x, b, scale), "float32")
 
 
-def test_shape_override_needing_a_rebuild_says_so(data):
+def test_shape_override_without_the_flag_says_how(data):
     x, b, scale = data
     g, X, B, s, Y = bias_scale_relu_graph()
     g.build([cudnn.heur_mode.A])
-    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="build the graph again"):
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="is_override_shape_enabled"):
         g.execute({X: strided_device(x, NHWC), B: cuda.to_device(b), s: scale, Y: poisoned(SHAPE, NHWC)}, None,
                   override_uids=[X.get_uid()], override_shapes=[[1] + SHAPE[1:]], override_strides=[NHWC])
+
+
+def test_shape_overrides_run_other_shapes_with_the_same_plan(rng):
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT,
+                      is_override_shape_enabled=True)
+    X = g.tensor(name="X", dim=SHAPE, stride=NHWC)
+    B = g.tensor(name="B", dim=[1, SHAPE[1], 1, 1], stride=[SHAPE[1], 1, SHAPE[1], SHAPE[1]])
+    Y = g.mul(a=X, b=B)
+    Y.set_output(True)
+    g.build([cudnn.heur_mode.A])
+    name = g.get_plan_name_at_index(g.get_selected_plan_index())
+    for n, hw in ((1, SHAPE[2] + 1), (SHAPE[0] + 1, 2)):
+        shape = [n, SHAPE[1], hw, SHAPE[3]]
+        st = [SHAPE[1] * hw * SHAPE[3], 1, SHAPE[3] * SHAPE[1], SHAPE[1]]
+        x = random(rng, shape)
+        b = random(rng, [1, SHAPE[1], 1, 1])
+        y = poisoned(shape, st)
+        over = dict(override_uids=[X.get_uid(), Y.get_uid()], override_shapes=[shape, shape], override_strides=[st, st])
+        assert g.get_workspace_size(**over) == 0
+        g.execute({X: strided_device(x, st), B: cuda.to_device(b), Y: y}, None, **over)
+        assert_close(read_strided(y, shape, st), x.astype(np.float64) * b, "float32")
+    assert g.get_plan_name_at_index(g.get_selected_plan_index()) == name and Y.get_dim() == SHAPE
+    assert len(g._override_plans) == 2
 
 
 def test_build_steps_are_logged_numbered():
