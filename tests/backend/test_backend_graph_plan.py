@@ -358,3 +358,21 @@ def test_by_value_scalar_in_the_variant_pack(data):
     assert_close(y.copy_to_host(), ref, "float32")
     expect(cudnnBackendExecute(handle(), p, variant_pack({**buffers, 105: np.array([])})), S.CUDNN_STATUS_BAD_PARAM,
            "by-value")
+
+
+def test_layout_info_of_an_engine_with_a_preferred_layout(monkeypatch):
+    from ncudnn.backend import cudnnBackendInitialize
+    from ncudnn.types import cudnnBackendLayoutType_t as L
+    g = bias_relu_graph()
+    pw = registry.by_name("pointwise_fused")
+    assert get(engine(g, pw.global_index), A.CUDNN_ATTR_ENGINE_LAYOUT_INFO, DESC) == (0, [])
+    monkeypatch.setattr(pw, "preferred_layout", L.CUDNN_LAYOUT_TYPE_PREFERRED_NHWC, raising=False)
+    eng = engine(g, pw.global_index)
+    count, infos = get(eng, A.CUDNN_ATTR_ENGINE_LAYOUT_INFO, DESC)
+    uids = [get(i, A.CUDNN_ATTR_LAYOUT_INFO_TENSOR_UID, T.CUDNN_TYPE_INT64)[1][0] for i in infos]
+    assert count == 3 and uids == [UX, UB, UY]
+    assert get(infos[0], A.CUDNN_ATTR_LAYOUT_INFO_TYPES, T.CUDNN_TYPE_LAYOUT_TYPE) == \
+        (1, [L.CUDNN_LAYOUT_TYPE_PREFERRED_NHWC])
+    ok(cudnnBackendInitialize(infos[0]))  # a copy: re-initializing it leaves the engine's own intact
+    again = get(eng, A.CUDNN_ATTR_ENGINE_LAYOUT_INFO, DESC)[1][0]
+    assert get(again, A.CUDNN_ATTR_LAYOUT_INFO_TENSOR_UID, T.CUDNN_TYPE_INT64) == (1, [UX])
