@@ -387,11 +387,16 @@ class PipelineMixin:
         return out
 
     def populate_cuda_graph(self, handle, variant_pack, workspace, cuda_graph):
-        raise graph_error(S.CUDNN_STATUS_NOT_SUPPORTED, "populate_cuda_graph: ncudnn has no native CUDA graph "
-                          "API; capture execute() with stream capture instead")
+        """Record the selected plan's kernels (on these buffers) into ``cuda_graph`` (a CUgraph)."""
+        from .cudagraph import record
+
+        record(self, handle, variant_pack, workspace, cuda_graph)
 
     def update_cuda_graph(self, handle, variant_pack, workspace, cuda_graph):
-        raise graph_error(S.CUDNN_STATUS_NOT_SUPPORTED, "update_cuda_graph: ncudnn has no native CUDA graph API")
+        """Re-record ``cuda_graph`` with new buffers (then cudaGraphExecUpdate an instantiated copy)."""
+        from .cudagraph import record
+
+        record(self, handle, variant_pack, workspace, cuda_graph, clear=True)
 
 
 def _knob(k):

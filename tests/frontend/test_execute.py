@@ -250,3 +250,39 @@ def test_array_given_in_place_of_a_tensor_is_bound(data):
     yd = cuda.to_device(np.full(x.shape, np.nan, np.float32))
     g.execute({Y: yd}, None)
     assert_close(yd.copy_to_host(), x.astype(np.float64) * np.float32(scale), "float32")
+
+
+@pytest.mark.sim_only
+def test_cuda_graphs_are_refused_in_the_simulator(data):
+    x, b, scale = data
+    g, X, B, s, Y = bias_scale_relu_graph()
+    g.build([cudnn.heur_mode.A])
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="simulator"):
+        g.populate_cuda_graph(None, {X: strided_device(x, NHWC), B: cuda.to_device(b), s: scale,
+                                     Y: poisoned(SHAPE, NHWC)}, None, 1)
+
+
+@pytest.mark.gpu
+def test_populate_and_update_cuda_graph(data, rng):
+    from cuda.bindings import driver
+
+    x, b, scale = data
+    g, X, B, s, Y = bias_scale_relu_graph()
+    g.build([cudnn.heur_mode.A])
+    y = poisoned(SHAPE, NHWC)
+    pack = {X: strided_device(x, NHWC), B: cuda.to_device(b), s: scale, Y: y}
+    err, cg = driver.cuGraphCreate(0)
+    g.populate_cuda_graph(None, pack, None, cg)
+    assert np.isnan(read_strided(y, SHAPE, NHWC)).all(), "recording must not run the kernels"
+    err, exe = driver.cuGraphInstantiate(cg, 0)
+    assert err == driver.CUresult.CUDA_SUCCESS
+    driver.cuGraphLaunch(exe, 0)
+    cuda.synchronize()
+    assert_close(read_strided(y, SHAPE, NHWC), oracle(x, b, scale), "float32")
+    x2 = random(rng, SHAPE)
+    y2 = poisoned(SHAPE, NHWC)
+    g.update_cuda_graph(None, dict(pack) | {X: strided_device(x2, NHWC), Y: y2}, None, cg)
+    err, exe2 = driver.cuGraphInstantiate(cg, 0)
+    driver.cuGraphLaunch(exe2, 0)
+    cuda.synchronize()
+    assert_close(read_strided(y2, SHAPE, NHWC), oracle(x2, b, scale), "float32")
