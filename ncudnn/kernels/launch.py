@@ -40,7 +40,7 @@ from numba.cuda.core import sigutils
 from numba.cuda.np import numpy_support
 
 __all__ = ["SIM", "ArgView", "CompiledKernel", "PreparedLaunch", "LaunchError", "as_arg_view",
-           "flatten_args", "typeof_arg", "normalize_argtypes", "stream_handle", "data_pointer",
+           "flatten_args", "pack_params", "typeof_arg", "normalize_argtypes", "stream_handle", "data_pointer",
            "dim3"]
 
 SIM = bool(_config.ENABLE_CUDASIM)
@@ -474,7 +474,7 @@ class PreparedLaunch:
         self._lock = threading.Lock()
 
     def run(self, ptrs=None, stream=0):
-        """Patch the data pointers (ints or array-likes, ``n_ptrs`` of them; None keeps the last) and launch."""
+        """Patch the data pointers (``n_ptrs`` ints or array-likes; None keeps the last ones), launch."""
         if type(stream) is not int:
             stream = stream_handle(stream)
         with self._lock:

@@ -65,7 +65,8 @@ def test_key_is_stable_across_processes():
     env = dict(os.environ, PYTHONHASHSEED=str(hash("x") % 1000 + 1))  # another hash seed
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == kcache.key_digest(key)
-    assert make_key("gemm/BLOCK_M=128", SIG, "sm_90") != key and make_key("gemm/BLOCK_M=64", SIG, "sm_80") != key
+    assert make_key("gemm/BLOCK_M=128", SIG, "sm_90") != key
+    assert make_key("gemm/BLOCK_M=64", SIG, "sm_80") != key
 
 
 class FakeGPU:

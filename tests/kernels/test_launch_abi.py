@@ -107,7 +107,8 @@ def wrap(t, v):  # numba receives array descriptions and records through ArgHint
     return v
 
 fake = pytypes.SimpleNamespace(extensions=[])
-fake._prepare_args = lambda ty, val, stream, retr, out: _Kernel._prepare_args(fake, ty, val, stream, retr, out)
+fake._prepare_args = lambda ty, val, stream, retr, out: _Kernel._prepare_args(
+    fake, ty, val, stream, retr, out)
 numba_args = []
 for t, v in zip(tys, args):
     fake._prepare_args(t, wrap(t, v), 0, [], numba_args)
@@ -204,7 +205,7 @@ def _gpu_path(rng, result=0, shared=0):
 
 
 def test_gpu_path_launch_arguments_and_patching(rng):
-    """The GPU-side PreparedLaunch with cuLaunchKernel recorded: dims, stream, shared memory, patched slots."""
+    """GPU-side PreparedLaunch, cuLaunchKernel recorded: dims, stream, shared memory, patched slots."""
     ptrs, r = _gpu_path(rng, shared=100_000)
     assert r["err"] is None and r["n"] == 9 + 7 + 2
     assert r["attrs"] == [[0xABC0, 8, 100_000]]  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES opt-in
