@@ -117,3 +117,51 @@ def test_backward_finite_difference(mode, rng):
             for k in ("W", "R", "bW", "bR"):
                 np.testing.assert_allclose(g["dweights"][l][d][k], fd(w[l][d][k], lambda: loss()),
                                            **tol)
+
+
+def test_lstm_projection_and_cell_clip(rng):
+    T, N, I, H, Hp, L, D = 3, 2, 2, 3, 2, 2, 2
+    clip = (-0.3, 0.4)
+    w = [[dict(W=rng.uniform(-0.8, 0.8, size=(4, H, I if l == 0 else D * Hp)),
+               R=rng.uniform(-0.8, 0.8, size=(4, H, Hp)), bW=rng.uniform(-0.5, 0.5, size=(4, H)),
+               bR=rng.uniform(-0.5, 0.5, size=(4, H)), P=rng.uniform(-1, 1, size=(Hp, H)))
+          for _ in range(D)] for l in range(L)]
+    x = rng.uniform(-1, 1, size=(T, N, I))
+    hx = rng.uniform(-1, 1, size=(L * D, N, Hp))
+    cx = rng.uniform(-1, 1, size=(L * D, N, H))
+    y, hy, cy = rnn_forward("CUDNN_LSTM", x, hx, cx, w, cell_clip=clip)
+    assert y.shape == (T, N, D * Hp) and hy.shape == (L * D, N, Hp) and cy.shape == (L * D, N, H)
+    assert cy.min() >= clip[0] and cy.max() <= clip[1]
+    # one step of layer 0, forward direction, by hand (a one-layer run exposes layer 0's output)
+    y0 = rnn_forward("CUDNN_LSTM", x, hx[:D], cx[:D], w[:1], cell_clip=clip)[0]
+    w0 = w[0][0]
+    a = np.einsum("ghi,i->gh", w0["W"], x[0, 0]) + w0["bW"] + np.einsum("ghk,k->gh", w0["R"],
+                                                                        hx[0, 0]) + w0["bR"]
+    s = 1 / (1 + np.exp(-a))
+    c1 = np.clip(s[1] * cx[0, 0] + s[0] * np.tanh(a[2]), *clip)
+    np.testing.assert_allclose(y0[0, 0, :Hp], w0["P"] @ (s[3] * np.tanh(c1)), rtol=1e-12)
+    dy, dhy, dcy = (rng.uniform(-1, 1, size=t.shape) for t in (y, hy, cy))
+    g = rnn_backward("CUDNN_LSTM", x, hx, cx, w, dy, dhy, dcy, cell_clip=clip)
+
+    def loss():
+        a, b, c = rnn_forward("CUDNN_LSTM", x, hx, cx, w, cell_clip=clip)
+        return np.vdot(a, dy) + np.vdot(b, dhy) + np.vdot(c, dcy)
+
+    def fd(arr, h=1e-6):
+        out = np.zeros_like(arr)
+        for i in np.ndindex(*arr.shape):
+            old = arr[i]
+            arr[i] = old + h
+            fp = loss()
+            arr[i] = old - h
+            fm = loss()
+            arr[i] = old
+            out[i] = (fp - fm) / (2 * h)
+        return out
+    tol = dict(rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(g["dx"], fd(x), **tol)
+    np.testing.assert_allclose(g["dhx"], fd(hx), **tol)
+    np.testing.assert_allclose(g["dcx"], fd(cx), **tol)
+    for k in ("P", "R", "W"):
+        np.testing.assert_allclose(g["dweights"][1][1][k], fd(w[1][1][k]), **tol)
+        np.testing.assert_allclose(g["dweights"][0][0][k], fd(w[0][0][k]), **tol)
