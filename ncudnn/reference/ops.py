@@ -266,8 +266,20 @@ def run_node(node, inputs, out_shapes=None, out_dtypes=None):
     return run_op(node.OP, inputs, attrs, shapes, out_dtypes)
 
 
-def run_graph(graph, values):
-    """Evaluate every node of ``graph`` in topological order; returns uid -> array (see above)."""
+def _round_through(a, dtype):
+    a = np.asarray(a)
+    if a.dtype.kind in "bi":
+        return a
+    return np.asarray(a, dtype=np.float64).astype(dtype).astype(np.float32).astype(np.float64)
+
+
+def run_graph(graph, values, round_virtual=None):
+    """Evaluate every node of ``graph`` in topological order; returns uid -> array (see above).
+
+    ``round_virtual`` (a NumPy / ml_dtypes dtype, e.g. np.float32 or ml_dtypes.bfloat16) rounds
+    every virtual tensor through that type, mimicking a fused kernel that keeps intermediates in
+    the graph's intermediate data type; None keeps them exact.
+    """
     if hasattr(graph, "topo_order"):
         nodes = graph.topo_order()
     else:
@@ -286,5 +298,8 @@ def run_graph(graph, values):
         outs = run_node(node, ins)
         for port, t in node.outputs.items():
             if port in outs:
-                env[t.uid] = outs[port]
+                v = outs[port]
+                if round_virtual is not None and getattr(t, "is_virtual", False):
+                    v = _round_through(v, round_virtual)
+                env[t.uid] = v
     return env

@@ -144,3 +144,19 @@ def test_run_graph_conv_bias_relu(rng):
     np.testing.assert_allclose(env[6], want, rtol=1e-14)
     with pytest.raises(ValueError):
         R.run_graph([add], {3: b})
+
+
+def test_run_graph_rounds_virtual_tensors(rng):
+    ops = pytest.importorskip("ncudnn.ir.ops")
+    T = pytest.importorskip("ncudnn.ir.tensor").TensorDesc
+    import ml_dtypes
+    x = rng.uniform(-1, 1, size=(4, 4))
+    tx, tv, ty = T(1, dims=x.shape), T(2, is_virtual=True), T(3)
+    n1 = ops.Pointwise(inputs={"X": tx}, outputs={"Y": tv}, mode=13)  # EXP
+    n2 = ops.Pointwise(inputs={"X": tv}, outputs={"Y": ty}, mode=16)  # NEG
+    exact = R.run_graph([n1, n2], {1: x})
+    rounded = R.run_graph([n1, n2], {1: x}, round_virtual=ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(exact[3], -np.exp(x))
+    want = -np.exp(x).astype(ml_dtypes.bfloat16).astype(np.float64)
+    np.testing.assert_array_equal(rounded[3], want)
+    assert not np.array_equal(rounded[3], exact[3])
