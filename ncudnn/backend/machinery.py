@@ -68,9 +68,9 @@ def lookup(d, name):
     attr = schema.attrs.get(name)
     if attr is not None:
         return name, attr
-    if name.name.startswith(schema.prefix) and owner_prefixes(name)[:1] == [d.type]:
-        unsupported(d, name, "this attribute is not supported by ncudnn")
     owners = owner_prefixes(name)
+    if owners[:1] == [d.type]:  # this descriptor's prefix, an attribute ncudnn does not implement
+        unsupported(d, name, "this attribute is not supported by ncudnn")
     where = f" (it belongs to {owners[0].name})" if owners else ""
     bad(d, name, f"not an attribute of this descriptor{where}")
 
@@ -224,13 +224,7 @@ def finalize(d):
     missing = [n.name for n, a in schema.attrs.items() if a.kind == REQUIRED and n not in d.attrs]
     if missing:
         bad(d, None, "required attribute(s) not set: " + ", ".join(missing))
-    for n, (t, vals) in d.attrs.items():
-        if t == T.CUDNN_TYPE_BACKEND_DESCRIPTOR:
-            for v in vals:
-                if v.destroyed:
-                    bad(d, n, f"{v!r} was destroyed")
-                if not v.finalized:
-                    bad(d, n, f"{v.type.name} #{v.id} is not finalized")
+    _check_references(d, d, None, set())
     d.state = {}
     if schema.finalize is not None:
         try:
@@ -239,6 +233,25 @@ def finalize(d):
             d.state = {}
             raise
     d.finalized = True
+
+
+def _check_references(root, d, via, seen):
+    """Every descriptor reachable from ``d``'s attributes is alive and finalized (BAD_PARAM naming
+    the attribute of ``root`` it hangs from): one re-initialized or destroyed deep below counts too."""
+    for n, (t, vals) in d.attrs.items():
+        if t != T.CUDNN_TYPE_BACKEND_DESCRIPTOR:
+            continue
+        for v in vals:
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            where = n if via is None else via
+            path = "" if via is None else f" (reached through {d.type.name})"
+            if v.destroyed:
+                bad(root, where, f"{v.type.name} #{v.id} was destroyed{path}")
+            if not v.finalized:
+                bad(root, where, f"{v.type.name} #{v.id} is not finalized{path}")
+            _check_references(root, v, where, seen)
 
 
 def make_filled(dtype, attrs):

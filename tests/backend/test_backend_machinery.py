@@ -233,3 +233,17 @@ def test_float_double_recast_and_defaults():
         "CUDNN_NOT_PROPAGATE_NAN"
     expect(set_attr(create(D.CUDNN_BACKEND_POINTWISE_DESCRIPTOR), A.CUDNN_ATTR_POINTWISE_ELU_ALPHA,
                     T.CUDNN_TYPE_FLOAT, ["x"]), S.CUDNN_STATUS_BAD_PARAM, "not a float")
+
+
+def test_references_are_checked_all_the_way_down():
+    from ncudnn.backend.api import cudnnBackendInitialize
+    from backend_build import graph, pointwise_desc, pointwise_op
+    x = tensor(1, [4])
+    op = pointwise_op(pointwise_desc(14), x=x, y=tensor(2, [4]))  # CUDNN_POINTWISE_FLOOR
+    ok(cudnnBackendInitialize(x))
+    expect(finalize(graph([op], fin=False)), S.CUDNN_STATUS_BAD_PARAM, "CUDNN_ATTR_OPERATIONGRAPH_OPS",
+           "CUDNN_BACKEND_TENSOR_DESCRIPTOR", "not finalized", "reached through")
+    x2 = tensor(1, [4])
+    op2 = pointwise_op(pointwise_desc(14), x=x2, y=tensor(2, [4]))
+    ok(cudnnBackendDestroyDescriptor(x2))
+    expect(finalize(graph([op2], fin=False)), S.CUDNN_STATUS_BAD_PARAM, "was destroyed")
