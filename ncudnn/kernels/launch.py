@@ -395,6 +395,7 @@ class CompiledKernel:
                 self.entry_name = kern.entry_name
                 self.cooperative = bool(kern.cooperative)
                 self.numba_kernel = kern
+                argtypes = tuple(kern.argument_types)  # a specialised dispatcher keeps its own types
             self.argtypes = argtypes
 
     def ensure_compiled(self, args):
