@@ -28,6 +28,7 @@ from .ops_pointwise import PointwiseOps
 from .pipeline import PipelineMixin
 from .serialize import SerializeMixin
 from .tensor import USER_DIMS, USER_DTYPE, USER_STRIDES, USER_UID, new_desc, tensor
+from .values import describe_array, host_scalar, np_scalar, scalar_dtype
 
 S = cudnnStatus_t
 DT = cudnnDataType_t
@@ -125,9 +126,9 @@ class pygraph(PointwiseOps, ConvMatmulOps, NormOps, OtherOps, PipelineMixin, Ser
     def tensor_scalar(self, value, scalar_type=scalar_type.RUNTIME_PARAM, name="", data_type=None):
         """A pass-by-value scalar (dims [1, 1, 1, 1]) holding ``value``; its data type follows the value
         (float -> FLOAT, int -> INT32, bool -> BOOLEAN) unless given."""
-        dt = data_type if data_type is not None else _scalar_dtype(value)
+        dt = data_type if data_type is not None else scalar_dtype(value)
         t = self._new_tensor(dims=[1, 1, 1, 1], strides=[1, 1, 1, 1], dtype=dt, is_by_value=True,
-                             name=name or f"scalar_{len(self._tensors)}", value=_np_scalar(value, dt))
+                             name=name or f"scalar_{len(self._tensors)}", value=np_scalar(value, dt))
         t.desc.meta["scalar_type"] = int(scalar_type)
         return t
 
@@ -200,7 +201,7 @@ class pygraph(PointwiseOps, ConvMatmulOps, NormOps, OtherOps, PipelineMixin, Ser
             return self.tensor_scalar(arg, name=name)
         t = self.tensor_like(arg, name=name)
         if t.desc.is_by_value:
-            t.desc.value = _host_scalar(arg, t.desc.dtype)
+            t.desc.value = host_scalar(arg, t.desc.dtype)
         else:
             self._bindings[t.get_uid()] = arg
         return t
@@ -419,58 +420,3 @@ def _plain(v):
     if isinstance(v, slice):
         return [v.start, v.stop, v.step]
     return v
-
-
-def _scalar_dtype(value):
-    if isinstance(value, (bool, np.bool_)):
-        return DT.CUDNN_DATA_BOOLEAN
-    if isinstance(value, np.generic):
-        return to_ir_dtype(value.dtype)
-    if isinstance(value, numbers.Integral):
-        return DT.CUDNN_DATA_INT32
-    return DT.CUDNN_DATA_FLOAT
-
-
-def _np_scalar(value, dt):
-    from ..ir import numpy_dtype
-
-    npd = numpy_dtype(to_ir_dtype(dt)) if dt is not None else None
-    return npd.type(value) if npd is not None else value
-
-
-def _host_scalar(arg, dt):
-    """A Python / NumPy scalar from a host tensor (CPU torch tensor, NumPy array) or number."""
-    if isinstance(arg, (numbers.Number, np.generic)):
-        return _np_scalar(arg, dt)
-    if hasattr(arg, "item"):
-        return _np_scalar(arg.item(), dt)
-    return _np_scalar(np.asarray(arg).reshape(-1)[0], dt)
-
-
-def describe_array(obj):
-    """(dims, element strides, data_type, is_host) of an array object: torch tensors (``shape``,
-    ``stride()``, ``dtype``, ``device``), ``__cuda_array_interface__`` objects (numba, CuPy), NumPy
-    arrays (host: by-value), DLPack producers through numba/NumPy when possible."""
-    if hasattr(obj, "stride") and callable(obj.stride) and hasattr(obj, "shape"):  # torch-like
-        dims = [int(d) for d in obj.shape]
-        strides = [int(s) for s in obj.stride()]
-        dev = getattr(obj, "device", None)
-        host = str(getattr(dev, "type", dev)) == "cpu"
-        return dims, strides, to_ir_dtype(obj.dtype), host
-    cai = getattr(obj, "__cuda_array_interface__", None)
-    if cai is not None:
-        dt = np.dtype(cai["typestr"])
-        dims = [int(d) for d in cai["shape"]]
-        st = cai.get("strides")
-        strides = [int(s) // dt.itemsize for s in st] if st else list(packed_strides(dims))
-        declared = getattr(obj, "dtype", dt)
-        return dims, strides, to_ir_dtype(declared), False
-    if isinstance(obj, np.ndarray):
-        return list(obj.shape), [s // obj.itemsize for s in obj.strides], to_ir_dtype(obj.dtype), True
-    if hasattr(obj, "__dlpack__"):
-        from ..memory import as_view
-
-        v = as_view(obj)
-        return list(v.shape), list(v.strides), to_ir_dtype(v.dtype), False
-    raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"cannot describe a {type(obj).__name__} as a tensor "
-                      "(no shape/stride, __cuda_array_interface__ or __dlpack__)")

@@ -331,9 +331,9 @@ class PipelineMixin:
                     raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"variant pack key {k!r} is not a tensor of "
                                       f"graph '{self.name}'")
             if t.desc.is_by_value and v is not None:
-                from .core import _host_scalar
+                from .values import host_scalar
 
-                v = _host_scalar(v, t.desc.dtype)
+                v = host_scalar(v, t.desc.dtype)
             out[t.get_uid()] = v
         for uid, arr in self._bindings.items():
             out.setdefault(uid, arr)

@@ -125,9 +125,9 @@ class SerializeMixin:
             t = self._new_tensor(dims=r["dims"], strides=r["strides"], dtype=r["dtype"], is_virtual=r["virtual"],
                                  is_by_value=r["by_value"], name=r["name"], uid=r["uid"], value=r["value"])
             if r["value"] is not None and r["dtype"] is not None:
-                from .core import _np_scalar
+                from .values import np_scalar
 
-                t.desc.value = _np_scalar(r["value"], r["dtype"])
+                t.desc.value = np_scalar(r["value"], r["dtype"])
             t.desc.meta[USER_UID] = r["user_uid"]
             if r.get("scalar_type") is not None:
                 t.desc.meta["scalar_type"] = r["scalar_type"]

@@ -1,0 +1,68 @@
+"""Values that become graph tensors: Python / NumPy scalars (by-value tensors) and array objects
+(their dims, element strides and data type, and whether they live on the host)."""
+import numbers
+
+import numpy as np
+
+from ..ir.tensor import packed_strides
+from ..types import cudnnDataType_t, cudnnStatus_t
+from .enums import to_ir_dtype
+from .errors import graph_error
+
+S = cudnnStatus_t
+DT = cudnnDataType_t
+
+
+def scalar_dtype(value):
+    if isinstance(value, (bool, np.bool_)):
+        return DT.CUDNN_DATA_BOOLEAN
+    if isinstance(value, np.generic):
+        return to_ir_dtype(value.dtype)
+    if isinstance(value, numbers.Integral):
+        return DT.CUDNN_DATA_INT32
+    return DT.CUDNN_DATA_FLOAT
+
+
+def np_scalar(value, dt):
+    from ..ir import numpy_dtype
+
+    npd = numpy_dtype(to_ir_dtype(dt)) if dt is not None else None
+    return npd.type(value) if npd is not None else value
+
+
+def host_scalar(arg, dt):
+    """A Python / NumPy scalar from a host tensor (CPU torch tensor, NumPy array) or number."""
+    if isinstance(arg, (numbers.Number, np.generic)):
+        return np_scalar(arg, dt)
+    if hasattr(arg, "item"):
+        return np_scalar(arg.item(), dt)
+    return np_scalar(np.asarray(arg).reshape(-1)[0], dt)
+
+
+def describe_array(obj):
+    """(dims, element strides, data_type, is_host) of an array object: torch tensors (``shape``,
+    ``stride()``, ``dtype``, ``device``), ``__cuda_array_interface__`` objects (numba, CuPy), NumPy
+    arrays (host: by-value), DLPack producers through numba/NumPy when possible."""
+    if hasattr(obj, "stride") and callable(obj.stride) and hasattr(obj, "shape"):  # torch-like
+        dims = [int(d) for d in obj.shape]
+        strides = [int(s) for s in obj.stride()]
+        dev = getattr(obj, "device", None)
+        host = str(getattr(dev, "type", dev)) == "cpu"
+        return dims, strides, to_ir_dtype(obj.dtype), host
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        dt = np.dtype(cai["typestr"])
+        dims = [int(d) for d in cai["shape"]]
+        st = cai.get("strides")
+        strides = [int(s) // dt.itemsize for s in st] if st else list(packed_strides(dims))
+        declared = getattr(obj, "dtype", dt)
+        return dims, strides, to_ir_dtype(declared), False
+    if isinstance(obj, np.ndarray):
+        return list(obj.shape), [s // obj.itemsize for s in obj.strides], to_ir_dtype(obj.dtype), True
+    if hasattr(obj, "__dlpack__"):
+        from ..memory import as_view
+
+        v = as_view(obj)
+        return list(v.shape), list(v.strides), to_ir_dtype(v.dtype), False
+    raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"cannot describe a {type(obj).__name__} as a tensor "
+                      "(no shape/stride, __cuda_array_interface__ or __dlpack__)")
