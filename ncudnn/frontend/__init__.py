@@ -11,8 +11,8 @@ from .enums import (attention_implementation, behavior_note, build_plan_policy, 
 from .errors import (cudnnGraphBadParamError, cudnnGraphExecutionFailedError, cudnnGraphInternalError,
                      cudnnGraphNotInitializedError, cudnnGraphNotSupportedError)
 from .core import GraphContext, pygraph
-from .module import (backend_version, backend_version_string, create_handle, destroy_handle, get_last_error_string,
-                     get_stream, set_stream)
+from .module import (backend_version, backend_version_string, create_device_properties, create_handle,
+                     create_kernel_cache, destroy_handle, get_last_error_string, get_stream, set_stream)
 from .sugar import Graph, graph, graph_cache, jit
 from .tensor import tensor
 
@@ -23,5 +23,5 @@ __all__ = [
     "scalar_type", "tensor_reordering", "cudnnGraphNotSupportedError", "cudnnGraphBadParamError",
     "cudnnGraphInternalError", "cudnnGraphExecutionFailedError", "cudnnGraphNotInitializedError", "pygraph",
     "GraphContext", "tensor", "backend_version", "backend_version_string", "create_handle", "destroy_handle",
-    "get_stream", "set_stream", "get_last_error_string", "Graph", "graph", "graph_cache", "jit",
+    "get_stream", "set_stream", "get_last_error_string", "create_kernel_cache", "create_device_properties", "Graph", "graph", "graph_cache", "jit",
 ]

@@ -56,3 +56,19 @@ def get_stream(handle):
 def get_last_error_string():
     """The message of the last failure on this thread (cleared by reading)."""
     return cudnnGetLastErrorString()
+
+
+def create_kernel_cache():
+    """The kernel cache compiled kernels are kept in (shared by all graphs; in memory and, on a GPU,
+    on disk). Accepted by ``pygraph(kernel_cache=...)``."""
+    from ..kernels.kcache import default_cache
+
+    return default_cache()
+
+
+def create_device_properties(device_id=None):
+    """Properties of the current device as the engine layer's cost model sees them (a nominal H200 in
+    the simulator): name, cc, sm_count, peaks, memory sizes."""
+    from ..engines.device import current
+
+    return current()

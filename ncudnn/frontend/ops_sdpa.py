@@ -81,9 +81,9 @@ def _lower_fwd(graph, rec):
     attrs, ports = _attrs_and_ports(rec)
     t = rec.tensors
     outs = {"O": rec.out("O").desc}
-    stats = rec.out("Stats")
+    stats = graph._keep_output(rec.out("Stats"))  # requested but unused and virtual: not computed
     if stats is not None:
-        outs["STATS"] = stats.desc
+        outs["STATS"] = stats
     attrs["generate_stats"] = stats is not None
     ins = dict(Q=t["q"].desc, K=t["k"].desc, V=t["v"].desc, **ports)
     return SdpaFwd(rec.name, ins, outs, graph._compute_dtype(rec), **attrs)

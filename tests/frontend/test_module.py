@@ -13,7 +13,8 @@ FRONTEND_NAMES = [
     "behavior_note", "cuda_graph_retention", "knob_type", "numerical_note", "build_plan_policy", "data_type",
     "tensor_reordering", "heur_mode", "tensor", "cudnnGraphNotSupportedError", "diagonal_alignment",
     "attention_implementation", "scalar_type", "reshape_mode", "create_handle", "destroy_handle", "get_stream",
-    "set_stream", "pygraph", "GraphContext", "convolution_mode",
+    "set_stream", "pygraph", "GraphContext", "convolution_mode", "create_kernel_cache", "create_device_properties",
+    "graph", "jit", "graph_cache", "Graph",
 ]
 
 
@@ -27,6 +28,15 @@ def test_versions():
     assert v == cudnn.cudnnGetVersion() and v >= 90000
     major, minor, patch = (int(x) for x in cudnn.backend_version_string().split("."))
     assert major * 10000 + minor * 100 + patch == v
+
+
+def test_kernel_cache_and_device_properties():
+    props = cudnn.create_device_properties()
+    assert props.sm_count > 0 and len(props.cc) == 2
+    cache = cudnn.create_kernel_cache()
+    assert cache is cudnn.create_kernel_cache()
+    g = cudnn.pygraph(kernel_cache=cache, device_property=props, sm_count=props.sm_count)
+    assert g.kernel_cache is cache and g.sm_count == props.sm_count
 
 
 def test_handle_and_stream():
