@@ -20,9 +20,23 @@ OPS = A.CUDNN_ATTR_OPERATIONGRAPH_OPS
 class _Tensors:
     """uid -> ir.TensorDesc; the same uid from two descriptors must describe the same tensor."""
 
+    #: uids of virtual tensors the lowering itself adds (negative: never a user's uid)
+    INTERNAL_UID_BASE = -(1 << 40)
+
     def __init__(self, graph_desc):
         self.by_uid = {}
         self.graph_desc = graph_desc
+        self._internal = 0
+
+    def virtual(self, dims, dtype):
+        """A new packed virtual tensor for a node the lowering adds."""
+        from ..ir import TensorDesc, packed_strides
+        self._internal += 1
+        uid = self.INTERNAL_UID_BASE - self._internal
+        t = TensorDesc(uid=uid, dims=tuple(dims), strides=packed_strides(dims), dtype=dtype, is_virtual=True,
+                       name=f"lowered#{self._internal}")
+        self.by_uid[uid] = t
+        return t
 
     def __call__(self, op, name, required=True):
         t = op.value(name)
@@ -165,10 +179,31 @@ def _bn_finalize(op, T):
                       math_precision=op.value(A[F + "MATH_PREC"]))
 
 
-def _unsupported(why):
-    def lower(op, T):
-        raise CudnnError(why, S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN)
-    return lower
+def _bn_bwd_weights(op, T):
+    """dy and x in, as the descriptor has them: the IR node takes the per-channel sums of dy and
+    dy*x, so two reductions (and the product) are lowered in front of it on virtual tensors."""
+    from ..ir import BnBwdWeights, Pointwise, Reduction
+    from ..types import cudnnPointwiseMode_t as PM
+    from ..types import cudnnReduceTensorOp_t as RO
+    W = "CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_"
+    prec = op.value(A[W + "MATH_PREC"])
+    x, dy = T(op, A[W + "X_DESC"]), T(op, A[W + "DY_DESC"])
+    chan = (1, x.dims[1]) + (1,) * (len(x.dims) - 2)
+    dy_sum, dyx, dyx_sum = T.virtual(chan, prec), T.virtual(x.dims, prec), T.virtual(chan, prec)
+    return [
+        Reduction(name="bn_bwd_weights.dy_sum", inputs={"X": dy}, outputs={"Y": dy_sum}, mode=RO.CUDNN_REDUCE_TENSOR_ADD,
+                  math_precision=prec),
+        Pointwise(name="bn_bwd_weights.dy_x", inputs={"X": dy, "B": x}, outputs={"Y": dyx}, mode=PM.CUDNN_POINTWISE_MUL,
+                  math_precision=prec),
+        Reduction(name="bn_bwd_weights.dy_x_sum", inputs={"X": dyx}, outputs={"Y": dyx_sum},
+                  mode=RO.CUDNN_REDUCE_TENSOR_ADD, math_precision=prec),
+        BnBwdWeights(name="bn_bwd_weights", inputs={
+            "X": x, "MEAN": T(op, A[W + "MEAN_DESC"]), "INV_STD": T(op, A[W + "INVSTD_DESC"]),
+            "SCALE": T(op, A[W + "BN_SCALE_DESC"]), "DY_SUM": dy_sum, "DY_X_SUM": dyx_sum},
+            outputs=_ports(op, T, W, (("DSCALE", "DBN_SCALE_DESC"), ("DBIAS", "DBN_BIAS_DESC"),
+                                      ("EQ_DY_SCALE", "EQ_DY_SCALE_DESC"), ("EQ_X_SCALE", "EQ_X_SCALE_DESC"),
+                                      ("EQ_BIAS", "EQ_BIAS"))),
+            math_precision=prec)]
 
 
 def _norm_fwd(op, T):
@@ -306,9 +341,7 @@ LOWER = {
     D.CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR: _reduction,
     D.CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR: _genstats,
     D.CUDNN_BACKEND_OPERATION_BN_FINALIZE_STATISTICS_DESCRIPTOR: _bn_finalize,
-    D.CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR: _unsupported(
-        "the IR's bn_bwd_weights node takes per-channel sums of dy and dy*x, not dy itself: "
-        "this operation cannot be lowered yet"),
+    D.CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR: _bn_bwd_weights,
     D.CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR: _norm_fwd,
     D.CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR: _norm_bwd,
     D.CUDNN_BACKEND_OPERATION_RESAMPLE_FWD_DESCRIPTOR: _resample(
@@ -336,7 +369,8 @@ def lower_operation_graph(desc):
         if lower is None:
             fail(S.CUDNN_STATUS_NOT_SUPPORTED, desc, OPS, f"{op.type.name} cannot be lowered")
         try:
-            nodes.append(lower(op, T))
+            made = lower(op, T)
+            nodes.extend(made if isinstance(made, list) else [made])
         except CudnnError as e:
             named = e.message if e.message.startswith(op.type.name) else f"{op.type.name}: {e.message}"
             fail(e.status, desc, OPS, named)

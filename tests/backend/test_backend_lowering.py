@@ -92,7 +92,20 @@ def test_grouped_conv_tensors_are_merged_into_the_ir_layout():
     assert node.outputs["Y"].dims == (1, 8, 3, 3, 3)
 
 
-def test_unlowerable_operations_say_why():
-    expect(finalize(graph([op_cases.bn_bwd_weights()], fin=False)), S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
-           "CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR", "CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR")
-    expect(finalize(graph([op_cases.paged()], fin=False)), S.CUDNN_STATUS_BAD_PARAM, "dangling")
+def test_bn_bwd_weights_lowers_with_the_sums_of_dy_and_dy_x():
+    ir = graph([op_cases.bn_bwd_weights()]).state["graph"]
+    ops = [n.OP for n in ir.nodes]
+    assert sorted(ops) == ["bn_bwd_weights", "pointwise", "reduction", "reduction"] and ops[-1] == "bn_bwd_weights"
+    red1, mul, red2, bnw = sorted(ir.nodes, key=lambda n: ["bn_bwd_weights.dy_sum", "bn_bwd_weights.dy_x",
+                                                               "bn_bwd_weights.dy_x_sum", "bn_bwd_weights"].index(n.name))
+    assert red1.inputs["X"].uid == 2 and mul.inputs["X"].uid == 2 and mul.inputs["B"].uid == 1
+    assert bnw.inputs["DY_SUM"] is red1.outputs["Y"] and bnw.inputs["DY_X_SUM"] is red2.outputs["Y"]
+    assert red2.inputs["X"] is mul.outputs["Y"] and bnw.inputs["DY_SUM"].dims == (1, 8, 1, 1)
+    assert all(t.uid < 0 and t.is_virtual for t in (red1.outputs["Y"], mul.outputs["Y"], red2.outputs["Y"]))
+    assert {p: t.uid for p, t in bnw.outputs.items()} == {"DSCALE": 13, "DBIAS": 14, "EQ_DY_SCALE": 15,
+                                                           "EQ_X_SCALE": 16, "EQ_BIAS": 17}
+
+
+def test_a_dangling_virtual_output_is_refused_by_the_ir():
+    expect(finalize(graph([op_cases.paged()], fin=False)), S.CUDNN_STATUS_BAD_PARAM, "CUDNN_ATTR_OPERATIONGRAPH_OPS",
+           "dangling")
