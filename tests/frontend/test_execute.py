@@ -286,3 +286,28 @@ def test_populate_and_update_cuda_graph(data, rng):
     driver.cuGraphLaunch(exe2, 0)
     cuda.synchronize()
     assert_close(read_strided(y2, SHAPE, NHWC), oracle(x2, b, scale), "float32")
+
+
+def test_half_io_with_float_scalar_and_bfloat16(rng):
+    import ml_dtypes
+
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, intermediate_data_type=cudnn.data_type.FLOAT,
+                      compute_data_type=cudnn.data_type.FLOAT)
+    X = g.tensor(name="X", dim=SHAPE[:3], stride=None)
+    eps = g.tensor(name="eps", dim=[1, 1, 1], stride=[1, 1, 1], is_pass_by_value=True, data_type=cudnn.data_type.FLOAT)
+    Y = g.gelu(g.add(X, eps))
+    Y.set_output(True)
+    g.build([cudnn.heur_mode.A])
+    x = random(rng, SHAPE[:3], np.float16)
+    y = cuda.to_device(np.full(SHAPE[:3], np.nan, np.float16))
+    g.execute({X: cuda.to_device(x), eps: np.full(1, 0.25, np.float32), Y: y}, None)
+    assert_close(y.copy_to_host(), ref_pointwise(M.CUDNN_POINTWISE_GELU_FWD, x.astype(np.float64) + 0.25), "float16")
+    g = cudnn.pygraph(io_data_type="torch.bfloat16", compute_data_type=cudnn.data_type.FLOAT)
+    X = g.tensor(name="X", dim=[16], stride=[1])
+    Y = g.neg(X)
+    Y.set_output(True)
+    g.build([cudnn.heur_mode.A])
+    xb = random(rng, [16], ml_dtypes.bfloat16)
+    yb = cuda.to_device(np.full(16, 0x7FC0, np.uint16))  # bf16 NaN bits: numba has no bf16 arrays
+    g.execute({X: cuda.to_device(xb.view(np.uint16)), Y: yb}, None)
+    assert_close(yb.copy_to_host().view(ml_dtypes.bfloat16), -xb.astype(np.float64), "bfloat16")
