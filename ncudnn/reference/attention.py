@@ -61,7 +61,7 @@ def _scores(q, k, scale, bias, alibi, o):
     B, H, Sq, _ = q.shape
     ke = _expand(k, H)
     Sk = ke.shape[2]
-    s = scale * np.einsum("bhid,bhjd->bhij", q, ke)
+    s = scale * np.matmul(q, np.swapaxes(ke, -1, -2))
     if bias is not None:
         s = s + f64(bias)
     i = np.arange(Sq)[:, None]
@@ -106,7 +106,7 @@ def sdpa_forward(q, k, v, scale, causal=False, bias=None, dropout_mask=None, dro
     with np.errstate(divide="ignore"):
         stats = m_safe + np.log(tot)
     p = np.where(tot > 0, e / np.where(tot > 0, tot, 1.0), 0.0)
-    o = np.einsum("bhij,bhjd->bhid", _dropped(p, dropout_mask, dropout_scale), _expand(v, H))
+    o = np.matmul(_dropped(p, dropout_mask, dropout_scale), _expand(v, H))
     return np.where(rows, o, 0.0), np.where(rows, stats, 0.0)
 
 
@@ -135,13 +135,13 @@ def sdpa_backward(q, k, v, o, do, stats, scale, causal=False, bias=None, dropout
         p = np.where(keep, np.exp(np.where(keep, s - stats, 0.0)), 0.0)
     do = np.where(rows, do, 0.0)
     pd = _dropped(p, dropout_mask, dropout_scale)
-    dp = _dropped(np.einsum("bhid,bhjd->bhij", do, ve), dropout_mask, dropout_scale)
+    dp = _dropped(np.matmul(do, np.swapaxes(ve, -1, -2)), dropout_mask, dropout_scale)
     dr = (do * o).sum(axis=-1, keepdims=True)
     ds = p * (dp - dr)
-    dq = scale * np.einsum("bhij,bhjd->bhid", ds, ke)
+    dq = scale * np.matmul(ds, ke)
     g = H // Hk
-    dk = (scale * np.einsum("bhij,bhid->bhjd", ds, q)).reshape(B, Hk, g, Sk, -1).sum(axis=2)
-    dv = np.einsum("bhij,bhid->bhjd", pd, do).reshape(B, Hk, g, Sk, -1).sum(axis=2)
+    dk = (scale * np.matmul(np.swapaxes(ds, -1, -2), q)).reshape(B, Hk, g, Sk, -1).sum(axis=2)
+    dv = np.matmul(np.swapaxes(pd, -1, -2), do).reshape(B, Hk, g, Sk, -1).sum(axis=2)
     if return_dbias:
         if bias is None:
             raise ValueError("return_dbias needs bias")
