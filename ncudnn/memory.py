@@ -147,7 +147,8 @@ def _weakrefable(obj):
 
 
 _regions = {}  # base address -> _Region, simulated allocations only
-_regions_lock = threading.Lock()
+# Reentrant: a finalizer (_forget) can run from garbage collection while this thread holds the lock.
+_regions_lock = threading.RLock()
 
 
 try:
@@ -177,7 +178,7 @@ def _forget(base, reg):
 
 def _find_region(ptr):
     with _regions_lock:
-        for reg in _regions.values():
+        for reg in list(_regions.values()):
             if reg.base <= ptr < reg.base + max(reg.size, 1) and reg.root is not None:
                 return reg
     return None

@@ -447,6 +447,29 @@ def test_simulated_allocation_forgotten_when_freed():
     assert status_of(m.as_view, ptr, dims=(8,), dtype="float32") == S.CUDNN_STATUS_BAD_PARAM
 
 
+@pytest.mark.sim_only
+def test_allocation_freed_while_the_registry_is_busy():
+    """Garbage collection can free a simulated array while this thread holds the registry lock (inside
+    as_view): its finalizer must not deadlock."""
+    import gc
+    import threading
+
+    done = []
+
+    def scenario():
+        d = cuda.to_device(np.zeros(8, np.float32))
+        m.device_pointer(d)
+        with m._regions_lock:
+            del d
+            gc.collect()  # runs the finalizer here, lock held
+        done.append(True)
+
+    t = threading.Thread(target=scenario, daemon=True)
+    t.start()
+    t.join(timeout=20)
+    assert done == [True], "finalizer deadlocked on the registry lock"
+
+
 @pytest.mark.gpu
 def test_gpu_raw_pointer_extent_from_driver(rng):
     host = random(rng, (1024,), np.float32)
