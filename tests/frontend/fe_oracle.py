@@ -14,13 +14,13 @@ def has_engine(kind):
 
 
 def graph_oracle(g, inputs):
-    """float64 values of every tensor of ``g`` (validated) from ``inputs`` {uid: host array or scalar}."""
+    """float64 values of every tensor of ``g`` (validated) from ``inputs`` {uid: host array or scalar};
+    by-value tensors not given supply their own value."""
     vals = {uid: np.asarray(v, dtype=np.float64) for uid, v in inputs.items()}
-    for t in g.ir.tensors().values():
-        if t.is_by_value and t.uid not in vals:
-            vals[t.uid] = np.asarray(t.value, dtype=np.float64)
     for node in g.ir.nodes:
-        outs = run_node(node, {p: vals[t.uid] for p, t in node.inputs.items()})
+        ins = {p: vals[t.uid] if t.uid in vals else np.asarray(t.value, dtype=np.float64)
+               for p, t in node.inputs.items()}
+        outs = run_node(node, ins)
         for port, t in node.outputs.items():
             vals[t.uid] = outs[port]
     return vals
