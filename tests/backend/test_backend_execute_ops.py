@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from backend_build import A, D, S, T, conv_desc, conv_op, create, finalize, get, graph, handle, make, ok, tensor
+from backend_build import A, D, S, T, conv_desc, conv_op, finalize, get, graph, handle, make, ok, tensor
 from ncudnn.backend import cudnnBackendExecute
 from ncudnn.engines import registry
 from ncudnn.errors import CUDNN_STATUS_CATEGORY, peek_last_error

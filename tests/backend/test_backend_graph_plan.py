@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from backend_build import (A, D, DT, S, T, conv_desc, conv_op, create, expect, finalize, get, graph, handle, make,
+from backend_build import (A, D, S, T, conv_desc, conv_op, create, expect, finalize, get, graph, handle, make,
                            ok, pointwise_desc, pointwise_op, set_attr, tensor)
 from ncudnn.backend import (cudnnBackendExecute, cudnnBackendGetAttribute, cudnnBackendPopulateCudaGraph,
                             cudnnBackendUpdateCudaGraph, cudnnGetExecutionPlanWorkspaceSize)
