@@ -6,7 +6,6 @@
 import argparse
 import json
 import platform as _py_platform
-import sys
 from importlib import metadata
 
 

@@ -10,7 +10,7 @@ from numba import cuda
 import ncudnn
 from ncudnn import memory as m
 from ncudnn.errors import BadParamError, CudnnError, NotSupportedError
-from ncudnn.testing import SIM, random
+from ncudnn.testing import random
 
 S = ncudnn.cudnnStatus_t
 DT = ncudnn.cudnnDataType_t
