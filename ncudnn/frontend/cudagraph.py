@@ -2,7 +2,8 @@
 CUDA graph (a ``CUgraph`` / ``cudaGraph_t`` from cuda-python, or its integer value).
 
 Recording is stream capture into the existing graph (``cuStreamBeginCaptureToGraph``) of one execute on
-a private stream: nothing runs while capturing. ``update_cuda_graph`` empties the graph and records
+a private stream (relaxed mode: a first-time binding may query or load modules): nothing runs while
+capturing. ``update_cuda_graph`` empties the graph and records
 again with the new buffers, so an instantiated ``cudaGraphExec_t`` can take it through
 ``cudaGraphExecUpdate``. The CUDA simulator has no graphs: both raise cudnnGraphNotSupportedError there.
 """
@@ -55,7 +56,7 @@ def record(graph, handle, variant_pack, workspace, cuda_graph, clear=False):
     (stream,) = _check(driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
     try:
         _check(driver.cuStreamBeginCaptureToGraph(stream, g, None, None, 0,
-                                                  driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                                                  driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED),
                "cuStreamBeginCaptureToGraph")
         failure = None
         try:
