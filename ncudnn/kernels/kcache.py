@@ -19,7 +19,8 @@ refreshes the file's mtime). Under the CUDA simulator there is no cubin: the cac
 
 Compile-time checks without a GPU: :func:`compile_cubin` compiles a kernel for any compute
 capability (numba -> NVVM PTX -> nvJitLink cubin, from the CUDA 13 wheels) in a process with
-``NUMBA_ENABLE_CUDASIM=0``; :func:`resource_usage` reports registers, spills, stack, shared / constant /
+``NUMBA_ENABLE_CUDASIM=0`` (:meth:`KernelCache.prewarm` writes such cubins into the cache, so a GPU
+process need not JIT at all); :func:`resource_usage` reports registers, spills, stack, shared / constant /
 local memory of a cubin, PTX, dispatcher or CompiledKernel; :func:`resource_usage_subprocess` does it
 for a kernel factory from a simulator process (CI).
 """
@@ -171,7 +172,8 @@ def load_cubin(entry, argtypes):
     from .launch import _check
 
     cuda.current_context()  # make the primary context current, shared with numba and torch
-    module = _check(drv.cuModuleLoadData(entry.image), "cuModuleLoadData")
+    image = entry.image + b"\0" if entry.kind == "ptx" else entry.image  # PTX is loaded NUL-terminated
+    module = _check(drv.cuModuleLoadData(image), "cuModuleLoadData")
     fn = _check(drv.cuModuleGetFunction(module, entry.entry_name.encode()), "cuModuleGetFunction")
     attrs = {}
     for name, attr in _ATTRS:
@@ -319,6 +321,18 @@ class KernelCache:
                 total -= size
                 self._count("evicted")
 
+    def prewarm(self, key, build_dispatcher_fn, signature):
+        """Compile for this cache's compute capability without a GPU and write the cubin entry.
+
+        Runs where numba's real target is on (NUMBA_ENABLE_CUDASIM=0), e.g. in CI, so that a GPU
+        process finds the kernel on disk and never JIT compiles it. Returns the entry's path.
+        """
+        argtypes = normalize_argtypes(signature)
+        full = make_key(key, argtypes, self.cc)
+        built = compile_cubin(build_dispatcher_fn(), argtypes, self.cc)
+        self._write(full, CacheEntry(key=full, image=built["cubin"], entry_name=built["entry_name"]))
+        return self.path_for(full)
+
     def clear_memory(self):
         """Forget the in-memory kernels (the disk entries stay)."""
         with self._lock:
@@ -365,6 +379,14 @@ def _arch(cc):
     if isinstance(cc, str):
         return cc if cc.startswith("sm_") else f"sm_{cc}"
     return f"sm_{cc[0]}{cc[1]}"
+
+
+def _cc_tuple(cc):
+    if isinstance(cc, str):  # "sm_90", "sm_100", "90"
+        digits = cc[3:] if cc.startswith("sm_") else cc
+        digits = digits.rstrip("af")
+        return int(digits[:-1]), int(digits[-1])
+    return tuple(int(c) for c in cc)
 
 
 def _need_real_target(what):
@@ -417,7 +439,7 @@ def compile_cubin(func, signature, cc=(9, 0)):
     py_func = getattr(func, "py_func", func)
     opts = dict(getattr(func, "targetoptions", None) or {})
     kw = {k: opts[k] for k in ("fastmath", "lineinfo", "opt", "launch_bounds") if opts.get(k) is not None}
-    cc_t = tuple(int(c) for c in _arch(cc)[3:5]) if isinstance(cc, str) else tuple(cc)
+    cc_t = _cc_tuple(cc)
     ptx, _ = compile_ptx(py_func, normalize_argtypes(signature), cc=cc_t, **kw)
     m = re.search(r"\.entry\s+([\w$.]+)", ptx)
     cubin, log = link_ptx(ptx, cc, opts.get("max_registers"))

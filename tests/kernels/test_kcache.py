@@ -221,19 +221,16 @@ def make_resource_kernel(n_local, n_shared):
 def test_resource_usage_sm90_without_gpu(monkeypatch, rng):
     here = os.path.dirname(__file__)
     monkeypatch.setenv("PYTHONPATH", here + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    n_local = int(rng.integers(32, 96))
-    n_shared = [int(rng.choice([64, 128])), int(rng.choice([256, 512]))]
-    rs = [kcache.resource_usage_subprocess("test_kcache:make_resource_kernel",
-                                           "void(float32[::1], float32[::1], int64)",
-                                           args=(n_local, ns), cc=(9, 0)) for ns in n_shared]
-    for r, ns in zip(rs, n_shared):
-        assert r["source"] == "nvjitlink" and r["entry_name"]
-        assert 8 <= r["registers"] <= 255
-        # sm_90 static shared memory as ptxas reports it includes the 1 KB reserved per block
-        assert 4 * ns <= r["shared"] <= 4 * ns + 1024
-        assert r["stack_frame"] >= 4 * n_local and r["spill_stores"] == 0 and r["spill_loads"] == 0
-        assert r["barriers"] == 1 and r["const"] > 0
-    assert rs[1]["shared"] - rs[0]["shared"] == 4 * (n_shared[1] - n_shared[0])
+    n_local, n_shared = int(rng.integers(32, 96)), int(rng.choice([128, 256, 512]))
+    r = kcache.resource_usage_subprocess("test_kcache:make_resource_kernel",
+                                         "void(float32[::1], float32[::1], int64)",
+                                         args=(n_local, n_shared), cc=(9, 0))
+    assert r["source"] == "nvjitlink" and r["entry_name"]
+    assert 8 <= r["registers"] <= 255
+    # sm_90 static shared memory as ptxas reports it includes the 1 KB reserved per block
+    assert 4 * n_shared <= r["shared"] <= 4 * n_shared + 1024
+    assert r["stack_frame"] >= 4 * n_local and r["spill_stores"] == 0 and r["spill_loads"] == 0
+    assert r["barriers"] == 1 and r["const"] > 0
 
 
 CUBIN_VS_LOG = r'''
@@ -241,23 +238,31 @@ import json, os, sys
 sys.path.insert(0, os.environ["HERE"])
 from ncudnn.kernels import kcache
 from test_kcache import make_resource_kernel
-b = kcache.compile_cubin(make_resource_kernel(40, 256), "void(float32[::1], float32[::1], int64)", (9, 0))
-elf = kcache.cubin_resources(b["cubin"], b["entry_name"])
-log = kcache.parse_link_log(b["log"])[b["entry_name"]]
-print("CMP " + json.dumps(dict(elf=elf, log=log, magic=b["cubin"][:4].hex())))
+out = []
+for n_local, n_shared in json.loads(sys.argv[1]):
+    b = kcache.compile_cubin(make_resource_kernel(n_local, n_shared), "void(float32[::1], float32[::1], int64)",
+                             "sm_90")
+    out.append(dict(elf=kcache.cubin_resources(b["cubin"], b["entry_name"]),
+                    log=kcache.parse_link_log(b["log"])[b["entry_name"]], magic=b["cubin"][:4].hex()))
+print("CMP " + json.dumps(out))
 '''
 
 
-def test_cubin_parse_agrees_with_ptxas_log():
+def test_cubin_parse_agrees_with_ptxas_log(rng):
+    sizes = [(int(rng.integers(16, 40)), 64), (int(rng.integers(48, 96)), int(rng.choice([256, 512])))]
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", HERE=os.path.dirname(__file__))
-    p = subprocess.run([sys.executable, "-c", CUBIN_VS_LOG], capture_output=True, text=True, env=env,
-                       timeout=300)
+    p = subprocess.run([sys.executable, "-c", CUBIN_VS_LOG, json.dumps(sizes)], capture_output=True,
+                       text=True, env=env, timeout=300)
     line = [ln for ln in p.stdout.splitlines() if ln.startswith("CMP ")]
     assert line, p.stderr[-3000:]
-    r = json.loads(line[0][4:])
-    assert r["magic"] == "7f454c46"
-    for k in ("registers", "stack_frame", "shared", "const"):
-        assert r["elf"][k] == r["log"][k], k
+    rs = json.loads(line[0][4:])
+    for r, (n_local, _) in zip(rs, sizes):
+        assert r["magic"] == "7f454c46"
+        for k in ("registers", "stack_frame", "shared", "const"):
+            assert r["elf"][k] == r["log"][k], k
+        assert r["elf"]["stack_frame"] >= 4 * n_local
+    # static shared memory grows exactly with the declared shared array
+    assert rs[1]["elf"]["shared"] - rs[0]["elf"]["shared"] == 4 * (sizes[1][1] - sizes[0][1])
 
 
 @pytest.mark.skipif(not kcache.SIM, reason="simulator refusal only")
@@ -287,3 +292,35 @@ def test_concurrent_callers_compile_once(tmp_path, rng):
         t.join()
     assert len(built) == 1 and len(got) == 8 and all(k is got[0] for k in got)
     assert cache.stats["misses"] == 1 and cache.stats["memory_hits"] == 7 and cache.stats["writes"] == 1
+
+
+PREWARM = r'''
+import os, sys
+import numpy as np
+sys.path.insert(0, os.environ["HERE"])
+from ncudnn.kernels.kcache import KernelCache
+from test_kcache import SIG, make_scale_kernel
+print("PATH " + KernelCache(directory=sys.argv[1], cc="sm_90").prewarm(
+    "scale", lambda: make_scale_kernel(np.float32(2.0)), SIG))
+'''
+
+
+def test_prewarm_writes_an_sm90_cubin_without_gpu(tmp_path, rng):
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", HERE=os.path.dirname(__file__))
+    p = subprocess.run([sys.executable, "-c", PREWARM, str(tmp_path)], capture_output=True, text=True,
+                       env=env, timeout=300)
+    line = [ln for ln in p.stdout.splitlines() if ln.startswith("PATH ")]
+    assert line, p.stderr[-3000:]
+    key = make_key("scale", SIG, "sm_90")
+    path = line[0][5:]
+    assert path == KernelCache(directory=str(tmp_path), cc="sm_90").path_for(key)
+    entry = decode_entry(open(path, "rb").read(), key)
+    assert entry.image[:4] == b"\x7fELF" and entry.kind == "cubin"
+    assert kcache.cubin_resources(entry.image, entry.entry_name)["registers"] > 0
+    fake = FakeGPU(rng)
+    fake.load = lambda e, argtypes: CompiledKernel(make_scale_kernel(np.float32(2.0)), argtypes)
+    warm = _cache(tmp_path, fake)
+    k = warm.get_or_compile("scale", _never, SIG)
+    assert warm.stats["disk_hits"] == 1
+    x = random(rng, 8)
+    np.testing.assert_allclose(_run(k, x, 1.5), x * np.float32(1.5) + 2.0, rtol=1e-6)
