@@ -240,8 +240,8 @@ from ncudnn.kernels import kcache
 from test_kcache import make_resource_kernel
 out = []
 for n_local, n_shared in json.loads(sys.argv[1]):
-    b = kcache.compile_cubin(make_resource_kernel(n_local, n_shared), "void(float32[::1], float32[::1], int64)",
-                             "sm_90")
+    sig = "void(float32[::1], float32[::1], int64)"
+    b = kcache.compile_cubin(make_resource_kernel(n_local, n_shared), sig, "sm_90")
     out.append(dict(elf=kcache.cubin_resources(b["cubin"], b["entry_name"]),
                     log=kcache.parse_link_log(b["log"])[b["entry_name"]], magic=b["cubin"][:4].hex()))
 print("CMP " + json.dumps(out))
