@@ -19,7 +19,8 @@ boolean one byte; float16 its 16 bits; float32 / float64 themselves; complex two
 are flattened element by element. Each value sits in its own 8-byte slot of the buffer and the
 pointer array handed to the driver points at the slots.
 
-Array arguments may be anything with ``__cuda_array_interface__`` (numba, torch, CuPy), an object
+Array arguments may be anything with ``__cuda_array_interface__`` (numba, CuPy), a torch tensor
+(read through ``data_ptr`` / ``stride``: torch's CAI is slow and refuses grad tensors), an object
 with ``ptr, shape, strides, dtype`` (ncudnn ``DeviceView``: strides in elements), or an
 :class:`ArgView` / ``(ptr, shape, strides_bytes, itemsize[, dtype])`` tuple. No numba device array
 is created.
@@ -122,6 +123,19 @@ def _from_cai(cai):
     return ArgView(int(cai["data"][0] or 0), shape, strides, dt.itemsize, dt)
 
 
+def _from_torch(t):
+    """torch tensors without their CAI (slow, and refused for tensors that require grad)."""
+    if not SIM and not getattr(t, "is_cuda", True):
+        raise TypeError(f"tensor on {getattr(t, 'device', 'the host')} is host memory, not a device array")
+    it = int(t.element_size())
+    try:
+        dt = np.dtype(str(t.dtype).rsplit(".", 1)[-1])
+    except TypeError:
+        dt = None  # bfloat16 / fp8: the kernel signature gives the storage type
+    return ArgView(int(t.data_ptr()), tuple(int(d) for d in t.shape), tuple(int(s) * it for s in t.stride()),
+                   it, dt)
+
+
 def _from_ndarray(a):
     return ArgView(int(a.__array_interface__["data"][0]), tuple(a.shape), tuple(a.strides),
                    a.dtype.itemsize, a.dtype)
@@ -133,6 +147,8 @@ def as_arg_view(obj):
         return obj
     if _is_view_tuple(obj):
         return ArgView(*obj)
+    if callable(getattr(obj, "data_ptr", None)) and callable(getattr(obj, "element_size", None)):
+        return _from_torch(obj)
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
         return _from_cai(cai)

@@ -183,3 +183,31 @@ def test_typeof_and_helpers():
     assert stream_handle(None) == 0 and stream_handle(5) == 5
     assert stream_handle(TorchLike()) == 1234 and stream_handle(Proto()) == 777
     assert stream_handle(NumbaLike()) == 99
+
+
+class _TorchLike:
+    """The parts of a torch tensor the launcher reads (data_ptr / stride in elements / element_size)."""
+
+    def __init__(self, arr):
+        self._arr, self.shape, self.dtype, self.is_cuda = arr, arr.shape, f"torch.{arr.dtype.name}", True
+
+    def data_ptr(self):
+        return self._arr.__array_interface__["data"][0]
+
+    def stride(self):
+        return tuple(s // self._arr.itemsize for s in self._arr.strides)
+
+    def element_size(self):
+        return self._arr.itemsize
+
+
+def test_torch_like_tensors(rng):
+    big = random(rng, (6, 10), np.float64)
+    x = _TorchLike(big[::2, 1::3])  # strided (3, 3) view
+    out_host = np.full((3, 3), np.nan)
+    v = as_arg_view(x)
+    assert v.strides == (160, 24) and v.dtype == np.float64
+    assert typeof_arg(x) == types.Array(types.float64, 2, "A")
+    kern = CompiledKernel(_affine2d)
+    kern.prepare(1, (4, 4), (x, _TorchLike(out_host), 2.0, 0.5, False)).run()
+    np.testing.assert_allclose(out_host, big[::2, 1::3] * 2.0 + 0.5, rtol=1e-12)
