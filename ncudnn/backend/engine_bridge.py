@@ -29,7 +29,17 @@ def context(handle):
 
 
 def support(graph, engine_or_config, ctx):
-    """(status, reason): can the engine (global index) or EngineConfig run the whole graph?"""
+    """(status, reason): can the engine (global index) or EngineConfig run the whole graph?
+
+    An engine given by index first answers for the graph's problem itself (the cheap pattern check),
+    so engines are never asked to price a problem they do not accept."""
+    if isinstance(engine_or_config, int):
+        engine = engine_at(engine_or_config)
+        sub = _api().problem(graph)
+        if engine is not None and engine.name != "composite" and type(sub).__name__ != "CompositeSub":
+            status, reason = engine.check_support(sub, ctx)
+            if int(status) != int(S.CUDNN_STATUS_SUCCESS):
+                return S(int(status)), reason
     status, reason = _api().check_support(graph, engine_or_config, ctx)
     return S(int(status)), reason
 
