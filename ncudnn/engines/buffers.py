@@ -20,14 +20,17 @@ from ..types import cudnnStatus_t
 S = cudnnStatus_t
 _U8 = np.dtype(np.uint8)
 
-_getters = {}  # type -> function(obj) -> int pointer, learned on first sight of a type
+#: type -> function(obj) -> int device pointer, learned on first sight of a type (plan.py reads it)
+GETTERS = {}
 
 
-def _learn(t, obj):
+def _learn(obj):
+    t = type(obj)
     if isinstance(obj, memory.DeviceView):
         return lambda o: o.ptr
-    if callable(getattr(obj, "data_ptr", None)) and callable(getattr(obj, "stride", None)):
-        return lambda o: o.data_ptr()
+    data_ptr = getattr(t, "data_ptr", None)
+    if callable(data_ptr) and callable(getattr(obj, "stride", None)):
+        return data_ptr  # torch: the unbound C method, no Python frame per call
     if simulator_enabled() and getattr(obj, "__cuda_ndarray__", False):
         return memory.device_pointer
     if hasattr(obj, "device_ctypes_pointer"):
@@ -42,11 +45,11 @@ def ptr_of(obj):
     t = type(obj)
     if t is int:
         return obj
-    f = _getters.get(t)
+    f = GETTERS.get(t)
     if f is None:
         if obj is None:
             return 0
-        f = _getters[t] = _learn(t, obj)
+        f = GETTERS[t] = _learn(obj)
     return f(obj)
 
 

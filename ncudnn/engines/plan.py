@@ -70,12 +70,12 @@ class ExecutionPlan:
         """Run on ``pack`` (uid -> device pointer int or array object; by-value uids -> scalars,
         defaulting to the descriptor's value) with ``workspace`` (pointer or array, or None when
         ``workspace_size`` is 0) on ``stream`` (int handle or a numba / torch / CuPy stream)."""
-        try:
-            key = tuple([B.ptr_of(pack[u]) for u in self.external_uids])
+        getters = B.GETTERS
+        try:  # the hot path: one pointer read per tensor, C-level getters (torch: Tensor.data_ptr)
+            key = tuple([o if type(o) is int else getters[type(o)](o)
+                         for o in map(pack.__getitem__, self.external_uids)])
         except KeyError:
-            missing = [u for u in self.external_uids if u not in pack]
-            raise BadParamError(f"variant pack lacks device pointers for uids {missing}",
-                                S.CUDNN_STATUS_BAD_PARAM) from None
+            key = self._slow_key(pack)
         if self.scalar_uids:
             key += tuple([pack.get(u) for u in self.scalar_uids])
         if self.workspace_size:
@@ -83,8 +83,17 @@ class ExecutionPlan:
         runs = self._bindings.get(key)
         if runs is None:
             runs = self._bind(pack, workspace, key)
-        for run in runs:
-            run(stream)
+        if len(runs) == 1:
+            runs[0](stream)
+        else:
+            for run in runs:
+                run(stream)
+
+    def _slow_key(self, pack):
+        missing = [u for u in self.external_uids if u not in pack]
+        if missing:
+            raise BadParamError(f"variant pack lacks device pointers for uids {missing}", S.CUDNN_STATUS_BAD_PARAM)
+        return tuple([B.ptr_of(pack[u]) for u in self.external_uids])  # learns the getters of new types
 
     # ------------------------------------------------------------------ binding
     def views(self, pack, workspace):

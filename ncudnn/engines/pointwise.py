@@ -6,6 +6,7 @@ one-element device array), virtual tensors inside stay in registers, non-virtual
 tensors written are kernel outputs. Knobs: BLOCK_SIZE (threads per block) and
 ARRAY_SIZE_PER_THREAD (elements per thread per loop trip, the generator's ``unroll``).
 """
+import functools
 import math
 
 import numpy as np
@@ -210,8 +211,7 @@ class PointwisePlan(SubPlan):
             else:
                 args.append(ArgView(v.ptr, (max(ext, 1),), (st.itemsize,), st.itemsize, st))
         prepared = self.compiled.prepare(self.grid, self.block, tuple(args) + (meta.numel,))
-        launch = prepared.run
-        return lambda stream: launch(None, stream)
+        return functools.partial(prepared.run, None)  # run(stream): one cuLaunchKernel
 
     def execute(self, buffers, workspace, stream):
         views = {u: (memory.as_view(a) if not isinstance(a, (int, float)) else a) for u, a in buffers.items()}
