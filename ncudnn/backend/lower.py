@@ -38,7 +38,7 @@ class _Tensors:
         self.by_uid[uid] = t
         return t
 
-    def __call__(self, op, name, required=True):
+    def __call__(self, op, name):
         t = op.value(name)
         if t is None:
             return None
@@ -56,10 +56,12 @@ class _Tensors:
                      f"{op.type.name}: {name.name}: uid {info.uid} names two different tensors "
                      f"({list(prev.dims)} vs {list(dims)})")
             return prev
+        ragged = self.of(op, name, info.ragged_offset) if info.ragged_offset is not None else None
         t = TensorDesc(uid=info.uid, dims=dims, strides=strides, dtype=info.dtype, alignment=info.alignment,
                        is_virtual=info.is_virtual, is_by_value=info.is_by_value,
                        vector_count=info.vector_count, vectorized_dim=info.vectorized_dim,
-                       reordering=info.reordering, name=name.name.replace("CUDNN_ATTR_OPERATION_", ""))
+                       reordering=info.reordering, ragged_offset=ragged,
+                       name=name.name.replace("CUDNN_ATTR_OPERATION_", ""))
         self.by_uid[info.uid] = t
         return t
 

@@ -109,3 +109,18 @@ def test_bn_bwd_weights_lowers_with_the_sums_of_dy_and_dy_x():
 def test_a_dangling_virtual_output_is_refused_by_the_ir():
     expect(finalize(graph([op_cases.paged()], fin=False)), S.CUDNN_STATUS_BAD_PARAM, "CUDNN_ATTR_OPERATIONGRAPH_OPS",
            "dangling")
+
+
+def test_ragged_offsets_are_lowered_and_typed():
+    from backend_build import ok, set_attr
+    off = tensor(50, [3, 1, 1, 1], dtype=DT.CUDNN_DATA_INT32)
+    x = tensor(1, [2, 3], fin=False)
+    ok(set_attr(x, A.CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, DESC, off))
+    ok(finalize(x))
+    op = pointwise_op(pointwise_desc(P.CUDNN_POINTWISE_ABS), x=x, y=tensor(2, [2, 3]))
+    node = graph([op]).state["graph"].nodes[0]
+    assert node.inputs["X"].ragged_offset.uid == 50 and node.inputs["X"].ragged_offset.dims == (3, 1, 1, 1)
+    bad_off = tensor(51, [3, 1, 1, 1])
+    y = tensor(3, [2, 3], fin=False)
+    ok(set_attr(y, A.CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, DESC, bad_off))
+    expect(finalize(y), S.CUDNN_STATUS_BAD_PARAM, "CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC", "INT32 or INT64")

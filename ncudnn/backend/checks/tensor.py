@@ -36,6 +36,7 @@ class TensorInfo:
     vector_count: int = 1
     vectorized_dim: int = -1
     reordering: int = 0
+    ragged_offset: object = None  # the TensorInfo of CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC
 
     @property
     def rank(self):
@@ -86,10 +87,14 @@ def finalize_tensor(d):
     by_value = d.value(A.CUDNN_ATTR_TENSOR_IS_BY_VALUE)
     if is_virtual and by_value:
         bad(d, A.CUDNN_ATTR_TENSOR_IS_BY_VALUE, "a tensor cannot be both virtual and passed by value")
+    ragged_desc = d.value(A.CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC)
+    ragged = ragged_desc.state["tensor"] if ragged_desc is not None else None
+    if ragged is not None and ragged.dtype not in (DT.CUDNN_DATA_INT32, DT.CUDNN_DATA_INT64):
+        bad(d, A.CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, f"{ragged.dtype.name}: ragged offsets are INT32 or INT64")
     d.state["tensor"] = TensorInfo(
         uid=d.value(A.CUDNN_ATTR_TENSOR_UNIQUE_ID), dtype=dtype, dims=tuple(dims), strides=tuple(strides),
         alignment=align, is_virtual=is_virtual, is_by_value=by_value, vector_count=vcount,
-        vectorized_dim=vdim, reordering=int(d.value(A.CUDNN_ATTR_TENSOR_REORDERING_MODE)))
+        vectorized_dim=vdim, reordering=int(d.value(A.CUDNN_ATTR_TENSOR_REORDERING_MODE)), ragged_offset=ragged)
 
 
 def tensor_of(d, name, required=True):
