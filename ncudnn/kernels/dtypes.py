@@ -27,7 +27,7 @@ from numba.types import float16 as _float16
 from .primitives import f32_as_u32, u32_as_f32
 
 __all__ = ["dtype_name", "storage_dtype", "compute_type", "loader", "storer", "FLOAT_TYPES",
-           "to_storage", "from_storage"]
+           "to_storage", "from_storage", "array_sig"]
 
 #: Dtype names this module knows, mapped to what a kernel's array holds.
 _STORAGE = {
@@ -65,6 +65,12 @@ def compute_type(dtypes):
     return "float64" if names and all(n == "float64" for n in names) else "float32"
 
 
+def array_sig(dtype):
+    """numba signature text of a 1-D C-contiguous storage array of ``dtype`` ("uint16[::1]")."""
+    st = storage_dtype(dtype)
+    return ("boolean" if st == np.bool_ else st.name) + "[::1]"
+
+
 def to_storage(host_array):
     """A host array (any dtype, ml_dtypes included) as its kernel storage (bits for bf16 / fp8)."""
     a = np.ascontiguousarray(host_array)
@@ -83,12 +89,12 @@ def from_storage(bits, dtype):
 # --------------------------------------------------------------------------------------------
 # bf16
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, inline=True)
 def _bf16_to_f32(bits):
     return u32_as_f32(numba.uint32(bits) << 16)
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, inline=True)
 def _f32_to_bf16(v):
     u = f32_as_u32(numba.float32(v))
     if (u & 0x7FFFFFFF) > 0x7F800000:
@@ -113,7 +119,7 @@ def _fp8_codec(m_bits, bias, has_inf, saturate):
     min_normal_bits = (exp_offset + 1) << 23
     overflow_code = max_code if saturate else (inf_code if has_inf else nan_code)
 
-    @cuda.jit(device=True)
+    @cuda.jit(device=True, inline=True)
     def decode(bits):
         b = numba.uint32(bits)
         s = b >> 7
@@ -128,7 +134,7 @@ def _fp8_codec(m_bits, bias, has_inf, saturate):
             return -v if s != 0 else v
         return u32_as_f32((s << 31) | ((e + exp_offset) << 23) | (m << f32_shift))
 
-    @cuda.jit(device=True)
+    @cuda.jit(device=True, inline=True)
     def encode(v):
         u = f32_as_u32(numba.float32(v))
         sign = (u >> 24) & 0x80
@@ -164,17 +170,17 @@ def loader(dtype, ctype="float32"):
     name = dtype_name(dtype)
     conv = _convert(ctype)
     if name == "bfloat16":
-        @cuda.jit(device=True)
+        @cuda.jit(device=True, inline=True)
         def load(arr, i):
             return conv(_bf16_to_f32(arr[i]))
     elif name in ("float8_e4m3fn", "float8_e5m2"):
         decode, _ = _fp8_codec(*_FP8[name], False)
 
-        @cuda.jit(device=True)
+        @cuda.jit(device=True, inline=True)
         def load(arr, i):
             return conv(decode(arr[i]))
     else:
-        @cuda.jit(device=True)
+        @cuda.jit(device=True, inline=True)
         def load(arr, i):
             return conv(arr[i])
     return load
@@ -188,27 +194,27 @@ def storer(dtype, saturate=False):
     """Device function ``store(arr, i, value)`` writing a float/int/bool register as ``dtype``."""
     name = dtype_name(dtype)
     if name == "bfloat16":
-        @cuda.jit(device=True)
+        @cuda.jit(device=True, inline=True)
         def store(arr, i, v):
             arr[i] = _f32_to_bf16(v)
     elif name in ("float8_e4m3fn", "float8_e5m2"):
         _, encode = _fp8_codec(*_FP8[name], saturate)
 
-        @cuda.jit(device=True)
+        @cuda.jit(device=True, inline=True)
         def store(arr, i, v):
             arr[i] = encode(v)
     elif name == "float16":
-        @cuda.jit(device=True)
+        @cuda.jit(device=True, inline=True)
         def store(arr, i, v):
             arr[i] = _float16(numba.float32(v))
     elif name == "bool":
-        @cuda.jit(device=True)
+        @cuda.jit(device=True, inline=True)
         def store(arr, i, v):
             arr[i] = v != 0
     else:
         conv = getattr(numba, name)
 
-        @cuda.jit(device=True)
+        @cuda.jit(device=True, inline=True)
         def store(arr, i, v):
             arr[i] = conv(v)
     return store

@@ -159,7 +159,7 @@ def _row_bwd_source(n, block, vpt, center, ct):
 
 
 def _jit_source(source, name, **names):
-    ns = dict(po.expr_globals(), cuda=cuda, block_sum=block_sum, block_sum2=block_sum2, **names)
+    ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, block_sum=block_sum, block_sum2=block_sum2, **names)
     exec(compile(source, f"<norm {name}>", "exec"), ns)
     return cuda.jit(ns["kernel"])
 
@@ -458,3 +458,37 @@ def instancenorm_backward(x, dy, scale, mean, inv_std, dx, dscale, dbias, shape,
     _norm_backward(x, dy, scale, mean, inv_std, dx, dscale, dbias, shape, x_strides,
                    dy_strides or x_strides, channel_axis, True, x_dtype, dy_dtype, param_dtype,
                    stat_dtype, stream)
+
+
+def _register_compile_cases():
+    try:
+        from .compile_check import register_compile_case
+    except ImportError:
+        return
+    from .dtypes import array_sig as a
+    for n, dt in ((4096, "bfloat16"), (768, "float16"), (8192, "float32"), (32768, "float32")):
+        blk, vpt = row_config(n)
+        budget = min(255, 65536 // blk)
+        for rms in (False, True):
+            tag = f"{'rms' if rms else 'layer'}norm_{n}_{dt}"
+            k, _ = _row_fwd_kernel(n, blk, vpt, not rms, True, True, dt, "float32", dt, "float32")
+            register_compile_case(f"{tag}_fwd", k, f"void({a(dt)}, {a('float32')}, {a('float32')}, "
+                                  f"{a(dt)}, {a('float32')}, {a('float32')}, float64)",
+                                  max_registers=budget)
+            k, _ = _row_bwd_kernel(n, blk, vpt, not rms, dt, dt, "float32", dt, "float32")
+            register_compile_case(f"{tag}_bwd", k, f"void({a(dt)}, {a(dt)}, {a('float32')}, "
+                                  f"{a('float32')}, {a('float32')}, {a(dt)})", max_registers=budget)
+    f = a("float32")
+    register_compile_case("bn_finalize_fwd", _finalize_fwd_kernel("float32", "float32", "float32",
+                                                                  True, True),
+                          f"void({', '.join([f] * 10)}, int64, int64, int64, float64, float64)",
+                          max_registers=128)
+    register_compile_case("bn_finalize_bwd", _finalize_bwd_kernel("float32", "float32", "float32"),
+                          f"void({', '.join([f] * 10)}, int64, int64, int64)", max_registers=128)
+    register_compile_case("bn_channel_sum", _channel_sum_kernel("float32", "float32"),
+                          f"void({f}, {f}, int64, int64)", max_registers=128)
+    register_compile_case("bn_inference_coeff", _inference_coeff_kernel("float32", "float32"),
+                          f"void({', '.join([f] * 6)}, int64, float64)", max_registers=128)
+
+
+_register_compile_cases()

@@ -347,7 +347,7 @@ def build_pointwise(spec):
         return hit if hit.spec == spec else PointwiseKernel(spec, hit.source, hit.kernel)
     source = generate_source(spec)
     ctype = compute_type([t.dtype for t in spec.inputs + spec.outputs])
-    ns = dict(po.expr_globals(), cuda=cuda)
+    ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda)
     for k, t in enumerate(spec.inputs):
         ns[f"ld{k}"] = loader(t.dtype, ctype)
     for m, o in enumerate(spec.outputs):
@@ -366,3 +366,47 @@ def run_pointwise(kernel_spec, *arrays, stream=0):
     inputs may be smaller (only the elements their strides reach). Asynchronous on ``stream``.
     """
     build_pointwise(kernel_spec).launch(*arrays, stream=stream)
+
+
+def kernel_signature(spec):
+    """The numba signature the launcher's arrays give the kernel of ``spec``."""
+    from .dtypes import array_sig
+    arrays = [array_sig(t.dtype) for t in spec.inputs + spec.outputs]
+    return "void(" + ", ".join(arrays + ["int64"]) + ")"
+
+
+def _register_compile_cases():
+    try:
+        from .compile_check import register_compile_case
+    except ImportError:
+        return
+    nchw = (32, 64, 56, 56)
+    cs_ = contiguous_strides(nchw)
+    cases = {
+        "pointwise_dense_bf16_add_relu_scale": PointwiseSpec(
+            nchw, (TensorSpec("bfloat16", cs_), TensorSpec("bfloat16", cs_),
+                   TensorSpec("float32", (0, 0, 0, 0))),
+            (NodeSpec.make(PM.CUDNN_POINTWISE_ADD, (0, 1)),
+             NodeSpec.make(PM.CUDNN_POINTWISE_RELU_FWD, (3,)),
+             NodeSpec.make(PM.CUDNN_POINTWISE_MUL, (4, 2))),
+            (OutputSpec(5, "bfloat16", cs_),)),
+        "pointwise_nchw_bias_gelu_fp16": PointwiseSpec(
+            nchw, (TensorSpec("float16", cs_), TensorSpec("float32", (0, 1, 0, 0))),
+            (NodeSpec.make(PM.CUDNN_POINTWISE_ADD, (0, 1)),
+             NodeSpec.make(PM.CUDNN_POINTWISE_GELU_FWD, (2,))),
+            (OutputSpec(3, "float16", cs_),)),
+        "pointwise_dense_f64_swish_bwd": PointwiseSpec(
+            (1 << 20,), (TensorSpec("float64", (1,)), TensorSpec("float64", (1,))),
+            (NodeSpec.make(PM.CUDNN_POINTWISE_SWISH_BWD, (0, 1)),),
+            (OutputSpec(2, "float64", (1,)),)),
+        "pointwise_dense_fp8_cast": PointwiseSpec(
+            (1 << 20,), (TensorSpec("float32", (1,)),),
+            (NodeSpec.make(PM.CUDNN_POINTWISE_IDENTITY, (0,)),),
+            (OutputSpec(1, "float8_e4m3fn", (1,), saturate=True),)),
+    }
+    for name, spec in cases.items():
+        register_compile_case(name, build_pointwise(spec).kernel, kernel_signature(spec),
+                              max_registers=64, max_local_bytes=0)
+
+
+_register_compile_cases()

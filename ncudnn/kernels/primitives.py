@@ -36,23 +36,23 @@ FULL_MASK = 0xFFFFFFFF
 if not SIM:
     from numba.cuda import libdevice
 
-    @cuda.jit(device=True)
+    @cuda.jit(device=True, inline=True)
     def f32_as_u32(x):
         return numba.uint32(libdevice.float_as_int(x))
 
-    @cuda.jit(device=True)
+    @cuda.jit(device=True, inline=True)
     def u32_as_f32(u):
         return libdevice.int_as_float(numba.int32(u))
 
-    @cuda.jit(device=True)
+    @cuda.jit(device=True, inline=True)
     def shfl_down(v, delta):
         return cuda.shfl_down_sync(FULL_MASK, v, delta)
 
-    @cuda.jit(device=True)
+    @cuda.jit(device=True, inline=True)
     def shfl_xor(v, lane_mask):
         return cuda.shfl_xor_sync(FULL_MASK, v, lane_mask)
 
-    @cuda.jit(device=True)
+    @cuda.jit(device=True, inline=True)
     def shfl_idx(v, src_lane):
         return cuda.shfl_sync(FULL_MASK, v, src_lane)
 
@@ -100,17 +100,17 @@ else:
         return _exchange(v, lambda lane: src_lane)
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, inline=True)
 def _max(a, b):
     return a if (a != a or a >= b) else b
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, inline=True)
 def _min(a, b):
     return a if (a != a or a <= b) else b
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, inline=True)
 def warp_sum(v):
     v += shfl_xor(v, 16)
     v += shfl_xor(v, 8)
@@ -120,7 +120,7 @@ def warp_sum(v):
     return v
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, inline=True)
 def warp_max(v):
     v = _max(v, shfl_xor(v, 16))
     v = _max(v, shfl_xor(v, 8))
@@ -130,7 +130,7 @@ def warp_max(v):
     return v
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, inline=True)
 def warp_min(v):
     v = _min(v, shfl_xor(v, 16))
     v = _min(v, shfl_xor(v, 8))
@@ -140,17 +140,17 @@ def warp_min(v):
     return v
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, inline=True)
 def _flat_tid():
     return cuda.threadIdx.x + cuda.blockDim.x * (cuda.threadIdx.y + cuda.blockDim.y * cuda.threadIdx.z)
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, inline=True)
 def _nwarps():
     return (cuda.blockDim.x * cuda.blockDim.y * cuda.blockDim.z + WARP - 1) // WARP
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, inline=True)
 def block_sum(v, smem):
     tid = _flat_tid()
     v = warp_sum(v)
@@ -164,7 +164,7 @@ def block_sum(v, smem):
     return t
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, inline=True)
 def block_sum2(a, b, smem_a, smem_b):
     tid = _flat_tid()
     a = warp_sum(a)
@@ -182,7 +182,7 @@ def block_sum2(a, b, smem_a, smem_b):
     return ta, tb
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, inline=True)
 def block_max(v, smem):
     tid = _flat_tid()
     v = warp_max(v)
@@ -196,7 +196,7 @@ def block_max(v, smem):
     return t
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, inline=True)
 def block_min(v, smem):
     tid = _flat_tid()
     v = warp_min(v)

@@ -138,7 +138,6 @@ def _choose(spec):
     kept, red = _layout(spec)
     n_out, n_red = _numel(kept), _numel(red)
     row = _is_row(kept, red)
-    target = 8 if SIM else _sm_count() * 8
     if row:
         block = spec.block or (32 if SIM else min(512, max(32, _pow2(n_red // 8))))
         blocks = n_out
@@ -147,8 +146,10 @@ def _choose(spec):
         block = spec.block or (4 if SIM else 8)     # BY: rows of the 32 x BY block
         blocks = math.ceil(n_out / 32)
         per_block_min = block * 16
-    split = spec.split or max(1, min(math.ceil(target / max(blocks, 1)),
-                                     math.ceil(n_red / per_block_min), 1024))
+    if spec.split:
+        return row, block, spec.split
+    target = 8 if SIM else _sm_count() * 8
+    split = max(1, min(math.ceil(target / max(blocks, 1)), math.ceil(n_red / per_block_min), 1024))
     return row, block, split
 
 
@@ -333,7 +334,7 @@ class ReduceKernel:
         else:
             self.source = _col_source(spec, kept, red, self.block, self.split, self.ctype)
             self.grid, self.threads = (math.ceil(self.n_out / 32), self.split), (32, self.block)
-        ns = dict(po.expr_globals(), cuda=cuda, shfl_xor=shfl_xor, min=min)
+        ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, shfl_xor=shfl_xor, min=min)
         for i, (dt, _) in enumerate(spec.inputs):
             ns[f"ld{i}"] = loader(dt, self.ctype)
         for j, (dt, _) in enumerate(spec.outputs):
@@ -449,3 +450,46 @@ def genstats(x, sum_out, sqsum_out, shape, x_dtype, x_strides, channel_axis=1,
     """One pass over x (NCHW, NHWC, any strides): per-channel sum x and sum x*x (C values each)."""
     spec = genstats_spec(shape, x_dtype, x_strides, channel_axis, out_dtype, block, split)
     run_reduce(spec, [x], [sum_out, sqsum_out], workspace, stream)
+
+
+def _signatures(k):
+    from .dtypes import array_sig
+    spec = k.spec
+    ins = [array_sig(d) for d, _ in spec.inputs]
+    outs = [array_sig(d) for d, _ in spec.outputs]
+    ws = f"{k.ctype}[::1]"
+    return ("void(" + ", ".join(ins + outs + [ws]) + ")",
+            "void(" + ", ".join([ws] + outs) + ")")
+
+
+def _register_compile_cases():
+    try:
+        from .compile_check import register_compile_case
+    except ImportError:
+        return
+    from .pointwise import contiguous_strides as cs
+    rows = (64, 4096)
+    specs = {
+        "reduce_row_add_f32": reduce_spec(RO.CUDNN_REDUCE_TENSOR_ADD, rows, "float32", cs(rows),
+                                          (64, 1), "float32", (1, 0), block=512, split=2),
+        "reduce_row_norm2_bf16": reduce_spec(RO.CUDNN_REDUCE_TENSOR_NORM2, rows, "bfloat16",
+                                             cs(rows), (64, 1), "float32", (1, 0), block=256,
+                                             split=1),
+        "reduce_col_max_fp16": reduce_spec(RO.CUDNN_REDUCE_TENSOR_MAX, (4096, 64), "float16",
+                                           cs((4096, 64)), (1, 64), "float16", (0, 1), block=8,
+                                           split=32),
+        "genstats_nchw_fp16": genstats_spec((32, 64, 56, 56), "float16", cs((32, 64, 56, 56)),
+                                            block=512, split=16),
+        "genstats_nhwc_bf16": genstats_spec((32, 56, 56, 64), "bfloat16", cs((32, 56, 56, 64)),
+                                            channel_axis=3, block=8, split=256),
+    }
+    for name, spec in specs.items():
+        k = build_reduce(spec)
+        main_sig, comb_sig = _signatures(k)
+        threads = k.threads if isinstance(k.threads, int) else k.threads[0] * k.threads[1]
+        register_compile_case(name, k.main, main_sig, max_registers=min(255, 65536 // threads))
+        if k.combine is not None:
+            register_compile_case(name + "_combine", k.combine, comb_sig, max_registers=64)
+
+
+_register_compile_cases()

@@ -260,7 +260,7 @@ def _grid(total, block):
 
 
 def _jit(src, name, **names):
-    ns = dict(po.expr_globals(), cuda=cuda, **names)
+    ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, **names)
     exec(compile(src, f"<resample {name}>", "exec"), ns)
     return cuda.jit(ns["kernel"])
 
@@ -318,3 +318,45 @@ def resample_backward(dy, index, dx, mode, x_shape, dx_strides, y_shape, dy_stri
     idx = index.reshape(index.size) if index is not None else cuda.device_array(1, "int32")
     kern[_grid(math.prod(x_shape), block), block, stream](dy.reshape(dy.size), idx,
                                                           dx.reshape(dx.size))
+
+
+def _register_compile_cases():
+    try:
+        from .compile_check import register_compile_case
+    except ImportError:
+        return
+    from .dtypes import array_sig as a
+    from .pointwise import contiguous_strides as cs
+
+    def nhwc(shape):
+        order = (0,) + tuple(range(2, len(shape))) + (1,)
+        st, acc = [0] * len(shape), 1
+        for d in reversed(order):
+            st[d] = acc
+            acc *= shape[d]
+        return tuple(st)
+
+    cases = [("maxpool3x3s2", RM.CUDNN_RESAMPLE_MAXPOOL, (32, 64, 112, 112), (3, 3), (2, 2),
+              (1, 1), PAD.CUDNN_NEG_INF_PAD),
+             ("avgpool_excl3x3", RM.CUDNN_RESAMPLE_AVGPOOL_EXCLUDE_PADDING, (32, 64, 56, 56),
+              (3, 3), (1, 1), (1, 1), PAD.CUDNN_ZERO_PAD),
+             ("bilinear_up2", RM.CUDNN_RESAMPLE_BILINEAR, (8, 32, 64, 64), (2, 2), (0.5, 0.5),
+              (0.75, 0.75), PAD.CUDNN_EDGE_VAL_PAD),
+             ("maxpool3d_2x2x2", RM.CUDNN_RESAMPLE_MAXPOOL, (8, 16, 8, 32, 32), (2, 2, 2),
+              (2, 2, 2), (0, 0, 0), PAD.CUDNN_ZERO_PAD)]
+    for name, mode, xs, w, s, p, pad in cases:
+        ys = output_shape(xs, w, s, p, p)
+        for lay, tag in ((cs, "nchw"), (nhwc, "nhwc")):
+            k, _ = _fwd_kernel(mode, xs, lay(xs), ys, lay(ys), lay(ys), w, s, p, pad, False,
+                               "float16", "float16", "int8")
+            register_compile_case(f"resample_{name}_{tag}_fwd", k,
+                                  f"void({a('float16')}, {a('float16')}, {a('int8')})",
+                                  max_registers=128)
+            k, _ = _bwd_kernel(mode, xs, lay(xs), ys, lay(ys), lay(ys), w, s, p, pad, "float16",
+                               "float16")
+            register_compile_case(f"resample_{name}_{tag}_bwd", k,
+                                  f"void({a('float16')}, {a('int8')}, {a('float16')})",
+                                  max_registers=128)
+
+
+_register_compile_cases()

@@ -169,7 +169,7 @@ def _col_bwd_source(n, inner, total, log, ct):
 
 
 def _jit(source, name, **names):
-    ns = dict(po.expr_globals(), cuda=cuda, block_sum=block_sum, block_max=block_max,
+    ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, block_sum=block_sum, block_max=block_max,
               shfl_xor=shfl_xor, **names)
     exec(compile(source, f"<softmax {name}>", "exec"), ns)
     return cuda.jit(ns["kernel"])
@@ -218,3 +218,24 @@ def softmax_backward(y, dy, dx, outer, n, inner=1, *, log=False, y_dtype="float3
     """dx from the forward output y and dy (packed (outer, n, inner) device arrays)."""
     kern, (grid, blk), _ = _bwd_kernel(outer, n, inner, log, block, y_dtype, dy_dtype, dx_dtype)
     kern[grid, blk, stream](y.reshape(y.size), dy.reshape(dy.size), dx.reshape(dx.size))
+
+
+def _register_compile_cases():
+    try:
+        from .compile_check import register_compile_case
+    except ImportError:
+        return
+    from .dtypes import array_sig as a
+    for outer, n, inner, dt in ((4096, 1024, 1, "float16"), (64, 32768, 1, "bfloat16"),
+                                (8, 4096, 1, "float32"), (32, 64, 3136, "float16")):
+        for log in (False, True):
+            tag = f"{'log' if log else ''}softmax_{outer}x{n}x{inner}_{dt}"
+            k, (_, blk), _ = _fwd_kernel(outer, n, inner, log, 0, dt, dt)
+            budget = min(255, 65536 // blk)
+            register_compile_case(f"{tag}_fwd", k, f"void({a(dt)}, {a(dt)})", max_registers=budget)
+            k, (_, blk), _ = _bwd_kernel(outer, n, inner, log, 0, dt, dt, dt)
+            register_compile_case(f"{tag}_bwd", k, f"void({a(dt)}, {a(dt)}, {a(dt)})",
+                                  max_registers=min(255, 65536 // blk))
+
+
+_register_compile_cases()
