@@ -382,4 +382,14 @@ def lower_operation_graph(desc):
         graph.finalize()
     except CudnnError as e:
         fail(e.status, desc, OPS, e.message)
+    _log_lowered(desc, graph)
     return graph
+
+
+def _log_lowered(desc, graph):
+    from .. import log
+    if log.enabled(log.SEV.CUDNN_SEV_INFO):
+        ops = ", ".join(o.short for o in desc.values(OPS))
+        nodes = " -> ".join(f"{n.OP}:{n.name}" for n in graph.nodes)
+        log.log(log.SEV.CUDNN_SEV_INFO, f"backend: {desc.type.name} #{desc.id} lowered ({ops}) to the IR: {nodes}",
+                handle=desc.value(A.CUDNN_ATTR_OPERATIONGRAPH_HANDLE))
