@@ -53,14 +53,30 @@ def ptr_of(obj):
     return f(obj)
 
 
+#: type -> function(obj) -> bytes the object holds (the workspace size check on the hot path)
+NBYTES = {}
+
+
+def _learn_nbytes(obj):
+    t = type(obj)
+    if isinstance(obj, memory.DeviceView):
+        return lambda o: o.nbytes
+    if callable(getattr(t, "data_ptr", None)) and callable(getattr(obj, "element_size", None)):
+        return lambda o: o.numel() * o.element_size()  # torch
+    if getattr(obj, "__cuda_ndarray__", False) and isinstance(getattr(obj, "nbytes", None), int):
+        return lambda o: o.nbytes  # numba device arrays (real and simulated)
+    return lambda o: memory.as_view(o).nbytes
+
+
 def nbytes_of(obj):
     """Bytes an array object holds, or None (raw pointers: unknown without asking the driver)."""
     if type(obj) is int or obj is None:
         return None
-    if isinstance(obj, memory.DeviceView):
-        return obj.nbytes
+    f = NBYTES.get(type(obj))
+    if f is None:
+        f = NBYTES[type(obj)] = _learn_nbytes(obj)
     try:
-        return memory.as_view(obj).nbytes
+        return f(obj)
     except Exception:
         return None
 

@@ -153,9 +153,16 @@ def test_composite_materializes_intermediates_in_the_workspace(rng, rowsum_engin
         api.execute(plan, pack, None)
     assert ei.value.status == S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER
     assert np.isnan(out.copy_to_host()).all()  # nothing ran
-    api.execute(plan, pack, memory.allocate(plan.workspace_size))
+    ws = memory.allocate(plan.workspace_size)
+    api.execute(plan, pack, ws)
     ref = ref_pw(PM.CUDNN_POINTWISE_RELU_FWD, x).sum(axis=1, keepdims=True) * s
     assert_close(out.copy_to_host(), ref, "float32")
+    # the same address, now said to hold fewer bytes: checked again, not served from the binding
+    shrunk = memory.DeviceView(ws.ptr, plan.workspace_size - 256, np.uint8, (plan.workspace_size - 256,), (1,),
+                               ws.owner, ws._region)
+    with pytest.raises(CudnnError) as ei:
+        api.execute(plan, pack, shrunk)
+    assert ei.value.status == S.CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT
 
 
 def test_composite_check_names_a_bad_part_config(rowsum_engine):
