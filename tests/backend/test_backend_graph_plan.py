@@ -239,10 +239,11 @@ def test_plan_json_round_trip_executes(data):
         A.CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION: (T.CUDNN_TYPE_CHAR, text)})
     ok(cudnnBackendExecute(handle(), q, variant_pack(buffers)))
     assert_close(y.copy_to_host(), oracle(x, b), "float32")
-    bad = make(D.CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, {
-        A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE: (T.CUDNN_TYPE_HANDLE, handle()),
-        A.CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION: (T.CUDNN_TYPE_CHAR, "{}")}, fin=False)
-    assert CUDNN_STATUS_CATEGORY(finalize(bad)[0]) != S.CUDNN_STATUS_SUCCESS
+    for text, status in (("{}", S.CUDNN_STATUS_SERIALIZATION_VERSION_MISMATCH), ("not json", S.CUDNN_STATUS_BAD_PARAM)):
+        bad = make(D.CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, {
+            A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE: (T.CUDNN_TYPE_HANDLE, handle()),
+            A.CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION: (T.CUDNN_TYPE_CHAR, text)}, fin=False)
+        expect(finalize(bad), status, "CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION")
     expect(finalize(make(D.CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, {
         A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE: (T.CUDNN_TYPE_HANDLE, handle())}, fin=False)), S.CUDNN_STATUS_BAD_PARAM,
         "CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG")
