@@ -76,7 +76,14 @@ def plan_to_json(plan):
 
 
 def plan_from_json(text, ctx):
-    return _api().plan_from_json(text, ctx)
+    """The plan a JSON representation describes; a document of the wrong shape is BAD_PARAM."""
+    from ..errors import CudnnError, error_for
+    try:
+        return _api().plan_from_json(text, ctx)
+    except CudnnError:
+        raise
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as e:
+        raise error_for(S.CUDNN_STATUS_BAD_PARAM, f"malformed plan JSON ({type(e).__name__}: {e})") from None
 
 
 def execute(plan, pack, workspace, handle):
