@@ -87,3 +87,22 @@ def poisoned(shape, dtype=np.float32):
 
 def random_pair(rng, shape, dtype=np.float32):
     return (rng.uniform(-1, 1, shape).astype(dtype), rng.uniform(-1, 1, shape).astype(dtype))
+
+
+def sm90_pointwise_kernel(block=256, unroll=4):
+    """The pointwise_fused kernel of bias_relu_mul as the engine specializes it (compile checks)."""
+    from ncudnn.engines import api
+    from ncudnn.engines.pointwise import _layout
+    from ncudnn.kernels import pointwise as kpw
+
+    lay = _layout(api.problem(bias_relu_mul((8, 64, 32, 32))))
+    return kpw.build_pointwise(lay.spec(block, unroll))
+
+
+def sm90_pointwise_signature(made):
+    """The argument types the engine compiles with (flat C arrays of the storage types, int64 n)."""
+    from numba.cuda import types
+    from numba.cuda.np import numpy_support
+
+    meta = made  # a PointwiseKernel: storage dtypes per input then output
+    return tuple(types.Array(numpy_support.from_dtype(st), 1, "C") for st in meta.storage) + (types.int64,)
