@@ -10,7 +10,7 @@ import test_backend_execute_ops as execute_ops
 import test_backend_lowering as lowering
 from backend_build import graph, pointwise_desc, pointwise_op, tensor
 from ncudnn.ir import numpy_dtype
-from ncudnn.reference.ops import run_graph
+from ncudnn.reference.ops import run_graph, run_node
 from ncudnn.testing import assert_close, poison_value, random
 from ncudnn.types import cudnnPointwiseMode_t as P
 
@@ -44,10 +44,13 @@ def test_operation_matches_the_graph_oracle(case, rng):
     tensors = {u: t for u, t in ir.tensors().items() if not t.is_virtual}
     if any(numpy_dtype(t.dtype) is None or numpy_dtype(t.dtype).kind != "f" for t in tensors.values()):
         pytest.skip(f"{case}: integer / packed tensors need purpose-made inputs")
-    inputs, buffers, outputs = {}, {}, {}
+    blended = {port: t.uid for n in ir.nodes if getattr(n, "beta", 0.0) for port, t in n.outputs.items()}
+    inputs, buffers, outputs, priors = {}, {}, {}, {}
     for uid, t in sorted(tensors.items()):
         if uid in produced:
-            outputs[uid] = buffers[uid] = cuda.to_device(strided(t))
+            if uid in blended.values():  # beta != 0 blends the prior output: give it one
+                priors[uid] = random(rng, t.dims, np.float32, -1.0, 1.0)
+            outputs[uid] = buffers[uid] = cuda.to_device(strided(t, priors.get(uid)))
             continue
         v = random(rng, t.dims, np.float32, 0.5, 1.5)
         inputs[uid] = v
@@ -57,7 +60,13 @@ def test_operation_matches_the_graph_oracle(case, rng):
         else:
             buffers[uid] = cuda.to_device(strided(t, v))
     execute_ops.run(g, buffers)
-    expected = run_graph(ir, inputs)
+    if blended:
+        (node,) = ir.nodes
+        ins = {p: inputs[t.uid] for p, t in node.inputs.items()}
+        ins.update({f"{p}_PRIOR": priors[u] for p, u in blended.items()})
+        expected = {node.outputs[p].uid: v for p, v in run_node(node, ins).items()}
+    else:
+        expected = run_graph(ir, inputs)
     for uid, dev in outputs.items():
         t = tensors[uid]
         got = np.lib.stride_tricks.as_strided(dev.copy_to_host(), t.dims, [s * 4 for s in t.strides])
