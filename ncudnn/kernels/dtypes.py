@@ -33,7 +33,8 @@ __all__ = ["dtype_name", "storage_dtype", "compute_type", "loader", "storer", "F
 _STORAGE = {
     "float32": np.float32, "float64": np.float64, "float16": np.float16,
     "bfloat16": np.uint16, "float8_e4m3fn": np.uint8, "float8_e5m2": np.uint8,
-    "int8": np.int8, "uint8": np.uint8, "int32": np.int32, "int64": np.int64, "bool": np.bool_,
+    "int8": np.int8, "uint8": np.uint8, "int32": np.int32, "uint32": np.uint32, "int64": np.int64,
+    "bool": np.bool_,
 }
 FLOAT_TYPES = frozenset({"float32", "float64", "float16", "bfloat16", "float8_e4m3fn",
                          "float8_e5m2"})

@@ -1,0 +1,93 @@
+"""Philox4x32-10 RNG kernel: bit-exact against a NumPy Philox, known answers, and statistics."""
+import math
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from ncudnn.kernels import rng as philox
+from ncudnn.kernels.dtypes import from_storage, storage_dtype
+from ncudnn.types import cudnnRngDistribution_t as RD
+
+M0, M1, W0, W1 = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85
+MASK = 0xFFFFFFFF
+
+
+def np_philox(ctr, key):
+    """Philox4x32-10 on uint64 arrays holding 32-bit words: ctr (4, n), key (2,)."""
+    c = [np.asarray(v, np.uint64) for v in ctr]
+    k0, k1 = np.uint64(key[0]), np.uint64(key[1])
+    for r in range(10):
+        p0 = np.uint64(M0) * c[0]
+        p1 = np.uint64(M1) * c[2]
+        c = [(p1 >> np.uint64(32)) ^ c[1] ^ k0, p1 & np.uint64(MASK),
+             (p0 >> np.uint64(32)) ^ c[3] ^ k1, p0 & np.uint64(MASK)]
+        k0 = (k0 + np.uint64(W0)) & np.uint64(MASK)
+        k1 = (k1 + np.uint64(W1)) & np.uint64(MASK)
+    return c
+
+
+def np_stream(n, seed, offset):
+    """The documented stream: element e = word e % 4 of block e // 4."""
+    nb = (n + 3) // 4
+    b = np.arange(nb, dtype=np.uint64)
+    ctr = [b & np.uint64(MASK), b >> np.uint64(32), np.full(nb, offset & MASK, np.uint64),
+           np.full(nb, offset >> 32, np.uint64)]
+    w = np_philox(ctr, (seed & MASK, seed >> 32))
+    return np.stack(w, 1).reshape(-1)[:n].astype(np.uint32)
+
+
+def test_numpy_philox_known_answers():
+    """Random123's published Philox4x32-10 test vectors."""
+    zero = np_philox([[0], [0], [0], [0]], (0, 0))
+    assert [int(v[0]) for v in zero] == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+    ones = np_philox([[MASK]] * 4, (MASK, MASK))
+    assert [int(v[0]) for v in ones] == [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD]
+
+
+def _fill(n, dist, seed, offset, dtype="float32", **kw):
+    out = cuda.to_device(np.zeros(n, storage_dtype(dtype)) if dist == philox.RAW_BITS else
+                         np.full(n, np.nan, storage_dtype(dtype)))
+    philox.rng_fill(out, n, dist, seed, offset, out_dtype=dtype, block=32, **kw)
+    return out.copy_to_host()
+
+
+def test_raw_bits_match_numpy(rng):
+    seed, offset = int(rng.integers(0, 2 ** 64, dtype=np.uint64)), int(rng.integers(0, 2 ** 63))
+    n = 203   # a ragged tail, several grid-stride passes in the simulator
+    got = _fill(n, philox.RAW_BITS, seed, offset, "uint32")
+    np.testing.assert_array_equal(got, np_stream(n, seed, offset))
+
+
+def test_uniform_bit_exact_and_range(rng):
+    seed, offset = int(rng.integers(0, 2 ** 63)), int(rng.integers(0, 2 ** 40))
+    n = 257
+    got = _fill(n, RD.CUDNN_RNG_DISTRIBUTION_UNIFORM, seed, offset, low=-2.0, high=3.0)
+    w = np_stream(n, seed, offset)
+    u = ((w >> 8).astype(np.float32) + np.float32(0.5)) * np.float32(2.0 ** -24)
+    expected = np.float32(-2.0) + np.float32(5.0) * u
+    np.testing.assert_array_equal(got, expected)
+    assert got.min() >= -2.0 and got.max() < 3.0
+
+
+def test_normal_statistics_and_offset_independence(rng):
+    seed = int(rng.integers(0, 2 ** 63))
+    n = 4096
+    a = _fill(n, RD.CUDNN_RNG_DISTRIBUTION_NORMAL, seed, 0, mean=1.5, std=2.0)
+    b = _fill(n, RD.CUDNN_RNG_DISTRIBUTION_NORMAL, seed, 1, mean=1.5, std=2.0)
+    assert abs(a.mean() - 1.5) < 5 * 2.0 / math.sqrt(n)
+    assert abs(a.std() - 2.0) < 0.1
+    assert abs(np.corrcoef(a, b)[0, 1]) < 0.1   # another offset: an unrelated stream
+    np.testing.assert_array_equal(a, _fill(n, RD.CUDNN_RNG_DISTRIBUTION_NORMAL, seed, 0,
+                                           mean=1.5, std=2.0))   # deterministic
+
+
+def test_bernoulli_fp16(rng):
+    seed = int(rng.integers(0, 2 ** 63))
+    n = 4096
+    got = from_storage(_fill(n, RD.CUDNN_RNG_DISTRIBUTION_BERNOULLI, seed, 3, "float16",
+                             prob=0.3), "float16").astype(np.float64)
+    assert set(np.unique(got)) <= {0.0, 1.0}
+    assert abs(got.mean() - 0.3) < 5 * math.sqrt(0.3 * 0.7 / n)
+    u = ((np_stream(n, seed, 3) >> 8).astype(np.float32) + np.float32(0.5)) * np.float32(2.0 ** -24)
+    np.testing.assert_array_equal(got, (u < np.float32(0.3)).astype(np.float64))
