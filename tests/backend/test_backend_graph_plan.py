@@ -215,7 +215,7 @@ def test_heuristics_results_are_finalized_engine_configs():
 
 
 # --------------------------------------------------------------------------- plan and execute
-def test_plan_and_variant_pack_execution_use_case(data):
+def test_plan_and_variant_pack_execution_use_case(data, rng):
     x, b, y, buffers = data
     g = bias_relu_graph()
     cfg = get(heuristics(g), A.CUDNN_ATTR_ENGINEHEUR_RESULTS, DESC, 1)[1][0]
@@ -226,6 +226,11 @@ def test_plan_and_variant_pack_execution_use_case(data):
     pack = variant_pack(buffers, workspace)
     ok(cudnnBackendExecute(handle(), p, pack))
     assert_close(y.copy_to_host(), oracle(x, b), "float32")
+    x2 = random(rng, SHAPE)  # same pack, new data in the same buffers: executed again, not cached
+    buffers[UX].copy_to_device(x2)
+    y.copy_to_device(np.full(SHAPE, poison_value(np.float32), np.float32))
+    ok(cudnnBackendExecute(handle(), p, pack))
+    assert_close(y.copy_to_host(), oracle(x2, b), "float32")
 
 
 def test_plan_json_round_trip_executes(data):
