@@ -118,7 +118,7 @@ def to_void_ptr(v):
     if isinstance(v, (bool, np.bool_, str, bytes)):
         raise BadParamError(f"{v!r} is not a pointer")
     if _is_int(v):
-        if int(v) < 0:
+        if not 0 <= int(v) < 2 ** 64:
             raise BadParamError(f"{int(v)} is not a valid pointer")
         return int(v)
     if isinstance(v, (float, np.floating, np.ndarray, np.generic)):
