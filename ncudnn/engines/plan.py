@@ -8,7 +8,8 @@ Workspace layout (every piece 256-byte aligned)::
 The hot path: :meth:`ExecutionPlan.execute` reads one device address per external tensor (the
 variant pack) and the workspace address; that tuple keys a small cache of *bindings* — the
 sub-plans' prepared ``run(stream)`` callables over checked views — so a repeated call with the same
-buffers does no conversion, no descriptor check and no allocation.
+buffers does no conversion, no descriptor check and no allocation. Bindings hold addresses, not the
+buffers' owners: as in cuDNN, the caller keeps its memory alive while a plan may run on it.
 """
 from collections import OrderedDict
 
@@ -100,11 +101,15 @@ class ExecutionPlan:
         """uid -> checked DeviceView (scalars as values) for every tensor, and the scratch view."""
         views = {}
         for uid in self.external_uids:
-            views[uid] = B.tensor_view(pack[uid], self._tensors[uid])
+            v = B.tensor_view(pack[uid], self._tensors[uid])
+            v.owner = None  # a cached binding must not keep the caller's buffers alive
+            views[uid] = v
         for uid in self.scalar_uids:
             v = pack.get(uid)
             views[uid] = self._tensors[uid].value if v is None else v
         ws = B.workspace_view(workspace, self.workspace_size)
+        if ws is not None:
+            ws.owner = None
         for uid in self.materialize:
             views[uid] = B.view_from_bytes(ws, self.offsets[uid], self._tensors[uid])
         scratch = B.sub_bytes(ws, self.scratch_offset, self.scratch_size) if ws is not None else None
