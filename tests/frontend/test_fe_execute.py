@@ -93,8 +93,11 @@ def test_variant_pack_by_uid_and_name_and_numpy_scalar(data):
     g, X, B, s, Y = bias_scale_relu_graph()
     g.build([cudnn.heur_mode.A])
     yd = poisoned(Y.get_dim(), Y.get_stride())
-    pack = {X.get_uid(): strided_device(x, NHWC), "B": cuda.to_device(b), s.get_uid(): np.array([scale]),
-            "relu.0::OUT_0": yd}
+    from ncudnn.memory import device_pointer
+
+    xd = strided_device(x, NHWC)
+    pack = {X.get_uid(): device_pointer(xd), "B": cuda.to_device(b), s.get_uid(): np.array([scale]),
+            "relu.0::OUT_0": yd}  # a raw device pointer, a uid, names, a host array for the scalar
     g.execute(pack, None)
     assert_close(read_strided(yd, SHAPE, NHWC), oracle(x, b, scale), "float32")
     with pytest.raises(cudnn.cudnnGraphBadParamError) as e:
