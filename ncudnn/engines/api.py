@@ -208,7 +208,7 @@ def build_plan(graph, engine_config, ctx=None):
     compiled, launch arguments prepared). Raises CudnnError with the status of an unsupported config."""
     ctx = context(ctx)
     ec = _as_engine_config(graph, engine_config, ctx)
-    key = plan_key(graph, ec)
+    key = plan_key(graph, ec, _ctx_flags(ctx))
     cache = cache_for(ctx.handle)
     plan = cache.get(key)
     if plan is not None:

@@ -1,5 +1,6 @@
 """Plan cache: built ExecutionPlans keyed by (graph, engine config), per handle or per process.
 
+The key also holds the build context's flags (device, TF32 / tensor-core permission, determinism).
 The graph part of the key is the full graph key (dims and strides included: a plan is built for
 shapes) plus the tensor uids and by-value scalar values (the graph key numbers tensors by first use,
 so two graphs with different uids share a key but not a plan).
@@ -78,5 +79,6 @@ def _hashable(v):
         return repr(v)
 
 
-def plan_key(graph, engine_config):
-    return graph_identity(graph) + (engine_config.ident(),)
+def plan_key(graph, engine_config, flags=None):
+    """``flags``: the build context's math / determinism switches (engines may build differently)."""
+    return graph_identity(graph) + (engine_config.ident(), flags)

@@ -146,7 +146,12 @@ def rank_subgraph(sub, mode, ctx, graph_key=None, explain=None):
         for i, cfg in enumerate(eng.candidates(sub, ctx)):  # valid configs by contract
             if strict and NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC in eng.config_notes(sub, cfg):
                 continue
-            t = float(eng.cost(sub, cfg, device))
+            try:
+                t = float(eng.cost(sub, cfg, device))
+            except Exception as e:  # a cost-model bug must not take the heuristics down
+                if explain is not None:
+                    explain.append(f"  {cfg}: dropped, cost() raised {type(e).__name__}: {e}")
+                continue
             if not math.isfinite(t):  # the model says it cannot launch (registers / shared memory)
                 if explain is not None:
                     explain.append(f"  {cfg}: dropped, the model says a block cannot fit on an SM")

@@ -103,11 +103,14 @@ def test_ranking_is_logged_at_info(monkeypatch):
     nlog.cudnnSetCallback(nlog.CUDNN_SEV_INFO_EN | nlog.CUDNN_SEV_ERROR_EN, None,
                           lambda sev, ud, dbg, msg: seen.append(msg))
     try:
-        api.get_heuristics(G.bias_relu_mul((2, 3, 4, 7)), HM.CUDNN_HEUR_MODE_A)
+        g = G.bias_relu_mul((2, 3, 4, 7))
+        ec = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)[0]
+        api.build_plan(g, ec, BuildContext(allow_tf32=True))  # a context no other test uses: built anew
     finally:
         nlog.reload_from_env()
     text = "\n".join(seen)
     assert "heuristics CUDNN_HEUR_MODE_A" in text and "pointwise_fused(" in text and " us " in text
+    assert "1/3 CHECK SUPPORT" in text and "2/3 BUILD part 0" in text and "3/3 PLAN READY" in text
 
 
 def test_mode_b_applies_recorded_corrections(tmp_path, monkeypatch):
