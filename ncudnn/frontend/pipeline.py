@@ -87,8 +87,8 @@ class PipelineMixin:
                        f"{len(out)} engine config(s) from {[heur_mode(int(enum_value(m, heur_mode, 'm'))).name for m in modes]}: "
                        + ", ".join(str(ec) for ec in out))
         if not out:
-            raise graph_error(S.CUDNN_STATUS_NOT_SUPPORTED, f"graph '{self.name}': no engine config from the "
-                              f"heuristics. {self._why_unsupported()}")
+            status, why = self._why_unsupported()
+            raise graph_error(status, f"graph '{self.name}': no engine config from the heuristics. {why}")
 
     def check_support(self, handle=None):
         """Check every plan not barred by a filter; raise cudnnGraphNotSupportedError when none is left."""
@@ -100,8 +100,9 @@ class PipelineMixin:
         ok = [i for i, (st, _) in self._support.items() if int(st) == 0]
         log_steps.step(self, 4, "CHECK_SUPPORT", f"{len(ok)} of {len(self._candidates)} plan(s) supported")
         if not ok:
-            raise graph_error(S.CUDNN_STATUS_NOT_SUPPORTED, f"graph '{self.name}': no execution plan supports "
-                              f"the graph. {self._reasons()}")
+            statuses = {int(st) for st, _ in self._support.values()}
+            status = S(statuses.pop()) if len(statuses) == 1 else S.CUDNN_STATUS_NOT_SUPPORTED
+            raise graph_error(status, f"graph '{self.name}': no execution plan supports the graph. {self._reasons()}")
 
     def build_plans(self, policy=build_plan_policy.HEURISTICS_CHOICE, handle=None):
         """Build the first supported plan (HEURISTICS_CHOICE) or every supported plan (ALL)."""
@@ -146,16 +147,19 @@ class PipelineMixin:
 
     # ------------------------------------------------------------------ why not
     def _why_unsupported(self):
-        """Each registered engine's reason for refusing the graph."""
+        """(status, text): each registered engine's reason for refusing the graph; the status is theirs
+        when they agree, else NOT_SUPPORTED."""
         from ..engines import registry
 
         api, ctx = _api(), self._ctx()
-        rows = []
+        rows, statuses = [], set()
         for eng in registry.engines():
             st, why = api.check_support(self._ir, eng.name, ctx)
             if int(st) != 0:
                 rows.append(f"{eng.name}: {S(int(st)).name}: {why}")
-        return "Engines: " + "; ".join(rows) if rows else ""
+                statuses.add(int(st))
+        status = S(statuses.pop()) if len(statuses) == 1 else S.CUDNN_STATUS_NOT_SUPPORTED
+        return status, ("Engines: " + "; ".join(rows) if rows else "")
 
     def _reasons(self):
         rows = [f"plan {i} ({self._candidates[i]}): {S(int(st)).name}: {why}" for i, (st, why) in self._support.items()]

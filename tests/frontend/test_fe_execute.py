@@ -10,6 +10,8 @@ from ncudnn.reference import pointwise as ref_pointwise
 from ncudnn.testing import assert_close, poison_value, random, size
 from ncudnn.types import cudnnPointwiseMode_t as M, cudnnStatus_t as S
 
+from fe_oracle import has_engine
+
 SHAPE = size([2, 3, 4, 5], [8, 64, 56, 56])
 NHWC = [SHAPE[1] * SHAPE[2] * SHAPE[3], 1, SHAPE[3] * SHAPE[1], SHAPE[1]]
 SLOPE = 0.1
@@ -151,6 +153,14 @@ def test_unsupported_graph_names_node_and_reason():
     with pytest.raises(cudnn.cudnnGraphNotSupportedError) as e:
         g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
     assert "node 'e'" in str(e.value) and "reordered" in str(e.value)
+    assert e.value.status == S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT)
+    X = g.tensor(name="X", dim=[4, 8], stride=[8, 1])
+    g.reduction(g.exp(X), cudnn.reduction_mode.ADD, out_dims=[4, 1], name="rowsum").set_output(True)
+    if not has_engine("reduction"):
+        with pytest.raises(cudnn.cudnnGraphNotSupportedError) as e:
+            g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        assert "rowsum" in str(e.value) and e.value.status == S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN
 
 
 def test_serialize_round_trip_executes(data):
