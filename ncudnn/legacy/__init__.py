@@ -1,0 +1,59 @@
+"""The legacy (v7-style) cuDNN API of cudnn_ops.h and cudnn_cnn.h, C-style: ``(status, *outs)``.
+
+Descriptors are Python objects (create / set / get / destroy); data arguments are device buffers
+(numba / CuPy / torch arrays, DLPack, or raw pointers sized by the descriptor); alpha / beta are host
+scalars. Every call lowers onto the op-graph IR and runs through ncudnn.engines.api (lower.py).
+"""
+from .tensor_desc import (  # noqa: F401
+    cudnnCreateFilterDescriptor, cudnnCreateTensorDescriptor, cudnnDestroyFilterDescriptor,
+    cudnnDestroyTensorDescriptor, cudnnGetFilter4dDescriptor, cudnnGetFilterNdDescriptor, cudnnGetFilterSizeInBytes,
+    cudnnGetTensor4dDescriptor, cudnnGetTensorNdDescriptor, cudnnGetTensorSizeInBytes, cudnnSetFilter4dDescriptor,
+    cudnnSetFilterNdDescriptor, cudnnSetTensor4dDescriptor, cudnnSetTensor4dDescriptorEx, cudnnSetTensorNdDescriptor,
+    cudnnSetTensorNdDescriptorEx)
+from .conv_desc import (  # noqa: F401
+    cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor, cudnnGetConvolution2dDescriptor,
+    cudnnGetConvolution2dForwardOutputDim, cudnnGetConvolutionGroupCount, cudnnGetConvolutionMathType,
+    cudnnGetConvolutionNdDescriptor, cudnnGetConvolutionNdForwardOutputDim, cudnnGetConvolutionReorderType,
+    cudnnSetConvolution2dDescriptor, cudnnSetConvolutionGroupCount, cudnnSetConvolutionMathType,
+    cudnnSetConvolutionNdDescriptor, cudnnSetConvolutionReorderType)
+from .op_desc import (  # noqa: F401
+    cudnnCreateActivationDescriptor, cudnnCreateLRNDescriptor, cudnnCreateOpTensorDescriptor,
+    cudnnCreatePoolingDescriptor, cudnnCreateReduceTensorDescriptor, cudnnDestroyActivationDescriptor,
+    cudnnDestroyLRNDescriptor, cudnnDestroyOpTensorDescriptor, cudnnDestroyPoolingDescriptor,
+    cudnnDestroyReduceTensorDescriptor, cudnnGetActivationDescriptor, cudnnGetActivationDescriptorSwishBeta,
+    cudnnGetLRNDescriptor, cudnnGetOpTensorDescriptor, cudnnGetPooling2dDescriptor, cudnnGetPooling2dForwardOutputDim,
+    cudnnGetPoolingNdDescriptor, cudnnGetPoolingNdForwardOutputDim, cudnnGetReduceTensorDescriptor,
+    cudnnSetActivationDescriptor, cudnnSetActivationDescriptorSwishBeta, cudnnSetLRNDescriptor,
+    cudnnSetOpTensorDescriptor, cudnnSetPooling2dDescriptor, cudnnSetPoolingNdDescriptor,
+    cudnnSetReduceTensorDescriptor)
+from .dropout import (  # noqa: F401
+    cudnnCreateDropoutDescriptor, cudnnDestroyDropoutDescriptor, cudnnDropoutBackward, cudnnDropoutForward,
+    cudnnDropoutGetReserveSpaceSize, cudnnDropoutGetStatesSize, cudnnGetDropoutDescriptor,
+    cudnnRestoreDropoutDescriptor, cudnnSetDropoutDescriptor)
+from .activation import cudnnActivationBackward, cudnnActivationForward  # noqa: F401
+from .pooling import cudnnPoolingBackward, cudnnPoolingForward  # noqa: F401
+from .softmax import cudnnSoftmaxBackward, cudnnSoftmaxForward  # noqa: F401
+from .tensor_ops import (  # noqa: F401
+    cudnnAddTensor, cudnnOpTensor, cudnnScaleTensor, cudnnSetTensor, cudnnTransformTensor)
+from .reduce import cudnnGetReductionIndicesSize, cudnnGetReductionWorkspaceSize, cudnnReduceTensor  # noqa: F401
+from .batchnorm import (  # noqa: F401
+    cudnnBatchNormalizationBackward, cudnnBatchNormalizationBackwardEx, cudnnBatchNormalizationForwardInference,
+    cudnnBatchNormalizationForwardTraining, cudnnBatchNormalizationForwardTrainingEx, cudnnDeriveBNTensorDescriptor,
+    cudnnGetBatchNormalizationBackwardExWorkspaceSize, cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize,
+    cudnnGetBatchNormalizationTrainingExReserveSpaceSize)
+from .conv import (  # noqa: F401
+    cudnnConvolutionBackwardBias, cudnnConvolutionBackwardData, cudnnConvolutionBackwardFilter,
+    cudnnConvolutionBiasActivationForward, cudnnConvolutionForward)
+from .conv_algo import (  # noqa: F401
+    cudnnFindConvolutionBackwardDataAlgorithm, cudnnFindConvolutionBackwardDataAlgorithmEx,
+    cudnnFindConvolutionBackwardFilterAlgorithm, cudnnFindConvolutionBackwardFilterAlgorithmEx,
+    cudnnFindConvolutionForwardAlgorithm, cudnnFindConvolutionForwardAlgorithmEx,
+    cudnnGetConvolutionBackwardDataAlgorithm_v7, cudnnGetConvolutionBackwardDataAlgorithmMaxCount,
+    cudnnGetConvolutionBackwardDataWorkspaceSize, cudnnGetConvolutionBackwardFilterAlgorithm_v7,
+    cudnnGetConvolutionBackwardFilterAlgorithmMaxCount, cudnnGetConvolutionBackwardFilterWorkspaceSize,
+    cudnnGetConvolutionForwardAlgorithm_v7, cudnnGetConvolutionForwardAlgorithmMaxCount,
+    cudnnGetConvolutionForwardWorkspaceSize)
+from .algos import (  # noqa: F401
+    cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionFwdAlgoPerf_t)
+
+__all__ = [n for n in dir() if n.startswith("cudnn")]
