@@ -27,7 +27,7 @@ from numba.types import float16 as _float16
 from .primitives import f32_as_u32, u32_as_f32
 
 __all__ = ["dtype_name", "storage_dtype", "compute_type", "loader", "storer", "FLOAT_TYPES",
-           "to_storage", "from_storage", "array_sig"]
+           "to_storage", "from_storage", "array_sig", "placeholder"]
 
 #: Dtype names this module knows, mapped to what a kernel's array holds.
 _STORAGE = {
@@ -70,6 +70,18 @@ def array_sig(dtype):
     """numba signature text of a 1-D C-contiguous storage array of ``dtype`` ("uint16[::1]")."""
     st = storage_dtype(dtype)
     return ("boolean" if st == np.bool_ else st.name) + "[::1]"
+
+
+_PLACEHOLDERS = {}
+
+
+def placeholder(dtype):
+    """A cached one-element device array of ``dtype`` storage: the argument for an unused slot."""
+    name = dtype_name(dtype)
+    arr = _PLACEHOLDERS.get(name)
+    if arr is None:
+        arr = _PLACEHOLDERS[name] = cuda.device_array(1, dtype=storage_dtype(name))
+    return arr
 
 
 def to_storage(host_array):

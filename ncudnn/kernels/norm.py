@@ -25,15 +25,15 @@ import numpy as np
 from numba import cuda
 
 from . import pointwise_ops as po
-from .dtypes import compute_type, loader, storer
+from .dtypes import compute_type, loader, placeholder, storer
 from .pointwise import NodeSpec, OutputSpec, PointwiseSpec, TensorSpec, run_pointwise
 from .primitives import block_sum, block_sum2
-from .reduce import ReduceSpec, Term, run_reduce
+from .reduce import ReduceSpec, Term, run_reduce, workspace_elems as _reduce_ws
 from ..types import cudnnPointwiseMode_t as PM
 
 __all__ = ["row_norm_forward", "row_norm_backward", "batchnorm_forward_training",
            "batchnorm_inference", "batchnorm_backward", "instancenorm_forward",
-           "instancenorm_backward", "row_config"]
+           "instancenorm_backward", "row_config", "norm_workspace_elems"]
 
 VPT_MAX = 16
 
@@ -181,8 +181,7 @@ def _row_bwd_kernel(n, block, vpt, center, x_dt, dy_dt, p_dt, dx_dt, s_dt):
 
 
 def _dummy(dtype="float32"):
-    from .dtypes import storage_dtype
-    return cuda.device_array(1, dtype=storage_dtype(dtype))
+    return placeholder(dtype)
 
 
 def row_norm_forward(x, scale, bias, y, mean, inv_std, rows, n, eps, *, rms=False,
@@ -338,17 +337,65 @@ def _apply(shape, x_strides, x_dt, y_dt, g_strides, ct, x, es, eb, y, stream):
     run_pointwise(spec, x, es, eb, y, stream=stream)
 
 
-def _norm_forward(x, scale, bias, y, mean_out, inv_out, running_mean, running_var, shape,
-                  x_strides, eps, momentum, channel_axis, per_sample, x_dtype, param_dtype,
-                  stat_dtype, stream):
+def _carve(workspace, ct, sizes, stream):
+    """Slices of ``workspace`` (compute-type elements; allocated when None) of the given sizes."""
+    total = sum(sizes)
+    if workspace is None:
+        workspace = cuda.device_array(max(total, 1), dtype=np.dtype(ct), stream=stream)
+    elif workspace.size < total or workspace.dtype != np.dtype(ct):
+        raise ValueError(f"workspace needs {total} {ct} elements")
+    flat, out, at = workspace.reshape(workspace.size), [], 0
+    for n in sizes:
+        out.append(flat[at:at + n] if n else None)
+        at += n
+    return out
+
+
+def _fwd_plan(shape, x_strides, channel_axis, per_sample, x_dtype, param_dtype):
     ct = compute_type([x_dtype, param_dtype])
     out_shape, g_strides, groups, C = _group_layout(shape, channel_axis, per_sample)
-    ws = cuda.device_array(4 * groups, dtype=np.dtype(ct), stream=stream)
-    ssum, ssq, es, eb = (ws[i * groups:(i + 1) * groups] for i in range(4))
-    dense = tuple(g_strides)
     spec = ReduceSpec(tuple(shape), ((x_dtype, tuple(x_strides)),), out_shape,
-                      (Term("v0", "sum"), Term("v0 * v0", "sum")), ((ct, dense), (ct, dense)))
-    run_reduce(spec, [x], [ssum, ssq], None, stream)
+                      (Term("v0", "sum"), Term("v0 * v0", "sum")),
+                      ((ct, g_strides), (ct, g_strides)))
+    return ct, g_strides, groups, C, spec, [groups] * 4 + [_reduce_ws(spec)]
+
+
+def _bwd_plan(shape, x_strides, dy_strides, channel_axis, per_sample, x_dtype, dy_dtype,
+              param_dtype):
+    ct = compute_type([x_dtype, dy_dtype, param_dtype])
+    out_shape, g_strides, groups, C = _group_layout(shape, channel_axis, per_sample)
+    spec = ReduceSpec(tuple(shape), ((x_dtype, tuple(x_strides)), (dy_dtype, tuple(dy_strides))),
+                      out_shape, (Term("v1", "sum"), Term("v1 * v0", "sum")),
+                      ((ct, g_strides), (ct, g_strides)))
+    return ct, g_strides, groups, C, spec, [groups] * 7 + [_reduce_ws(spec)]
+
+
+def norm_workspace_elems(kind, shape, x_strides, channel_axis=1, x_dtype="float32",
+                         param_dtype="float32", dy_strides=None, dy_dtype="float32"):
+    """Workspace (compute-type elements: float32, or float64 for all-fp64) a launcher needs.
+
+    ``kind``: "batchnorm_forward", "instancenorm_forward", "batchnorm_backward",
+    "instancenorm_backward" or "batchnorm_inference". Pass a device array of that many elements
+    as ``workspace=`` to run without allocating.
+    """
+    per_sample = kind.startswith("instance")
+    if kind.endswith("forward"):
+        return sum(_fwd_plan(shape, x_strides, channel_axis, per_sample, x_dtype, param_dtype)[-1])
+    if kind.endswith("backward"):
+        return sum(_bwd_plan(shape, x_strides, dy_strides or x_strides, channel_axis, per_sample,
+                             x_dtype, dy_dtype, param_dtype)[-1])
+    if kind == "batchnorm_inference":
+        return 2 * shape[channel_axis % len(shape)]
+    raise ValueError(f"unknown norm kind {kind!r}")
+
+
+def _norm_forward(x, scale, bias, y, mean_out, inv_out, running_mean, running_var, shape,
+                  x_strides, eps, momentum, channel_axis, per_sample, x_dtype, param_dtype,
+                  stat_dtype, workspace, stream):
+    ct, g_strides, groups, C, spec, sizes = _fwd_plan(shape, x_strides, channel_axis, per_sample,
+                                                       x_dtype, param_dtype)
+    ssum, ssq, es, eb, rws = _carve(workspace, ct, sizes, stream)
+    run_reduce(spec, [x], [ssum, ssq], rws, stream)
     count = int(np.prod(shape)) // groups
     update = running_mean is not None
     write = inv_out is not None
@@ -366,23 +413,25 @@ def _norm_forward(x, scale, bias, y, mean_out, inv_out, running_mean, running_va
 def batchnorm_forward_training(x, scale, bias, y, saved_mean, saved_inv_std, running_mean,
                                running_var, shape, x_strides, eps, momentum, channel_axis=1,
                                x_dtype="float32", param_dtype="float32", stat_dtype="float32",
-                               stream=0):
+                               workspace=None, stream=0):
     """Training BN over every axis but ``channel_axis``; any layout via ``x_strides`` (elements).
 
     y has x's dtype and strides. saved_mean / saved_inv_std: C values (or both None);
     running_mean / running_var: C values updated in place with ``momentum`` (unbiased variance),
-    or both None. scale, bias, running stats in ``param_dtype``.
+    or both None. scale, bias, running stats in ``param_dtype``. ``workspace``: see
+    :func:`norm_workspace_elems` ("batchnorm_forward"); allocated when None.
     """
     _norm_forward(x, scale, bias, y, saved_mean, saved_inv_std, running_mean, running_var, shape,
                   x_strides, eps, momentum, channel_axis, False, x_dtype, param_dtype, stat_dtype,
-                  stream)
+                  workspace, stream)
 
 
 def instancenorm_forward(x, scale, bias, y, mean, inv_std, shape, x_strides, eps, channel_axis=1,
-                         x_dtype="float32", param_dtype="float32", stat_dtype="float32", stream=0):
+                         x_dtype="float32", param_dtype="float32", stat_dtype="float32",
+                         workspace=None, stream=0):
     """Instance norm (stats per sample and channel over the spatial axes; N*C values each)."""
     _norm_forward(x, scale, bias, y, mean, inv_std, None, None, shape, x_strides, eps, 0.0,
-                  channel_axis, True, x_dtype, param_dtype, stat_dtype, stream)
+                  channel_axis, True, x_dtype, param_dtype, stat_dtype, workspace, stream)
 
 
 @functools.lru_cache(maxsize=None)
@@ -401,27 +450,23 @@ def _inference_coeff_kernel(p_dt, ct):
 
 
 def batchnorm_inference(x, scale, bias, mean, var, y, shape, x_strides, eps, channel_axis=1,
-                        x_dtype="float32", param_dtype="float32", stream=0):
+                        x_dtype="float32", param_dtype="float32", workspace=None, stream=0):
     """y = scale * (x - mean) / sqrt(var + eps) + bias per channel (all per-channel in param dtype)."""
     ct = compute_type([x_dtype, param_dtype])
     _, g_strides, groups, C = _group_layout(shape, channel_axis, False)
-    ws = cuda.device_array(2 * C, dtype=np.dtype(ct), stream=stream)
-    es, eb = ws[:C], ws[C:]
+    es, eb = _carve(workspace, ct, [C, C], stream)
     _inference_coeff_kernel(param_dtype, ct)[math.ceil(C / 128), 128, stream](
         scale.reshape(C), bias.reshape(C), mean.reshape(C), var.reshape(C), es, eb, C, float(eps))
     _apply(shape, x_strides, x_dtype, x_dtype, g_strides, ct, x, es, eb, y, stream)
 
 
 def _norm_backward(x, dy, scale, mean, inv_std, dx, dscale, dbias, shape, x_strides, dy_strides,
-                   channel_axis, per_sample, x_dtype, dy_dtype, param_dtype, stat_dtype, stream):
-    ct = compute_type([x_dtype, dy_dtype, param_dtype])
-    out_shape, g_strides, groups, C = _group_layout(shape, channel_axis, per_sample)
-    ws = cuda.device_array(7 * groups, dtype=np.dtype(ct), stream=stream)
-    dys, dyxs, gds, gdb, eq_dy, eq_x, eq_b = (ws[i * groups:(i + 1) * groups] for i in range(7))
-    spec = ReduceSpec(tuple(shape), ((x_dtype, tuple(x_strides)), (dy_dtype, tuple(dy_strides))),
-                      out_shape, (Term("v1", "sum"), Term("v1 * v0", "sum")),
-                      ((ct, g_strides), (ct, g_strides)))
-    run_reduce(spec, [x, dy], [dys, dyxs], None, stream)
+                   channel_axis, per_sample, x_dtype, dy_dtype, param_dtype, stat_dtype,
+                   workspace, stream):
+    ct, g_strides, groups, C, spec, sizes = _bwd_plan(shape, x_strides, dy_strides, channel_axis,
+                                                       per_sample, x_dtype, dy_dtype, param_dtype)
+    dys, dyxs, gds, gdb, eq_dy, eq_x, eq_b, rws = _carve(workspace, ct, sizes, stream)
+    run_reduce(spec, [x, dy], [dys, dyxs], rws, stream)
     count = int(np.prod(shape)) // groups
     _finalize_bwd_kernel(param_dtype, stat_dtype, ct)[math.ceil(groups / 128), 128, stream](
         dys, dyxs, scale.reshape(C), mean.reshape(groups), inv_std.reshape(groups), gds, gdb,
@@ -444,20 +489,21 @@ def _norm_backward(x, dy, scale, mean, inv_std, dx, dscale, dbias, shape, x_stri
 
 def batchnorm_backward(x, dy, scale, saved_mean, saved_inv_std, dx, dscale, dbias, shape,
                        x_strides, dy_strides=None, channel_axis=1, x_dtype="float32",
-                       dy_dtype="float32", param_dtype="float32", stat_dtype="float32", stream=0):
+                       dy_dtype="float32", param_dtype="float32", stat_dtype="float32",
+                       workspace=None, stream=0):
     """Training BN backward from the saved statistics: dx (x's dtype / strides), dscale, dbias (C)."""
     _norm_backward(x, dy, scale, saved_mean, saved_inv_std, dx, dscale, dbias, shape, x_strides,
                    dy_strides or x_strides, channel_axis, False, x_dtype, dy_dtype, param_dtype,
-                   stat_dtype, stream)
+                   stat_dtype, workspace, stream)
 
 
 def instancenorm_backward(x, dy, scale, mean, inv_std, dx, dscale, dbias, shape, x_strides,
                           dy_strides=None, channel_axis=1, x_dtype="float32", dy_dtype="float32",
-                          param_dtype="float32", stat_dtype="float32", stream=0):
+                          param_dtype="float32", stat_dtype="float32", workspace=None, stream=0):
     """Instance norm backward: dx, and dscale / dbias summed over samples (C values each)."""
     _norm_backward(x, dy, scale, mean, inv_std, dx, dscale, dbias, shape, x_strides,
                    dy_strides or x_strides, channel_axis, True, x_dtype, dy_dtype, param_dtype,
-                   stat_dtype, stream)
+                   stat_dtype, workspace, stream)
 
 
 def _register_compile_cases():

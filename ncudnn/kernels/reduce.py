@@ -30,7 +30,7 @@ import numpy as np
 from numba import cuda
 
 from . import pointwise_ops as po
-from .dtypes import compute_type, loader, storage_dtype, storer
+from .dtypes import compute_type, loader, placeholder, storer
 from .primitives import SIM, shfl_xor
 from ..types import cudnnReduceTensorOp_t as RO
 
@@ -362,8 +362,7 @@ class ReduceKernel:
                 raise ValueError(f"workspace needs {need} {self.ctype} elements")
             ws = workspace.reshape(workspace.size)
         else:
-            ws = cuda.device_array(1, dtype=np.dtype(self.ctype), stream=stream) \
-                if workspace is None else workspace.reshape(workspace.size)
+            ws = placeholder(self.ctype) if workspace is None else workspace.reshape(workspace.size)
         self.main[self.grid, self.threads, stream](*flat_in, *flat_out, ws)
         if self.combine is not None:
             self.combine[math.ceil(self.n_out / 128), 128, stream](ws, *flat_out)

@@ -105,8 +105,10 @@ def test_batchnorm_training_and_backward(rng, layout):
     dybuf, _ = _to_buffer(dy, st)
     y, sm, si = _poisoned(x.size), _poisoned(C), _poisoned(C)
     drm, drv = _dev(rm), _dev(rv)
+    # a caller-provided (poisoned) workspace of exactly the advertised size
+    ws = _poisoned(norm.norm_workspace_elems("batchnorm_forward", shape, st))
     norm.batchnorm_forward_training(_dev(xbuf), _dev(scale), _dev(bias), y, sm, si, drm, drv,
-                                    shape, st, 1e-5, 0.1)
+                                    shape, st, 1e-5, 0.1, workspace=ws)
     ey, emean, einv, erm, erv = ref.batchnorm_forward_training(x, scale, bias, 1e-5, 0.1, rm, rv)
     assert_close(_host(y)[idx], ey, "float32", name="y")
     assert_close(_host(sm).reshape(emean.shape), emean, "float32", name="mean")
@@ -114,7 +116,9 @@ def test_batchnorm_training_and_backward(rng, layout):
     assert_close(_host(drm).reshape(erm.shape), erm, "float32", name="running_mean")
     assert_close(_host(drv).reshape(erv.shape), erv, "float32", name="running_var")
     dx, ds, db = _poisoned(x.size), _poisoned(C), _poisoned(C)
-    norm.batchnorm_backward(_dev(xbuf), _dev(dybuf), _dev(scale), sm, si, dx, ds, db, shape, st)
+    ws = _poisoned(norm.norm_workspace_elems("batchnorm_backward", shape, st))
+    norm.batchnorm_backward(_dev(xbuf), _dev(dybuf), _dev(scale), sm, si, dx, ds, db, shape, st,
+                            workspace=ws)
     edx, eds, edb = ref.batchnorm_backward(x, dy, scale, emean, einv)
     assert_close(_host(dx)[idx], edx, "float32", name="dx")
     assert_close(_host(ds).reshape(eds.shape), eds, "float32", name="dscale")
