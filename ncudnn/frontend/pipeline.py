@@ -15,14 +15,22 @@ from ..types import cudnnBackendHeurMode_t as HM, cudnnStatus_t
 from . import log_steps
 from .enums import behavior_note, build_plan_policy, enum_value, heur_mode, knob_type, numerical_note
 from .errors import graph_error, reraise
+from .tensor import tensor
+from .values import host_scalar
 
 S = cudnnStatus_t
 
 
-def _api():
-    from ..engines import api
+_API = None
 
-    return api
+
+def _api():
+    global _API
+    if _API is None:
+        from ..engines import api
+
+        _API = api
+    return _API
 
 
 class PipelineMixin:
@@ -321,26 +329,30 @@ class PipelineMixin:
 
     # ------------------------------------------------------------------ execution
     def _pack(self, variant_pack):
+        """{uid: value} from a pack keyed by tensors, uids or names; by-value entries as NumPy scalars of
+        the tensor's type; arrays bound at construction fill what the pack leaves out."""
         out = {}
         for k, v in variant_pack.items():
-            if isinstance(k, numbers.Integral):
-                t = self.query_tensor_attributes_of_uid(int(k))
+            if type(k) is tensor:
+                if k._graph is None or k._graph() is not self:
+                    raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"variant pack key '{k.get_name()}' is not a "
+                                      f"tensor of graph '{self.name}'")
+                d = k._desc
             elif isinstance(k, str):
                 t = self.find_tensor(k)
                 if t is None:
                     raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"variant pack: no tensor named {k!r}")
+                d = t._desc
+            elif isinstance(k, numbers.Integral):
+                d = self.query_tensor_attributes_of_uid(int(k))._desc
             else:
-                t = k
-                if getattr(t, "_owner", lambda: None)() is not self:
-                    raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"variant pack key {k!r} is not a tensor of "
-                                      f"graph '{self.name}'")
-            if t.desc.is_by_value and v is not None:
-                from .values import host_scalar
-
-                v = host_scalar(v, t.desc.dtype)
-            out[t.get_uid()] = v
-        for uid, arr in self._bindings.items():
-            out.setdefault(uid, arr)
+                raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"variant pack key {k!r} is not a tensor, uid or name")
+            if d.is_by_value and v is not None:
+                v = host_scalar(v, d.dtype)
+            out[d.uid] = v
+        if self._bindings:
+            for uid, arr in self._bindings.items():
+                out.setdefault(uid, arr)
         return out
 
     def execute(self, variant_pack, workspace=None, handle=None, override_uids=None, override_shapes=None,

@@ -23,16 +23,29 @@ def scalar_dtype(value):
     return DT.CUDNN_DATA_FLOAT
 
 
-def np_scalar(value, dt):
-    from ..ir import numpy_dtype
+_SCALAR_TYPE = {}  # cudnnDataType_t -> NumPy scalar type (None: no NumPy type), filled on first use
 
-    npd = numpy_dtype(to_ir_dtype(dt)) if dt is not None else None
-    return npd.type(value) if npd is not None else value
+
+def _scalar_type(dt):
+    try:
+        return _SCALAR_TYPE[dt]
+    except KeyError:
+        from ..ir import numpy_dtype
+
+        npd = numpy_dtype(to_ir_dtype(dt))
+        t = _SCALAR_TYPE[dt] = npd.type if npd is not None else None
+        return t
+
+
+def np_scalar(value, dt):
+    """``value`` as the NumPy scalar of data type ``dt`` (unchanged when ``dt`` is None or has none)."""
+    t = _scalar_type(dt) if dt is not None else None
+    return t(value) if t is not None else value
 
 
 def host_scalar(arg, dt):
     """A Python / NumPy scalar from a host tensor (CPU torch tensor, NumPy array) or number."""
-    if isinstance(arg, (numbers.Number, np.generic)):
+    if type(arg) in (float, int) or isinstance(arg, (numbers.Number, np.generic)):
         return np_scalar(arg, dt)
     if hasattr(arg, "item"):
         return np_scalar(arg.item(), dt)
