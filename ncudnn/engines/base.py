@@ -106,6 +106,11 @@ class SubPlan:
         ws = to_numba(scratch) if scratch is not None else None
         return lambda stream: self.execute(arrays, ws, stream)
 
+    def launches(self, views, scratch):
+        """The kernel launches (``kernels.launch.PreparedLaunch``) ``prepare`` would run, for the native
+        CUDA graph path; None when the engine cannot give them (the default)."""
+        return None
+
     def execute(self, buffers, workspace, stream):
         """Run on ``buffers`` (uid -> numba device array with the tensor's dims and strides, or a
         scalar) using ``workspace`` (a numba uint8 array of at least ``workspace_size`` bytes, or None)."""

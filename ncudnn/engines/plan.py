@@ -53,6 +53,7 @@ class ExecutionPlan:
         self.scalar_uids = tuple(sorted(uid for uid, t in tensors.items() if t.is_by_value))
         self._part_uids = [sorted({t.uid for n in p.sub.nodes for t in n.tensors()}) for p in self.parts]
         self._bindings = OrderedDict()
+        self.graph_nodes = {}  # CUgraph handle -> (kernel nodes, launches) added by populate_cuda_graph
 
     @property
     def engine_names(self):
@@ -126,6 +127,31 @@ class ExecutionPlan:
         while len(self._bindings) > BINDINGS_KEPT:
             self._bindings.popitem(last=False)
         return runs
+
+    # ------------------------------------------------------------------ native CUDA graphs
+    def launches(self, pack, workspace=None):
+        """Every part's kernel launches (kernels.launch.PreparedLaunch) bound to ``pack``, in order;
+        None when a part cannot give them."""
+        views, scratch = self.views(pack, workspace)
+        out = []
+        for part, uids in zip(self.parts, self._part_uids):
+            ls = part.launches({u: views[u] for u in uids if u in views}, scratch if part.workspace_size else None)
+            if ls is None:
+                return None
+            out.extend(ls)
+        return out
+
+    def populate_cuda_graph(self, graph, pack, workspace=None, handle=None):
+        """Add this plan's kernels to the CUDA graph ``graph`` (see :mod:`.cudagraph`)."""
+        from . import cudagraph
+
+        cudagraph.populate(self, graph, pack, workspace)
+
+    def update_cuda_graph(self, graph, pack, workspace=None, handle=None):
+        """Rebind the nodes :meth:`populate_cuda_graph` added to ``graph`` to a new pack."""
+        from . import cudagraph
+
+        cudagraph.update(self, graph, pack, workspace)
 
     def forget_bindings(self):
         """Drop prepared bindings (they keep the bound buffers' owners alive)."""

@@ -198,7 +198,7 @@ class PointwisePlan(SubPlan):
         self.grid = meta.grid()
         self.block = meta.spec.block
 
-    def prepare(self, views, scratch):
+    def launches(self, views, scratch):
         from numba import cuda
 
         lay, meta = self.lay, self.meta
@@ -210,7 +210,10 @@ class PointwisePlan(SubPlan):
                 args.append(cuda.to_device(host))  # kept alive by the prepared launch
             else:
                 args.append(ArgView(v.ptr, (max(ext, 1),), (st.itemsize,), st.itemsize, st))
-        prepared = self.compiled.prepare(self.grid, self.block, tuple(args) + (meta.numel,))
+        return [self.compiled.prepare(self.grid, self.block, tuple(args) + (meta.numel,))]
+
+    def prepare(self, views, scratch):
+        (prepared,) = self.launches(views, scratch)
         return functools.partial(prepared.run, None)  # run(stream): one cuLaunchKernel
 
     def execute(self, buffers, workspace, stream):

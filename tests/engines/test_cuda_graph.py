@@ -1,0 +1,65 @@
+"""The native CUDA graph path of a plan: kernel nodes added to a user's CUgraph, then rebound."""
+import numpy as np
+import pytest
+
+from ncudnn.engines import api
+from ncudnn.errors import CudnnError
+from ncudnn.testing import assert_close
+from ncudnn.types import cudnnBackendHeurMode_t as HM, cudnnStatus_t as S
+
+import engine_graphs as G
+
+DIMS = (2, 3, 4, 5)
+
+
+def _case(rng):
+    x, b, y = (rng.uniform(-1, 1, s).astype(np.float32) for s in (DIMS, (1, 3, 1, 1), DIMS))
+    return x, b, y, (x.astype(np.float64) + b) * np.maximum(y, 0)
+
+
+def _plan():
+    g = G.bias_relu_mul(DIMS)
+    return api.build_plan(g, api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)[0])
+
+
+@pytest.mark.sim_only
+def test_simulator_refuses_cuda_graphs(rng):
+    x, b, y, _ = _case(rng)
+    pack = {1: G.device(x), 2: G.device(b), 3: G.device(y), 4: G.poisoned(DIMS)}
+    with pytest.raises(CudnnError) as ei:
+        _plan().populate_cuda_graph(1, pack)
+    assert ei.value.status == S.CUDNN_STATUS_NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API
+    with pytest.raises(CudnnError) as ei:
+        _plan().populate_cuda_graph(None, pack)
+    assert ei.value.status == S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER
+
+
+@pytest.mark.gpu
+def test_populate_instantiate_update(rng):
+    from cuda.bindings import driver
+    from numba import cuda
+
+    plan = _plan()
+    x, b, y, ref = _case(rng)
+    out = G.poisoned(DIMS)
+    pack = {1: G.device(x), 2: G.device(b), 3: G.device(y), 4: out}
+    err, graph = driver.cuGraphCreate(0)
+    assert err == driver.CUresult.CUDA_SUCCESS
+    plan.populate_cuda_graph(graph, pack)
+    cuda.synchronize()
+    assert np.isnan(out.copy_to_host()).all(), "populating must not run anything"
+    err, exe = driver.cuGraphInstantiate(graph, 0)
+    assert err == driver.CUresult.CUDA_SUCCESS
+    assert driver.cuGraphLaunch(exe, 0)[0] == driver.CUresult.CUDA_SUCCESS
+    cuda.synchronize()
+    assert_close(out.copy_to_host(), ref, "float32")
+    x2, _, _, _ = _case(rng)
+    out2 = G.poisoned(DIMS)
+    plan.update_cuda_graph(graph, {**pack, 1: G.device(x2), 4: out2})
+    err, exe2 = driver.cuGraphInstantiate(graph, 0)
+    assert err == driver.CUresult.CUDA_SUCCESS
+    driver.cuGraphLaunch(exe2, 0)
+    cuda.synchronize()
+    assert_close(out2.copy_to_host(), (x2.astype(np.float64) + b) * np.maximum(y, 0), "float32")
+    with pytest.raises(CudnnError):
+        plan.update_cuda_graph(driver.cuGraphCreate(0)[1], pack)  # never populated
