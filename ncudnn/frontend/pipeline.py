@@ -8,6 +8,7 @@ records each plan's (status, reason) and raises cudnnGraphNotSupportedError, nam
 reasons, when none is left; ``build_plans`` builds the first supported plan (HEURISTICS_CHOICE) or all
 (ALL) and selects the first built one; ``execute`` runs the selected plan.
 """
+import dataclasses
 import numbers
 
 from ..errors import CudnnError
@@ -50,7 +51,15 @@ class PipelineMixin:
         self._op_graph_built = False
 
     def _ctx(self, handle=None):
-        return _api().context(handle if handle is not None else self.handle)
+        """The engines' BuildContext: the handle's device, with the graph's ``device_property`` (a device
+        properties object from create_device_properties) or ``sm_count`` in place of the device's."""
+        ctx = _api().context(handle if handle is not None else self.handle)
+        dev = self.device_property if hasattr(self.device_property, "sm_count") else ctx.device
+        if self.sm_count and dev is not None and int(self.sm_count) != dev.sm_count:
+            dev = dataclasses.replace(dev, sm_count=int(self.sm_count))
+        if dev is not ctx.device:
+            ctx = dataclasses.replace(ctx, device=dev)
+        return ctx
 
     def _require(self, what, ok):
         if not ok:

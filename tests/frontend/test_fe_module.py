@@ -37,6 +37,8 @@ def test_kernel_cache_and_device_properties():
     assert cache is cudnn.create_kernel_cache()
     g = cudnn.pygraph(kernel_cache=cache, device_property=props, sm_count=props.sm_count)
     assert g.kernel_cache is cache and g.sm_count == props.sm_count
+    g2 = cudnn.pygraph(sm_count=8)
+    assert g2._ctx().device.sm_count == 8 and g._ctx().device is props
 
 
 def test_handle_and_stream():
