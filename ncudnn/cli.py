@@ -86,9 +86,10 @@ def cmd_info(args):
 
 
 def cmd_demo(args):
-    print("The ncudnn demo (a cudnnConvolutionForward network checked against the NumPy oracle) lands with the "
-          "legacy API.\nUntil then, `ncudnn info` shows what this install runs on.")
-    return 0
+    """The mnistCUDNN-style demo (ncudnn/demo.py): exit 0 PASS, 1 FAIL, 2 a missing engine or device."""
+    from .demo import run
+
+    return run()
 
 
 def build_parser():
