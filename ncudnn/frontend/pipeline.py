@@ -14,7 +14,8 @@ import numbers
 from ..errors import CudnnError
 from ..types import cudnnBackendHeurMode_t as HM, cudnnStatus_t
 from . import log_steps
-from .enums import behavior_note, build_plan_policy, enum_value, heur_mode, knob_type, numerical_note
+from .enums import build_plan_policy, enum_value, heur_mode
+from .plan_queries import PlanQueryMixin
 from .errors import graph_error, reraise
 from .tensor import tensor
 from .values import host_scalar
@@ -34,7 +35,7 @@ def _api():
     return _API
 
 
-class PipelineMixin:
+class PipelineMixin(PlanQueryMixin):
     # ------------------------------------------------------------------ state
     def _init_pipeline(self):
         self._plans_state = True
@@ -182,108 +183,6 @@ class PipelineMixin:
         rows = [f"plan {i} ({self._candidates[i]}): {S(int(st)).name}: {why}" for i, (st, why) in self._support.items()]
         return "; ".join(rows)
 
-    # ------------------------------------------------------------------ filters
-    def _barred(self):
-        out = {}
-        f = self._filters
-        for i, ec in enumerate(self._candidates):
-            name = self.get_plan_name_at_index(i)
-            if any(p in name for p in f["engines"]):
-                out[i] = (S.CUDNN_STATUS_NOT_SUPPORTED, f"engine deselected by deselect_engines")
-            elif f["workspace"] is not None and ec.workspace_size > f["workspace"]:
-                out[i] = (S.CUDNN_STATUS_NOT_SUPPORTED,
-                          f"workspace {ec.workspace_size} B > deselect_workspace_greater_than({f['workspace']})")
-            else:
-                for kind, notes, keep in f["notes"]:
-                    have = {int(n) for n in (ec.numerical_notes if kind == "numeric" else ec.behavior_notes)}
-                    if (not keep and have & notes) or (keep and not notes <= have):
-                        out[i] = (S.CUDNN_STATUS_NOT_SUPPORTED, f"{kind} note filter "
-                                  f"({'select' if keep else 'deselect'} {sorted(notes)}); plan has {sorted(have)}")
-                        break
-        return out
-
-    def _add_note_filter(self, kind, notes, keep, enum_cls):
-        self._filters["notes"].append((kind, {int(enum_value(n, enum_cls, kind)) for n in notes}, keep))
-        self._support.clear()
-        return self
-
-    def deselect_numeric_notes(self, notes):
-        return self._add_note_filter("numeric", notes, False, numerical_note)
-
-    def select_numeric_notes(self, notes):
-        return self._add_note_filter("numeric", notes, True, numerical_note)
-
-    def deselect_behavior_notes(self, notes):
-        return self._add_note_filter("behavior", notes, False, behavior_note)
-
-    def select_behavior_notes(self, notes):
-        return self._add_note_filter("behavior", notes, True, behavior_note)
-
-    def deselect_engines(self, engine_names):
-        self._filters["engines"].update(engine_names)
-        self._support.clear()
-        return self
-
-    def deselect_workspace_greater_than(self, workspace_limit):
-        self._filters["workspace"] = int(workspace_limit)
-        self._support.clear()
-        return self
-
-    # ------------------------------------------------------------------ plan queries
-    def _index(self, i):
-        self._require("no execution plans: call create_execution_plans first", self._planned)
-        if not 0 <= int(i) < len(self._candidates):
-            raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"plan index {i} out of range "
-                              f"(0..{len(self._candidates) - 1})")
-        return int(i)
-
-    def get_execution_plan_count(self):
-        return len(self._candidates)
-
-    def get_plan_name_at_index(self, index):
-        return str(self._candidates[self._index(index)])
-
-    def get_engine_count(self):
-        """Number of engines ncudnn has (global indices 0..count-1)."""
-        from ..engines import registry
-
-        return registry.global_count()
-
-    def get_engine_and_knobs_at_index(self, index):
-        """(engine global index, {knob_type: value}) of plan ``index``."""
-        ec = self._candidates[self._index(index)]
-        return ec.global_index, {_knob(k): v for k, v in ec.config.knobs}
-
-    def get_knobs_for_engine(self, engine_id):
-        """The knobs engine ``engine_id`` offers for this graph: [{type, min, max, stride, default}]."""
-        from ..engines import registry
-
-        eng = registry.by_index(int(engine_id))
-        if eng is None:
-            raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"no engine with global index {engine_id}")
-        sub = _api().problem(self.ir)
-        return [{"type": _knob(int(k.type)), "min": k.min, "max": k.max, "stride": k.stride, "default": k.default}
-                for k in eng.knobs(sub)]
-
-    def create_execution_plan(self, engine_id, knobs=None):
-        """Append the plan of engine ``engine_id`` with ``knobs`` ({knob_type: value}); returns self."""
-        from ..engines import registry
-        from ..engines.base import Config
-
-        if not self._op_graph_built:
-            self.build_operation_graph()
-        eng = registry.by_index(int(engine_id))
-        if eng is None:
-            raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"no engine with global index {engine_id}")
-        cfg = eng.default_config(_api().problem(self._ir))
-        for k, v in (knobs or {}).items():
-            cfg = cfg.with_knob(int(enum_value(k, knob_type, "knob_type")), int(v))
-        ec = self._call(_api().engine_config_from_json, {"engine": eng.name, "config": cfg.to_json()}, self._ir,
-                        self._ctx())
-        self._planned = True
-        self._candidates.append(ec)
-        return self
-
     def get_workspace_size(self, handle=None, override_uids=None, override_shapes=None, override_strides=None):
         """Workspace bytes of the selected plan (for the overridden shapes when given)."""
         self._require("no plan is built: call build_plans first", self._selected is not None)
@@ -298,43 +197,6 @@ class PipelineMixin:
             if plan is not None:
                 return plan
         return self._built[i]
-
-    def get_workspace_size_plan_at_index(self, index, *args, **kwargs):
-        i = self._index(index)
-        plan = self._built.get(i)
-        return int(plan.workspace_size if plan is not None else self._candidates[i].workspace_size)
-
-    def build_plan_at_index(self, index, handle=None):
-        i = self._index(index)
-        if i not in self._built:
-            self._build_index(i, handle)
-        if self._selected is None:
-            self._selected = i
-        return self
-
-    def select_plan(self, index):
-        i = self._index(index)
-        if i not in self._built:
-            self._build_index(i)
-        self._selected = i
-        return self
-
-    def get_selected_plan_index(self):
-        return self._selected
-
-    def get_behavior_notes_for_plan_at_index(self, index):
-        return [behavior_note(int(n)) for n in self._candidates[self._index(index)].behavior_notes]
-
-    def get_numerical_notes_for_plan_at_index(self, index):
-        return [numerical_note(int(n)) for n in self._candidates[self._index(index)].numerical_notes]
-
-    def get_behavior_notes(self):
-        self._require("no plan is built", self._selected is not None)
-        return self.get_behavior_notes_for_plan_at_index(self._selected)
-
-    def key(self):
-        """A 64-bit key of the graph (ops, attributes, tensor signatures)."""
-        return int(self.ir.key()[:16], 16)
 
     # ------------------------------------------------------------------ execution
     def _pack(self, variant_pack):
@@ -422,10 +284,3 @@ class PipelineMixin:
         from .cudagraph import record
 
         record(self, handle, variant_pack, workspace, cuda_graph, clear=True)
-
-
-def _knob(k):
-    try:
-        return knob_type(int(k))
-    except ValueError:
-        return int(k)
