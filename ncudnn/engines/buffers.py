@@ -35,6 +35,8 @@ def _learn(obj):
         return memory.device_pointer
     if hasattr(obj, "device_ctypes_pointer"):
         return lambda o: o.device_ctypes_pointer.value or 0
+    if isinstance(getattr(getattr(obj, "data", None), "ptr", None), int) and hasattr(obj, "__cuda_array_interface__"):
+        return lambda o: o.data.ptr  # CuPy: its interface dict is rebuilt on every access
     if hasattr(obj, "__cuda_array_interface__"):
         return lambda o: o.__cuda_array_interface__["data"][0] or 0
     return memory.device_pointer

@@ -149,3 +149,22 @@ def test_execute_on_the_handle_stream(rng):
         assert_close(out.copy_to_host(), reference(x, b, y), "float32")
     finally:
         cudnnDestroy(h)
+
+
+class _CAI:
+    """A bare producer: only __cuda_array_interface__."""
+
+    def __init__(self, arr):
+        self._arr = arr
+        self.__cuda_array_interface__ = {"data": (memory.device_pointer(arr), False), "shape": arr.shape,
+                                         "strides": None, "typestr": arr.dtype.str, "version": 3}
+
+
+def test_variant_pack_producer_kinds(rng):
+    g = G.bias_relu_mul(DIMS)
+    plan = api.build_plan(g, api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)[0])
+    x, b, y = inputs(rng)
+    dx, db, dy, out = G.device(x), G.device(b), G.device(y), G.poisoned(DIMS)
+    pack = {1: _CAI(dx), 2: memory.as_view(db), 3: memory.device_pointer(dy), 4: _CAI(out)}
+    api.execute(plan, pack)
+    assert_close(out.copy_to_host(), reference(x, b, y), "float32")
