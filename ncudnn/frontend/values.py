@@ -6,6 +6,7 @@ import numpy as np
 
 from ..ir.tensor import packed_strides
 from ..types import cudnnDataType_t, cudnnStatus_t
+from ..errors import NotSupportedError
 from .enums import to_ir_dtype
 from .errors import graph_error
 
@@ -52,6 +53,15 @@ def host_scalar(arg, dt):
     return np_scalar(np.asarray(arg).reshape(-1)[0], dt)
 
 
+def _lenient(dtype):
+    """The data type of an array's dtype, or None (set it with set_data_type) for dtypes cuDNN has no type
+    for, e.g. the uint16 bits numba arrays carry bfloat16 in."""
+    try:
+        return to_ir_dtype(dtype)
+    except NotSupportedError:
+        return None
+
+
 def describe_array(obj):
     """(dims, element strides, data_type, is_host) of an array object: torch tensors (``shape``,
     ``stride()``, ``dtype``, ``device``), ``__cuda_array_interface__`` objects (numba, CuPy), NumPy
@@ -61,7 +71,7 @@ def describe_array(obj):
         strides = [int(s) for s in obj.stride()]
         dev = getattr(obj, "device", None)
         host = str(getattr(dev, "type", dev)) == "cpu"
-        return dims, strides, to_ir_dtype(obj.dtype), host
+        return dims, strides, _lenient(obj.dtype), host
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
         dt = np.dtype(cai["typestr"])
@@ -69,13 +79,13 @@ def describe_array(obj):
         st = cai.get("strides")
         strides = [int(s) // dt.itemsize for s in st] if st else list(packed_strides(dims))
         declared = getattr(obj, "dtype", dt)
-        return dims, strides, to_ir_dtype(declared), False
+        return dims, strides, _lenient(declared), False
     if isinstance(obj, np.ndarray):
-        return list(obj.shape), [s // obj.itemsize for s in obj.strides], to_ir_dtype(obj.dtype), True
+        return list(obj.shape), [s // obj.itemsize for s in obj.strides], _lenient(obj.dtype), True
     if hasattr(obj, "__dlpack__"):
         from ..memory import as_view
 
         v = as_view(obj)
-        return list(v.shape), list(v.strides), to_ir_dtype(v.dtype), False
+        return list(v.shape), list(v.strides), _lenient(v.dtype), False
     raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"cannot describe a {type(obj).__name__} as a tensor "
                       "(no shape/stride, __cuda_array_interface__ or __dlpack__)")

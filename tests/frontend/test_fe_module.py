@@ -119,5 +119,8 @@ def test_tensor_like_reads_array_geometry():
     assert h.get_is_pass_by_value()
     c = g.tensor_like(t, name="copy")
     assert (c.get_dim(), c.get_stride(), c.get_data_type()) == (t.get_dim(), t.get_stride(), t.get_data_type())
+    bits = g.tensor_like(cuda.to_device(np.zeros(4, np.uint16)), name="bf16_bits")  # no cuDNN type: set it
+    assert bits.get_data_type() == cudnn.data_type.NOT_SET
+    assert bits.set_data_type(cudnn.data_type.BFLOAT16).get_data_type() == cudnn.data_type.BFLOAT16
     s = g.tensor_scalar(3, cudnn.scalar_type.COMPILE_TIME_CONST, name="k")
     assert s.get_is_pass_by_value() and s.get_data_type() == cudnn.data_type.INT32 and s.get_dim() == [1, 1, 1, 1]
