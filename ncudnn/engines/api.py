@@ -164,9 +164,9 @@ def _as_engine_config(graph, ec, ctx):
     if isinstance(ec, EngineConfig):
         return ec
     if isinstance(ec, (str, int)):
-        eng = registry.by_name(ec) if isinstance(ec, str) else registry.by_index(ec)
+        eng = registry.get(ec) if isinstance(ec, str) else registry.by_index(ec)
         if eng is None:
-            raise error_for(S.CUDNN_STATUS_BAD_PARAM, f"no engine with global index {ec}")
+            raise error_for(S.CUDNN_STATUS_BAD_PARAM, f"no engine {ec!r} is registered")
         ec = eng.default_config(problem(graph))
     if isinstance(ec, Config):
         return engine_config_from_json({"engine": ec.engine, "config": ec.to_json()}, graph, ctx)

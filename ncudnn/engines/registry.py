@@ -57,6 +57,12 @@ def by_name(name):
     return _ENGINES[name]
 
 
+def get(name):
+    """The engine called ``name``, or None."""
+    _load()
+    return _ENGINES.get(name)
+
+
 def by_index(index):
     _load()
     for e in _ENGINES.values():

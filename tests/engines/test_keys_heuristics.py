@@ -156,3 +156,11 @@ def test_cost_model_helpers():
     assert heuristics.kernel_time(d, flops=1, threads=1024, regs=255) == math.inf
     ctx = BuildContext(device=d)
     assert api.context(ctx).device is d
+
+
+def test_check_support_of_unknown_engines():
+    g = G.bias_relu_mul()
+    assert api.check_support(g, "no_such_engine")[0] == S.CUDNN_STATUS_BAD_PARAM
+    assert api.check_support(g, 10_000)[0] == S.CUDNN_STATUS_BAD_PARAM
+    assert api.check_support(g, "pointwise_fused") == (S.CUDNN_STATUS_SUCCESS, "")
+    assert api.check_support(g, 0) == (S.CUDNN_STATUS_SUCCESS, "")

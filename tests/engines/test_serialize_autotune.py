@@ -124,3 +124,15 @@ def test_autotune_redirects_in_place_outputs(rng, cache_dir):
     np.testing.assert_array_equal(buf.copy_to_host(), x)  # never written: timed on a scratch copy
     api.execute(api.build_plan(g, ec), {1: buf, 2: buf})
     assert_close(buf.copy_to_host(), x.astype(np.float64) ** 2, "float32")
+
+
+def test_progress_bar_only_on_a_terminal_after_a_second(capsys):
+    quiet = autotune._Progress(4)
+    quiet.tty = True
+    quiet.update(1, "cfg")  # under a second: nothing
+    bar = autotune._Progress(4)
+    bar.tty, bar.t0 = True, bar.t0 - 2.0
+    bar.update(2, "pointwise_fused(BLOCK_SIZE=128)")
+    bar.close()
+    err = capsys.readouterr().err
+    assert err.count("ncudnn autotune") == 1 and "2/4" in err and "##########" in err and err.endswith("\n")
