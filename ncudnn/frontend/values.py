@@ -82,10 +82,10 @@ def describe_array(obj):
         return dims, strides, _lenient(declared), False
     if isinstance(obj, np.ndarray):
         return list(obj.shape), [s // obj.itemsize for s in obj.strides], _lenient(obj.dtype), True
-    if hasattr(obj, "__dlpack__"):
-        from ..memory import as_view
+    if hasattr(obj, "__dlpack__") or getattr(obj, "__cuda_ndarray__", False):
+        from ..memory import _describe
 
-        v = as_view(obj)
-        return list(v.shape), list(v.strides), _lenient(v.dtype), False
+        raw = _describe(obj)  # shape, element strides and dtype, without checking the dtype
+        return list(raw.shape), list(raw.strides), _lenient(raw.dtype), False
     raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"cannot describe a {type(obj).__name__} as a tensor "
                       "(no shape/stride, __cuda_array_interface__ or __dlpack__)")
