@@ -2,6 +2,7 @@
 
   ncudnn info [--json]   what this install is: versions, the cuDNN API level, the device, the engines
   ncudnn demo            the end-to-end demo (lands with the legacy API)
+  ncudnn bench [...]     benchmarks beside cuDNN / cuBLAS (ncudnn.bench_cli; needs the repository's bench/)
 """
 import argparse
 import json
@@ -92,6 +93,16 @@ def cmd_demo(args):
     return run()
 
 
+def cmd_bench(args):
+    from .bench_cli import main as bench_main
+
+    argv = [f"--suite={args.suite}"] + [f"--{k}" for k in ("quick", "sim", "tune", "overhead", "list")
+                                        if getattr(args, k)]
+    argv += [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in ("out", "max_minutes", "report")
+             if getattr(args, k) is not None]
+    return bench_main(argv)
+
+
 def build_parser():
     ap = argparse.ArgumentParser(prog="ncudnn", description="cuDNN rebuilt in Python with numba.cuda kernels.")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
@@ -103,6 +114,12 @@ def build_parser():
     p = sub.add_parser("demo", help="the end-to-end demo (not yet: lands with the legacy API)",
                        description="Run the end-to-end demo. It lands with the legacy API.")
     p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("bench", help="benchmarks beside cuDNN / cuBLAS (results under bench/results/)",
+                       description="Time ncudnn beside cuDNN (through torch and cudnn-frontend) and cuBLAS on "
+                                   "published shape sets; write JSON, a markdown table and charts.")
+    from .bench_cli import build_parser as _bench_parser
+    _bench_parser(p)
+    p.set_defaults(func=cmd_bench)
     return ap
 
 

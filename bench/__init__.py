@@ -1,0 +1,1 @@
+"""ncudnn benchmarks beside cuDNN, cuBLAS and torch: see bench/README.md."""

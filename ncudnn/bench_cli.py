@@ -1,0 +1,139 @@
+"""``ncudnn bench``: ncudnn beside cuDNN (through torch and cudnn-frontend) and cuBLAS, in one run.
+
+    ncudnn bench [--suite conv|gemm|norm|pool|softmax|pointwise|attention|all] [--quick] [--sim] [--tune]
+                 [--overhead] [--out DIR] [--max-minutes M] [--list] [--report DIR]
+
+Runs the runners of the repository's ``bench/`` directly (not through pytest) and writes
+``bench/results/<gpu>/<date>[-quick]/``: ``results.json`` (every row, versions, clocks, commit),
+``report.md`` (the table it also prints) and PNG charts. Without a GPU it says what is missing and exits 0
+having benchmarked nothing, unless ``--sim`` asks for the simulator smoke run (tiny shapes, wall clock).
+"""
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench():
+    """Import the repository's bench package (it is not installed with ncudnn)."""
+    if not (ROOT / "bench" / "cases.py").exists():
+        return None
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import bench.cases  # noqa: F401
+
+    return sys.modules["bench"]
+
+
+def build_parser(ap=None):
+    ap = ap or argparse.ArgumentParser(prog="ncudnn bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--suite", default="all",
+                    choices=("conv", "gemm", "norm", "pool", "softmax", "pointwise", "attention", "all"))
+    ap.add_argument("--quick", action="store_true", help="the representative subset (< 5 min on the H200)")
+    ap.add_argument("--sim", action="store_true", help="without a GPU: a tiny smoke run in the CUDA simulator")
+    ap.add_argument("--tune", action="store_true", help="also time ncudnn's autotuned best (ncudnn-tuned)")
+    ap.add_argument("--overhead", action="store_true",
+                    help="also the plan-build / execute host-overhead benchmarks (ncudnn and cudnn-frontend)")
+    ap.add_argument("--out", help="results directory (default bench/results/<gpu>/<date>[-quick])")
+    ap.add_argument("--max-minutes", type=float, help="wall-clock budget; cases past it are recorded as skipped")
+    ap.add_argument("--list", action="store_true", help="list the selected cases and exit")
+    ap.add_argument("--report", metavar="DIR", help="redraw report.md and the charts from DIR/results.json")
+    return ap
+
+
+def _out_dir(args, prov):
+    from bench.env import device_name, slug
+
+    if args.out:
+        return Path(args.out)
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    tag = "-sim" if args.sim else ("-quick" if args.quick else "")
+    suite = "" if args.suite == "all" else f"-{args.suite}"
+    return ROOT / "bench" / "results" / slug(device_name(prov)) / f"{date}{tag}{suite}"
+
+
+def _overhead(out_dir, env):
+    """bench_plan_overhead.py (ncudnn) and fe_overhead.py (cudnn-frontend) in fresh processes."""
+    res = {}
+    for name, script in (("ncudnn", "bench_plan_overhead.py"), ("cudnn_frontend", "fe_overhead.py")):
+        p = subprocess.run([sys.executable, str(ROOT / "bench" / script)], capture_output=True, text=True,
+                           timeout=1200, cwd=ROOT)
+        print(p.stdout[-4000:], end="")
+        res[name] = {"rc": p.returncode, "stdout_tail": p.stdout[-4000:], "stderr_tail": p.stderr[-2000:]}
+    for f in (ROOT / "bench" / "results").glob("*overhead*.json"):
+        try:
+            res.setdefault("files", {})[f.name] = json.loads(f.read_text())
+        except ValueError:
+            pass
+    (Path(out_dir) / "overhead.json").write_text(json.dumps(res, indent=1))
+    return res
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if _bench() is None:
+        print("ncudnn bench: the bench/ directory is not next to this ncudnn (run it from a source checkout). "
+              "Nothing benchmarked.")
+        return 0
+    from bench import cases as C
+    from bench import report, suite
+
+    if args.report:
+        md, files = report.rerender(args.report)
+        print(md)
+        print(f"rewrote {', '.join(files)} in {args.report}")
+        return 0
+    env = suite.detect()
+    sel = C.select(args.suite, args.quick, sim=args.sim)
+    if args.list:
+        for c in sel:
+            print(f"{c.id:60s} {c.flops / 1e9:10.2f} GFLOP {c.bytes / 1e6:10.1f} MB  {c.source}")
+        print(f"{len(sel)} cases")
+        return 0
+    if env.missing:
+        print("ncudnn bench: missing here: " + "; ".join(env.missing))
+    if env.simulator and not args.sim:
+        print("ncudnn bench: no GPU, so nothing was benchmarked (exit 0). `ncudnn bench --sim` runs a tiny smoke "
+              "run of the harness in the CUDA simulator; the numbers belong to a GPU machine.")
+        return 0
+    if args.sim and not env.simulator:
+        print("ncudnn bench: --sim asks for the simulator but a GPU is present; running the tiny cases on the GPU.")
+    if not env.torch_ok and not env.simulator:
+        print("ncudnn bench: benchmarking ncudnn alone (no torch: no cuDNN/cuBLAS reference; the NumPy float64 "
+              "oracle checks small cases only).")
+    from bench import env as E
+
+    prov = E.provenance(env.simulator, ["ncudnn", "bench"] + list(argv if argv is not None else sys.argv[1:]))
+    out_dir = _out_dir(args, prov)
+    t0 = time.perf_counter()
+    bw = E.copy_bandwidth_tbps() if env.torch_ok else None
+    peaks = E.spec_peaks(E.device_name(prov))
+    print(f"ncudnn bench: {len(sel)} cases ({args.suite}{', quick' if args.quick else ''}) on {E.device_name(prov)}"
+          f"{f'; copy bandwidth {bw:.2f} TB/s' if bw else ''}")
+    rows, clock = suite.run(sel, env, args.quick, args.tune, args.max_minutes)
+    mode = suite.mode_of(args.quick, env.simulator)
+    from bench.timing import BUDGET_S, REPS, WARMUP
+
+    meta = {"device": E.device_name(prov), "provenance": prov, "mode": mode, "suite": args.suite,
+            "missing": env.missing, "bw_measured": bw is not None, "wall_s": time.perf_counter() - t0,
+            "timing": f"{clock.name}; "
+                      + (f"L2 flushed before every rep by a {clock.flush_bytes >> 20} MiB write; " if clock.flush_bytes
+                         else "no L2 flush (simulator: numbers only show the harness works); ")
+                      + f"{WARMUP[mode]} warm-up runs excluded; {BUDGET_S[mode]} s per implementation, "
+                      f"reps in [{REPS[mode][0]}, {REPS[mode][1]}]; median (p20, p80 in results.json)"}
+    if args.overhead and env.gpu:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        meta["overhead"] = _overhead(out_dir, env)
+    md, files = report.write(out_dir, meta, sel, rows, peaks, bw or (peaks or {}).get("hbm_tbps"))
+    print(md)
+    print(f"ncudnn bench: {len(rows)} rows in {meta['wall_s']:.0f} s; wrote {', '.join(files)} to {out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
