@@ -1,8 +1,14 @@
 """The cudnn-frontend Python API (``import ncudnn as cudnn`` runs code written for ``import cudnn``).
 
-``pygraph`` builds an op graph tensor by tensor and op by op, lowers it into :mod:`ncudnn.ir`, plans and
-builds it through :mod:`ncudnn.engines.api`, and executes it on device arrays from torch, CuPy, numba,
-``__cuda_array_interface__`` / DLPack producers, or raw pointers.
+``pygraph`` builds an op graph tensor by tensor and op by op (:mod:`.core`, the ``ops_*`` mixins), lowers
+it into :mod:`ncudnn.ir` at ``validate``, plans and builds it through :mod:`ncudnn.engines.api`
+(:mod:`.pipeline`, :mod:`.plan_queries`), and executes it on device arrays from torch, CuPy, numba,
+``__cuda_array_interface__`` / DLPack producers, or raw pointers. Also: serialization (:mod:`.serialize`),
+shape overrides (:mod:`.overrides`), CUDA-graph recording (:mod:`.cudagraph`), and the ``graph`` /
+``jit`` / ``graph_cache`` / ``Graph`` conveniences (:mod:`.sugar`).
+
+Not yet: ``slice`` and ``transpose`` are recorded but refused at validate (the IR has no node for them);
+batch-norm ``peer_stats``; attention options beyond masks, bias, sequence lengths and dropout.
 """
 from .enums import (attention_implementation, behavior_note, build_plan_policy, convolution_mode,
                     cuda_graph_retention, data_type, diagonal_alignment, heur_mode, knob_type, norm_forward_phase,
@@ -23,5 +29,6 @@ __all__ = [
     "scalar_type", "tensor_reordering", "cudnnGraphNotSupportedError", "cudnnGraphBadParamError",
     "cudnnGraphInternalError", "cudnnGraphExecutionFailedError", "cudnnGraphNotInitializedError", "pygraph",
     "GraphContext", "tensor", "backend_version", "backend_version_string", "create_handle", "destroy_handle",
-    "get_stream", "set_stream", "get_last_error_string", "create_kernel_cache", "create_device_properties", "Graph", "graph", "graph_cache", "jit",
+    "get_stream", "set_stream", "get_last_error_string", "create_kernel_cache", "create_device_properties",
+    "Graph", "graph", "graph_cache", "jit",
 ]
