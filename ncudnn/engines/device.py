@@ -5,7 +5,7 @@ attributes; under the simulator (or when no device can be queried) a nominal H20
 ``nominal=True``. Peak arithmetic rates come from a small table of known parts by name, else from
 the SM count and clock (FP32: 128 lanes x 2 FLOP per SM per clock on sm_80+; 64 before).
 """
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, astuple, dataclass
 from functools import cached_property
 
 from ..platform import simulator_enabled
@@ -27,6 +27,12 @@ class DeviceProps:
     max_threads_per_sm: int
     l2_bytes: int
     nominal: bool = False     # True: not measured from a device (simulator / query failed)
+
+    def __hash__(self):  # memo keys hash this often: compute once (the dataclass is frozen)
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash(astuple(self))
+        return h
 
     @cached_property
     def slug(self):

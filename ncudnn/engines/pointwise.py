@@ -157,7 +157,7 @@ class PointwiseFusedEngine(Engine):
     def cost(self, sub, cfg, device):
         lay = _layout(sub)
         n_io = len(lay.inputs) + len(lay.outputs)
-        key = (cfg, n_io, device.slug)
+        key = (cfg, n_io, device)
         static = self._static.get(key)
         if static is None:
             unroll = cfg.get(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 4)

@@ -78,10 +78,17 @@ def engine_config(engine, sub, cfg, ctx, predicted=math.inf, why=""):
 
 
 def _ctx_flags(ctx):
+    """What of a build context rankings, support checks and plans depend on (memo keys): the device
+    properties themselves (a frozen dataclass: an 8-SM variant of a device is another key) and the
+    math / determinism switches."""
     if ctx is None:
         return None
-    return (ctx.device.slug if ctx.device is not None else None, ctx.allow_tf32, ctx.allow_tensor_cores,
-            ctx.deterministic)
+    dev = ctx.device
+    try:
+        hash(dev)
+    except TypeError:
+        dev = id(dev)
+    return (dev, ctx.allow_tf32, ctx.allow_tensor_cores, ctx.deterministic)
 
 
 def support(engine, sub, ctx):

@@ -164,3 +164,13 @@ def test_check_support_of_unknown_engines():
     assert api.check_support(g, 10_000)[0] == S.CUDNN_STATUS_BAD_PARAM
     assert api.check_support(g, "pointwise_fused") == (S.CUDNN_STATUS_SUCCESS, "")
     assert api.check_support(g, 0) == (S.CUDNN_STATUS_SUCCESS, "")
+
+
+def test_rankings_follow_the_device_properties():
+    import dataclasses
+
+    g = G.bias_relu_mul((16, 64, 64, 64))
+    full = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A, BuildContext(device=device.H200))
+    small = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A,
+                               BuildContext(device=dataclasses.replace(device.H200, sm_count=8, mem_bandwidth=0.3e12)))
+    assert small[0].predicted_time > 5 * full[0].predicted_time
