@@ -11,7 +11,7 @@ ALGO_1 the deterministic GEMM-based ones.
 
 An algorithm runs on an engine of its own family when one is registered, else on the first family
 of its :data:`SUBSTITUTES` row that is (e.g. DIRECT on the implicit GEMM). FFT and FFT_TILING have no
-row: they are NOT_SUPPORTED, honestly.
+row: they are NOT_SUPPORTED, honestly; so is BWD_FILTER_ALGO_WINOGRAD, which cuDNN does not implement.
 """
 from ..types import (cudnnBackendNumericalNote_t, cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdFilterAlgo_t,
                      cudnnConvolutionFwdAlgo_t, cudnnDeterminism_t, cudnnMathType_t, cudnnStatus_t)
