@@ -89,6 +89,7 @@ class pygraph(PointwiseOps, ConvMatmulOps, NormOps, OtherOps, PipelineMixin, Ser
         self._node_count: Dict[str, int] = {}
         self._next_uid = 1
         self._bindings: Dict[int, object] = {}  # uid -> array given in place of a tensor at build time
+        self._views: Dict[tensor, tuple] = {}  # hidden view tensor -> (graph input, element offset): ops_view
         self._ir = None
         self._validated = False
         self._init_pipeline()

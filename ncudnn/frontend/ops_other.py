@@ -3,7 +3,7 @@
 * ``reduction(input, mode) -> Y``: the output's dims (``set_dim``) choose the reduced axes;
 * ``reshape(input, reshape_mode=VIEW_ONLY) -> Y``: the output's dims must be set;
 * ``concatenate(inputs, axis, in_place_index=None) -> Y``;
-* ``slice`` / ``transpose`` are recorded but refused at validate (no IR node for them yet);
+* ``slice`` / ``transpose``: see :mod:`.ops_view`;
 * beyond cudnn-frontend's Python API (cuDNN's backend has them): ``resample`` / ``resample_backward``
   with ``max_pool`` / ``avg_pool`` helpers, and ``rng``.
 Outputs are named ``"<name>::OUT_0"`` (resample's index ``"<name>::Index"``).
@@ -15,6 +15,7 @@ from .builder import op_method
 from .enums import enum_value, padding_mode, reduction_mode, resample_mode, reshape_mode, rng_distribution
 from .errors import graph_error
 from .ops_sdpa import SdpaOps
+from .ops_view import ViewOps
 
 S = cudnnStatus_t
 
@@ -40,12 +41,6 @@ def _lower_concat(graph, rec):
         raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"node '{rec.name}' (concatenate): no inputs")
     return Concat(rec.name, {f"X{i}": t.desc for i, t in enumerate(xs)}, {"Y": rec.outputs[0].desc},
                   axis=rec.params.get("axis"), in_place_index=rec.params.get("in_place_index"))
-
-
-def _refuse(what):
-    def lower(graph, rec):
-        raise graph_error(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{rec.name}' ({rec.kind}): {what}")
-    return lower
 
 
 def _resample_attrs(rec):
@@ -99,7 +94,7 @@ RESAMPLE_ATTRS = ("mode", "window", "stride", "padding", "pre_padding", "post_pa
                   "propagate_nan")
 
 
-class OtherOps(SdpaOps):
+class OtherOps(SdpaOps, ViewOps):
     reduction = op_method("reduction", ("input",), ("mode",), ("OUT_0",), _lower_reduction, required=("input",),
                           doc="reduction(input, mode) -> Y; set Y's dims (1 in the reduced axes)")
     reshape = op_method("reshape", ("input",), ("reshape_mode",), ("OUT_0",), _lower_reshape, required=("input",),
@@ -107,13 +102,6 @@ class OtherOps(SdpaOps):
     concatenate = op_method("concatenate", (), ("axis", "in_place_index"), ("OUT_0",), _lower_concat,
                             list_ports=("inputs",), required=("axis",),
                             doc="concatenate(inputs, axis, in_place_index=None) -> Y")
-    slice = op_method("slice", ("input",), ("slices",), ("OUT_0",),
-                      _refuse("slice has no IR node yet (ncudnn.ir lacks a slice op)"), required=("input",),
-                      doc="slice(input, slices) -> Y (recorded; refused at validate: no IR slice node yet)")
-    transpose = op_method("transpose", ("input",), ("permutation",), ("OUT_0",),
-                          _refuse("transpose has no IR node yet (ncudnn.ir lacks a transpose op)"),
-                          required=("input",),
-                          doc="transpose(input, permutation) -> Y (recorded; refused at validate: no IR node yet)")
     resample = op_method(
         "resample", ("input",), RESAMPLE_ATTRS + ("generate_index",), ("Y", "Index"), _lower_resample,
         required=("input", "mode", "window"),

@@ -18,6 +18,7 @@ from .enums import build_plan_policy, enum_value, heur_mode
 from .plan_queries import PlanQueryMixin
 from .errors import graph_error, reraise
 from .tensor import tensor
+from .ops_view import view_value
 from .values import host_scalar
 
 S = cudnnStatus_t
@@ -224,6 +225,11 @@ class PipelineMixin(PlanQueryMixin):
         if self._bindings:
             for uid, arr in self._bindings.items():
                 out.setdefault(uid, arr)
+        if self._views:
+            for view, (src, offset) in self._views.items():
+                s_uid, v_uid = src._desc.uid, view._desc.uid
+                if s_uid in out and v_uid not in out:
+                    out[v_uid] = view_value(out[s_uid], src._desc, view._desc, offset)
         return out
 
     def execute(self, variant_pack, workspace=None, handle=None, override_uids=None, override_shapes=None,

@@ -115,7 +115,7 @@ class SerializeMixin:
         self.is_dynamic_shape_enabled = bool(d.get("dynamic_shapes"))
         self._context.io_data_type, self._context.intermediate_data_type, self._context.compute_data_type = \
             [None if x is None else DT(x) for x in ctx]
-        self._tensors, self._by_uid, self._records, self._bindings = [], {}, [], {}
+        self._tensors, self._by_uid, self._records, self._bindings, self._views = [], {}, [], {}, {}
         self._node_count, self._next_uid = {}, 1
         rows = {r["uid"]: r for r in d["tensors"]}
         produced = {u for op in d["ops"] for u in op["outputs"] if u is not None}

@@ -324,3 +324,31 @@ def test_half_io_with_float_scalar_and_bfloat16(rng):
     yb = cuda.to_device(np.full(16, 0x7FC0, np.uint16))  # bf16 NaN bits: numba has no bf16 arrays
     g.execute({X: cuda.to_device(xb.view(np.uint16)), Y: yb}, None)
     assert_close(yb.copy_to_host().view(ml_dtypes.bfloat16), -xb.astype(np.float64), "bfloat16")
+
+
+def test_slice_and_transpose_of_inputs(rng):
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT)
+    X = g.tensor(name="X", dim=[4, 6, 5], stride=[30, 5, 1])
+    T = g.transpose(X, permutation=[2, 0, 1], name="tr")
+    T.set_output(True)
+    Sl = g.slice(X, slices=[slice(1, 3), slice(0, 6, 2), slice(None)], name="sl")
+    Sl.set_output(True)
+    g.build([cudnn.heur_mode.A])
+    assert T.get_dim() == [5, 4, 6] and T.get_stride() == [24, 6, 1] and Sl.get_dim() == [2, 3, 5]
+    x = random(rng, [4, 6, 5])
+    t = cuda.to_device(np.full([5, 4, 6], np.nan, np.float32))
+    s = cuda.to_device(np.full([2, 3, 5], np.nan, np.float32))
+    g.execute({X: cuda.to_device(x), T: t, Sl: s}, None)
+    assert_close(t.copy_to_host(), x.transpose(2, 0, 1), "float32")
+    assert_close(s.copy_to_host(), x[1:3, 0:6:2, :], "float32")
+    g2 = cudnn.pygraph()
+    g2.deserialize(g.serialize())
+    s2 = cuda.to_device(np.full([2, 3, 5], np.nan, np.float32))
+    g2.execute({"X": cuda.to_device(x), "tr::OUT_0": cuda.to_device(np.empty([5, 4, 6], np.float32)),
+                "sl::OUT_0": s2}, None)
+    assert_close(s2.copy_to_host(), x[1:3, 0:6:2, :], "float32")
+    g3 = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT)
+    X = g3.tensor(name="X", dim=[2, 3], stride=[3, 1])
+    g3.transpose(g3.exp(X), permutation=[1, 0], name="tr").set_output(True)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="node .tr. \\(transpose\\).*intermediate"):
+        g3.validate()
