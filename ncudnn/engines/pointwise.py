@@ -47,6 +47,15 @@ def _kernel_dtype(t):
     return _DTYPE_NAMES[dt]
 
 
+def _abi(storage):
+    """The array dtype the kernel is compiled and launched with: booleans travel as uint8 (same bytes,
+    0 / 1; the launch ABI sizes elements by bit width, which numba's boolean type lacks)."""
+    return _U8 if storage == np.bool_ else storage
+
+
+_U8 = np.dtype(np.uint8)
+
+
 class _Layout:
     """How a pointwise subgraph maps onto a kernel: inputs, outputs, refs, shape."""
 
@@ -181,7 +190,7 @@ class PointwiseFusedEngine(Engine):
         lay = _layout(sub)
         spec = lay.spec(cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 256), cfg.get(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 4))
         meta = kpw.PointwiseKernel(spec, None, None)  # geometry only: no code generated yet
-        sig = tuple(types.Array(numpy_support.from_dtype(st), 1, "C") for st in meta.storage) + (types.int64,)
+        sig = tuple(types.Array(numpy_support.from_dtype(_abi(st)), 1, "C") for st in meta.storage) + (types.int64,)
         # kernel cache: memory, then cubin on disk (no JIT in a later process), then generate + compile
         ck = kcache.get_or_compile("pointwise_fused:" + kpw.cache_key(spec),
                                    lambda: kpw.build_pointwise(spec).kernel, sig)
@@ -206,10 +215,10 @@ class PointwisePlan(SubPlan):
         for t, ext, st in zip(lay.inputs + lay.outputs, meta.extents, meta.storage):
             v = views[t.uid]
             if t.is_by_value:
-                host = np.array([v], dtype=memory.numpy_dtype(t.dtype)).view(st)
+                host = np.array([v], dtype=memory.numpy_dtype(t.dtype)).view(_abi(st))
                 args.append(cuda.to_device(host))  # kept alive by the prepared launch
             else:
-                args.append(ArgView(v.ptr, (max(ext, 1),), (st.itemsize,), st.itemsize, st))
+                args.append(ArgView(v.ptr, (max(ext, 1),), (st.itemsize,), st.itemsize, _abi(st)))
         return [self.compiled.prepare(self.grid, self.block, tuple(args) + (meta.numel,))]
 
     def prepare(self, views, scratch):

@@ -168,3 +168,17 @@ def test_variant_pack_producer_kinds(rng):
     pack = {1: _CAI(dx), 2: memory.as_view(db), 3: memory.device_pointer(dy), 4: _CAI(out)}
     api.execute(plan, pack)
     assert_close(out.copy_to_host(), reference(x, b, y), "float32")
+
+
+def test_comparison_writes_booleans(rng):
+    dims = (2, 3, 4)
+    x_t, b_t = G.t(1, dims, name="x"), G.t(2, (1, 3, 1), name="b")
+    o_t = G.t(3, dims, DT.CUDNN_DATA_BOOLEAN, name="gt")
+    g = OpGraph([G.pw("gt", PM.CUDNN_POINTWISE_CMP_GT, o_t, X=x_t, B=b_t)]).finalize()
+    plan = api.build_plan(g, api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)[0])
+    x, b = rng.uniform(-1, 1, dims).astype(np.float32), rng.uniform(-1, 1, (1, 3, 1)).astype(np.float32)
+    ref = ref_pw(PM.CUDNN_POINTWISE_CMP_GT, x, b)
+    out = G.device(~ref)  # poisoned: every element starts wrong
+    api.execute(plan, {1: G.device(x), 2: G.device(b), 3: out})
+    got = out.copy_to_host()
+    assert got.dtype == np.bool_ and np.array_equal(got, ref) and ref.any() and not ref.all()
