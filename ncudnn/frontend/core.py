@@ -367,7 +367,8 @@ class pygraph(PointwiseOps, ConvMatmulOps, NormOps, OtherOps, PipelineMixin, Ser
 
     def get_inputs(self):
         produced = {t.get_uid() for rec in self._records for t in rec.outputs if t is not None}
-        return [t for t in self._tensors if not t.desc.is_virtual and t.get_uid() not in produced]
+        return [t for t in self._tensors if not t.desc.is_virtual and t.get_uid() not in produced
+                and not t.desc.meta.get("hidden")]
 
     def get_outputs(self):
         return [t for rec in self._records for t in rec.outputs if t is not None and not t.desc.is_virtual]
