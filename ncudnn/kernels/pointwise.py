@@ -73,9 +73,12 @@ class PointwiseSpec:
     nodes: tuple
     outputs: tuple
     block: int = 256
-    unroll: int = 4
+    unroll: int = 0         # elements per thread per pass; 0: 8 for <= 2-byte I/O, else 4
 
     def __post_init__(self):
+        if not self.unroll:
+            small = all(storage_dtype(t.dtype).itemsize <= 2 for t in self.inputs + self.outputs)
+            object.__setattr__(self, "unroll", 8 if small else 4)
         _validate(self)
 
 
