@@ -218,7 +218,10 @@ def autotune(graph, configs, variant_pack, workspace=None, ctx=None, runs=None, 
             if plan.workspace_size and ws_bytes is not None and ws_bytes < plan.workspace_size:
                 continue
             run = lambda: plan.execute(pack, workspace, stream_obj)  # noqa: E731
-            run()  # compile + bind, excluded
+            try:
+                run()  # compile + bind (buffers checked), excluded
+            except CudnnError:
+                continue
             for _ in range(warmup):
                 run()
             times = [timer(run) for _ in range(runs)]
