@@ -19,6 +19,7 @@ from .errors import (cudnnGraphBadParamError, cudnnGraphExecutionFailedError, cu
 from .core import GraphContext, pygraph
 from .module import (backend_version, backend_version_string, create_device_properties, create_handle,
                      create_kernel_cache, destroy_handle, get_last_error_string, get_stream, set_stream)
+from .plan_queries import knob
 from .sugar import Graph, graph, graph_cache, jit
 from .tensor import tensor
 
@@ -30,5 +31,5 @@ __all__ = [
     "cudnnGraphInternalError", "cudnnGraphExecutionFailedError", "cudnnGraphNotInitializedError", "pygraph",
     "GraphContext", "tensor", "backend_version", "backend_version_string", "create_handle", "destroy_handle",
     "get_stream", "set_stream", "get_last_error_string", "create_kernel_cache", "create_device_properties",
-    "Graph", "graph", "graph_cache", "jit",
+    "Graph", "graph", "graph_cache", "jit", "knob",
 ]

@@ -88,15 +88,14 @@ class PlanQueryMixin:
         return ec.global_index, {_knob(k): v for k, v in ec.config.knobs}
 
     def get_knobs_for_engine(self, engine_id):
-        """The knobs engine ``engine_id`` offers for this graph: [{type, min, max, stride, default}]."""
+        """The knobs engine ``engine_id`` offers for this graph, as :class:`knob` objects."""
         from ..engines import registry
 
         eng = registry.by_index(int(engine_id))
         if eng is None:
             raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"no engine with global index {engine_id}")
         sub = _api().problem(self.ir)
-        return [{"type": _knob(int(k.type)), "min": k.min, "max": k.max, "stride": k.stride, "default": k.default}
-                for k in eng.knobs(sub)]
+        return [knob(_knob(int(k.type)), k.min, k.max, k.stride, k.default) for k in eng.knobs(sub)]
 
     def create_execution_plan(self, engine_id, knobs=None):
         """Append the plan of engine ``engine_id`` with ``knobs`` ({knob_type: value}); returns self."""
@@ -160,3 +159,21 @@ def _knob(k):
         return knob_type(int(k))
     except ValueError:
         return int(k)
+
+
+class knob:
+    """A tunable knob of an engine: ``type`` (knob_type), ``min_value``, ``max_value``, ``stride`` and the
+    engine's ``default_value``."""
+
+    __slots__ = ("type", "min_value", "max_value", "stride", "default_value")
+
+    def __init__(self, type, min_value, max_value, stride=1, default_value=None):
+        self.type, self.min_value, self.max_value = type, int(min_value), int(max_value)
+        self.stride, self.default_value = int(stride), default_value
+
+    def values(self):
+        return range(self.min_value, self.max_value + 1, self.stride)
+
+    def __repr__(self):
+        return (f"knob({self.type}, min_value={self.min_value}, max_value={self.max_value}, stride={self.stride}, "
+                f"default_value={self.default_value})")

@@ -125,6 +125,13 @@ def test_build_all_and_execute_each_plan(data):
         assert_close(read_strided(yd, SHAPE, NHWC), ref, "float32", name=g.get_plan_name_at_index(i))
     engine, knobs = g.get_engine_and_knobs_at_index(n - 1)
     assert isinstance(engine, int) and all(isinstance(k, cudnn.knob_type) for k in knobs)
+    offered = {k.type: k for k in g.get_knobs_for_engine(engine)}
+    assert set(knobs) <= set(offered) and all(v in offered[k].values() for k, v in knobs.items())
+    g.create_execution_plan(engine, knobs)  # the same config again, hand-picked: plan n
+    assert g.get_plan_name_at_index(n) == g.get_plan_name_at_index(n - 1)
+    yd = poisoned(SHAPE, NHWC)
+    g.execute_plan_at_index({X: strided_device(x, NHWC), B: cuda.to_device(b), s: scale, Y: yd}, None, n)
+    assert_close(read_strided(yd, SHAPE, NHWC), ref, "float32")
 
 
 def test_filters_leave_no_plan_and_check_support_says_why():
