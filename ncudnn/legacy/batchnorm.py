@@ -246,9 +246,10 @@ def _backward(handle, mode, ops, aD, bD, aP, bP, xDesc, x, yDesc, y, dyDesc, dy,
             mean, inv = bn.t(b, "save_mean", pd), bn.t(b, "save_inv_var", pd)
         else:
             mean, inv = bn.scratch(b, "mean"), bn.scratch(b, "inv_var")
+            # y of the recomputation is discarded: any bias will do, the scale serves
             yscr = b.scratch_tensor("y_recomputed", *_view(bn.mode, xd, "x"), xd.dtype)
             eps = b.scalar("epsilon", xd.nbDims, F32, bn.eps)
-            b.add(NormFwd("batchnorm_stats", {"X": xt, "EPSILON": eps},
+            b.add(NormFwd("batchnorm_stats", {"X": xt, "SCALE": sc, "BIAS": sc, "EPSILON": eps},
                           {"Y": yscr, "MEAN": mean, "INV_VARIANCE": inv}, mode=NM.CUDNN_BATCH_NORM,
                           phase=PH.CUDNN_NORM_FWD_TRAINING))
         outs = {}
