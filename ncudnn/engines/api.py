@@ -87,7 +87,8 @@ def get_heuristics(graph, mode=HM.CUDNN_HEUR_MODE_A, ctx=None):
     key = _graph_key(graph) if mode == HM.CUDNN_HEUR_MODE_B else None
     explain = [] if log_enabled() else None
     memo = graph.__dict__.setdefault("_rankings", {})
-    memo_key = (mode, _ctx_flags(ctx), heuristics.generation)
+    registry.engines()  # loads the engine modules before the memo key reads the registry generation
+    memo_key = (mode, _ctx_flags(ctx), heuristics.generation, registry.generation)
     hit = memo.get(memo_key)
     if hit is not None:
         if explain is not None:

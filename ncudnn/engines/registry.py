@@ -20,6 +20,8 @@ ENGINE_MODULES = [
 
 _ENGINES = {}
 _loaded = False
+#: bumped by every registration (cached rankings include it)
+generation = 0
 
 
 def register(engine_cls):
@@ -27,9 +29,11 @@ def register(engine_cls):
     name = engine_cls.name
     if name not in ENGINE_ORDER:
         raise ValueError(f"engine {name!r} is not in ENGINE_ORDER (append it there for a stable index)")
+    global generation
     eng = engine_cls()
     eng.global_index = ENGINE_ORDER.index(name)
     _ENGINES[name] = eng
+    generation += 1
     return engine_cls
 
 
