@@ -317,7 +317,8 @@ class pygraph(PointwiseOps, ConvMatmulOps, NormOps, OtherOps, PipelineMixin, Ser
             try:
                 got = rec.lower(self, rec)
             except CudnnError as e:
-                raise reraise(e, f"node '{rec.name}' ({rec.kind})") from None
+                here = f"node '{rec.name}' ({rec.kind})"
+                raise reraise(e, "" if e.message.startswith(here) else here) from None
             nodes.extend(got if isinstance(got, list) else [got])
         c = self._context
         return OpGraph(nodes, io_dtype=c.io_data_type, intermediate_dtype=c.intermediate_data_type,
