@@ -41,3 +41,6 @@ from .backend import (  # noqa: E402,F401
     cudnnBackendCreateDescriptor, cudnnBackendDestroyDescriptor, cudnnBackendExecute, cudnnBackendFinalize,
     cudnnBackendGetAttribute, cudnnBackendInitialize, cudnnBackendPopulateCudaGraph, cudnnBackendSetAttribute,
     cudnnBackendUpdateCudaGraph, cudnnGetExecutionPlanWorkspaceSize)
+
+# the legacy cudnn_ops / cudnn_cnn API (C-style: (status, *outs)); ncudnn.legacy lists it
+from .legacy import *  # noqa: E402,F401,F403
