@@ -102,9 +102,9 @@ class PipelineMixin(PlanQueryMixin):
         self._op_graph_built = True
         self._candidates = out
         self._planned = True
+        names = [heur_mode(int(enum_value(m, heur_mode, "heur_mode"))).name for m in modes]
         log_steps.step(self, 3, "CREATE_EXECUTION_PLANS",
-                       f"{len(out)} engine config(s) from {[heur_mode(int(enum_value(m, heur_mode, 'm'))).name for m in modes]}: "
-                       + ", ".join(str(ec) for ec in out))
+                       f"{len(out)} engine config(s) from {names}: " + ", ".join(str(ec) for ec in out))
         if not out:
             status, why = self._why_unsupported()
             raise graph_error(status, f"graph '{self.name}': no engine config from the heuristics. {why}")
