@@ -81,7 +81,8 @@ def torch_op(case, t, tf32=False):
 
             def ln():
                 y, mean, rstd = torch.native_layer_norm(x2, [cols], w, b, EPS)
-                return {"y": y.view(rows, cols, 1, 1), "mean": mean.view(rows, 1, 1, 1), "inv_var": rstd.view(rows, 1, 1, 1)}
+                st = (rows, 1, 1, 1)
+                return {"y": y.view(rows, cols, 1, 1), "mean": mean.view(st), "inv_var": rstd.view(st)}
             return ln
         if op == "layernorm_bwd":
             w, dy2 = t["scale"].view(cols), t["dy"].view(rows, cols)
@@ -90,7 +91,8 @@ def torch_op(case, t, tf32=False):
 
             def ln_bwd():
                 dx, dw, db = fn(dy2, x2, [cols], m, iv, w, w, [True, True, True])
-                return {"dx": dx.view(rows, cols, 1, 1), "dscale": dw.view(1, cols, 1, 1), "dbias": db.view(1, cols, 1, 1)}
+                vec = (1, cols, 1, 1)
+                return {"dx": dx.view(rows, cols, 1, 1), "dscale": dw.view(vec), "dbias": db.view(vec)}
             return ln_bwd
         if op == "rmsnorm_fwd":
             w = t["scale"].view(cols)

@@ -173,7 +173,8 @@ def charts(out_dir, per_case, peaks, bw_tbps):
         ax.bar(xs, vals, color=["tab:green" if v >= 1 else "tab:red" for v in vals])
         for x, p in zip(xs, pc):
             if p["speed_vs_fair"] is None:
-                ax.text(x, 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=6, transform=ax.get_xaxis_transform())
+                ax.text(x, 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=6,
+                        transform=ax.get_xaxis_transform())
         ax.axhline(1.0, color="black", lw=0.8)
         if any(vals):
             ax.set_yscale("log")
@@ -218,13 +219,13 @@ def charts(out_dir, per_case, peaks, bw_tbps):
 
 # ------------------------------------------------------------------------------ write
 
-def write(out_dir, meta, cases, rows, peaks=None, bw_tbps=None):
-    """results.json + report.md + charts into ``out_dir``; returns (markdown text, files)."""
+def write(out_dir, meta, cases, rows, peaks=None, bw_tbps=None, draw=True):
+    """results.json + report.md + charts (unless not ``draw``) into ``out_dir``; returns (markdown, files)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     md, per_case, suites = markdown(meta, cases, rows, peaks, bw_tbps)
-    files = charts(out_dir, per_case, peaks, bw_tbps)
-    if not files:
+    files = charts(out_dir, per_case, peaks, bw_tbps) if draw else []
+    if draw and not files:
         md += "\n(charts not drawn: matplotlib is not installed here; `ncudnn bench --report DIR` redraws them)\n"
     else:
         md += "\n" + "\n".join(f"![{f}]({f})" for f in files) + "\n"
@@ -236,11 +237,11 @@ def write(out_dir, meta, cases, rows, peaks=None, bw_tbps=None):
     return md, ["results.json", "report.md"] + files
 
 
-def rerender(out_dir):
+def rerender(out_dir, draw=True):
     """Rebuild report.md and the charts of ``out_dir`` from its results.json."""
     from .cases import Case
 
     doc = json.loads((Path(out_dir) / "results.json").read_text())
     cases = [Case(c["suite"], c["op"], c["name"], c["params"], c["dtype"], c["layout"], c["flops"], c["bytes"],
                   c["quick"], c["source"], c.get("count", 1)) for c in doc["cases"]]
-    return write(out_dir, doc["meta"], cases, doc["rows"], doc.get("peaks"), doc.get("bandwidth_tbps"))
+    return write(out_dir, doc["meta"], cases, doc["rows"], doc.get("peaks"), doc.get("bandwidth_tbps"), draw)

@@ -119,7 +119,8 @@ class NumbaClock:
         self.buf = cuda.device_array(self.flush_bytes, dtype=np.uint8)
         from numba.cuda.cudadrv import driver
 
-        self._memset = lambda: driver.device_memset(self.buf, 0, self.flush_bytes)
+        stream = cuda.default_stream()  # a Stream object: the memset is asynchronous, as a kernel would be
+        self._memset = lambda: driver.device_memset(self.buf, 0, self.flush_bytes, stream=stream)
 
     def flush(self):
         self._memset()

@@ -41,6 +41,7 @@ def build_parser(ap=None):
                     help="also the plan-build / execute host-overhead benchmarks (ncudnn and cudnn-frontend)")
     ap.add_argument("--out", help="results directory (default bench/results/<gpu>/<date>[-quick])")
     ap.add_argument("--max-minutes", type=float, help="wall-clock budget; cases past it are recorded as skipped")
+    ap.add_argument("--no-charts", action="store_true", help="write JSON and markdown only")
     ap.add_argument("--list", action="store_true", help="list the selected cases and exit")
     ap.add_argument("--report", metavar="DIR", help="redraw report.md and the charts from DIR/results.json")
     return ap
@@ -84,7 +85,7 @@ def main(argv=None):
     from bench import report, suite
 
     if args.report:
-        md, files = report.rerender(args.report)
+        md, files = report.rerender(args.report, not args.no_charts)
         print(md)
         print(f"rewrote {', '.join(files)} in {args.report}")
         return 0
@@ -129,7 +130,8 @@ def main(argv=None):
     if args.overhead and env.gpu:
         out_dir.mkdir(parents=True, exist_ok=True)
         meta["overhead"] = _overhead(out_dir, env)
-    md, files = report.write(out_dir, meta, sel, rows, peaks, bw or (peaks or {}).get("hbm_tbps"))
+    md, files = report.write(out_dir, meta, sel, rows, peaks, bw or (peaks or {}).get("hbm_tbps"),
+                             not args.no_charts)
     print(md)
     print(f"ncudnn bench: {len(rows)} rows in {meta['wall_s']:.0f} s; wrote {', '.join(files)} to {out_dir}")
     return 0

@@ -96,8 +96,8 @@ def cmd_demo(args):
 def cmd_bench(args):
     from .bench_cli import main as bench_main
 
-    argv = [f"--suite={args.suite}"] + [f"--{k}" for k in ("quick", "sim", "tune", "overhead", "list")
-                                        if getattr(args, k)]
+    flags = ("quick", "sim", "tune", "overhead", "list", "no_charts")
+    argv = [f"--suite={args.suite}"] + [f"--{k.replace('_', '-')}" for k in flags if getattr(args, k)]
     argv += [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in ("out", "max_minutes", "report")
              if getattr(args, k) is not None]
     return bench_main(argv)

@@ -1,0 +1,88 @@
+"""The benchmark case tables: well-formed, complete, and FLOP / byte formulas equal to hand counts."""
+import pytest
+
+from bench import cases as C
+from bench import data
+
+
+def test_ids_unique_and_every_suite_present():
+    all_ = C.all_cases()
+    ids = [c.id for c in all_]
+    assert len(ids) == len(set(ids))
+    assert {c.suite for c in all_} == set(C.SUITES)
+    quick = C.select("all", quick=True)
+    assert {c.suite for c in quick} == set(C.SUITES)
+    assert 0 < len(quick) < len(all_) / 4
+
+
+def test_resnet50_table():
+    assert len(C.RESNET50) == 23 and len({r[0] for r in C.RESNET50}) == 23
+    assert sum(r[-1] for r in C.RESNET50) == 53  # 49 convs on the main path + 4 projection shortcuts
+    assert set(C.RESNET50_QUICK) <= {r[0] for r in C.RESNET50}
+    out = {name: C.conv_out(h, r, s, (r - 1) // 2) for name, c, k, h, r, s, n in C.RESNET50}
+    assert out["conv1_7x7"] == 112 and out["c3_3x3_128_s2"] == 28 and out["c5_ds_1024_2048_s2"] == 7
+    # every stage's input channels come from the previous layer's outputs
+    assert all(c in (3, 64, 128, 256, 512, 1024, 2048) for _, c, *_ in C.RESNET50)
+    conv = C.conv_cases()
+    assert len(conv) == 2 * (23 * 3 - 1)  # no dgrad of the first layer
+
+
+def test_conv_formulas_by_hand():
+    c = C.by_id("conv/conv_fprop/c2_3x3_64_n32/float32")
+    assert c.params["p"] == 56 and c.params["pad"] == 1
+    assert c.flops == 2 * 32 * 64 * 56 * 56 * 64 * 3 * 3 == 7_398_752_256
+    assert c.bytes == 4 * (32 * 64 * 56 * 56 * 2 + 64 * 64 * 9) == 51_527_680
+    d = C.by_id("conv/conv_wgrad/conv1_7x7_n128/float32")
+    assert d.params["p"] == 112 and d.params["pad"] == 3
+    assert d.flops == 2 * 128 * 64 * 112 * 112 * 3 * 7 * 7
+    assert d.bytes == 4 * (128 * 3 * 224 * 224 + 64 * 3 * 49 + 128 * 64 * 112 * 112)
+
+
+def test_gemm_and_memory_formulas_by_hand():
+    g = C.by_id("gemm/matmul/4096x4096x4096/float32")
+    assert g.flops == 137_438_953_472 and g.bytes == 3 * 4096 * 4096 * 4
+    b = C.by_id("gemm/matmul/128x8192x8192/bfloat16")
+    assert b.flops == 2 * 128 * 8192 * 8192 and b.bytes == 2 * (128 * 8192 + 8192 * 8192 + 128 * 8192)
+    ln = C.by_id("norm/layernorm_fwd/8192x4096/float32")
+    assert ln.bytes == 2 * 8192 * 4096 * 4 == 268_435_456
+    pool = C.by_id("pool/max_pool/3x3s2_n32c256h112_nhwc/float32")
+    assert pool.params["p"] == 56 and pool.bytes == 4 * 32 * 256 * (112 * 112 + 56 * 56)
+    att = C.by_id("attention/sdpa_fwd/b4h16s2048d128_causal/bfloat16")
+    assert att.flops == 4 * 4 * 16 * 2048 * 2048 * 128 // 2
+
+
+@pytest.mark.parametrize("case", C.all_cases() + C.sim_cases(), ids=lambda c: c.id)
+def test_specs_match_params(case):
+    ins, outs = data.specs(case)
+    assert ins and outs
+    for s in list(ins.values()) + list(outs.values()):
+        assert len(s.dims) == len(s.strides) and all(d > 0 for d in s.dims)
+        assert data.span(s) == _prod(s.dims)  # dense: no gaps, no overlap
+    if case.suite == "conv":
+        p = case.params
+        assert case.flops == C.conv_flops(p["n"], p["c"], p["k"], p["p"], p["q"], p["r"], p["s"])
+        x = ins.get("x") or outs["dx"]
+        assert x.dims == (p["n"], p["c"], p["h"], p["w"]) and x.strides[1] == 1  # channels-last
+    assert case.bytes > 0 and case.flops > 0
+
+
+def _prod(xs):
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def test_select():
+    assert all(c.suite == "gemm" for c in C.select("gemm"))
+    assert len(C.select("gemm")) == 18
+    assert all(c.quick for c in C.select("conv", quick=True))
+    assert all("sim" in c.tags for c in C.select("all", sim=True))
+    with pytest.raises(ValueError):
+        C.select("bogus")
+
+
+def test_layout_strides():
+    assert data.nhwc((2, 3, 4, 5)) == (60, 1, 15, 3)
+    assert data.packed((2, 3, 4, 5)) == (60, 20, 5, 1)
+    assert C.geomean([2.0, 0.5, None, float("nan")]) == pytest.approx(1.0)
