@@ -359,3 +359,28 @@ def test_slice_and_transpose_of_inputs(rng):
     g3.transpose(g3.exp(X), permutation=[1, 0], name="tr").set_output(True)
     with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="node .tr. \\(transpose\\).*intermediate"):
         g3.validate()
+
+
+def test_autotune_store_makes_mode_b_rank_the_winner_first(data, tmp_path, monkeypatch):
+    from ncudnn.engines import autotune as engine_autotune, heuristics
+
+    monkeypatch.setenv("NCUDNN_CACHE_DIR", str(tmp_path))
+    engine_autotune.forget_stores()
+    heuristics.forget_tables()
+    try:
+        x, b, scale = data
+        g, X, B, s, Y = bias_scale_relu_graph()
+        g.validate()
+        g.create_execution_plans([cudnn.heur_mode.A])
+        g.check_support()
+        last = g.get_execution_plan_count() - 1
+        pack = {X: strided_device(x, NHWC), B: cuda.to_device(b), s: scale, Y: poisoned(SHAPE, NHWC)}
+        (winner, name, ms), = g.autotune(pack, None, runs=1, warmup=0, indices=[last])  # stored
+        assert winner == last
+        g2, *_ = bias_scale_relu_graph()
+        g2.validate()
+        g2.create_execution_plans([cudnn.heur_mode.B])
+        assert g2.get_plan_name_at_index(0) == name
+    finally:
+        engine_autotune.forget_stores()
+        heuristics.forget_tables()
