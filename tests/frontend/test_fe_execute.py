@@ -244,6 +244,16 @@ def test_shape_overrides_run_other_shapes_with_the_same_plan(rng):
     assert len(g._override_plans) == 2
 
 
+def test_build_steps_go_to_the_frontend_log_file(tmp_path, monkeypatch):
+    path = tmp_path / "fe.log"
+    monkeypatch.setenv("CUDNN_FRONTEND_LOG_INFO", "1")
+    monkeypatch.setenv("CUDNN_FRONTEND_LOG_FILE", str(path))
+    g, *_ = bias_scale_relu_graph()
+    g.build([cudnn.heur_mode.A])
+    text = path.read_text()
+    assert "[cudnn_frontend] INFO: pygraph 'bias_scale_relu' 1/5 VALIDATE" in text and "5/5 BUILD_PLANS" in text
+
+
 def test_build_steps_are_logged_numbered():
     msgs = []
     status, old_mask, old_udata, old_fptr = cudnn.cudnnGetCallback()
