@@ -85,6 +85,14 @@ def test_fprop_convolution_mode_and_groups(rng, layout):
     assert_close(got, ref, "float32")
 
 
+def test_fprop_vec4_config(rng):
+    cfg = size(GemmConfig(BLOCK_M=16, BLOCK_N=16, BLOCK_K=4, THREAD_M=4, THREAD_N=4, WARP_M=0,
+                          WARP_N=0, VEC=4), CONFIGS[0])
+    got, ref, _, _ = fprop_case(rng, size((2, 3, 6, 5), (8, 64, 28, 28)), size((5, 3, 3, 3), (64, 64, 3, 3)),
+                                "nhwc", cfg=cfg, stride=1, pre_pad=1, post_pad=0)
+    assert_close(got, ref, "float32")
+
+
 def test_fprop_depthwise(rng):
     got, ref, _, _ = fprop_case(rng, size((2, 3, 6, 5), (8, 64, 28, 28)), size((3, 1, 3, 3), (64, 1, 3, 3)),
                                 groups=3, stride=2, pre_pad=1, post_pad=1)

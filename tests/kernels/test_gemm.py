@@ -11,6 +11,8 @@ from ncudnn.testing import assert_close, poison_value, random, size
 SMALL = GemmConfig(BLOCK_M=16, BLOCK_N=16, BLOCK_K=4, THREAD_M=2, THREAD_N=2, WARP_M=0, WARP_N=0)
 TINY = GemmConfig(BLOCK_M=8, BLOCK_N=16, BLOCK_K=4, THREAD_M=2, THREAD_N=4, WARP_M=0, WARP_N=0,
                   STAGES=1)
+VEC4 = GemmConfig(BLOCK_M=16, BLOCK_N=32, BLOCK_K=4, THREAD_M=4, THREAD_N=4, WARP_M=0, WARP_N=0,
+                  VEC=4, UNROLL_K=4)
 BIG = CONFIGS[0]
 
 
@@ -44,6 +46,19 @@ def test_layouts(rng, a_layout, b_layout):
     fb, sb = store(b, b_layout)
     c = out_buffer(M * N)
     k = make_gemm(cfg(), a_layout, b_layout)
+    run_gemm(k, fa, fb, c, M=M, N=N, K=K, a_strides=sa, b_strides=sb, c_strides=(N, 1))
+    assert_close(c.reshape(M, N), R.matmul(a, b), "float32")
+
+
+@pytest.mark.parametrize("layouts", [("mk", "kn"), ("km", "nk")])
+def test_vec4_fragments(rng, layouts):
+    """VEC=4: 4-row / 4-column fragment groups (16-byte shared loads on a GPU), odd edges."""
+    M, N, K = size((21, 35, 11), (1000, 1100, 700))
+    a, b = random(rng, (M, K)), random(rng, (K, N))
+    fa, sa = store(a, layouts[0])
+    fb, sb = store(b, layouts[1])
+    c = out_buffer(M * N)
+    k = make_gemm(size(VEC4, BIG), *layouts)
     run_gemm(k, fa, fb, c, M=M, N=N, K=K, a_strides=sa, b_strides=sb, c_strides=(N, 1))
     assert_close(c.reshape(M, N), R.matmul(a, b), "float32")
 
@@ -161,6 +176,9 @@ def test_config_list_and_keep():
     for c in CONFIGS:
         assert check(c) == (True, ""), c
     assert not check(SMALL.replace(THREAD_M=3))[0]
+    assert not check(SMALL.replace(VEC=4))[0]            # THREAD_M = 2 is not a multiple of 4
+    assert not check(VEC4, itemsize=8)[0]                # VEC=4 is float32-only
+    assert not check(VEC4.replace(UNROLL_K=3))[0]
     assert not check(BIG.replace(BLOCK_K=64, STAGES=2, BLOCK_M=256, THREAD_M=16))[0]
     prob = {"M": 4096, "N": 4096, "K": 4096}
     assert keep(BIG, prob)

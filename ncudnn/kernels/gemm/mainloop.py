@@ -7,8 +7,10 @@ it unchanged; they differ only in the operand objects:
 
 * an operand (A or B) has ``FAST`` ("k" or "outer": which index is contiguous in memory, so global
   loads are coalesced), ``setup(args, z, outer) -> (s0, s1, s2, s3)`` (int64 state computed once per
-  thread and load slot, e.g. a row base offset, or an output pixel's (n, h0, w0) for a conv) and
-  ``load(args, s0, s1, s2, s3, k) -> value`` (0 outside the problem: edges are predicated);
+  thread and load slot, e.g. a row base offset, or an output pixel's (offset, d0, h0, w0) for a
+  conv) and ``load(args, s0, s1, s2, s3, k) -> value``. Rows / columns past M / N are clamped to
+  the last one (always addressable, never stored), so only the k edge and conv padding need
+  predication; loads past the block's k range are not issued (zeros instead);
 * the output ``OUT`` has ``row(args, z, m)`` and ``col(args, z, n)`` element offsets into ``args[0]``;
 * the epilogue ``EPI`` is ``fn(v, out, o_off, bias, b_off, res, r_off, alpha, beta)`` plus flags
   ``BIAS`` ("row" | "col" | None) and ``RESIDUAL`` (bool). See ncudnn/kernels/epilogue.py.
@@ -19,27 +21,52 @@ with grid ``(ceil(N/BLOCK_N), ceil(M/BLOCK_M), batch * SPLITS)``; ``bias_args = 
 """
 from numba import cuda, float32, float64, int64, uint64
 
+from ...platform import simulator_enabled
+from .vec import ld4
+
 _CACHE = {}
 
 
-def _make_mma(BLOCK_K, THREAD_M, THREAD_N, TY, TX):
-    """acc += As[cur]^T Bs[cur] for one shared tile, fully unrolled in the source text.
+def _make_mma(BLOCK_K, THREAD_M, THREAD_N, TY, TX, UNROLL_K, VEC):
+    """acc += As[cur]^T Bs[cur] for one shared tile: UNROLL_K k-steps written out in the source
+    text per trip of a k loop (the i/j fragment loops are literal, unrolled by LLVM).
 
     Fragment indices are uint64 (numba adds no negative-index fix-up for unsigned indices), so the
-    compiler folds each into one base register plus an immediate offset.
+    compiler folds each read into one base register plus an immediate offset. VEC=4 reads each
+    group of 4 consecutive fragment elements with one 16-byte shared load (vec.ld4).
     """
-    key = ("mma", BLOCK_K, THREAD_M, THREAD_N, TY, TX)
+    key = ("mma", BLOCK_K, THREAD_M, THREAD_N, TY, TX, UNROLL_K, VEC)
     if key in _CACHE:
         return _CACHE[key]
-    lines = ["def mma(As, Bs, cur, ty, tx, acc):",
+    lines = ["def mma(As, Bs, cur, ty, tx, acc, af, bf):",
              "    c = uint64(cur)",
-             "    y = uint64(ty)",
-             "    x = uint64(tx)"]
-    for kk in range(BLOCK_K):
-        lines += [f"    a{i} = As[c, uint64({kk}), y + uint64({i * TY})]" for i in range(THREAD_M)]
-        lines += [f"    b{j} = Bs[c, uint64({kk}), x + uint64({j * TX})]" for j in range(THREAD_N)]
-        lines += [f"    acc[{i}, {j}] += a{i} * b{j}" for i in range(THREAD_M) for j in range(THREAD_N)]
-    g = {"uint64": uint64}
+             f"    y = uint64(ty * {VEC})",
+             f"    x = uint64(tx * {VEC})",
+             f"    for k0 in range(0, {BLOCK_K}, {UNROLL_K}):",
+             "        k = uint64(k0)"]
+    for u in range(UNROLL_K):
+        if VEC == 1:
+            lines += [f"        for i in range({THREAD_M}):",
+                      f"            af[i] = As[c, k + uint64({u}), y + uint64(i * {TY})]",
+                      f"        for j in range({THREAD_N}):",
+                      f"            bf[j] = Bs[c, k + uint64({u}), x + uint64(j * {TX})]"]
+        else:
+            lines += [f"        for g in range({THREAD_M // 4}):",
+                      f"            v = ld4(As, c, k + uint64({u}), y + uint64(g * {TY * 4}))",
+                      "            af[4 * g] = v[0]",
+                      "            af[4 * g + 1] = v[1]",
+                      "            af[4 * g + 2] = v[2]",
+                      "            af[4 * g + 3] = v[3]",
+                      f"        for g in range({THREAD_N // 4}):",
+                      f"            v = ld4(Bs, c, k + uint64({u}), x + uint64(g * {TX * 4}))",
+                      "            bf[4 * g] = v[0]",
+                      "            bf[4 * g + 1] = v[1]",
+                      "            bf[4 * g + 2] = v[2]",
+                      "            bf[4 * g + 3] = v[3]"]
+        lines += [f"        for i in range({THREAD_M}):",
+                  f"            for j in range({THREAD_N}):",
+                  f"                acc[i, j] += af[i] * bf[j]"]
+    g = {"uint64": uint64, "ld4": ld4}
     exec("\n".join(lines) + "\n", g)
     _CACHE[key] = cuda.jit(device=True, inline=True)(g["mma"])
     return _CACHE[key]
@@ -68,7 +95,34 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
     BIAS_ROW, BIAS_COL, RESIDUAL = EPI.BIAS == "row", EPI.BIAS == "col", EPI.RESIDUAL
     ATOMIC = EPI.key == ("atomic",)
 
-    mma = _make_mma(BLOCK_K, THREAD_M, THREAD_N, TY, TX)
+    VEC = cfg.VEC
+    mma = _make_mma(BLOCK_K, THREAD_M, THREAD_N, TY, TX, cfg.UNROLL_K, VEC)
+
+    if simulator_enabled():     # the simulator rejects the alignment argument (and needs none)
+        @cuda.jit(device=True, inline=True)
+        def smem_a():
+            return cuda.shared.array((STAGES, BLOCK_K, A_STRIDE), ACC)
+
+        @cuda.jit(device=True, inline=True)
+        def smem_b():
+            return cuda.shared.array((STAGES, BLOCK_K, B_STRIDE), ACC)
+    else:                       # 16-byte aligned tiles: VEC=4 fragment reads are 16-byte loads
+        @cuda.jit(device=True, inline=True)
+        def smem_a():
+            return cuda.shared.array((STAGES, BLOCK_K, A_STRIDE), ACC, alignment=16)
+
+        @cuda.jit(device=True, inline=True)
+        def smem_b():
+            return cuda.shared.array((STAGES, BLOCK_K, B_STRIDE), ACC, alignment=16)
+
+    @cuda.jit(device=True, inline=True)
+    def row_of(ty, i):
+        """Tile row of the thread's i-th accumulator row (groups of VEC consecutive rows)."""
+        return (i // VEC) * (TY * VEC) + ty * VEC + i % VEC
+
+    @cuda.jit(device=True, inline=True)
+    def col_of(tx, j):
+        return (j // VEC) * (TX * VEC) + tx * VEC + j % VEC
 
     @cuda.jit(device=True, inline=True)
     def slot_a(e):
@@ -97,11 +151,15 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
         rows = min(grid_m - first_m, SWIZZLE)
         return first_m + (pid % width) % rows, (pid % width) // rows
 
-    @cuda.jit
+    jit = cuda.jit(max_registers=cfg.MAX_REGS) if cfg.MAX_REGS else cuda.jit
+
+    @jit
     def kernel(a_args, b_args, o_args, bias_args, r_args, M, N, K, K_SLICE, SPLITS, alpha, beta):
-        As = cuda.shared.array((STAGES, BLOCK_K, A_STRIDE), ACC)
-        Bs = cuda.shared.array((STAGES, BLOCK_K, B_STRIDE), ACC)
+        As = smem_a()
+        Bs = smem_b()
         acc = cuda.local.array((THREAD_M, THREAD_N), ACC)
+        af = cuda.local.array(THREAD_M, ACC)
+        bf = cuda.local.array(THREAD_N, ACC)
         a_st = cuda.local.array((LOADS_A, 4), int64)
         b_st = cuda.local.array((LOADS_B, 4), int64)
         a_reg = cuda.local.array(LOADS_A, ACC)
@@ -173,7 +231,7 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
                     nn, kk = slot_b(tid + i * NT)
                     k = k_next + kk
                     b_reg[i] = b_load(b_args, b_st[i, 0], b_st[i, 1], b_st[i, 2], b_st[i, 3], k) if k < k_hi else ACC(0)
-            mma(As, Bs, cur, ty, tx, acc)
+            mma(As, Bs, cur, ty, tx, acc, af, bf)
             if STAGES == 1:
                 cuda.syncthreads()
             if more:
@@ -193,13 +251,13 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
         row_r = cuda.local.array(THREAD_M, int64)
         col_r = cuda.local.array(THREAD_N, int64)
         for i in range(THREAD_M):
-            m = m0 + ty + i * TY
+            m = m0 + row_of(ty, i)
             if m < M:
                 row_o[i] = o_row(o_args, z, m)
                 if RESIDUAL:
                     row_r[i] = o_row(r_args, z, m)
         for j in range(THREAD_N):
-            n = n0 + tx + j * TX
+            n = n0 + col_of(tx, j)
             if n < N:
                 col_o[j] = o_col(o_args, z, n)
                 if RESIDUAL:
@@ -209,9 +267,9 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
         res = r_args[0]
         bz = z * bias_args[1]
         for i in range(THREAD_M):
-            m = m0 + ty + i * TY
+            m = m0 + row_of(ty, i)
             for j in range(THREAD_N):
-                n = n0 + tx + j * TX
+                n = n0 + col_of(tx, j)
                 if m < M and n < N:
                     b_off = bz
                     if BIAS_ROW:

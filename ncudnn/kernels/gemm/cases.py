@@ -1,0 +1,67 @@
+"""GPU-size GEMM configurations registered with the sm_90 compile check (no spills, no local memory).
+
+Imported by ``python -m ncudnn.kernels.compile_check`` (it walks ncudnn/kernels/); registering only
+builds the kernel objects and their signature text, nothing is compiled here.
+"""
+import numpy as np
+
+from .. import dtypes as dt
+from .. import epilogue as ep
+from .config import CONFIGS
+from .gemm import gemm_args, make_gemm
+from .launch import kernel_args, signature
+
+try:
+    from ..compile_check import register_compile_case
+except ImportError:            # the registry is optional: without it nothing is registered
+    register_compile_case = None
+
+#: (case name, config, a_layout, b_layout, dtypes, epilogue)
+GEMM_CASES = (
+    [(f"gemm_f32_{c.BLOCK_M}x{c.BLOCK_N}x{c.BLOCK_K}_t{c.THREAD_M}x{c.THREAD_N}_v{c.VEC}", c, "mk", "kn",
+      ("float32",) * 3, ep.EpilogueSpec()) for c in CONFIGS]
+    + [("gemm_f32_128x128_km_nk", CONFIGS[0], "km", "nk", ("float32",) * 3, ep.EpilogueSpec()),
+       ("gemm_f32_128x128_bias_relu_residual", CONFIGS[0], "mk", "kn", ("float32",) * 3,
+        ep.EpilogueSpec((ep.bias("col"), ep.residual(), ep.relu()))),
+       ("gemm_f32_128x128_gelu", CONFIGS[0], "mk", "kn", ("float32",) * 3,
+        ep.EpilogueSpec((ep.pointwise(104),))),
+       ("gemm_bf16_128x128", CONFIGS[0], "mk", "kn", ("bfloat16",) * 3, ep.EpilogueSpec()),
+       ("gemm_f16_in_f32_out_128x128", CONFIGS[0], "mk", "nk", ("float16", "float16", "float32"),
+        ep.EpilogueSpec()),
+       ("gemm_f32_128x128_splitk4", CONFIGS[0].replace(SPLIT_K=4), "mk", "kn", ("float32",) * 3,
+        ep.EpilogueSpec((ep.bias("col"), ep.relu()))),
+       ("gemm_f32_128x128_splitk4_atomic", CONFIGS[0].replace(SPLIT_K=4, SPLIT_MODE="atomic"), "mk",
+        "kn", ("float32",) * 3, ep.EpilogueSpec()),
+       ("gemm_f64_64x64_t4x4", CONFIGS[5], "mk", "kn", ("float64",) * 3, ep.EpilogueSpec())])
+
+
+def _zeros(dtype):
+    return np.zeros(1, dt.storage_dtype(dtype))
+
+
+def register_gemm_cases():
+    for name, cfg, al, bl, dts, spec in GEMM_CASES:
+        kern = make_gemm(cfg, al, bl, dts, spec)
+        packed = gemm_args(kern, _zeros(dts[0]), _zeros(dts[1]), _zeros(dts[2]), M=1, N=1, K=1,
+                           a_strides=(1, 1), b_strides=(1, 1), c_strides=(1, 1),
+                           bias=_zeros(dts[2]), residual=_zeros(dts[2]))
+        ws = np.zeros(1, kern.ftype)
+        register_block_cases(name, kern.bk, packed, ws)
+
+
+def register_block_cases(name, bk, packed, ws):
+    """Register a BlockKernels' main kernel (and its split-K reduce / prescale kernel)."""
+    args = kernel_args(bk, *packed, 1.0, 0.0, ws)
+    register_compile_case(name, bk.kernel, signature(args), max_registers=255, max_local_bytes=0)
+    M, N, K, nb, a_args, b_args, o_args, bias_args, r_args = packed
+    f = np.dtype(bk.ftype).type
+    if bk.split and not bk.atomic:
+        register_compile_case(name + "_reduce", bk.reduce, signature(
+            (ws, 1, o_args, bias_args, r_args, 1, 1, 1, f(1), f(0))), max_registers=255)
+    elif bk.atomic:
+        register_compile_case(name + "_prescale", bk.prescale, signature((o_args, 1, 1, 1, f(0))),
+                              max_registers=255)
+
+
+if register_compile_case is not None:
+    register_gemm_cases()
