@@ -54,9 +54,10 @@ def _norm_fwd(mode, out_map):
             d = graph._keep_output(o, required=required)
             if d is not None:
                 outs[ir_port] = d
+        running = t.get("in_running_mean") is not None or t.get("in_running_var") is not None
         ins = _ins(X=t["input"], SCALE=t.get("scale"), BIAS=t.get("bias"), EPSILON=t.get("epsilon"),
-                   EXP_AVG_FACTOR=t.get("momentum"), INPUT_RUNNING_MEAN=t.get("in_running_mean"),
-                   INPUT_RUNNING_VAR=t.get("in_running_var"))
+                   EXP_AVG_FACTOR=t.get("momentum") if running else None,  # momentum only moves running stats
+                   INPUT_RUNNING_MEAN=t.get("in_running_mean"), INPUT_RUNNING_VAR=t.get("in_running_var"))
         if mode == NM.CUDNN_BATCH_NORM:
             _no_peers(rec)
         return NormFwd(rec.name, ins, outs, graph._compute_dtype(rec), mode=mode, phase=phase)

@@ -108,7 +108,8 @@ def test_batchnorm_family():
         "bn::Y", "bn::MEAN", "bn::INV_VARIANCE", "bn::NEXT_RUNNING_MEAN", "bn::NEXT_RUNNING_VAR"]
     for o in outs:
         o.set_output(True)
-    y, mean, inv_var = g.batchnorm(input=x, scale=ch("s2"), bias=ch("b2"), epsilon=1e-3, name="bn2")[:3]
+    y, mean, inv_var = g.batchnorm(input=x, scale=ch("s2"), bias=ch("b2"), epsilon=1e-3, momentum=0.1,
+                                   name="bn2")[:3]  # momentum without running statistics: unused
     bn3 = g.batchnorm(input=x, scale=ch("s3"), bias=ch("b3"), epsilon=1e-3, name="bn3")
     assert bn3[3:] == [None, None]
     for o in bn3[:3]:
