@@ -122,9 +122,8 @@ def _fmt(x):
 
 
 def _prepare_torch(case, inputs, layout, tf32, backend=None):
-    torch = _torch()
-
     def prepare():
+        torch = _torch()
         t = dict(inputs)
         if layout == "nchw":
             t = {r: v.contiguous() for r, v in t.items()}

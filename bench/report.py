@@ -143,10 +143,35 @@ def markdown(meta, cases, rows, peaks=None, bw_tbps=None):
             lines.append(f"| {p['name']} ({p['op']}, {p['case'].rsplit('/', 1)[-1]}) | {cell} | {_ms(p['tuned'])} | "
                          f"{_ms(p['fair'])} | {_x(p['speed_vs_fair'])} | {best['impl'] if best else '—'} | "
                          f"{_ms(best)} | {_x(p['speed_vs_best'])} | {_rate(nc, s)} | {pct} |")
+    lines += overhead_lines(meta.get("overhead"))
     if reasons:
         lines += ["", "## Why ncudnn did not run a case", ""]
         lines += [f"{i}. {r}" for r, i in reasons.items()]
     return "\n".join(lines) + "\n", per_case, suites
+
+
+def overhead_lines(ov):
+    """The host-overhead section: ncudnn (bench_plan_overhead.py) beside cudnn-frontend (fe_overhead.py)."""
+    files = (ov or {}).get("files") or {}
+    nc = next((v for k, v in files.items() if k.startswith("plan_overhead")), None)
+    fe = next((v for k, v in files.items() if k.startswith("fe_overhead")), None)
+    if not nc and not fe:
+        return []
+
+    def g(d, *path, scale=1.0):
+        for p in path:
+            d = d.get(p) if isinstance(d, dict) else None
+        return "—" if d is None else f"{d * scale:.2f}"
+    return ["", "## Host overhead (one-kernel pointwise plan, tiny tensors)", "",
+            "| what | ncudnn | cudnn-frontend |", "| --- | --- | --- |",
+            f"| plan build, cold process (ms) | {g(nc, 'cold_process', 'build_plan_s', scale=1e3)} | "
+            f"{g(fe, 'build_cold_ms')} |",
+            f"| plan build, warm (ms; ncudnn: cubin from disk, fe: kernel cache) | "
+            f"{g(nc, 'warm_process', 'build_plan_s', scale=1e3)} | {g(fe, 'build_warm_kernel_cache_ms')} |",
+            f"| execute host time with torch tensors (us) | {g(nc, 'in_process', 'execute_torch_us')} | "
+            f"{g(fe, 'execute_torch_us')} |",
+            f"| one torch op, same measure (us) | {g(nc, 'in_process', 'ref_torch_add_us')} | "
+            f"{g(fe, 'ref_torch_add_us')} |"]
 
 
 def _nan_none(v):

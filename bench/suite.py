@@ -81,6 +81,21 @@ def _np_rel_err(out, ref):
     return rel_err(out.reshape(ref.shape) if out.shape != ref.shape else out, ref)
 
 
+def impl_names(case, tune=False):
+    """Every implementation name a case can have (what is missing on a machine is skipped there)."""
+    names = ["ncudnn"] + (["ncudnn-tuned"] if tune else [])
+    if case.suite == "conv":
+        names += ["torch-nchw", "torch-nchw-tf32", "torch-nhwc", "torch-nhwc-tf32"]
+    elif case.suite == "gemm":
+        names += ["cublas"] + (["cublas-tf32"] if case.dtype == "float32" else [])
+    elif case.suite == "attention":
+        names += ["torch-sdpa-cudnn", "torch-sdpa-flash"]
+    else:
+        names += ["torch"]
+    names += ["cudnn-fe"] + (["cudnn-fe-fp32"] if case.dtype == "float32" and case.suite in ("conv", "gemm") else [])
+    return names
+
+
 def case_setup(case, env, tune=False, references=True):
     """(impls, truth_fn, compare, keep) for one case; ``keep`` holds the buffers alive."""
     if env.torch_ok:

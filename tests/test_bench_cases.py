@@ -86,3 +86,17 @@ def test_layout_strides():
     assert data.nhwc((2, 3, 4, 5)) == (60, 1, 15, 3)
     assert data.packed((2, 3, 4, 5)) == (60, 20, 5, 1)
     assert C.geomean([2.0, 0.5, None, float("nan")]) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("case_id", ["conv/conv_fprop/c2_3x3_64_n32/float32", "gemm/matmul/1024x1024x1024/float32",
+                                     "gemm/matmul/1024x1024x1024/bfloat16", "norm/layernorm_fwd/8192x4096/float32",
+                                     "pointwise/relu/67108864/float32"])
+def test_impl_names_match_the_runners(case_id):
+    """The pytest-benchmark parametrization lists exactly the implementations the runners build."""
+    from bench import ncudnn_runners, ref_runners
+    from bench.suite import impl_names
+
+    case = C.by_id(case_id)
+    built = ncudnn_runners.impls(case, {}, True, tune=True) + ref_runners.torch_impls(case, {}) \
+        + ref_runners.fe_impls(case, {})
+    assert [i.name for i in built] == impl_names(case, tune=True)

@@ -70,3 +70,14 @@ def test_charts_are_png(tmp_path):
     for f in files:
         data = (tmp_path / f).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
+
+
+def test_overhead_section():
+    ov = {"files": {"plan_overhead-nvidia-h200.json": {"cold_process": {"build_plan_s": 0.5},
+                                                        "warm_process": {"build_plan_s": 0.01},
+                                                        "in_process": {"execute_torch_us": 14.0}},
+                    "fe_overhead-nvidia-h200.json": {"build_cold_ms": 21.0, "execute_torch_us": 33.0}}}
+    text = "\n".join(report.overhead_lines(ov))
+    assert "| plan build, cold process (ms) | 500.00 | 21.00 |" in text
+    assert "| execute host time with torch tensors (us) | 14.00 | 33.00 |" in text
+    assert report.overhead_lines(None) == []

@@ -1,0 +1,81 @@
+"""The benchmark suite under pytest-benchmark, over the same runners as ``ncudnn bench``.
+
+One test per (case, implementation). Each implementation is first checked against the float64 truth
+(a wrong result fails the test, an unsupported case skips it with the reason), then timed by the
+harness's CUDA-event timer (cold L2, warm-up excluded): those figures -- median, p20, p80, TFLOP/s,
+GB/s -- go into ``extra_info`` and are the ones to read. pytest-benchmark's own statistics come from
+``benchmark.pedantic`` over ``flush (untimed setup); fn(); synchronize`` and are host wall time, launch
+and synchronization latency included.
+
+    pytest bench/ --bench-quick --benchmark-json=out.json
+"""
+import pytest
+
+from bench import cases as C
+from bench.harness import run_impl
+from bench.suite import case_setup, detect, mode_of
+from bench.timing import BUDGET_S, REPS, WARMUP, make_clock
+
+_state = {}
+
+
+@pytest.fixture(scope="session")
+def env():
+    e = detect()
+    if e.simulator:
+        pytest.skip("no GPU: benchmarks need a real device (`ncudnn bench --sim` is the simulator smoke run)")
+    return e
+
+
+def _setup(case, env, tune):
+    """Inputs and implementations of ``case``, kept while consecutive tests use the same case."""
+    if _state.get("case") != case.id:
+        _state.clear()
+        _state["case"] = case.id
+        impls, truth_fn, compare, keep = case_setup(case, env, tune)
+        memo = {}
+
+        def truth():
+            if "v" not in memo:
+                memo["v"] = truth_fn()
+            return memo["v"]
+        _state.update(impls={i.name: i for i in impls}, truth=truth, compare=compare, keep=keep)
+    return _state
+
+
+def test_case(case_impl, env, benchmark, request):
+    case_id, name = case_impl
+    case = C.by_id(case_id)
+    quick = request.config.getoption("--bench-quick")
+    st = _setup(case, env, request.config.getoption("--bench-tune"))
+    impl = st["impls"].get(name)
+    if impl is None:
+        pytest.skip(f"{name} is not available here ({', '.join(env.missing) or 'not offered for this case'})")
+    clock = _state.setdefault("clock", make_clock(env.torch_ok, env.simulator))
+    mode = mode_of(quick, env.simulator)
+    captured = {}
+    orig = impl.prepare
+
+    def prepare():
+        captured["p"] = orig()
+        return captured["p"]
+    impl.prepare = prepare
+    try:
+        row = run_impl(case, impl, st["truth"], st["compare"], clock, (BUDGET_S[mode], WARMUP[mode], *REPS[mode]))
+    finally:
+        impl.prepare = orig
+    benchmark.extra_info.update({k: v for k, v in row.items() if k not in ("traceback",)})
+    if row["status"] == "not supported":
+        pytest.skip(f"not supported: {row['reason']}")
+    if row["status"] in ("wrong", "error"):
+        pytest.fail(f"{row['status']}: {row['reason']}")
+    fn = captured["p"].fn
+
+    def once():
+        fn()
+        clock.sync()
+
+    def setup():
+        clock.flush()
+        clock.sync()
+    benchmark.pedantic(once, setup=setup, rounds=min(row.get("reps", 5), 20), iterations=1, warmup_rounds=1)
