@@ -27,9 +27,20 @@ def _torch():
 
 
 def _flags(tf32):
+    """TF32 on or off for cuDNN convolutions and cuBLAS matmuls (the legacy flags; the fp32_precision
+    API of torch >= 2.9 when the legacy ones are refused)."""
+    import warnings
+
     torch = _torch()
-    torch.backends.cudnn.allow_tf32 = tf32
-    torch.backends.cuda.matmul.allow_tf32 = tf32
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            torch.backends.cudnn.allow_tf32 = tf32
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+        except (RuntimeError, AttributeError):
+            prec = "tf32" if tf32 else "ieee"
+            torch.backends.cudnn.conv.fp32_precision = prec
+            torch.backends.cuda.matmul.fp32_precision = prec
 
 
 def _math(case, tf32):
@@ -262,8 +273,7 @@ def truth(case, t):
     if op == "batchnorm_bwd":
         return _norm_bwd(d, (0, 2, 3))
     if op == "layernorm_bwd":
-        out = _norm_bwd(d, (1,), per_row=True)
-        return out
+        return _norm_bwd(d, (1,))
     if op in ("layernorm_fwd", "rmsnorm_fwd"):
         x = d["x"]
         if op == "rmsnorm_fwd":
@@ -294,11 +304,11 @@ def truth(case, t):
     raise Unsupported(f"no float64 truth for {op}")
 
 
-def _norm_bwd(d, axes, per_row=False):
+def _norm_bwd(d, axes):
     """dx, dscale, dbias of y = (x - mean) * inv_var * scale + bias, statistics given as inputs.
 
-    Batch norm reduces the statistics over ``axes`` = (N, H, W) per channel; layer norm (``per_row``)
-    over the features of each row, while dscale / dbias sum over the rows."""
+    Batch norm reduces over ``axes`` = (N, H, W) per channel; layer norm over the features of each row
+    (axis 1), while its dscale / dbias sum over the rows."""
     x, dy, scale, mean, inv = d["x"], d["dy"], d["scale"], d["mean"], d["inv_var"]
     xhat = (x - mean) * inv
     param_axes = (0, 2, 3)
