@@ -31,6 +31,9 @@ from .dropout import (  # noqa: F401
     cudnnDropoutGetReserveSpaceSize, cudnnDropoutGetStatesSize, cudnnGetDropoutDescriptor,
     cudnnRestoreDropoutDescriptor, cudnnSetDropoutDescriptor)
 from .activation import cudnnActivationBackward, cudnnActivationForward  # noqa: F401
+from .lrn import (  # noqa: F401
+    cudnnDivisiveNormalizationBackward, cudnnDivisiveNormalizationForward, cudnnLRNCrossChannelBackward,
+    cudnnLRNCrossChannelForward)
 from .pooling import cudnnPoolingBackward, cudnnPoolingForward  # noqa: F401
 from .softmax import cudnnSoftmaxBackward, cudnnSoftmaxForward  # noqa: F401
 from .tensor_ops import (  # noqa: F401

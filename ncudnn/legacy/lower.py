@@ -17,6 +17,8 @@ report themselves.
 from collections import OrderedDict
 from dataclasses import replace
 
+import numpy as np
+
 from .. import memory
 from ..engines import api, registry
 from ..engines.composite import CompositeSub
@@ -42,6 +44,7 @@ class Builder:
         self.ext = {}       # name -> TensorDesc bound to a caller buffer
         self.scalars = {}   # name -> by-value TensorDesc
         self.scratch = {}   # name -> TensorDesc bound to a legacy-owned buffer
+        self.constants = {}  # name -> host array a scratch buffer is filled with once
         self._uid = 0
 
     def _next(self):
@@ -67,6 +70,12 @@ class Builder:
     def scratch_tensor(self, name, dims, strides, dtype):
         t = TensorDesc(self._next(), dims=tuple(dims), strides=tuple(strides), dtype=dtype, name=name)
         self.scratch[name] = t
+        return t
+
+    def constant(self, name, array, dtype):
+        """A scratch tensor holding ``array`` (packed, cast to ``dtype``): e.g. a fixed filter."""
+        t = self.scratch_tensor(name, array.shape, packed_strides(array.shape), dtype)
+        self.constants[name] = np.ascontiguousarray(array, dtype=memory.numpy_dtype(dtype))
         return t
 
     def scalar(self, name, rank, dtype=DT.CUDNN_DATA_FLOAT, value=0.0):
@@ -222,8 +231,11 @@ def plan_of(low, ec=None):
 def _scratch(low):
     """Buffers of the graph's scratch tensors (allocated once per lowered graph)."""
     if low.scratch_bufs is None:
-        low.scratch_bufs = {name: memory.allocate(max(t.nbytes_needed(), 1))
-                            for name, t in low.builder.scratch.items()}
+        bufs = {name: memory.allocate(max(t.nbytes_needed(), 1)) for name, t in low.builder.scratch.items()}
+        for name, host in low.builder.constants.items():
+            view = bufs[name]
+            memory.to_numba(view, shape=host.shape, dtype=host.dtype).copy_to_device(host)
+        low.scratch_bufs = bufs
     return low.scratch_bufs
 
 

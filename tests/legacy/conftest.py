@@ -81,6 +81,8 @@ def oracle_outputs(h, host, scalars=None):
     for name, t in b.ext.items():
         if t.uid not in produced:
             vals[t.uid] = _strided(host[name.split(":", 1)[0]], t).astype(np.float64)
+    for name, arr in b.constants.items():
+        vals[b.scratch[name].uid] = arr.astype(np.float64)
     saved = {}
     for name, t in b.scalars.items():
         v = (scalars or {}).get(name, (scalars or {}).get(name.split(":", 1)[0]))

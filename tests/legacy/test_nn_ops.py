@@ -228,3 +228,29 @@ def test_dropout_forward_backward(handle, rng):
                   {"dy": dy, "mask": mask}, {"scale": 1 / (1 - p)}, tol=1e-6)
     assert L.cudnnDropoutBackward(handle, d, tdesc(SHAPE), dev(dy), tdesc(SHAPE), dx, dev(mask), rs - 1)[0] == \
         S.CUDNN_STATUS_BAD_PARAM
+
+
+@pytest.mark.parametrize("n", [1, 4, 5])
+def test_lrn_cross_channel(handle, rng, n):
+    shape = size((2, 6, 3, 2), (8, 64, 28, 28))
+    _, d = L.cudnnCreateLRNDescriptor()
+    assert L.cudnnSetLRNDescriptor(d, n, 1e-2, 0.75, 1.5) == (OK,)
+    x = rng.standard_normal(shape).astype(np.float32)
+    prior = rng.standard_normal(shape).astype(np.float32)
+    y = dev(prior)
+    assert L.cudnnLRNCrossChannelForward(handle, d, 1, 1.0, tdesc(shape), dev(x), 0.0, tdesc(shape), y)[0] == \
+        S.CUDNN_STATUS_BAD_PARAM
+    ret = L.cudnnLRNCrossChannelForward(handle, d, 0, 2.0, tdesc(shape), dev(x), 0.5, tdesc(shape), y)
+    yref = R.lrn_forward(x, n, 1e-2, 0.75, 1.5)
+    try:
+        check_or_skip(handle, ret, ["conv_fprop"], {"y": y}, {"y": 2.0 * yref + 0.5 * prior}, {"x": x, "y": prior},
+                      {"alpha": 2.0}, tol=1e-5)
+    except pytest.skip.Exception:
+        pass
+    dy = rng.standard_normal(shape).astype(np.float32)
+    dx = poisoned(shape)
+    yv = yref.astype(np.float32)
+    ret = L.cudnnLRNCrossChannelBackward(handle, d, 0, 1.0, tdesc(shape), dev(yv), tdesc(shape), dev(dy),
+                                         tdesc(shape), dev(x), 0.0, tdesc(shape), dx)
+    check_or_skip(handle, ret, ["conv_fprop"], {"dx": dx}, {"dx": R.lrn_backward(x, dy, n, 1e-2, 0.75, 1.5)},
+                  {"x": x, "dy": dy}, tol=1e-5)
