@@ -233,6 +233,13 @@ def _module_ref(case):
     return case.file
 
 
+def _sim_off_env():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    root = str(pathlib.Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
 def run_compile_check(names=None, cc=TARGET_CC, timeout=600):
     """Compile the named cases (all registered ones by default); a list of CompileResult.
 
@@ -249,10 +256,7 @@ def run_compile_check(names=None, cc=TARGET_CC, timeout=600):
     cmd = [sys.executable, "-m", "ncudnn.kernels.compile_check", "--json", "--cc", f"{cc[0]}.{cc[1]}", *refs]
     for c in cases:
         cmd += ["--case", c.name]
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    root = str(pathlib.Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run(cmd, env=_sim_off_env(), capture_output=True, text=True, timeout=timeout)
     for line in reversed(out.stdout.splitlines()):
         if line.startswith(_JSON_MARK):
             return [CompileResult(**r) for r in json.loads(line[len(_JSON_MARK):])]
@@ -289,20 +293,36 @@ def main(argv=None):
     ap.add_argument("--case", action="append", help="only this case (repeatable)")
     ap.add_argument("--cc", default=f"{TARGET_CC[0]}.{TARGET_CC[1]}", help="target compute capability")
     ap.add_argument("--json", action="store_true", help="print the results as one JSON line")
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = ap.parse_args(argv)
+    from ..platform import simulator_enabled
+
+    if simulator_enabled():  # numba cannot compile in the simulator: the same command with it off
+        cmd = [sys.executable, "-m", "ncudnn.kernels.compile_check", *argv]
+        return subprocess.run(cmd, env=_sim_off_env()).returncode
     cc = tuple(int(x) for x in args.cc.split("."))
-    failures = []
+    results = []
+
+    def report(r):
+        results.append(r)
+        if not args.json:
+            print(r.summary(), flush=True)
+
     for ref in args.modules or list(_all_kernel_modules()):
         try:
             _import_ref(ref)
         except Exception as e:
-            failures.append(CompileResult(f"import {ref}", problems=[f"{type(e).__name__}: {e}"]))
-    results = failures + run_compile_check(args.case, cc)
+            report(CompileResult(f"import {ref}", problems=[f"{type(e).__name__}: {e}"]))
+    try:
+        cases = _select(args.case)
+    except KeyError as e:
+        report(CompileResult("select cases", problems=[str(e)]))
+        cases = []
+    for case in cases:
+        report(compile_case(case, cc))
     if args.json:
         print(_JSON_MARK + json.dumps([asdict(r) for r in results]))
     else:
-        for r in results:
-            print(r.summary())
         bad = sum(not r.ok for r in results)
         print(f"{len(results) - bad} passed, {bad} failed" if results else "no compile cases registered")
     return 1 if any(not r.ok for r in results) else 0
