@@ -65,11 +65,7 @@ def _prepare(case, inputs, torch_ok, tuned):
         cudnn = _cudnn()
         from ncudnn.errors import CudnnError
 
-        handle = cudnn.create_handle()
-        if torch_ok:
-            import torch
-
-            cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
+        handle = _handle(torch_ok)
         t0 = time.perf_counter()
         g = None
         try:
@@ -101,6 +97,22 @@ def _prepare(case, inputs, torch_ok, tuned):
         fn = lambda: g.execute(pack, ws, handle=handle)  # noqa: E731
         return Prepared(fn, result, _math(g, case), detail, build_ms)
     return prepare
+
+
+_HANDLES = {}
+
+
+def _handle(torch_ok):
+    """One ncudnn handle per process (on torch's current stream when torch runs the references)."""
+    if torch_ok not in _HANDLES:
+        cudnn = _cudnn()
+        h = cudnn.create_handle()
+        if torch_ok:
+            import torch
+
+            cudnn.set_stream(h, torch.cuda.current_stream().cuda_stream)
+        _HANDLES[torch_ok] = h
+    return _HANDLES[torch_ok]
 
 
 def _torch_ws(n):
