@@ -44,6 +44,10 @@ from .batchnorm import (  # noqa: F401
     cudnnBatchNormalizationForwardTraining, cudnnBatchNormalizationForwardTrainingEx, cudnnDeriveBNTensorDescriptor,
     cudnnGetBatchNormalizationBackwardExWorkspaceSize, cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize,
     cudnnGetBatchNormalizationTrainingExReserveSpaceSize)
+from .normalization import (  # noqa: F401
+    cudnnDeriveNormTensorDescriptor, cudnnGetNormalizationBackwardWorkspaceSize,
+    cudnnGetNormalizationForwardTrainingWorkspaceSize, cudnnGetNormalizationTrainingReserveSpaceSize,
+    cudnnNormalizationBackward, cudnnNormalizationForwardInference, cudnnNormalizationForwardTraining)
 from .conv import (  # noqa: F401
     cudnnConvolutionBackwardBias, cudnnConvolutionBackwardData, cudnnConvolutionBackwardFilter,
     cudnnConvolutionBiasActivationForward, cudnnConvolutionForward)

@@ -132,7 +132,7 @@ def _fwd_training(b, bn, yd, ops, ad, zd, z_name, al, be, saved, running, sdt):
     b.add(NormFwd("batchnorm", ins, outs, mode=NM.CUDNN_BATCH_NORM, phase=PH.CUDNN_NORM_FWD_TRAINING))
 
 
-def _training(handle, mode, ops, alpha, beta, xDesc, x, zDesc, z, yDesc, y, pDesc, scale, bias, factor,
+def training(handle, mode, ops, alpha, beta, xDesc, x, zDesc, z, yDesc, y, pDesc, scale, bias, factor,
               rmean, rvar, epsilon, smean, sinv, activationDesc):
     h = get_handle_or_raise(handle)
     xd, yd = desc_arg(xDesc, TensorDescriptor, "xDesc"), desc_arg(yDesc, TensorDescriptor, "yDesc")
@@ -170,7 +170,7 @@ def _training(handle, mode, ops, alpha, beta, xDesc, x, zDesc, z, yDesc, y, pDes
 def cudnnBatchNormalizationForwardTraining(handle, mode, alpha, beta, xDesc, x, yDesc, y, bnScaleBiasMeanVarDesc,
                                            bnScale, bnBias, exponentialAverageFactor, resultRunningMean,
                                            resultRunningVariance, epsilon, resultSaveMean, resultSaveInvVariance):
-    _training(handle, mode, BO.CUDNN_BATCHNORM_OPS_BN, alpha, beta, xDesc, x, None, None, yDesc, y,
+    training(handle, mode, BO.CUDNN_BATCHNORM_OPS_BN, alpha, beta, xDesc, x, None, None, yDesc, y,
               bnScaleBiasMeanVarDesc, bnScale, bnBias, exponentialAverageFactor, resultRunningMean,
               resultRunningVariance, epsilon, resultSaveMean, resultSaveInvVariance, None)
 
@@ -181,44 +181,70 @@ def cudnnBatchNormalizationForwardTrainingEx(handle, mode, bnOps, alpha, beta, x
                                              exponentialAverageFactor, resultRunningMean, resultRunningVariance,
                                              epsilon, resultSaveMean, resultSaveInvVariance, activationDesc,
                                              workspace, workSpaceSizeInBytes, reserveSpace, reserveSpaceSizeInBytes):
-    _training(handle, mode, bnOps, alpha, beta, xDesc, xData, zDesc, zData, yDesc, yData, bnScaleBiasMeanVarDesc,
+    training(handle, mode, bnOps, alpha, beta, xDesc, xData, zDesc, zData, yDesc, yData, bnScaleBiasMeanVarDesc,
               bnScale, bnBias, exponentialAverageFactor, resultRunningMean, resultRunningVariance, epsilon,
               resultSaveMean, resultSaveInvVariance, activationDesc)
 
 
-@c_api(0)
-def cudnnBatchNormalizationForwardInference(handle, mode, alpha, beta, xDesc, x, yDesc, y, bnScaleBiasMeanVarDesc,
-                                            bnScale, bnBias, estimatedMean, estimatedVariance, epsilon):
+def inference(handle, mode, ops, alpha, beta, xDesc, x, zDesc, z, yDesc, y, pDesc, scale, bias, mean, var, epsilon,
+              activationDesc):
+    """Inference (also cudnnNormalizationForwardInference): pointwise nodes, optional + z and activation."""
     h = get_handle_or_raise(handle)
     xd, yd = desc_arg(xDesc, TensorDescriptor, "xDesc"), desc_arg(yDesc, TensorDescriptor, "yDesc")
-    pd = desc_arg(bnScaleBiasMeanVarDesc, TensorDescriptor, "bnScaleBiasMeanVarDesc")
+    pd = desc_arg(pDesc, TensorDescriptor, "bnScaleBiasMeanVarDesc")
     al, be = host_scalar(alpha, "alpha"), host_scalar(beta, "beta")
-    bn = _BN(mode, xd, pd, epsilon, [(yd, "yDesc")])
-    for p, n in ((x, "x"), (y, "y"), (bnScale, "bnScale"), (bnBias, "bnBias"), (estimatedMean, "estimatedMean"),
-                 (estimatedVariance, "estimatedVariance")):
+    others, zd, ad = [(yd, "yDesc")], None, None
+    if ops == BO.CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION:
+        zd = desc_arg(zDesc, TensorDescriptor, "zDesc")
+        others.append((zd, "zDesc"))
+        need_ptr(z, "z")
+    if ops != BO.CUDNN_BATCHNORM_OPS_BN:
+        ad = desc_arg(activationDesc, ActivationDescriptor, "activationDesc")
+    bn = _BN(mode, xd, pd, epsilon, others)
+    for p, n in ((x, "x"), (y, "y"), (scale, "bnScale"), (bias, "bnBias"), (mean, "estimatedMean"),
+                 (var, "estimatedVariance")):
         need_ptr(p, n)
     sdt = L.scalar_dtype(yd.dtype)
 
     def build(b):
         # parameters broadcast over x's dims as [1, C, 1, 1] / [1, C, H, W]
         xt = b.tensor("x", xd)
-        sc, bi, mu, var = (b.tensor(n, pd) for n in ("scale", "bias", "mean", "var"))
+        sc, bi, mu, vr = (b.tensor(n, pd) for n in ("scale", "bias", "mean", "var"))
         eps = b.scalar("epsilon", xd.nbDims, F32, bn.eps)
         v = [b.virtual(n, dtype=F32) for n in ("x-mean", "var+eps", "inv_std", "xhat", "scaled", "bn")]
         b.pw(PM.CUDNN_POINTWISE_SUB, v[0], "center", X=xt, B=mu)
-        b.pw(PM.CUDNN_POINTWISE_ADD, v[1], "var_eps", X=var, B=eps)
+        b.pw(PM.CUDNN_POINTWISE_ADD, v[1], "var_eps", X=vr, B=eps)
         b.pw(PM.CUDNN_POINTWISE_RSQRT, v[2], "rsqrt", X=v[1])
         b.pw(PM.CUDNN_POINTWISE_MUL, v[3], "normalize", X=v[0], B=v[2])
         b.pw(PM.CUDNN_POINTWISE_MUL, v[4], "scale", X=v[3], B=sc)
         b.pw(PM.CUDNN_POINTWISE_ADD, v[5], "shift", X=v[4], B=bi)
-        b.blend(v[5], "y", yd, al, be, sdt)
+        cur = v[5]
+        if zd is not None:
+            nxt = b.virtual("bn+z", dtype=F32)
+            b.pw(PM.CUDNN_POINTWISE_ADD, nxt, "add_z", X=cur, B=b.tensor("z", zd))
+            cur = nxt
+        if ad is not None:
+            nxt = b.virtual("act", dtype=F32)
+            b.pw(ACT_FWD[ad.mode], nxt, "activation", X=cur, **act_attrs(ad))
+            cur = nxt
+        b.blend(cur, "y", yd, al, be, sdt)
 
-    key = ("bn_infer", bn.sig(), yd.signature(), L.blend_key(al, be))
-    L.run(h, key, build, {"x": x, "y": y, "scale": bnScale, "bias": bnBias, "mean": estimatedMean,
-                          "var": estimatedVariance}, {"alpha": al, "epsilon": bn.eps})
+    key = ("bn_infer", bn.sig(), yd.signature(), int(ops), ad.signature() if ad else None,
+           zd.signature() if zd else None, L.blend_key(al, be))
+    bind = {"x": x, "y": y, "scale": scale, "bias": bias, "mean": mean, "var": var}
+    if zd is not None:
+        bind["z"] = z
+    L.run(h, key, build, bind, {"alpha": al, "epsilon": bn.eps})
 
 
-def _backward(handle, mode, ops, aD, bD, aP, bP, xDesc, x, yDesc, y, dyDesc, dy, dzDesc, dz, dxDesc, dx, dPDesc,
+@c_api(0)
+def cudnnBatchNormalizationForwardInference(handle, mode, alpha, beta, xDesc, x, yDesc, y, bnScaleBiasMeanVarDesc,
+                                            bnScale, bnBias, estimatedMean, estimatedVariance, epsilon):
+    inference(handle, mode, BO.CUDNN_BATCHNORM_OPS_BN, alpha, beta, xDesc, x, None, None, yDesc, y,
+              bnScaleBiasMeanVarDesc, bnScale, bnBias, estimatedMean, estimatedVariance, epsilon, None)
+
+
+def backward(handle, mode, ops, aD, bD, aP, bP, xDesc, x, yDesc, y, dyDesc, dy, dzDesc, dz, dxDesc, dx, dPDesc,
               scale, bias, dscale, dbias, epsilon, smean, sinv, activationDesc):
     h = get_handle_or_raise(handle)
     xd, dyd = desc_arg(xDesc, TensorDescriptor, "xDesc"), desc_arg(dyDesc, TensorDescriptor, "dyDesc")
@@ -277,7 +303,7 @@ def _backward(handle, mode, ops, aD, bD, aP, bP, xDesc, x, yDesc, y, dyDesc, dy,
 def cudnnBatchNormalizationBackward(handle, mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff,
                                     xDesc, x, dyDesc, dy, dxDesc, dx, dBnScaleBiasDesc, bnScale, dBnScaleResult,
                                     dBnBiasResult, epsilon, savedMean, savedInvVariance):
-    _backward(handle, mode, BO.CUDNN_BATCHNORM_OPS_BN, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff,
+    backward(handle, mode, BO.CUDNN_BATCHNORM_OPS_BN, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff,
               xDesc, x, None, None, dyDesc, dy, None, None, dxDesc, dx, dBnScaleBiasDesc, bnScale, None,
               dBnScaleResult, dBnBiasResult, epsilon, savedMean, savedInvVariance, None)
 
@@ -288,7 +314,7 @@ def cudnnBatchNormalizationBackwardEx(handle, mode, bnOps, alphaDataDiff, betaDa
                                       dxDesc, dxData, dBnScaleBiasDesc, bnScaleData, bnBiasData, dBnScaleData,
                                       dBnBiasData, epsilon, savedMean, savedInvVariance, activationDesc, workSpace,
                                       workSpaceSizeInBytes, reserveSpace, reserveSpaceSizeInBytes):
-    _backward(handle, mode, bnOps, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff, xDesc, xData, yDesc,
+    backward(handle, mode, bnOps, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff, xDesc, xData, yDesc,
               yData, dyDesc, dyData, dzDesc, dzData, dxDesc, dxData, dBnScaleBiasDesc, bnScaleData, bnBiasData,
               dBnScaleData, dBnBiasData, epsilon, savedMean, savedInvVariance, activationDesc)
 

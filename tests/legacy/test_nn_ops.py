@@ -254,3 +254,49 @@ def test_lrn_cross_channel(handle, rng, n):
                                          tdesc(shape), dev(x), 0.0, tdesc(shape), dx)
     check_or_skip(handle, ret, ["conv_fprop"], {"dx": dx}, {"dx": R.lrn_backward(x, dy, n, 1e-2, 0.75, 1.5)},
                   {"x": x, "dy": dy}, tol=1e-5)
+
+
+@pytest.mark.parametrize("ops", list(ncudnn.cudnnNormOps_t), ids=lambda o: o.name)
+def test_normalization_inference_with_ops(handle, rng, ops):
+    mode = ncudnn.CUDNN_NORM_PER_CHANNEL
+    _, sb = L.cudnnCreateTensorDescriptor()
+    _, mv = L.cudnnCreateTensorDescriptor()
+    assert L.cudnnDeriveNormTensorDescriptor(sb, mv, tdesc(SHAPE), mode, 1) == (OK,)
+    ps = (1, SHAPE[1], 1, 1)
+    assert L.cudnnGetTensorNdDescriptor(mv, 4)[3] == list(ps)
+    x, z = rng.standard_normal(SHAPE).astype(np.float32), rng.standard_normal(SHAPE).astype(np.float32)
+    sc, bi, mu = (rng.standard_normal(ps).astype(np.float32) for _ in range(3))
+    var = rng.uniform(0.5, 2.0, ps).astype(np.float32)
+    _, ad = L.cudnnCreateActivationDescriptor()
+    L.cudnnSetActivationDescriptor(ad, ncudnn.CUDNN_ACTIVATION_CLIPPED_RELU, 0, 0.8)
+    y = poisoned(SHAPE)
+    ret = L.cudnnNormalizationForwardInference(handle, mode, ops, 0, 1.0, 0.0, tdesc(SHAPE), dev(x), sb, dev(sc),
+                                               dev(bi), mv, dev(mu), dev(var), tdesc(SHAPE), dev(z), ad, tdesc(SHAPE),
+                                               y, 1e-4, 1)
+    ref = R.batchnorm_inference(x, sc, bi, mu, var, 1e-4)
+    if ops == ncudnn.CUDNN_NORM_OPS_NORM_ADD_ACTIVATION:
+        ref = ref + z
+    if ops != ncudnn.CUDNN_NORM_OPS_NORM:
+        ref = R.activation_forward("CLIPPED_RELU", ref, coef=0.8)
+    check_or_skip(handle, ret, ["pointwise"], {"y": y}, {"y": ref},
+                  {"x": x, "z": z, "scale": sc, "bias": bi, "mean": mu, "var": var}, {"epsilon": 1e-4}, tol=1e-5)
+    bad = L.cudnnNormalizationForwardInference(handle, mode, ops, 0, 1.0, 0.0, tdesc(SHAPE), dev(x), sb, dev(sc),
+                                               dev(bi), mv, dev(mu), dev(var), tdesc(SHAPE), dev(z), ad, tdesc(SHAPE),
+                                               y, 1e-4, 2)
+    assert bad == (S.CUDNN_STATUS_NOT_SUPPORTED,) and "groupCnt" in ncudnn.cudnnGetLastErrorString()
+
+
+def test_normalization_training_matches_batchnorm(handle, rng):
+    mode = ncudnn.CUDNN_NORM_PER_CHANNEL
+    ps = (1, SHAPE[1], 1, 1)
+    pd = tdesc(ps)
+    x = rng.standard_normal(SHAPE).astype(np.float32)
+    sc, bi = rng.standard_normal(ps).astype(np.float32), rng.standard_normal(ps).astype(np.float32)
+    y, sm, si = poisoned(SHAPE), poisoned(ps), poisoned(ps)
+    ret = L.cudnnNormalizationForwardTraining(handle, mode, 0, 0, 1.0, 0.0, tdesc(SHAPE), dev(x), pd, dev(sc),
+                                              dev(bi), 0.1, pd, None, None, 1e-5, sm, si, None, None, None,
+                                              tdesc(SHAPE), y, None, 0, None, 0, 1)
+    ry, mean, inv, _, _ = R.batchnorm_forward_training(x, sc, bi, 1e-5)
+    check_or_skip(handle, ret, ["norm_fwd"], {"y": y, "save_mean": sm, "save_inv_var": si},
+                  {"y": ry, "save_mean": mean, "save_inv_var": inv}, {"x": x, "scale": sc, "bias": bi},
+                  {"epsilon": 1e-5}, tol=1e-5)
