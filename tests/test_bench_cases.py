@@ -100,3 +100,22 @@ def test_impl_names_match_the_runners(case_id):
     built = ncudnn_runners.impls(case, {}, True, tune=True) + ref_runners.torch_impls(case, {}) \
         + ref_runners.fe_impls(case, {})
     assert [i.name for i in built] == impl_names(case, tune=True)
+
+
+def test_every_case_graph_validates_in_ncudnn():
+    """The graphs the GPU run builds are well-formed now (dims, strides, types infer and agree), so a case
+    there can only fail for a missing engine, which the report names."""
+    import ncudnn
+
+    from bench import graphs
+
+    for case in C.all_cases():
+        try:
+            g, T, scalars = graphs.build(ncudnn, case, None)
+        except graphs.Unsupported:
+            continue
+        g.validate()
+        _, outs = data.specs(case)
+        for role, spec in outs.items():
+            if role in T:
+                assert tuple(T[role].get_dim()) == spec.dims and tuple(T[role].get_stride()) == spec.strides
