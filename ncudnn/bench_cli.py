@@ -64,13 +64,15 @@ def _overhead(out_dir, env):
 
     env_vars = dict(os.environ)
     env_vars["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env_vars.get("PYTHONPATH")]))
-    res = {}
+    res, started = {}, time.time()
     for name, script in (("ncudnn", "bench_plan_overhead.py"), ("cudnn_frontend", "fe_overhead.py")):
         p = subprocess.run([sys.executable, str(ROOT / "bench" / script)], capture_output=True, text=True,
                            timeout=1200, cwd=ROOT, env=env_vars)
         print(p.stdout[-4000:], end="")
         res[name] = {"rc": p.returncode, "stdout_tail": p.stdout[-4000:], "stderr_tail": p.stderr[-2000:]}
     for f in (ROOT / "bench" / "results").glob("*overhead*.json"):
+        if f.stat().st_mtime < started:
+            continue  # an earlier run's
         try:
             res.setdefault("files", {})[f.name] = json.loads(f.read_text())
         except ValueError:
