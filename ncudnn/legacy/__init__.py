@@ -60,6 +60,18 @@ from .conv_algo import (  # noqa: F401
     cudnnGetConvolutionBackwardFilterAlgorithmMaxCount, cudnnGetConvolutionBackwardFilterWorkspaceSize,
     cudnnGetConvolutionForwardAlgorithm_v7, cudnnGetConvolutionForwardAlgorithmMaxCount,
     cudnnGetConvolutionForwardWorkspaceSize)
+from .transform import (  # noqa: F401
+    cudnnCreateTensorTransformDescriptor, cudnnDestroyTensorTransformDescriptor, cudnnGetTensorTransformDescriptor,
+    cudnnInitTransformDest, cudnnSetTensorTransformDescriptor, cudnnTransformFilter, cudnnTransformTensorEx)
+from .unsupported import (  # noqa: F401
+    cudnnCreateFusedOpsConstParamPack, cudnnCreateFusedOpsPlan, cudnnCreateFusedOpsVariantParamPack,
+    cudnnCreateSpatialTransformerDescriptor, cudnnDestroyFusedOpsConstParamPack, cudnnDestroyFusedOpsPlan,
+    cudnnDestroyFusedOpsVariantParamPack, cudnnDestroySpatialTransformerDescriptor, cudnnFusedOpsExecute,
+    cudnnGetFoldedConvBackwardDataDescriptors, cudnnGetFusedOpsConstParamPackAttribute,
+    cudnnGetFusedOpsVariantParamPackAttribute, cudnnIm2Col, cudnnMakeFusedOpsPlan, cudnnReorderFilterAndBias,
+    cudnnSetFusedOpsConstParamPackAttribute, cudnnSetFusedOpsVariantParamPackAttribute,
+    cudnnSetSpatialTransformerNdDescriptor, cudnnSpatialTfGridGeneratorBackward, cudnnSpatialTfGridGeneratorForward,
+    cudnnSpatialTfSamplerBackward, cudnnSpatialTfSamplerForward)
 from .algos import (  # noqa: F401
     cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionFwdAlgoPerf_t)
 
