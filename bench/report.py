@@ -11,7 +11,7 @@ Definitions used in the table (also written at the top of ``report.md``):
   intensity x memory bandwidth); bandwidth is the copy bandwidth measured in the same run when torch
   is present (else the datasheet's), the compute peaks are the datasheet's (:data:`bench.env.SPEC_PEAKS`).
 
-:func:`write` makes ``results.json``, ``report.md``, ``ratio_<suite>.png`` and ``roofline.png``
+:func:`write` makes ``results.json``, ``report.md``, ``ratio_<group>.png`` and ``roofline.png``
 (charts need matplotlib; without it the report says so). :func:`rerender` rebuilds them from a
 ``results.json`` (e.g. here, from a run on a machine without matplotlib).
 """
@@ -26,6 +26,34 @@ OK = ("ok", "not checked")
 
 def fair_ref(suite):
     return FAIR_REF.get(suite, "torch")
+
+
+def group_of(case):
+    """Chart / network group: conv cases by pass and batch ("conv_fprop_n32"), others by suite."""
+    if case.suite == "conv":
+        return f"{case.op}_{case.name.rsplit('_', 1)[-1]}"
+    return case.suite
+
+
+def network_totals(per_case):
+    """ResNet-50 time per pass and batch: sum over layers of occurrences x median, ncudnn and fair ref
+    (the total only when every layer of the group ran on both sides)."""
+    out = {}
+    for p in per_case:
+        if p["suite"] != "conv":
+            continue
+        t = out.setdefault(p["group"], {"layers": 0, "both_ran": 0, "ncudnn_ms": 0.0, "ref_ms": 0.0})
+        t["layers"] += 1
+        if _ok(p["ncudnn"]) and _ok(p["fair"]):
+            t["both_ran"] += 1
+            t["ncudnn_ms"] += p["count"] * p["ncudnn"]["median_ms"]
+            t["ref_ms"] += p["count"] * p["fair"]["median_ms"]
+    for t in out.values():
+        complete = t["both_ran"] == t["layers"]
+        t["speed"] = t["ref_ms"] / t["ncudnn_ms"] if complete and t["ncudnn_ms"] else None
+        if not complete:
+            t["ncudnn_ms"] = t["ref_ms"] = None
+    return out
 
 
 def _ok(row):
@@ -64,6 +92,7 @@ def summarize(cases, rows, peaks=None, bw_tbps=None):
         mine = min([r for r in (nc, tuned) if _ok(r)], key=lambda r: r["median_ms"], default=None)
         per_case.append({
             "case": c.id, "suite": c.suite, "name": c.name, "op": c.op, "intensity": c.intensity,
+            "group": group_of(c), "count": c.count,
             "ncudnn": nc, "tuned": tuned, "fair": fair, "best": best,
             "speed_vs_fair": fair["median_ms"] / nc["median_ms"] if _ok(nc) and _ok(fair) else None,
             "speed_vs_best": best["median_ms"] / mine["median_ms"] if mine and best else None,
@@ -125,6 +154,15 @@ def markdown(meta, cases, rows, peaks=None, bw_tbps=None):
     for s, v in suites.items():
         lines.append(f"| {s} | {v['cases']} | {v['ncudnn_ok']} | {v['not_supported']} | {v['wrong_or_error']} | "
                      f"{_x(_nan_none(v['geomean_speed_vs_fair']))} | {_x(_nan_none(v['geomean_speed_vs_best']))} |")
+    net = network_totals(per_case)
+    if net:
+        lines += ["", "## ResNet-50 convolutions per iteration (sum over layers of occurrences x median)", "",
+                  "| pass, batch | layers both ran | ncudnn ms | cuDNN (torch-nhwc) ms | speed |",
+                  "| --- | --- | --- | --- | --- |"]
+        for k, t in net.items():
+            nm = "—" if t["ncudnn_ms"] is None else f"{t['ncudnn_ms']:.3f}"
+            rm = "—" if t["ref_ms"] is None else f"{t['ref_ms']:.3f}"
+            lines.append(f"| {k} | {t['both_ran']} / {t['layers']} | {nm} | {rm} | {_x(t['speed'])} |")
     reasons = {}
     for s in suites:
         lines += ["", f"## {s}", "",
@@ -181,7 +219,8 @@ def _nan_none(v):
 # ------------------------------------------------------------------------------ charts
 
 def charts(out_dir, per_case, peaks, bw_tbps):
-    """ratio_<suite>.png (speed vs fair ref per case) and roofline.png; returns the files written."""
+    """ratio_<group>.png (speed vs fair ref per case; groups: see :func:`group_of`) and roofline.png;
+    returns the files written."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -190,25 +229,26 @@ def charts(out_dir, per_case, peaks, bw_tbps):
         return []
     out_dir = Path(out_dir)
     files = []
-    for s in dict.fromkeys(p["suite"] for p in per_case):
-        pc = [p for p in per_case if p["suite"] == s]
+    for grp in dict.fromkeys(p["group"] for p in per_case):
+        pc = [p for p in per_case if p["group"] == grp]
+        s = pc[0]["suite"]
         fig, ax = plt.subplots(figsize=(max(6, 0.32 * len(pc) + 2), 4.5))
         xs = list(range(len(pc)))
-        vals = [p["speed_vs_fair"] or 0 for p in pc]
+        vals = [p["speed_vs_fair"] if p["speed_vs_fair"] else float("nan") for p in pc]
         ax.bar(xs, vals, color=["tab:green" if v >= 1 else "tab:red" for v in vals])
         for x, p in zip(xs, pc):
             if p["speed_vs_fair"] is None:
                 ax.text(x, 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=6,
                         transform=ax.get_xaxis_transform())
         ax.axhline(1.0, color="black", lw=0.8)
-        if any(vals):
+        if any(v == v for v in vals):
             ax.set_yscale("log")
         ax.set_xticks(xs)
         ax.set_xticklabels([f"{p['name']} {p['op'].replace('conv_', '')}" for p in pc], rotation=90, fontsize=6)
         ax.set_ylabel(f"speed vs {fair_ref(s)} (ref time / ncudnn time)")
-        ax.set_title(f"ncudnn vs {fair_ref(s)}: {s}")
+        ax.set_title(f"ncudnn vs {fair_ref(s)}: {grp}")
         fig.tight_layout()
-        f = out_dir / f"ratio_{s}.png"
+        f = out_dir / f"ratio_{grp}.png"
         fig.savefig(f, dpi=120)
         plt.close(fig)
         files.append(f.name)
@@ -255,6 +295,7 @@ def write(out_dir, meta, cases, rows, peaks=None, bw_tbps=None, draw=True):
     else:
         md += "\n" + "\n".join(f"![{f}]({f})" for f in files) + "\n"
     doc = {"meta": meta, "peaks": peaks, "bandwidth_tbps": bw_tbps, "cases": [c.to_json() for c in cases],
+           "resnet50": network_totals(per_case),
            "rows": rows, "summary": {s: {k: _nan_none(v) if isinstance(v, float) else v for k, v in d.items()}
                                      for s, d in suites.items()}}
     (out_dir / "results.json").write_text(json.dumps(doc, indent=1, default=str))

@@ -39,6 +39,10 @@ def test_summary_ratios_by_hand():
     assert per_case[1]["speed_vs_fair"] == pytest.approx(0.5)
     assert suites["conv"]["geomean_speed_vs_fair"] == pytest.approx((1.5 * 0.5) ** 0.5)
     assert suites["norm"]["not_supported"] == 1 and per_case[2]["speed_vs_fair"] is None
+    net = report.network_totals(per_case)["conv_fprop_n32"]
+    assert net["layers"] == net["both_ran"] == 2
+    # occurrences per forward: c2_3x3_64 x3, c4_3x3_256 x5
+    assert net["ncudnn_ms"] == pytest.approx(3 * 2.0 + 5 * 4.0) and net["ref_ms"] == pytest.approx(3 * 3.0 + 5 * 2.0)
     # roofline: 7.40 GFLOP in 2 ms = 3.70 TFLOP/s; intensity 143.6 FLOP/B -> FP32 compute-bound at 67 TFLOP/s
     assert first["roofline_pct"] == pytest.approx(100 * CONV.flops / 2e-3 / 67e12)
     ln_ref = report.roofline_pct(rows[-1], PEAKS, 4.21)  # memory-bound: GB/s over bandwidth
@@ -66,7 +70,7 @@ def test_charts_are_png(tmp_path):
     cases, rows = synthetic()
     per_case, _ = report.summarize(cases, rows, PEAKS, 4.21)
     files = report.charts(tmp_path, per_case, PEAKS, 4.21)
-    assert set(files) == {"ratio_conv.png", "ratio_norm.png", "roofline.png"}
+    assert set(files) == {"ratio_conv_fprop_n32.png", "ratio_norm.png", "roofline.png"}
     for f in files:
         data = (tmp_path / f).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
