@@ -99,10 +99,15 @@ def _globals(spec=None, in_dtypes=None):
 
 
 class Built:
-    """A compiled epilogue: ``fn`` plus the flags the kernels need (BIAS, RESIDUAL) and a key."""
+    """A compiled epilogue: ``fn`` plus the flags the kernels need and a key.
 
-    def __init__(self, key, fn, bias_axis=None, residual=False, source=""):
+    BIAS ("row" | "col" | None), RESIDUAL (bool), STAGE (True when the body is too big for LLVM to
+    unroll a thread tile's worth of it: the kernel then stages the accumulators, see mainloop.py).
+    """
+
+    def __init__(self, key, fn, bias_axis=None, residual=False, source="", stage=False):
         self.key, self.fn, self.BIAS, self.RESIDUAL, self.source = key, fn, bias_axis, residual, source
+        self.STAGE = stage
 
 
 _CACHE = {}
@@ -145,8 +150,9 @@ def build(spec, bias_dtype="float32", res_dtype="float32"):
     dts = {"bias": _dtype_name(bias_dtype), "res": _dtype_name(res_dtype)}
     spec = EpilogueSpec(spec.steps, _dtype_name(spec.out_dtype), spec.ftype)
     key = ("epilogue", spec, dts["bias"], dts["res"])
+    small = spec.linear and spec.out_dtype in ("float32", "float64", "float16")
     return _compile(key, source(spec), "epilogue", _globals(spec, dts), bias_axis=spec.bias_axis,
-                    residual=spec.has_residual)
+                    residual=spec.has_residual, stage=not small)
 
 
 def raw(ftype="float32"):

@@ -44,7 +44,7 @@ def register_conv_cases():
     }
     for name, k in dgrad.items():
         gd = geometry((1, 1, 3, 3), (1, 1, 1, 1), stride=k.stride[1:])
-        packed = k.pack(gd, one, one, _zeros(9), table=tab, bias=one, residual=_zeros(9))
+        packed = k.pack(gd, _zeros(9), one, _zeros(9), table=tab, bias=one, residual=_zeros(9))
         register_block_cases(name, k.bk, packed, one)
     wgrad = {
         "conv_wgrad_f32_nchw": make_conv_wgrad(BIG),

@@ -52,7 +52,8 @@ def register_gemm_cases():
 def register_block_cases(name, bk, packed, ws):
     """Register a BlockKernels' main kernel (and its split-K reduce / prescale kernel)."""
     args = kernel_args(bk, *packed, 1.0, 0.0, ws)
-    register_compile_case(name, bk.kernel, signature(args), max_registers=255, max_local_bytes=0)
+    register_compile_case(name, bk.kernel, signature(args), max_registers=255,
+                          max_local_bytes=bk.local_bytes)
     M, N, K, nb, a_args, b_args, o_args, bias_args, r_args = packed
     f = np.dtype(bk.ftype).type
     if bk.split and not bk.atomic:

@@ -22,6 +22,12 @@ class BlockKernels:
         self.EPI = ep.build(spec, bias_dtype, res_dtype)
         self.split = cfg.SPLIT_K > 1
         self.atomic = self.split and cfg.SPLIT_MODE == "atomic"
+        # the main kernel stages its accumulators through local memory when its epilogue is big
+        # (see mainloop.py): that many bytes of stack are expected, the mainloop stays in registers
+        staged = not self.split and self.EPI.STAGE
+        item = 8 if self.ftype == "float64" else 4
+        self.local_bytes = (item * cfg.THREAD_M * cfg.THREAD_N + 16 * (cfg.THREAD_M + cfg.THREAD_N)
+                            if staged else 0)
         if self.atomic:
             if not spec.linear or spec.out_dtype not in ("float32", "float64"):
                 raise ValueError("atomic split-K needs an alpha/beta-only epilogue and fp32/fp64 output")

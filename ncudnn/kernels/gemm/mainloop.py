@@ -94,6 +94,8 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
     o_row, o_col, epi = OUT.row, OUT.col, EPI.fn
     BIAS_ROW, BIAS_COL, RESIDUAL = EPI.BIAS == "row", EPI.BIAS == "col", EPI.RESIDUAL
     ATOMIC = EPI.key == ("atomic",)
+    STAGE = EPI.STAGE
+    STAGE_SIZE = THREAD_M * THREAD_N if STAGE else 1
 
     VEC = cfg.VEC
     mma = _make_mma(BLOCK_K, THREAD_M, THREAD_N, TY, TX, cfg.UNROLL_K, VEC)
@@ -246,6 +248,7 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
         # ---- epilogue ----
         if SPLITS > 1 and not ATOMIC:
             z = cuda.blockIdx.z            # partial sums go to workspace slice (z, split)
+        stage = cuda.local.array(STAGE_SIZE, ACC)
         row_o = cuda.local.array(THREAD_M, int64)
         col_o = cuda.local.array(THREAD_N, int64)
         row_r = cuda.local.array(THREAD_M, int64)
@@ -266,6 +269,13 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
         bias = bias_args[0]
         res = r_args[0]
         bz = z * bias_args[1]
+        if STAGE:
+            # A large epilogue body keeps LLVM from unrolling the loops below; indexing acc with a
+            # loop variable would then demote the whole accumulator (mainloop included) to local
+            # memory. Copy it once (fully unrolled, tiny body) to a staging array instead.
+            for i in range(THREAD_M):
+                for j in range(THREAD_N):
+                    stage[i * THREAD_N + j] = acc[i, j]
         for i in range(THREAD_M):
             m = m0 + row_of(ty, i)
             for j in range(THREAD_N):
@@ -277,7 +287,8 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
                     if BIAS_COL:
                         b_off += n * bias_args[2]
                     r_off = row_r[i] + col_r[j] if RESIDUAL else 0
-                    epi(acc[i, j], out, row_o[i] + col_o[j], bias, b_off, res, r_off, alpha, beta)
+                    v = stage[i * THREAD_N + j] if STAGE else acc[i, j]
+                    epi(v, out, row_o[i] + col_o[j], bias, b_off, res, r_off, alpha, beta)
 
     _CACHE[key] = kernel
     return kernel
