@@ -199,8 +199,10 @@ def cudnnConvolutionBiasActivationForward(handle, alpha1, xDesc, x, wDesc, w, co
     a1, a2 = host_scalar(alpha1, "alpha1"), host_scalar(alpha2, "alpha2")
     need_ptr(x, "x"), need_ptr(w, "w"), need_ptr(y, "y"), need_ptr(bias, "bias")
     if ad.mode not in (AM.CUDNN_ACTIVATION_RELU, AM.CUDNN_ACTIVATION_IDENTITY):
-        raise CudnnError(f"activation {ad.mode.name}: only RELU and IDENTITY are supported", S.CUDNN_STATUS_NOT_SUPPORTED)
-    if ad.mode == AM.CUDNN_ACTIVATION_IDENTITY and algo != cudnnConvolutionFwdAlgo_t.CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
+        raise CudnnError(f"activation {ad.mode.name}: only RELU and IDENTITY are supported",
+                         S.CUDNN_STATUS_NOT_SUPPORTED)
+    precomp = cudnnConvolutionFwdAlgo_t.CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM
+    if ad.mode == AM.CUDNN_ACTIVATION_IDENTITY and algo != precomp:
         raise CudnnError("CUDNN_ACTIVATION_IDENTITY needs CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM",
                          S.CUDNN_STATUS_NOT_SUPPORTED)
     prob = ConvProblem("fwd", xd, wd, yd, cd)

@@ -160,7 +160,8 @@ def test_find_rows_and_ex_on_user_buffers(handle, rng):
     st, n, rows = L.cudnnFindConvolutionForwardAlgorithm(handle, x, w, c, y, 8)
     assert st == OK
     _check_rows(rows, n, FA, 8)
-    bx, bw = dev(rng.standard_normal((1, 2, 4, 4)).astype(np.float32)), dev(rng.standard_normal((3, 2, 3, 3)).astype(np.float32))
+    bx = dev(rng.standard_normal((1, 2, 4, 4)).astype(np.float32))
+    bw = dev(rng.standard_normal((3, 2, 3, 3)).astype(np.float32))
     by = dev(np.zeros((1, 3, 4, 4), np.float32))
     st, n, rows = L.cudnnFindConvolutionForwardAlgorithmEx(handle, x, bx, w, bw, c, y, by, 8, None, 0)
     assert st == OK
@@ -175,14 +176,15 @@ def test_find_rows_and_ex_on_user_buffers(handle, rng):
 def test_fft_is_not_supported_with_a_reason(handle, rng):
     x, w, c, y = _conv_setup()
     for algo in (FA.CUDNN_CONVOLUTION_FWD_ALGO_FFT, FA.CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING):
-        assert L.cudnnGetConvolutionForwardWorkspaceSize(handle, x, w, c, y, algo) == (S.CUDNN_STATUS_NOT_SUPPORTED, None)
+        ret = L.cudnnGetConvolutionForwardWorkspaceSize(handle, x, w, c, y, algo)
+        assert ret == (S.CUDNN_STATUS_NOT_SUPPORTED, None)
         assert "FFT" in ncudnn.cudnnGetLastErrorString()
     st = L.cudnnConvolutionForward(handle, 1.0, x, dev(np.ones((1, 2, 4, 4), np.float32)), w,
                                    dev(np.ones((3, 2, 3, 3), np.float32)), c, FA.CUDNN_CONVOLUTION_FWD_ALGO_FFT,
                                    None, 0, 0.0, y, dev(np.zeros((1, 3, 4, 4), np.float32)))
     assert st == (S.CUDNN_STATUS_NOT_SUPPORTED,) and "no FFT" in ncudnn.cudnnGetLastErrorString()
-    assert L.cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w, y, c, x, DA.CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT)[0] \
-        == S.CUDNN_STATUS_NOT_SUPPORTED
+    fft = DA.CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT
+    assert L.cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w, y, c, x, fft)[0] == S.CUDNN_STATUS_NOT_SUPPORTED
     assert L.cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x, y, c, w, 9)[0] == S.CUDNN_STATUS_BAD_PARAM
 
 

@@ -23,14 +23,15 @@ def test_guide_convolution_flow(rng):
     _, yDesc = ncudnn.cudnnCreateTensorDescriptor()
     _, wDesc = ncudnn.cudnnCreateFilterDescriptor()
     _, convDesc = ncudnn.cudnnCreateConvolutionDescriptor()
-    assert ncudnn.cudnnSetTensor4dDescriptor(xDesc, ncudnn.CUDNN_TENSOR_NCHW, ncudnn.CUDNN_DATA_FLOAT, N, C, H, W) == (OK,)
-    assert ncudnn.cudnnSetFilter4dDescriptor(wDesc, ncudnn.CUDNN_DATA_FLOAT, ncudnn.CUDNN_TENSOR_NCHW, K, C, RS, RS) == (OK,)
+    NCHW, FLOAT = ncudnn.CUDNN_TENSOR_NCHW, ncudnn.CUDNN_DATA_FLOAT
+    assert ncudnn.cudnnSetTensor4dDescriptor(xDesc, NCHW, FLOAT, N, C, H, W) == (OK,)
+    assert ncudnn.cudnnSetFilter4dDescriptor(wDesc, FLOAT, NCHW, K, C, RS, RS) == (OK,)
     assert ncudnn.cudnnSetConvolution2dDescriptor(convDesc, 1, 1, 1, 1, 1, 1, ncudnn.CUDNN_CROSS_CORRELATION,
                                                   ncudnn.CUDNN_DATA_FLOAT) == (OK,)
     assert ncudnn.cudnnSetConvolutionMathType(convDesc, ncudnn.CUDNN_FMA_MATH) == (OK,)
     st, n, c, h, w = ncudnn.cudnnGetConvolution2dForwardOutputDim(convDesc, xDesc, wDesc)
     assert (st, n, c, h, w) == (OK, N, K, H, W)
-    assert ncudnn.cudnnSetTensor4dDescriptor(yDesc, ncudnn.CUDNN_TENSOR_NCHW, ncudnn.CUDNN_DATA_FLOAT, n, c, h, w) == (OK,)
+    assert ncudnn.cudnnSetTensor4dDescriptor(yDesc, NCHW, FLOAT, n, c, h, w) == (OK,)
 
     st, returnedAlgoCount, perfResults = ncudnn.cudnnFindConvolutionForwardAlgorithm(handle, xDesc, wDesc, convDesc,
                                                                                      yDesc, 5)
@@ -84,7 +85,8 @@ def test_guide_pooling_activation_batchnorm_flow(rng):
     # batch norm training with running averages (factor 0.9) and saved statistics
     _, bnDesc = ncudnn.cudnnCreateTensorDescriptor()
     assert ncudnn.cudnnDeriveBNTensorDescriptor(bnDesc, srcDesc, ncudnn.CUDNN_BATCHNORM_SPATIAL) == (OK,)
-    scale, bias = rng.standard_normal((1, C, 1, 1)).astype(np.float32), rng.standard_normal((1, C, 1, 1)).astype(np.float32)
+    scale = rng.standard_normal((1, C, 1, 1)).astype(np.float32)
+    bias = rng.standard_normal((1, C, 1, 1)).astype(np.float32)
     rm, rv = np.zeros((1, C, 1, 1), np.float32), np.ones((1, C, 1, 1), np.float32)
     y, sm, si, drm, drv = poisoned((N, C, H, W)), poisoned((1, C, 1, 1)), poisoned((1, C, 1, 1)), dev(rm), dev(rv)
     st = ncudnn.cudnnBatchNormalizationForwardTraining(handle, ncudnn.CUDNN_BATCHNORM_SPATIAL, 1.0, 0.0, srcDesc,
