@@ -11,6 +11,9 @@ Model of one kernel launch::
 * occupancy: resident blocks per SM from threads, registers and shared memory; below a few warps
   per scheduler latency is not hidden (a linear penalty up to ``FULL_OCCUPANCY_WARPS``).
 
+:func:`gemm_time` applies it to tiled GEMMs (and implicit-GEMM convolutions): operand re-reads through
+L2, split-K partials and the reduce launch.
+
 Mode-B tables live in ``ncudnn/engines/tuned/*.json`` (shipped, generated on a GPU) and in
 ``$NCUDNN_CACHE_DIR/tuned/<device>.json`` (written by :mod:`.autotune`); each starts with a provenance
 header (GPU, date, ncudnn / numba versions, command) and holds per-engine correction factors
@@ -86,6 +89,38 @@ def kernel_time(device, flops=0.0, nbytes=0.0, peak="fp32", blocks=None, threads
     if nbytes and bytes_in_flight is not None:
         memory = max(memory, DRAM_LATENCY * nbytes / max(min(bytes_in_flight, nbytes), 1))
     return launches * LAUNCH_OVERHEAD + max(compute, memory)
+
+
+def gemm_time(device, m, n, k, batch=1, tile=(128, 128), threads=256, regs=64, smem=0, in_bytes=4,
+              out_bytes=4, peak="fp32", split_k=1, extra_bytes=0, compute_eff=1.0):
+    """Predicted seconds of a tiled GEMM ``C[b, m, n] = A[b, m, k] @ B[b, k, n]`` (implicit-GEMM conv:
+    m = N*P*Q, n = K, k = C*R*S / groups).
+
+    One block per (tile_m x tile_n) output tile, per batch, per K split. Operand traffic: each block
+    streams its A row panel and B column panel; when the operands fit in half the L2 the re-reads are
+    L2 hits and DRAM sees each operand once, otherwise the tiles of one wave share their panels.
+    Split-K adds the fp32 partials (written, read back) and a reduce launch. ``compute_eff``: the
+    fraction of ``peak`` the engine's main loop reaches at full occupancy (a SIMT kernel is far below
+    the tensor-core or even the FMA peak); ``extra_bytes``: epilogue tensors (bias, residual).
+    """
+    tm, tn = tile
+    tiles_m, tiles_n = math.ceil(m / tm), math.ceil(n / tn)
+    split_k = max(1, int(split_k))
+    blocks = tiles_m * tiles_n * batch * split_k
+    flops = 2.0 * m * n * k * batch / max(compute_eff, 1e-6)
+    a_bytes, b_bytes = m * k * batch * in_bytes, k * n * batch * in_bytes
+    unique = a_bytes + b_bytes
+    streamed = tiles_n * a_bytes + tiles_m * b_bytes
+    if unique > device.l2_bytes / 2:
+        # a wave of W resident tiles (grouped tile order: about sqrt(W) x sqrt(W) of them) shares its
+        # panels in L2, so DRAM sees the streamed bytes once per sqrt(W) tiles
+        wave = max(device.sm_count * blocks_per_sm(device, threads, regs, smem), 1)
+        unique = max(unique, streamed / math.sqrt(wave))
+    dram = unique + m * n * batch * out_bytes + extra_bytes
+    if split_k > 1:
+        dram += 2 * split_k * m * n * batch * 4
+    return kernel_time(device, flops=flops, nbytes=dram, peak=peak, blocks=blocks, threads=threads, regs=regs,
+                       smem=smem, tile=tile, problem=(m, n), launches=1 + (split_k > 1))
 
 
 def memory_parallelism(device, bytes_in_flight):

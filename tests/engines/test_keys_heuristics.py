@@ -177,3 +177,23 @@ def test_rankings_follow_the_device_properties():
     small = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A,
                                BuildContext(device=dataclasses.replace(device.H200, sm_count=8, mem_bandwidth=0.3e12)))
     assert small[0].predicted_time > 5 * full[0].predicted_time
+
+
+def test_gemm_time_model():
+    d = device.H200
+    gt = heuristics.gemm_time
+    big = gt(d, 8192, 8192, 8192, tile=(128, 128))
+    assert 2 * 8192 ** 3 / 67e12 <= big < 1.3 * 2 * 8192 ** 3 / 67e12  # compute-bound, near FP32 peak
+    assert gt(d, 8192, 8192, 8192, peak="bf16", in_bytes=2) < big / 10
+    # 22 x 24 tiles of 128 fill exactly one wave (132 SMs x 4 blocks of 256 threads at 64 registers);
+    # one more row of M adds a row of tiles, hence a second, nearly empty wave
+    one_wave = gt(d, 128 * 22, 128 * 24, 8192)
+    assert gt(d, 128 * 22 + 1, 128 * 24, 8192) > 1.5 * one_wave
+    # small M x N, long K: 4 tiles leave the device idle; split-K fills it
+    assert gt(d, 128, 256, 1 << 20, split_k=16) < 0.5 * gt(d, 128, 256, 1 << 20, split_k=1)
+    # a skinny GEMM is memory-bound: time ~ bytes / bandwidth
+    skinny = gt(d, 1 << 20, 16, 64, tile=(128, 16))
+    assert skinny >= 4 * (1 << 20) * (64 + 16) / d.mem_bandwidth
+    # a block too big for an SM cannot launch
+    assert gt(d, 1024, 1024, 1024, threads=1024, regs=128) == math.inf
+    assert gt(d, 1024, 1024, 1024, compute_eff=0.1) > 5 * gt(d, 1024, 1024, 1024)
