@@ -43,9 +43,12 @@ def missing_engines(g):
 
 
 def _unsupported(e, g=None):
-    """CudnnError -> Unsupported: the subgraph kinds without an engine first, then the library's message."""
+    """A NOT_SUPPORTED CudnnError -> Unsupported (the subgraph kinds without an engine first, then the
+    library's message); any other status is an error of ncudnn and propagates (the row says "error")."""
     st = getattr(e, "status", None)
     name = getattr(st, "name", None) or type(e).__name__
+    if not name.startswith("CUDNN_STATUS_NOT_SUPPORTED"):
+        return e
     miss = missing_engines(g) if g is not None else None
     head = f"no engine for {', '.join(miss)} yet; " if miss else ""
     return Unsupported(f"{head}{name}: {getattr(e, 'message', None) or e}"[:500])

@@ -87,3 +87,15 @@ def test_harness_checks_before_timing():
     assert st["bf16"]["status"] == "ok"  # 1% is within the bfloat16 tolerance
     assert st["na"]["status"] == "not supported" and st["na"]["reason"] == "no engine"
     assert st["boom"]["status"] == "error" and "kaput" in st["boom"]["reason"]
+
+
+def test_ncudnn_refusals_are_not_supported_other_statuses_are_errors():
+    from ncudnn.errors import error_for
+    from ncudnn.types import cudnnStatus_t as S
+
+    from bench.ncudnn_runners import _unsupported
+
+    ns = _unsupported(error_for(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, "no engine"))
+    assert isinstance(ns, Unsupported) and "no engine" in str(ns)
+    bad = error_for(S.CUDNN_STATUS_BAD_PARAM, "bad stride")
+    assert _unsupported(bad) is bad
