@@ -232,6 +232,9 @@ def run(small=None, out=print):
                 out("A layer's engine is not registered yet; the demo runs once the engine layer has it "
                     "(`ncudnn info` lists the registered engines).")
             return 2 if missing else 1
+        except Exception as e:  # a kernel or driver failure: say what, no traceback
+            out(f"FAIL: unexpected {type(e).__name__}: {e}")
+            return 1
         total = (time.perf_counter() - t0) * 1e3
         ref = reference_forward(net.w, images)
         out("layer timings (ms, first call includes compilation):")
