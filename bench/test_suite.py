@@ -21,9 +21,9 @@ _clock = {}   # one clock (and its L2-flush buffer) per session
 
 
 @pytest.fixture(scope="session")
-def env():
+def env(request):
     e = detect()
-    if e.simulator:
+    if e.simulator and not request.config.getoption("--bench-sim"):
         pytest.skip("no GPU: benchmarks need a real device (`ncudnn bench --sim` is the simulator smoke run)")
     return e
 
@@ -48,6 +48,8 @@ def test_case(case_impl, env, benchmark, request):
     case_id, name = case_impl
     case = C.by_id(case_id)
     quick = request.config.getoption("--bench-quick")
+    if env.simulator:
+        quick = False  # mode "sim" below
     st = _setup(case, env, request.config.getoption("--bench-tune"))
     impl = st["impls"].get(name)
     if impl is None:

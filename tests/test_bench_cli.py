@@ -32,3 +32,21 @@ def test_sim_smoke_pointwise(tmp_path, capsys):
         assert r["rel_err"]["y"] <= r["tol"] and r["clock"] == "wall_clock(simulator)"
     assert doc["meta"]["provenance"]["versions"]["ncudnn"]
     assert "| pointwise | 2 | 2 |" in capsys.readouterr().out
+
+
+def test_pytest_benchmark_suite_sim(tmp_path):
+    """bench/ under pytest-benchmark: the simulator cases run, the CUDA-event-style figures land in extra_info."""
+    pytest.importorskip("pytest_benchmark")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "pb.json"
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "bench/", "--bench-sim",
+                        "--bench-suite", "pointwise", f"--benchmark-json={out}"], cwd=root, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    infos = [b["extra_info"] for b in doc["benchmarks"]]
+    assert len(infos) == 2 and all(i["status"] == "ok" and i["rel_err"]["y"] <= i["tol"] for i in infos)
