@@ -21,27 +21,37 @@ from numba import cuda
 
 from . import pointwise_ops as po
 from .dtypes import compute_type, loader, storer
-from .primitives import block_max, block_sum, shfl_xor
+from .primitives import block_max, block_sum, shfl_xor, warp_max, warp_sum
 
 __all__ = ["softmax_forward", "softmax_backward", "softmax_config"]
 
 VPT_MAX = 16
 
 
-def softmax_config(n, block=0):
-    """(BLOCK, VPT) of the row kernel; VPT 0 is the online (long-row) path."""
+def softmax_config(n, block=0, rows_per_block=0):
+    """(threads per block, element stride, VPT, rows per block) of the row kernel.
+
+    ``block`` 32 is warp-per-row mode (shuffles only, ``rows_per_block`` rows per block, default
+    4; chosen for n <= 256); larger blocks give one row per block. VPT 0: the online path.
+    """
     if not block:
-        block = min(1024, max(32, 1 << max(0, (math.ceil(n / 8) - 1).bit_length())))
+        block = 32 if n <= 256 else min(1024, max(64, 1 << max(0, (math.ceil(n / 8) - 1).bit_length())))
+    rpb = (rows_per_block or 4) if block == 32 else 1
     vpt = math.ceil(n / block)
-    return block, (vpt if vpt <= VPT_MAX else 0)
+    return block * rpb, block, (vpt if vpt <= VPT_MAX else 0), rpb
 
 
-def _head(args, ct):
-    return [f"def kernel({args}):",
-            f"    sm = cuda.shared.array(32, {ct})",
-            f"    sm2 = cuda.shared.array(32, {ct})",
-            "    row = cuda.blockIdx.x",
-            "    t = cuda.threadIdx.x"]
+def _head(args, ct, block, rpb):
+    """Kernel head (row, lane t) and the max / sum reduction spellings for the mode."""
+    s = [f"def kernel({args}, nrows):",
+         f"    sm = cuda.shared.array(32, {ct})",
+         f"    sm2 = cuda.shared.array(32, {ct})"]
+    if block == 32:
+        s += [f"    row = cuda.blockIdx.x * {rpb} + cuda.threadIdx.x // 32",
+              "    t = cuda.threadIdx.x % 32", "    if row >= nrows:", "        return"]
+        return s, (lambda e: f"warp_max({e})"), (lambda e: f"warp_sum({e})")
+    s += ["    row = cuda.blockIdx.x", "    t = cuda.threadIdx.x"]
+    return s, (lambda e: f"block_max({e}, sm)"), (lambda e: f"block_sum({e}, sm)")
 
 
 def _pair_combine(ma, sa, mb, sb, ninf, zero):
@@ -66,6 +76,8 @@ def _online_block(n, block, ct, ind="    "):
     for msk in (16, 8, 4, 2, 1):
         s += [f"mo = shfl_xor(m, {msk})", f"so = shfl_xor(s, {msk})"]
         s += _pair_combine("m", "s", "mo", "so", ninf, zero)
+    if block == 32:   # warp per row: the butterfly already gave every lane the row's pair
+        return [ind + ln for ln in s]
     s += ["if t % 32 == 0:", "    sm[t // 32] = m", "    sm2[t // 32] = s", "cuda.syncthreads()",
           "m = sm[0]", "s = sm2[0]"]
     if block > 32:
@@ -74,9 +86,10 @@ def _online_block(n, block, ct, ind="    "):
     return [ind + ln for ln in s]
 
 
-def _row_fwd_source(n, block, vpt, log, ct):
+def _row_fwd_source(n, block, vpt, log, ct, rpb=1):
     ninf, zero, one = po.lit(-math.inf, ct), po.lit(0.0, ct), po.lit(1.0, ct)
-    s = _head("x, y", ct) + [f"    base = row * {n}"]
+    s, RMAX, RSUM = _head("x, y", ct, block, rpb)
+    s.append(f"    base = row * {n}")
     if vpt:
         guards = [(k + 1) * block > n for k in range(vpt)]
         for k in range(vpt):
@@ -84,10 +97,10 @@ def _row_fwd_source(n, block, vpt, log, ct):
             s.append(f"    v{k} = ldx(x, base + c{k})" + (f" if c{k} < {n} else {ninf}" if guards[k] else ""))
         s.append("    m = v0")
         s += [f"    m = m if (m != m or m >= v{k}) else v{k}" for k in range(1, vpt)]
-        s.append("    m = block_max(m, sm)")
+        s.append(f"    m = {RMAX('m')}")
         for k in range(vpt):
             s.append(f"    e{k} = math.exp(v{k} - m)" + (f" if c{k} < {n} else {zero}" if guards[k] else ""))
-        s.append(f"    ssum = block_sum({' + '.join(f'e{k}' for k in range(vpt))}, sm)")
+        s.append(f"    ssum = {RSUM(' + '.join(f'e{k}' for k in range(vpt)))}")
         s.append(f"    r = math.log(ssum)" if log else f"    r = {one} / ssum")
         for k in range(vpt):
             ind = "    "
@@ -104,9 +117,10 @@ def _row_fwd_source(n, block, vpt, log, ct):
     return "\n".join(s) + "\n"
 
 
-def _row_bwd_source(n, block, vpt, log, ct):
+def _row_bwd_source(n, block, vpt, log, ct, rpb=1):
     zero = po.lit(0.0, ct)
-    s = _head("y, dy, dx", ct) + [f"    base = row * {n}"]
+    s, RMAX, RSUM = _head("y, dy, dx", ct, block, rpb)
+    s.append(f"    base = row * {n}")
     if vpt:
         guards = [(k + 1) * block > n for k in range(vpt)]
         for k in range(vpt):
@@ -116,7 +130,7 @@ def _row_bwd_source(n, block, vpt, log, ct):
             s.append(f"    g{k} = ldd(dy, base + c{k})" + g)
         acc = " + ".join(f"g{k}" for k in range(vpt)) if log else \
             " + ".join(f"g{k} * y{k}" for k in range(vpt))
-        s.append(f"    dot = block_sum({acc}, sm)")
+        s.append(f"    dot = {RSUM(acc)}")
         for k in range(vpt):
             ind = "    "
             if guards[k]:
@@ -128,7 +142,7 @@ def _row_bwd_source(n, block, vpt, log, ct):
         s += [f"    a = {zero}", "    c = t", f"    while c < {n}:",
               "        a += ldd(dy, base + c)" if log else
               "        a += ldd(dy, base + c) * ldy(y, base + c)",
-              f"        c += {block}", "    dot = block_sum(a, sm)",
+              f"        c += {block}", f"    dot = {RSUM('a')}",
               "    c = t", f"    while c < {n}:", "        yv = ldy(y, base + c)",
               "        gv = ldd(dy, base + c)",
               "        stx(dx, base + c, " + ("gv - math.exp(yv) * dot)" if log else "yv * (gv - dot))"),
@@ -138,7 +152,7 @@ def _row_bwd_source(n, block, vpt, log, ct):
 
 def _col_fwd_source(n, inner, total, log, ct):
     ninf, zero, one = po.lit(-math.inf, ct), po.lit(0.0, ct), po.lit(1.0, ct)
-    s = ["def kernel(x, y):", "    p = cuda.grid(1)", f"    if p < {total}:",
+    s = ["def kernel(x, y, nrows):", "    p = cuda.grid(1)", f"    if p < {total}:",
          f"        base = (p // {inner}) * {n * inner} + p % {inner}",
          f"        m = {ninf}", f"        s = {zero}",
          f"        for c in range({n}):",
@@ -157,7 +171,7 @@ def _col_fwd_source(n, inner, total, log, ct):
 
 def _col_bwd_source(n, inner, total, log, ct):
     zero = po.lit(0.0, ct)
-    s = ["def kernel(y, dy, dx):", "    p = cuda.grid(1)", f"    if p < {total}:",
+    s = ["def kernel(y, dy, dx, nrows):", "    p = cuda.grid(1)", f"    if p < {total}:",
          f"        base = (p // {inner}) * {n * inner} + p % {inner}",
          f"        dot = {zero}", f"        for c in range({n}):",
          f"            o = base + c * {inner}",
@@ -170,7 +184,7 @@ def _col_bwd_source(n, inner, total, log, ct):
 
 def _jit(source, name, **names):
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, block_sum=block_sum, block_max=block_max,
-              shfl_xor=shfl_xor, **names)
+              shfl_xor=shfl_xor, warp_sum=warp_sum, warp_max=warp_max, **names)
     exec(compile(source, f"<softmax {name}>", "exec"), ns)
     return cuda.jit(ns["kernel"])
 
@@ -179,9 +193,9 @@ def _jit(source, name, **names):
 def _fwd_kernel(outer, n, inner, log, block, x_dt, y_dt):
     ct = compute_type([x_dt, y_dt])
     if inner == 1:
-        blk, vpt = softmax_config(n, block)
-        src = _row_fwd_source(n, blk, vpt, log, ct)
-        launch = (outer, blk)
+        threads, blk, vpt, rpb = softmax_config(n, block)
+        src = _row_fwd_source(n, blk, vpt, log, ct, rpb)
+        launch = (math.ceil(outer / rpb), threads)
     else:
         total = outer * inner
         blk = block or 128
@@ -194,9 +208,9 @@ def _fwd_kernel(outer, n, inner, log, block, x_dt, y_dt):
 def _bwd_kernel(outer, n, inner, log, block, y_dt, dy_dt, dx_dt):
     ct = compute_type([y_dt, dy_dt, dx_dt])
     if inner == 1:
-        blk, vpt = softmax_config(n, block)
-        src = _row_bwd_source(n, blk, vpt, log, ct)
-        launch = (outer, blk)
+        threads, blk, vpt, rpb = softmax_config(n, block)
+        src = _row_bwd_source(n, blk, vpt, log, ct, rpb)
+        launch = (math.ceil(outer / rpb), threads)
     else:
         total = outer * inner
         blk = block or 128
@@ -210,14 +224,14 @@ def softmax_forward(x, y, outer, n, inner=1, *, log=False, x_dtype="float32", y_
                     block=0, stream=0):
     """y = softmax (or log-softmax) of x over n, both packed (outer, n, inner) device arrays."""
     kern, (grid, blk), _ = _fwd_kernel(outer, n, inner, log, block, x_dtype, y_dtype)
-    kern[grid, blk, stream](x.reshape(x.size), y.reshape(y.size))
+    kern[grid, blk, stream](x.reshape(x.size), y.reshape(y.size), outer)
 
 
 def softmax_backward(y, dy, dx, outer, n, inner=1, *, log=False, y_dtype="float32",
                      dy_dtype="float32", dx_dtype="float32", block=0, stream=0):
     """dx from the forward output y and dy (packed (outer, n, inner) device arrays)."""
     kern, (grid, blk), _ = _bwd_kernel(outer, n, inner, log, block, y_dtype, dy_dtype, dx_dtype)
-    kern[grid, blk, stream](y.reshape(y.size), dy.reshape(dy.size), dx.reshape(dx.size))
+    kern[grid, blk, stream](y.reshape(y.size), dy.reshape(dy.size), dx.reshape(dx.size), outer)
 
 
 def _register_compile_cases():
@@ -227,14 +241,16 @@ def _register_compile_cases():
         return
     from .dtypes import array_sig as a
     for outer, n, inner, dt in ((4096, 1024, 1, "float16"), (64, 32768, 1, "bfloat16"),
-                                (8, 4096, 1, "float32"), (32, 64, 3136, "float16")):
+                                (8, 4096, 1, "float32"), (32, 64, 3136, "float16"),
+                                (65536, 128, 1, "bfloat16")):
         for log in (False, True):
             tag = f"{'log' if log else ''}softmax_{outer}x{n}x{inner}_{dt}"
-            k, (_, blk), _ = _fwd_kernel(outer, n, inner, log, 0, dt, dt)
+            k, (_, blk), _ = _fwd_kernel(outer, n, inner, log, 0, dt, dt)   # blk: threads
             budget = min(255, 65536 // blk)
-            register_compile_case(f"{tag}_fwd", k, f"void({a(dt)}, {a(dt)})", max_registers=budget)
+            register_compile_case(f"{tag}_fwd", k, f"void({a(dt)}, {a(dt)}, int64)",
+                                  max_registers=budget)
             k, (_, blk), _ = _bwd_kernel(outer, n, inner, log, 0, dt, dt, dt)
-            register_compile_case(f"{tag}_bwd", k, f"void({a(dt)}, {a(dt)}, {a(dt)})",
+            register_compile_case(f"{tag}_bwd", k, f"void({a(dt)}, {a(dt)}, {a(dt)}, int64)",
                                   max_registers=min(255, 65536 // blk))
 
 

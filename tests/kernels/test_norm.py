@@ -47,16 +47,20 @@ def _to_buffer(x, strides):
     return buf, idx
 
 
-@pytest.mark.parametrize("n,block", [(40, 32), (530, 32)], ids=["registers", "looped"])
+ROW_CASES = [(40, 32, "warp-registers"), (530, 32, "warp-looped"), (100, 64, "block-registers"),
+             (1100, 64, "block-looped")]
+
+
+@pytest.mark.parametrize("n,block,path", ROW_CASES, ids=[c[2] for c in ROW_CASES])
 @pytest.mark.parametrize("rms", [False, True], ids=["layer", "rms"])
-def test_row_norm_forward_backward(rng, n, block, rms):
+def test_row_norm_forward_backward(rng, n, block, path, rms):
     rows = 3
     x = (rng.standard_normal((rows, n)) * 2 + 0.7).astype(np.float32)
     dy = rng.standard_normal((rows, n)).astype(np.float32)
     scale = rng.uniform(0.5, 1.5, n).astype(np.float32)
     bias = rng.standard_normal(n).astype(np.float32)
     eps = 1e-5
-    assert (norm.row_config(n, block)[1] == 0) == (n == 530)
+    assert (norm.row_config(n, block)[2] == 0) == path.endswith("looped")
     y, mean, inv = _poisoned(rows * n), _poisoned(rows), _poisoned(rows)
     norm.row_norm_forward(_dev(x), _dev(scale), _dev(bias), y, None if rms else mean, inv, rows,
                           n, eps, rms=rms, block=block)
