@@ -4,6 +4,7 @@ Each raises a :class:`~ncudnn.errors.CudnnError` with cuDNN's documented status 
 enumerant, a NULL or destroyed descriptor, a NULL data pointer); the ``c_api`` wrapper turns it into
 the returned status and the last-error message.
 """
+import ctypes
 import numbers
 
 import numpy as np
@@ -53,9 +54,12 @@ def float_arg(value, name):
 
 
 def host_scalar(value, name):
-    """A scaling factor given as a Python number, a NumPy scalar or a one-element host array."""
+    """A scaling factor given as a Python number, a NumPy scalar, a one-element host array or a ctypes
+    number (``ctypes.c_float(1.0)``, what ``&alpha`` is in C)."""
     if value is None:
         raise BadParamError(f"{name} is NULL", S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER)
+    if isinstance(value, ctypes._SimpleCData):
+        value = value.value
     if isinstance(value, np.ndarray):
         if value.size != 1:
             raise BadParamError(f"{name} is a host array of {value.size} elements; one is needed")

@@ -1,5 +1,7 @@
 """Activation, AddTensor, OpTensor, ScaleTensor, SetTensor, TransformTensor against the oracle, and the
 blending rule y = alpha * op(x) + beta * y (beta = 0 never reads y: y is poisoned with NaN)."""
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -16,8 +18,9 @@ AM = ncudnn.cudnnActivationMode_t
 SHAPE = size((2, 3, 4, 5), (8, 32, 28, 28))
 MODES = [(AM.CUDNN_ACTIVATION_SIGMOID, 0.0), (AM.CUDNN_ACTIVATION_RELU, 0.0), (AM.CUDNN_ACTIVATION_TANH, 0.0),
          (AM.CUDNN_ACTIVATION_CLIPPED_RELU, 0.6), (AM.CUDNN_ACTIVATION_ELU, 0.7), (AM.CUDNN_ACTIVATION_SWISH, 1.3)]
-#: (alpha, beta) given as a Python float, a NumPy scalar, a one-element host array
-BLENDS = [(1.0, 0.0), (np.float32(0.5), 0.0), (np.array([2.0]), np.float64(0.75))]
+#: (alpha, beta) given as a Python float, a NumPy scalar, a one-element host array, ctypes numbers
+BLENDS = [(1.0, 0.0), (np.float32(0.5), 0.0), (np.array([2.0]), np.float64(0.75)),
+          (ctypes.c_float(-1.0), ctypes.c_double(2.0))]
 
 
 def act_desc(mode, coef):
@@ -29,11 +32,13 @@ def act_desc(mode, coef):
 
 
 def _f(v):
+    if isinstance(v, ctypes._SimpleCData):
+        return float(v.value)
     return float(np.asarray(v).reshape(-1)[0])
 
 
 @pytest.mark.parametrize("mode, coef", MODES, ids=[m.name for m, _ in MODES])
-@pytest.mark.parametrize("alpha, beta", BLENDS, ids=["plain", "alpha", "alpha_beta"])
+@pytest.mark.parametrize("alpha, beta", BLENDS, ids=["plain", "alpha", "alpha_beta", "ctypes"])
 def test_activation_forward(handle, rng, mode, coef, alpha, beta):
     x = rng.uniform(-2, 2, SHAPE).astype(np.float32)
     prior = rng.uniform(-1, 1, SHAPE).astype(np.float32)
