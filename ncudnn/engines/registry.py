@@ -1,18 +1,28 @@
 """The engine registry: stable global indices and readable names.
 
-Global indices are positions in :data:`ENGINE_ORDER`, so they never change when engines are added:
-a new engine is appended to the list. The backend API's ENGINE_GLOBAL_INDEX and
-OPERATIONGRAPH_ENGINE_GLOBAL_COUNT come from here.
+Global indices are positions in :data:`ENGINE_ORDER` (the backend API's ENGINE_GLOBAL_INDEX; its
+length is OPERATIONGRAPH_ENGINE_GLOBAL_COUNT), so they never change when engines are added: a new
+engine appends its name there. A listed name whose module has not landed yet has no engine
+(``by_index`` gives None: NOT_SUPPORTED in the backend).
+
+Engine modules are :data:`ENGINE_MODULES` plus every other module of ``ncudnn.engines`` outside
+:data:`INFRASTRUCTURE` (discovered on first use). A discovered module that fails to import is left
+out, its error kept in :data:`load_errors` and logged as a warning; a listed one raises.
 """
 import importlib
+import pkgutil
 
-#: Every engine ncudnn ships, in global-index order. Append only.
+#: Engines with an index by position. Append only.
 ENGINE_ORDER = [
     "pointwise_fused",        # runtime-fused pointwise DAG: one generated kernel
     "composite",              # a graph of several subgraphs, each on its own engine
 ]
 
-#: modules that define engines; importing one registers its engines
+#: modules of the package that are machinery, not engines
+INFRASTRUCTURE = frozenset({"api", "autotune", "base", "buffers", "cudagraph", "device", "heuristics", "plan",
+                            "plancache", "ranking", "registry", "serialize"})
+
+#: engine modules always imported (errors raise)
 ENGINE_MODULES = [
     "ncudnn.engines.composite",
     "ncudnn.engines.pointwise",
@@ -22,19 +32,28 @@ _ENGINES = {}
 _loaded = False
 #: bumped by every registration (cached rankings include it)
 generation = 0
+#: discovered module -> the import error that left it out
+load_errors = {}
 
 
 def register(engine_cls):
     """Class decorator: instantiate and register an engine under its ``name``."""
+    global generation
     name = engine_cls.name
     if name not in ENGINE_ORDER:
         raise ValueError(f"engine {name!r} is not in ENGINE_ORDER (append it there for a stable index)")
-    global generation
     eng = engine_cls()
     eng.global_index = ENGINE_ORDER.index(name)
     _ENGINES[name] = eng
     generation += 1
     return engine_cls
+
+
+def _discovered():
+    from . import __path__ as pkg_path
+
+    return sorted(f"{__package__}.{m.name}" for m in pkgutil.iter_modules(pkg_path)
+                  if m.name not in INFRASTRUCTURE and not m.name.startswith("_"))
 
 
 def _load():
@@ -48,6 +67,21 @@ def _load():
         except ModuleNotFoundError as e:
             if e.name != mod:
                 raise
+    for mod in _discovered():
+        if mod in ENGINE_MODULES:
+            continue
+        try:
+            importlib.import_module(mod)
+        except Exception as e:  # a half-written engine must not take the others down
+            load_errors[mod] = f"{type(e).__name__}: {e}"
+            _warn(f"engine module {mod} was not loaded: {load_errors[mod]}")
+
+
+def _warn(msg):
+    from .. import log
+    from ..types import cudnnSeverity_t
+
+    log.log(cudnnSeverity_t.CUDNN_SEV_WARNING, msg)
 
 
 def engines():

@@ -197,3 +197,13 @@ def test_gemm_time_model():
     # a block too big for an SM cannot launch
     assert gt(d, 1024, 1024, 1024, threads=1024, regs=128) == math.inf
     assert gt(d, 1024, 1024, 1024, compute_eff=0.1) > 5 * gt(d, 1024, 1024, 1024)
+
+
+def test_registry_discovers_engine_modules():
+    from ncudnn.engines import registry
+
+    found = registry._discovered()
+    assert "ncudnn.engines.pointwise" in found and "ncudnn.engines.composite" in found
+    assert not any(m.rsplit(".", 1)[1] in registry.INFRASTRUCTURE for m in found)
+    assert registry.by_index(0).name == "pointwise_fused" and registry.global_count() == len(registry.ENGINE_ORDER)
+    assert not registry.load_errors, registry.load_errors
