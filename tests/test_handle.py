@@ -26,6 +26,8 @@ def h():
     assert err == S.CUDNN_STATUS_SUCCESS
     yield handle
     if not handle.destroyed:
+        # tests set made-up raw stream handles: back to the default stream before Destroy synchronizes
+        assert ncudnn.cudnnSetStream(handle, 0) == (S.CUDNN_STATUS_SUCCESS,)
         assert ncudnn.cudnnDestroy(handle) == (S.CUDNN_STATUS_SUCCESS,)
 
 
@@ -47,6 +49,7 @@ def test_handles_are_independent():
     ncudnn.cudnnSetStream(a, 11)
     a.caches["plan"] = 1
     assert ncudnn.cudnnGetStream(b)[1] == 0 and b.caches == {}
+    ncudnn.cudnnSetStream(a, 0)
     ncudnn.cudnnDestroy(a)
     assert hmod.get_handle_or_raise(b) is b
     ncudnn.cudnnDestroy(b)
@@ -201,13 +204,15 @@ def test_calls_logged_at_info():
     try:
         err, handle = ncudnn.cudnnCreate()
         ncudnn.cudnnSetStream(handle, 0x10)
+        ncudnn.cudnnSetStream(handle, None)
         ncudnn.cudnnDestroy(handle)
     finally:
         log.reload_from_env({})
     msgs = [m for _, m in calls]
     assert msgs[0].startswith("function cudnnCreate() called:")
     assert msgs[1].startswith("function cudnnSetStream() called:") and "streamId: 16" in msgs[1]
-    assert msgs[2].startswith("function cudnnDestroy() called:")
+    assert msgs[2].startswith("function cudnnSetStream() called:") and "streamId: 0" in msgs[2]
+    assert msgs[3].startswith("function cudnnDestroy() called:")
     assert calls[1][0].handle is handle
 
 

@@ -132,6 +132,7 @@ def test_kernel_reads_and_writes_through_views(rng):
     np.testing.assert_array_equal(y.copy_to_host(), 2 * x.transpose(0, 3, 1, 2))
 
 
+@pytest.mark.sim_only  # a numba array of an ml_dtypes type exists only in the simulator
 def test_bf16_views_arrive_as_bits(rng):
     x = random(rng, (6,), np.float32).astype(ml_dtypes.bfloat16)
     v = m.as_view(cuda.to_device(x))
@@ -251,16 +252,37 @@ class _DLPackOnly:
         return self._a.__dlpack__(**kw)
 
 
+def bits(host):
+    """What a kernel sees of ``host``: bf16 / fp8 as their bits."""
+    return host.view(m.kernel_dtype(host.dtype))
+
+
+class Dev:
+    """A device copy (bf16 / fp8 uploaded as bits, as torch holds them) and the facts a producer reports."""
+
+    def __init__(self, d, dtype):
+        self.d, self.dtype = d, np.dtype(dtype)
+        self.ptr = m.device_pointer(d)
+        self.shape = tuple(d.shape)
+        self.byte_strides = tuple(d.strides)
+
+    @classmethod
+    def upload(cls, host):
+        return cls(cuda.to_device(bits(host)), host.dtype)
+
+    @property
+    def T(self):
+        return Dev(self.d.T, self.dtype)
+
+
 class FakeCAI:
-    """A CuPy-like producer: only __cuda_array_interface__ (over simulated device memory)."""
+    """A CuPy-like producer: only __cuda_array_interface__."""
 
     def __init__(self, dev, typestr=None, ptr=None):
-        a = dev._ary if hasattr(dev, "_ary") else dev
         self._keep = dev
         self.__cuda_array_interface__ = {
-            "data": (a.__array_interface__["data"][0] if ptr is None else ptr, False),
-            "shape": a.shape, "strides": a.strides, "typestr": typestr or a.dtype.str, "version": 3,
-            "stream": None}
+            "data": (dev.ptr if ptr is None else ptr, False), "shape": dev.shape, "strides": dev.byte_strides,
+            "typestr": typestr or dev.dtype.str, "version": 3, "stream": None}
 
 
 class FakeTorchDtype:
@@ -275,14 +297,13 @@ class FakeTorch:
     """A torch.Tensor look-alike: data_ptr(), stride() in elements, element_size(), dtype, is_cuda."""
 
     def __init__(self, dev, dtype_name, is_cuda=True, ptr=None):
-        a = dev._ary
         self._keep = dev
-        self.shape = a.shape
+        self.shape = dev.shape
         self.dtype = FakeTorchDtype(dtype_name)
         self.is_cuda = is_cuda
-        self._ptr = a.__array_interface__["data"][0] if ptr is None else ptr
-        self._strides = tuple(s // a.itemsize for s in a.strides)
-        self._itemsize = a.itemsize
+        self._ptr = dev.ptr if ptr is None else ptr
+        self._strides = tuple(s // dev.dtype.itemsize for s in dev.byte_strides)
+        self._itemsize = dev.dtype.itemsize
 
     def data_ptr(self):
         return self._ptr
@@ -296,40 +317,39 @@ class FakeTorch:
 
 def test_cuda_array_interface_producer(rng):
     host = random(rng, (3, 5), np.float32)
-    d = cuda.to_device(host)
-    v = m.as_view(FakeCAI(d))
+    dev = Dev.upload(host)
+    v = m.as_view(FakeCAI(dev))
     assert v.shape == (3, 5) and v.strides == (5, 1) and v.dtype == np.float32
     np.testing.assert_array_equal(m.to_numba(v).copy_to_host(), host)
     # transposed (non-contiguous) producer: strides carried through
-    vt = m.as_view(FakeCAI(d._ary.T))
+    vt = m.as_view(FakeCAI(dev.T))
     assert vt.strides == (1, 5)
     np.testing.assert_array_equal(m.to_numba(vt).copy_to_host(), host.T)
-    assert status_of(m.as_view, FakeCAI(d, ptr=0)) == S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER
+    assert status_of(m.as_view, FakeCAI(dev, ptr=0)) == S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER
 
 
 def test_cuda_array_interface_opaque_typestr_needs_dtype(rng):
     x = random(rng, (4,), np.float32).astype(ml_dtypes.bfloat16)
-    d = cuda.to_device(x)
-    cai = FakeCAI(d, typestr="<V2")
+    cai = FakeCAI(Dev.upload(x), typestr="<V2")
     assert status_of(m.as_view, cai) == S.CUDNN_STATUS_BAD_PARAM
     v = m.as_view(cai, dtype=DT.CUDNN_DATA_BFLOAT16)
-    np.testing.assert_array_equal(m.to_numba(v).copy_to_host(), x.view(np.uint16))
+    assert v.dtype == np.dtype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(m.to_numba(v).copy_to_host(), bits(x))
 
 
 @pytest.mark.parametrize("name,np_t", [("float32", np.float32), ("bfloat16", ml_dtypes.bfloat16),
                                        ("float8_e4m3fn", ml_dtypes.float8_e4m3fn), ("int64", np.int64)])
 def test_torch_like_producer(rng, name, np_t):
     host = random(rng, (2, 3), np.float32).astype(np_t)
-    d = cuda.to_device(host)
-    v = m.as_view(FakeTorch(d, name))
+    v = m.as_view(FakeTorch(Dev.upload(host), name))
     assert v.dtype == np.dtype(np_t) and v.shape == (2, 3) and v.strides == (3, 1)
-    np.testing.assert_array_equal(m.to_numba(v, dtype=np_t).copy_to_host(), host)
+    np.testing.assert_array_equal(m.to_numba(v).copy_to_host(), bits(host))
 
 
 def test_torch_like_cpu_tensor_refused_and_null():
-    d = cuda.to_device(np.zeros(3, np.float32))
-    assert status_of(m.as_view, FakeTorch(d, "float32", is_cuda=False)) == S.CUDNN_STATUS_BAD_PARAM
-    assert status_of(m.as_view, FakeTorch(d, "float32", ptr=0)) == S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER
+    dev = Dev.upload(np.zeros(3, np.float32))
+    assert status_of(m.as_view, FakeTorch(dev, "float32", is_cuda=False)) == S.CUDNN_STATUS_BAD_PARAM
+    assert status_of(m.as_view, FakeTorch(dev, "float32", ptr=0)) == S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER
 
 
 # DLPack producers built by hand: a DLManagedTensor(Versioned) in a capsule, device = kDLCUDA
@@ -343,17 +363,16 @@ class FakeDLPack:
              np.dtype(ml_dtypes.float8_e5m2): (12, 8)}
 
     def __init__(self, dev, versioned=False, device_type=m.kDLCUDA, byte_offset=0, strides=True):
-        a = dev._ary
         self._keep = dev
-        nd = a.ndim
-        self._shape = (ctypes.c_int64 * nd)(*a.shape)
-        self._strides = (ctypes.c_int64 * nd)(*(s // a.itemsize for s in a.strides))
+        nd = len(dev.shape)
+        self._shape = (ctypes.c_int64 * nd)(*dev.shape)
+        self._strides = (ctypes.c_int64 * nd)(*(s // dev.dtype.itemsize for s in dev.byte_strides))
         t = m._DLTensor()
-        t.data = a.__array_interface__["data"][0] - byte_offset
+        t.data = dev.ptr - byte_offset
         t.byte_offset = byte_offset
         t.device.device_type, t.device.device_id = device_type, 0
         t.ndim = nd
-        t.dtype.code, t.dtype.bits = self.CODES[a.dtype]
+        t.dtype.code, t.dtype.bits = self.CODES[dev.dtype]
         t.dtype.lanes = 1
         t.shape = self._shape
         t.strides = self._strides if strides else None
@@ -375,19 +394,18 @@ class FakeDLPack:
 @pytest.mark.parametrize("np_t", [np.float32, ml_dtypes.bfloat16, ml_dtypes.float8_e5m2, np.int8])
 def test_dlpack_producer(rng, versioned, np_t):
     host = random(rng, (3, 4), np.float32, -4, 4).astype(np_t)
-    d = cuda.to_device(host)
-    v = m.as_view(FakeDLPack(d, versioned=versioned))
+    v = m.as_view(FakeDLPack(Dev.upload(host), versioned=versioned))
     assert v.dtype == np.dtype(np_t) and v.shape == (3, 4) and v.strides == (4, 1)
-    np.testing.assert_array_equal(m.to_numba(v, dtype=np_t).copy_to_host(), host)
+    np.testing.assert_array_equal(m.to_numba(v).copy_to_host(), bits(host))
 
 
 def test_dlpack_byte_offset_no_strides_and_host_device(rng):
     host = random(rng, (2, 4), np.float32)
-    d = cuda.to_device(host)
-    v = m.as_view(FakeDLPack(d, byte_offset=64, strides=False))
-    assert v.ptr == d._ary.__array_interface__["data"][0] and v.strides == (4, 1)
+    dev = Dev.upload(host)
+    v = m.as_view(FakeDLPack(dev, byte_offset=64, strides=False))
+    assert v.ptr == dev.ptr and v.strides == (4, 1)
     np.testing.assert_array_equal(m.to_numba(v).copy_to_host(), host)
-    assert status_of(m.as_view, FakeDLPack(d, device_type=m.kDLCPU)) == S.CUDNN_STATUS_BAD_PARAM
+    assert status_of(m.as_view, FakeDLPack(dev, device_type=m.kDLCPU)) == S.CUDNN_STATUS_BAD_PARAM
 
 
 # ------------------------------------------------------------------------------- allocation
