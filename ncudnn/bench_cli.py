@@ -1,7 +1,7 @@
 """``ncudnn bench``: ncudnn beside cuDNN (through torch and cudnn-frontend) and cuBLAS, in one run.
 
     ncudnn bench [--suite conv|gemm|norm|pool|softmax|pointwise|attention|all] [--quick] [--sim] [--tune]
-                 [--overhead] [--out DIR] [--max-minutes M] [--list] [--report DIR]
+                 [--overhead] [--filter TEXT] [--out DIR] [--max-minutes M] [--list] [--report DIR] [--no-charts]
 
 Runs the runners of the repository's ``bench/`` directly (not through pytest) and writes
 ``bench/results/<gpu>/<date>[-quick]/``: ``results.json`` (every row, versions, clocks, commit),
@@ -41,6 +41,7 @@ def build_parser(ap=None):
                     help="also the plan-build / execute host-overhead benchmarks (ncudnn and cudnn-frontend)")
     ap.add_argument("--out", help="results directory (default bench/results/<gpu>/<date>[-quick])")
     ap.add_argument("--max-minutes", type=float, help="wall-clock budget; cases past it are recorded as skipped")
+    ap.add_argument("--filter", metavar="TEXT", help="only cases whose id contains TEXT (e.g. c4_3x3, bfloat16)")
     ap.add_argument("--no-charts", action="store_true", help="write JSON and markdown only")
     ap.add_argument("--list", action="store_true", help="list the selected cases and exit")
     ap.add_argument("--report", metavar="DIR", help="redraw report.md and the charts from DIR/results.json")
@@ -97,6 +98,8 @@ def main(argv=None):
         return 0
     env = suite.detect()
     sel = C.select(args.suite, args.quick, sim=args.sim)
+    if args.filter:
+        sel = [c for c in sel if args.filter in c.id]
     if args.list:
         for c in sel:
             print(f"{c.id:60s} {c.flops / 1e9:10.2f} GFLOP {c.bytes / 1e6:10.1f} MB  {c.source}")

@@ -98,7 +98,7 @@ def cmd_bench(args):
 
     flags = ("quick", "sim", "tune", "overhead", "list", "no_charts")
     argv = [f"--suite={args.suite}"] + [f"--{k.replace('_', '-')}" for k in flags if getattr(args, k)]
-    argv += [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in ("out", "max_minutes", "report")
+    argv += [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in ("out", "max_minutes", "report", "filter")
              if getattr(args, k) is not None]
     return bench_main(argv)
 
