@@ -18,7 +18,7 @@ from ..kernels import kcache
 from ..kernels import pointwise as kpw
 from ..kernels.launch import ArgView
 from ..kernels import pointwise_ops as po
-from ..kernels.dtypes import dtype_name, storage_dtype
+from ..kernels.dtypes import dtype_name
 from ..types import cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
 from . import heuristics as H
 from .base import OK, Engine, KnobSpec, SubPlan

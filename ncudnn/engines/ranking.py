@@ -6,7 +6,7 @@ engines flagged ``fallback`` (widest support), ranked by the model.
 """
 import math
 from dataclasses import dataclass, field
-from typing import Optional, Tuple
+from typing import Tuple
 
 from .. import log as _log
 from ..types import cudnnBackendHeurMode_t, cudnnBackendNumericalNote_t, cudnnSeverity_t, cudnnStatus_t
