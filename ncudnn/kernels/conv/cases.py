@@ -36,7 +36,7 @@ def register_conv_cases():
         z = _zeros(1, k.dtypes[0])
         packed = k.pack(g, z, _zeros(1, k.dtypes[1]), _zeros(1, k.dtypes[2]), table=tab,
                         bias=one, residual=one)
-        register_block_cases(name, k.bk, packed, one)
+        register_block_cases(name, k.bk, packed, one, __name__)
     dgrad = {
         "conv_dgrad_f32_nchw_s1": make_conv_dgrad(BIG, (1, 1, 1)),
         "conv_dgrad_f32_nchw_s2": make_conv_dgrad(BIG, (1, 2, 2)),
@@ -45,7 +45,7 @@ def register_conv_cases():
     for name, k in dgrad.items():
         gd = geometry((1, 1, 3, 3), (1, 1, 1, 1), stride=k.stride[1:])
         packed = k.pack(gd, _zeros(9), one, _zeros(9), table=tab, bias=one, residual=_zeros(9))
-        register_block_cases(name, k.bk, packed, one)
+        register_block_cases(name, k.bk, packed, one, __name__)
     wgrad = {
         "conv_wgrad_f32_nchw": make_conv_wgrad(BIG),
         "conv_wgrad_f32_nchw_splitk8": make_conv_wgrad(BIG.replace(SPLIT_K=8)),
@@ -53,7 +53,7 @@ def register_conv_cases():
                                                        a_fast="outer", b_fast="outer"),
     }
     for name, k in wgrad.items():
-        register_block_cases(name, k.bk, k.pack(g, one, one, one), one)
+        register_block_cases(name, k.bk, k.pack(g, one, one, one), one, __name__)
 
 
 if register_compile_case is not None:

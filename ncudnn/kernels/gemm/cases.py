@@ -49,8 +49,18 @@ def register_gemm_cases():
         register_block_cases(name, kern.bk, packed, ws)
 
 
-def register_block_cases(name, bk, packed, ws):
+def _owned(kernel, owner):
+    """The compile check re-imports a case's module (taken from its function) in a fresh process to
+    find the case: generated kernels are credited to the module that registers them."""
+    getattr(kernel, "py_func", kernel).__module__ = owner
+    return kernel
+
+
+def register_block_cases(name, bk, packed, ws, owner=__name__):
     """Register a BlockKernels' main kernel (and its split-K reduce / prescale kernel)."""
+    for k in (bk.kernel, getattr(bk, "reduce", None), getattr(bk, "prescale", None)):
+        if k is not None:
+            _owned(k, owner)
     args = kernel_args(bk, *packed, 1.0, 0.0, ws)
     register_compile_case(name, bk.kernel, signature(args), max_registers=255,
                           max_local_bytes=bk.local_bytes)
