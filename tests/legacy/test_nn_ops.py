@@ -300,3 +300,27 @@ def test_normalization_training_matches_batchnorm(handle, rng):
     check_or_skip(handle, ret, ["norm_fwd"], {"y": y, "save_mean": sm, "save_inv_var": si},
                   {"y": ry, "save_mean": mean, "save_inv_var": inv}, {"x": x, "scale": sc, "bias": bi},
                   {"epsilon": 1e-5}, tol=1e-5)
+
+
+def test_batchnorm_training_ex_add_activation(handle, rng):
+    mode = ncudnn.CUDNN_BATCHNORM_SPATIAL_PERSISTENT
+    pd, ps = bn_params(rng, mode)
+    x, z = rng.standard_normal(SHAPE).astype(np.float32), rng.standard_normal(SHAPE).astype(np.float32)
+    sc, bi = rng.standard_normal(ps).astype(np.float32), rng.standard_normal(ps).astype(np.float32)
+    _, ad = L.cudnnCreateActivationDescriptor()
+    L.cudnnSetActivationDescriptor(ad, ncudnn.CUDNN_ACTIVATION_RELU, 0, 0.0)
+    y, sm, si = poisoned(SHAPE), poisoned(ps), poisoned(ps)
+    for size_fn in (L.cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize,):
+        assert size_fn(handle, mode, 2, tdesc(SHAPE), tdesc(SHAPE), tdesc(SHAPE), pd, ad) == (OK, 0)
+    bad = L.cudnnBatchNormalizationBackwardEx(
+        handle, mode, ncudnn.CUDNN_BATCHNORM_OPS_BN_ACTIVATION, 1.0, 0.0, 1.0, 0.0, tdesc(SHAPE), dev(x),
+        tdesc(SHAPE), y, tdesc(SHAPE), y, None, None, tdesc(SHAPE), y, pd, dev(sc), dev(bi), sm, si, 1e-5, None,
+        None, ad, None, 0, None, 0)
+    assert bad == (S.CUDNN_STATUS_NOT_SUPPORTED,)
+    ret = L.cudnnBatchNormalizationForwardTrainingEx(
+        handle, mode, ncudnn.CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, 1.0, 0.0, tdesc(SHAPE), dev(x), tdesc(SHAPE),
+        dev(z), tdesc(SHAPE), y, pd, dev(sc), dev(bi), 0.1, None, None, 1e-5, sm, si, ad, None, 0, None, 0)
+    ry, mean, inv, _, _ = R.batchnorm_forward_training(x, sc, bi, 1e-5)
+    check_or_skip(handle, ret, ["norm_fwd"], {"y": y, "save_mean": sm, "save_inv_var": si},
+                  {"y": np.maximum(ry + z, 0), "save_mean": mean, "save_inv_var": inv},
+                  {"x": x, "z": z, "scale": sc, "bias": bi}, {"epsilon": 1e-5}, tol=1e-5)
