@@ -6,7 +6,6 @@ against its tensor: NULL, alignment, size); by-value tensors get host scalars of
 import numpy as np
 
 from ..errors import CudnnError, error_for
-from ..types import cudnnBackendBehaviorNote_t as BN
 from ..types import cudnnBackendDescriptorType_t as D
 from ..types import cudnnStatus_t as S
 from . import engine_bridge as bridge
@@ -88,17 +87,21 @@ def execute(handle, plan, pack):
 
 
 def cuda_graph(handle, plan, pack, graph, update):
-    """Populate / update a native CUDA graph: only engines with SUPPORTS_CUDA_GRAPH_NATIVE_API can."""
+    """Populate / update a native CUDA graph with the plan's kernels (the engine layer records them;
+    it answers NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API where it cannot, e.g. in the simulator)."""
     from ..handle import get_handle_or_raise
     h = get_handle_or_raise(handle)
     checked_pair(plan, pack)
     if graph is None:
         fail(S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER, None, None, "cudaGraph is NULL")
     ec, built = plan.state["ec"], plan.state["plan"]
-    notes = ec.behavior_notes if ec is not None else ()
     hook = getattr(built, "update_cuda_graph" if update else "populate_cuda_graph", None)
-    if BN.CUDNN_BEHAVIOR_NOTE_SUPPORTS_CUDA_GRAPH_NATIVE_API not in notes or hook is None:
+    if hook is None:
         name = f"engine {ec.engine.global_index} ({ec.engine.name})" if ec is not None else "this plan's engine"
         fail(S.CUDNN_STATUS_NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API, plan, None,
              f"{name} does not support the native CUDA graph API (no CUDNN_BEHAVIOR_NOTE_SUPPORTS_CUDA_GRAPH_NATIVE_API)")
-    hook(graph, variant_map(plan, pack), workspace_of(plan, pack), h)
+    buffers, workspace = bound(plan, pack)
+    try:
+        hook(graph, dict(buffers), workspace, h)
+    except CudnnError as e:
+        fail(e.status, plan, None, e.message)

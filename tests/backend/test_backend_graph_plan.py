@@ -10,7 +10,7 @@ from backend_build import (A, D, S, T, conv_desc, conv_op, create, expect, final
 from ncudnn.backend import (cudnnBackendExecute, cudnnBackendGetAttribute, cudnnBackendPopulateCudaGraph,
                             cudnnBackendUpdateCudaGraph, cudnnGetExecutionPlanWorkspaceSize)
 from ncudnn.engines import registry
-from ncudnn.errors import CUDNN_STATUS_CATEGORY
+from ncudnn.errors import CUDNN_STATUS_CATEGORY, peek_last_error
 from ncudnn.reference import pointwise as ref_pointwise
 from ncudnn.testing import assert_close, poison_value, random, size
 from ncudnn.types import cudnnBackendHeurMode_t as H
@@ -274,10 +274,43 @@ def test_execute_failures(data):
     small = variant_pack({**buffers, UY: cuda.device_array(3, np.float32)})
     expect(cudnnBackendExecute(handle(), p, small), S.CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT,
            "CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR")
-    expect(cudnnBackendPopulateCudaGraph(handle(), p, pack, object()),
-           S.CUDNN_STATUS_NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API, "pointwise_fused")
-    expect(cudnnBackendUpdateCudaGraph(handle(), p, pack, object()),
-           S.CUDNN_STATUS_NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API, "SUPPORTS_CUDA_GRAPH_NATIVE_API")
+    expect(cudnnBackendPopulateCudaGraph(handle(), p, pack, None), S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "cudaGraph")
+    expect(cudnnBackendPopulateCudaGraph(handle(), pack, pack, 1), S.CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE)
+
+
+@pytest.mark.sim_only
+def test_native_cuda_graphs_are_refused_in_the_simulator(data):
+    x, b, y, buffers = data
+    p = plan(engine_config(engine(bias_relu_graph(), registry.by_name("pointwise_fused").global_index)))
+    pack = variant_pack(buffers)
+    expect(cudnnBackendPopulateCudaGraph(handle(), p, pack, 1), S.CUDNN_STATUS_NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API,
+           "CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR", "simulator")
+    status = cudnnBackendUpdateCudaGraph(handle(), p, pack, 1)[0]  # never populated
+    assert CUDNN_STATUS_CATEGORY(status) == S.CUDNN_STATUS_BAD_PARAM and "populated" in peek_last_error()
+
+
+@pytest.mark.gpu
+def test_populate_and_update_a_native_cuda_graph(data, rng):
+    """The reference's CUDA graph use case: populate, instantiate, launch; update with a new pack, relaunch."""
+    from cuda.bindings import driver
+    x, b, y, buffers = data
+    p = plan(engine_config(engine(bias_relu_graph(), registry.by_name("pointwise_fused").global_index)))
+    err, cg = driver.cuGraphCreate(0)
+    assert err == driver.CUresult.CUDA_SUCCESS
+    ok(cudnnBackendPopulateCudaGraph(handle(), p, variant_pack(buffers), cg))
+    assert np.isnan(y.copy_to_host()).all(), "populating must not run the kernels"
+    err, exe = driver.cuGraphInstantiate(cg, 0)
+    assert err == driver.CUresult.CUDA_SUCCESS
+    driver.cuGraphLaunch(exe, 0)
+    cuda.synchronize()
+    assert_close(y.copy_to_host(), oracle(x, b), "float32")
+    x2 = random(rng, SHAPE)
+    y2 = cuda.to_device(np.full(SHAPE, poison_value(np.float32), np.float32))
+    ok(cudnnBackendUpdateCudaGraph(handle(), p, variant_pack({**buffers, UX: cuda.to_device(x2), UY: y2}), cg))
+    err, exe2 = driver.cuGraphInstantiate(cg, 0)
+    driver.cuGraphLaunch(exe2, 0)
+    cuda.synchronize()
+    assert_close(y2.copy_to_host(), oracle(x2, b), "float32")
 
 
 def test_variant_pack_checks():
