@@ -119,7 +119,7 @@ def _ms(row):
     if row is None:
         return "—"
     if _ok(row):
-        return f"{row['median_ms']:.4f}"
+        return f"{row['median_ms']:.4f}" + ("*" if row["status"] == "not checked" else "")
     return row["status"]
 
 
@@ -148,6 +148,8 @@ def markdown(meta, cases, rows, peaks=None, bw_tbps=None):
              "correct reference of any kind (TF32, NCHW, cudnn-frontend included). % roofline: ncudnn's best "
              f"time against min(peak, intensity x bandwidth); bandwidth {bw_tbps or '?'} TB/s"
              f"{' (measured copy)' if meta.get('bw_measured') else ''}.", "",
+             "A time marked * was not checked against a float64 result (no torch, and the NumPy oracle too slow "
+             "at that size).", "",
              "## Summary (geometric means over cases both sides ran)", "",
              "| suite | cases | ncudnn ran | not supported | wrong/error | speed vs fair ref | speed vs best ref |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
