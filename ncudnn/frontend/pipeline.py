@@ -280,13 +280,15 @@ class PipelineMixin(PlanQueryMixin):
         return out
 
     def populate_cuda_graph(self, handle, variant_pack, workspace, cuda_graph):
-        """Record the selected plan's kernels (on these buffers) into ``cuda_graph`` (a CUgraph)."""
+        """Add the selected plan's kernels, bound to these buffers, to ``cuda_graph`` (a CUgraph) as kernel
+        nodes (the engine layer's native path; stream capture for plans that cannot give launches)."""
         from .cudagraph import record
 
         record(self, handle, variant_pack, workspace, cuda_graph)
 
     def update_cuda_graph(self, handle, variant_pack, workspace, cuda_graph):
-        """Re-record ``cuda_graph`` with new buffers (then cudaGraphExecUpdate an instantiated copy)."""
+        """Rebind the nodes populate_cuda_graph added to new buffers (then instantiate again, or
+        cudaGraphExecUpdate an instantiated copy)."""
         from .cudagraph import record
 
-        record(self, handle, variant_pack, workspace, cuda_graph, clear=True)
+        record(self, handle, variant_pack, workspace, cuda_graph, update=True)
