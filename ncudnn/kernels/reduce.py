@@ -9,11 +9,13 @@ of the inputs (GENSTATS = sum x and sum x*x in one pass; batch-norm backward = s
 
 Generated kernels (one per spec, cached; compile-time shapes and strides):
 
-* **row** (the innermost memory axis is reduced): one block per output element (grid.x), threads
+* **row** (the innermost memory axis is reduced, at least ``ROW_MIN_REDUCED`` elements per output,
+  or a full reduction): one block per output element (grid.x), threads
   stride over the reduced elements with ``UNROLL`` loads in flight, then warp-shuffle + shared
   memory block combine in a fixed order;
-* **column** (the innermost memory axis is kept): a 32 x ``BY`` block, x over 32 consecutive
-  outputs (coalesced), y over slices of the reduced elements, then a fixed-order combine over y.
+* **column** (otherwise: the innermost memory axis is kept, or few elements per output): a
+  32 x ``BY`` block, x over 32 consecutive outputs (coalesced when the innermost axis is kept),
+  y over slices of the reduced elements, then a fixed-order combine over y.
 
 When there are too few outputs to fill the GPU, the reduced range is split over ``grid.y`` blocks:
 each writes its partial accumulators to a float32/float64 workspace, and a second kernel combines
@@ -125,11 +127,14 @@ def _innermost_stride(dims):
     return min((abs(d[1][0]) for d in dims), default=None)
 
 
+ROW_MIN_REDUCED = 64   # below this many reduced elements per output, a thread per output wins
+
+
 def _is_row(kept, red):
-    if not red:
-        return True
     if not kept:
         return True
+    if _numel(red) < ROW_MIN_REDUCED:
+        return False
     return _innermost_stride(red) < _innermost_stride(kept)
 
 

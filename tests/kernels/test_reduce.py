@@ -87,6 +87,23 @@ def test_interleaved_axes_permuted_layout_fp16_in_bf16_out(rng):
     assert_close(out, ref.reduction(RO.CUDNN_REDUCE_TENSOR_AVG, x, out_shape), "bfloat16")
 
 
+def test_many_short_rows_take_the_column_kernel(rng):
+    shape = (70, 5)
+    x = rng.standard_normal(shape).astype(np.float32)
+    spec = rd.reduce_spec(RO.CUDNN_REDUCE_TENSOR_NORM1, shape, "float32", cs(shape), (70, 1),
+                          "float32", (1, 1))
+    assert not rd.build_reduce(spec).row
+    out = _run(RO.CUDNN_REDUCE_TENSOR_NORM1, x, shape, cs(shape), (70, 1))
+    assert_close(out, ref.reduction(RO.CUDNN_REDUCE_TENSOR_NORM1, x, (70, 1)), "float32")
+
+
+def test_nothing_reduced_is_a_copy(rng):
+    shape = (3, 4)
+    x = rng.standard_normal(shape).astype(np.float32)
+    out = _run(RO.CUDNN_REDUCE_TENSOR_ADD, x, shape, cs(shape), (3, 4))
+    np.testing.assert_array_equal(out, x)
+
+
 def test_full_reduction_to_scalar_split(rng):
     shape = (6, 40)
     x = rng.standard_normal(shape).astype(np.float32)
