@@ -7,7 +7,8 @@ activation).
   the unbiased batch variance, as cuDNN). Saved outputs left NULL go to scratch buffers.
 * Inference lowers to pointwise nodes: y = scale * (x - mean) * rsqrt(var + eps) + bias.
 * Backward lowers to NormBwd (saved statistics given) or NormFwd(TRAINING) + NormBwd (NULL saved
-  statistics: recomputed), with separate blending of dx (alphaDataDiff / betaDataDiff) and of
+  statistics: recomputed); the Ex ops (RELU only, as cuDNN) first take dy through RELU_BWD at the
+  forward output y (and write that as dz for BN_ADD_ACTIVATION); separate blending of dx (alphaDataDiff / betaDataDiff) and of
   dscale / dbias (alphaParamDiff / betaParamDiff).
 * PER_ACTIVATION normalizes each (c, h, w) over N: lowered as a spatial batch norm of the view
   [N, C*H*W, 1, 1] (x's C, H, W strides must collapse; NOT_SUPPORTED otherwise). SPATIAL_PERSISTENT
@@ -19,8 +20,8 @@ from ..errors import BadParamError, CudnnError, c_api
 from ..handle import get_handle_or_raise
 from ..ir import NormBwd, NormFwd
 from ..ir.tensor import packed_strides
-from ..types import (MACROS, cudnnBackendNormFwdPhase_t, cudnnBackendNormMode_t, cudnnBatchNormMode_t,
-                     cudnnBatchNormOps_t, cudnnDataType_t, cudnnPointwiseMode_t, cudnnStatus_t)
+from ..types import (MACROS, cudnnActivationMode_t, cudnnBackendNormFwdPhase_t, cudnnBackendNormMode_t,
+                     cudnnBatchNormMode_t, cudnnBatchNormOps_t, cudnnDataType_t, cudnnPointwiseMode_t, cudnnStatus_t)
 from . import lower as L
 from ._util import desc_arg, enum_arg, float_arg, host_scalar, need_ptr
 from .activation import _FWD as ACT_FWD, act_attrs
@@ -33,6 +34,7 @@ BO = cudnnBatchNormOps_t
 NM = cudnnBackendNormMode_t
 PH = cudnnBackendNormFwdPhase_t
 PM = cudnnPointwiseMode_t
+AM = cudnnActivationMode_t
 F32 = cudnnDataType_t.CUDNN_DATA_FLOAT
 MIN_EPS = MACROS["CUDNN_BN_MIN_EPSILON"]
 
@@ -251,12 +253,22 @@ def backward(handle, mode, ops, aD, bD, aP, bP, xDesc, x, yDesc, y, dyDesc, dy, 
     dxd = desc_arg(dxDesc, TensorDescriptor, "dxDesc")
     pd = desc_arg(dPDesc, TensorDescriptor, "dBnScaleBiasDesc")
     ops = enum_arg(BO, ops, "bnOps")
-    if ops != BO.CUDNN_BATCHNORM_OPS_BN:
-        raise CudnnError(f"{ops.name}: the fused activation backward is not lowered yet (use OPS_BN and "
-                         "cudnnActivationBackward)", S.CUDNN_STATUS_NOT_SUPPORTED)
+    act = ops != BO.CUDNN_BATCHNORM_OPS_BN
+    yd = dzd = None
+    if act:
+        ad = desc_arg(activationDesc, ActivationDescriptor, "activationDesc")
+        if ad.mode != AM.CUDNN_ACTIVATION_RELU:
+            raise CudnnError(f"{ad.mode.name}: the fused batch-norm backward takes RELU only",
+                             S.CUDNN_STATUS_NOT_SUPPORTED)
+        yd = desc_arg(yDesc, TensorDescriptor, "yDesc")
+        need_ptr(y, "yData")
+        if ops == BO.CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION:
+            dzd = desc_arg(dzDesc, TensorDescriptor, "dzDesc")
+            need_ptr(dz, "dzData")
     ad_, bd_, ap, bp = (host_scalar(v, n) for v, n in ((aD, "alphaDataDiff"), (bD, "betaDataDiff"),
                                                        (aP, "alphaParamDiff"), (bP, "betaParamDiff")))
-    bn = _BN(mode, xd, pd, epsilon, [(dyd, "dyDesc"), (dxd, "dxDesc")])
+    bn = _BN(mode, xd, pd, epsilon, [(dyd, "dyDesc"), (dxd, "dxDesc")] + ([(yd, "yDesc")] if yd else []) +
+             ([(dzd, "dzDesc")] if dzd else []))
     for p, n in ((x, "x"), (dy, "dy"), (dx, "dx"), (scale, "bnScale"), (dscale, "dBnScaleResult"),
                  (dbias, "dBnBiasResult")):
         need_ptr(p, n)
@@ -287,13 +299,20 @@ def backward(handle, mode, ops, aD, bD, aP, bP, xDesc, x, yDesc, y, dyDesc, dy, 
                 b.blend(outs[port], name, d, al, be, sdt, dims=vd, strides=vs)
             else:
                 outs[port] = b.tensor(name, d, dims=vd, strides=vs)
-        b.add(NormBwd("batchnorm_bwd", {"X": xt, "DY": bn.t(b, "dy", dyd), "SCALE": sc, "MEAN": mean,
-                                        "INV_VARIANCE": inv}, outs, mode=NM.CUDNN_BATCH_NORM))
+        dyt = bn.t(b, "dy", dyd)
+        if act:  # dy through the RELU: y > 0 exactly where its input was > 0
+            dyr = b.virtual("dy_relu", dtype=F32)
+            b.pw(PM.CUDNN_POINTWISE_RELU_BWD, dyr, "relu_bwd", DY=dyt, X=bn.t(b, "y", yd))
+            if dzd is not None:
+                b.pw(PM.CUDNN_POINTWISE_IDENTITY, bn.t(b, "dz", dzd), "dz", X=dyr)
+            dyt = dyr
+        b.add(NormBwd("batchnorm_bwd", {"X": xt, "DY": dyt, "SCALE": sc, "MEAN": mean, "INV_VARIANCE": inv}, outs,
+                      mode=NM.CUDNN_BATCH_NORM))
 
     key = ("bn_bwd", bn.sig(), dyd.signature(), dxd.signature(), saved, L.blend_key(ad_, bd_), L.blend_key(ap, bp),
-           bn.eps)
+           bn.eps, int(ops), yd.signature() if yd else None, dzd.signature() if dzd else None)
     bind = {"x": x, "dy": dy, "dx": dx, "scale": scale, "dscale": dscale, "dbias": dbias, "save_mean": smean,
-            "save_inv_var": sinv}
+            "save_inv_var": sinv, "y": y if act else None, "dz": dz if dzd else None}
     low = L.lower(h, key, build)
     L.execute(h, low, {k: v for k, v in bind.items() if v is not None},
               {"alpha:dx": ad_, "alpha:dscale": ap, "alpha:dbias": ap, "epsilon": bn.eps})

@@ -312,11 +312,13 @@ def test_batchnorm_training_ex_add_activation(handle, rng):
     y, sm, si = poisoned(SHAPE), poisoned(ps), poisoned(ps)
     for size_fn in (L.cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize,):
         assert size_fn(handle, mode, 2, tdesc(SHAPE), tdesc(SHAPE), tdesc(SHAPE), pd, ad) == (OK, 0)
+    _, tanh = L.cudnnCreateActivationDescriptor()
+    L.cudnnSetActivationDescriptor(tanh, ncudnn.CUDNN_ACTIVATION_TANH, 0, 0.0)
     bad = L.cudnnBatchNormalizationBackwardEx(
         handle, mode, ncudnn.CUDNN_BATCHNORM_OPS_BN_ACTIVATION, 1.0, 0.0, 1.0, 0.0, tdesc(SHAPE), dev(x),
         tdesc(SHAPE), y, tdesc(SHAPE), y, None, None, tdesc(SHAPE), y, pd, dev(sc), dev(bi), sm, si, 1e-5, None,
-        None, ad, None, 0, None, 0)
-    assert bad == (S.CUDNN_STATUS_NOT_SUPPORTED,)
+        None, tanh, None, 0, None, 0)
+    assert bad == (S.CUDNN_STATUS_NOT_SUPPORTED,) and "RELU only" in ncudnn.cudnnGetLastErrorString()
     ret = L.cudnnBatchNormalizationForwardTrainingEx(
         handle, mode, ncudnn.CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, 1.0, 0.0, tdesc(SHAPE), dev(x), tdesc(SHAPE),
         dev(z), tdesc(SHAPE), y, pd, dev(sc), dev(bi), 0.1, None, None, 1e-5, sm, si, ad, None, 0, None, 0)
@@ -324,3 +326,26 @@ def test_batchnorm_training_ex_add_activation(handle, rng):
     check_or_skip(handle, ret, ["norm_fwd"], {"y": y, "save_mean": sm, "save_inv_var": si},
                   {"y": np.maximum(ry + z, 0), "save_mean": mean, "save_inv_var": inv},
                   {"x": x, "z": z, "scale": sc, "bias": bi}, {"epsilon": 1e-5}, tol=1e-5)
+
+
+def test_batchnorm_backward_ex_relu_add(handle, rng):
+    mode = ncudnn.CUDNN_BATCHNORM_SPATIAL
+    pd, ps = bn_params(rng, mode)
+    x, dy = rng.standard_normal(SHAPE).astype(np.float32), rng.standard_normal(SHAPE).astype(np.float32)
+    sc, bi = rng.standard_normal(ps).astype(np.float32), rng.standard_normal(ps).astype(np.float32)
+    z = rng.standard_normal(SHAPE).astype(np.float32)
+    yb, mean, inv, _, _ = R.batchnorm_forward_training(x, sc, bi, 1e-5)
+    y = np.maximum(yb + z, 0).astype(np.float32)
+    mean, inv = mean.astype(np.float32), inv.astype(np.float32)
+    _, ad = L.cudnnCreateActivationDescriptor()
+    L.cudnnSetActivationDescriptor(ad, ncudnn.CUDNN_ACTIVATION_RELU, 0, 0.0)
+    dx, dz, ds, db = poisoned(SHAPE), poisoned(SHAPE), poisoned(ps), poisoned(ps)
+    T = tdesc(SHAPE)
+    ret = L.cudnnBatchNormalizationBackwardEx(
+        handle, mode, ncudnn.CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, 1.0, 0.0, 1.0, 0.0, T, dev(x), T, dev(y), T,
+        dev(dy), T, dz, T, dx, pd, dev(sc), dev(bi), ds, db, 1e-5, dev(mean), dev(inv), ad, None, 0, None, 0)
+    dyr = np.where(y > 0, dy, 0.0)
+    rdx, rds, rdb = R.batchnorm_backward(x, dyr, sc, mean, inv)
+    check_or_skip(handle, ret, ["norm_bwd"], {"dx": dx, "dz": dz, "dscale": ds, "dbias": db},
+                  {"dx": rdx, "dz": dyr, "dscale": rds, "dbias": rdb},
+                  {"x": x, "y": y, "dy": dy, "scale": sc, "save_mean": mean, "save_inv_var": inv}, tol=1e-4)
