@@ -5,11 +5,12 @@ activation).
 * Training lowers to NormFwd(BATCH_NORM, TRAINING): saved mean / inverse std and (when given) the
   running statistics, updated in place with exponentialAverageFactor (the running variance takes
   the unbiased batch variance, as cuDNN). Saved outputs left NULL go to scratch buffers.
-* Inference lowers to pointwise nodes: y = scale * (x - mean) * rsqrt(var + eps) + bias.
+* Inference lowers to pointwise nodes: y = scale * (x - mean) * rsqrt(var + eps) + bias (then + z and
+  the activation for the Ex ops of cudnnNormalizationForwardInference).
 * Backward lowers to NormBwd (saved statistics given) or NormFwd(TRAINING) + NormBwd (NULL saved
   statistics: recomputed); the Ex ops (RELU only, as cuDNN) first take dy through RELU_BWD at the
-  forward output y (and write that as dz for BN_ADD_ACTIVATION); separate blending of dx (alphaDataDiff / betaDataDiff) and of
-  dscale / dbias (alphaParamDiff / betaParamDiff).
+  forward output y (and write that as dz for BN_ADD_ACTIVATION); dx is blended with alphaDataDiff /
+  betaDataDiff, dscale and dbias with alphaParamDiff / betaParamDiff.
 * PER_ACTIVATION normalizes each (c, h, w) over N: lowered as a spatial batch norm of the view
   [N, C*H*W, 1, 1] (x's C, H, W strides must collapse; NOT_SUPPORTED otherwise). SPATIAL_PERSISTENT
   is SPATIAL. epsilon below CUDNN_BN_MIN_EPSILON is BAD_PARAM.
