@@ -58,8 +58,10 @@ def run_impl(case, impl, truth, compare, clock, budget):
         return row
     row.update(math=prep.math, detail=prep.detail, build_ms=prep.build_ms)
     try:
+        t0 = time.perf_counter()
         prep.fn()
         clock.sync()
+        row["first_run_ms"] = (time.perf_counter() - t0) * 1e3  # JIT compilation and binding show here
         ref = truth()
         outs = prep.result()
         errs = {r: compare(o, ref[r]) for r, o in outs.items() if r in ref}
