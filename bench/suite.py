@@ -113,17 +113,28 @@ def case_setup(case, env, tune=False, references=True):
     return impls, lambda: ncudnn_runners.oracle(case, host), _np_rel_err, inputs
 
 
+#: error texts after which the CUDA context is unusable: the rest of the run is recorded as skipped
+STICKY = ("illegal memory access", "ILLEGAL_ADDRESS", "unspecified launch failure", "LAUNCH_FAILED",
+          "ILLEGAL_INSTRUCTION", "misaligned address", "MISALIGNED_ADDRESS", "device-side assert")
+
+
+def _skipped(case, why):
+    return {"case": case.id, "suite": case.suite, "op": case.op, "impl": "ncudnn", "kind": "ncudnn",
+            "status": "skipped", "reason": why, "flops": case.flops, "bytes": case.bytes}
+
+
 def run(cases, env, quick=False, tune=False, max_minutes=None, log=print):
     mode = mode_of(quick, env.simulator)
     clock = make_clock(env.torch_ok, env.simulator)
     budget = (BUDGET_S[mode], WARMUP[mode], *REPS[mode])
     deadline = time.perf_counter() + 60 * (max_minutes if max_minutes else {"full": 18, "quick": 4.5, "sim": 10}[mode])
-    rows = []
+    rows, lost = [], None
     for i, case in enumerate(cases):
+        if lost:
+            rows.append(_skipped(case, f"CUDA context lost earlier ({lost})"))
+            continue
         if time.perf_counter() > deadline:
-            rows.append({"case": case.id, "suite": case.suite, "op": case.op, "impl": "ncudnn", "kind": "ncudnn",
-                         "status": "skipped", "reason": "suite time budget exhausted", "flops": case.flops,
-                         "bytes": case.bytes})
+            rows.append(_skipped(case, "suite time budget exhausted"))
             continue
         if log:
             log(f"[{i + 1}/{len(cases)}] {case.id}  ({case.flops / 1e9:.2f} GFLOP, {case.bytes / 1e6:.1f} MB)")
@@ -136,7 +147,14 @@ def run(cases, env, quick=False, tune=False, max_minutes=None, log=print):
                          "flops": case.flops, "bytes": case.bytes})
         finally:
             keep = impls = truth_fn = None  # noqa: F841
-            _free(env)
+            bad = [r for r in rows if r["case"] == case.id and r["status"] == "error"
+                   and any(s in r["reason"] for s in STICKY)]
+            if bad:
+                lost = f"{case.id} {bad[0]['impl']}: {bad[0]['reason'][:120]}"
+                if log:
+                    log(f"CUDA context lost: {lost}; the remaining cases are recorded as skipped")
+            else:
+                _free(env)
     return rows, clock
 
 

@@ -99,3 +99,23 @@ def test_ncudnn_refusals_are_not_supported_other_statuses_are_errors():
     assert isinstance(ns, Unsupported) and "no engine" in str(ns)
     bad = error_for(S.CUDNN_STATUS_BAD_PARAM, "bad stride")
     assert _unsupported(bad) is bad
+
+
+def test_suite_stops_after_a_sticky_cuda_error(monkeypatch):
+    """After an illegal-address error the context is gone: later cases are skipped, not run into errors."""
+    from bench import cases as C
+    from bench import suite
+
+    calls = []
+
+    def fake_run_case(case, impls, truth_fn, compare, clock, budget, log):
+        calls.append(case.id)
+        return [{"case": case.id, "impl": "ncudnn", "status": "error",
+                 "reason": "first run: CudaAPIError: CUDA_ERROR_ILLEGAL_ADDRESS"}]
+    monkeypatch.setattr(suite, "run_case", fake_run_case)
+    monkeypatch.setattr(suite, "case_setup", lambda case, env, tune: ([], None, None, None))
+    cases = C.sim_cases()[:3]
+    rows, _ = suite.run(cases, suite.Env(True, False, False), log=None)
+    assert calls == [cases[0].id]
+    assert [r["status"] for r in rows] == ["error", "skipped", "skipped"]
+    assert "CUDA context lost" in rows[1]["reason"]
