@@ -60,7 +60,7 @@ TOYS = ["toy_axpy", "toy_local_no_budget", "toy_local_budget", "toy_heavy_capped
 
 @pytest.fixture(scope="module")
 def results():
-    return {r.name: r for r in cc.run_compile_check(TOYS)}
+    return {r.name: r for r in cc.run_compile_check(TOYS, jobs=2)}  # forked workers in the simulator
 
 
 def test_all_toys_reported(results):

@@ -5,9 +5,10 @@
 # (NCUDNN_SHAPES=gpu), compute-sanitizer memcheck and racecheck over the kernel and engine tests at
 # tiny shapes. Every step runs whatever the others did; $OUT/summary.txt (printed last) has the counts
 # and each step's exit status.
-# Knobs: OUT (results folder, default ./gpu-out), PYTEST_ARGS (extra pytest arguments for the suite),
-# SANITIZER_K (pytest -k expression for the sanitizer runs), SANITIZER_TIMEOUT (s per tool, default 240),
-# SUITE_TIMEOUT (s, default 3000).
+# Knobs: OUT (results folder, default ./gpu-out); STEPS (default "env compile pytest memcheck racecheck":
+# a device command is limited to 10 minutes, so long runs can go step by step into the same OUT);
+# PYTEST_ARGS (extra pytest arguments for the suite); SANITIZER_K (pytest -k expression for the sanitizer
+# runs); timeouts in seconds: COMPILE_TIMEOUT (240), SUITE_TIMEOUT (300), SANITIZER_TIMEOUT (120 per tool).
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
 rc_wheels=$?
 set -u
@@ -17,17 +18,26 @@ if [ "$rc_wheels" -ne 0 ]; then
 fi
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-SANITIZER_TIMEOUT=${SANITIZER_TIMEOUT:-240}
-SUITE_TIMEOUT=${SUITE_TIMEOUT:-3000}
+STEPS=" ${STEPS:-env compile pytest memcheck racecheck} "
+COMPILE_TIMEOUT=${COMPILE_TIMEOUT:-240}
+SUITE_TIMEOUT=${SUITE_TIMEOUT:-300}
+SANITIZER_TIMEOUT=${SANITIZER_TIMEOUT:-120}
 export NUMBA_ENABLE_CUDASIM=0   # never fall back to the simulator here
-declare -A RC
+RC_FILE="$OUT/rc.txt"  # exit statuses survive across step-by-step calls
+touch "$RC_FILE"
 
 step() {  # step NAME: banner
   echo
   echo "=== $1 ==="
 }
+want() { [[ "$STEPS" == *" $1 "* ]]; }
+record() {  # record NAME RC
+  grep -v "^$1 " "$RC_FILE" > "$RC_FILE.tmp"; echo "$1 $2" >> "$RC_FILE.tmp"; mv "$RC_FILE.tmp" "$RC_FILE"
+}
+record wheels "$rc_wheels"
 
 # ------------------------------------------------------------------------------- environment
+if want env; then
 step "environment"
 {
   nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,clocks.max.sm --format=csv
@@ -45,18 +55,23 @@ PY
   compute-sanitizer --version | tail -n 1
   python3 -m ncudnn info
 } 2>&1 | tee "$OUT/env.txt"
-RC[env]=${PIPESTATUS[0]}
+record env "${PIPESTATUS[0]}"
+fi
 
 # ---------------------------------------------------------------------------- compile check
+if want compile; then
 step "compile check (sm_90: registers, spills, local memory)"
-python3 -m ncudnn.kernels.compile_check 2>&1 | tee "$OUT/compile_check.txt"
-RC[compile_check]=${PIPESTATUS[0]}
+timeout "$COMPILE_TIMEOUT" python3 -m ncudnn.kernels.compile_check --jobs "$(nproc)" 2>&1 | tee "$OUT/compile_check.txt"
+record compile_check "${PIPESTATUS[0]}"
+fi
 
 # --------------------------------------------------------------------- the suite, real shapes
+if want pytest; then
 step "pytest at real shapes (NCUDNN_SHAPES=gpu)"
 NCUDNN_SHAPES=gpu timeout "$SUITE_TIMEOUT" python3 -m pytest -q -p no:cacheprovider -o junit_family=xunit2 \
   --junitxml="$OUT/junit.xml" ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/pytest.log"
-RC[pytest]=${PIPESTATUS[0]}
+record pytest "${PIPESTATUS[0]}"
+fi
 
 # ------------------------------------------------------------------------------- sanitizers
 SAN_DIRS=()
@@ -66,28 +81,30 @@ done
 K_ARGS=()
 [ -n "${SANITIZER_K:-}" ] && K_ARGS=(-k "$SANITIZER_K")
 for tool in memcheck racecheck; do
+  want "$tool" || continue
   step "compute-sanitizer --tool $tool (${SAN_DIRS[*]:-no kernel/engine test directories})"
   if [ "${#SAN_DIRS[@]}" -eq 0 ]; then
     echo "no tests/kernels or tests/engines: skipped" | tee "$OUT/sanitizer_$tool.log"
-    RC[$tool]=0
+    record "$tool" 0
     continue
   fi
   NCUDNN_SHAPES=sim timeout "$SANITIZER_TIMEOUT" compute-sanitizer --tool "$tool" --target-processes all \
     --print-limit 50 --error-exitcode 86 \
     python3 -m pytest -q -p no:cacheprovider -x "${SAN_DIRS[@]}" ${K_ARGS[@]+"${K_ARGS[@]}"} > "$OUT/sanitizer_$tool.log" 2>&1
-  RC[$tool]=$?
+  record "$tool" $?
   tail -n 15 "$OUT/sanitizer_$tool.log"
 done
 
 # ---------------------------------------------------------------------------------- summary
 step "summary"
-python3 - "$OUT" "${RC[env]}" "${RC[compile_check]}" "${RC[pytest]}" "${RC[memcheck]}" "${RC[racecheck]}" \
-  "$rc_wheels" <<'PY' > "$OUT/summary.txt" 2>&1
+python3 - "$OUT" <<'PY' > "$OUT/summary.txt" 2>&1
 import pathlib, re, sys
 import xml.etree.ElementTree as ET
 
 out = pathlib.Path(sys.argv[1])
-rc_env, rc_cc, rc_pytest, rc_mem, rc_race, rc_wheels = sys.argv[2:8]
+rcs = dict(line.split() for line in (out / "rc.txt").read_text().splitlines() if line.strip())
+rc_env, rc_cc, rc_pytest, rc_mem, rc_race, rc_wheels = (
+    rcs.get(k, "not run") for k in ("env", "compile_check", "pytest", "memcheck", "racecheck", "wheels"))
 lines = []
 
 def count_junit(path):

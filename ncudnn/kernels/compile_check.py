@@ -14,8 +14,8 @@ A dispatcher's own options (fastmath, launch_bounds, max_registers as -maxrregco
 Numba cannot compile in the simulator, so there :func:`run_compile_check` runs the check in a
 subprocess with NUMBA_ENABLE_CUDASIM=0 that imports the modules (or files) that registered the cases.
 
-CLI: ``python -m ncudnn.kernels.compile_check [MODULE_OR_FILE ...] [--case NAME] [--json]``; with no
-module, every module under ncudnn/kernels/ is imported. Exit status 1 when any case fails.
+CLI: ``python -m ncudnn.kernels.compile_check [MODULE_OR_FILE ...] [--case NAME] [--json] [-j N]``; with
+no module, every module under ncudnn/kernels/ is imported. Exit status 1 when any case fails.
 """
 import argparse
 import importlib
@@ -217,6 +217,24 @@ def compile_case(case, cc=TARGET_CC):
     return res
 
 
+def _compile_one(name, cc):
+    return compile_case(_CASES[name], cc)
+
+
+def _compile_all(cases, cc, jobs):
+    """Results in case order; ``jobs`` > 1 compiles in forked workers (they inherit the registry)."""
+    if jobs <= 1 or len(cases) <= 1:
+        for c in cases:
+            yield compile_case(c, cc)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        yield from pool.map(_compile_one, [c.name for c in cases], [cc] * len(cases))
+
+
 def _select(names):
     if names is None:
         return list(_CASES.values())
@@ -240,10 +258,11 @@ def _sim_off_env():
     return env
 
 
-def run_compile_check(names=None, cc=TARGET_CC, timeout=600):
+def run_compile_check(names=None, cc=TARGET_CC, timeout=600, jobs=1):
     """Compile the named cases (all registered ones by default); a list of CompileResult.
 
-    In the simulator the work happens in a subprocess with the simulator off.
+    In the simulator the work happens in a subprocess with the simulator off (``jobs`` workers there);
+    otherwise in this process, one case after another.
     """
     from ..platform import simulator_enabled
 
@@ -253,7 +272,8 @@ def run_compile_check(names=None, cc=TARGET_CC, timeout=600):
     if not cases:
         return []
     refs = list(dict.fromkeys(_module_ref(c) for c in cases))
-    cmd = [sys.executable, "-m", "ncudnn.kernels.compile_check", "--json", "--cc", f"{cc[0]}.{cc[1]}", *refs]
+    cmd = [sys.executable, "-m", "ncudnn.kernels.compile_check", "--json", "--cc", f"{cc[0]}.{cc[1]}",
+           "--jobs", str(int(jobs)), *refs]
     for c in cases:
         cmd += ["--case", c.name]
     out = subprocess.run(cmd, env=_sim_off_env(), capture_output=True, text=True, timeout=timeout)
@@ -293,6 +313,7 @@ def main(argv=None):
     ap.add_argument("--case", action="append", help="only this case (repeatable)")
     ap.add_argument("--cc", default=f"{TARGET_CC[0]}.{TARGET_CC[1]}", help="target compute capability")
     ap.add_argument("--json", action="store_true", help="print the results as one JSON line")
+    ap.add_argument("--jobs", "-j", type=int, default=1, help="compile this many cases at once (forked workers)")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = ap.parse_args(argv)
     from ..platform import simulator_enabled
@@ -318,8 +339,8 @@ def main(argv=None):
     except KeyError as e:
         report(CompileResult("select cases", problems=[str(e)]))
         cases = []
-    for case in cases:
-        report(compile_case(case, cc))
+    for r in _compile_all(cases, cc, args.jobs):
+        report(r)
     if args.json:
         print(_JSON_MARK + json.dumps([asdict(r) for r in results]))
     else:
