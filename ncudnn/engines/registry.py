@@ -16,6 +16,14 @@ import pkgutil
 ENGINE_ORDER = [
     "pointwise_fused",        # runtime-fused pointwise DAG: one generated kernel
     "composite",              # a graph of several subgraphs, each on its own engine
+    "reduction",              # REDUCTION: deterministic row / column reduce kernels
+    "genstats",               # GENSTATS: per-channel sum and sum of squares, one pass
+    "bn_finalize",            # BN_FINALIZE: equivalent scale / bias, saved stats, running stats
+    "norm_batch",             # NORM_FWD / NORM_BWD batch and instance norm (+ pointwise epilogue)
+    "norm_rows",              # NORM_FWD / NORM_BWD layer and RMS norm (row kernels)
+    "resample",               # RESAMPLE_FWD / RESAMPLE_BWD pooling, nearest, bilinear
+    "rng_philox",             # RNG: Philox4x32-10
+    "softmax_fused",          # softmax / log-softmax recognized from its pointwise + reduction pattern
 ]
 
 #: modules of the package that are machinery, not engines
