@@ -20,8 +20,9 @@ SHAPE = (2, 3, 5, 4)
 def _reduce_indices(h):
     _, rd = L.cudnnCreateReduceTensorDescriptor()
     L.cudnnSetReduceTensorDescriptor(rd, ncudnn.CUDNN_REDUCE_TENSOR_AMAX, 0, 0, 1, 0)
-    L.cudnnReduceTensor(h, rd, poisoned((2, 1, 5, 1), np.int32), 40, None, 0, 0.5, tdesc(SHAPE),
-                        dev(np.ones(SHAPE, np.float32)), 1.0, tdesc((2, 1, 5, 1)), dev(np.ones((2, 1, 5, 1), np.float32)))
+    out = (2, 1, 5, 1)
+    L.cudnnReduceTensor(h, rd, poisoned(out, np.int32), 40, None, 0, 0.5, tdesc(SHAPE), dev(np.ones(SHAPE, np.float32)),
+                        1.0, tdesc(out), dev(np.ones(out, np.float32)))
 
 
 def _bn_inference_relu(h):
