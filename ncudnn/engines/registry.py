@@ -24,6 +24,11 @@ ENGINE_ORDER = [
     "resample",               # RESAMPLE_FWD / RESAMPLE_BWD pooling, nearest, bilinear
     "rng_philox",             # RNG: Philox4x32-10
     "softmax_fused",          # softmax / log-softmax recognized from its pointwise + reduction pattern
+    "matmul_simt",            # batched matmul, large SIMT tiles, fused epilogue
+    "matmul_small",           # batched matmul, small tiles / split-K (small, skinny problems)
+    "conv_implicit_gemm",     # implicit-GEMM conv fprop / dgrad / wgrad (IMPLICIT_GEMM)
+    "conv_implicit_precomp",  # implicit-GEMM conv, precomputed offset table (IMPLICIT_PRECOMP_GEMM)
+    "conv_gemm_1x1",          # 1x1 stride-1 unpadded conv fprop as one plain GEMM
 ]
 
 #: modules of the package that are machinery, not engines
