@@ -13,7 +13,7 @@ wgrad (M = K/G, N = C/G*T*R*S, K = N*O*P*Q): A = dy, B = x gathered.
 The batch index z of the block kernel is the group. Filter flip (CONVOLUTION mode) is applied to
 the filter offsets: taps (t, r, s) read w at (T-1-t, R-1-r, S-1-s).
 """
-from numba import cuda, float32, float64, int64
+from numba import cuda, float32, float64, int64, uint64
 
 from .. import dtypes
 from ..gemm.operands import Operand, Output
@@ -75,18 +75,18 @@ def fprop_x(dtype, ftype, fast, order, precomp):
         def load(a, off, d0, h0, w0, kidx):
             if precomp:
                 tab = a[1]
-                e = kidx * 5
+                e = uint64(kidx * 5)
                 delta = int64(tab[e])
-                d = d0 + tab[e + 1]
-                h = h0 + tab[e + 2]
-                w = w0 + tab[e + 3]
+                d = d0 + tab[e + uint64(1)]
+                h = h0 + tab[e + uint64(2)]
+                w = w0 + tab[e + uint64(3)]
             else:
                 c, t, r, s = tap(kidx, a[19], a[20], a[21], a[22])
                 dt, dr, ds = t * a[23], r * a[24], s * a[25]
                 d, h, w = d0 + dt, h0 + dr, w0 + ds
                 delta = c * a[3] + dt * a[4] + dr * a[5] + ds * a[6]
             if 0 <= d < a[7] and 0 <= h < a[8] and 0 <= w < a[9]:
-                return ld(a[0], off + delta)
+                return ld(a[0], uint64(off + delta))
             return ACC(0)
         return Operand(("conv_fprop_x", dtype, ftype, fast, order, precomp), fast, setup, load)
     return _cached(("fprop_x", dtype, ftype, fast, order, precomp), build)
@@ -106,11 +106,11 @@ def filter_operand(dtype, ftype, fast, order, precomp):
         @cuda.jit(device=True, inline=True)
         def load(b, off, s1, s2, s3, kidx):
             if precomp:
-                return ld(b[0], off + b[1][kidx * 5 + 4])
+                return ld(b[0], uint64(off + b[1][uint64(kidx * 5 + 4)]))
             ch, t, r, s = tap(kidx, b[8], b[9], b[10], b[11])
             if b[12]:
                 t, r, s = b[9] - 1 - t, b[10] - 1 - r, b[11] - 1 - s
-            return ld(b[0], off + ch * b[4] + t * b[5] + r * b[6] + s * b[7])
+            return ld(b[0], uint64(off + ch * b[4] + t * b[5] + r * b[6] + s * b[7]))
         return Operand(("conv_filter", dtype, ftype, fast, order, precomp), fast, setup, load)
     return _cached(("filter", dtype, ftype, fast, order, precomp), build)
 
@@ -135,11 +135,11 @@ def dgrad_dy(dtype, ftype, fast, order, precomp, stride):
         def load(a, off, d1, h1, w1, kidx):
             if precomp:
                 tab = a[1]
-                e = kidx * 5
+                e = uint64(kidx * 5)
                 delta = int64(tab[e])
-                od = d1 - tab[e + 1]
-                oh = h1 - tab[e + 2]
-                ow = w1 - tab[e + 3]
+                od = d1 - tab[e + uint64(1)]
+                oh = h1 - tab[e + uint64(2)]
+                ow = w1 - tab[e + uint64(3)]
             else:
                 k, t, r, s = tap(kidx, a[16], a[17], a[18], a[19])
                 delta = k * a[3]
@@ -156,7 +156,7 @@ def dgrad_dy(dtype, ftype, fast, order, precomp, stride):
                 return ACC(0)
             o, p, q = od // SD, oh // SH, ow // SW
             if o < a[7] and p < a[8] and q < a[9]:
-                return ld(a[0], off + delta + o * a[4] + p * a[5] + q * a[6])
+                return ld(a[0], uint64(off + delta + o * a[4] + p * a[5] + q * a[6]))
             return ACC(0)
         return Operand(("conv_dgrad_dy", dtype, ftype, fast, order, precomp, stride), fast, setup, load)
     return _cached(("dgrad_dy", dtype, ftype, fast, order, precomp, stride), build)
@@ -176,7 +176,7 @@ def wgrad_dy(dtype, ftype, fast):
         @cuda.jit(device=True, inline=True)
         def load(a, off, s1, s2, s3, kidx):
             n, o, p, q = split4(kidx, a[6], a[7], a[8])
-            return ld(a[0], off + n * a[1] + o * a[3] + p * a[4] + q * a[5])
+            return ld(a[0], uint64(off + n * a[1] + o * a[3] + p * a[4] + q * a[5]))
         return Operand(("conv_wgrad_dy", dtype, ftype, fast), fast, setup, load)
     return _cached(("wgrad_dy", dtype, ftype, fast), build)
 
@@ -201,7 +201,7 @@ def wgrad_x(dtype, ftype, fast, order):
             h = p * b[13] + rh
             w = q * b[14] + sw
             if 0 <= d < b[6] and 0 <= h < b[7] and 0 <= w < b[8]:
-                return ld(b[0], off + n * b[1] + d * b[3] + h * b[4] + w * b[5])
+                return ld(b[0], uint64(off + n * b[1] + d * b[3] + h * b[4] + w * b[5]))
             return ACC(0)
         return Operand(("conv_wgrad_x", dtype, ftype, fast, order), fast, setup, load)
     return _cached(("wgrad_x", dtype, ftype, fast, order), build)

@@ -213,10 +213,10 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
                 b_reg[i] = b_load(b_args, b_st[i, 0], b_st[i, 1], b_st[i, 2], b_st[i, 3], k) if k < k_hi else ACC(0)
             for i in range(LOADS_A):
                 mm, kk = slot_a(tid + i * NT)
-                As[0, kk, mm] = a_reg[i]
+                As[0, uint64(kk), uint64(mm)] = a_reg[i]
             for i in range(LOADS_B):
                 nn, kk = slot_b(tid + i * NT)
-                Bs[0, kk, nn] = b_reg[i]
+                Bs[0, uint64(kk), uint64(nn)] = b_reg[i]
             cuda.syncthreads()
         for t in range(ntiles):
             cur = t % STAGES
@@ -239,10 +239,10 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
             if more:
                 for i in range(LOADS_A):
                     mm, kk = slot_a(tid + i * NT)
-                    As[nxt, kk, mm] = a_reg[i]
+                    As[uint64(nxt), uint64(kk), uint64(mm)] = a_reg[i]
                 for i in range(LOADS_B):
                     nn, kk = slot_b(tid + i * NT)
-                    Bs[nxt, kk, nn] = b_reg[i]
+                    Bs[uint64(nxt), uint64(kk), uint64(nn)] = b_reg[i]
             cuda.syncthreads()
 
         # ---- epilogue ----
@@ -288,7 +288,7 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
                         b_off += n * bias_args[2]
                     r_off = row_r[i] + col_r[j] if RESIDUAL else 0
                     v = stage[i * THREAD_N + j] if STAGE else acc[i, j]
-                    epi(v, out, row_o[i] + col_o[j], bias, b_off, res, r_off, alpha, beta)
+                    epi(v, out, uint64(row_o[i] + col_o[j]), bias, uint64(b_off), res, uint64(r_off), alpha, beta)
 
     _CACHE[key] = kernel
     return kernel

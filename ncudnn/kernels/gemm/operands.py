@@ -7,7 +7,7 @@ stride 0, two batch dims cover numpy-style broadcasting of (B1, B2) batches.
 ``args`` tuples: operand ``(array, s_z1, s_z2, B2, s_outer, s_k)``; output
 ``(array, s_z1, s_z2, B2, s_m, s_n)``.
 """
-from numba import cuda, int64
+from numba import cuda, int64, uint64
 
 from .. import dtypes
 
@@ -44,9 +44,10 @@ def strided_operand(layout, dtype, ftype="float32"):
 
     @cuda.jit(device=True, inline=True)
     def load(args, s0, s1, s2, s3, k):
+        # unsigned element index: numba then emits no negative-index fix-up
         if UNIT_K:
-            return ld(args[0], s0 + k)
-        return ld(args[0], s0 + k * args[5])
+            return ld(args[0], uint64(s0 + k))
+        return ld(args[0], uint64(s0 + k * args[5]))
 
     op = Operand(key, "k" if UNIT_K else "outer", setup, load)
     _CACHE[key] = op
