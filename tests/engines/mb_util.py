@@ -1,0 +1,75 @@
+"""Helpers of the memory-bound engine tests: strided device buffers (any dtype, bf16 as its bits),
+poisoned outputs, graph execution through the engine API."""
+import ml_dtypes
+import numpy as np
+from numba import cuda
+
+from ncudnn.engines import api
+from ncudnn.ir import TensorDesc, packed_strides
+from ncudnn.testing import poison_value
+from ncudnn.types import cudnnBackendHeurMode_t as HM, cudnnDataType_t as DT
+
+NP = {DT.CUDNN_DATA_FLOAT: np.float32, DT.CUDNN_DATA_HALF: np.float16,
+      DT.CUDNN_DATA_BFLOAT16: ml_dtypes.bfloat16, DT.CUDNN_DATA_DOUBLE: np.float64,
+      DT.CUDNN_DATA_INT32: np.int32}
+TOLNAME = {DT.CUDNN_DATA_FLOAT: "float32", DT.CUDNN_DATA_HALF: "float16",
+           DT.CUDNN_DATA_BFLOAT16: "bfloat16", DT.CUDNN_DATA_DOUBLE: "float64"}
+F32 = DT.CUDNN_DATA_FLOAT
+
+
+def t(uid, dims, dtype=F32, strides=None, name="", **kw):
+    return TensorDesc(uid, tuple(dims), tuple(strides) if strides else packed_strides(dims), dtype,
+                      name=name or f"t{uid}", **kw)
+
+
+def scalar(uid, value, name="", dtype=F32):
+    nd = 1
+    return TensorDesc(uid, (1,) * nd, (1,) * nd, dtype, is_by_value=True, value=value, name=name or f"s{uid}")
+
+
+def _span(dims, strides):
+    return 1 + sum((d - 1) * s for d, s in zip(dims, strides))
+
+
+def _bits(a):
+    return a.view(np.uint16) if a.dtype == ml_dtypes.bfloat16 else a
+
+
+def upload(a, desc):
+    """Device buffer holding host array ``a`` cast to the descriptor's dtype at its strides (the gaps
+    poisoned)."""
+    dt = np.dtype(NP[desc.dtype])
+    host = np.full(_span(desc.dims, desc.strides), poison_value(dt), dt)
+    view = np.lib.stride_tricks.as_strided(host, desc.dims, [s * dt.itemsize for s in desc.strides])
+    view[...] = np.asarray(a, dtype=np.float64).astype(dt) if dt.kind == "f" or dt == ml_dtypes.bfloat16 \
+        else np.asarray(a).astype(dt)
+    return cuda.to_device(_bits(host))
+
+
+def poisoned(desc):
+    dt = np.dtype(NP[desc.dtype])
+    return cuda.to_device(_bits(np.full(_span(desc.dims, desc.strides), poison_value(dt), dt)))
+
+
+def download(buf, desc):
+    """float64 host copy of the tensor a device buffer holds at the descriptor's strides."""
+    dt = np.dtype(NP[desc.dtype])
+    host = buf.copy_to_host().view(dt)
+    return np.lib.stride_tricks.as_strided(host, desc.dims, [s * dt.itemsize for s in desc.strides]) \
+        .astype(np.float64)
+
+
+def cast(a, dtype):
+    """``a`` rounded to ``dtype`` (what the kernel reads), as float64."""
+    return np.asarray(a, dtype=np.float64).astype(NP[dtype]).astype(np.float64)
+
+
+def run(graph, pack, engine=None, mode=HM.CUDNN_HEUR_MODE_A):
+    """Heuristics -> plan -> execute (with workspace) on ``pack``; returns the plan."""
+    ecs = api.get_heuristics(graph, mode)
+    assert ecs, "no engine config"
+    ec = ecs[0] if engine is None else next(e for e in ecs if e.config.engine == engine)
+    plan = api.build_plan(graph, ec)
+    ws = cuda.to_device(np.full(max(plan.workspace_size, 1), 0xA5, np.uint8)) if plan.workspace_size else None
+    api.execute(plan, pack, ws)
+    return plan
