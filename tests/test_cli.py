@@ -60,10 +60,14 @@ def test_info_without_a_device(capsys, monkeypatch):
     assert "device: none usable (no CUDA driver or device was found)" in capsys.readouterr().out
 
 
-def test_demo_placeholder(capsys):
-    assert cli.main(["demo"]) == 0
-    out = capsys.readouterr().out
-    assert "legacy API" in out and "ncudnn info" in out
+@pytest.mark.parametrize("status", [0, 1, 2])
+def test_demo_runs_the_demo_and_returns_its_status(monkeypatch, status):
+    """The command's wiring (the demo itself is tested in tests/test_demo.py)."""
+    import ncudnn.demo
+
+    calls = []
+    monkeypatch.setattr(ncudnn.demo, "run", lambda: calls.append(1) or status)
+    assert cli.main(["demo"]) == status and calls == [1]
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["info", "--help"], ["demo", "--help"]])
