@@ -3,7 +3,9 @@
 Patterns, tried in topological order:
   * anchor + epilogue: conv fprop/dgrad/wgrad, matmul or norm fwd, followed by the chain of pointwise
     nodes that consume its (virtual) output, plus an optional trailing reduction or genstats;
-  * pointwise DAG: pointwise nodes joined by virtual tensors (one fused kernel);
+  * softmax / log-softmax written as max-reduce, sub, exp, add-reduce, div (or sub-log): one unit;
+  * pointwise DAG: pointwise nodes joined by virtual tensors (one fused kernel), grown only where the
+    group stays convex (no path leaves the group and comes back, so groups never form a cycle);
   * a single op.
 Virtual tensors that cross subgraphs are *materialized*: the plan gives them workspace.
 """
@@ -11,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from .ops import GenStats, Pointwise, Reduction
+from .pattern_softmax import match_softmax
 
 ANCHORS = ("conv_fprop", "conv_dgrad", "conv_wgrad", "matmul", "norm_fwd")
 
@@ -22,6 +25,7 @@ class Subgraph:
     anchor: Optional[object] = None
     epilogue: List[object] = field(default_factory=list)
     tail: Optional[object] = None   # reduction / genstats fused after the epilogue
+    meta: dict = field(default_factory=dict)  # pattern details (e.g. softmax: log, x, y, axes)
 
     def inputs(self):
         """Tensors read from outside this subgraph (uid order of first use)."""
@@ -57,6 +61,7 @@ def partition(graph):
     cons = graph.consumers()
     taken = set()
     subs = []
+    pw_slots = []
 
     def only_consumer(t):
         c = cons.get(t.uid, [])
@@ -64,6 +69,12 @@ def partition(graph):
 
     for node in order:
         if id(node) in taken:
+            continue
+        sm = match_softmax(node, cons)
+        if sm is not None and not any(id(n) in taken for n in sm[0]):
+            nodes, meta = sm
+            taken.update(id(n) for n in nodes)
+            subs.append(Subgraph(kind="softmax", nodes=nodes, anchor=node, meta=meta))
             continue
         if node.OP in ANCHORS:
             sub = Subgraph(kind=node.OP, nodes=[node], anchor=node)
@@ -87,13 +98,19 @@ def partition(graph):
                 taken.add(id(nxt))
             subs.append(sub)
         elif isinstance(node, Pointwise):
-            group = _pointwise_component(node, order, cons, taken)
-            for n in group:
-                taken.add(id(n))
-            subs.append(Subgraph(kind="pointwise", nodes=group))
+            subs.append(None)  # placeholder; pointwise groups are formed below
+            pw_slots.append((len(subs) - 1, node))
         else:
             taken.add(id(node))
             subs.append(Subgraph(kind=node.OP, nodes=[node]))
+    groups = _pointwise_groups([n for _, n in pw_slots], order)
+    first_slot = {}
+    for slot, n in pw_slots:
+        g = groups[id(n)]
+        if id(g) not in first_slot:
+            first_slot[id(g)] = slot
+            subs[slot] = Subgraph(kind="pointwise", nodes=g)
+    subs = [s for s in subs if s is not None]
     subs = _order_subgraphs(subs, graph)
     materialize = set()
     for s in subs:
@@ -103,24 +120,55 @@ def partition(graph):
     return subs, materialize
 
 
-def _pointwise_component(seed, order, cons, taken):
-    """Pointwise nodes reachable from ``seed`` through virtual tensors, in topological order."""
+def _pointwise_groups(nodes, order):
+    """Group pointwise nodes joined by virtual tensors, in topological order. A node joins the group of
+    a pointwise producer only when none of its other inputs depends on that group through nodes
+    outside it (the group stays convex, so subgraphs never depend on each other in a cycle).
+    Returns id(node) -> the list of nodes of its group (shared list objects)."""
     prod = {t.uid: n for n in order for t in n.outputs.values()}
-    group, stack = {id(seed): seed}, [seed]
-    while stack:
-        n = stack.pop()
-        neighbours = []
-        for t in n.outputs.values():
-            if t.is_virtual:
-                neighbours += cons.get(t.uid, [])
+    ancestors = {}
+    for n in order:  # transitive producers of each node
+        acc = set()
         for t in n.inputs.values():
-            if t.is_virtual and t.uid in prod:
-                neighbours.append(prod[t.uid])
-        for m in neighbours:
-            if isinstance(m, Pointwise) and id(m) not in taken and id(m) not in group:
-                group[id(m)] = m
-                stack.append(m)
-    return [n for n in order if id(n) in group]
+            p = prod.get(t.uid)
+            if p is not None:
+                acc.add(id(p))
+                acc |= ancestors[id(p)]
+        ancestors[id(n)] = acc
+    is_pw = {id(n) for n in nodes}
+
+    def convex(members):
+        ids = {id(m) for m in members}
+        for m in members:
+            for u in m.inputs.values():
+                p = prod.get(u.uid)
+                if p is not None and id(p) not in ids and ancestors[id(p)] & ids:
+                    return False
+        return True
+
+    group_of = {}
+    for n in order:
+        if id(n) not in is_pw:
+            continue
+        merged = [n]
+        for t in n.inputs.values():
+            p = prod.get(t.uid)
+            if p is None or not t.is_virtual or id(p) not in group_of:
+                continue
+            g = group_of[id(p)]
+            if any(m is n for m in g) or any(g is h for h in (group_of.get(id(x)) for x in merged) if h):
+                continue
+            if convex(g + merged):
+                merged = g + merged
+        for m in merged:
+            group_of[id(m)] = merged
+    pos = {id(n): i for i, n in enumerate(order)}
+    canon, out = {}, {}
+    for k, g in group_of.items():  # one sorted list object per group: callers compare by identity
+        if id(g) not in canon:
+            canon[id(g)] = sorted(g, key=lambda m: pos[id(m)])
+        out[k] = canon[id(g)]
+    return out
 
 
 def _order_subgraphs(subs, graph):
