@@ -160,3 +160,29 @@ def test_instance_norm_forward_backward(rng):
     assert_close(_host(dx).reshape(shape), edx, "float32", name="dx")
     assert_close(_host(ds).reshape(eds.shape), eds, "float32", name="dscale")
     assert_close(_host(db).reshape(edb.shape), edb, "float32", name="dbias")
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_group_norm_forward_backward(rng, layout):
+    shape, G = (2, 6, 3, 4), 3
+    st = cs(shape) if layout == "nchw" else _perm_strides(shape, (0, 2, 3, 1))
+    x = (rng.standard_normal(shape) + 0.4).astype(np.float32)
+    dy = rng.standard_normal(shape).astype(np.float32)
+    C = shape[1]
+    scale, bias = rng.uniform(0.5, 1.5, C).astype(np.float32), rng.standard_normal(C).astype(np.float32)
+    xbuf, idx = _to_buffer(x, st)
+    dybuf, _ = _to_buffer(dy, st)
+    y, m, iv = _poisoned(x.size), _poisoned(2 * G), _poisoned(2 * G)
+    ws = _poisoned(norm.norm_workspace_elems("groupnorm_forward", shape, st, groups=G))
+    norm.groupnorm_forward(_dev(xbuf), _dev(scale), _dev(bias), y, m, iv, shape, st, 1e-5, G,
+                           workspace=ws)
+    ey, em, ei = ref.groupnorm_forward(x, scale, bias, 1e-5, G)
+    assert_close(_host(y)[idx], ey, "float32", name="y")
+    assert_close(_host(m).reshape(em.shape), em, "float32", name="mean")
+    assert_close(_host(iv).reshape(ei.shape), ei, "float32", name="inv_std")
+    dx, ds, db = _poisoned(x.size), _poisoned(C), _poisoned(C)
+    norm.groupnorm_backward(_dev(xbuf), _dev(dybuf), _dev(scale), m, iv, dx, ds, db, shape, st, G)
+    edx, eds, edb = ref.groupnorm_backward(x, dy, scale, em, ei, G)
+    assert_close(_host(dx)[idx], edx, "float32", name="dx")
+    assert_close(_host(ds).reshape(eds.shape), eds, "float32", name="dscale")
+    assert_close(_host(db).reshape(edb.shape), edb, "float32", name="dbias")
