@@ -66,28 +66,34 @@ def test_dgrad_1d_3d_and_bf16(rng):
     assert_close(got, ref, "bfloat16")
 
 
-def wgrad_case(rng, x_shape, w_shape, layout="nchw", cfg=WCFG, dtype="float32", **kw):
+def wgrad_case(rng, x_shape, w_shape, layout="nchw", cfg=WCFG, dtype="float32", precomp=True, **kw):
     x, w, dy, fx, _, fdy, g = _setup(rng, x_shape, w_shape, layout, dtype, kw)
     ref = R.conv_wgrad(x, dy, w_shape, **kw)
     nhwc = layout == "nhwc"
     k = make_conv_wgrad(cfg, (dtype,) * 3, order="rsc" if nhwc else "crs",
-                        a_fast="outer" if nhwc else "k", b_fast="outer" if nhwc else "k")
+                        a_fast="outer" if nhwc else "k", b_fast="outer" if nhwc else "k",
+                        precomp=precomp)
     dw = to_layout(dt.to_storage(np.full(w_shape, poison_value(np.float32), np.float32).astype(dtype)),
                    layout)[0].copy()
     ws = np.full(k.workspace_size(g) // 4, np.nan, np.float32) if k.workspace_size(g) else None
     if cfg.SPLIT_K > 1 and cfg.SPLIT_MODE == "workspace":
         M, N, _ = g.gemm_wgrad()
         assert k.workspace_size(g) == 4 * g.G * cfg.SPLIT_K * M * N
-    k.run(g, fx, fdy, dw, workspace=ws)
+    table = k.make_table(g) if precomp else None
+    if precomp:
+        assert table.nbytes == k.table_size(g) == 20 * g.N * int(np.prod(g.OPQ))
+    k.run(g, fx, fdy, dw, workspace=ws, table=table)
     return dt.from_storage(from_layout(dw, w_shape, layout), dtype), ref
 
 
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-@pytest.mark.parametrize("split", [(1, "workspace"), (3, "workspace"), (2, "atomic")])
+@pytest.mark.parametrize("split", [(1, "workspace", True), (3, "workspace", True), (2, "atomic", True),
+                                   (2, "workspace", False)])
 def test_wgrad_split(rng, layout, split):
     cfg = WCFG.replace(SPLIT_K=split[0], SPLIT_MODE=split[1])
     got, ref = wgrad_case(rng, size((2, 3, 6, 5), (8, 64, 28, 28)), size((4, 3, 3, 2), (64, 64, 3, 3)),
-                          layout, cfg, stride=(2, 1), pre_pad=(1, 0), post_pad=(0, 1), dilation=(1, 2))
+                          layout, cfg, precomp=split[2], stride=(2, 1), pre_pad=(1, 0), post_pad=(0, 1),
+                          dilation=(1, 2))
     assert_close(got, ref, "float32")
 
 

@@ -48,12 +48,13 @@ def register_conv_cases():
         register_block_cases(name, k.bk, packed, one, __name__)
     wgrad = {
         "conv_wgrad_f32_nchw": make_conv_wgrad(BIG),
+        "conv_wgrad_f32_nchw_implicit": make_conv_wgrad(BIG, precomp=False),
         "conv_wgrad_f32_nchw_splitk8": make_conv_wgrad(BIG.replace(SPLIT_K=8)),
         "conv_wgrad_f32_nhwc_splitk8": make_conv_wgrad(BIG.replace(SPLIT_K=8), order="rsc",
                                                        a_fast="outer", b_fast="outer"),
     }
     for name, k in wgrad.items():
-        register_block_cases(name, k.bk, k.pack(g, one, one, one), one, __name__)
+        register_block_cases(name, k.bk, k.pack(g, one, one, one, tab), one, __name__)
 
 
 if register_compile_case is not None:

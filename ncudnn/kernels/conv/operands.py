@@ -163,9 +163,9 @@ def dgrad_dy(dtype, ftype, fast, order, precomp, stride):
 
 
 # ---------------------------------------------------------------- wgrad
-def wgrad_dy(dtype, ftype, fast):
+def wgrad_dy(dtype, ftype, fast, precomp=False):
     """A of wgrad: dy at (k, kidx = (n, o, p, q)). a = (dy, sdy_n, sdy_k, sdy_o, sdy_p, sdy_q,
-    O, P, Q, Kg)."""
+    O, P, Q, Kg, table); with PRECOMP the table row of kidx holds dy's (n, o, p, q) offset."""
     def build():
         ld = dtypes.loader(dtype, ftype)
 
@@ -175,27 +175,43 @@ def wgrad_dy(dtype, ftype, fast):
 
         @cuda.jit(device=True, inline=True)
         def load(a, off, s1, s2, s3, kidx):
+            if precomp:
+                return ld(a[0], uint64(off + a[10][uint64(kidx * 5)]))
             n, o, p, q = split4(kidx, a[6], a[7], a[8])
             return ld(a[0], uint64(off + n * a[1] + o * a[3] + p * a[4] + q * a[5]))
-        return Operand(("conv_wgrad_dy", dtype, ftype, fast), fast, setup, load)
-    return _cached(("wgrad_dy", dtype, ftype, fast), build)
+        return Operand(("conv_wgrad_dy", dtype, ftype, fast, precomp), fast, setup, load)
+    return _cached(("wgrad_dy", dtype, ftype, fast, precomp), build)
 
 
-def wgrad_x(dtype, ftype, fast, order):
+def wgrad_x(dtype, ftype, fast, order, precomp=False):
     """B of wgrad: x at (crs, kidx = (n, o, p, q)). b = (x, sx_n, sx_c, sx_d, sx_h, sx_w, D, H, W,
-    O, P, Q, str_d, str_h, str_w, pad_d, pad_h, pad_w, Cg, T, R, S, dil_d, dil_h, dil_w);
-    state (offset of channel, t*dil_d - pad_d, r*dil_h - pad_h, s*dil_w - pad_w)."""
+    O, P, Q, str_d, str_h, str_w, pad_d, pad_h, pad_w, Cg, T, R, S, dil_d, dil_h, dil_w, table);
+    state (offset of channel and tap, t*dil_d - pad_d, r*dil_h - pad_h, s*dil_w - pad_w). With
+    PRECOMP the table row of kidx holds [dy offset, x offset of (n, o*str, p*str, q*str),
+    o*str_d, p*str_h, q*str_w] and no division is left in the loader."""
     def build():
         ld, ACC, tap = dtypes.loader(dtype, ftype), _acc(ftype), make_tap(order)
 
         @cuda.jit(device=True, inline=True)
         def setup(b, z, crs):
             c, t, r, s = tap(crs, b[18], b[19], b[20], b[21])
-            return (int64((z * b[18] + c) * b[2]), int64(t * b[22] - b[15]),
-                    int64(r * b[23] - b[16]), int64(s * b[24] - b[17]))
+            td, rh, sw = t * b[22] - b[15], r * b[23] - b[16], s * b[24] - b[17]
+            off = (z * b[18] + c) * b[2]
+            if precomp:
+                off += td * b[3] + rh * b[4] + sw * b[5]
+            return (int64(off), int64(td), int64(rh), int64(sw))
 
         @cuda.jit(device=True, inline=True)
         def load(b, off, td, rh, sw, kidx):
+            if precomp:
+                tab = b[25]
+                e = uint64(kidx * 5)
+                d = tab[e + uint64(2)] + td
+                h = tab[e + uint64(3)] + rh
+                w = tab[e + uint64(4)] + sw
+                if 0 <= d < b[6] and 0 <= h < b[7] and 0 <= w < b[8]:
+                    return ld(b[0], uint64(off + tab[e + uint64(1)]))
+                return ACC(0)
             n, o, p, q = split4(kidx, b[9], b[10], b[11])
             d = o * b[12] + td
             h = p * b[13] + rh
@@ -203,8 +219,8 @@ def wgrad_x(dtype, ftype, fast, order):
             if 0 <= d < b[6] and 0 <= h < b[7] and 0 <= w < b[8]:
                 return ld(b[0], uint64(off + n * b[1] + d * b[3] + h * b[4] + w * b[5]))
             return ACC(0)
-        return Operand(("conv_wgrad_x", dtype, ftype, fast, order), fast, setup, load)
-    return _cached(("wgrad_x", dtype, ftype, fast, order), build)
+        return Operand(("conv_wgrad_x", dtype, ftype, fast, order, precomp), fast, setup, load)
+    return _cached(("wgrad_x", dtype, ftype, fast, order, precomp), build)
 
 
 # ---------------------------------------------------------------- outputs

@@ -5,7 +5,8 @@ Row ``kidx`` (ORDER "crs" or "rsc" over (channel, t, r, s)) holds five int32s:
 ``act_delta = c*sx_c + t*dil_d*sx_d + r*dil_h*sx_h + s*dil_w*sx_w``; for dgrad it is dy's k and
 ``act_delta = k*sdy_k`` (the spatial part depends on the stride test). ``w_delta`` is the filter
 offset of (channel, tap), the tap flipped in CONVOLUTION mode. Size: exactly
-``5 * 4 * CH * T * R * S`` bytes (:func:`table_bytes`).
+``5 * 4 * CH * T * R * S`` bytes (:func:`table_bytes`). wgrad's table runs over its reduction
+index (n, o, p, q) instead (:func:`build_wgrad_table`).
 """
 import numpy as np
 
@@ -39,6 +40,23 @@ def build_table(g, kind, order):
     tab = np.stack([ch * s_act + t * dd * sp[0] + r * dh * sp[1] + s * dw * sp[2],
                     t * dd, r * dh, s * dw,
                     ch * s_wch + ft * sw[2] + fr * sw[3] + fs * sw[4]], axis=1)
+    if np.abs(tab).max(initial=0) >= 2 ** 31:
+        raise ValueError("conv offsets do not fit the int32 table")
+    return np.ascontiguousarray(tab.astype(np.int32).reshape(-1))
+
+
+def build_wgrad_table(g):
+    """int32 array (N*O*P*Q*5,): per wgrad reduction index (n, o, p, q), ``[dy offset, x offset of
+    (n, o*str_d, p*str_h, q*str_w), o*str_d, p*str_h, q*str_w]``; exactly
+    ``table_bytes(N, O*P*Q)`` bytes."""
+    O, P, Q = g.OPQ
+    n, o, p, q = (v.reshape(-1).astype(np.int64) for v in np.meshgrid(
+        np.arange(g.N), np.arange(O), np.arange(P), np.arange(Q), indexing="ij"))
+    sd, sh, sw = g.stride
+    sy, sx = g.y_strides, g.x_strides
+    tab = np.stack([n * sy[0] + o * sy[2] + p * sy[3] + q * sy[4],
+                    n * sx[0] + o * sd * sx[2] + p * sh * sx[3] + q * sw * sx[4],
+                    o * sd, p * sh, q * sw], axis=1)
     if np.abs(tab).max(initial=0) >= 2 ** 31:
         raise ValueError("conv offsets do not fit the int32 table")
     return np.ascontiguousarray(tab.astype(np.int32).reshape(-1))
