@@ -24,6 +24,7 @@ ENGINE_ORDER = [
     "resample",               # RESAMPLE_FWD / RESAMPLE_BWD pooling, nearest, bilinear
     "rng_philox",             # RNG: Philox4x32-10
     "softmax_fused",          # softmax / log-softmax recognized from its pointwise + reduction pattern
+    "bn_bwd_weights",         # BN_BWD_WEIGHTS: dscale, dbias, dx coefficients per channel
     "matmul_simt",            # batched matmul, large SIMT tiles, fused epilogue
     "matmul_small",           # batched matmul, small tiles / split-K (small, skinny problems)
     "conv_implicit_gemm",     # implicit-GEMM conv fprop / dgrad / wgrad (IMPLICIT_GEMM)

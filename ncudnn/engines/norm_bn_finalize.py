@@ -1,0 +1,185 @@
+"""Engine "bn_finalize": BN_FINALIZE (training / inference) as one thread-per-channel kernel
+(:mod:`ncudnn.kernels.bn_finalize`): equivalent scale / bias, saved mean and inverse std, running
+statistics read from PREV_* and written to UPDATED_* (they may alias). EPSILON, ACCUM_COUNT and
+EXP_AVG_FACTOR are taken by value. Knob: BLOCK_SIZE (threads per block). No workspace.
+Also "bn_bwd_weights": BN_BWD_WEIGHTS (dscale, dbias and the dx coefficients) the same way.
+"""
+from numba.cuda import types
+
+from ..kernels import bn_finalize as kb
+from ..types import cudnnBackendKnobType_t, cudnnBnFinalizeStatsMode_t, cudnnStatus_t
+from .base import OK, Engine, KnobSpec
+from .membound_common import Arg, MemPlan, Step, by_value_only, io_dtypes_ok, kdtype, src_key, steps_time, \
+    tensor_bytes
+from .registry import register
+
+S = cudnnStatus_t
+K = cudnnBackendKnobType_t
+BF = cudnnBnFinalizeStatsMode_t
+_UNUSED = ("float32", 0, 0)
+
+
+def group_desc(t, per_sample=False):
+    """(dtype, sN, sC) of a [1, C, 1..] / [N, C, 1..] statistics or parameter tensor."""
+    if t is None:
+        return _UNUSED
+    sn = t.strides[0] if (per_sample and t.dims[0] > 1) else 0
+    return (kdtype(t), sn, t.strides[1] if t.dims[1] > 1 else 0)
+
+
+def tensor_arg(t):
+    return Arg.tensor(t) if t is not None else Arg.dummy("float32")
+
+
+def finalize_step(tensors, groups, channels, count_arg, eps_arg, mom_arg, training, per_sample=False,
+                  block=128):
+    """A Step of the finalize kernel; ``tensors`` maps FINALIZE_ARRAYS names to descriptors, to
+    ``("scratch", Arg, dtype)`` entries (dense per-group workspace), or None."""
+    descs, args = [], []
+    for name, kind in kb.FINALIZE_ARRAYS:
+        t = tensors.get(name)
+        if isinstance(t, tuple):  # scratch: dense per group
+            _, arg, dt = t
+            descs.append((dt, channels if per_sample else 0, 1))
+            args.append(arg)
+        else:
+            descs.append(group_desc(t, per_sample and kind == "g"))
+            args.append(tensor_arg(t))
+    descs = tuple(descs)
+    running = tensors.get("next_mean") is not None
+    saved = tensors.get("saved_mean") is not None
+    factory = lambda: kb.finalize_kernel(descs, training, running, saved)[0]  # noqa: E731
+    key = "bn_finalize:" + src_key(descs, training, running, saved)
+    grid = max(1, -(-groups // block))
+    args += [Arg.const(groups), Arg.const(channels), count_arg, eps_arg, mom_arg]
+    return Step(key, factory, grid, block, args, nbytes=groups * 4 * 8)
+
+
+def bwd_weights_step(tensors, groups, channels, count, per_sample=False, block=128):
+    descs, args = [], []
+    for name, kind in kb.BWD_ARRAYS:
+        t = tensors.get(name)
+        if isinstance(t, tuple):
+            _, arg, dt = t
+            descs.append((dt, channels if per_sample else 0, 1))
+            args.append(arg)
+        else:
+            descs.append(group_desc(t, per_sample and kind == "g"))
+            args.append(tensor_arg(t))
+    descs = tuple(descs)
+    key = "bn_bwd_weights:" + src_key(descs)
+    args += [Arg.const(groups), Arg.const(channels), Arg.const(float(count), types.float64)]
+    return Step(key, lambda: kb.bwd_weights_kernel(descs)[0], max(1, -(-groups // block)), block, args,
+                nbytes=groups * 4 * 10)
+
+
+def _block_knob():
+    return (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 64, 256, 64, 128),)
+
+
+class _PerChannelEngine(Engine):
+    fallback = True
+
+    def knobs(self, sub):
+        return _block_knob()
+
+    def keep(self, sub, cfg, ctx):
+        st, why = super().keep(sub, cfg, ctx)
+        if st == S.CUDNN_STATUS_SUCCESS and cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE) == 192:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: BLOCK_SIZE 192 is not a power of 2"
+        return st, why
+
+    def candidates_key(self, sub):
+        return ()
+
+    def cost(self, sub, cfg, device):
+        node = sub.nodes[0]
+        return steps_time(device, []) + tensor_bytes(*node.inputs.values(), *node.outputs.values()) \
+            / device.mem_bandwidth * (1.0 + cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128) / 1e4)
+
+    def _channels_ok(self, node, ports):
+        ref = node.inputs[ports[0]]
+        if ref.ndim < 2:
+            return S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"node '{node.name}': {ports[0]}: needs [1, C, ...] dims"
+        want = (1, ref.dims[1]) + (1,) * (ref.ndim - 2)
+        for p, t in list(node.inputs.items()) + list(node.outputs.items()):
+            if t.is_by_value or p == "X":
+                continue
+            if tuple(t.dims) != want:
+                return S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, \
+                    f"node '{node.name}': {p}: dims {t.dims}, this engine needs per-channel {want}"
+        return OK
+
+
+@register
+class BnFinalizeEngine(_PerChannelEngine):
+    name = "bn_finalize"
+    kinds = ("bn_finalize",)
+
+    def check_support(self, sub, ctx):
+        st, why = super().check_support(sub, ctx)
+        node = sub.nodes[0] if st == S.CUDNN_STATUS_SUCCESS else None
+        for check in (lambda: io_dtypes_ok(node),
+                      lambda: by_value_only(node, ("EPSILON", "ACCUM_COUNT", "EXP_AVG_FACTOR")),
+                      lambda: self._channels_ok(node, ("SUM",))):
+            if st != S.CUDNN_STATUS_SUCCESS:
+                return st, why
+            st, why = check()
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        if int(node.mode) == int(BF.CUDNN_BN_FINALIZE_STATISTICS_INFERENCE):
+            for p in ("PREV_RUNNING_MEAN", "PREV_RUNNING_VAR"):
+                if p not in node.inputs:
+                    return S.CUDNN_STATUS_BAD_PARAM, f"node '{node.name}': {p}: required in INFERENCE mode"
+        running = [p for p in ("PREV_RUNNING_MEAN", "PREV_RUNNING_VAR", "UPDATED_RUNNING_MEAN",
+                               "UPDATED_RUNNING_VAR") if p in node.inputs or p in node.outputs]
+        if int(node.mode) == int(BF.CUDNN_BN_FINALIZE_STATISTICS_TRAINING) and running and len(running) != 4:
+            return S.CUDNN_STATUS_BAD_PARAM, \
+                f"node '{node.name}': running statistics need PREV_* and UPDATED_* mean and var, got {running}"
+        if ("SAVED_MEAN" in node.outputs) != ("SAVED_INV_STD" in node.outputs):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': SAVED_MEAN and SAVED_INV_STD go together"
+        return OK
+
+    def build(self, sub, cfg, ctx):
+        node = sub.nodes[0]
+        i, o = node.inputs, node.outputs
+        training = int(node.mode) == int(BF.CUDNN_BN_FINALIZE_STATISTICS_TRAINING)
+        tensors = {"sum": i["SUM"], "sqsum": i["SQSUM"], "scale": i["SCALE"], "bias": i["BIAS"],
+                   "prev_mean": i.get("PREV_RUNNING_MEAN"), "prev_var": i.get("PREV_RUNNING_VAR"),
+                   "eq_scale": o["EQ_SCALE"], "eq_bias": o["EQ_BIAS"],
+                   "saved_mean": o.get("SAVED_MEAN") if training else None,
+                   "saved_inv": o.get("SAVED_INV_STD") if training else None,
+                   "next_mean": o.get("UPDATED_RUNNING_MEAN"), "next_var": o.get("UPDATED_RUNNING_VAR")}
+        mom = Arg.scalar(i["EXP_AVG_FACTOR"]) if "EXP_AVG_FACTOR" in i else Arg.const(0.0, types.float64)
+        C = i["SUM"].dims[1]
+        step = finalize_step(tensors, C, C, Arg.scalar(i["ACCUM_COUNT"]), Arg.scalar(i["EPSILON"]), mom,
+                             training, block=cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128))
+        return MemPlan(self, sub, cfg, [step], 0)
+
+
+@register
+class BnBwdWeightsEngine(_PerChannelEngine):
+    name = "bn_bwd_weights"
+    kinds = ("bn_bwd_weights",)
+
+    def check_support(self, sub, ctx):
+        st, why = super().check_support(sub, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        node = sub.nodes[0]
+        st, why = io_dtypes_ok(node)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        return self._channels_ok(node, ("MEAN",))
+
+    def build(self, sub, cfg, ctx):
+        node = sub.nodes[0]
+        i, o = node.inputs, node.outputs
+        x = i["X"]
+        C = x.dims[1]
+        count = x.numel // C
+        tensors = {"dy_sum": i["DY_SUM"], "dyx_sum": i["DY_X_SUM"], "mean": i["MEAN"], "inv": i["INV_STD"],
+                   "scale": i["SCALE"], "dscale": o["DSCALE"], "dbias": o["DBIAS"], "eq_dy": o["EQ_DY_SCALE"],
+                   "eq_x": o["EQ_X_SCALE"], "eq_b": o["EQ_BIAS"]}
+        step = bwd_weights_step(tensors, C, C, count, block=cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128))
+        return MemPlan(self, sub, cfg, [step], 0)

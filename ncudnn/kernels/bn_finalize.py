@@ -1,0 +1,128 @@
+"""Per-group batch-norm coefficient kernels (one thread per group; a group is a channel, or a
+(sample, channel) pair for instance norm): BN_FINALIZE forward and the BN backward weights.
+
+Every per-group array is addressed as ``(g // C) * sN + (g % C) * sC`` and every per-channel array
+as ``(g % C) * sC`` with compile-time element strides, so the statistics tensors may have any
+layout ([1, C, 1, 1] or [N, C, 1, 1], packed or not). All math in float32 (float64 when every
+tensor is float64); epsilon, momentum and the element count per group are launch parameters.
+
+**finalize** (training): ``mean = sum / count``, ``var = sqsum / count - mean^2`` (clamped at 0),
+``inv = 1 / sqrt(var + eps)``, ``eq_scale = scale * inv``, ``eq_bias = bias - mean * eq_scale``;
+optional saved mean / inverse std; optional running statistics read from one array and written
+to another: ``next = (1 - momentum) * prev + momentum * stat`` with the unbiased
+``var * count / (count - 1)``. (inference): ``eq_scale = scale / sqrt(prev_var + eps)``,
+``eq_bias = bias - prev_mean * eq_scale``.
+
+**bwd_weights**: from ``dy_sum``, ``dyx_sum`` (sums of dy and dy*x per group), the saved mean / inverse
+std and the scale: ``dscale = inv * (dyx_sum - mean * dy_sum)``, ``dbias = dy_sum`` and the dx
+coefficients ``eq_dy = scale * inv``, ``eq_x = -scale * inv^2 * dscale / count``,
+``eq_b = scale * inv * (inv * mean * dscale - dy_sum) / count`` (dx = eq_dy*dy + eq_x*x + eq_b).
+"""
+import functools
+
+from numba import cuda
+
+from . import pointwise_ops as po
+from .dtypes import compute_type, loader, storer
+
+__all__ = ["finalize_kernel", "bwd_weights_kernel", "FINALIZE_ARRAYS", "BWD_ARRAYS"]
+
+#: argument arrays of the finalize kernel, in order ("g": per group, "c": per channel)
+FINALIZE_ARRAYS = (("sum", "g"), ("sqsum", "g"), ("scale", "c"), ("bias", "c"), ("prev_mean", "c"),
+                   ("prev_var", "c"), ("eq_scale", "g"), ("eq_bias", "g"), ("saved_mean", "g"),
+                   ("saved_inv", "g"), ("next_mean", "c"), ("next_var", "c"))
+BWD_ARRAYS = (("dy_sum", "g"), ("dyx_sum", "g"), ("mean", "g"), ("inv", "g"), ("scale", "c"),
+              ("dscale", "g"), ("dbias", "g"), ("eq_dy", "g"), ("eq_x", "g"), ("eq_b", "g"))
+
+
+def _offset(kind, sn, sc):
+    if kind == "c":
+        return f"c * {sc}" if sc != 1 else "c"
+    terms = [t for t in (f"n * {sn}" if sn else "", f"c * {sc}" if sc else "") if t]
+    return " + ".join(terms) or "0"
+
+
+def _jit(src, name, names):
+    ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, **names)
+    exec(compile(src, f"<bn_finalize {name}>", "exec"), ns)
+    return cuda.jit(ns["kernel"])
+
+
+@functools.lru_cache(maxsize=None)
+def finalize_kernel(arrays, training=True, running=False, saved=True):
+    """The finalize kernel for ``arrays``: one (dtype, sN, sC) per entry of :data:`FINALIZE_ARRAYS`
+    (unused entries may be anything). Returns (dispatcher, source). Arguments: the 12 arrays, then
+    ``groups, channels`` (int64), ``count, eps, momentum`` (float64)."""
+    ct = compute_type([a[0] for a in arrays])
+    L = po.lit
+    one, zero = L(1.0, ct), L(0.0, ct)
+    off = {name: _offset(kind, a[1], a[2]) for (name, kind), a in zip(FINALIZE_ARRAYS, arrays)}
+    s = ["def kernel(" + ", ".join(n for n, _ in FINALIZE_ARRAYS) + ", groups, channels, count_in, eps_in, mom_in):",
+         "    g = cuda.grid(1)",
+         "    if g >= groups:",
+         "        return",
+         "    n = g // channels",
+         "    c = g - n * channels",
+         f"    eps = {ct}(eps_in)",
+         f"    cnt = {ct}(count_in)"]
+    if training:
+        s += [f"    mean = ld_sum(sum, {off['sum']}) / cnt",
+              f"    var = ld_sqsum(sqsum, {off['sqsum']}) / cnt - mean * mean",
+              f"    var = var if var > {zero} else {zero}",
+              f"    inv = {one} / math.sqrt(var + eps)",
+              f"    es = ld_scale(scale, {off['scale']}) * inv"]
+    else:
+        s += [f"    mean = ld_prev_mean(prev_mean, {off['prev_mean']})",
+              f"    es = ld_scale(scale, {off['scale']}) / math.sqrt(ld_prev_var(prev_var, {off['prev_var']}) + eps)"]
+    s += [f"    st_eq_scale(eq_scale, {off['eq_scale']}, es)",
+          f"    st_eq_bias(eq_bias, {off['eq_bias']}, ld_bias(bias, {off['bias']}) - mean * es)"]
+    if training and saved:
+        s += [f"    st_saved_mean(saved_mean, {off['saved_mean']}, mean)",
+              f"    st_saved_inv(saved_inv, {off['saved_inv']}, inv)"]
+    if running and not training:  # inference passes the running statistics through
+        s += [f"    st_next_mean(next_mean, {off['next_mean']}, mean)",
+              f"    st_next_var(next_var, {off['next_var']}, ld_prev_var(prev_var, {off['prev_var']}))"]
+    if training and running:
+        s += [f"    mom = {ct}(mom_in)",
+              f"    unb = var * cnt / (cnt - {one}) if cnt > {one} else var",
+              f"    st_next_mean(next_mean, {off['next_mean']}, ({one} - mom) * ld_prev_mean(prev_mean, "
+              f"{off['prev_mean']}) + mom * mean)",
+              f"    st_next_var(next_var, {off['next_var']}, ({one} - mom) * ld_prev_var(prev_var, "
+              f"{off['prev_var']}) + mom * unb)"]
+    src = "\n".join(s) + "\n"
+    names = {}
+    for (name, _), a in zip(FINALIZE_ARRAYS, arrays):
+        names["ld_" + name] = loader(a[0], ct)
+        names["st_" + name] = storer(a[0])
+    return _jit(src, "fwd", names), src
+
+
+@functools.lru_cache(maxsize=None)
+def bwd_weights_kernel(arrays):
+    """The backward-weights kernel for ``arrays`` (one (dtype, sN, sC) per :data:`BWD_ARRAYS` entry).
+    Arguments: the 10 arrays, then ``groups, channels`` (int64), ``count`` (float64)."""
+    ct = compute_type([a[0] for a in arrays])
+    off = {name: _offset(kind, a[1], a[2]) for (name, kind), a in zip(BWD_ARRAYS, arrays)}
+    s = ["def kernel(" + ", ".join(n for n, _ in BWD_ARRAYS) + ", groups, channels, count_in):",
+         "    g = cuda.grid(1)",
+         "    if g >= groups:",
+         "        return",
+         "    n = g // channels",
+         "    c = g - n * channels",
+         f"    m_inv = {po.lit(1.0, ct)} / {ct}(count_in)",
+         f"    mu = ld_mean(mean, {off['mean']})",
+         f"    iv = ld_inv(inv, {off['inv']})",
+         f"    dys = ld_dy_sum(dy_sum, {off['dy_sum']})",
+         f"    ds = iv * (ld_dyx_sum(dyx_sum, {off['dyx_sum']}) - mu * dys)",
+         f"    sc = ld_scale(scale, {off['scale']})",
+         f"    st_dscale(dscale, {off['dscale']}, ds)",
+         f"    st_dbias(dbias, {off['dbias']}, dys)",
+         f"    st_eq_dy(eq_dy, {off['eq_dy']}, sc * iv)",
+         f"    st_eq_x(eq_x, {off['eq_x']}, -sc * iv * iv * ds * m_inv)",
+         f"    st_eq_b(eq_b, {off['eq_b']}, sc * iv * (iv * mu * ds - dys) * m_inv)"]
+    src = "\n".join(s) + "\n"
+    names = {}
+    for (name, _), a in zip(BWD_ARRAYS, arrays):
+        names["ld_" + name] = loader(a[0], ct)
+        names["st_" + name] = storer(a[0])
+    return _jit(src, "bwd", names), src
