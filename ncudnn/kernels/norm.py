@@ -48,7 +48,8 @@ def row_config(n, block=0, rows_per_block=0):
     VPT 0 selects the looped (long-row) path.
     """
     if not block:
-        block = 32 if n <= 256 else min(1024, max(64, 1 << max(0, (math.ceil(n / 8) - 1).bit_length())))
+        block = 32 if n <= 256 else \
+            min(1024, max(64, 1 << max(0, (math.ceil(n / 8) - 1).bit_length())))
     rpb = (rows_per_block or 4) if block == 32 else 1
     vpt = math.ceil(n / block)
     return block * rpb, block, (vpt if vpt <= VPT_MAX else 0), rpb

@@ -31,7 +31,7 @@ from numba import cuda
 
 from . import pointwise_ops as po
 from .dtypes import compute_type, dtype_name, loader, storage_dtype, storer
-from .primitives import SIM
+from .primitives import SIM, sm_count
 from ..types import cudnnPointwiseMode_t as PM
 
 __all__ = ["TensorSpec", "NodeSpec", "OutputSpec", "PointwiseSpec", "build_pointwise",
@@ -338,8 +338,7 @@ _CACHE = {}
 def _max_blocks(block):
     if SIM:
         return 4
-    sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
-    return sms * max(1, 2048 // block) * 4
+    return sm_count() * max(1, 2048 // block) * 4
 
 
 def build_pointwise(spec):

@@ -19,19 +19,29 @@ Contract (both paths):
   every thread of the block must call (it contains ``syncthreads``). Fixed order (deterministic).
 * ``block_sum2(a, b, smem_a, smem_b)``: two sums in one pass (e.g. sum and sum of squares).
 """
+import functools
 import threading
 
 import numba
 import numpy as np
 from numba import cuda
 
-__all__ = ["SIM", "WARP", "FULL_MASK", "f32_as_u32", "u32_as_f32", "shfl_down", "shfl_xor",
+__all__ = ["SIM", "WARP", "FULL_MASK", "sm_count", "f32_as_u32", "u32_as_f32", "shfl_down",
+           "shfl_xor",
            "shfl_idx", "warp_sum", "warp_max", "warp_min", "block_sum", "block_max", "block_min",
            "block_sum2"]
 
 SIM = bool(numba.config.ENABLE_CUDASIM)
 WARP = 32
 FULL_MASK = 0xFFFFFFFF
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count():
+    """Multiprocessors of the current device (launch sizing); 2 in the simulator (small grids)."""
+    if SIM:
+        return 2
+    return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
 
 if not SIM:
     from numba.cuda import libdevice
@@ -142,7 +152,8 @@ def warp_min(v):
 
 @cuda.jit(device=True, inline=True)
 def _flat_tid():
-    return cuda.threadIdx.x + cuda.blockDim.x * (cuda.threadIdx.y + cuda.blockDim.y * cuda.threadIdx.z)
+    return cuda.threadIdx.x + cuda.blockDim.x * (cuda.threadIdx.y
+                                                 + cuda.blockDim.y * cuda.threadIdx.z)
 
 
 @cuda.jit(device=True, inline=True)

@@ -33,7 +33,7 @@ from numba import cuda
 
 from . import pointwise_ops as po
 from .dtypes import compute_type, loader, placeholder, storer
-from .primitives import SIM, shfl_xor
+from .primitives import SIM, shfl_xor, sm_count
 from ..types import cudnnReduceTensorOp_t as RO
 
 __all__ = ["ReduceSpec", "Term", "build_reduce", "run_reduce", "reduce_spec", "reduce_tensor",
@@ -163,7 +163,7 @@ def _pow2(n):
 
 
 def _sm_count():
-    return cuda.get_current_device().MULTIPROCESSOR_COUNT
+    return sm_count()
 
 
 # --------------------------------------------------------------------------------------------

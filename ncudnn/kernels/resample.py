@@ -23,7 +23,7 @@ from numba import cuda
 
 from . import pointwise_ops as po
 from .dtypes import compute_type, loader, placeholder, storer
-from .primitives import SIM
+from .primitives import SIM, sm_count
 from ..types import cudnnNanPropagation_t, cudnnPaddingMode_t as PAD, cudnnResampleMode_t as RM
 
 __all__ = ["resample_forward", "resample_backward", "output_shape"]
@@ -256,7 +256,7 @@ def _check(mode, w, s, pre):
 
 def _grid(total, block):
     blocks = math.ceil(total / block)
-    return max(1, min(blocks, 8 if SIM else 132 * 16))
+    return max(1, min(blocks, 8 if SIM else sm_count() * 16))
 
 
 def _jit(src, name, **names):

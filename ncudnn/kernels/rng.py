@@ -21,7 +21,7 @@ import numpy as np
 from numba import cuda
 
 from .dtypes import storer
-from .primitives import SIM
+from .primitives import SIM, sm_count
 from ..types import cudnnRngDistribution_t as RD
 
 __all__ = ["philox4x32_10", "rng_fill", "RAW_BITS"]
@@ -142,7 +142,7 @@ def rng_fill(out, n, distribution, seed, offset=0, *, mean=0.0, std=1.0, low=0.0
             int(RD.CUDNN_RNG_DISTRIBUTION_UNIFORM): (low, high),
             int(RD.CUDNN_RNG_DISTRIBUTION_BERNOULLI): (prob, 0.0), RAW_BITS: (0.0, 0.0)}[dist]
     kern = _kernel(dist, out_dtype)
-    blocks = max(1, min(math.ceil(n / 4 / block), 8 if SIM else 132 * 16))
+    blocks = max(1, min(math.ceil(n / 4 / block), 8 if SIM else sm_count() * 16))
     s, o = int(seed) & (2 ** 64 - 1), int(offset) & (2 ** 64 - 1)
     u = np.uint64
     kern[blocks, block, stream](out.reshape(out.size), n, u(s & 0xFFFFFFFF), u(s >> 32),

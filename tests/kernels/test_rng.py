@@ -2,7 +2,6 @@
 import math
 
 import numpy as np
-import pytest
 from numba import cuda
 
 from ncudnn.kernels import rng as philox
