@@ -233,3 +233,95 @@ def reduce_steps(spec, scratch, in_args, out_args, name="reduce"):
         steps.append(Step(f"{name}:combine:{key}", lambda: rk.combine, math.ceil(rk.n_out / 128), 128,
                           [ws] + list(out_args), nbytes=out_bytes + rk.workspace_elems() * 4))
     return steps
+
+
+# ------------------------------------------------------------- kernels.pointwise as a step
+
+#: pointwise node attributes passed to the generator (as the pointwise_fused engine passes them)
+PW_PARAMS = ("relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope", "elu_alpha", "softplus_beta",
+             "swish_beta", "axis", "alpha1", "alpha2", "nan_propagation")
+
+
+def bcast_strides(t, shape):
+    """Element strides of ``t`` over ``shape`` (0 where ``t`` broadcasts)."""
+    return tuple(0 if (d == 1 and n != 1) else s for d, s, n in zip(t.dims, t.strides, shape))
+
+
+class PointwiseBuilder:
+    """Collects a fused pointwise kernel over ``shape``: inputs (Arg, dtype, strides), nodes
+    (NodeSpec over refs), outputs (ref, Arg, dtype, strides); :meth:`step` makes its Step."""
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+        self.inputs, self.nodes, self.outputs = [], [], []
+
+    def add_input(self, arg, dtype, strides):
+        self.inputs.append((arg, dtype, tuple(strides)))
+        return len(self.inputs) - 1
+
+    def add_tensor(self, t):
+        return self.add_input(Arg.tensor(t), kdtype(t), bcast_strides(t, self.shape))
+
+    def node(self, mode, *operands, **params):
+        from ..kernels.pointwise import NodeSpec
+
+        self.nodes.append(NodeSpec.make(int(mode), operands, **params))
+        return len(self.nodes) - 1   # a node ref is finalized in :meth:`step` (n_inputs + index)
+
+    def add_output(self, node_index, arg, dtype, strides):
+        self.outputs.append((node_index, arg, dtype, tuple(strides)))
+
+    def add_ir_nodes(self, nodes, value_of):
+        """Append IR pointwise nodes; ``value_of`` maps uid -> ("in", k) / ("node", j) and is updated
+        with each node's output; tensors not in it become inputs. Returns the last node index."""
+        j = None
+        for n in nodes:
+            ports, _ = n.operand_ports()
+            ops = []
+            for p in ports:
+                t = n.inputs[p]
+                if t.uid not in value_of:
+                    value_of[t.uid] = ("in", self.add_tensor(t))
+                ops.append(value_of[t.uid])
+            params = {}
+            for p in PW_PARAMS:
+                v = getattr(n, p, None)
+                if v is not None:
+                    params[p] = int(v) if p in ("axis", "nan_propagation") else float(v)
+            j = self.node(n.mode, *ops, **params)
+            for t in n.outputs.values():
+                value_of[t.uid] = ("node", j)
+        return j
+
+    def spec(self, block=256):
+        from ..kernels import pointwise as kpw
+
+        n_in = len(self.inputs)
+
+        def ref(r):
+            if isinstance(r, tuple):
+                return r[1] if r[0] == "in" else n_in + r[1]
+            return r
+
+        nodes = tuple(kpw.NodeSpec(nd.mode, tuple(ref(r) for r in nd.operands), nd.params) for nd in self.nodes)
+        ins = tuple(kpw.TensorSpec(dt, st) for _, dt, st in self.inputs)
+        outs = tuple(kpw.OutputSpec(n_in + j if not isinstance(j, tuple) else ref(j), dt, st)
+                     for j, _, dt, st in self.outputs)
+        return kpw.PointwiseSpec(self.shape, ins, nodes, outs, block=block)
+
+    def step(self, name="pointwise", block=256):
+        from ..kernels import pointwise as kpw
+
+        spec = self.spec(block)
+        meta = kpw.PointwiseKernel(spec, None, None)
+        args = [a for a, _, _ in self.inputs] + [a for _, a, _, _ in self.outputs] + [Arg.const(meta.numel)]
+        nbytes = sum(e * st.itemsize for e, st in zip(meta.extents, meta.storage))
+        return Step(f"{name}:{kpw.cache_key(spec)}", lambda: kpw.build_pointwise(spec).kernel, meta.grid(),
+                    spec.block, args, nbytes=nbytes)
+
+
+def written(sub, t):
+    """``t`` when the subgraph must write it (non-virtual, or materialized for another part), else None."""
+    if t is None or (t.is_virtual and t.uid not in getattr(sub, "materialize", ())):
+        return None
+    return t

@@ -9,8 +9,8 @@ from numba.cuda import types
 from ..kernels import bn_finalize as kb
 from ..types import cudnnBackendKnobType_t, cudnnBnFinalizeStatsMode_t, cudnnStatus_t
 from .base import OK, Engine, KnobSpec
-from .membound_common import Arg, MemPlan, Step, by_value_only, io_dtypes_ok, kdtype, src_key, steps_time, \
-    tensor_bytes
+from .membound_common import Arg, MemPlan, Scratch, Step, by_value_only, io_dtypes_ok, kdtype, src_key, \
+    steps_time, tensor_bytes, written
 from .registry import register
 
 S = cudnnStatus_t
@@ -46,10 +46,9 @@ def finalize_step(tensors, groups, channels, count_arg, eps_arg, mom_arg, traini
             descs.append(group_desc(t, per_sample and kind == "g"))
             args.append(tensor_arg(t))
     descs = tuple(descs)
-    running = tensors.get("next_mean") is not None
-    saved = tensors.get("saved_mean") is not None
-    factory = lambda: kb.finalize_kernel(descs, training, running, saved)[0]  # noqa: E731
-    key = "bn_finalize:" + src_key(descs, training, running, saved)
+    writes = frozenset(n for n in ("saved_mean", "saved_inv", "next_mean", "next_var") if tensors.get(n) is not None)
+    factory = lambda: kb.finalize_kernel(descs, training, writes)[0]  # noqa: E731
+    key = "bn_finalize:" + src_key(descs, training, sorted(writes))
     grid = max(1, -(-groups // block))
     args += [Arg.const(groups), Arg.const(channels), count_arg, eps_arg, mom_arg]
     return Step(key, factory, grid, block, args, nbytes=groups * 4 * 8)
@@ -140,21 +139,31 @@ class BnFinalizeEngine(_PerChannelEngine):
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': SAVED_MEAN and SAVED_INV_STD go together"
         return OK
 
-    def build(self, sub, cfg, ctx):
+    def _plan(self, sub, cfg):
         node = sub.nodes[0]
-        i, o = node.inputs, node.outputs
+        i = node.inputs
+        o = {p: written(sub, t) for p, t in node.outputs.items()}
         training = int(node.mode) == int(BF.CUDNN_BN_FINALIZE_STATISTICS_TRAINING)
+        C = i["SUM"].dims[1]
+        scratch = Scratch()
         tensors = {"sum": i["SUM"], "sqsum": i["SQSUM"], "scale": i["SCALE"], "bias": i["BIAS"],
                    "prev_mean": i.get("PREV_RUNNING_MEAN"), "prev_var": i.get("PREV_RUNNING_VAR"),
-                   "eq_scale": o["EQ_SCALE"], "eq_bias": o["EQ_BIAS"],
                    "saved_mean": o.get("SAVED_MEAN") if training else None,
                    "saved_inv": o.get("SAVED_INV_STD") if training else None,
                    "next_mean": o.get("UPDATED_RUNNING_MEAN"), "next_var": o.get("UPDATED_RUNNING_VAR")}
+        for port, name in (("EQ_SCALE", "eq_scale"), ("EQ_BIAS", "eq_bias")):
+            tensors[name] = o[port] if o[port] is not None else ("scratch", scratch.take(C, "float32"), "float32")
         mom = Arg.scalar(i["EXP_AVG_FACTOR"]) if "EXP_AVG_FACTOR" in i else Arg.const(0.0, types.float64)
-        C = i["SUM"].dims[1]
         step = finalize_step(tensors, C, C, Arg.scalar(i["ACCUM_COUNT"]), Arg.scalar(i["EPSILON"]), mom,
                              training, block=cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128))
-        return MemPlan(self, sub, cfg, [step], 0)
+        return [step], scratch.size
+
+    def workspace_size(self, sub, cfg):
+        return self._plan(sub, cfg)[1]
+
+    def build(self, sub, cfg, ctx):
+        steps, ws = self._plan(sub, cfg)
+        return MemPlan(self, sub, cfg, steps, ws)
 
 
 @register
@@ -172,14 +181,25 @@ class BnBwdWeightsEngine(_PerChannelEngine):
             return st, why
         return self._channels_ok(node, ("MEAN",))
 
-    def build(self, sub, cfg, ctx):
+    def _plan(self, sub, cfg):
         node = sub.nodes[0]
         i, o = node.inputs, node.outputs
         x = i["X"]
         C = x.dims[1]
         count = x.numel // C
+        scratch = Scratch()
         tensors = {"dy_sum": i["DY_SUM"], "dyx_sum": i["DY_X_SUM"], "mean": i["MEAN"], "inv": i["INV_STD"],
-                   "scale": i["SCALE"], "dscale": o["DSCALE"], "dbias": o["DBIAS"], "eq_dy": o["EQ_DY_SCALE"],
-                   "eq_x": o["EQ_X_SCALE"], "eq_b": o["EQ_BIAS"]}
+                   "scale": i["SCALE"]}
+        for port, name in (("DSCALE", "dscale"), ("DBIAS", "dbias"), ("EQ_DY_SCALE", "eq_dy"),
+                           ("EQ_X_SCALE", "eq_x"), ("EQ_BIAS", "eq_b")):
+            t = written(sub, o[port])
+            tensors[name] = t if t is not None else ("scratch", scratch.take(C, "float32"), "float32")
         step = bwd_weights_step(tensors, C, C, count, block=cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128))
-        return MemPlan(self, sub, cfg, [step], 0)
+        return [step], scratch.size
+
+    def workspace_size(self, sub, cfg):
+        return self._plan(sub, cfg)[1]
+
+    def build(self, sub, cfg, ctx):
+        steps, ws = self._plan(sub, cfg)
+        return MemPlan(self, sub, cfg, steps, ws)

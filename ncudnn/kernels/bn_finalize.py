@@ -49,10 +49,12 @@ def _jit(src, name, names):
 
 
 @functools.lru_cache(maxsize=None)
-def finalize_kernel(arrays, training=True, running=False, saved=True):
+def finalize_kernel(arrays, training=True, writes=frozenset({"saved_mean", "saved_inv"})):
     """The finalize kernel for ``arrays``: one (dtype, sN, sC) per entry of :data:`FINALIZE_ARRAYS`
-    (unused entries may be anything). Returns (dispatcher, source). Arguments: the 12 arrays, then
-    ``groups, channels`` (int64), ``count, eps, momentum`` (float64)."""
+    (unused entries may be anything). ``writes``: which of the optional outputs saved_mean,
+    saved_inv, next_mean, next_var are written (the others may be placeholders). Returns
+    (dispatcher, source). Arguments: the 12 arrays, then ``groups, channels`` (int64),
+    ``count, eps, momentum`` (float64)."""
     ct = compute_type([a[0] for a in arrays])
     L = po.lit
     one, zero = L(1.0, ct), L(0.0, ct)
@@ -76,19 +78,22 @@ def finalize_kernel(arrays, training=True, running=False, saved=True):
               f"    es = ld_scale(scale, {off['scale']}) / math.sqrt(ld_prev_var(prev_var, {off['prev_var']}) + eps)"]
     s += [f"    st_eq_scale(eq_scale, {off['eq_scale']}, es)",
           f"    st_eq_bias(eq_bias, {off['eq_bias']}, ld_bias(bias, {off['bias']}) - mean * es)"]
-    if training and saved:
-        s += [f"    st_saved_mean(saved_mean, {off['saved_mean']}, mean)",
-              f"    st_saved_inv(saved_inv, {off['saved_inv']}, inv)"]
-    if running and not training:  # inference passes the running statistics through
-        s += [f"    st_next_mean(next_mean, {off['next_mean']}, mean)",
-              f"    st_next_var(next_var, {off['next_var']}, ld_prev_var(prev_var, {off['prev_var']}))"]
-    if training and running:
-        s += [f"    mom = {ct}(mom_in)",
-              f"    unb = var * cnt / (cnt - {one}) if cnt > {one} else var",
-              f"    st_next_mean(next_mean, {off['next_mean']}, ({one} - mom) * ld_prev_mean(prev_mean, "
-              f"{off['prev_mean']}) + mom * mean)",
-              f"    st_next_var(next_var, {off['next_var']}, ({one} - mom) * ld_prev_var(prev_var, "
-              f"{off['prev_var']}) + mom * unb)"]
+    if training and "saved_mean" in writes:
+        s.append(f"    st_saved_mean(saved_mean, {off['saved_mean']}, mean)")
+    if training and "saved_inv" in writes:
+        s.append(f"    st_saved_inv(saved_inv, {off['saved_inv']}, inv)")
+    if training and ("next_mean" in writes or "next_var" in writes):
+        s.append(f"    mom = {ct}(mom_in)")
+    if "next_mean" in writes:
+        s.append(f"    st_next_mean(next_mean, {off['next_mean']}, " + (
+            f"({one} - mom) * ld_prev_mean(prev_mean, {off['prev_mean']}) + mom * mean)" if training else "mean)"))
+    if "next_var" in writes:
+        pv = f"ld_prev_var(prev_var, {off['prev_var']})"
+        if training:
+            s.append(f"    unb = var * cnt / (cnt - {one}) if cnt > {one} else var")
+            s.append(f"    st_next_var(next_var, {off['next_var']}, ({one} - mom) * {pv} + mom * unb)")
+        else:  # inference passes the running statistics through
+            s.append(f"    st_next_var(next_var, {off['next_var']}, {pv})")
     src = "\n".join(s) + "\n"
     names = {}
     for (name, _), a in zip(FINALIZE_ARRAYS, arrays):

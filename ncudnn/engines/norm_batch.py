@@ -1,0 +1,240 @@
+"""Engine "norm_batch": NORM_FORWARD / NORM_BACKWARD for BATCH_NORM and INSTANCE_NORM, any layout
+(NCHW, NHWC, any strides), with the following pointwise epilogue fused into the apply pass.
+
+Forward, training (and instance norm in either phase: its statistics always come from x):
+  1. one deterministic reduction pass over x: per-group sum and sum of squares (a group is a channel
+     for BN, a (sample, channel) pair for IN) into workspace (:mod:`ncudnn.kernels.reduce`);
+  2. a thread-per-group finalize (:mod:`ncudnn.kernels.bn_finalize`): MEAN, INV_VARIANCE, running
+     statistics (INPUT_RUNNING_* -> OUTPUT_RUNNING_*, unbiased variance), equivalent scale / bias;
+  3. one fused pointwise pass ``y = x * eq_scale + eq_bias`` followed by the epilogue nodes.
+Forward, BN inference: ONE pointwise pass ``(x - MEAN_IN) * INV_VARIANCE_IN * scale + bias`` (+ epilogue).
+Backward: per-group sums of dy and dy*x in one pass over (x, dy) -> dscale, dbias and the dx
+coefficients (thread per group; instance norm sums dscale / dbias over samples with a second small
+reduction) -> one pointwise pass ``dx = a*dy + b*x + c``.
+
+Variance is E[x^2] - mean^2 accumulated in float32 (cuDNN's GENSTATS formulation): inputs with
+|mean| >> std lose precision (numerical note REDUCED_PRECISION_REDUCTION is not claimed: the sums are
+float32 like cuDNN's). Deterministic (no atomics). EPSILON and EXP_AVG_FACTOR by value only.
+Knob: BLOCK_SIZE of the pointwise pass. Workspace: the group sums and coefficients (float32).
+"""
+from numba.cuda import types
+
+from ..kernels import reduce as kr
+from ..kernels.dtypes import compute_type
+from ..types import (cudnnBackendKnobType_t, cudnnBackendNormFwdPhase_t, cudnnBackendNormMode_t,
+                     cudnnPointwiseMode_t, cudnnStatus_t)
+from .base import OK, Engine, KnobSpec
+from .membound_common import (Arg, MemPlan, PointwiseBuilder, Scratch, bcast_strides, by_value_only, io_dtypes_ok,
+                              kdtype, reduce_steps, steps_time, written)
+from .norm_bn_finalize import bwd_weights_step, finalize_step
+from .registry import register
+
+S = cudnnStatus_t
+K = cudnnBackendKnobType_t
+NM = cudnnBackendNormMode_t
+PH = cudnnBackendNormFwdPhase_t
+PM = cudnnPointwiseMode_t
+MODES = (NM.CUDNN_BATCH_NORM, NM.CUDNN_INSTANCE_NORM)
+
+
+def _group_geometry(x, per_sample):
+    """(group out_shape over x, dense group strides, groups, C)."""
+    nd, C = x.ndim, x.dims[1]
+    out_shape = tuple(n if d == 1 or (per_sample and d == 0) else 1 for d, n in enumerate(x.dims))
+    strides = [0] * nd
+    strides[1] = 1
+    if per_sample:
+        strides[0] = C
+    groups = C * (x.dims[0] if per_sample else 1)
+    return out_shape, tuple(strides), groups, C
+
+
+def check_norm_node(engine, sub, modes):
+    """Shared checks of the norm engines: kind, mode, dtypes, by-value scalars, epilogue."""
+    if sub.kind not in engine.kinds:
+        return S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, \
+            f"{engine.name}: accepts {engine.kinds}, not a {sub.kind} subgraph"
+    node = sub.anchor if sub.anchor is not None else sub.nodes[0]
+    if NM(int(node.mode)) not in modes:
+        return S.CUDNN_STATUS_NOT_SUPPORTED, \
+            f"node '{node.name}': mode {NM(int(node.mode)).name}: {engine.name} runs {[m.name for m in modes]}"
+    for n in sub.nodes:
+        st, why = io_dtypes_ok(n)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+    st, why = by_value_only(node, ("EPSILON", "EXP_AVG_FACTOR"))
+    if st != S.CUDNN_STATUS_SUCCESS:
+        return st, why
+    if node.OP == "norm_fwd" and "SCALE" not in node.inputs:
+        return S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': SCALE: required by {engine.name}"
+    if sub.tail is not None:
+        return S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"node '{sub.tail.name}': a fused reduction tail"
+    from ..kernels import pointwise_ops as po
+
+    for n in sub.epilogue:
+        if int(n.mode) not in po.SUPPORTED_MODES:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{n.name}': mode {n.mode.name} has no kernel expression"
+        if tuple(next(iter(n.outputs.values())).dims) != tuple(node.inputs["X"].dims):
+            return S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"node '{n.name}': epilogue output dims differ from X's"
+    return OK
+
+
+def epilogue_output(pw, sub, y, y_ref):
+    """Append the subgraph's epilogue to PointwiseBuilder ``pw`` after value ``y_ref`` of tensor ``y``;
+    add the written outputs (Y itself when it is not virtual, every non-virtual epilogue output)."""
+    if not y.is_virtual or y.uid in getattr(sub, "materialize", ()):
+        pw.add_output(y_ref, Arg.tensor(y), kdtype(y), y.strides)
+    value_of = {y.uid: ("node", y_ref)}
+    pw.add_ir_nodes(sub.epilogue, value_of)
+    for n in sub.epilogue:
+        for t in n.outputs.values():
+            if not t.is_virtual or t.uid in getattr(sub, "materialize", ()):
+                pw.add_output(value_of[t.uid][1], Arg.tensor(t), kdtype(t), t.strides)
+
+
+def _block(cfg):
+    return cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 256)
+
+
+def _forward_steps(sub, cfg):
+    node = sub.anchor
+    i = node.inputs
+    o = {p: written(sub, t) for p, t in node.outputs.items()}
+    o["Y"] = node.outputs["Y"]
+    x, y = i["X"], o["Y"]
+    per_sample = NM(int(node.mode)) == NM.CUDNN_INSTANCE_NORM
+    scratch = Scratch()
+    pw = PointwiseBuilder(x.dims)
+    xr = pw.add_tensor(x)
+    training = PH(int(node.phase)) == PH.CUDNN_NORM_FWD_TRAINING
+    if not per_sample and not training:
+        m, inv, sc = pw.add_tensor(i["MEAN_IN"]), pw.add_tensor(i["INV_VARIANCE_IN"]), pw.add_tensor(i["SCALE"])
+        a = pw.node(PM.CUDNN_POINTWISE_SUB, ("in", xr), ("in", m))
+        a = pw.node(PM.CUDNN_POINTWISE_MUL, ("node", a), ("in", inv))
+        a = pw.node(PM.CUDNN_POINTWISE_MUL, ("node", a), ("in", sc))
+        if "BIAS" in i:
+            a = pw.node(PM.CUDNN_POINTWISE_ADD, ("node", a), ("in", pw.add_tensor(i["BIAS"])))
+        epilogue_output(pw, sub, y, a)
+        return [pw.step("norm_batch_apply", _block(cfg))], 0
+    ct = compute_type([kdtype(x), kdtype(i["SCALE"])])
+    out_shape, g_strides, groups, C = _group_geometry(x, per_sample)
+    ssum, ssq = scratch.take(groups, ct), scratch.take(groups, ct)
+    es, eb = scratch.take(groups, ct), scratch.take(groups, ct)
+    spec = kr.ReduceSpec(tuple(x.dims), ((kdtype(x), tuple(x.strides)),), out_shape,
+                         (kr.Term("v0", "sum"), kr.Term("v0 * v0", "sum")), ((ct, g_strides), (ct, g_strides)))
+    steps = reduce_steps(spec, scratch, [Arg.tensor(x)], [ssum, ssq], name="norm_batch_stats")
+    bias = i.get("BIAS")
+    tensors = {"sum": ("scratch", ssum, ct), "sqsum": ("scratch", ssq, ct), "scale": i["SCALE"],
+               "bias": bias, "eq_scale": ("scratch", es, ct), "eq_bias": ("scratch", eb, ct),
+               "prev_mean": i.get("INPUT_RUNNING_MEAN"), "prev_var": i.get("INPUT_RUNNING_VAR"),
+               "next_mean": o.get("OUTPUT_RUNNING_MEAN"), "next_var": o.get("OUTPUT_RUNNING_VAR"),
+               "saved_mean": o.get("MEAN") if training else None,
+               "saved_inv": o.get("INV_VARIANCE") if training else None}
+    if bias is None:
+        return None, "BIAS"
+    mom = Arg.scalar(i["EXP_AVG_FACTOR"]) if "EXP_AVG_FACTOR" in i else Arg.const(0.0, types.float64)
+    count = x.numel // groups
+    steps.append(finalize_step(tensors, groups, C, Arg.const(float(count), types.float64),
+                               Arg.scalar(i["EPSILON"]), mom, True, per_sample))
+    a = pw.node(PM.CUDNN_POINTWISE_MUL, ("in", xr), ("in", pw.add_input(es, ct, g_strides)))
+    a = pw.node(PM.CUDNN_POINTWISE_ADD, ("node", a), ("in", pw.add_input(eb, ct, g_strides)))
+    epilogue_output(pw, sub, y, a)
+    steps.append(pw.step("norm_batch_apply", _block(cfg)))
+    return steps, scratch.size
+
+
+def _backward_steps(sub, cfg):
+    node = sub.nodes[0]
+    i = node.inputs
+    o = {p: written(sub, t) for p, t in node.outputs.items()}
+    o = {p: t for p, t in o.items() if t is not None}
+    x, dy, dx = i["X"], i["DY"], node.outputs["DX"]
+    per_sample = NM(int(node.mode)) == NM.CUDNN_INSTANCE_NORM
+    ct = compute_type([kdtype(x), kdtype(dy), kdtype(i["SCALE"])])
+    out_shape, g_strides, groups, C = _group_geometry(x, per_sample)
+    scratch = Scratch()
+    dys, dyxs = scratch.take(groups, ct), scratch.take(groups, ct)
+    spec = kr.ReduceSpec(tuple(x.dims), ((kdtype(x), tuple(x.strides)), (kdtype(dy), tuple(dy.strides))), out_shape,
+                         (kr.Term("v1", "sum"), kr.Term("v1 * v0", "sum")), ((ct, g_strides), (ct, g_strides)))
+    steps = reduce_steps(spec, scratch, [Arg.tensor(x), Arg.tensor(dy)], [dys, dyxs], name="norm_batch_bwd_sums")
+    eq = [scratch.take(groups, ct) for _ in range(3)]
+    tensors = {"dy_sum": ("scratch", dys, ct), "dyx_sum": ("scratch", dyxs, ct), "mean": i["MEAN"],
+               "inv": i["INV_VARIANCE"], "scale": i["SCALE"], "eq_dy": ("scratch", eq[0], ct),
+               "eq_x": ("scratch", eq[1], ct), "eq_b": ("scratch", eq[2], ct)}
+    per_group = {}
+    for port, name in (("DSCALE", "dscale"), ("DBIAS", "dbias")):
+        if per_sample or port not in o:
+            per_group[port] = scratch.take(groups, ct)
+            tensors[name] = ("scratch", per_group[port], ct)
+        else:
+            tensors[name] = o[port]
+    steps.append(bwd_weights_step(tensors, groups, C, x.numel // groups, per_sample))
+    if per_sample:  # dscale / dbias of instance norm: sum the (N, C) per-group values over samples
+        for port in ("DSCALE", "DBIAS"):
+            if port in o:
+                t = o[port]
+                rs = kr.ReduceSpec((x.dims[0], C), ((ct, (C, 1)),), (1, C), (kr.Term("v0", "sum"),),
+                                   ((kdtype(t), (0, t.strides[1])),))
+                steps += reduce_steps(rs, scratch, [per_group[port]], [Arg.tensor(t)], name="norm_batch_bwd_wsum")
+    pw = PointwiseBuilder(x.dims)
+    rdy, rx = pw.add_tensor(dy), pw.add_tensor(x)
+    ra, rb, rc = (pw.add_input(e, ct, g_strides) for e in eq)
+    a = pw.node(PM.CUDNN_POINTWISE_MUL, ("in", rdy), ("in", ra))
+    b = pw.node(PM.CUDNN_POINTWISE_MUL, ("in", rx), ("in", rb))
+    s = pw.node(PM.CUDNN_POINTWISE_ADD, ("node", a), ("node", b))
+    s = pw.node(PM.CUDNN_POINTWISE_ADD, ("node", s), ("in", rc))
+    pw.add_output(s, Arg.tensor(dx), kdtype(dx), dx.strides)
+    steps.append(pw.step("norm_batch_dx", _block(cfg)))
+    return steps, scratch.size
+
+
+@register
+class NormBatchEngine(Engine):
+    name = "norm_batch"
+    kinds = ("norm_fwd", "norm_bwd")
+    fallback = True
+
+    def check_support(self, sub, ctx):
+        st, why = check_norm_node(self, sub, MODES)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        node = sub.anchor if sub.anchor is not None else sub.nodes[0]
+        x = node.inputs["X"]
+        if x.ndim < 3:
+            return S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"node '{node.name}': X: needs [N, C, spatial...] dims"
+        if node.OP == "norm_bwd":
+            for p in ("MEAN", "INV_VARIANCE"):
+                if p not in node.inputs:
+                    return S.CUDNN_STATUS_BAD_PARAM, f"node '{node.name}': {p}: saved statistics are required"
+        steps, why = self._steps(sub, self.default_config(sub))
+        if steps is None:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': {why}: required by {self.name}"
+        return OK
+
+    def knobs(self, sub):
+        return (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128, 512, 128, 256),)
+
+    def keep(self, sub, cfg, ctx):
+        st, why = super().keep(sub, cfg, ctx)
+        if st == S.CUDNN_STATUS_SUCCESS and _block(cfg) == 384:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: BLOCK_SIZE 384 is not a power of 2"
+        return st, why
+
+    def candidates_key(self, sub):
+        return ()
+
+    def _steps(self, sub, cfg):
+        memo = sub.__dict__.setdefault("_norm_batch_steps", {})
+        if cfg not in memo:
+            memo[cfg] = _forward_steps(sub, cfg) if sub.kind == "norm_fwd" else _backward_steps(sub, cfg)
+        return memo[cfg]
+
+    def workspace_size(self, sub, cfg):
+        return self._steps(sub, cfg)[1]
+
+    def cost(self, sub, cfg, device):
+        return steps_time(device, self._steps(sub, cfg)[0]) * (1.0 + abs(_block(cfg) - 256) / 1e4)
+
+    def build(self, sub, cfg, ctx):
+        steps, ws = self._steps(sub, cfg)
+        return MemPlan(self, sub, cfg, steps, ws)
