@@ -254,3 +254,206 @@ def run(small=None, out=print):
         return 0 if ok else 1
     finally:
         ncudnn.cudnnDestroy(h)
+
+
+# ------------------------------------------------------------------------------------ training
+
+#: (train images, test images, epochs, batch, conv channels) for the GPU and the simulator
+TRAIN_SIZES = {"gpu": (None, None, 15, 32, 8), "sim": (16, 8, 2, 8, 4)}
+TARGET_ACCURACY = 0.95
+
+
+def load_digits(seed=0):
+    """8x8 handwritten digits (scikit-learn's copy of the UCI set) as float32 [N, 1, 8, 8] in [0, 1] and
+    labels, shuffled; (None, None) when scikit-learn is not installed."""
+    try:
+        from sklearn.datasets import load_digits as sk_digits
+    except ImportError:
+        return None, None
+    d = sk_digits()
+    order = np.random.default_rng(seed).permutation(len(d.target))
+    return (d.images[order] / 16.0).astype(np.float32)[:, None], d.target[order].astype(np.int64)
+
+
+class Trainer:
+    """A small LeNet trained with the legacy API only:
+    conv 3x3 (1 -> C, pad 1) + bias -> relu -> maxpool 2x2 -> fc (a convolution over the whole map) + bias
+    -> softmax; cross-entropy gradient (p - onehot) / B by cudnnOpTensor; backward by cudnnConvolutionBackward
+    Filter / Data / Bias, cudnnPoolingBackward, cudnnActivationBackward; SGD by cudnnAddTensor."""
+
+    def __init__(self, handle, side=8, channels=8, batch=32, lr=0.2, seed=0):
+        import ncudnn.legacy as L
+        from numba import cuda
+
+        self.L, self.cuda, self.h, self.B, self.lr = L, cuda, handle, batch, lr
+        rng = np.random.default_rng(seed)
+        half = side // 2
+        c1, p, lg = (batch, channels, side, side), (batch, channels, half, half), (batch, CLASSES, 1, 1)
+        self.shapes = {"x": (batch, 1, side, side), "c1": c1, "p": p, "logits": lg, "w1": (channels, 1, 3, 3),
+                       "b1": (1, channels, 1, 1), "w2": (CLASSES, channels, half, half), "b2": (1, CLASSES, 1, 1)}
+        self.params = {"w1": rng.standard_normal(self.shapes["w1"]) * np.sqrt(2 / 9),
+                       "w2": rng.standard_normal(self.shapes["w2"]) * np.sqrt(2 / (channels * half * half)),
+                       "b1": np.zeros(self.shapes["b1"]), "b2": np.zeros(self.shapes["b2"])}
+        self.dev = {k: cuda.to_device(v.astype(np.float32)) for k, v in self.params.items()}
+        buffers = {"c1": c1, "a1": c1, "da1": c1, "dc1": c1, "p": p, "dp": p, "logits": lg, "prob": lg, "dl": lg,
+                   "onehot": lg}
+        for k, shape in buffers.items():
+            self.dev[k] = cuda.device_array(shape, np.float32)
+        for k in ("w1", "w2", "b1", "b2"):
+            self.dev["d" + k] = cuda.device_array(self.shapes[k], np.float32)
+        self.d = {k: self._tensor(self.shapes[k]) for k in ("x", "c1", "p", "logits", "b1", "b2")}
+        self.f = {k: self._filter(self.shapes[k]) for k in ("w1", "w2")}
+        self.conv1, self.fc = self._conv(1), self._conv(0)
+        self.pool = _check(L.cudnnCreatePoolingDescriptor(), "cudnnCreatePoolingDescriptor")
+        _check(L.cudnnSetPooling2dDescriptor(self.pool, 0, 0, 2, 2, 0, 0, 2, 2), "cudnnSetPooling2dDescriptor")
+        self.relu = _check(L.cudnnCreateActivationDescriptor(), "cudnnCreateActivationDescriptor")
+        _check(L.cudnnSetActivationDescriptor(self.relu, 1, 0, 0.0), "cudnnSetActivationDescriptor")
+        self.sub = _check(L.cudnnCreateOpTensorDescriptor(), "cudnnCreateOpTensorDescriptor")
+        _check(L.cudnnSetOpTensorDescriptor(self.sub, 0, 0, 0), "cudnnSetOpTensorDescriptor")
+        self.algos, need = {}, 0
+        for layer, conv, x, w, y in (("1", self.conv1, "x", "w1", "c1"), ("2", self.fc, "p", "w2", "logits")):
+            for kind, get, size, args in (
+                    ("fwd", L.cudnnGetConvolutionForwardAlgorithm_v7, L.cudnnGetConvolutionForwardWorkspaceSize,
+                     (self.d[x], self.f[w], conv, self.d[y])),
+                    ("dgrad", L.cudnnGetConvolutionBackwardDataAlgorithm_v7,
+                     L.cudnnGetConvolutionBackwardDataWorkspaceSize, (self.f[w], self.d[y], conv, self.d[x])),
+                    ("wgrad", L.cudnnGetConvolutionBackwardFilterAlgorithm_v7,
+                     L.cudnnGetConvolutionBackwardFilterWorkspaceSize, (self.d[x], self.d[y], conv, self.f[w]))):
+                if layer == "1" and kind == "dgrad":
+                    continue  # the input needs no gradient
+                n, perf = _check(get(self.h, *args, 8), f"conv{layer} {kind}: algorithm query")
+                ok = [p.algo for p in perf[:n] if int(p.status) == 0]
+                algo = ok[0] if ok else perf[0].algo
+                need = max(need, _check(size(self.h, *args, algo), f"conv{layer} {kind}: workspace size"))
+                self.algos[kind + layer] = algo
+        self.ws_size = need
+        self.ws = cuda.device_array(max(need, 1), np.uint8) if need else None
+
+    def _tensor(self, shape):
+        d = _check(self.L.cudnnCreateTensorDescriptor(), "cudnnCreateTensorDescriptor")
+        _check(self.L.cudnnSetTensor4dDescriptor(d, 0, 0, *shape), "cudnnSetTensor4dDescriptor")
+        return d
+
+    def _filter(self, shape):
+        f = _check(self.L.cudnnCreateFilterDescriptor(), "cudnnCreateFilterDescriptor")
+        _check(self.L.cudnnSetFilter4dDescriptor(f, 0, 0, *shape), "cudnnSetFilter4dDescriptor")
+        return f
+
+    def _conv(self, pad):
+        c = _check(self.L.cudnnCreateConvolutionDescriptor(), "cudnnCreateConvolutionDescriptor")
+        _check(self.L.cudnnSetConvolution2dDescriptor(c, pad, pad, 1, 1, 1, 1, 1, 0), "cudnnSetConvolution2dDescriptor")
+        return c
+
+    def forward(self, x):
+        L, h, d, f, g = self.L, self.h, self.d, self.f, self.dev
+        _check(L.cudnnConvolutionForward(h, 1.0, d["x"], x, f["w1"], g["w1"], self.conv1, self.algos["fwd1"], self.ws,
+                                         self.ws_size, 0.0, d["c1"], g["c1"]), "conv1: cudnnConvolutionForward")
+        _check(L.cudnnAddTensor(h, 1.0, d["b1"], g["b1"], 1.0, d["c1"], g["c1"]), "conv1: cudnnAddTensor")
+        _check(L.cudnnActivationForward(h, self.relu, 1.0, d["c1"], g["c1"], 0.0, d["c1"], g["a1"]),
+               "relu: cudnnActivationForward")
+        _check(L.cudnnPoolingForward(h, self.pool, 1.0, d["c1"], g["a1"], 0.0, d["p"], g["p"]),
+               "pool: cudnnPoolingForward")
+        _check(L.cudnnConvolutionForward(h, 1.0, d["p"], g["p"], f["w2"], g["w2"], self.fc, self.algos["fwd2"], self.ws,
+                                         self.ws_size, 0.0, d["logits"], g["logits"]), "fc: cudnnConvolutionForward")
+        _check(L.cudnnAddTensor(h, 1.0, d["b2"], g["b2"], 1.0, d["logits"], g["logits"]), "fc: cudnnAddTensor")
+        _check(L.cudnnSoftmaxForward(h, 1, 1, 1.0, d["logits"], g["logits"], 0.0, d["logits"], g["prob"]),
+               "cudnnSoftmaxForward")
+        return g["prob"].copy_to_host().reshape(self.B, CLASSES)
+
+    def step(self, x, labels):
+        """One SGD step on a batch; returns the batch's mean cross-entropy."""
+        L, h, d, f, g, B = self.L, self.h, self.d, self.f, self.dev, self.B
+        xd = self.cuda.to_device(x)
+        p = self.forward(xd)
+        onehot = np.zeros((B, CLASSES, 1, 1), np.float32)
+        onehot[np.arange(B), labels] = 1.0
+        g["onehot"].copy_to_device(onehot)
+        _check(L.cudnnOpTensor(h, self.sub, 1.0 / B, d["logits"], g["prob"], -1.0 / B, d["logits"], g["onehot"], 0.0,
+                               d["logits"], g["dl"]), "cudnnOpTensor")
+        ws, n = self.ws, self.ws_size
+        _check(L.cudnnConvolutionBackwardFilter(h, 1.0, d["p"], g["p"], d["logits"], g["dl"], self.fc,
+                                                self.algos["wgrad2"], ws, n, 0.0, f["w2"], g["dw2"]),
+               "fc: cudnnConvolutionBackwardFilter")
+        _check(L.cudnnConvolutionBackwardBias(h, 1.0, d["logits"], g["dl"], 0.0, d["b2"], g["db2"]),
+               "fc: cudnnConvolutionBackwardBias")
+        _check(L.cudnnConvolutionBackwardData(h, 1.0, f["w2"], g["w2"], d["logits"], g["dl"], self.fc,
+                                              self.algos["dgrad2"], ws, n, 0.0, d["p"], g["dp"]),
+               "fc: cudnnConvolutionBackwardData")
+        _check(L.cudnnPoolingBackward(h, self.pool, 1.0, d["p"], g["p"], d["p"], g["dp"], d["c1"], g["a1"], 0.0,
+                                      d["c1"], g["da1"]), "pool: cudnnPoolingBackward")
+        _check(L.cudnnActivationBackward(h, self.relu, 1.0, d["c1"], g["a1"], d["c1"], g["da1"], d["c1"], g["c1"], 0.0,
+                                         d["c1"], g["dc1"]), "relu: cudnnActivationBackward")
+        _check(L.cudnnConvolutionBackwardFilter(h, 1.0, d["x"], xd, d["c1"], g["dc1"], self.conv1,
+                                                self.algos["wgrad1"], ws, n, 0.0, f["w1"], g["dw1"]),
+               "conv1: cudnnConvolutionBackwardFilter")
+        _check(L.cudnnConvolutionBackwardBias(h, 1.0, d["c1"], g["dc1"], 0.0, d["b1"], g["db1"]),
+               "conv1: cudnnConvolutionBackwardBias")
+        for k, desc in (("w1", None), ("w2", None), ("b1", d["b1"]), ("b2", d["b2"])):
+            desc = desc or self._flat(k)
+            _check(L.cudnnAddTensor(h, -self.lr, desc, g["d" + k], 1.0, desc, g[k]), f"SGD {k}: cudnnAddTensor")
+        return float(-np.mean(np.log(np.maximum(p[np.arange(B), labels], 1e-30))))
+
+    def _flat(self, k):
+        key = "flat_" + k
+        if key not in self.d:
+            self.d[key] = self._tensor(self.shapes[k])
+        return self.d[key]
+
+    def accuracy(self, images, labels):
+        hits = 0
+        for i in range(0, len(images) - self.B + 1, self.B):
+            p = self.forward(self.cuda.to_device(images[i:i + self.B]))
+            hits += int(np.sum(np.argmax(p, 1) == labels[i:i + self.B]))
+        return hits / max(len(images) // self.B * self.B, 1)
+
+
+def train(small=None, out=print, data=None):
+    """Train and evaluate the small LeNet on the 8x8 digits; exit status 0 when the test accuracy reaches
+    TARGET_ACCURACY (on the simulator, at reduced size: when the epoch loss went down), 1 otherwise, 2 when an
+    engine, the device or the dataset is missing."""
+    import ncudnn
+
+    sim = ncudnn.SIMULATOR if small is None else small
+    n_train, n_test, epochs, batch, channels = TRAIN_SIZES["sim" if sim else "gpu"]
+    images, labels = data if data is not None else load_digits()
+    if images is None:
+        out("FAIL: the digits dataset comes with scikit-learn, which is not installed (pip install scikit-learn)")
+        return 2
+    split = int(len(images) * 0.8)
+    xtr, ytr = images[:split][:n_train], labels[:split][:n_train]
+    xte, yte = images[split:][:n_test], labels[split:][:n_test]
+    out(f"ncudnn {ncudnn.__version__} demo: training a LeNet on {len(xtr)} 8x8 digits through the legacy cuDNN API"
+        + (" (CUDA simulator: reduced size)" if ncudnn.SIMULATOR else ""))
+    status, h = ncudnn.cudnnCreate()
+    if int(status) != 0:
+        out(f"cudnnCreate failed: {ncudnn.cudnnGetLastErrorString()}")
+        return 2
+    try:
+        t0 = time.perf_counter()
+        net = Trainer(h, side=images.shape[-1], channels=channels, batch=batch)
+        losses = []
+        for epoch in range(epochs):
+            order = np.random.default_rng(epoch).permutation(len(xtr))
+            ep = [net.step(xtr[order[i:i + batch]], ytr[order[i:i + batch]])
+                  for i in range(0, len(xtr) - batch + 1, batch)]
+            losses.append(float(np.mean(ep)))
+            out(f"epoch {epoch + 1}: loss {np.mean(ep):.4f} ({time.perf_counter() - t0:.1f} s)")
+        acc = net.accuracy(xte, yte)
+        out(f"test accuracy {acc * 100:.2f}% on {len(xte) // batch * batch} images; {time.perf_counter() - t0:.1f} s")
+        ok = losses[-1] < losses[0] if sim else acc >= TARGET_ACCURACY  # sim: a few steps, the loss must drop
+        out("PASS" if ok else "FAIL")
+        return 0 if ok else 1
+    except DemoError as e:
+        out(f"FAIL: {e}")
+        return 2 if "no engine runs" in str(e) or "NOT_SUPPORTED" in str(e) else 1
+    except Exception as e:
+        out(f"FAIL: unexpected {type(e).__name__}: {e}")
+        return 1
+    finally:
+        ncudnn.cudnnDestroy(h)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(train() if "--train" in sys.argv[1:] else run())

@@ -29,9 +29,10 @@ ENGINE_FAMILY = {
     "conv_implicit_gemm": {"fwd": FA.CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
                            "dgrad": DA.CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
                            "wgrad": WA.CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1},
-    "conv_implicit_precomp_gemm": {"fwd": FA.CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
-                                   "dgrad": DA.CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
-                                   "wgrad": WA.CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1},
+    "conv_implicit_precomp": {"fwd": FA.CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                              "dgrad": DA.CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+                              "wgrad": WA.CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1},
+    "conv_gemm_1x1": {"fwd": FA.CUDNN_CONVOLUTION_FWD_ALGO_GEMM},   # a 1x1 convolution is a plain GEMM
     "conv_gemm": {"fwd": FA.CUDNN_CONVOLUTION_FWD_ALGO_GEMM},
     "conv_direct": {"fwd": FA.CUDNN_CONVOLUTION_FWD_ALGO_DIRECT},
     "conv_winograd": {"fwd": FA.CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD,

@@ -122,7 +122,7 @@ def _fwd_training(b, bn, yd, ops, ad, zd, z_name, al, be, saved, running, sdt):
     if not act and not L.needs_blend(al, be):
         outs["Y"] = b.blend(None, "y", yd, al, be, dims=ydims, strides=ystrides)
     else:
-        cur = outs["Y"] = b.virtual("bn", dtype=sdt)
+        cur = outs["Y"] = b.anchor_out("bn", ydims)
         if ops == BO.CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION:
             nxt = b.virtual("bn+z", dtype=sdt)
             b.pw(PM.CUDNN_POINTWISE_ADD, nxt, "add_z", X=cur, B=bn.t(b, z_name, zd))

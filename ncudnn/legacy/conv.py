@@ -53,21 +53,19 @@ class ConvProblem:
         blend = L.needs_blend(alpha, beta)
         if self.direction == "fwd":
             xt, wt = b.tensor("x", self.x), b.tensor("w", self.w)
-            out = b.virtual("conv", dtype=L.scalar_dtype(self.y.dtype)) if blend else b.tensor("y", self.y)
+            out = b.anchor_out("conv", self.y.dims) if blend else b.tensor("y", self.y)
             b.add(ConvFprop("conv", {"X": xt, "W": wt}, {"Y": out}, compute_dtype=cd.compute_type, **attrs))
             if blend:
                 b.blend(out, "y", self.y, alpha, beta, L.scalar_dtype(self.y.dtype))
         elif self.direction == "dgrad":
             dyt, wt = b.tensor("dy", self.y), b.tensor("w", self.w)
-            out = b.virtual("dgrad", dims=self.x.dims, dtype=L.scalar_dtype(self.x.dtype)) if blend \
-                else b.tensor("dx", self.x)
+            out = b.anchor_out("dgrad", self.x.dims) if blend else b.tensor("dx", self.x)
             b.add(ConvDgrad("conv_dgrad", {"DY": dyt, "W": wt}, {"DX": out}, compute_dtype=cd.compute_type, **attrs))
             if blend:
                 b.blend(out, "dx", self.x, alpha, beta, L.scalar_dtype(self.x.dtype))
         else:
             xt, dyt = b.tensor("x", self.x), b.tensor("dy", self.y)
-            out = b.virtual("wgrad", dims=self.w.dims, dtype=L.scalar_dtype(self.w.dtype)) if blend \
-                else b.tensor("dw", self.w)
+            out = b.anchor_out("wgrad", self.w.dims) if blend else b.tensor("dw", self.w)
             b.add(ConvWgrad("conv_wgrad", {"X": xt, "DY": dyt}, {"DW": out}, compute_dtype=cd.compute_type, **attrs))
             if blend:
                 b.blend(out, "dw", self.w, alpha, beta, L.scalar_dtype(self.w.dtype))
@@ -79,35 +77,41 @@ class ConvProblem:
 
 
 def ranked(low):
-    from ..engines import api
-    from ..types import cudnnBackendHeurMode_t
-
-    return api.get_heuristics(low.graph, cudnnBackendHeurMode_t.CUDNN_HEUR_MODE_A, low.ctx)
+    return L.heuristics(low)
 
 
 def algo_config(low, direction, algo):
-    """The best EngineConfig running ``algo`` on ``low``; NOT_SUPPORTED with the reason otherwise."""
+    """(EngineConfig, Lowered): the best config running ``algo`` on ``low``, else on its unfused variant
+    (the convolution apart from its blending epilogue); NOT_SUPPORTED with the reason otherwise."""
     fams = A.SUBSTITUTES[direction].get(algo)
     if not fams:
         raise NotSupportedError(f"{algo.name}: ncudnn has no FFT convolution engine (FFT algorithms are not "
                                 "implemented)", S.CUDNN_STATUS_NOT_SUPPORTED)
     r = ranked(low)
-    if not r:
-        raise NotSupportedError(L.no_engine_reason(low.graph, low.ctx), S.CUDNN_STATUS_NOT_SUPPORTED)
     cands = A.configs_for(r, algo, direction)
-    if not cands:
-        have = sorted({f"{ec.name} ({A.config_family(ec, direction).name})" for ec in r})
-        raise NotSupportedError(f"{algo.name}: no registered engine of the families "
-                                f"{[f.name for f in fams]} runs this convolution; engines that do: {have}",
-                                S.CUDNN_STATUS_NOT_SUPPORTED)
-    return cands[0]
+    if cands:
+        return cands[0], low
+    alt = low.unfused()
+    if alt is not None:
+        ra = ranked(alt)
+        ca = A.configs_for(ra, algo, direction)
+        if ca:
+            return ca[0], alt
+        r = r or ra
+    if not r:
+        raise NotSupportedError(L.no_engine_reason((alt or low).graph, low.ctx), S.CUDNN_STATUS_NOT_SUPPORTED)
+    have = sorted({f"{ec.name} ({A.config_family(ec, direction).name})" for ec in r})
+    raise NotSupportedError(f"{algo.name}: no registered engine of the families {[f.name for f in fams]} runs "
+                            f"this convolution; engines that do: {have}", S.CUDNN_STATUS_NOT_SUPPORTED)
 
 
 def algo_plan(low, direction, algo):
+    """(plan, Lowered) running ``algo`` (cached per algorithm)."""
     plans = low.__dict__.setdefault("algo_plans", {})
     p = plans.get(int(algo))
     if p is None:
-        p = plans[int(algo)] = L.plan_of(low, algo_config(low, direction, algo))
+        ec, used = algo_config(low, direction, algo)
+        p = plans[int(algo)] = L.plan_of(low, ec, used)
     return p
 
 
@@ -218,7 +222,7 @@ def cudnnConvolutionBiasActivationForward(handle, alpha1, xDesc, x, wDesc, w, co
 
     def build(b):
         xt, wt = b.tensor("x", xd), b.tensor("w", wd)
-        cur = b.virtual("conv", dtype=sdt)
+        cur = b.anchor_out("conv", yd.dims)
         b.add(ConvFprop("conv", {"X": xt, "W": wt}, {"Y": cur}, compute_dtype=cd.compute_type, **conv_attrs(cd)))
         if a1 != 1.0:
             nxt = b.virtual("alpha1*conv", dtype=sdt)

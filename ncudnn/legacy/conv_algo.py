@@ -41,7 +41,7 @@ def _workspace(handle, direction, a, b, conv, c, algo):
     h = get_handle_or_raise(handle)
     prob = _problem(direction, a, b, conv, c)
     algo = enum_arg(A.ALGO_ENUM[direction], algo, "algo")
-    return workspace_bytes(algo_config(prob.lowered(h), direction, algo))
+    return workspace_bytes(algo_config(prob.lowered(h), direction, algo)[0])
 
 
 @c_api(1)

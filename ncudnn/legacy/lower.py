@@ -39,7 +39,9 @@ CACHE_SIZE = 256
 class Builder:
     """Collects the nodes and tensors of one legacy call's graph."""
 
-    def __init__(self):
+    def __init__(self, unfused=False):
+        self.unfused = unfused  # anchor outputs in buffers: each op its own subgraph (see anchor_out)
+        self.anchors = 0
         self.nodes = []
         self.ext = {}       # name -> TensorDesc bound to a caller buffer
         self.scalars = {}   # name -> by-value TensorDesc
@@ -66,6 +68,15 @@ class Builder:
         if dims is not None and strides is None:
             strides = packed_strides(dims)
         return TensorDesc(self._next(), dims=dims, strides=strides, dtype=dtype, is_virtual=True, name=name)
+
+    def anchor_out(self, name, dims, dtype=DT.CUDNN_DATA_FLOAT):
+        """The output of an anchor op (convolution, normalization) that pointwise nodes consume: virtual,
+        so engines can fuse them as an epilogue; a scratch buffer in the unfused variant of the graph,
+        which :func:`choose` falls back to when no engine takes the fused epilogue."""
+        self.anchors += 1
+        if self.unfused:
+            return self.scratch_tensor(name, dims, packed_strides(dims), dtype)
+        return self.virtual(name, dims=dims, dtype=dtype)
 
     def scratch_tensor(self, name, dims, strides, dtype):
         t = TensorDesc(self._next(), dims=tuple(dims), strides=tuple(strides), dtype=dtype, name=name)
@@ -148,16 +159,28 @@ def build_context(h, math_type=None):
 
 
 class Lowered:
-    """A finalized graph of one legacy call, with its chosen config and plan (built lazily)."""
+    """A finalized graph of one legacy call, with its chosen config and plan (built lazily), and how to
+    rebuild it unfused."""
 
-    def __init__(self, builder, graph, ctx):
+    def __init__(self, builder, graph, ctx, build=None, key=None):
         self.builder, self.graph, self.ctx = builder, graph, ctx
+        self.build, self.key = build, key
         self.plan = None
-        self.error = None
+        self.plan_low = None
         self.scratch_bufs = None
+        self._alt = False
 
     def ext_uid(self, name):
         return self.builder.ext[name].uid
+
+    def unfused(self):
+        """The same call with every anchor output in a buffer (None when the graph has no anchor
+        feeding pointwise nodes)."""
+        if self._alt is False:
+            self._alt = None
+            if self.builder.anchors and self.build is not None and not self.builder.unfused:
+                self._alt = _make(self.build, self.key, self.ctx, unfused=True)
+        return self._alt
 
 
 def _cache(h):
@@ -165,6 +188,14 @@ def _cache(h):
     if c is None:
         c = h.caches["legacy"] = OrderedDict()
     return c
+
+
+def _make(build, key, ctx, unfused=False):
+    b = Builder(unfused)
+    build(b)
+    graph = OpGraph(b.nodes, name=f"legacy:{key[0]}")
+    graph.finalize()
+    return Lowered(b, graph, ctx, build, key)
 
 
 def lower(h, key, build, ctx=None):
@@ -177,15 +208,15 @@ def lower(h, key, build, ctx=None):
     if low is not None:
         cache.move_to_end(key)
         return low
-    b = Builder()
-    build(b)
-    graph = OpGraph(b.nodes, name=f"legacy:{key[0]}")
-    graph.finalize()
-    low = Lowered(b, graph, ctx if ctx is not None else api.context(h))
+    low = _make(build, key, ctx if ctx is not None else api.context(h))
     cache[key] = low
     while len(cache) > CACHE_SIZE:
         cache.popitem(last=False)
     return low
+
+
+def heuristics(low):
+    return api.get_heuristics(low.graph, HM.CUDNN_HEUR_MODE_A, low.ctx)
 
 
 def no_engine_reason(graph, ctx):
@@ -210,22 +241,29 @@ def no_engine_reason(graph, ctx):
     return " | ".join(lines) or f"no engine config accepts {sub.describe()} under these math settings"
 
 
-def choose(low, configs=None):
-    """The EngineConfig to run (the first of ``configs``, else the heuristics' best); NOT_SUPPORTED
-    naming the missing engine when there is none."""
-    if configs is None:
-        configs = api.get_heuristics(low.graph, HM.CUDNN_HEUR_MODE_A, low.ctx)
-    if not configs:
-        raise NotSupportedError(no_engine_reason(low.graph, low.ctx), S.CUDNN_STATUS_NOT_SUPPORTED)
-    return configs[0]
+def choose(low):
+    """(EngineConfig, Lowered) to run: the heuristics' best on the graph, else on its unfused variant;
+    NOT_SUPPORTED naming the missing engine when neither has one."""
+    configs = heuristics(low)
+    if configs:
+        return configs[0], low
+    alt = low.unfused()
+    if alt is not None:
+        configs = heuristics(alt)
+        if configs:
+            return configs[0], alt
+    raise NotSupportedError(no_engine_reason((alt or low).graph, low.ctx), S.CUDNN_STATUS_NOT_SUPPORTED)
 
 
-def plan_of(low, ec=None):
+def plan_of(low, ec=None, ec_low=None):
+    """(plan, the Lowered it runs): the chosen config's (cached), or ``ec``'s on ``ec_low``."""
     if ec is None:
         if low.plan is None:
-            low.plan = api.build_plan(low.graph, choose(low), low.ctx)
-        return low.plan
-    return api.build_plan(low.graph, ec, low.ctx)
+            ec, used = choose(low)
+            low.plan, low.plan_low = api.build_plan(used.graph, ec, used.ctx), used
+        return low.plan, low.plan_low
+    used = ec_low or low
+    return api.build_plan(used.graph, ec, used.ctx), used
 
 
 def _scratch(low):
@@ -260,13 +298,13 @@ def pack_of(low, bind, scalars=None):
 
 
 def execute(h, low, bind, scalars=None, workspace=None, workspace_size=None, plan=None):
-    """Run ``low`` on the caller's buffers.
+    """Run ``low`` on the caller's buffers (``plan``: a (plan, Lowered) from :func:`plan_of`).
 
     ``workspace_size`` not None: the call has a caller workspace (``workspace``, possibly NULL); it
     must hold the engines' scratch (else BAD_PARAM_SIZE_INSUFFICIENT). Intermediates a blended graph
     materializes beyond that come from the handle's pool, as does everything for calls without one.
     """
-    plan = plan or plan_of(low)
+    plan, low = plan or plan_of(low)
     pack = pack_of(low, bind, scalars)
     need = plan.workspace_size
     ws = None

@@ -31,8 +31,8 @@ def band(C, n, transpose=False):
     return np.ascontiguousarray(b.transpose(1, 0, 2, 3)) if transpose else b
 
 
-def _conv(b, x, w, nd, name):
-    out = b.virtual(name, dtype=F32)
+def _conv(b, x, w, nd, name, dims):
+    out = b.anchor_out(name, dims)
     k = nd - 2
     b.add(ConvFprop(name, {"X": x, "W": w}, {"Y": out}, spatial_dims=k, stride=(1,) * k, pre_padding=(0,) * k,
                     post_padding=(0,) * k, dilation=(1,) * k))
@@ -43,7 +43,7 @@ def _denominator(b, d, xt, nd, C):
     """D = k + (alpha / n) * window_sum(x^2)."""
     sq = b.virtual("x^2", dtype=F32)
     b.pw(PM.CUDNN_POINTWISE_MUL, sq, "square", X=xt, B=xt)
-    s = _conv(b, sq, b.constant("band", band(C, d.n), F32), nd, "window_sum")
+    s = _conv(b, sq, b.constant("band", band(C, d.n), F32), nd, "window_sum", xt.dims)
     t = b.virtual("scaled_sum", dtype=F32)
     b.pw(PM.CUDNN_POINTWISE_MUL, t, "alpha_over_n", X=s, B=b.scalar("alpha_n", nd, F32, d.alpha / d.n))
     den = b.virtual("D", dtype=F32)
@@ -107,7 +107,8 @@ def cudnnLRNCrossChannelBackward(handle, normDesc, lrnMode, alpha, yDesc, y, dyD
         b.pw(PM.CUDNN_POINTWISE_POW, v[1], "pow_beta1", X=dbuf, B=b.scalar("-beta-1", nd, F32, -d.beta - 1.0))
         b.pw(PM.CUDNN_POINTWISE_MUL, v[2], "dy_x", X=dyt, B=xt)
         b.pw(PM.CUDNN_POINTWISE_MUL, v[3], "t", X=v[2], B=v[1])
-        big_t = _conv(b, v[3], b.constant("band_t", band(C, d.n, transpose=True), F32), nd, "window_sum_t")
+        big_t = _conv(b, v[3], b.constant("band_t", band(C, d.n, transpose=True), F32), nd, "window_sum_t",
+                      xd.dims)
         b.pw(PM.CUDNN_POINTWISE_MUL, v[4], "term1", X=dyt, B=v[0])
         b.pw(PM.CUDNN_POINTWISE_MUL, v[5], "x_T", X=big_t, B=xt)
         b.pw(PM.CUDNN_POINTWISE_MUL, v[6], "term2", X=v[5], B=b.scalar("c", nd, F32, 2.0 * d.alpha * d.beta / d.n))
