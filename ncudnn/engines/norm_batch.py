@@ -80,11 +80,12 @@ def check_norm_node(engine, sub, modes):
 
 
 def epilogue_output(pw, sub, y, y_ref):
-    """Append the subgraph's epilogue to PointwiseBuilder ``pw`` after value ``y_ref`` of tensor ``y``;
+    """Append the subgraph's epilogue to PointwiseBuilder ``pw`` after value ``y_ref`` of tensor ``y`` (a node
+    index, or an ("in", k) / ("node", j) ref);
     add the written outputs (Y itself when it is not virtual, every non-virtual epilogue output)."""
     if not y.is_virtual or y.uid in getattr(sub, "materialize", ()):
         pw.add_output(y_ref, Arg.tensor(y), kdtype(y), y.strides)
-    value_of = {y.uid: ("node", y_ref)}
+    value_of = {y.uid: y_ref if isinstance(y_ref, tuple) else ("node", y_ref)}
     pw.add_ir_nodes(sub.epilogue, value_of)
     for n in sub.epilogue:
         for t in n.outputs.values():

@@ -73,3 +73,11 @@ def run(graph, pack, engine=None, mode=HM.CUDNN_HEUR_MODE_A):
     ws = cuda.to_device(np.full(max(plan.workspace_size, 1), 0xA5, np.uint8)) if plan.workspace_size else None
     api.execute(plan, pack, ws)
     return plan
+
+
+def run_ec(graph, pack, ec):
+    """Build ``ec`` on ``graph`` and execute it on ``pack`` (with workspace); returns the plan."""
+    plan = api.build_plan(graph, ec)
+    ws = cuda.to_device(np.full(max(plan.workspace_size, 1), 0xA5, np.uint8)) if plan.workspace_size else None
+    api.execute(plan, pack, ws)
+    return plan

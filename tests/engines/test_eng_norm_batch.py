@@ -17,7 +17,7 @@ NCHW = None
 NHWC = (H * W * C, 1, W * C, C)
 
 
-def _execute(g, rng, positive=(), tol="float32"):
+def _execute(g, rng, positive=(), tol="float32", ec=None):
     """Fill inputs, poison outputs, run, compare every written tensor of every node with the oracle."""
     vals, pack, outs = {}, {}, {}
     produced = {t.uid for n in g.nodes for t in n.outputs.values()}
@@ -35,7 +35,7 @@ def _execute(g, rng, positive=(), tol="float32"):
         for t in n.outputs.values():
             if not t.is_virtual:
                 outs[t.uid] = pack[t.uid] = U.poisoned(t)
-    plan = U.run(g, pack)
+    plan = U.run(g, pack) if ec is None else U.run_ec(g, pack, ec)
     descs = {}
     for n in g.nodes:
         ref = run_node(n, {p: vals[t.uid] for p, t in n.inputs.items()})

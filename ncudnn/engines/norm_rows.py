@@ -1,0 +1,204 @@
+"""Engine "norm_rows": NORM_FORWARD / NORM_BACKWARD for LAYER_NORM and RMS_NORM as row kernels
+(:mod:`ncudnn.kernels.norm`): each sample's normalized elements form one row of n = prod(dims[1:]).
+
+Forward: one kernel, a block (or a warp, for rows <= 256) per row; rows up to BLOCK * 16 elements
+stay in registers (two-pass mean / variance, one read of x, one write of y), longer rows loop
+(shifted one-pass sums). Training writes MEAN (layer norm) and INV_VARIANCE. A pointwise epilogue
+runs as a second pass over y kept in the workspace (float32).
+Backward: dx in one row kernel; dscale (and dbias) with a deterministic column reduction.
+
+Layouts: each sample's block must be dense (any order of the non-batch dims: NCHW, NHWC, ...) with
+the batch stride equal to n; Y / DY / DX share X's strides; SCALE / BIAS / DSCALE / DBIAS have X's
+strides on the normalized dims (elements line up in memory order); statistics are one value per row.
+Knob: BLOCK_SIZE (0: the kernel layer's choice; 32 = warp per row). EPSILON by value only.
+"""
+import math
+
+from numba.cuda import types
+
+from ..kernels import norm as kn
+from ..kernels import reduce as kr
+from ..types import cudnnBackendKnobType_t, cudnnBackendNormFwdPhase_t, cudnnBackendNormMode_t, cudnnStatus_t
+from .base import OK, Engine, KnobSpec
+from .membound_common import (Arg, MemPlan, PointwiseBuilder, Scratch, Step, extent, kdtype, reduce_steps, src_key,
+                              steps_time, tensor_bytes, written)
+from .norm_batch import check_norm_node
+from .registry import register
+
+S = cudnnStatus_t
+K = cudnnBackendKnobType_t
+NM = cudnnBackendNormMode_t
+PH = cudnnBackendNormFwdPhase_t
+MODES = (NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM)
+BLOCKS = (0, 32, 128, 256, 512, 1024)
+
+
+def _dense_rows(x):
+    """True when each sample of ``x`` is a dense block of n elements at batch stride n."""
+    n = math.prod(x.dims[1:])
+    inner = sorted(((s, d) for d, s in zip(x.dims[1:], x.strides[1:]) if d > 1), reverse=True)
+    acc = 1
+    for s, d in reversed(inner):
+        if s != acc:
+            return False
+        acc *= d
+    return x.dims[0] == 1 or x.strides[0] == n
+
+
+def _same_inner(a, x):
+    return all(s == t for d, s, t in zip(a.dims[1:], a.strides[1:], x.strides[1:]) if d > 1)
+
+
+def _stat_ok(t):
+    return t is None or t.dims[0] == 1 or t.strides[0] == 1
+
+
+def _layout_reason(node):
+    x = node.inputs["X"]
+    if not _dense_rows(x):
+        return f"X: strides {x.strides}: each sample must be a dense block at batch stride prod(dims[1:])"
+    for p, t in list(node.inputs.items()) + list(node.outputs.items()):
+        if t.is_by_value or t.is_virtual or p == "X":
+            continue
+        if p in ("Y", "DY", "DX") and tuple(t.strides) != tuple(x.strides):
+            return f"{p}: strides {t.strides} differ from X's {x.strides}"
+        if p in ("SCALE", "BIAS", "DSCALE", "DBIAS") and not _same_inner(t, x):
+            return f"{p}: strides {t.strides} do not follow X's {x.strides} on the normalized dims"
+        if p in ("MEAN", "INV_VARIANCE") and not _stat_ok(t):
+            return f"{p}: statistics must be one dense value per row"
+    return None
+
+
+def _block(cfg):
+    return cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 0)
+
+
+def _forward(sub, cfg):
+    node = sub.anchor
+    i = node.inputs
+    x, scale, bias = i["X"], i["SCALE"], i.get("BIAS")
+    rms = NM(int(node.mode)) == NM.CUDNN_RMS_NORM
+    rows, n = x.dims[0], math.prod(x.dims[1:])
+    training = PH(int(node.phase)) == PH.CUDNN_NORM_FWD_TRAINING
+    mean = written(sub, node.outputs.get("MEAN")) if training and not rms else None
+    inv = written(sub, node.outputs.get("INV_VARIANCE")) if training else None
+    scratch = Scratch()
+    write = mean is not None or inv is not None
+    s_dt = kdtype(inv if inv is not None else mean) if write else "float32"
+    mean_arg = Arg.tensor(mean) if mean is not None else (scratch.take(rows, s_dt) if write and not rms
+                                                          else Arg.dummy(s_dt))
+    inv_arg = Arg.tensor(inv) if inv is not None else (scratch.take(rows, s_dt) if write else Arg.dummy(s_dt))
+    y = node.outputs["Y"]
+    fused = bool(sub.epilogue)
+    if fused:
+        y_arg, y_dt = scratch.take(extent(x.dims, x.strides), "float32"), "float32"
+    else:
+        y_arg, y_dt = Arg.tensor(y), kdtype(y)
+    p_dt = kdtype(scale)
+    threads, blk, vpt, rpb = kn.row_config(n, _block(cfg))
+    fargs = (n, blk, vpt, not rms, bias is not None, write, kdtype(x), p_dt, y_dt, s_dt, rpb)
+    args = [Arg.tensor(x), Arg.tensor(scale), Arg.tensor(bias) if bias is not None else Arg.dummy(p_dt),
+            y_arg, mean_arg, inv_arg, Arg.scalar(i["EPSILON"]), Arg.const(rows)]
+    steps = [Step("norm_rows_fwd:" + src_key(fargs), lambda: kn._row_fwd_kernel(*fargs)[0],
+                  math.ceil(rows / rpb), threads, args, nbytes=tensor_bytes(x, y, scale, bias))]
+    if fused:
+        from .norm_batch import epilogue_output
+
+        pw = PointwiseBuilder(x.dims)
+        yr = pw.add_input(y_arg, "float32", x.strides)
+        epilogue_output(pw, sub, y, ("in", yr))
+        steps.append(pw.step("norm_rows_epilogue", 256))
+    return steps, scratch.size
+
+
+def _backward(sub, cfg):
+    node = sub.nodes[0]
+    i = node.inputs
+    x, dy, scale = i["X"], i["DY"], i["SCALE"]
+    dx = node.outputs["DX"]
+    dscale, dbias = written(sub, node.outputs.get("DSCALE")), written(sub, node.outputs.get("DBIAS"))
+    rms = NM(int(node.mode)) == NM.CUDNN_RMS_NORM
+    rows, n = x.dims[0], math.prod(x.dims[1:])
+    inv = i["INV_VARIANCE"]
+    mean = None if rms else i["MEAN"]
+    s_dt = kdtype(inv)
+    threads, blk, vpt, rpb = kn.row_config(n, _block(cfg))
+    fargs = (n, blk, vpt, not rms, kdtype(x), kdtype(dy), kdtype(scale), kdtype(dx), s_dt, rpb)
+    args = [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(scale), Arg.tensor(mean) if mean is not None else Arg.dummy(s_dt),
+            Arg.tensor(inv), Arg.tensor(dx), Arg.const(rows)]
+    steps = [Step("norm_rows_bwd:" + src_key(fargs), lambda: kn._row_bwd_kernel(*fargs)[0], math.ceil(rows / rpb),
+                  threads, args, nbytes=tensor_bytes(x, dy, dx, scale))]
+    scratch = Scratch()
+    terms, outs = [], []
+    if dscale is not None:
+        terms.append(kr.Term("v1 * (v0 * v2)" if rms else "v1 * ((v0 - v2) * v3)", "sum"))
+        outs.append(dscale)
+    if dbias is not None:
+        terms.append(kr.Term("v1", "sum"))
+        outs.append(dbias)
+    if terms:
+        full = (n, 1)
+        per_row = (1 if rows > 1 else 0, 0)
+        ins = [(kdtype(x), full), (kdtype(dy), full)] + ([] if rms else [(kdtype(mean), per_row)]) + [(s_dt, per_row)]
+        arrays = [Arg.tensor(x), Arg.tensor(dy)] + ([] if rms else [Arg.tensor(mean)]) + [Arg.tensor(inv)]
+        spec = kr.ReduceSpec((rows, n), tuple(ins), (1, n), tuple(terms), tuple((kdtype(t), (0, 1)) for t in outs))
+        steps += reduce_steps(spec, scratch, arrays, [Arg.tensor(t) for t in outs], name="norm_rows_dparams")
+    return steps, scratch.size
+
+
+@register
+class NormRowsEngine(Engine):
+    name = "norm_rows"
+    kinds = ("norm_fwd", "norm_bwd")
+    fallback = True
+
+    def check_support(self, sub, ctx):
+        st, why = check_norm_node(self, sub, MODES)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        node = sub.anchor if sub.anchor is not None else sub.nodes[0]
+        if node.inputs["X"].ndim < 2:
+            return S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"node '{node.name}': X: needs a batch dim and row dims"
+        why = _layout_reason(node)
+        if why:
+            return S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"node '{node.name}': {why}"
+        if node.OP == "norm_fwd":
+            m, v = node.outputs.get("MEAN"), node.outputs.get("INV_VARIANCE")
+            if m is not None and v is not None and m.dtype != v.dtype:
+                return S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"node '{node.name}': MEAN and INV_VARIANCE dtypes differ"
+            b = node.inputs.get("BIAS")
+            if b is not None and b.dtype != node.inputs["SCALE"].dtype:
+                return S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"node '{node.name}': BIAS dtype differs from SCALE's"
+        else:
+            m = node.inputs.get("MEAN")
+            if m is not None and m.dtype != node.inputs["INV_VARIANCE"].dtype:
+                return S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"node '{node.name}': MEAN and INV_VARIANCE dtypes differ"
+        return OK
+
+    def knobs(self, sub):
+        return (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 0, 1024, 32, 0),)
+
+    def keep(self, sub, cfg, ctx):
+        st, why = super().keep(sub, cfg, ctx)
+        if st == S.CUDNN_STATUS_SUCCESS and _block(cfg) not in BLOCKS:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: BLOCK_SIZE {_block(cfg)} is not one of {BLOCKS}"
+        return st, why
+
+    def candidates_key(self, sub):
+        return ()
+
+    def _steps(self, sub, cfg):
+        memo = sub.__dict__.setdefault("_norm_rows_steps", {})
+        if cfg not in memo:
+            memo[cfg] = _forward(sub, cfg) if sub.kind == "norm_fwd" else _backward(sub, cfg)
+        return memo[cfg]
+
+    def workspace_size(self, sub, cfg):
+        return self._steps(sub, cfg)[1]
+
+    def cost(self, sub, cfg, device):
+        return steps_time(device, self._steps(sub, cfg)[0]) * (1.0 if not _block(cfg) else 1.05)
+
+    def build(self, sub, cfg, ctx):
+        steps, ws = self._steps(sub, cfg)
+        return MemPlan(self, sub, cfg, steps, ws)
