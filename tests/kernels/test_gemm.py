@@ -73,6 +73,18 @@ def test_tiny_block_stage1_and_column_major_output(rng):
     assert_close(c.reshape(N, M).T, R.matmul(a, b), "float32")
 
 
+@pytest.mark.parametrize("swizzle", [2, 3])
+def test_swizzled_tile_order(rng, swizzle):
+    """Grouped (GROUP_M) tile order: every tile still computed once, ragged last group included."""
+    M, N, K = size((40, 37, 6), (1000, 1100, 300))
+    a, b = random(rng, (M, K)), random(rng, (K, N))
+    c = out_buffer(M * N)
+    k = make_gemm(size(TINY, BIG).replace(SWIZZLE=swizzle), "mk", "kn")
+    run_gemm(k, a.ravel(), b.ravel(), c, M=M, N=N, K=K, a_strides=(K, 1), b_strides=(N, 1),
+             c_strides=(N, 1))
+    assert_close(c.reshape(M, N), R.matmul(a, b), "float32")
+
+
 def test_arbitrary_strides_and_broadcast_batch(rng):
     """A: every other element of a larger buffer; B broadcast over the batch (stride 0)."""
     M, N, K = size((9, 10, 7), (300, 200, 100))
