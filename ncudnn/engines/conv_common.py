@@ -1,0 +1,320 @@
+"""Convolution subgraphs as implicit GEMMs: the problem the conv engines share, and their base class.
+
+:func:`conv_problem` reads a conv_fprop / conv_dgrad / conv_wgrad subgraph into a
+:class:`ConvProblem`: the kernel geometry (``kernels.conv.geometry``; 1-3 spatial dims, any stride,
+asymmetric padding, dilation, groups, convolution or cross-correlation, any element strides: NCHW,
+NHWC or other), the fused epilogue (fprop / dgrad: bias per channel, pointwise chain, one residual or
+backward-activation operand; wgrad: pointwise only), the reduction order ("rsc" for channels-last
+activations, else "crs") and the per-operand coalescing hints.
+"""
+import math
+
+from .. import memory
+from ..kernels.conv import geometry, make_conv_dgrad, make_conv_fprop, make_conv_wgrad
+from ..types import (cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnConvolutionMode_t,
+                     cudnnStatus_t)
+from . import gemm_common as gc
+from .base import OK, Engine, KnobSpec, SubPlan
+
+S = cudnnStatus_t
+K = cudnnBackendKnobType_t
+NN = cudnnBackendNumericalNote_t
+DIRECTION = {"conv_fprop": "fprop", "conv_dgrad": "dgrad", "conv_wgrad": "wgrad"}
+
+
+def _pad5(strides):
+    s = tuple(int(v) for v in strides)
+    return s[:2] + (0,) * (5 - len(s)) + s[2:]
+
+
+class ConvProblem:
+    def __init__(self, sub):
+        node = sub.anchor
+        self.node, self.kind = node, DIRECTION[sub.kind]
+        x, w, y = node.conv_tensors()
+        out = next(iter(node.outputs.values()))
+        for port, t in zip(("x", "w", "y"), (x, w, y)):
+            gc.check_tensor(node, port, t)
+        rank = len(out.dims)
+
+        def classify(t):
+            if len(t.dims) == rank and t.dims[1] == out.dims[1] and all(d == 1 for i, d in enumerate(t.dims) if i != 1):
+                return "col"
+            return None
+
+        wgrad = self.kind == "wgrad"
+        self.epi = gc.epilogue_of(sub, out.dims, classify, allow_bias=not wgrad, allow_residual=not wgrad)
+        fin = self.epi.out
+        if tuple(fin.dims) != tuple(out.dims):
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{fin.label}: dims {fin.dims} differ from the "
+                            f"conv output's {out.dims}")
+        gc.check_tensor(node, "output", fin)
+        self.alpha, self.beta = float(node.alpha), float(node.beta)
+        if self.beta != 0 and sub.epilogue:
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': beta = {self.beta} blends with "
+                            "a virtual output (a fused epilogue follows): not supported")
+        # the written tensor replaces the anchor's output in the addressing
+        if self.kind == "fprop":
+            x_t, w_t, y_t = x, w, fin
+            ins = (x, w)
+        elif self.kind == "dgrad":
+            x_t, w_t, y_t = fin, w, y
+            ins = (y, w)
+        else:
+            x_t, w_t, y_t = x, fin, y
+            ins = (y, x)
+        self.x, self.w, self.y, self.ins = x_t, w_t, y_t, ins
+        names = [gc.kdtype(ins[0]), gc.kdtype(ins[1]), self.epi.spec.out_dtype]
+        self.fp64 = gc.check_precision(node, names)
+        bias_dt = gc.kdtype(self.epi.bias) if self.epi.bias is not None else names[2]
+        res_dt = gc.kdtype(self.epi.residual) if self.epi.residual is not None else names[2]
+        self.dtypes = tuple(names) + ((bias_dt, res_dt) if not wgrad else ())
+        nsp = node.spatial_dims
+        try:
+            self.g = geometry(x_t.dims, w_t.dims, stride=node.stride, pre_pad=node.pre_padding,
+                              post_pad=node.post_padding, dilation=node.dilation, groups=node.groups,
+                              cross_correlation=node.mode == cudnnConvolutionMode_t.CUDNN_CROSS_CORRELATION,
+                              x_strides=x_t.strides, w_strides=w_t.strides, y_strides=y_t.strides)
+        except ValueError as e:
+            raise gc.Reject(S.CUDNN_STATUS_BAD_PARAM, f"node '{node.name}': {e}") from None
+        if tuple(self.g.OPQ[3 - nsp:]) != tuple(y_t.dims[2:]):
+            raise gc.Reject(S.CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, f"node '{node.name}': output spatial dims "
+                            f"{y_t.dims[2:]} differ from the geometry's {self.g.OPQ[3 - nsp:]}")
+        g = self.g
+        self.gemm = {"fprop": g.gemm_fprop, "dgrad": g.gemm_dgrad, "wgrad": g.gemm_wgrad}[self.kind]()
+        self.bias_stride = self.epi.bias.strides[1] if self.epi.bias is not None else 1
+        self.res_strides = _pad5(self.epi.residual.strides) if self.epi.residual is not None else None
+        # reduction order and coalescing hints (performance only: the loaders take any strides)
+        sx, sw, sy = g.x_strides, g.w_strides, g.y_strides
+        if self.kind == "fprop":
+            nhwc = sx[1] == 1 and g.C > 1
+            self.order = "rsc" if nhwc else "crs"
+            self.a_fast = "k" if nhwc else "outer"
+            self.b_fast = "k" if (sw[1] == 1 if nhwc else sw[4] == 1) else "outer"
+        elif self.kind == "dgrad":
+            nhwc = sy[1] == 1 and g.K > 1
+            self.order = "rsc" if nhwc else "crs"
+            self.a_fast = "k" if nhwc else "outer"
+            self.b_fast = "outer" if sw[1] == 1 else "k"
+        else:
+            nhwc = sx[1] == 1 and g.C > 1
+            self.order = "rsc" if nhwc else "crs"
+            self.a_fast = "outer" if sy[1] == 1 and g.K > 1 else "k"
+            self.b_fast = "outer" if nhwc else "k"
+        self.in_bytes = gc.bytes_of(names[0])
+        self.out_bytes = gc.bytes_of(names[2])
+        self.extra_bytes = sum(t.numel * t.itemsize for t in (self.epi.bias, self.epi.residual) if t is not None)
+
+    def make(self, gcfg, precomp):
+        """The kernels' conv object for a GemmConfig."""
+        spec = self.epi.spec
+        if self.kind == "fprop":
+            return make_conv_fprop(gcfg, self.dtypes, spec, self.order, self.a_fast, self.b_fast, precomp)
+        if self.kind == "dgrad":
+            return make_conv_dgrad(gcfg, self.g.stride, self.dtypes, spec, self.order, self.a_fast, self.b_fast,
+                                   precomp)
+        return make_conv_wgrad(gcfg, self.dtypes, spec, self.order, self.a_fast, self.b_fast, precomp)
+
+    def pack(self, kern, arg, table=None):
+        """The kernel's checked argument pack; ``arg(t)`` gives each tensor's Flat."""
+        e, g = self.epi, self.g
+        if self.kind == "wgrad":
+            return kern.pack(g, arg(self.x), arg(self.y), arg(self.w), table=table)
+        bias = arg(e.bias) if e.bias is not None else None
+        res = arg(e.residual) if e.residual is not None else None
+        if self.kind == "fprop":
+            return kern.pack(g, arg(self.x), arg(self.w), arg(self.y), table=table, bias=bias,
+                             bias_stride=self.bias_stride, residual=res, residual_strides=self.res_strides)
+        return kern.pack(g, arg(self.y), arg(self.w), arg(self.x), table=table, bias=bias,
+                         bias_stride=self.bias_stride, residual=res, residual_strides=self.res_strides)
+
+
+class ConvEngineBase(Engine):
+    """An implicit-GEMM conv engine (subclasses: ``PRECOMP``, ``kinds``, candidate knobs)."""
+
+    kinds = ("conv_fprop", "conv_dgrad", "conv_wgrad")
+    TILES = gc.CONV_TILES
+    PRECOMP = False
+    #: efficiency against the tile's measured GEMM figure (loader arithmetic): an estimate
+    LOADER_EFF = 1.0
+
+    def problem(self, sub):
+        memo = sub.__dict__.setdefault("_conv_problem", {})
+        hit = memo.get("p")
+        if hit is None:
+            try:
+                hit = ConvProblem(sub)
+            except gc.Reject as e:
+                hit = e
+            memo["p"] = hit
+        if isinstance(hit, gc.Reject):
+            raise hit
+        return hit
+
+    def extra_check(self, sub, p):
+        """Engine-specific refusals (raise gc.Reject)."""
+
+    def check_support(self, sub, ctx):
+        st, why = super().check_support(sub, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        try:
+            p = self.problem(sub)
+            self.extra_check(sub, p)
+        except gc.Reject as e:
+            return e.status, e.reason
+        if not any(self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS for c in self._space(sub)):
+            M, N, K_ = p.gemm
+            return S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{self.name}: no tile fits the implicit GEMM " \
+                f"M={M}, N={N}, K={K_}, groups={p.g.G}"
+        return OK
+
+    def knobs(self, sub):
+        ks = self.__dict__.get("_knobs")
+        if ks is None:
+            ks = self.__dict__["_knobs"] = self._knob_specs()
+        return ks
+
+    def _knob_specs(self):
+        return (gc.tile_knob(self.TILES),
+                KnobSpec(K.CUDNN_KNOB_TYPE_SPLIT_K, 1, 64, 1, 1),
+                KnobSpec(K.CUDNN_KNOB_TYPE_SWIZZLE, 1, 8, 1, 1),
+                KnobSpec(K.CUDNN_KNOB_TYPE_EDGE, 1, 1, 1, 1, ("predicated edges and padding",)),
+                KnobSpec(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 0, 1, 1, 1,
+                         ("atomic accumulation (NONDETERMINISTIC)", "workspace partials + ordered reduce")),
+                KnobSpec(K.CUDNN_KNOB_TYPE_STAGES, 1, 2, 1, 2))
+
+    def gemm_config(self, cfg):
+        return gc.gemm_config(self.TILES, cfg)
+
+    def keep(self, sub, cfg, ctx):
+        return gc.memo(sub, ("keep", self.name, cfg), lambda: self._keep(sub, cfg, ctx))
+
+    def _keep(self, sub, cfg, ctx):
+        st, why = super().keep(sub, cfg, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        for k in (K.CUDNN_KNOB_TYPE_SPLIT_K, K.CUDNN_KNOB_TYPE_SWIZZLE):
+            if not gc.is_pow2(cfg.get(k)):
+                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {k.name} = {cfg.get(k)} is not a power of 2"
+        try:
+            p = self.problem(sub)
+        except gc.Reject as e:
+            return e.status, e.reason
+        M, N, K_ = p.gemm
+        ok, why = gc.keep_config(self.name, self.gemm_config(cfg), p.fp64, M, N, K_, p.g.G, p.epi.linear,
+                                 p.epi.spec.out_dtype)
+        return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, why)
+
+    def config_notes(self, sub, cfg):
+        if cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1) > 1 and cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 1) == 0:
+            return self.numerical_notes + (NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC,)
+        return self.numerical_notes
+
+    def _space(self, sub):
+        return gc.memo(sub, ("space", self.name), lambda: self._make_space(sub))
+
+    def _make_space(self, sub):
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return []
+        base = self.default_config(sub)
+        wgrad = p.kind == "wgrad"
+        splits = (1, 2, 4, 8, 16, 32) if wgrad else (1, 4)
+        M = p.gemm[0]
+        out = []
+        for t in gc.useful_tiles(self.TILES, M, p.gemm[1], p.g.G):
+            tile = self.TILES[t]
+            tiles = gc.ceil_div(M, tile.cfg.BLOCK_M) * gc.ceil_div(p.gemm[1], tile.cfg.BLOCK_N)
+            for s in (splits if gc.split_worthwhile(tiles, p.g.G, tile.cfg) else (1,)):
+                for buf in ((1, 0) if wgrad and s > 1 else (1,)):
+                    for sw in (gc.swizzle_for(M, tile.cfg, (1, 8)),):
+                        c = base.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, t).with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K, s)
+                        c = c.with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, buf)
+                        out.append(c.with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, sw))
+        return out
+
+    def candidates(self, sub, ctx):
+        dev = ctx.device if ctx is not None else None
+        return gc.memo(sub, ("candidates", self.name, dev), lambda: self._candidates(sub, ctx))
+
+    def _candidates(self, sub, ctx):
+        good = [c for c in self._space(sub) if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
+        dev = ctx.device if ctx is not None else None
+        if dev is not None and len(good) > 1:
+            good.sort(key=lambda c: self.cost(sub, c, dev))
+        return tuple(good[:64])
+
+    def workspace_size(self, sub, cfg):
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return 0
+        M, N, _ = p.gemm
+        return gc.split_workspace(self.gemm_config(cfg), M, N, p.g.G, p.fp64)
+
+    def cost(self, sub, cfg, device):
+        return gc.memo(sub, ("cost", self.name, cfg, device), lambda: self._cost(sub, cfg, device))
+
+    def _cost(self, sub, cfg, device):
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return math.inf
+        M, N, K_ = p.gemm
+        tile = self.TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
+        return gc.cost(device, tile, self.gemm_config(cfg), M, N, K_, p.g.G, p.in_bytes, p.out_bytes,
+                       p.extra_bytes, p.fp64, self.LOADER_EFF)
+
+    def build(self, sub, cfg, ctx):
+        from numba import cuda
+
+        p = self.problem(sub)
+        gcfg = self.gemm_config(cfg)
+        kern = p.make(gcfg, self.PRECOMP)
+        table = None
+        if self.PRECOMP:
+            table = cuda.to_device(kern.make_table(p.g))
+        key = gc.key_text("conv", p.kind, gcfg, p.dtypes, kern.spec, p.order, p.a_fast, p.b_fast, self.PRECOMP,
+                          p.g.stride if p.kind == "dgrad" else "")
+        typing = p.pack(kern, lambda t: gc.typing_flat(t, t.span_elements()), table)
+        bl = gc.BlockLaunch(key, kern.bk, typing)
+        return ConvPlan(self, sub, cfg, p, kern, bl, table, self.workspace_size(sub, cfg))
+
+
+class ConvPlan(SubPlan):
+    """One implicit-GEMM conv (plus its split-K companion); the PRECOMP offset table is uploaded once
+    at build time and owned by the plan."""
+
+    def __init__(self, engine, sub, cfg, p, kern, bl, table, ws):
+        super().__init__(engine, sub, cfg, ws)
+        self.p, self.kern, self.bl, self.table = p, kern, bl, table
+
+    def launches(self, views, scratch):
+        p = self.p
+        packed = p.pack(self.kern, lambda t: gc.flat(views[t.uid], t), self.table)
+        alpha = gc.alpha_of(p.epi, views, p.alpha, self.sub)
+        return self.bl.launches(packed, alpha, p.beta, scratch)
+
+    def prepare(self, views, scratch):
+        return gc.runner(self.launches(views, scratch))
+
+    def execute(self, buffers, workspace, stream):
+        views = {u: (memory.as_view(a) if not isinstance(a, (int, float)) else a) for u, a in buffers.items()}
+        ws = memory.as_view(workspace) if workspace is not None else None
+        self.prepare(views, ws)(stream)
+
+
+def table_fits(p):
+    """(ok, reason): the IMPLICIT_PRECOMP_GEMM offsets fit int32 (the table is built to check)."""
+    from ..kernels.conv.table import build_table, build_wgrad_table
+
+    try:
+        if p.kind == "wgrad":
+            build_wgrad_table(p.g)
+        else:
+            build_table(p.g, p.kind, p.order)
+    except ValueError as e:
+        return False, str(e)
+    return True, ""

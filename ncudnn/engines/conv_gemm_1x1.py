@@ -1,0 +1,76 @@
+"""Engine "conv_gemm_1x1": a 1x1 (1x1x1), stride-1, unpadded, ungrouped convolution forward as one
+plain GEMM: rows are the (n, spatial) output pixels, columns the output channels, the reduction the
+input channels. With NHWC activations the pixels collapse into one M = N*H*W GEMM; NCHW is a GEMM
+batched over images (m contiguous). Dilation does not matter for a 1x1 filter. Same fused epilogue
+(alpha / beta, per-channel bias, pointwise chain, one residual) as the implicit-GEMM engines, on the
+GEMM kernel's plain strided loaders.
+"""
+from ..types import cudnnBackendLayoutType_t, cudnnStatus_t
+from . import gemm_common as gc
+from .matmul_common import GemmEngineBase, GemmMapping, batch2, merge_dims
+from .registry import register
+
+S = cudnnStatus_t
+
+
+def conv1x1_mapping(sub):
+    node = sub.anchor
+    x, w, y = node.conv_tensors()
+    for port, t in (("X", x), ("W", w), ("Y", y)):
+        gc.check_tensor(node, port, t)
+    if any(d != 1 for d in w.dims[2:]):
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': W: filter {w.dims[2:]} is not 1x1")
+    if any(s != 1 for s in node.stride):
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': stride {node.stride} is not 1")
+    if any(node.pre_padding) or any(node.post_padding):
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': padding {node.pre_padding} / "
+                        f"{node.post_padding} is not 0")
+    if node.groups != 1:
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': {node.groups} groups (one GEMM "
+                        "needs groups = 1)")
+    rank = len(y.dims)
+
+    def classify(t):
+        if len(t.dims) == rank and t.dims[1] == y.dims[1] and all(d == 1 for i, d in enumerate(t.dims) if i != 1):
+            return "col"
+        return None
+
+    epi = gc.epilogue_of(sub, y.dims, classify)
+    out = epi.out
+    if tuple(out.dims) != tuple(y.dims):
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{out.label}: dims {out.dims} differ from the "
+                        f"conv output's {y.dims}")
+    gc.check_tensor(node, "output", out)
+    alpha, beta = float(node.alpha), float(node.beta)
+    if beta != 0 and sub.epilogue:
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': beta = {beta} blends with a "
+                        "virtual output (a fused epilogue follows): not supported")
+    pix = [0] + list(range(2, rank))          # the (n, spatial) dims: GEMM rows
+    tensors = [x, out] + ([epi.residual] if epi.residual is not None else [])
+    sizes, strides = merge_dims([y.dims[i] for i in pix], [[t.strides[i] for i in pix] for t in tensors])
+    if not sizes:
+        sizes, strides = [1], [[0] for _ in tensors]
+    M = sizes[-1]
+    batch, bs = batch2(sizes[:-1], [s[:-1] for s in strides], f"node '{node.name}'")
+    a_st = bs[0] + (strides[0][-1], x.strides[1])
+    c_st = bs[1] + (strides[1][-1], out.strides[1])
+    b_st = (0, 0, w.strides[1], w.strides[0])
+    res_st = bs[2] + (strides[2][-1], epi.residual.strides[1]) if epi.residual is not None else None
+    bias_st = (0, epi.bias.strides[1]) if epi.bias is not None else (0, 1)
+    return GemmMapping(M, y.dims[1], x.dims[1], batch, x, w, a_st, b_st, c_st, epi, bias_st, res_st, alpha, beta)
+
+
+@register
+class ConvGemm1x1Engine(GemmEngineBase):
+    name = "conv_gemm_1x1"
+    kinds = ("conv_fprop",)
+    TILES = gc.CONV_TILES
+    SPLITS = (1, 4)
+    SWIZZLES = (1, 8)
+    MAX_SPLIT = 16
+    preferred_layout = cudnnBackendLayoutType_t.CUDNN_LAYOUT_TYPE_PREFERRED_NHWC
+
+    def mapping(self, sub):
+        if sub.kind != "conv_fprop":
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"{self.name}: conv fprop only")
+        return conv1x1_mapping(sub)

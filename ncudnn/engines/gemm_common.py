@@ -1,0 +1,489 @@
+"""What the GEMM-family engines (matmul_*, conv_*) share.
+
+* the tile tables (TILE_SIZE knob values) with the H200 figures that rank them;
+* the fused epilogue: the subgraph's pointwise chain as a :class:`~ncudnn.kernels.epilogue.EpilogueSpec`
+  (bias, unary pointwise, scale, one residual / backward-activation operand), or a reason why not;
+* knob specs and the cost-model glue (``heuristics.gemm_time``);
+* compile through the kernel cache and prepare ``cuLaunchKernel`` launches of a
+  :class:`~ncudnn.kernels.gemm.launch.BlockKernels` (main kernel, split-K reduce or prescale).
+
+Tile figures: docs/perf_notes.md, H200, FP32 SGEMM 4096^3 (2026-11-30): measured TFLOP/s per tile;
+``None`` marks a tile not measured there (its efficiency is an estimate, used for ranking only).
+"""
+import math
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import numpy as np
+from numba.cuda import types
+from numba.cuda.np import numpy_support
+
+from .. import memory
+from ..kernels import dtypes as kdt
+from ..kernels import epilogue as ep
+from ..kernels import kcache
+from ..kernels import pointwise_ops as po
+from ..kernels.gemm import splitk
+from ..kernels.gemm.config import GemmConfig, check
+from ..kernels.gemm.launch import kernel_args
+from ..types import cudnnBackendKnobType_t, cudnnPointwiseMode_t, cudnnStatus_t
+from . import heuristics as H
+from .base import KnobSpec
+
+S = cudnnStatus_t
+K = cudnnBackendKnobType_t
+PM = cudnnPointwiseMode_t
+
+#: FP32 FMA peak of the H200 the figures were measured on (FLOP/s)
+MEASURED_PEAK = 67e12
+#: SWIZZLE=8 over SWIZZLE=1 at 128x128x8 VEC=4 on the H200 (25.2 / 23.1 TFLOP/s, measured)
+SWIZZLE_GAIN = 25.2 / 23.1
+#: STAGES=1 (load, sync, compute) against the register-prefetched double buffer: estimate
+SINGLE_STAGE_EFF = 0.8
+MAX_GRID_YZ = 65535
+KERNEL_DTYPES = ("float32", "float16", "bfloat16", "float64")
+
+
+class Reject(Exception):
+    """Raised by problem translation: ``status`` and ``reason`` for check_support."""
+
+    def __init__(self, status, reason):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+# ------------------------------------------------------------------------------- tiles
+
+@dataclass(frozen=True)
+class Tile:
+    label: str
+    cfg: GemmConfig
+    tflops: Optional[float]   # measured FP32 TFLOP/s on the H200 (None: not measured)
+    estimate: float           # TFLOP/s used when not measured
+    regs: int                 # registers per thread (sm_90 compile check where known, else estimate)
+
+    @property
+    def eff(self):
+        """Fraction of the FP32 FMA peak the mainloop reaches at full occupancy."""
+        return (self.tflops or self.estimate) * 1e12 / MEASURED_PEAK
+
+
+def _g(bm, bn, bk, tm, tn, wm=0, wn=0, vec=1):
+    return GemmConfig(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, THREAD_M=tm, THREAD_N=tn, WARP_M=wm, WARP_N=wn,
+                      VEC=vec, UNROLL_K=2 if bk % 2 == 0 else 1)
+
+
+#: large tiles, best measured first (matmul_simt; the conv engines start with these)
+BIG_TILES = (
+    Tile("128x128x16 t8x8 vec4", _g(128, 128, 16, 8, 8, 32, 64, 4), 27.2, 27.2, 167),
+    Tile("128x128x8 t8x8 vec4", _g(128, 128, 8, 8, 8, 32, 64, 4), 23.1, 23.1, 167),
+    Tile("128x128x8 t8x8", _g(128, 128, 8, 8, 8, 32, 64), 23.8, 23.8, 167),
+    Tile("64x128x8 t8x8 vec4", _g(64, 128, 8, 8, 8, 32, 64, 4), 23.0, 23.0, 224),
+    Tile("128x64x8 t8x8 vec4", _g(128, 64, 8, 8, 8, 32, 64, 4), 22.8, 22.8, 224),
+    Tile("64x64x8 t4x8 vec4", _g(64, 64, 8, 4, 8, 16, 64, 4), 19.4, 19.4, 96),
+    Tile("64x64x16 t4x4", _g(64, 64, 16, 4, 4, 16, 32), 16.7, 16.7, 64),
+    Tile("32x32x8 t2x2", _g(32, 32, 8, 2, 2, 8, 16), 10.1, 10.1, 40),
+)
+
+#: small tiles for small / skinny problems (matmul_small; the conv engines end with these)
+SMALL_TILES = (
+    Tile("32x32x8 t2x2", _g(32, 32, 8, 2, 2, 8, 16), 10.1, 10.1, 40),
+    Tile("32x32x8 t4x4", _g(32, 32, 8, 4, 4, 16, 32), None, 9.0, 64),
+    Tile("16x16x8 t2x2", _g(16, 16, 8, 2, 2, 8, 16), None, 4.0, 40),
+    Tile("8x8x4 t2x2", _g(8, 8, 4, 2, 2), None, 1.5, 32),
+)
+
+#: the conv engines' table: large tiles then the small ones (no duplicate)
+CONV_TILES = BIG_TILES + SMALL_TILES[1:]
+
+
+def tile_knob(tiles, default=0):
+    return KnobSpec(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0, len(tiles) - 1, 1, default, tuple(t.label for t in tiles))
+
+
+def is_pow2(v):
+    return v >= 1 and not v & (v - 1)
+
+
+_GCFG = {}
+_MISS = object()
+
+
+def gemm_config(tiles, cfg):
+    """The kernel GemmConfig of an engine Config (TILE_SIZE into ``tiles``, SPLIT_K, SPLIT_K_BUF,
+    STAGES, SWIZZLE); cached."""
+    key = (tiles, cfg.knobs)
+    hit = _GCFG.get(key)
+    if hit is None:
+        tile = tiles[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
+        split = cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1)
+        atomic = split > 1 and cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 1) == 0
+        hit = _GCFG[key] = tile.cfg.replace(SPLIT_K=split, SPLIT_MODE="atomic" if atomic else "workspace",
+                                            STAGES=cfg.get(K.CUDNN_KNOB_TYPE_STAGES, 2),
+                                            SWIZZLE=cfg.get(K.CUDNN_KNOB_TYPE_SWIZZLE, 1))
+    return hit
+
+
+def memo(sub, key, fn):
+    """``fn()`` remembered on the subgraph under ``key`` (keep / cost results per config)."""
+    d = sub.__dict__.setdefault("_gemm_memo", {})
+    v = d.get(key, _MISS)
+    if v is _MISS:
+        v = d[key] = fn()
+    return v
+
+
+def useful_tiles(tiles, M, N, batch, device_sms=132):
+    """Indices of the tiles worth ranking for an M x N (x batch) output: no tile more than twice the
+    problem along M or N, and no small tile (< 64x64) once 64x64 tiles fill four waves. Never empty."""
+    big = gc_tiles(M, N, 64, 64) * batch >= 4 * device_sms
+    out = [i for i, t in enumerate(tiles)
+           if t.cfg.BLOCK_M <= 2 * max(M, 16) and t.cfg.BLOCK_N <= 2 * max(N, 16)
+           and not (big and t.cfg.BLOCK_M * t.cfg.BLOCK_N < 64 * 64)]
+    return out or [min(range(len(tiles)), key=lambda i: tiles[i].cfg.BLOCK_M * tiles[i].cfg.BLOCK_N)]
+
+
+def gc_tiles(M, N, bm, bn):
+    return ceil_div(M, bm) * ceil_div(N, bn)
+
+
+def swizzle_for(M, gcfg, allowed):
+    """The one SWIZZLE ranked per tile: the largest allowed group that still spans several tile rows."""
+    rows = ceil_div(M, gcfg.BLOCK_M)
+    return max([w for w in allowed if w == 1 or rows > w] or [1])
+
+
+def split_worthwhile(tiles_mn, batch, gcfg, device_sms=132):
+    """Offer split-K only when the unsplit grid leaves SMs idle (under two waves of one block)."""
+    return tiles_mn * batch < 2 * device_sms
+
+
+def keep_config(name, gcfg, fp64, M, N, K_, batch, linear_epilogue, out_dtype):
+    """(ok, reason) of a kernel config on a (batch, M, N, K) problem."""
+    ok, why = check(gcfg, 8 if fp64 else 4)
+    if not ok:
+        return False, f"{name}: {why}"
+    if -(-M // gcfg.BLOCK_M) > MAX_GRID_YZ:
+        return False, f"{name}: M = {M} needs more than {MAX_GRID_YZ} tile rows at BLOCK_M {gcfg.BLOCK_M}"
+    if batch * gcfg.SPLIT_K > MAX_GRID_YZ:
+        return False, f"{name}: batch {batch} x SPLIT_K {gcfg.SPLIT_K} > {MAX_GRID_YZ} (grid z)"
+    if gcfg.SPLIT_K > 1:
+        if K_ < gcfg.SPLIT_K * gcfg.BLOCK_K:
+            return False, f"{name}: SPLIT_K {gcfg.SPLIT_K} leaves empty slices of K = {K_} (BLOCK_K {gcfg.BLOCK_K})"
+        if gcfg.SPLIT_MODE == "atomic" and (not linear_epilogue or out_dtype not in ("float32", "float64")):
+            return False, f"{name}: atomic split-K needs an alpha/beta-only epilogue and an fp32/fp64 output"
+    return True, ""
+
+
+def cost(device, tile, gcfg, m, n, k, batch=1, in_bytes=4, out_bytes=4, extra_bytes=0, fp64=False, factor=1.0):
+    """Predicted seconds (heuristics.gemm_time with the tile's measured efficiency)."""
+    c = gcfg
+    threads, smem = c.num_threads, c.smem_bytes(8 if fp64 else 4)
+    # the measured figures already include the tile's occupancy: divide it out, gemm_time applies it
+    eff = tile.eff * factor / H.occupancy_factor(max(H.blocks_per_sm(device, threads, tile.regs, smem), 1), threads)
+    if c.STAGES == 1:
+        eff *= SINGLE_STAGE_EFF
+    if c.SWIZZLE > 1 and -(-m // c.BLOCK_M) > c.SWIZZLE:
+        eff *= SWIZZLE_GAIN
+    return H.gemm_time(device, m, n, k, batch=batch, tile=(c.BLOCK_M, c.BLOCK_N), threads=threads,
+                       regs=tile.regs, smem=smem, in_bytes=in_bytes, out_bytes=out_bytes,
+                       peak="fp64" if fp64 else "fp32", split_k=c.SPLIT_K, extra_bytes=extra_bytes,
+                       compute_eff=min(eff, 1.0))
+
+
+def split_workspace(gcfg, M, N, batch, fp64):
+    """Exact bytes of the deterministic split-K partials (0 otherwise)."""
+    if gcfg.SPLIT_K <= 1 or gcfg.SPLIT_MODE == "atomic":
+        return 0
+    return splitk.workspace_elems(batch, M, N, gcfg.SPLIT_K) * (8 if fp64 else 4)
+
+
+# ------------------------------------------------------------------------------- dtypes
+
+_NAMES = {}
+
+
+def kdtype(t):
+    """Kernel dtype name of a tensor descriptor ("float32", "bfloat16", ...), or None."""
+    dt = t.dtype
+    if dt not in _NAMES:
+        try:
+            _NAMES[dt] = kdt.dtype_name(memory.numpy_dtype(dt))
+        except Exception:
+            _NAMES[dt] = None
+    return _NAMES[dt]
+
+
+def check_tensor(node, port, t, kinds=KERNEL_DTYPES):
+    """Raise Reject unless ``t`` is a plain strided tensor of a kernel dtype."""
+    if t.is_virtual:
+        return
+    name = kdtype(t)
+    if name not in kinds:
+        raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE,
+                     f"node '{node.name}': {port}: data type {t.dtype.name if t.dtype is not None else None} "
+                     f"is not one of {kinds}")
+    if t.vector_count != 1 or int(t.reordering) != 0:
+        raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"node '{node.name}': {port}: vectorized / reordered "
+                     "tensors are not supported")
+    if t.ragged_offset is not None:
+        raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT,
+                     f"node '{node.name}': {port}: ragged offsets are not supported")
+
+
+def check_precision(node, names):
+    """fp64 only as an all-fp64 problem (fp64 accumulation); else fp32 accumulation."""
+    if "float64" in names and any(n != "float64" for n in names):
+        raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"node '{node.name}': float64 mixed with "
+                     f"{sorted(set(names) - {'float64'})}: fp64 needs every operand and the output in fp64")
+    return names[0] == "float64"
+
+
+# ------------------------------------------------------------------------------- epilogue
+
+_PARAMS = ("relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope", "elu_alpha", "softplus_beta",
+           "swish_beta", "nan_propagation", "alpha1", "alpha2")
+_COMMUTATIVE = {PM.CUDNN_POINTWISE_ADD, PM.CUDNN_POINTWISE_MUL, PM.CUDNN_POINTWISE_MAX, PM.CUDNN_POINTWISE_MIN}
+
+
+def _params(n, swap=False):
+    p = {}
+    for k in _PARAMS:
+        v = getattr(n, k, None)
+        if v is not None:
+            p[k] = int(v) if k == "nan_propagation" else float(v)
+    if swap:
+        p["alpha1"], p["alpha2"] = p.get("alpha2", 1.0), p.get("alpha1", 1.0)
+    return p
+
+
+@dataclass
+class Epilogue:
+    """The fused chain: kernel steps and the tensors they read."""
+
+    spec: ep.EpilogueSpec
+    out: object                       # the TensorDesc finally written
+    bias: object = None               # TensorDesc read by the bias step
+    bias_axis: Optional[str] = None
+    residual: object = None           # TensorDesc read by the residual step
+    alpha_scalars: Tuple[int, ...] = ()   # by-value uids folded into alpha (leading scales)
+    const_scalars: Tuple[Tuple[int, float], ...] = ()  # by-value uids compiled in as constants
+
+    @property
+    def linear(self):
+        return self.spec.linear
+
+
+def epilogue_of(sub, out_dims, classify_bias, allow_bias=True, allow_residual=True):
+    """Translate ``sub.epilogue`` (pointwise nodes after the anchor) into an :class:`Epilogue`.
+
+    ``classify_bias(t) -> axis | None``: whether a broadcast tensor is a bias ("col" / "row") of the
+    anchor's output of dims ``out_dims``. Raises :class:`Reject` naming the node that cannot fuse.
+    """
+    if sub.tail is not None:
+        raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
+                     f"node '{sub.tail.name}': a fused {sub.tail.OP} after the epilogue is not supported")
+    anchor_out = next(iter(sub.anchor.outputs.values()))
+    cur, out = anchor_out.uid, anchor_out
+    steps, bias, axis, residual = [], None, None, None
+    alpha_uids, consts = [], []
+    for n in sub.epilogue:
+        mode = PM(int(n.mode))
+        ports, oport = n.operand_ports()
+        ins = [n.inputs[p] for p in ports]
+        pos = [i for i, t in enumerate(ins) if t.uid == cur]
+        where = f"node '{n.name}' ({mode.name})"
+        if len(pos) != 1:
+            raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"{where}: reads the chain value "
+                         f"{len(pos)} times")
+        if int(mode) not in po.SUPPORTED_MODES or po.result_kind(mode) != "float":
+            raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: not a float-valued pointwise mode")
+        if len(ins) == 1:
+            try:
+                steps.append(ep.pointwise(mode, **_params(n)))
+            except (ValueError, TypeError) as e:
+                raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: {e}") from None
+        elif len(ins) == 2:
+            other = ins[1 - pos[0]]
+            swap = pos[0] == 1
+            if swap and mode not in _COMMUTATIVE:
+                raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: the chain value is operand "
+                             f"{ports[1]}, and {mode.name} is not commutative (the epilogue computes "
+                             "mode(chain, other))")
+            p = _params(n, swap)
+            unit = p.get("alpha1", 1.0) == 1.0 and p.get("alpha2", 1.0) == 1.0
+            if other.is_by_value:
+                if mode != PM.CUDNN_POINTWISE_MUL or not unit:
+                    raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: a by-value operand fuses only as "
+                                 "a MUL scale (alpha1 = alpha2 = 1)")
+                if not steps:
+                    alpha_uids.append(other.uid)
+                else:
+                    v = float(np.asarray(other.value, dtype=np.float64).reshape(-1)[0])
+                    consts.append((other.uid, v))
+                    steps.append(ep.scale(v))
+            elif tuple(other.dims) == tuple(out_dims):
+                if not allow_residual:
+                    raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: this anchor's epilogue takes no "
+                                 "second full tensor")
+                if residual is not None:
+                    raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: a second full-size operand "
+                                 f"(the epilogue has one residual slot, taken by {residual.label})")
+                try:
+                    steps.append(ep.residual(mode, **p))
+                except (ValueError, TypeError) as e:
+                    raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: {e}") from None
+                residual = other
+            else:
+                ax = classify_bias(other) if allow_bias else None
+                if ax is None or mode != PM.CUDNN_POINTWISE_ADD or not unit:
+                    raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: operand {other.label} of dims "
+                                 f"{other.dims} broadcast onto {tuple(out_dims)}: only an ADD of a per-"
+                                 "channel / per-column (or per-row) bias fuses")
+                if bias is not None:
+                    raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: a second bias (one bias slot)")
+                steps.append(ep.bias(ax))
+                bias, axis = other, ax
+            check_tensor(n, "operand", other)
+        else:
+            raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: three-operand modes do not fuse")
+        out = n.outputs[oport]
+        cur = out.uid
+    name = kdtype(out)
+    if out.is_virtual and name is None:
+        name = "float32"
+    spec = ep.EpilogueSpec(tuple(steps), out_dtype=name or "float32")
+    return Epilogue(spec, out, bias, axis, residual, tuple(alpha_uids), tuple(consts))
+
+
+def scalar_value(views, uid, default):
+    v = views.get(uid, default)
+    return float(np.asarray(v, dtype=np.float64).reshape(-1)[0])
+
+
+def alpha_of(epi, views, alpha, sub=None):
+    """alpha times the leading by-value scales; checks the compiled-in ones are unchanged."""
+    from ..errors import BadParamError
+
+    tensors = {t.uid: t for n in (sub.nodes if sub is not None else ()) for t in n.tensors()}
+    for uid in epi.alpha_scalars:
+        alpha *= scalar_value(views, uid, tensors[uid].value if uid in tensors else 1.0)
+    for uid, v in epi.const_scalars:
+        got = scalar_value(views, uid, v)
+        if got != v:
+            raise BadParamError(f"by-value scale uid {uid} = {got}: this plan compiled {v} into its epilogue "
+                                "(build a plan for the new value)", S.CUDNN_STATUS_BAD_PARAM)
+    return alpha
+
+
+# ------------------------------------------------------------------------------- launches
+
+class Flat:
+    """A flat 1-D buffer as a kernel argument (what kernels/launch.as_arg_view reads)."""
+
+    __slots__ = ("ptr", "shape", "strides_bytes", "itemsize", "dtype", "ndim")
+
+    def __init__(self, ptr, n, dtype):
+        self.dtype = np.dtype(dtype)
+        self.ptr, self.shape, self.ndim = int(ptr), (max(int(n), 1),), 1
+        self.itemsize = self.dtype.itemsize
+        self.strides_bytes = (self.itemsize,)
+
+
+def flat(view, t):
+    """The DeviceView ``view`` of tensor ``t`` as a Flat of its storage dtype, spanning its elements."""
+    return Flat(view.ptr, t.span_elements(), kdt.storage_dtype(kdtype(t)))
+
+
+def typing_flat(t_or_name, n=1):
+    """A Flat with no memory behind it: only its type matters (signatures at build time)."""
+    name = t_or_name if isinstance(t_or_name, str) else kdtype(t_or_name)
+    return Flat(0, n, kdt.storage_dtype(name))
+
+
+def argtypes(args):
+    """numba types of kernel arguments (arrays are 1-D C-contiguous storage arrays)."""
+    def ty(a):
+        if isinstance(a, tuple):
+            return types.Tuple([ty(x) for x in a])
+        if isinstance(a, (bool, np.bool_)):
+            return types.boolean
+        if isinstance(a, (int, np.integer)) and not isinstance(a, np.generic):
+            return types.int64
+        if isinstance(a, np.generic):
+            return numpy_support.from_dtype(a.dtype)
+        if isinstance(a, float):
+            return types.float64
+        return types.Array(numpy_support.from_dtype(np.dtype(a.dtype)), 1, "C")
+    return tuple(ty(a) for a in args)
+
+
+class BlockLaunch:
+    """A BlockKernels compiled through the kernel cache; :meth:`launches` prepares its launch sequence."""
+
+    def __init__(self, key, bk, typing_packed):
+        self.bk, self.cfg = bk, bk.cfg
+        self.f = splitk.f(bk.ftype)
+        ws = Flat(0, 1, bk.ftype) if bk.split and not bk.atomic else None
+        args = kernel_args(bk, *typing_packed, 1.0, 0.0, ws)
+        self.main = kcache.get_or_compile(key + "|main", lambda: bk.kernel, argtypes(args))
+        M, N, K_, nb, a_args, b_args, o_args, bias_args, r_args = typing_packed
+        self.reduce = self.prescale = None
+        f = self.f
+        if bk.split and not bk.atomic:
+            self.reduce = kcache.get_or_compile(key + "|reduce", lambda: bk.reduce, argtypes(
+                (ws, 1, o_args, bias_args, r_args, 1, 1, 1, f(1), f(0))))
+        elif bk.atomic:
+            self.prescale = kcache.get_or_compile(key + "|prescale", lambda: bk.prescale,
+                                                  argtypes((o_args, 1, 1, 1, f(0))))
+
+    def launches(self, packed, alpha, beta, scratch):
+        """PreparedLaunches of one run over ``packed`` (the kernels' pack output) with ``scratch``
+        (a uint8 DeviceView holding the split-K partials, or None)."""
+        bk, cfg, f = self.bk, self.cfg, self.f
+        M, N, K_, nb, a_args, b_args, o_args, bias_args, r_args = packed
+        ws = None
+        if bk.split and not bk.atomic:
+            item = np.dtype(bk.ftype).itemsize
+            ws = Flat(scratch.ptr, scratch.nbytes // item, bk.ftype)
+        args = kernel_args(bk, *packed, alpha, beta, ws)
+        grid = (-(-N // cfg.BLOCK_N), -(-M // cfg.BLOCK_M), nb * cfg.SPLIT_K)
+        out = []
+        total = nb * M * N
+        blocks = max(1, -(-total // splitk.REDUCE_THREADS))
+        if self.prescale is not None:
+            out.append(self.prescale.prepare(blocks, splitk.REDUCE_THREADS, (o_args, nb, M, N, f(beta))))
+        out.append(self.main.prepare(grid, cfg.num_threads, args))
+        if self.reduce is not None:
+            out.append(self.reduce.prepare(blocks, splitk.REDUCE_THREADS, (ws, cfg.SPLIT_K, o_args, bias_args, r_args,
+                                                                            nb, M, N, f(alpha), f(beta))))
+        return out
+
+
+def runner(launches):
+    """``run(stream)`` over prepared launches (one cuLaunchKernel each)."""
+    if len(launches) == 1:
+        one = launches[0].run
+        return lambda stream: one(None, stream)
+
+    def run(stream):
+        for p in launches:
+            p.run(None, stream)
+    return run
+
+
+def key_text(*parts):
+    """A stable kernel-cache spec key from frozen dataclasses / tuples / strings."""
+    return "|".join(str(p) for p in parts)
+
+
+def bytes_of(name):
+    return np.dtype(kdt.storage_dtype(name)).itemsize
+
+
+def ceil_div(a, b):
+    return -(-a // b)
+
+
+def prod(xs):
+    return math.prod(xs)

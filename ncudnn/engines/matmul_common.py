@@ -1,0 +1,340 @@
+"""Plain (batched, strided) GEMM problems and the engine base the matmul engines and conv_gemm_1x1 share.
+
+A :class:`GemmMapping` says how a subgraph is one call of the GEMM kernel: M, N, K, a (B1, B2) batch,
+element strides ``(batch1, batch2, row, col)`` of A (m, k), B (k, n), C (m, n) and the residual,
+``(batch, index)`` of the bias, the layouts, and the fused epilogue. Batch dims collapse where the
+strides of every tensor allow (numpy-style broadcast batches have stride 0); more than two batch
+dims that do not collapse are NOT_SUPPORTED_SHAPE.
+"""
+import math
+from dataclasses import dataclass
+
+from .. import memory
+from ..kernels.gemm import make_gemm
+from ..kernels.gemm.gemm import gemm_args
+from ..types import cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
+from . import gemm_common as gc
+from .base import OK, Engine, KnobSpec, SubPlan
+
+S = cudnnStatus_t
+K = cudnnBackendKnobType_t
+NN = cudnnBackendNumericalNote_t
+
+
+def merge_dims(sizes, strides):
+    """Collapse adjacent dims (outer -> inner) of ``sizes`` where every tensor's strides allow, dropping
+    size-1 dims. ``strides``: one list per tensor. Returns (sizes, strides per tensor)."""
+    keep = [i for i, s in enumerate(sizes) if s != 1]
+    out_sizes, out_strides = [], [[] for _ in strides]
+    for i in keep:
+        if out_sizes and all(st[-1] == s[i] * sizes[i] for st, s in zip(out_strides, strides)):
+            out_sizes[-1] *= sizes[i]
+            for st, s in zip(out_strides, strides):
+                st[-1] = s[i]
+            continue
+        out_sizes.append(sizes[i])
+        for st, s in zip(out_strides, strides):
+            st.append(s[i])
+    return out_sizes, out_strides
+
+
+def batch2(sizes, strides, what):
+    """(B1, B2) and per-tensor (s1, s2) of at most two merged batch dims."""
+    if len(sizes) > 2:
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{what}: {len(sizes)} batch dims {tuple(sizes)} "
+                        "that do not collapse into two (the kernel indexes at most two)")
+    sizes = [1] * (2 - len(sizes)) + list(sizes)
+    return tuple(sizes), [tuple([0] * (2 - len(s)) + list(s)) for s in strides]
+
+
+@dataclass
+class GemmMapping:
+    M: int
+    N: int
+    K: int
+    batch: tuple          # (B1, B2)
+    A: object             # TensorDesc of each operand
+    B: object
+    a_strides: tuple      # (b1, b2, m, k)
+    b_strides: tuple      # (b1, b2, k, n)
+    c_strides: tuple      # (b1, b2, m, n) of the written output
+    epi: gc.Epilogue
+    bias_strides: tuple = (0, 1)
+    res_strides: tuple = None
+    alpha: float = 1.0
+    beta: float = 0.0
+
+    def __post_init__(self):
+        names = [gc.kdtype(self.A), gc.kdtype(self.B), self.epi.spec.out_dtype]
+        self.fp64 = gc.check_precision(self.epi.out if self.epi.out is not None else self.A, names)
+        self.a_layout = "mk" if self.a_strides[3] == 1 else "km"
+        self.b_layout = "nk" if self.b_strides[2] == 1 and self.b_strides[3] != 1 else "kn"
+        bias_dt = gc.kdtype(self.epi.bias) if self.epi.bias is not None else names[2]
+        res_dt = gc.kdtype(self.epi.residual) if self.epi.residual is not None else names[2]
+        self.dtypes = tuple(names) + (bias_dt, res_dt)
+        self.nb = self.batch[0] * self.batch[1]
+        self.in_bytes = gc.bytes_of(names[0])
+        self.out_bytes = gc.bytes_of(names[2])
+        extra = 0
+        for t in (self.epi.bias, self.epi.residual):
+            if t is not None:
+                extra += t.numel * t.itemsize
+        self.extra_bytes = extra
+
+    def pack(self, kern, tensor_arg):
+        """The kernel's checked argument pack; ``tensor_arg(t)`` gives each tensor's Flat."""
+        e = self.epi
+        return gemm_args(kern, tensor_arg(self.A), tensor_arg(self.B), tensor_arg(e.out), M=self.M, N=self.N,
+                         K=self.K, a_strides=self.a_strides, b_strides=self.b_strides, c_strides=self.c_strides,
+                         batch=self.batch, bias=tensor_arg(e.bias) if e.bias is not None else None,
+                         bias_strides=self.bias_strides,
+                         residual=tensor_arg(e.residual) if e.residual is not None else None,
+                         residual_strides=self.res_strides)
+
+
+def _typing_arg(t):
+    return gc.typing_flat(t, t.span_elements())
+
+
+class GemmEngineBase(Engine):
+    """A GEMM-kernel engine over a :class:`GemmMapping` (subclasses: ``mapping(sub)``, ``TILES``,
+    ``SPLITS``, candidate knobs)."""
+
+    TILES = gc.BIG_TILES
+    SPLITS = (1,)                 # SPLIT_K values offered as candidates
+    SWIZZLES = (1, 8)
+    ATOMIC = False                # offer atomic split-K candidates
+    MAX_SPLIT = 16
+    numerical_notes = ()
+
+    def mapping(self, sub):
+        raise NotImplementedError
+
+    def problem(self, sub):
+        """The memoized GemmMapping of ``sub`` (raises gc.Reject)."""
+        memo = sub.__dict__.setdefault("_gemm_mapping", {})
+        hit = memo.get(self.name)
+        if hit is None:
+            try:
+                hit = self.mapping(sub)
+            except gc.Reject as e:
+                hit = e
+            memo[self.name] = hit
+        if isinstance(hit, gc.Reject):
+            raise hit
+        return hit
+
+    def check_support(self, sub, ctx):
+        st, why = super().check_support(sub, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        try:
+            p = self.problem(sub)
+        except gc.Reject as e:
+            return e.status, e.reason
+        if not any(self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS for c in self._space(sub)):
+            return S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{self.name}: no tile fits M={p.M}, N={p.N}, K={p.K}, " \
+                f"batch={p.nb}"
+        return OK
+
+    def knobs(self, sub):
+        ks = self.__dict__.get("_knobs")
+        if ks is None:
+            ks = self.__dict__["_knobs"] = self._knob_specs()
+        return ks
+
+    def _knob_specs(self):
+        return (gc.tile_knob(self.TILES),
+                KnobSpec(K.CUDNN_KNOB_TYPE_SPLIT_K, 1, self.MAX_SPLIT, 1, 1),
+                KnobSpec(K.CUDNN_KNOB_TYPE_SWIZZLE, 1, 8, 1, 1),
+                KnobSpec(K.CUDNN_KNOB_TYPE_EDGE, 1, 1, 1, 1, ("predicated edges (any M, N, K)",)),
+                KnobSpec(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 0, 1, 1, 1,
+                         ("atomic accumulation (NONDETERMINISTIC)", "workspace partials + ordered reduce")),
+                KnobSpec(K.CUDNN_KNOB_TYPE_STAGES, 1, 2, 1, 2))
+
+    def gemm_config(self, cfg):
+        return gc.gemm_config(self.TILES, cfg)
+
+    def keep(self, sub, cfg, ctx):
+        return gc.memo(sub, ("keep", self.name, cfg), lambda: self._keep(sub, cfg, ctx))
+
+    def _keep(self, sub, cfg, ctx):
+        st, why = super().keep(sub, cfg, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        for k in (K.CUDNN_KNOB_TYPE_SPLIT_K, K.CUDNN_KNOB_TYPE_SWIZZLE):
+            if not gc.is_pow2(cfg.get(k)):
+                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {k.name} = {cfg.get(k)} is not a power of 2"
+        try:
+            p = self.problem(sub)
+        except gc.Reject as e:
+            return e.status, e.reason
+        ok, why = gc.keep_config(self.name, self.gemm_config(cfg), p.fp64, p.M, p.N, p.K, p.nb, p.epi.linear,
+                                 p.epi.spec.out_dtype)
+        return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, why)
+
+    def config_notes(self, sub, cfg):
+        if cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1) > 1 and cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 1) == 0:
+            return self.numerical_notes + (NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC,)
+        return self.numerical_notes
+
+    def _space(self, sub):
+        return gc.memo(sub, ("space", self.name), lambda: self._make_space(sub))
+
+    def _make_space(self, sub):
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return []
+        base = self.default_config(sub)
+        out = []
+        for t in gc.useful_tiles(self.TILES, p.M, p.N, p.nb):
+            tile = self.TILES[t]
+            tiles = gc.ceil_div(p.M, tile.cfg.BLOCK_M) * gc.ceil_div(p.N, tile.cfg.BLOCK_N)
+            splits = self.SPLITS if gc.split_worthwhile(tiles, p.nb, tile.cfg) else (1,)
+            swizzles = (gc.swizzle_for(p.M, tile.cfg, self.SWIZZLES),)
+            for s in splits:
+                for buf in ((1, 0) if self.ATOMIC and s > 1 else (1,)):
+                    for sw in swizzles:
+                        c = base.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, t).with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K, s)
+                        c = c.with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, buf)
+                        out.append(c.with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, sw))
+        return out
+
+    def candidates(self, sub, ctx):
+        """The curated space (tiles x SPLITS x SWIZZLES), valid ones, cheapest predicted first (<= 64)."""
+        dev = ctx.device if ctx is not None else None
+        return gc.memo(sub, ("candidates", self.name, dev), lambda: self._candidates(sub, ctx))
+
+    def _candidates(self, sub, ctx):
+        good = [c for c in self._space(sub) if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
+        dev = ctx.device if ctx is not None else None
+        if dev is not None and len(good) > 1:
+            good.sort(key=lambda c: self.cost(sub, c, dev))
+        return tuple(good[:64])
+
+    def workspace_size(self, sub, cfg):
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return 0
+        return gc.split_workspace(self.gemm_config(cfg), p.M, p.N, p.nb, p.fp64)
+
+    def cost(self, sub, cfg, device):
+        return gc.memo(sub, ("cost", self.name, cfg, device), lambda: self._cost(sub, cfg, device))
+
+    def _cost(self, sub, cfg, device):
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return math.inf
+        tile = self.TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
+        return gc.cost(device, tile, self.gemm_config(cfg), p.M, p.N, p.K, p.nb, p.in_bytes, p.out_bytes,
+                       p.extra_bytes, p.fp64, self.efficiency(p))
+
+    def efficiency(self, p):
+        """Engine-specific factor on the tile's measured efficiency."""
+        return 1.0
+
+    def build(self, sub, cfg, ctx):
+        p = self.problem(sub)
+        gcfg = self.gemm_config(cfg)
+        kern = make_gemm(gcfg, p.a_layout, p.b_layout, p.dtypes, p.epi.spec)
+        key = gc.key_text("gemm", gcfg, p.a_layout, p.b_layout, p.dtypes, kern.spec)
+        bl = gc.BlockLaunch(key, kern.bk, p.pack(kern, _typing_arg))
+        return GemmPlan(self, sub, cfg, p, kern, bl, self.workspace_size(sub, cfg))
+
+
+class GemmPlan(SubPlan):
+    """One GEMM (plus its split-K companion): ``prepare`` packs the launches once per buffer set."""
+
+    def __init__(self, engine, sub, cfg, p, kern, bl, ws):
+        super().__init__(engine, sub, cfg, ws)
+        self.p, self.kern, self.bl = p, kern, bl
+
+    def launches(self, views, scratch):
+        p = self.p
+        packed = p.pack(self.kern, lambda t: gc.flat(views[t.uid], t))
+        alpha = gc.alpha_of(p.epi, views, p.alpha, self.sub)
+        return self.bl.launches(packed, alpha, p.beta, scratch)
+
+    def prepare(self, views, scratch):
+        return gc.runner(self.launches(views, scratch))
+
+    def execute(self, buffers, workspace, stream):
+        views = {u: (memory.as_view(a) if not isinstance(a, (int, float)) else a) for u, a in buffers.items()}
+        ws = memory.as_view(workspace) if workspace is not None else None
+        self.prepare(views, ws)(stream)
+
+
+def matmul_mapping(sub):
+    """The GemmMapping of a matmul subgraph (raises gc.Reject with the node and the reason)."""
+    node = sub.anchor
+    for port in ("M_OVERRIDE", "N_OVERRIDE", "K_OVERRIDE"):
+        if port in node.inputs:
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': {port}: per-batch size override "
+                            "tensors are not implemented by the GEMM engines")
+    if getattr(node, "irregularly_strided_batch_count", None) is not None:
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': irregularly strided batches are "
+                        "not implemented")
+    A, B = node.inputs["A"], node.inputs["B"]
+    C = node.outputs["C"]
+    for port, t in (("A", A), ("B", B), ("C", C)):
+        gc.check_tensor(node, port, t)
+    M, N, K_ = node.mnk()
+    rank = len(C.dims)
+    bdims = tuple(C.dims[:-2])
+
+    def bstrides(t):
+        return [s if d == bd else 0 for d, s, bd in zip(t.dims[:-2], t.strides[:-2], bdims)]
+
+    def classify(t):
+        if len(t.dims) != rank or any(d not in (1, bd) for d, bd in zip(t.dims[:-2], bdims)):
+            return None
+        if t.dims[-2:] == (1, N):
+            return "col"
+        if t.dims[-2:] == (M, 1):
+            return "row"
+        return None
+
+    epi = gc.epilogue_of(sub, C.dims, classify)
+    out = epi.out
+    if tuple(out.dims) != tuple(C.dims):
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{out.label}: dims {out.dims} differ from the "
+                        f"matmul output's {C.dims} (the epilogue does not broadcast the output)")
+    gc.check_tensor(node, "C", out)
+    tensors = [A, B, out] + [t for t in (epi.residual,) if t is not None]
+    bias_batched = epi.bias is not None and any(d != 1 for d in epi.bias.dims[:-2])
+    if bias_batched:
+        tensors.append(epi.bias)
+    sizes, strides = merge_dims(list(bdims), [bstrides(t) for t in tensors])
+    batch, bs = batch2(sizes, strides, f"node '{node.name}'")
+    a_st = bs[0] + (A.strides[-2], A.strides[-1])
+    b_st = bs[1] + (B.strides[-2], B.strides[-1])
+    c_st = bs[2] + (out.strides[-2], out.strides[-1])
+    res_st = None
+    if epi.residual is not None:
+        r = epi.residual
+        res_st = bs[3] + (r.strides[-2], r.strides[-1])
+    bias_st = (0, 1)
+    if epi.bias is not None:
+        t = epi.bias
+        index = t.strides[-1] if epi.bias_axis == "col" else t.strides[-2]
+        sb = 0
+        if bias_batched:
+            s1, s2 = bs[-1]
+            if batch[0] > 1 and batch[1] > 1 and s1 != batch[1] * s2:
+                raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{t.label}: a per-batch bias whose batch "
+                                "strides do not flatten")
+            sb = s2 if batch[1] > 1 else s1
+        bias_st = (sb, index)
+    return GemmMapping(M, N, K_, batch, A, B, a_st, b_st, c_st, epi, bias_st, res_st)
+
+
+def total_flops(p):
+    return 2.0 * p.M * p.N * p.K * p.nb
+
+
+def is_small(p):
+    """Few output tiles of the large configs: the small-tile / split-K engine's problems."""
+    return math.ceil(p.M / 128) * math.ceil(p.N / 128) * p.nb < 132

@@ -1,0 +1,226 @@
+"""GEMM-family conv engines end to end (simulator, tiny shapes): IR graph -> heuristics -> plan ->
+execute on device arrays, against the float64 oracle (ncudnn.reference.conv) with poisoned outputs."""
+import numpy as np
+import pytest
+from numba import cuda
+
+from ncudnn.engines import api, registry
+from ncudnn.engines import gemm_common as gc
+from ncudnn.ir import ConvDgrad, ConvFprop, ConvWgrad, OpGraph, Pointwise, TensorDesc, packed_strides
+from ncudnn.ir.tensor import nhwc_order
+from ncudnn.reference import conv as ref
+from ncudnn.testing import assert_close, poison_value
+from ncudnn.types import cudnnBackendHeurMode_t as HM, cudnnBackendKnobType_t as K
+from ncudnn.types import cudnnConvolutionMode_t as CM, cudnnDataType_t as DT, cudnnPointwiseMode_t as PM
+from ncudnn.types import cudnnStatus_t as S
+
+F32 = DT.CUDNN_DATA_FLOAT
+NP = {DT.CUDNN_DATA_FLOAT: np.float32, DT.CUDNN_DATA_HALF: np.float16, DT.CUDNN_DATA_DOUBLE: np.float64}
+TINY = gc.CONV_TILES.index(next(t for t in gc.CONV_TILES if t.label.startswith("8x8x4")))
+
+
+def tensor(uid, dims, dtype=F32, nhwc=False):
+    order = nhwc_order(len(dims)) if nhwc else None
+    return TensorDesc(uid, tuple(dims), packed_strides(dims, order), dtype, name=f"t{uid}")
+
+
+def virt(uid):
+    return TensorDesc(uid, is_virtual=True, name=f"v{uid}")
+
+
+def conv_attrs(nsp, stride=1, pre=0, post=0, dil=1, mode=CM.CUDNN_CROSS_CORRELATION):
+    tup = lambda v: (v,) * nsp if isinstance(v, int) else tuple(v)  # noqa: E731
+    return dict(spatial_dims=nsp, stride=tup(stride), pre_padding=tup(pre), post_padding=tup(post),
+                dilation=tup(dil), mode=mode)
+
+
+def ref_kw(a):
+    return dict(stride=a["stride"], pre_pad=a["pre_padding"], post_pad=a["post_padding"], dilation=a["dilation"],
+                cross_correlation=a["mode"] == CM.CUDNN_CROSS_CORRELATION)
+
+
+def dev(a, t):
+    """Host array ``a`` laid out at tensor ``t``'s strides in a flat device buffer."""
+    order = sorted(range(a.ndim), key=lambda i: -t.strides[i])
+    return cuda.to_device(np.ascontiguousarray(np.transpose(a, order)).reshape(-1))
+
+
+def out_buf(t, dtype=np.float32):
+    return cuda.to_device(np.full(t.span_elements(), poison_value(dtype), dtype))
+
+
+def read(buf, t):
+    h = buf.copy_to_host()
+    return np.lib.stride_tricks.as_strided(h, t.dims, [s * h.itemsize for s in t.strides]).copy()
+
+
+def cfg(g, engine, tile=TINY, **knobs):
+    eng = registry.by_name(engine)
+    c = eng.default_config(api.problem(g)).with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, tile)
+    for k, v in knobs.items():
+        c = c.with_knob(getattr(K, "CUDNN_KNOB_TYPE_" + k), v)
+    return c
+
+
+def run(g, config, pack, ws_bytes=None):
+    assert api.check_support(g, config) == (S.CUDNN_STATUS_SUCCESS, "")
+    plan = api.build_plan(g, config)
+    ws = None
+    if plan.workspace_size:
+        ws = cuda.to_device(np.full(plan.workspace_size, 0xFF, np.uint8))
+    if ws_bytes is not None:
+        assert registry.by_name(config.engine).workspace_size(api.problem(g), config) == ws_bytes
+    api.execute(plan, pack, ws)
+    return plan
+
+
+def fprop_bias_relu(rng, dims, wdims, attrs, nhwc=False, groups=1, engine="conv_implicit_gemm", **knobs):
+    nsp = len(dims) - 2
+    x, w = tensor(1, dims, nhwc=nhwc), tensor(2, wdims, nhwc=nhwc)
+    ydims = ref.conv_output_shape(dims, wdims, stride=attrs["stride"], pre_pad=attrs["pre_padding"],
+                                  post_pad=attrs["post_padding"], dilation=attrs["dilation"], groups=groups)
+    b, y = tensor(3, (1, wdims[0]) + (1,) * nsp, nhwc=nhwc), tensor(4, ydims, nhwc=nhwc)
+    conv = ConvFprop("conv", {"X": x, "W": w}, {"Y": virt(10)}, **attrs)
+    add = Pointwise("bias", {"X": conv.outputs["Y"], "B": b}, {"Y": virt(11)}, mode=PM.CUDNN_POINTWISE_ADD)
+    relu = Pointwise("relu", {"X": add.outputs["Y"]}, {"Y": y}, mode=PM.CUDNN_POINTWISE_RELU_FWD)
+    g = OpGraph([conv, add, relu]).finalize()
+    xv, wv = rng.uniform(-1, 1, dims).astype(np.float32), rng.uniform(-1, 1, wdims).astype(np.float32)
+    bv = rng.uniform(-1, 1, b.dims).astype(np.float32)
+    out = out_buf(y)
+    run(g, cfg(g, engine, **knobs), {1: dev(xv, x), 2: dev(wv, w), 3: dev(bv, b), 4: out})
+    expect = np.maximum(ref.conv_fprop(xv, wv, groups=groups, **ref_kw(attrs)) + bv, 0)
+    assert_close(read(out, y), expect, "float32")
+
+
+@pytest.mark.parametrize("engine", ["conv_implicit_gemm", "conv_implicit_precomp"])
+def test_fprop_bias_relu_nchw(rng, engine):
+    fprop_bias_relu(rng, (1, 3, 5, 5), (4, 3, 3, 3), conv_attrs(2, pre=1, post=1), engine=engine)
+
+
+@pytest.mark.parametrize("engine", ["conv_implicit_gemm", "conv_implicit_precomp"])
+def test_fprop_nhwc_strided_dilated_grouped_convolution_mode(rng, engine):
+    attrs = conv_attrs(2, stride=(2, 1), pre=(1, 0), post=(0, 2), dil=(1, 2), mode=CM.CUDNN_CONVOLUTION)
+    fprop_bias_relu(rng, (2, 4, 5, 4), (6, 2, 2, 3), attrs, nhwc=True, groups=2, engine=engine)
+
+
+def test_fprop_1d_and_3d(rng):
+    fprop_bias_relu(rng, (1, 2, 7), (3, 2, 3), conv_attrs(1, stride=2, pre=1, post=1))
+    fprop_bias_relu(rng, (1, 2, 3, 3, 3), (2, 2, 2, 2, 2), conv_attrs(3, pre=(1, 0, 0)), engine="conv_implicit_precomp")
+
+
+def test_fprop_split_k_workspace_exact(rng):
+    dims, wdims = (1, 4, 4, 4), (4, 4, 3, 3)  # K = 36 = 4 slices of 8 with BLOCK_K 4 ... exact partials
+    attrs = conv_attrs(2, pre=1, post=1)
+    x, w, y = tensor(1, dims), tensor(2, wdims), tensor(3, (1, 4, 4, 4))
+    g = OpGraph([ConvFprop("conv", {"X": x, "W": w}, {"Y": y}, **attrs)]).finalize()
+    c = cfg(g, "conv_implicit_gemm", SPLIT_K=4)
+    xv, wv = rng.uniform(-1, 1, dims).astype(np.float32), rng.uniform(-1, 1, wdims).astype(np.float32)
+    out = out_buf(y)
+    run(g, c, {1: dev(xv, x), 2: dev(wv, w), 3: out}, ws_bytes=1 * 4 * 16 * 4 * 4)
+    assert_close(read(out, y), ref.conv_fprop(xv, wv, **ref_kw(attrs)), "float32")
+
+
+@pytest.mark.parametrize("engine", ["conv_implicit_gemm", "conv_implicit_precomp"])
+def test_dgrad_strided(rng, engine):
+    attrs = conv_attrs(2, stride=2, pre=1, post=0)
+    xdims, wdims = (1, 3, 5, 5), (4, 3, 3, 3)
+    ydims = ref.conv_output_shape(xdims, wdims, stride=2, pre_pad=1, post_pad=0)
+    dy, w, dx = tensor(1, ydims), tensor(2, wdims), tensor(3, xdims)
+    g = OpGraph([ConvDgrad("dgrad", {"DY": dy, "W": w}, {"DX": dx}, **attrs)]).finalize()
+    dyv, wv = rng.uniform(-1, 1, ydims).astype(np.float32), rng.uniform(-1, 1, wdims).astype(np.float32)
+    out = out_buf(dx)
+    run(g, cfg(g, engine), {1: dev(dyv, dy), 2: dev(wv, w), 3: out})
+    assert_close(read(out, dx), ref.conv_dgrad(dyv, wv, xdims, **ref_kw(attrs)), "float32")
+
+
+@pytest.mark.parametrize("engine,nhwc,split,buf", [("conv_implicit_gemm", False, 2, 1),
+                                                   ("conv_implicit_precomp", True, 4, 1),
+                                                   ("conv_implicit_gemm", True, 2, 0)])
+def test_wgrad_split_over_npq(rng, engine, nhwc, split, buf):
+    attrs = conv_attrs(2, pre=1, post=1)
+    xdims, wdims = (2, 2, 4, 4), (3, 2, 3, 3)
+    ydims = ref.conv_output_shape(xdims, wdims, pre_pad=1, post_pad=1)
+    x, dy, dw = tensor(1, xdims, nhwc=nhwc), tensor(2, ydims, nhwc=nhwc), tensor(3, wdims, nhwc=nhwc)
+    g = OpGraph([ConvWgrad("wgrad", {"X": x, "DY": dy}, {"DW": dw}, **attrs)]).finalize()
+    c = cfg(g, engine, SPLIT_K=split, SPLIT_K_BUF=buf)
+    notes = registry.by_name(engine).config_notes(api.problem(g), c)
+    from ncudnn.types import cudnnBackendNumericalNote_t as NN
+    assert (NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC in notes) == (buf == 0)
+    xv, dyv = rng.uniform(-1, 1, xdims).astype(np.float32), rng.uniform(-1, 1, ydims).astype(np.float32)
+    out = out_buf(dw)
+    ws = 3 * 18 * split * 4 if buf else 0  # [groups, SPLIT_K, M = K, N = C*R*S] fp32 partials
+    run(g, c, {1: dev(xv, x), 2: dev(dyv, dy), 3: out}, ws_bytes=ws)
+    assert_close(read(out, dw), ref.conv_wgrad(xv, dyv, wdims, **ref_kw(attrs)), "float32")
+
+
+def test_fprop_residual_fp16_and_alpha_beta(rng):
+    h = DT.CUDNN_DATA_HALF
+    dims, wdims = (1, 2, 4, 4), (3, 2, 3, 3)
+    attrs = conv_attrs(2, pre=1, post=1)
+    x, w, r, y = tensor(1, dims, h), tensor(2, wdims, h), tensor(3, (1, 3, 4, 4), h), tensor(4, (1, 3, 4, 4), h)
+    conv = ConvFprop("conv", {"X": x, "W": w}, {"Y": virt(10)}, alpha=0.5, **attrs)
+    add = Pointwise("res", {"X": r, "B": conv.outputs["Y"]}, {"Y": virt(11)}, mode=PM.CUDNN_POINTWISE_ADD)
+    act = Pointwise("gelu", {"X": add.outputs["Y"]}, {"Y": y}, mode=PM.CUDNN_POINTWISE_GELU_FWD)
+    g = OpGraph([conv, add, act]).finalize()
+    xv, wv, rv = (rng.uniform(-1, 1, d).astype(np.float16) for d in (dims, wdims, r.dims))
+    out = out_buf(y, np.float16)
+    run(g, cfg(g, "conv_implicit_precomp"), {1: dev(xv, x), 2: dev(wv, w), 3: dev(rv, r), 4: out})
+    from ncudnn.reference.pointwise import pointwise as rpw
+    expect = rpw(PM.CUDNN_POINTWISE_GELU_FWD, 0.5 * ref.conv_fprop(xv, wv, **ref_kw(attrs)) + rv.astype(np.float64))
+    assert_close(read(out, y), expect, "float16")
+
+
+def test_fprop_beta_blends_output(rng):
+    dims, wdims = (1, 2, 3, 3), (2, 2, 1, 1)
+    attrs = conv_attrs(2)
+    x, w, y = tensor(1, dims), tensor(2, wdims), tensor(3, (1, 2, 3, 3))
+    g = OpGraph([ConvFprop("conv", {"X": x, "W": w}, {"Y": y}, alpha=2.0, beta=-1.0, **attrs)]).finalize()
+    xv, wv, yv = (rng.uniform(-1, 1, d).astype(np.float32) for d in (dims, wdims, y.dims))
+    out = dev(yv, y)
+    run(g, cfg(g, "conv_gemm_1x1"), {1: dev(xv, x), 2: dev(wv, w), 3: out})
+    assert_close(read(out, y), 2.0 * ref.conv_fprop(xv, wv) - yv, "float32")
+
+
+@pytest.mark.parametrize("nhwc", [True, False])
+def test_1x1_gemm_engine(rng, nhwc):
+    fprop_bias_relu(rng, (2, 3, 3, 2), (5, 3, 1, 1), conv_attrs(2, dil=2), nhwc=nhwc, engine="conv_gemm_1x1")
+
+
+def test_heuristics_rank_and_fallback():
+    attrs = conv_attrs(2, pre=1, post=1)
+    x, w, y = tensor(1, (32, 128, 28, 28)), tensor(2, (256, 128, 3, 3)), tensor(3, (32, 256, 28, 28))
+    g = OpGraph([ConvFprop("conv", {"X": x, "W": w}, {"Y": y}, **attrs)]).finalize()
+    ecs = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)
+    assert ecs[0].config.engine == "conv_implicit_precomp"
+    assert gc.CONV_TILES[ecs[0].config.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)].label.startswith("128x128x16")
+    fb = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_FALLBACK)
+    assert {e.config.engine for e in fb} == {"conv_implicit_gemm"}
+    x1, w1, y1 = tensor(1, (32, 256, 56, 56), nhwc=True), tensor(2, (64, 256, 1, 1), nhwc=True), \
+        tensor(3, (32, 64, 56, 56), nhwc=True)
+    g1 = OpGraph([ConvFprop("conv", {"X": x1, "W": w1}, {"Y": y1}, **conv_attrs(2))]).finalize()
+    assert api.get_heuristics(g1, HM.CUDNN_HEUR_MODE_A)[0].config.engine == "conv_gemm_1x1"
+
+
+def test_unsupported_cases_name_the_node_and_field():
+    attrs = conv_attrs(2, pre=1, post=1)
+    x, dy, dw = tensor(1, (1, 2, 4, 4)), tensor(2, (1, 3, 4, 4)), tensor(3, (3, 2, 3, 3))
+    g = OpGraph([ConvWgrad("wg", {"X": x, "DY": dy}, {"DW": dw}, **attrs)]).finalize()
+    st, why = api.check_support(g, "conv_gemm_1x1")
+    assert st == S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN
+    # a per-channel MUL (scale) does not fuse: the epilogue has an additive bias slot only
+    x, w, s, y = tensor(1, (1, 2, 4, 4)), tensor(2, (3, 2, 3, 3)), tensor(3, (1, 3, 1, 1)), tensor(4, (1, 3, 4, 4))
+    conv = ConvFprop("conv", {"X": x, "W": w}, {"Y": virt(10)}, **attrs)
+    g2 = OpGraph([conv, Pointwise("chscale", {"X": conv.outputs["Y"], "B": s}, {"Y": y},
+                                  mode=PM.CUDNN_POINTWISE_MUL)]).finalize()
+    for eng in ("conv_implicit_gemm", "conv_implicit_precomp"):
+        st, why = api.check_support(g2, eng)
+        assert st == S.CUDNN_STATUS_NOT_SUPPORTED and "chscale" in why and "bias" in why
+    st, why = api.check_support(g2, "conv_gemm_1x1")
+    assert st == S.CUDNN_STATUS_NOT_SUPPORTED and "not 1x1" in why
+    # SUB with the conv output as the second operand is not mode(chain, other)
+    conv = ConvFprop("conv", {"X": x, "W": w}, {"Y": virt(10)}, **attrs)
+    r = tensor(5, (1, 3, 4, 4))
+    g3 = OpGraph([conv, Pointwise("rsub", {"X": r, "B": conv.outputs["Y"]}, {"Y": y},
+                                  mode=PM.CUDNN_POINTWISE_SUB)]).finalize()
+    st, why = api.check_support(g3, "conv_implicit_gemm")
+    assert st == S.CUDNN_STATUS_NOT_SUPPORTED and "rsub" in why and "commutative" in why
