@@ -1,0 +1,214 @@
+"""Engine "softmax_fused": softmax / log-softmax forward and backward, recognized from the reduction +
+pointwise pattern front ends lower it to, as ONE :mod:`ncudnn.kernels.softmax` kernel (a row or
+column kernel: one read of x, one write of y; online max/sum for long rows).
+
+Patterns (tensors between the nodes virtual, each read only inside the pattern; ``r`` = the axes
+where the reductions' outputs have extent 1):
+  ACCURATE  m = MAX_r(x); d = x - m; e = exp(d); s = ADD_r(e); y = e / s
+  FAST      e = exp(x); s = ADD_r(e); y = e / s               (computed max-shifted: same value)
+  LOG       m = MAX_r(x); d = x - m; e = exp(d); s = ADD_r(e); y = d - log(s)
+  BWD       p = dy * y; s = ADD_r(p); q = dy - s; dx = y * q
+  LOG BWD   s = ADD_r(dy); t = exp(y) * s; dx = dy - t
+
+Subgraph kind: ``"softmax"``, as ``ir.partition`` emits it (``ir/pattern_softmax.py``: the ACCURATE
+and LOG forward patterns today). The engine re-checks the nodes with :func:`match`, which also knows
+the FAST and backward patterns for when the partitioner emits them (until then those graphs run as
+reduction + pointwise subgraphs on the "reduction" and "pointwise_fused" engines). Layout: x / y (dy / dx) share strides and are
+packed; the reduced axes are consecutive in memory order, so the tensor is an (outer, n, inner)
+view. Knob: BLOCK_SIZE (0: the kernel layer's choice). No workspace. Math in float32.
+"""
+import math
+
+from ..kernels import softmax as ksm
+from ..types import (cudnnBackendKnobType_t, cudnnPointwiseMode_t as PM, cudnnReduceTensorOp_t as RO,
+                     cudnnStatus_t)
+from .base import OK, Engine, KnobSpec
+from .membound_common import Arg, MemPlan, Step, kdtype, src_key, steps_time, tensor_bytes
+from .registry import register
+
+S = cudnnStatus_t
+K = cudnnBackendKnobType_t
+BLOCKS = (0, 32, 128, 256, 512, 1024)
+
+
+# --------------------------------------------------------------------------- pattern (pure IR)
+
+def _pw(n, mode):
+    return n.OP == "pointwise" and int(n.mode) == int(mode)
+
+
+def _red(n, mode):
+    return n.OP == "reduction" and int(n.mode) == int(mode)
+
+
+def _out(n):
+    return next(iter(n.outputs.values()))
+
+
+def _ins(n):
+    ports, _ = n.operand_ports()
+    return [n.inputs[p] for p in ports]
+
+
+def match(nodes):
+    """``(info, "")`` when ``nodes`` (topological order) are exactly one softmax pattern, else
+    ``(None, reason)``. info: dict(kind "fwd" / "bwd", log, x, y (fwd) or y, dy, dx (bwd), stats dims)."""
+    nodes = list(nodes)
+    prod = {_out(n).uid: n for n in nodes}
+    sink = [n for n in nodes if not any(_out(n).uid == t.uid for m in nodes for t in m.inputs.values())]
+    if len(sink) != 1:
+        return None, f"{len(sink)} nodes write results; a softmax pattern has one"
+    last = sink[0]
+
+    def src(t):
+        return prod.get(t.uid)
+
+    info = None
+    a = _ins(last)
+    if _pw(last, PM.CUDNN_POINTWISE_DIV) and len(a) == 2:
+        e, s = a
+        en, sn = src(e), src(s)
+        if en is not None and _pw(en, PM.CUDNN_POINTWISE_EXP) and sn is not None and \
+                _red(sn, RO.CUDNN_REDUCE_TENSOR_ADD) and sn.inputs["X"].uid == e.uid:
+            d = _ins(en)[0]
+            dn = src(d)
+            if dn is None:                                           # FAST
+                info = dict(kind="fwd", log=False, x=d, y=_out(last), stats=_out(sn).dims,
+                            nodes={id(en), id(sn), id(last)})
+            elif _pw(dn, PM.CUDNN_POINTWISE_SUB):                     # ACCURATE
+                info = _shifted(dn, src, dict(kind="fwd", log=False, y=_out(last), stats=_out(sn).dims,
+                                              nodes={id(dn), id(en), id(sn), id(last)}))
+    elif _pw(last, PM.CUDNN_POINTWISE_SUB) and len(a) == 2:
+        d, ls = a
+        dn, lsn = src(d), src(ls)
+        if lsn is not None and _pw(lsn, PM.CUDNN_POINTWISE_LOG) and dn is not None and \
+                _pw(dn, PM.CUDNN_POINTWISE_SUB):                      # LOG forward
+            sn = src(_ins(lsn)[0])
+            en = src(sn.inputs["X"]) if sn is not None and _red(sn, RO.CUDNN_REDUCE_TENSOR_ADD) else None
+            if en is not None and _pw(en, PM.CUDNN_POINTWISE_EXP) and _ins(en)[0].uid == d.uid:
+                info = _shifted(dn, src, dict(kind="fwd", log=True, y=_out(last), stats=_out(sn).dims,
+                                              nodes={id(dn), id(en), id(sn), id(lsn), id(last)}))
+        elif dn is None and lsn is not None and _pw(lsn, PM.CUDNN_POINTWISE_MUL):   # LOG backward
+            ey, s = _ins(lsn)
+            eyn, sn = src(ey), src(s)
+            if eyn is not None and _pw(eyn, PM.CUDNN_POINTWISE_EXP) and sn is not None and \
+                    _red(sn, RO.CUDNN_REDUCE_TENSOR_ADD) and sn.inputs["X"].uid == d.uid and src(_ins(eyn)[0]) is None:
+                info = dict(kind="bwd", log=True, y=_ins(eyn)[0], dy=d, dx=_out(last), stats=_out(sn).dims,
+                            nodes={id(eyn), id(sn), id(lsn), id(last)})
+    elif _pw(last, PM.CUDNN_POINTWISE_MUL) and len(a) == 2:           # softmax backward
+        y, q = a
+        qn = src(q)
+        if qn is not None and _pw(qn, PM.CUDNN_POINTWISE_SUB) and src(y) is None:
+            dy, s = _ins(qn)
+            sn = src(s)
+            pn = src(sn.inputs["X"]) if sn is not None and _red(sn, RO.CUDNN_REDUCE_TENSOR_ADD) else None
+            if pn is not None and _pw(pn, PM.CUDNN_POINTWISE_MUL) and src(dy) is None and \
+                    {t.uid for t in _ins(pn)} == {dy.uid, y.uid}:
+                info = dict(kind="bwd", log=False, y=y, dy=dy, dx=_out(last), stats=_out(sn).dims,
+                            nodes={id(pn), id(sn), id(qn), id(last)})
+    if info is None:
+        return None, "the nodes are not a softmax / log-softmax forward or backward pattern"
+    if info["nodes"] != {id(n) for n in nodes}:
+        return None, "the subgraph holds nodes outside the softmax pattern"
+    out_uid = (info["y"] if info["kind"] == "fwd" else info["dx"]).uid
+    for n in nodes:
+        t = _out(n)
+        if t.uid != out_uid and not t.is_virtual:
+            return None, f"intermediate {t.label} is not virtual (the fused kernel does not write it)"
+    return info, ""
+
+
+def _shifted(dn, src, info):
+    """Complete ``info`` from d = x - m with m = MAX_r(x)."""
+    x, m = _ins(dn)
+    mn = src(m)
+    if mn is None or not _red(mn, RO.CUDNN_REDUCE_TENSOR_MAX) or mn.inputs["X"].uid != x.uid or src(x) is not None:
+        return None
+    if tuple(_out(mn).dims) != tuple(info["stats"]):
+        return None
+    info.update(x=x)
+    info["nodes"] = info["nodes"] | {id(mn)}
+    return info
+
+
+def geometry(info):
+    """(outer, n, inner) of the pattern's tensors, or (None, reason)."""
+    ref = info["x"] if info["kind"] == "fwd" else info["y"]
+    others = [info["y"]] if info["kind"] == "fwd" else [info["dy"], info["dx"]]
+    for t in others:
+        if tuple(t.strides) != tuple(ref.strides) or tuple(t.dims) != tuple(ref.dims):
+            return None, f"{t.label}: dims/strides differ from {ref.label}'s"
+    if not ref.is_packed():
+        return None, f"{ref.label}: strides {ref.strides} are not packed"
+    if any(info["stats"][d] not in (1, ref.dims[d]) for d in range(ref.ndim)):
+        return None, f"statistics dims {info['stats']} are not a reduction of {ref.dims}"
+    order = [d for d in ref.stride_order() if ref.dims[d] != 1]   # outermost -> innermost
+    idx = [k for k, d in enumerate(order) if info["stats"][d] == 1]
+    if not idx or idx != list(range(idx[0], idx[-1] + 1)):
+        return None, f"the reduced axes of {ref.label} are not consecutive in memory order"
+    outer = math.prod(ref.dims[d] for d in order[:idx[0]])
+    n = math.prod(ref.dims[order[k]] for k in idx)
+    inner = math.prod(ref.dims[d] for d in order[idx[-1] + 1:])
+    return (outer, n, inner), ""
+
+
+# --------------------------------------------------------------------------------------- engine
+
+def _block(cfg):
+    return cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 0)
+
+
+@register
+class SoftmaxFusedEngine(Engine):
+    name = "softmax_fused"
+    kinds = ("softmax",)
+
+    def check_support(self, sub, ctx):
+        st, why = super().check_support(sub, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        info, why = match(sub.nodes)
+        if info is None:
+            return S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"{self.name}: {why}"
+        geo, why = geometry(info)
+        if geo is None:
+            return S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{self.name}: {why}"
+        for k in ("x", "y", "dy", "dx"):
+            t = info.get(k)
+            if t is not None and kdtype(t) not in ("float32", "float16", "bfloat16", "float64"):
+                return S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"{self.name}: {t.label}: {t.dtype.name}"
+        return OK
+
+    def knobs(self, sub):
+        return (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 0, 1024, 32, 0),)
+
+    def keep(self, sub, cfg, ctx):
+        st, why = super().keep(sub, cfg, ctx)
+        if st == S.CUDNN_STATUS_SUCCESS and _block(cfg) not in BLOCKS:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: BLOCK_SIZE {_block(cfg)} is not one of {BLOCKS}"
+        return st, why
+
+    def candidates_key(self, sub):
+        return ()
+
+    def _step(self, sub, cfg):
+        info, _ = match(sub.nodes)
+        (outer, n, inner), _ = geometry(info)
+        block = _block(cfg)
+        if info["kind"] == "fwd":
+            x, y = info["x"], info["y"]
+            fargs = (outer, n, inner, info["log"], block, kdtype(x), kdtype(y))
+            _, (grid, threads), _ = ksm._fwd_kernel(*fargs)
+            return Step("softmax_fwd:" + src_key(fargs), lambda: ksm._fwd_kernel(*fargs)[0], grid, threads,
+                        [Arg.tensor(x), Arg.tensor(y), Arg.const(outer)], nbytes=tensor_bytes(x, y))
+        y, dy, dx = info["y"], info["dy"], info["dx"]
+        fargs = (outer, n, inner, info["log"], block, kdtype(y), kdtype(dy), kdtype(dx))
+        _, (grid, threads), _ = ksm._bwd_kernel(*fargs)
+        return Step("softmax_bwd:" + src_key(fargs), lambda: ksm._bwd_kernel(*fargs)[0], grid, threads,
+                    [Arg.tensor(y), Arg.tensor(dy), Arg.tensor(dx), Arg.const(outer)], nbytes=tensor_bytes(y, dy, dx))
+
+    def cost(self, sub, cfg, device):
+        return steps_time(device, [self._step(sub, cfg)], flops_per_byte=2.0) * (1.0 if not _block(cfg) else 1.05)
+
+    def build(self, sub, cfg, ctx):
+        return MemPlan(self, sub, cfg, [self._step(sub, cfg)], 0)
