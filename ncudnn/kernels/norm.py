@@ -28,7 +28,7 @@ from numba import cuda
 from . import pointwise_ops as po
 from .dtypes import compute_type, loader, placeholder, storer
 from .pointwise import NodeSpec, OutputSpec, PointwiseSpec, TensorSpec, run_pointwise
-from .primitives import block_sum, block_sum2, warp_sum
+from .primitives import block_sum, block_sum2, launch, warp_sum
 from .reduce import ReduceSpec, Term, run_reduce, workspace_elems as _reduce_ws
 from ..types import cudnnPointwiseMode_t as PM
 
@@ -214,10 +214,11 @@ def row_norm_forward(x, scale, bias, y, mean, inv_std, rows, n, eps, *, rms=Fals
     kern, _ = _row_fwd_kernel(n, blk, vpt, not rms, bias is not None, write, x_dtype,
                               param_dtype, y_dtype, stat_dtype, rpb)
     d = _dummy(stat_dtype)
-    kern[math.ceil(rows / rpb), threads, stream](x.reshape(x.size), scale.reshape(scale.size),
-                            bias.reshape(bias.size) if bias is not None else _dummy(param_dtype),
-                            y.reshape(y.size), mean.reshape(mean.size) if mean is not None else d,
-                            inv_std.reshape(inv_std.size) if write else d, float(eps), rows)
+    launch(kern, math.ceil(rows / rpb), threads, stream,
+           x.reshape(x.size), scale.reshape(scale.size),
+           bias.reshape(bias.size) if bias is not None else _dummy(param_dtype),
+           y.reshape(y.size), mean.reshape(mean.size) if mean is not None else d,
+           inv_std.reshape(inv_std.size) if write else d, float(eps), rows)
 
 
 def row_norm_backward(x, dy, scale, mean, inv_std, dx, dscale, dbias, rows, n, *, rms=False,
@@ -232,9 +233,10 @@ def row_norm_backward(x, dy, scale, mean, inv_std, dx, dscale, dbias, rows, n, *
     threads, blk, vpt, rpb = row_config(n, block)
     kern, _ = _row_bwd_kernel(n, blk, vpt, not rms, x_dtype, dy_dtype, param_dtype, dx_dtype,
                               stat_dtype, rpb)
-    kern[math.ceil(rows / rpb), threads, stream](x.reshape(x.size), dy.reshape(dy.size), scale.reshape(scale.size),
-                            mean.reshape(mean.size) if not rms else _dummy(stat_dtype),
-                            inv_std.reshape(inv_std.size), dx.reshape(dx.size), rows)
+    launch(kern, math.ceil(rows / rpb), threads, stream,
+           x.reshape(x.size), dy.reshape(dy.size), scale.reshape(scale.size),
+           mean.reshape(mean.size) if not rms else _dummy(stat_dtype),
+           inv_std.reshape(inv_std.size), dx.reshape(dx.size), rows)
     shape, full, per_row = (rows, n), (n, 1), (1, 0)
     if rms:
         inputs = ((x_dtype, full), (dy_dtype, full), (stat_dtype, per_row))
@@ -443,7 +445,7 @@ def _norm_forward(x, scale, bias, y, mean_out, inv_out, running_mean, running_va
     write = inv_out is not None
     fin = _finalize_fwd_kernel(param_dtype, stat_dtype, ct, update, write)
     d = _dummy(stat_dtype)
-    fin[math.ceil(S * C / 128), 128, stream](
+    launch(fin, math.ceil(S * C / 128), 128, stream,
         ssum, ssq, scale.reshape(scale.size), bias.reshape(bias.size),
         running_mean.reshape(C) if update else _dummy(param_dtype),
         running_var.reshape(C) if update else _dummy(param_dtype),
@@ -506,7 +508,8 @@ def batchnorm_inference(x, scale, bias, mean, var, y, shape, x_strides, eps, cha
     ct = compute_type([x_dtype, param_dtype])
     _, _, c_strides, _, _, _, C = _group_layout(shape, channel_axis, "batch")
     es, eb = _carve(workspace, ct, [C, C], stream)
-    _inference_coeff_kernel(param_dtype, ct)[math.ceil(C / 128), 128, stream](
+    launch(_inference_coeff_kernel(param_dtype, ct), math.ceil(C / 128), 128, stream,
+           
         scale.reshape(C), bias.reshape(C), mean.reshape(C), var.reshape(C), es, eb, C, float(eps))
     _apply(shape, x_strides, x_dtype, x_dtype, c_strides, ct, x, es, eb, y, stream)
 
@@ -519,12 +522,13 @@ def _norm_backward(x, dy, scale, mean, inv_std, dx, dscale, dbias, shape, x_stri
     dys, dyxs, kds, kdb, eq_dy, eq_x, eq_b, rws = _carve(workspace, ct, sizes, stream)
     run_reduce(spec, [x, dy], [dys, dyxs], rws, stream)
     count = int(np.prod(shape)) // (S * GS)
-    _finalize_bwd_kernel(param_dtype, stat_dtype, ct)[math.ceil(S * GS / 128), 128, stream](
+    launch(_finalize_bwd_kernel(param_dtype, stat_dtype, ct), math.ceil(S * GS / 128), 128,
+           stream, 
         dys, dyxs, scale.reshape(C), mean.reshape(S * GS), inv_std.reshape(S * GS), kds, kdb,
         eq_dy, eq_x, eq_b, S * GS, C, GS, cpg, count)
     csum = _channel_sum_kernel(ct, param_dtype)
-    csum[math.ceil(C / 128), 128, stream](kds, dscale.reshape(C), S, C)
-    csum[math.ceil(C / 128), 128, stream](kdb, dbias.reshape(C), S, C)
+    launch(csum, math.ceil(C / 128), 128, stream, kds, dscale.reshape(C), S, C)
+    launch(csum, math.ceil(C / 128), 128, stream, kdb, dbias.reshape(C), S, C)
     spec = PointwiseSpec(tuple(shape), (TensorSpec(dy_dtype, tuple(dy_strides)),
                                         TensorSpec(x_dtype, tuple(x_strides)),
                                         TensorSpec(ct, c_strides), TensorSpec(ct, c_strides),

@@ -31,7 +31,7 @@ from numba import cuda
 
 from . import pointwise_ops as po
 from .dtypes import compute_type, dtype_name, loader, storage_dtype, storer
-from .primitives import SIM, sm_count
+from .primitives import SIM, launch, sm_count
 from ..types import cudnnPointwiseMode_t as PM
 
 __all__ = ["TensorSpec", "NodeSpec", "OutputSpec", "PointwiseSpec", "build_pointwise",
@@ -329,7 +329,7 @@ class PointwiseKernel:
             flat.append(a.reshape(a.size) if a.ndim != 1 else a)
         if self.numel == 0:
             return
-        self.kernel[self.grid(), self.spec.block, stream](*flat, self.numel)
+        launch(self.kernel, self.grid(), self.spec.block, stream, *flat, self.numel)
 
 
 _CACHE = {}

@@ -26,14 +26,32 @@ import numba
 import numpy as np
 from numba import cuda
 
-__all__ = ["SIM", "WARP", "FULL_MASK", "sm_count", "f32_as_u32", "u32_as_f32", "shfl_down",
-           "shfl_xor",
-           "shfl_idx", "warp_sum", "warp_max", "warp_min", "block_sum", "block_max", "block_min",
-           "block_sum2"]
+__all__ = ["SIM", "WARP", "FULL_MASK", "sm_count", "launch", "set_launcher", "f32_as_u32",
+           "u32_as_f32", "shfl_down", "shfl_xor", "shfl_idx", "warp_sum", "warp_max", "warp_min",
+           "block_sum", "block_max", "block_min", "block_sum2"]
 
 SIM = bool(numba.config.ENABLE_CUDASIM)
 WARP = 32
 FULL_MASK = 0xFFFFFFFF
+
+
+_LAUNCHER = None
+
+
+def set_launcher(fn):
+    """Route every launch of the kernel modules through ``fn(kernel, grid, block, stream, args)``
+    (e.g. a cached driver-level launcher); ``None`` restores numba's own launch. Returns the old one.
+    """
+    global _LAUNCHER
+    old, _LAUNCHER = _LAUNCHER, fn
+    return old
+
+
+def launch(kernel, grid, block, stream, *args):
+    """Launch ``kernel`` (a ``cuda.jit`` dispatcher) on ``grid`` x ``block`` on ``stream``."""
+    if _LAUNCHER is not None:
+        return _LAUNCHER(kernel, grid, block, stream, args)
+    kernel[grid, block, stream](*args)
 
 
 @functools.lru_cache(maxsize=None)

@@ -33,7 +33,7 @@ from numba import cuda
 
 from . import pointwise_ops as po
 from .dtypes import compute_type, loader, placeholder, storer
-from .primitives import SIM, shfl_xor, sm_count
+from .primitives import SIM, launch, shfl_xor, sm_count
 from ..types import cudnnReduceTensorOp_t as RO
 
 __all__ = ["ReduceSpec", "Term", "build_reduce", "run_reduce", "reduce_spec", "reduce_tensor",
@@ -368,9 +368,9 @@ class ReduceKernel:
             ws = workspace.reshape(workspace.size)
         else:
             ws = placeholder(self.ctype) if workspace is None else workspace.reshape(workspace.size)
-        self.main[self.grid, self.threads, stream](*flat_in, *flat_out, ws)
+        launch(self.main, self.grid, self.threads, stream, *flat_in, *flat_out, ws)
         if self.combine is not None:
-            self.combine[math.ceil(self.n_out / 128), 128, stream](ws, *flat_out)
+            launch(self.combine, math.ceil(self.n_out / 128), 128, stream, ws, *flat_out)
 
 
 _CACHE = {}

@@ -23,7 +23,7 @@ from numba import cuda
 
 from . import pointwise_ops as po
 from .dtypes import compute_type, loader, placeholder, storer
-from .primitives import SIM, sm_count
+from .primitives import SIM, launch, sm_count
 from ..types import cudnnNanPropagation_t, cudnnPaddingMode_t as PAD, cudnnResampleMode_t as RM
 
 __all__ = ["resample_forward", "resample_backward", "output_shape"]
@@ -300,7 +300,7 @@ def resample_forward(x, y, index, mode, x_shape, x_strides, y_shape, y_strides, 
                           i_st, w, s, pre, pad, propagate, x_dtype, y_dtype, index_dtype)
     total = math.prod(y_shape)
     idx = index.reshape(index.size) if index is not None else placeholder("int32")
-    kern[_grid(total, block), block, stream](x.reshape(x.size), y.reshape(y.size), idx)
+    launch(kern, _grid(total, block), block, stream, x.reshape(x.size), y.reshape(y.size), idx)
 
 
 def resample_backward(dy, index, dx, mode, x_shape, dx_strides, y_shape, dy_strides, window,
@@ -316,7 +316,8 @@ def resample_backward(dy, index, dx, mode, x_shape, dx_strides, y_shape, dy_stri
     kern, _ = _bwd_kernel(mode, tuple(x_shape), tuple(dx_strides), tuple(y_shape),
                           tuple(dy_strides), i_st, w, s, pre, pad, dy_dtype, dx_dtype)
     idx = index.reshape(index.size) if index is not None else placeholder("int32")
-    kern[_grid(math.prod(x_shape), block), block, stream](dy.reshape(dy.size), idx,
+    launch(kern, _grid(math.prod(x_shape), block), block, stream,
+           dy.reshape(dy.size), idx,
                                                           dx.reshape(dx.size))
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from numba import cuda
 
 from .dtypes import storer
-from .primitives import SIM, sm_count
+from .primitives import SIM, launch, sm_count
 from ..types import cudnnRngDistribution_t as RD
 
 __all__ = ["philox4x32_10", "rng_fill", "RAW_BITS"]
@@ -145,7 +145,7 @@ def rng_fill(out, n, distribution, seed, offset=0, *, mean=0.0, std=1.0, low=0.0
     blocks = max(1, min(math.ceil(n / 4 / block), 8 if SIM else sm_count() * 16))
     s, o = int(seed) & (2 ** 64 - 1), int(offset) & (2 ** 64 - 1)
     u = np.uint64
-    kern[blocks, block, stream](out.reshape(out.size), n, u(s & 0xFFFFFFFF), u(s >> 32),
+    launch(kern, blocks, block, stream, out.reshape(out.size), n, u(s & 0xFFFFFFFF), u(s >> 32),
                                 u(o & 0xFFFFFFFF), u(o >> 32), float(a), float(b))
 
 

@@ -21,7 +21,7 @@ from numba import cuda
 
 from . import pointwise_ops as po
 from .dtypes import compute_type, loader, storer
-from .primitives import block_max, block_sum, shfl_xor, warp_max, warp_sum
+from .primitives import block_max, block_sum, launch, shfl_xor, warp_max, warp_sum
 
 __all__ = ["softmax_forward", "softmax_backward", "softmax_config"]
 
@@ -225,14 +225,14 @@ def softmax_forward(x, y, outer, n, inner=1, *, log=False, x_dtype="float32", y_
                     block=0, stream=0):
     """y = softmax (or log-softmax) of x over n, both packed (outer, n, inner) device arrays."""
     kern, (grid, blk), _ = _fwd_kernel(outer, n, inner, log, block, x_dtype, y_dtype)
-    kern[grid, blk, stream](x.reshape(x.size), y.reshape(y.size), outer)
+    launch(kern, grid, blk, stream, x.reshape(x.size), y.reshape(y.size), outer)
 
 
 def softmax_backward(y, dy, dx, outer, n, inner=1, *, log=False, y_dtype="float32",
                      dy_dtype="float32", dx_dtype="float32", block=0, stream=0):
     """dx from the forward output y and dy (packed (outer, n, inner) device arrays)."""
     kern, (grid, blk), _ = _bwd_kernel(outer, n, inner, log, block, y_dtype, dy_dtype, dx_dtype)
-    kern[grid, blk, stream](y.reshape(y.size), dy.reshape(dy.size), dx.reshape(dx.size), outer)
+    launch(kern, grid, blk, stream, y.reshape(y.size), dy.reshape(dy.size), dx.reshape(dx.size), outer)
 
 
 def _register_compile_cases():

@@ -81,3 +81,23 @@ def test_bit_casts(rng):
     _bits_kernel[1, x.size](x, bits, back)
     np.testing.assert_array_equal(bits, x.view(np.uint32))
     np.testing.assert_array_equal(back.view(np.uint32), x.view(np.uint32) ^ np.uint32(0x80000000))
+
+
+def test_launcher_hook_routes_every_launch(rng):
+    """set_launcher() sees (kernel, grid, block, stream, args) and may launch it itself."""
+    seen = []
+
+    def hook(kernel, grid, block, stream, args):
+        seen.append((grid, block, len(args)))
+        kernel[grid, block, stream](*args)
+
+    x = rng.standard_normal(8).astype(np.float32)
+    bits = np.zeros(8, np.uint32)
+    back = np.full(8, np.nan, np.float32)
+    old = pr.set_launcher(hook)
+    try:
+        pr.launch(_bits_kernel, 1, 8, 0, x, bits, back)
+    finally:
+        pr.set_launcher(old)
+    assert seen == [(1, 8, 3)]
+    np.testing.assert_array_equal(bits, x.view(np.uint32))
