@@ -7,14 +7,15 @@ neighbouring channels), compile-time window loops, grid-stride. Backward is a de
 (a thread per dx element, no atomics); MAXPOOL backward routes dy by the forward's IDX.
 Knob: BLOCK_SIZE. No workspace. Unsupported (reason names the field): alpha != 1 or beta != 0
 (no blending in the kernels), MAXPOOL backward without IDX, non-integer pooling geometry,
-BILINEAR with a window other than 2.
+BILINEAR with a window other than 2. Workspace: 256 bytes for MAXPOOL forward without an IDX output
+(the kernel always stores the argmax; it goes to one scratch slot).
 """
 import math
 
 from ..kernels import resample as krs
 from ..types import cudnnBackendKnobType_t, cudnnNanPropagation_t, cudnnResampleMode_t, cudnnStatus_t
 from .base import OK, Engine, KnobSpec
-from .membound_common import Arg, MemPlan, Step, io_dtypes_ok, kdtype, src_key, steps_time, tensor_bytes
+from .membound_common import Arg, MemPlan, Scratch, Step, io_dtypes_ok, kdtype, src_key, steps_time, tensor_bytes
 from .registry import register
 
 S = cudnnStatus_t
@@ -42,14 +43,19 @@ def _steps(sub, cfg):
         if idx is not None and (mode != RM.CUDNN_RESAMPLE_MAXPOOL or idx.is_virtual):
             idx = None
         propagate = int(node.nan_propagation) == int(cudnnNanPropagation_t.CUDNN_PROPAGATE_NAN)
-        i_st = tuple(idx.strides) if idx is not None else tuple(y.strides)
-        i_dt = kdtype(idx) if idx is not None else "int32"
+        scratch = Scratch()
+        if idx is not None:
+            i_st, i_dt, i_arg = tuple(idx.strides), kdtype(idx), Arg.tensor(idx)
+        elif mode == RM.CUDNN_RESAMPLE_MAXPOOL:  # the kernel always stores the argmax: one scratch slot
+            i_st, i_dt, i_arg = (0,) * x.ndim, "int32", scratch.take(1, "int32")
+        else:
+            i_st, i_dt, i_arg = tuple(y.strides), "int32", Arg.dummy("int32")
         fargs = (mode, tuple(x.dims), tuple(x.strides), tuple(y.dims), tuple(y.strides), i_st, w, s, pre,
                  krs.PAD(pad), propagate, kdtype(x), kdtype(y), i_dt)
-        args = [Arg.tensor(x), Arg.tensor(y), Arg.tensor(idx) if idx is not None else Arg.dummy("int32")]
+        args = [Arg.tensor(x), Arg.tensor(y), i_arg]
         total = math.prod(y.dims)
         return [Step("resample_fwd:" + src_key(fargs), lambda: krs._fwd_kernel(*fargs)[0], krs._grid(total, block),
-                     block, args, nbytes=tensor_bytes(x, y, idx))]
+                     block, args, nbytes=tensor_bytes(x, y, idx))], scratch.size
     dy, dx, idx = node.inputs["DY"], node.outputs["DX"], node.inputs.get("IDX")
     if mode != RM.CUDNN_RESAMPLE_MAXPOOL:
         idx = None
@@ -60,7 +66,7 @@ def _steps(sub, cfg):
     total = math.prod(dx.dims)
     return [Step("resample_bwd:" + src_key(fargs, kdtype(idx) if idx is not None else "int32"),
                  lambda: krs._bwd_kernel(*fargs)[0], krs._grid(total, block), block, args,
-                 nbytes=tensor_bytes(dy, dx, idx))]
+                 nbytes=tensor_bytes(dy, dx, idx))], 0
 
 
 @register
@@ -121,8 +127,12 @@ class ResampleEngine(Engine):
         D = node.spatial_dims
         taps = math.prod(int(math.ceil(float(v))) for v in node.window[:D])
         b = cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128)
-        return steps_time(device, self._memo(sub, cfg), flops_per_byte=taps / 2.0, threads=b) \
+        return steps_time(device, self._memo(sub, cfg)[0], flops_per_byte=taps / 2.0, threads=b) \
             * (1.0 + abs(b - 256) / 1e4)
 
+    def workspace_size(self, sub, cfg):
+        return self._memo(sub, cfg)[1]
+
     def build(self, sub, cfg, ctx):
-        return MemPlan(self, sub, cfg, self._memo(sub, cfg), 0)
+        steps, ws = self._memo(sub, cfg)
+        return MemPlan(self, sub, cfg, steps, ws)

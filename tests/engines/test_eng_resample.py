@@ -91,3 +91,10 @@ def test_maxpool_backward_without_index_refused():
     g = OpGraph([b]).finalize()
     st, why = registry.by_name("resample").check_support(api.problem(g), api.context())
     assert st == S.CUDNN_STATUS_NOT_SUPPORTED and "IDX" in why and "'mp_bwd'" in why
+
+
+def test_maxpool_without_index_output(rng):
+    g = OpGraph([fwd_node(RM.CUDNN_RESAMPLE_MAXPOOL, (2, 3, 4, 4), (2, 2), (2, 2), (0, 0), (0, 0), layout="nhwc")]) \
+        .finalize()
+    plan = _execute(g, rng)
+    assert plan.engine_names == ["resample"] and plan.workspace_size > 0
