@@ -130,16 +130,24 @@ def test_genstats():
            "CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC", "3 dimensions")
 
 
-def bn_finalize(c=8, bad=None, fin=True):
+def bn_finalize(c=8, bad=None, fin=True, running=("PREV_RUNNING_MEAN_DESC", "PREV_RUNNING_VAR_DESC",
+                                                 "UPDATED_RUNNING_MEAN_DESC", "UPDATED_RUNNING_VAR_DESC")):
     F = "CUDNN_ATTR_OPERATION_BN_FINALIZE_"
     attrs = {A[F + "STATS_MODE"]: (T.CUDNN_TYPE_BN_FINALIZE_STATS_MODE, 0),
              A[F + "MATH_PREC"]: (T.CUDNN_TYPE_DATA_TYPE, 0)}
-    for i, n in enumerate(("Y_SUM_DESC", "Y_SQ_SUM_DESC", "SCALE_DESC", "BIAS_DESC", "SAVED_MEAN_DESC",
-                           "SAVED_INV_STD_DESC", "EQ_SCALE_DESC", "EQ_BIAS_DESC", "PREV_RUNNING_MEAN_DESC")):
+    for i, n in enumerate(["Y_SUM_DESC", "Y_SQ_SUM_DESC", "SCALE_DESC", "BIAS_DESC", "SAVED_MEAN_DESC",
+                           "SAVED_INV_STD_DESC", "EQ_SCALE_DESC", "EQ_BIAS_DESC"] + list(running)):
         attrs[A[F + n]] = (DESC, tensor(10 + i, [1, c - (n == bad), 1, 1]))
     for i, n in enumerate(("ACCUM_COUNT_DESC", "EPSILON_DESC", "EXP_AVERATE_FACTOR_DESC")):
         attrs[A[F + n]] = (DESC, tensor(30 + i, [1, 1, 1, 1 + (n == bad)], by_value=True))
     return make(D.CUDNN_BACKEND_OPERATION_BN_FINALIZE_STATISTICS_DESCRIPTOR, attrs, fin)
+
+
+def test_bn_finalize_running_statistics_go_together():
+    op = bn_finalize(running=("PREV_RUNNING_MEAN_DESC",), fin=False)
+    expect(finalize(op), S.CUDNN_STATUS_BAD_PARAM, "CUDNN_ATTR_OPERATION_BN_FINALIZE_PREV_RUNNING_VAR_DESC",
+           "all four or none")
+    bn_finalize(running=())
 
 
 def test_bn_finalize():

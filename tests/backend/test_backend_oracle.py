@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from numba import cuda
 
+import test_backend_conv_ops as conv_cases
 import test_backend_execute_ops as execute_ops
 import test_backend_lowering as lowering
-from backend_build import graph, pointwise_desc, pointwise_op, tensor
+from backend_build import conv_desc, conv_op, graph, pointwise_desc, pointwise_op, tensor
 from ncudnn.ir import numpy_dtype
 from ncudnn.reference.ops import run_graph, run_node
 from ncudnn.testing import assert_close, poison_value, random
@@ -24,8 +25,30 @@ def chain():
             pointwise_op(pointwise_desc(P.CUDNN_POINTWISE_ADD), x=t2, b=c, y=y)]
 
 
+def small_grouped_conv(kind, beta=0.0):
+    """The reference's grouped 3-D convolution (6-d tensors) at simulator size."""
+    x, w, y = conv_cases.grouped_tensors(n=1, g=2, c=2, k=2, d=2, h=4, w=4)
+    return conv_op(kind, x, w, y, conv_desc(3), beta=beta)
+
+
 CASES = {name: (lambda b=build: [b()]) for name, (build, *_rest) in lowering.CASES.items()}
 CASES["pointwise_chain"] = chain
+CASES["conv_fprop"] = lambda: [small_grouped_conv(conv_cases.FWD, beta=0.5)]
+CASES["conv_dgrad"] = lambda: [small_grouped_conv(conv_cases.DGRAD)]
+CASES["conv_wgrad"] = lambda: [small_grouped_conv(conv_cases.WGRAD)]
+
+
+def _bn_finalize_inputs(rng):
+    """Statistics that belong together: sqsum >= sum^2 / count, an integral count, a small epsilon."""
+    count = 16.0
+    total = rng.uniform(-4.0, 4.0, (1, 8, 1, 1)).astype(np.float32)
+    sqsum = (total.astype(np.float64) ** 2 / count + rng.uniform(0.5, 2.0, (1, 8, 1, 1))).astype(np.float32)
+    return {10: total, 11: sqsum, 30: np.full((1, 1, 1, 1), count, np.float32),
+            31: np.full((1, 1, 1, 1), 1e-5, np.float32), 32: np.full((1, 1, 1, 1), 0.1, np.float32)}
+
+
+#: case -> uid -> values, where random ones would be meaningless
+PURPOSE_MADE = {"bn_finalize": _bn_finalize_inputs}
 
 
 def strided(t, values=None):
@@ -46,13 +69,14 @@ def test_operation_matches_the_graph_oracle(case, rng):
         pytest.skip(f"{case}: integer / packed tensors need purpose-made inputs")
     blended = {port: t.uid for n in ir.nodes if getattr(n, "beta", 0.0) for port, t in n.outputs.items()}
     inputs, buffers, outputs, priors = {}, {}, {}, {}
+    made = PURPOSE_MADE[case](rng) if case in PURPOSE_MADE else {}
     for uid, t in sorted(tensors.items()):
         if uid in produced:
             if uid in blended.values():  # beta != 0 blends the prior output: give it one
                 priors[uid] = random(rng, t.dims, np.float32, -1.0, 1.0)
             outputs[uid] = buffers[uid] = cuda.to_device(strided(t, priors.get(uid)))
             continue
-        v = random(rng, t.dims, np.float32, 0.5, 1.5)
+        v = made[uid] if uid in made else random(rng, t.dims, np.float32, 0.5, 1.5)
         inputs[uid] = v
         if t.is_by_value:
             buffers[uid] = float(v.reshape(-1)[0])

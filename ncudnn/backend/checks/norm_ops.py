@@ -58,6 +58,10 @@ def finalize_bn_finalize(d):
                                       "UPDATED_RUNNING_MEAN_DESC", "UPDATED_RUNNING_VAR_DESC")]
     _per_channel(d, channel, ysum.dims[1], ysum.rank)
     _per_channel(d, optional, ysum.dims[1], ysum.rank, required=False)
+    given = [n for n in optional if d.is_set(n)]
+    if given and len(given) != len(optional):
+        missing = next(n for n in optional if not d.is_set(n))
+        bad(d, missing, "the previous and updated running mean and variance go together: set all four or none")
     _scalar(d, [A[_BNF + n] for n in ("ACCUM_COUNT_DESC", "EPSILON_DESC", "EXP_AVERATE_FACTOR_DESC")])
 
 
