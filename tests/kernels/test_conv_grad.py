@@ -4,11 +4,26 @@ import pytest
 
 from ncudnn import reference as R
 from ncudnn.kernels import dtypes as dt
-from ncudnn.kernels.conv import geometry, make_conv_dgrad, make_conv_wgrad
+from ncudnn.kernels.conv import geometry, make_conv_dgrad, make_conv_wgrad, packed_strides
 from ncudnn.kernels.gemm import CONFIGS, GemmConfig
 from ncudnn.testing import assert_close, poison_value, random, size
 
-from test_conv import from_layout, to_layout
+
+
+def to_layout(a, layout):
+    """(flat storage, element strides) of logical (N, C, *S) array ``a`` stored NC*S or N*SC."""
+    if layout == "nchw":
+        return np.ascontiguousarray(a).ravel(), packed_strides(a.shape, "nchw")
+    perm = (0,) + tuple(range(2, a.ndim)) + (1,)
+    return np.ascontiguousarray(a.transpose(perm)).ravel(), packed_strides(a.shape, "nhwc")
+
+
+def from_layout(flat, shape, layout):
+    if layout == "nchw":
+        return flat.reshape(shape)
+    phys = (shape[0],) + tuple(shape[2:]) + (shape[1],)
+    inv = (0, len(shape) - 1) + tuple(range(1, len(shape) - 1))
+    return flat.reshape(phys).transpose(inv)
 
 CFG = size(GemmConfig(BLOCK_M=16, BLOCK_N=8, BLOCK_K=4, THREAD_M=2, THREAD_N=2, WARP_M=0, WARP_N=0),
            CONFIGS[0])
