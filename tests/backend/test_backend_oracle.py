@@ -9,6 +9,7 @@ from numba import cuda
 import test_backend_conv_ops as conv_cases
 import test_backend_execute_ops as execute_ops
 import test_backend_lowering as lowering
+import test_backend_ops as op_cases
 from backend_build import conv_desc, conv_op, graph, pointwise_desc, pointwise_op, tensor
 from ncudnn.ir import numpy_dtype
 from ncudnn.reference.ops import run_graph, run_node
@@ -36,6 +37,7 @@ CASES["pointwise_chain"] = chain
 CASES["conv_fprop"] = lambda: [small_grouped_conv(conv_cases.FWD, beta=0.5)]
 CASES["conv_dgrad"] = lambda: [small_grouped_conv(conv_cases.DGRAD)]
 CASES["conv_wgrad"] = lambda: [small_grouped_conv(conv_cases.WGRAD)]
+CASES["bn_bwd_weights"] = lambda: [op_cases.bn_bwd_weights()]  # lowered to 4 nodes: sums feed the IR node
 
 
 def _bn_finalize_inputs(rng):
