@@ -38,6 +38,7 @@ CASES["conv_fprop"] = lambda: [small_grouped_conv(conv_cases.FWD, beta=0.5)]
 CASES["conv_dgrad"] = lambda: [small_grouped_conv(conv_cases.DGRAD)]
 CASES["conv_wgrad"] = lambda: [small_grouped_conv(conv_cases.WGRAD)]
 CASES["bn_bwd_weights"] = lambda: [op_cases.bn_bwd_weights()]  # lowered to 4 nodes: sums feed the IR node
+CASES["resample_fwd_max"] = lambda: [op_cases.resample_fwd()]  # max pooling without the index output
 
 
 def _bn_finalize_inputs(rng):
