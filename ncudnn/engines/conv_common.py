@@ -224,10 +224,10 @@ class ConvEngineBase(Engine):
         splits = (1, 2, 4, 8, 16, 32) if wgrad else (1, 4)
         M = p.gemm[0]
         out = []
-        for t in gc.useful_tiles(self.TILES, M, p.gemm[1], p.g.G):
+        for t in gc.useful_tiles(self.TILES, M, p.gemm[1], p.gemm[2], p.g.G):
             tile = self.TILES[t]
             tiles = gc.ceil_div(M, tile.cfg.BLOCK_M) * gc.ceil_div(p.gemm[1], tile.cfg.BLOCK_N)
-            for s in (splits if gc.split_worthwhile(tiles, p.g.G, tile.cfg) else (1,)):
+            for s in (splits if gc.split_worthwhile(M, p.gemm[1], tiles, p.g.G) else (1,)):
                 for buf in ((1, 0) if wgrad and s > 1 else (1,)):
                     for sw in (gc.swizzle_for(M, tile.cfg, (1, 8)),):
                         c = base.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, t).with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K, s)

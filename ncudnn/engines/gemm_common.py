@@ -26,6 +26,7 @@ from ..kernels import pointwise_ops as po
 from ..kernels.gemm import splitk
 from ..kernels.gemm.config import GemmConfig, check
 from ..kernels.gemm.launch import kernel_args
+from ..platform import simulator_enabled
 from ..types import cudnnBackendKnobType_t, cudnnPointwiseMode_t, cudnnStatus_t
 from . import heuristics as H
 from .base import KnobSpec
@@ -133,14 +134,31 @@ def memo(sub, key, fn):
     return v
 
 
-def useful_tiles(tiles, M, N, batch, device_sms=132):
+def simulated_small(M, N, batch):
+    """Under the CUDA simulator every thread is a host thread: tiny problems (the CI shapes) are
+    offered only few-thread tiles without split-K (correctness runs; ranking of real sizes unchanged)."""
+    return simulator_enabled() and M * N * batch <= SIM_SMALL_OUTPUT
+
+
+#: output elements up to which the simulator restriction above applies
+SIM_SMALL_OUTPUT = 64 * 64 * 4
+
+
+def useful_tiles(tiles, M, N, K_, batch, device_sms=132):
     """Indices of the tiles worth ranking for an M x N (x batch) output: no tile more than twice the
-    problem along M or N, and no small tile (< 64x64) once 64x64 tiles fill four waves. Never empty."""
+    problem along M or N, and no small tile (< 64x64) once 64x64 tiles fill four waves. Never empty.
+    Under the simulator, tiny problems get the one tile of least simulated work (threads x k-steps)."""
     big = gc_tiles(M, N, 64, 64) * batch >= 4 * device_sms
     out = [i for i, t in enumerate(tiles)
            if t.cfg.BLOCK_M <= 2 * max(M, 16) and t.cfg.BLOCK_N <= 2 * max(N, 16)
            and not (big and t.cfg.BLOCK_M * t.cfg.BLOCK_N < 64 * 64)]
-    return out or [min(range(len(tiles)), key=lambda i: tiles[i].cfg.BLOCK_M * tiles[i].cfg.BLOCK_N)]
+    out = out or [min(range(len(tiles)), key=lambda i: tiles[i].cfg.BLOCK_M * tiles[i].cfg.BLOCK_N)]
+    if simulated_small(M, N, batch):
+        def work(i):
+            c = tiles[i].cfg
+            return gc_tiles(M, N, c.BLOCK_M, c.BLOCK_N) * batch * ceil_div(K_, c.BLOCK_K) * c.num_threads
+        out = sorted(out, key=work)[:1]
+    return out
 
 
 def gc_tiles(M, N, bm, bn):
@@ -153,9 +171,9 @@ def swizzle_for(M, gcfg, allowed):
     return max([w for w in allowed if w == 1 or rows > w] or [1])
 
 
-def split_worthwhile(tiles_mn, batch, gcfg, device_sms=132):
+def split_worthwhile(M, N, tiles_mn, batch, device_sms=132):
     """Offer split-K only when the unsplit grid leaves SMs idle (under two waves of one block)."""
-    return tiles_mn * batch < 2 * device_sms
+    return tiles_mn * batch < 2 * device_sms and not simulated_small(M, N, batch)
 
 
 def keep_config(name, gcfg, fp64, M, N, K_, batch, linear_epilogue, out_dtype):

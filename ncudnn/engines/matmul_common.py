@@ -188,10 +188,10 @@ class GemmEngineBase(Engine):
             return []
         base = self.default_config(sub)
         out = []
-        for t in gc.useful_tiles(self.TILES, p.M, p.N, p.nb):
+        for t in gc.useful_tiles(self.TILES, p.M, p.N, p.K, p.nb):
             tile = self.TILES[t]
             tiles = gc.ceil_div(p.M, tile.cfg.BLOCK_M) * gc.ceil_div(p.N, tile.cfg.BLOCK_N)
-            splits = self.SPLITS if gc.split_worthwhile(tiles, p.nb, tile.cfg) else (1,)
+            splits = self.SPLITS if gc.split_worthwhile(p.M, p.N, tiles, p.nb) else (1,)
             swizzles = (gc.swizzle_for(p.M, tile.cfg, self.SWIZZLES),)
             for s in splits:
                 for buf in ((1, 0) if self.ATOMIC and s > 1 else (1,)):
