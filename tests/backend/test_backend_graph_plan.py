@@ -23,9 +23,8 @@ BIAS = [1, SHAPE[1], 1, 1]
 UX, UB, UT, UY = 101, 102, 103, 104
 
 
-def grouped_conv_graph():
+def grouped_conv_graph(n=1, g=2, c=3, k=4, d=3, h=5, w=5):
     """The reference's use case: a single grouped 3-D convolution forward, 6-d tensors."""
-    n, g, c, k, d, h, w = 1, 2, 3, 4, 3, 5, 5
     x = tensor(ord("x"), [n, g, c, d, h, w], alignment=4)
     wt = tensor(ord("w"), [g, k, c, 1, 3, 3], alignment=4)
     y = tensor(ord("y"), [n, g, k, d, h - 2, w - 2], alignment=4)
@@ -147,23 +146,37 @@ def test_engine_failures():
     assert "conv_fprop" in msg
 
 
-def test_grouped_conv_use_case_engine_config_and_plan():
-    """Engine config with CUDNN_ATTR_ENGINE_GLOBAL_INDEX 0 and no knobs, as the reference's use case."""
-    g = grouped_conv_graph()
-    count, results = get(g and heuristics(g), A.CUDNN_ATTR_ENGINEHEUR_RESULTS, DESC)
-    eng = engine(g, 0, fin=False)
-    status = finalize(eng)
-    if status[0] != S.CUDNN_STATUS_SUCCESS:
-        assert CUDNN_STATUS_CATEGORY(status[0]) == S.CUDNN_STATUS_NOT_SUPPORTED
-        if count == 0:
-            pytest.skip("no engine runs a grouped 3-D convolution yet: ENGINE finalize gives "
-                        f"{S(status[0]).name}")
-        cfg = results[0]
-    else:
-        cfg = engine_config(eng)
-    assert get(cfg, A.CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, T.CUDNN_TYPE_INT64)[0] == 1
+def test_reference_use_cases_grouped_conv_engine_config_plan_execute(rng):
+    """The reference's use cases in a row, at simulator size: a grouped 3-D convolution graph (6-d
+    tensors, CUDNN_CONVOLUTION mode, alpha 1, beta 0.5), an engine config of one engine and no knobs
+    (the first global index that supports the graph), its workspace size, a plan, a variant pack, execute."""
+    dims = dict(n=1, g=2, c=2, k=2, d=2, h=4, w=4)
+    g = grouped_conv_graph(**dims)
+    eng = None
+    for index in range(registry.global_count()):
+        candidate = engine(g, index, fin=False)
+        status = finalize(candidate)[0]
+        if status == S.CUDNN_STATUS_SUCCESS:
+            eng = candidate
+            break
+        assert CUDNN_STATUS_CATEGORY(status) == S.CUDNN_STATUS_NOT_SUPPORTED, peek_last_error()
+    if eng is None:
+        pytest.skip("no engine runs a grouped 3-D convolution yet (every engine index: NOT_SUPPORTED)")
+    cfg = engine_config(eng)
+    ws = get(cfg, A.CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, T.CUDNN_TYPE_INT64)[1][0]
     p = plan(cfg)
-    assert get(p, A.CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, T.CUDNN_TYPE_INT64)[0] == 1
+    assert get(p, A.CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, T.CUDNN_TYPE_INT64)[1] == [ws]
+    n, gr, c, k, d, h, w = (dims[x] for x in "ngckdhw")
+    x, wt = random(rng, [n, gr, c, d, h, w]), random(rng, [gr, k, c, 1, 3, 3])
+    prior = random(rng, [n, gr, k, d, h - 2, w - 2])
+    y = cuda.to_device(prior)
+    workspace = cuda.device_array(ws, np.uint8) if ws else None
+    pack = variant_pack({ord("x"): cuda.to_device(x), ord("w"): cuda.to_device(wt), ord("y"): y}, workspace)
+    ok(cudnnBackendExecute(handle(), p, pack))
+    from ncudnn.reference import conv_fprop
+    conv = conv_fprop(x.reshape(n, gr * c, d, h, w), wt.reshape(gr * k, c, 1, 3, 3), groups=gr,
+                      cross_correlation=False)
+    assert_close(y.copy_to_host(), conv.reshape(prior.shape) + 0.5 * prior.astype(np.float64), "float32")
 
 
 def test_engine_config_knobs_and_notes():
