@@ -27,7 +27,7 @@ from numba.types import float16 as _float16
 from .primitives import f32_as_u32, u32_as_f32
 
 __all__ = ["dtype_name", "storage_dtype", "compute_type", "loader", "storer", "FLOAT_TYPES",
-           "to_storage", "from_storage", "array_sig", "placeholder"]
+           "to_storage", "from_storage", "array_sig", "placeholder", "loader2", "storer2", "PACKABLE"]
 
 #: Dtype names this module knows, mapped to what a kernel's array holds.
 _STORAGE = {
@@ -231,3 +231,35 @@ def storer(dtype, saturate=False):
         def store(arr, i, v):
             arr[i] = conv(v)
     return store
+
+
+# --------------------------------------------------------------------------------------------
+# packed pairs (two bf16 in one 32-bit word): the dense pointwise path's wide loads / stores
+
+PACKABLE = frozenset({"bfloat16"})
+
+
+@functools.lru_cache(maxsize=None)
+def loader2(dtype, ctype="float32"):
+    """``load2(words, p) -> (lo, hi)``: elements 2p and 2p+1 from a uint32 view of the storage."""
+    if dtype_name(dtype) != "bfloat16":
+        raise ValueError(f"no packed loader for {dtype!r}")
+    conv = _convert(ctype)
+
+    @cuda.jit(device=True, inline=True)
+    def load2(words, p):
+        w = numba.uint32(words[p])
+        return conv(u32_as_f32((w & 0xFFFF) << 16)), conv(u32_as_f32(w & 0xFFFF0000))
+    return load2
+
+
+@functools.lru_cache(maxsize=None)
+def storer2(dtype):
+    """``store2(words, p, lo, hi)``: elements 2p and 2p+1 (round to nearest even) as one word."""
+    if dtype_name(dtype) != "bfloat16":
+        raise ValueError(f"no packed storer for {dtype!r}")
+
+    @cuda.jit(device=True, inline=True)
+    def store2(words, p, lo, hi):
+        words[p] = numba.uint32(_f32_to_bf16(lo)) | (numba.uint32(_f32_to_bf16(hi)) << 16)
+    return store2

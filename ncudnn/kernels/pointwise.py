@@ -12,7 +12,8 @@ Two code shapes:
 * **dense** — every non-scalar tensor has the same strides and they pack densely (any layout, not
   only row-major): a 1-D grid-stride loop over memory order, ``UNROLL`` elements per thread with all
   loads issued before any math or store; the element count is a run-time argument, so one kernel
-  serves every size.
+  serves every size. With ``pack=2`` (all-bf16 tensors) each access moves a 32-bit word holding
+  two elements (an odd count or a misaligned buffer falls back to ``pack=1`` at launch).
 * **general** — arbitrary strides (broadcast, permuted, padded): adjacent dims that every tensor
   walks contiguously are merged first, then each element's coordinates are decomposed from its flat
   index with compile-time shape/strides (constant divisors).
@@ -24,13 +25,13 @@ Refs: operand ``r`` of a node (or the ``ref`` of an output) is input ``r`` when
 """
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numba import cuda
 
 from . import pointwise_ops as po
-from .dtypes import compute_type, dtype_name, loader, storage_dtype, storer
+from .dtypes import compute_type, dtype_name, loader, loader2, storage_dtype, storer, storer2
 from .primitives import SIM, launch, sm_count
 from ..types import cudnnPointwiseMode_t as PM
 
@@ -74,6 +75,7 @@ class PointwiseSpec:
     outputs: tuple
     block: int = 256
     unroll: int = 0         # elements per thread per pass; 0: 8 for <= 2-byte I/O, else 4
+    pack: int = 1           # 2: dense bf16 tensors moved as 32-bit words (two elements per access)
 
     def __post_init__(self):
         if not self.unroll:
@@ -113,6 +115,18 @@ def _validate(spec):
             raise ValueError(f"output ref {o.ref} out of range")
     if spec.block % 32 or not 32 <= spec.block <= 1024 or spec.unroll < 1:
         raise ValueError("block must be a multiple of 32 in [32, 1024], unroll >= 1")
+    if spec.pack not in (1, 2):
+        raise ValueError("pack must be 1 or 2")
+    if spec.pack == 2 and not packable(spec):
+        raise ValueError("pack=2 needs the dense path with every non-scalar tensor bfloat16")
+
+
+def packable(spec):
+    """True when ``spec`` can use ``pack=2`` (dense, every non-scalar tensor bfloat16)."""
+    from .dtypes import PACKABLE
+    tensors = [t for t in spec.inputs if not _is_scalar(t)] + list(spec.outputs)
+    return _is_dense(spec) and all(dtype_name(t.dtype) in PACKABLE for t in tensors) and \
+        not any(o.saturate for o in spec.outputs)
 
 
 def cache_key(spec):
@@ -122,7 +136,7 @@ def cache_key(spec):
                   tuple((o.ref, o.dtype, o.saturate) for o in spec.outputs))
     else:
         layout = (spec.shape, spec.inputs, spec.outputs)
-    text = repr((layout, spec.nodes, spec.block, spec.unroll, "sim" if SIM else "gpu", 1))
+    text = repr((layout, spec.nodes, spec.block, spec.unroll, spec.pack, "sim" if SIM else "gpu", 1))
     return hashlib.sha1(text.encode()).hexdigest()
 
 
@@ -217,6 +231,24 @@ def _element(spec, ctype, suffix, offsets, coord_names, scalar_regs):
     return loads, compute, stores
 
 
+def _element_packed(spec, ctype, suffix, word, scalar_regs):
+    """(load, compute, store) lines for the element pair held by 32-bit word ``word``."""
+    loads, comp, halves = [], [], []
+    for half in ("a", "b"):
+        regs = dict(scalar_regs)
+        for k in range(len(spec.inputs)):
+            if k not in scalar_regs:
+                regs[k] = (f"x{k}{suffix}{half}", "float")
+        comp += _node_exprs(spec, ctype, regs, f"{suffix}{half}", {})
+        halves.append(regs)
+    for k in range(len(spec.inputs)):
+        if k not in scalar_regs:
+            loads.append(f"x{k}{suffix}a, x{k}{suffix}b = ld{k}(a{k}, {word})")
+    stores = [f"st{m}(o{m}, {word}, {halves[0][o.ref][0]}, {halves[1][o.ref][0]})"
+              for m, o in enumerate(spec.outputs)]
+    return loads, comp, stores
+
+
 def _indent(lines, n):
     return [" " * n + ln for ln in lines]
 
@@ -260,7 +292,13 @@ def generate_source(spec):
     body += [f"base = cuda.blockIdx.x * {chunk} + cuda.threadIdx.x",
              f"step = cuda.gridDim.x * {chunk}",
              "while base < n:"]
-    if dense:
+    if spec.pack == 2:   # n counts 32-bit words (element pairs)
+        per = []
+        for u in range(unroll):
+            e = f"base + {u * block}" if u else "base"
+            per.append(([f"e{u} = {e}"], _element_packed(spec, ctype, f"_{u}", f"e{u}",
+                                                         scalar_regs)))
+    elif dense:
         per = []
         for u in range(unroll):
             e = f"base + {u * block}" if u else "base"
@@ -313,7 +351,7 @@ class PointwiseKernel:
         self.storage = [storage_dtype(t.dtype) for t in tensors]
 
     def grid(self):
-        chunk = self.spec.block * self.spec.unroll
+        chunk = self.spec.block * self.spec.unroll * self.spec.pack
         return max(1, min(math.ceil(self.numel / chunk), _max_blocks(self.spec.block)))
 
     def launch(self, *arrays, stream=0):
@@ -329,10 +367,23 @@ class PointwiseKernel:
             flat.append(a.reshape(a.size) if a.ndim != 1 else a)
         if self.numel == 0:
             return
+        if self.spec.pack == 2:
+            if self.numel % 2 or not all(_aligned(a, 4) for a in flat):
+                build_pointwise(replace(self.spec, pack=1)).launch(*arrays, stream=stream)
+                return
+            flat = [a if k < len(self.spec.inputs) and _is_scalar(self.spec.inputs[k])
+                    else a.view(np.uint32) for k, a in enumerate(flat)]
+            launch(self.kernel, self.grid(), self.spec.block, stream, *flat, self.numel // 2)
+            return
         launch(self.kernel, self.grid(), self.spec.block, stream, *flat, self.numel)
 
 
 _CACHE = {}
+
+
+def _aligned(a, nbytes):
+    ptr = getattr(getattr(a, "device_ctypes_pointer", None), "value", None)
+    return ptr is None or ptr % nbytes == 0
 
 
 def _max_blocks(block):
@@ -350,10 +401,12 @@ def build_pointwise(spec):
     source = generate_source(spec)
     ctype = compute_type([t.dtype for t in spec.inputs + spec.outputs])
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda)
+    wide = spec.pack == 2
     for k, t in enumerate(spec.inputs):
-        ns[f"ld{k}"] = loader(t.dtype, ctype)
+        ns[f"ld{k}"] = loader2(t.dtype, ctype) if wide and not _is_scalar(t) else \
+            loader(t.dtype, ctype)
     for m, o in enumerate(spec.outputs):
-        ns[f"st{m}"] = storer(o.dtype, o.saturate)
+        ns[f"st{m}"] = storer2(o.dtype) if wide else storer(o.dtype, o.saturate)
     exec(compile(source, f"<pointwise {key[:12]}>", "exec"), ns)
     pk = PointwiseKernel(spec, source, cuda.jit(ns["kernel"]))
     _CACHE[key] = pk
@@ -374,6 +427,9 @@ def kernel_signature(spec):
     """The numba signature the launcher's arrays give the kernel of ``spec``."""
     from .dtypes import array_sig
     arrays = [array_sig(t.dtype) for t in spec.inputs + spec.outputs]
+    if spec.pack == 2:
+        arrays = [a if k < len(spec.inputs) and _is_scalar(spec.inputs[k]) else "uint32[::1]"
+                  for k, a in enumerate(arrays)]
     return "void(" + ", ".join(arrays + ["int64"]) + ")"
 
 
@@ -401,6 +457,13 @@ def _register_compile_cases():
             (1 << 20,), (TensorSpec("float64", (1,)), TensorSpec("float64", (1,))),
             (NodeSpec.make(PM.CUDNN_POINTWISE_SWISH_BWD, (0, 1)),),
             (OutputSpec(2, "float64", (1,)),)),
+        "pointwise_packed_bf16_add_relu_scale": PointwiseSpec(
+            nchw, (TensorSpec("bfloat16", cs_), TensorSpec("bfloat16", cs_),
+                   TensorSpec("float32", (0, 0, 0, 0))),
+            (NodeSpec.make(PM.CUDNN_POINTWISE_ADD, (0, 1)),
+             NodeSpec.make(PM.CUDNN_POINTWISE_RELU_FWD, (3,)),
+             NodeSpec.make(PM.CUDNN_POINTWISE_MUL, (4, 2))),
+            (OutputSpec(5, "bfloat16", cs_),), pack=2),
         "pointwise_dense_fp8_cast": PointwiseSpec(
             (1 << 20,), (TensorSpec("float32", (1,)),),
             (NodeSpec.make(PM.CUDNN_POINTWISE_IDENTITY, (0,)),),

@@ -165,3 +165,35 @@ def test_spec_validation():
     with pytest.raises(ValueError):   # output buffer too small
         pw.run_pointwise(spec, cuda.to_device(np.ones(4, np.float32)),
                          cuda.to_device(np.ones(3, np.float32)))
+
+
+@pytest.mark.parametrize("n", [2 * 97, 97], ids=["packed", "odd-falls-back"])
+def test_packed_bf16_words_match_scalar_path(rng, n):
+    shape = (n,)
+    x = rng.standard_normal(shape).astype(ml_dtypes.bfloat16)
+    y = rng.standard_normal(shape).astype(ml_dtypes.bfloat16)
+    s = np.array([rng.uniform(0.5, 2.0)], np.float32)
+
+    def spec(pack):
+        return PointwiseSpec(shape, (TensorSpec("bfloat16", (1,)), TensorSpec("bfloat16", (1,)),
+                                     TensorSpec("float32", (0,))),
+                             (NodeSpec.make(PM.CUDNN_POINTWISE_ADD, (0, 1)),
+                              NodeSpec.make(PM.CUDNN_POINTWISE_SWISH_FWD, (3,)),
+                              NodeSpec.make(PM.CUDNN_POINTWISE_MUL, (4, 2))),
+                             (OutputSpec(5, "bfloat16", (1,)), OutputSpec(3, "bfloat16", (1,))),
+                             block=32, unroll=2, pack=pack)
+    assert pw.packable(spec(1)) and "x0_0a, x0_0b = ld0" in pw.generate_source(spec(2))
+    wide = _run(spec(2), [x, y, s], [n, n])
+    narrow = _run(spec(1), [x, y, s], [n, n])
+    for a, b in zip(wide, narrow):
+        np.testing.assert_array_equal(a.view(np.uint16), b.view(np.uint16))
+    t = ref.pointwise(PM.CUDNN_POINTWISE_ADD, x, y)
+    expected = ref.pointwise(PM.CUDNN_POINTWISE_MUL, ref.pointwise(PM.CUDNN_POINTWISE_SWISH_FWD, t), s)
+    assert_close(wide[0], expected, "bfloat16")
+
+
+def test_pack_needs_bf16_dense():
+    with pytest.raises(ValueError):
+        PointwiseSpec((8,), (TensorSpec("float32", (1,)),),
+                      (NodeSpec.make(PM.CUDNN_POINTWISE_EXP, (0,)),),
+                      (OutputSpec(1, "bfloat16", (1,)),), pack=2)
