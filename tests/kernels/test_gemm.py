@@ -196,6 +196,7 @@ def test_config_list_and_keep():
     assert keep(BIG, prob)
     assert not keep(BIG, {"M": 8, "N": 8, "K": 8})
     assert not keep(BIG.replace(SPLIT_K=4, SPLIT_MODE="atomic"), dict(prob, deterministic=True))
+    assert not keep(CONFIGS[0], dict(prob, dtype="float64")) and keep(CONFIGS[5], dict(prob, dtype="float64"))
 
 
 def test_launcher_rejects_bad_strides():

@@ -108,8 +108,9 @@ CONFIGS = (
 
 
 def keep(cfg, problem):
-    """Prune for a problem dict (M, N, K, batch, dtype, deterministic): buildable and sensible."""
-    ok, _ = check(cfg)
+    """Prune for a problem dict (M, N, K[, dtype "float64" for fp64 accumulation][, deterministic]):
+    buildable and sensible."""
+    ok, _ = check(cfg, 8 if problem.get("dtype") == "float64" else 4)
     if not ok:
         return False
     M, N, K = problem["M"], problem["N"], problem["K"]
