@@ -96,7 +96,8 @@ def check(cfg, itemsize=4):
 #: 4 (VEC=4) or 16 (VEC=1) shared loads; ptxas puts the 128x128 blocks at ~167 registers (1 block
 #: of 256 threads per SM) and the 128-thread ones at ~220-230 (2 blocks per SM), spill-free.
 CONFIGS = (
-    GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=8, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64, VEC=4),
+    GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=8, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64, VEC=4,
+               SWIZZLE=8),
     GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=8, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64),
     GemmConfig(BLOCK_M=128, BLOCK_N=64, BLOCK_K=8, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64, VEC=4),
     GemmConfig(BLOCK_M=64, BLOCK_N=128, BLOCK_K=8, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64, VEC=4),
