@@ -12,13 +12,11 @@ Streams are taken from numba streams, cuda-core / cuda-python streams, torch str
 In the simulator a handle works: it poses as the sm_90 target (132 SMs) so that engine selection
 matches the GPU; ``handle.simulator`` tells engines when kernels run on the CPU.
 """
-import ctypes
-
 import numpy as np
 
 from . import log as _log
 from .errors import BadParamError, CudnnError, NotInitializedError, c_api
-from .memory import WorkspacePool
+from .memory import WorkspacePool, int_value
 from .platform import gpu_present, simulator_enabled
 from .types import cudnnErrQueryMode_t, cudnnSeverity_t, cudnnStatus_t
 
@@ -114,20 +112,10 @@ def _is_numba_stream(obj):
 
 
 def _as_int(x):
-    if isinstance(x, ctypes.c_void_p):
-        return x.value or 0
-    if isinstance(x, (bool, float)):
-        raise TypeError(f"{type(x).__name__} is not a stream")
-    if isinstance(x, int):
-        return x
-    for conv in ("__index__", "__int__"):
-        f = getattr(x, conv, None)
-        if f is not None:
-            return int(f())
-    getptr = getattr(x, "getPtr", None)  # cuda-python handle types
-    if getptr is not None:
-        return int(getptr())
-    raise TypeError(f"{type(x).__name__} has no integer value")
+    value = int_value(x)
+    if value is None:
+        raise TypeError(f"{type(x).__name__} has no integer value")
+    return value
 
 
 def stream_handle(stream):
@@ -135,9 +123,7 @@ def stream_handle(stream):
     if stream is None:
         return 0
     try:
-        if isinstance(stream, (int, ctypes.c_void_p)) and not isinstance(stream, bool):
-            raw = _as_int(stream)
-        elif hasattr(stream, "__cuda_stream__"):
+        if hasattr(stream, "__cuda_stream__"):
             proto = stream.__cuda_stream__
             ver, raw = proto() if callable(proto) else proto
             raw = _as_int(raw)

@@ -403,12 +403,18 @@ def _gpu_extent(ptr):
         return None
 
 
-def _int_pointer(obj):
+def int_value(obj):
+    """The integer value of a pointer or handle object, or None when it has none.
+
+    Takes ints, ctypes.c_void_p, anything with __index__ / __int__ (cuda-python's CUdeviceptr, CUstream)
+    or getPtr(); never a bool or a float.
+    """
     if isinstance(obj, ctypes.c_void_p):
         return obj.value or 0
-    if isinstance(obj, bool):
+    if isinstance(obj, (bool, float)):
         return None
-    for conv in (getattr(obj, "__index__", None), getattr(obj, "__int__", None)):
+    for name in ("__index__", "__int__", "getPtr"):
+        conv = getattr(obj, name, None)
         if conv is not None:
             try:
                 return int(conv())
@@ -447,7 +453,7 @@ def _describe(obj):
         return _from_cai(obj, cai)
     if hasattr(obj, "__dlpack__"):
         return _from_dlpack(obj)
-    ptr = _int_pointer(obj)
+    ptr = int_value(obj)
     if ptr is None and obj is not None:
         raise _bad(f"{type(obj).__name__} is not device memory (no __cuda_array_interface__, "
                    "__dlpack__, data_ptr() or integer pointer)")
