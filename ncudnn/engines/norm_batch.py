@@ -12,9 +12,8 @@ Backward: per-group sums of dy and dy*x in one pass over (x, dy) -> dscale, dbia
 coefficients (thread per group; instance norm sums dscale / dbias over samples with a second small
 reduction) -> one pointwise pass ``dx = a*dy + b*x + c``.
 
-Variance is E[x^2] - mean^2 accumulated in float32 (cuDNN's GENSTATS formulation): inputs with
-|mean| >> std lose precision (numerical note REDUCED_PRECISION_REDUCTION is not claimed: the sums are
-float32 like cuDNN's). Deterministic (no atomics). EPSILON and EXP_AVG_FACTOR by value only.
+Statistics are float32 sums of shifted data (x - K, K = the group's first element: no cancellation
+when |mean| >> std, one pass); backward sums dy * (x - MEAN). Deterministic (no atomics). EPSILON and EXP_AVG_FACTOR by value only.
 Knob: BLOCK_SIZE of the pointwise pass. Workspace: the group sums and coefficients (float32).
 """
 from numba.cuda import types
@@ -121,9 +120,12 @@ def _forward_steps(sub, cfg):
     out_shape, g_strides, groups, C = _group_geometry(x, per_sample)
     ssum, ssq = scratch.take(groups, ct), scratch.take(groups, ct)
     es, eb = scratch.take(groups, ct), scratch.take(groups, ct)
-    spec = kr.ReduceSpec(tuple(x.dims), ((kdtype(x), tuple(x.strides)),), out_shape,
-                         (kr.Term("v0", "sum"), kr.Term("v0 * v0", "sum")), ((ct, g_strides), (ct, g_strides)))
-    steps = reduce_steps(spec, scratch, [Arg.tensor(x)], [ssum, ssq], name="norm_batch_stats")
+    # shifted-data sums: K = the group's first element (no cancellation when |mean| >> std)
+    k_strides = tuple(st if m != 1 or n == 1 else 0 for st, m, n in zip(x.strides, out_shape, x.dims))
+    spec = kr.ReduceSpec(tuple(x.dims), ((kdtype(x), tuple(x.strides)), (kdtype(x), k_strides)), out_shape,
+                         (kr.Term("v0 - v1", "sum"), kr.Term("(v0 - v1) * (v0 - v1)", "sum")),
+                         ((ct, g_strides), (ct, g_strides)))
+    steps = reduce_steps(spec, scratch, [Arg.tensor(x), Arg.tensor(x)], [ssum, ssq], name="norm_batch_stats")
     bias = i.get("BIAS")
     tensors = {"sum": ("scratch", ssum, ct), "sqsum": ("scratch", ssq, ct), "scale": i["SCALE"],
                "bias": bias, "eq_scale": ("scratch", es, ct), "eq_bias": ("scratch", eb, ct),
@@ -136,7 +138,7 @@ def _forward_steps(sub, cfg):
     mom = Arg.scalar(i["EXP_AVG_FACTOR"]) if "EXP_AVG_FACTOR" in i else Arg.const(0.0, types.float64)
     count = x.numel // groups
     steps.append(finalize_step(tensors, groups, C, Arg.const(float(count), types.float64),
-                               Arg.scalar(i["EPSILON"]), mom, True, per_sample))
+                               Arg.scalar(i["EPSILON"]), mom, True, per_sample, shift=x))
     a = pw.node(PM.CUDNN_POINTWISE_MUL, ("in", xr), ("in", pw.add_input(es, ct, g_strides)))
     a = pw.node(PM.CUDNN_POINTWISE_ADD, ("node", a), ("in", pw.add_input(eb, ct, g_strides)))
     epilogue_output(pw, sub, y, a)
@@ -155,9 +157,12 @@ def _backward_steps(sub, cfg):
     out_shape, g_strides, groups, C = _group_geometry(x, per_sample)
     scratch = Scratch()
     dys, dyxs = scratch.take(groups, ct), scratch.take(groups, ct)
-    spec = kr.ReduceSpec(tuple(x.dims), ((kdtype(x), tuple(x.strides)), (kdtype(dy), tuple(dy.strides))), out_shape,
-                         (kr.Term("v1", "sum"), kr.Term("v1 * v0", "sum")), ((ct, g_strides), (ct, g_strides)))
-    steps = reduce_steps(spec, scratch, [Arg.tensor(x), Arg.tensor(dy)], [dys, dyxs], name="norm_batch_bwd_sums")
+    mean = i["MEAN"]  # sum dy * (x - mean): no cancellation when |mean| >> std
+    spec = kr.ReduceSpec(tuple(x.dims), ((kdtype(x), tuple(x.strides)), (kdtype(dy), tuple(dy.strides)),
+                                         (kdtype(mean), bcast_strides(mean, x.dims))), out_shape,
+                         (kr.Term("v1", "sum"), kr.Term("v1 * (v0 - v2)", "sum")), ((ct, g_strides), (ct, g_strides)))
+    steps = reduce_steps(spec, scratch, [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(mean)], [dys, dyxs],
+                         name="norm_batch_bwd_sums")
     eq = [scratch.take(groups, ct) for _ in range(3)]
     tensors = {"dy_sum": ("scratch", dys, ct), "dyx_sum": ("scratch", dyxs, ct), "mean": i["MEAN"],
                "inv": i["INV_VARIANCE"], "scale": i["SCALE"], "eq_dy": ("scratch", eq[0], ct),
@@ -169,7 +174,7 @@ def _backward_steps(sub, cfg):
             tensors[name] = ("scratch", per_group[port], ct)
         else:
             tensors[name] = o[port]
-    steps.append(bwd_weights_step(tensors, groups, C, x.numel // groups, per_sample))
+    steps.append(bwd_weights_step(tensors, groups, C, x.numel // groups, per_sample, centered=True))
     if per_sample:  # dscale / dbias of instance norm: sum the (N, C) per-group values over samples
         for port in ("DSCALE", "DBIAS"):
             if port in o:

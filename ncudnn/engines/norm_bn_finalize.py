@@ -32,10 +32,11 @@ def tensor_arg(t):
 
 
 def finalize_step(tensors, groups, channels, count_arg, eps_arg, mom_arg, training, per_sample=False,
-                  block=128):
+                  block=128, shift=None):
     """A Step of the finalize kernel; ``tensors`` maps FINALIZE_ARRAYS names to descriptors, to
     ``("scratch", Arg, dtype)`` entries (dense per-group workspace), or None."""
     descs, args = [], []
+    tensors = dict(tensors, shift=shift)
     for name, kind in kb.FINALIZE_ARRAYS:
         t = tensors.get(name)
         if isinstance(t, tuple):  # scratch: dense per group
@@ -47,14 +48,15 @@ def finalize_step(tensors, groups, channels, count_arg, eps_arg, mom_arg, traini
             args.append(tensor_arg(t))
     descs = tuple(descs)
     writes = frozenset(n for n in ("saved_mean", "saved_inv", "next_mean", "next_var") if tensors.get(n) is not None)
-    factory = lambda: kb.finalize_kernel(descs, training, writes)[0]  # noqa: E731
-    key = "bn_finalize:" + src_key(descs, training, sorted(writes))
+    shifted = shift is not None
+    factory = lambda: kb.finalize_kernel(descs, training, writes, shifted)[0]  # noqa: E731
+    key = "bn_finalize:" + src_key(descs, training, sorted(writes), shifted)
     grid = max(1, -(-groups // block))
     args += [Arg.const(groups), Arg.const(channels), count_arg, eps_arg, mom_arg]
     return Step(key, factory, grid, block, args, nbytes=groups * 4 * 8)
 
 
-def bwd_weights_step(tensors, groups, channels, count, per_sample=False, block=128):
+def bwd_weights_step(tensors, groups, channels, count, per_sample=False, block=128, centered=False):
     descs, args = [], []
     for name, kind in kb.BWD_ARRAYS:
         t = tensors.get(name)
@@ -66,9 +68,9 @@ def bwd_weights_step(tensors, groups, channels, count, per_sample=False, block=1
             descs.append(group_desc(t, per_sample and kind == "g"))
             args.append(tensor_arg(t))
     descs = tuple(descs)
-    key = "bn_bwd_weights:" + src_key(descs)
+    key = "bn_bwd_weights:" + src_key(descs, centered)
     args += [Arg.const(groups), Arg.const(channels), Arg.const(float(count), types.float64)]
-    return Step(key, lambda: kb.bwd_weights_kernel(descs)[0], max(1, -(-groups // block)), block, args,
+    return Step(key, lambda: kb.bwd_weights_kernel(descs, centered)[0], max(1, -(-groups // block)), block, args,
                 nbytes=groups * 4 * 10)
 
 

@@ -30,7 +30,7 @@ __all__ = ["finalize_kernel", "bwd_weights_kernel", "FINALIZE_ARRAYS", "BWD_ARRA
 #: argument arrays of the finalize kernel, in order ("g": per group, "c": per channel)
 FINALIZE_ARRAYS = (("sum", "g"), ("sqsum", "g"), ("scale", "c"), ("bias", "c"), ("prev_mean", "c"),
                    ("prev_var", "c"), ("eq_scale", "g"), ("eq_bias", "g"), ("saved_mean", "g"),
-                   ("saved_inv", "g"), ("next_mean", "c"), ("next_var", "c"))
+                   ("saved_inv", "g"), ("next_mean", "c"), ("next_var", "c"), ("shift", "g"))
 BWD_ARRAYS = (("dy_sum", "g"), ("dyx_sum", "g"), ("mean", "g"), ("inv", "g"), ("scale", "c"),
               ("dscale", "g"), ("dbias", "g"), ("eq_dy", "g"), ("eq_x", "g"), ("eq_b", "g"))
 
@@ -49,12 +49,13 @@ def _jit(src, name, names):
 
 
 @functools.lru_cache(maxsize=None)
-def finalize_kernel(arrays, training=True, writes=frozenset({"saved_mean", "saved_inv"})):
+def finalize_kernel(arrays, training=True, writes=frozenset({"saved_mean", "saved_inv"}), shifted=False):
     """The finalize kernel for ``arrays``: one (dtype, sN, sC) per entry of :data:`FINALIZE_ARRAYS`
     (unused entries may be anything). ``writes``: which of the optional outputs saved_mean,
-    saved_inv, next_mean, next_var are written (the others may be placeholders). Returns
-    (dispatcher, source). Arguments: the 12 arrays, then ``groups, channels`` (int64),
-    ``count, eps, momentum`` (float64)."""
+    saved_inv, next_mean, next_var are written (the others may be placeholders). ``shifted``: the
+    sums are of (x - K) and (x - K)^2 with K the group's element read from ``shift`` (shifted-data
+    variance: no cancellation when |mean| >> std). Returns (dispatcher, source). Arguments: the 13
+    arrays, then ``groups, channels`` (int64), ``count, eps, momentum`` (float64)."""
     ct = compute_type([a[0] for a in arrays])
     L = po.lit
     one, zero = L(1.0, ct), L(0.0, ct)
@@ -68,8 +69,9 @@ def finalize_kernel(arrays, training=True, writes=frozenset({"saved_mean", "save
          f"    eps = {ct}(eps_in)",
          f"    cnt = {ct}(count_in)"]
     if training:
-        s += [f"    mean = ld_sum(sum, {off['sum']}) / cnt",
-              f"    var = ld_sqsum(sqsum, {off['sqsum']}) / cnt - mean * mean",
+        s += [f"    m1 = ld_sum(sum, {off['sum']}) / cnt",
+              f"    var = ld_sqsum(sqsum, {off['sqsum']}) / cnt - m1 * m1",
+              f"    mean = m1 + ld_shift(shift, {off['shift']})" if shifted else "    mean = m1",
               f"    var = var if var > {zero} else {zero}",
               f"    inv = {one} / math.sqrt(var + eps)",
               f"    es = ld_scale(scale, {off['scale']}) * inv"]
@@ -103,8 +105,9 @@ def finalize_kernel(arrays, training=True, writes=frozenset({"saved_mean", "save
 
 
 @functools.lru_cache(maxsize=None)
-def bwd_weights_kernel(arrays):
+def bwd_weights_kernel(arrays, centered=False):
     """The backward-weights kernel for ``arrays`` (one (dtype, sN, sC) per :data:`BWD_ARRAYS` entry).
+    ``centered``: ``dyx_sum`` already holds sum dy * (x - mean) (then dscale = inv * dyx_sum).
     Arguments: the 10 arrays, then ``groups, channels`` (int64), ``count`` (float64)."""
     ct = compute_type([a[0] for a in arrays])
     off = {name: _offset(kind, a[1], a[2]) for (name, kind), a in zip(BWD_ARRAYS, arrays)}
@@ -118,6 +121,7 @@ def bwd_weights_kernel(arrays):
          f"    mu = ld_mean(mean, {off['mean']})",
          f"    iv = ld_inv(inv, {off['inv']})",
          f"    dys = ld_dy_sum(dy_sum, {off['dy_sum']})",
+         f"    ds = iv * ld_dyx_sum(dyx_sum, {off['dyx_sum']})" if centered else
          f"    ds = iv * (ld_dyx_sum(dyx_sum, {off['dyx_sum']}) - mu * dys)",
          f"    sc = ld_scale(scale, {off['scale']})",
          f"    st_dscale(dscale, {off['dscale']}, ds)",
