@@ -224,3 +224,19 @@ def test_unsupported_cases_name_the_node_and_field():
                                   mode=PM.CUDNN_POINTWISE_SUB)]).finalize()
     st, why = api.check_support(g3, "conv_implicit_gemm")
     assert st == S.CUDNN_STATUS_NOT_SUPPORTED and "rsub" in why and "commutative" in why
+
+
+def test_dgrad_fused_drelu(rng):
+    # dx = relu_bwd(dgrad(dy, w), x): the backward activation reads the forward input x as its operand
+    attrs = conv_attrs(2, pre=1, post=1)
+    xdims, wdims = (1, 2, 4, 4), (3, 2, 3, 3)
+    dy, w, x, dx = tensor(1, (1, 3, 4, 4)), tensor(2, wdims), tensor(3, xdims), tensor(4, xdims)
+    vdx = TensorDesc(10, xdims, packed_strides(xdims), F32, is_virtual=True, name="vdx")
+    dg = ConvDgrad("dgrad", {"DY": dy, "W": w}, {"DX": vdx}, **attrs)
+    drelu = Pointwise("drelu", {"DY": dg.outputs["DX"], "X": x}, {"DX": dx}, mode=PM.CUDNN_POINTWISE_RELU_BWD)
+    g = OpGraph([dg, drelu]).finalize()
+    dyv, wv, xv = (rng.uniform(-1, 1, d).astype(np.float32) for d in (dy.dims, wdims, xdims))
+    out = out_buf(dx)
+    run(g, cfg(g, "conv_implicit_gemm"), {1: dev(dyv, dy), 2: dev(wv, w), 3: dev(xv, x), 4: out})
+    expect = ref.conv_dgrad(dyv, wv, xdims, **ref_kw(attrs)) * (xv > 0)
+    assert_close(read(out, dx), expect, "float32")
