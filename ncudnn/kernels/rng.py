@@ -1,17 +1,17 @@
-"""Counter-based random numbers: Philox4x32-10, deterministic from (seed, offset), any thread order.
+"""Counter-based random numbers: Philox4x32-10, deterministic from (seed, offset), any launch shape.
 
-Stream definition (the contract tests and users can rely on):
+The stream and the element mapping are those of :mod:`ncudnn.reference.rng` (bit-exact):
 
-* key = (seed & 0xffffffff, seed >> 32); element ``e`` of a call belongs to Philox block
-  ``b = e // 4`` with counter ``(b & 0xffffffff, b >> 32, offset & 0xffffffff, offset >> 32)``,
-  and takes word ``e % 4`` of that block's output. So two calls with different offsets never
-  share a block, and a call's output does not depend on the launch shape.
-* uniform: ``u = ((word >> 8) + 0.5) * 2**-24`` in (0, 1); UNIFORM gives ``low + (high - low) * u``.
-* NORMAL: Box-Muller on the block's word pairs (0, 1) and (2, 3):
-  ``r = sqrt(-2 ln u0)``, ``z0 = r cos(2 pi u1)``, ``z1 = r sin(2 pi u1)``; y = mean + std * z.
-* BERNOULLI: ``1 if u < p else 0``.
+* key = (seed & 0xffffffff, seed >> 32); stream word t is lane t % 4 of Philox4x32-10 of the
+  128-bit counter t // 4 (cuRAND's curand_init(seed, 0, offset) + curand() sequence);
+* element i of the output uses word offset + i; ``u = float32((w + 0.5) * 2**-32)`` (one
+  rounding, computed exactly in float64) in (0, 1];
+* UNIFORM ``low + (high - low) * u``; BERNOULLI ``1 if u <= p else 0``;
+* NORMAL: Box-Muller on the word pair (offset + 2m, offset + 2m + 1): ``s = sqrt(-2 ln u)``,
+  ``v = (w' + 0.5) * 2**-32 * 2 pi``; element 2m is ``mean + std * s * sin(v)``, 2m+1 uses cos.
 
-One thread per Philox block (4 outputs), math in float32, output stored in any dtype.
+One thread per Philox block (4 words); an odd offset makes a NORMAL pair straddle two blocks, so
+that case also computes the next block's first word. Output stored in any dtype.
 """
 import functools
 import math
@@ -33,6 +33,7 @@ _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
 _W0, _W1 = np.uint64(0x9E3779B9), np.uint64(0xBB67AE85)
 _MASK = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
+_ZERO = np.uint64(0)
 
 
 @cuda.jit(device=True, inline=True)
@@ -52,81 +53,65 @@ def philox4x32_10(c0, c1, c2, c3, k0, k1):
     return _round(c0, c1, c2, c3, k0, k1)
 
 
+@cuda.jit(device=True, inline=True)
+def _word(j, w0, w1, w2, w3):
+    return w0 if j == 0 else (w1 if j == 1 else (w2 if j == 2 else w3))
+
+
+@cuda.jit(device=True, inline=True)
+def _unit(w):
+    """float32((w + 0.5) * 2**-32): exact in float64, then one rounding."""
+    return numba.float32((numba.float64(w) + 0.5) * 2.3283064365386963e-10)
+
+
 @functools.lru_cache(maxsize=None)
 def _kernel(dist, out_dtype):
-    if dist == RAW_BITS:
-        return _raw_kernel()
-    st = storer(out_dtype)
-    scale = np.float32(2.0 ** -24)
-    half = np.float32(0.5)
-    two_pi = np.float32(2.0 * math.pi)
-    m2 = np.float32(-2.0)
-    one, zero = np.float32(1.0), np.float32(0.0)
+    raw = dist == RAW_BITS
     normal = dist == int(RD.CUDNN_RNG_DISTRIBUTION_NORMAL)
     uniform = dist == int(RD.CUDNN_RNG_DISTRIBUTION_UNIFORM)
+    st = storer(out_dtype)
+    two_pi_2p32 = 2.0 * math.pi * 2.0 ** -32
 
     @cuda.jit
     def kernel(out, n, k0, k1, off0, off1, a, b):
-        blk = cuda.grid(1)
+        off = numba.int64(off0 | (off1 << _S32))
+        first = off // 4
+        last = (off + n - 1) // 4
+        bi = first + cuda.grid(1)
         step = cuda.gridsize(1)
-        af = numba.float32(a)
-        bf = numba.float32(b)
-        while blk * 4 < n:
-            bb = numba.uint64(blk)
-            w0, w1, w2, w3 = philox4x32_10(bb & _MASK, bb >> _S32, off0, off1, k0, k1)
-            u0 = (numba.float32(w0 >> numba.uint64(8)) + half) * scale
-            u1 = (numba.float32(w1 >> numba.uint64(8)) + half) * scale
-            u2 = (numba.float32(w2 >> numba.uint64(8)) + half) * scale
-            u3 = (numba.float32(w3 >> numba.uint64(8)) + half) * scale
+        odd = off % 2
+        while bi <= last:
+            bb = numba.uint64(bi)
+            w0, w1, w2, w3 = philox4x32_10(bb & _MASK, bb >> _S32, _ZERO, _ZERO, k0, k1)
             if normal:
-                r0 = math.sqrt(m2 * math.log(u0))
-                r1 = math.sqrt(m2 * math.log(u2))
-                v0 = af + bf * r0 * math.cos(two_pi * u1)
-                v1 = af + bf * r0 * math.sin(two_pi * u1)
-                v2 = af + bf * r1 * math.cos(two_pi * u3)
-                v3 = af + bf * r1 * math.sin(two_pi * u3)
-            elif uniform:
-                v0 = af + (bf - af) * u0
-                v1 = af + (bf - af) * u1
-                v2 = af + (bf - af) * u2
-                v3 = af + (bf - af) * u3
-            else:   # BERNOULLI with probability a
-                v0 = one if u0 < af else zero
-                v1 = one if u1 < af else zero
-                v2 = one if u2 < af else zero
-                v3 = one if u3 < af else zero
-            e = blk * 4
-            if e < n:
-                st(out, e, v0)
-            if e + 1 < n:
-                st(out, e + 1, v1)
-            if e + 2 < n:
-                st(out, e + 2, v2)
-            if e + 3 < n:
-                st(out, e + 3, v3)
-            blk += step
-    return kernel
-
-
-@functools.lru_cache(maxsize=None)
-def _raw_kernel():
-    @cuda.jit
-    def kernel(out, n, k0, k1, off0, off1, a, b):
-        blk = cuda.grid(1)
-        step = cuda.gridsize(1)
-        while blk * 4 < n:
-            bb = numba.uint64(blk)
-            w0, w1, w2, w3 = philox4x32_10(bb & _MASK, bb >> _S32, off0, off1, k0, k1)
-            e = blk * 4
-            if e < n:
-                out[e] = numba.uint32(w0)
-            if e + 1 < n:
-                out[e + 1] = numba.uint32(w1)
-            if e + 2 < n:
-                out[e + 2] = numba.uint32(w2)
-            if e + 3 < n:
-                out[e + 3] = numba.uint32(w3)
-            blk += step
+                w4 = w0
+                if odd == 1:
+                    bn = numba.uint64(bi + 1)
+                    w4, _x, _y, _z = philox4x32_10(bn & _MASK, bn >> _S32, _ZERO, _ZERO, k0, k1)
+                for j in range(2):
+                    q = 2 * j + odd                      # lane of the pair's first word
+                    i = 4 * bi + q - off
+                    if i >= 0 and i < n:
+                        wu = _word(q, w0, w1, w2, w3)
+                        wv = w4 if q == 3 else _word(q + 1, w0, w1, w2, w3)
+                        s = math.sqrt(numba.float32(-2.0) * math.log(_unit(wu)))
+                        v = numba.float32((numba.float64(wv) + 0.5) * two_pi_2p32)
+                        st(out, i, numba.float32(a) + numba.float32(b) * s * math.sin(v))
+                        if i + 1 < n:
+                            st(out, i + 1, numba.float32(a) + numba.float32(b) * s * math.cos(v))
+            else:
+                for j in range(4):
+                    i = 4 * bi + j - off
+                    if i >= 0 and i < n:
+                        w = _word(j, w0, w1, w2, w3)
+                        if raw:
+                            out[i] = numba.uint32(w)
+                        elif uniform:
+                            st(out, i, a + (b - a) * numba.float64(_unit(w)))
+                        else:   # BERNOULLI with probability a
+                            st(out, i, numba.float32(1.0) if numba.float64(_unit(w)) <= a
+                               else numba.float32(0.0))
+            bi += step
     return kernel
 
 
@@ -135,18 +120,23 @@ def rng_fill(out, n, distribution, seed, offset=0, *, mean=0.0, std=1.0, low=0.0
     """Fill the first ``n`` elements of device array ``out`` (storage dtype, flat) from the stream.
 
     ``distribution``: cudnnRngDistribution_t (NORMAL: mean / std; UNIFORM: low / high;
-    BERNOULLI: prob) or :data:`RAW_BITS` (uint32 output). ``seed`` and ``offset``: 64-bit ints.
+    BERNOULLI: prob) or :data:`RAW_BITS` (the words themselves; ``out`` uint32). ``seed``: a
+    64-bit int; ``offset``: the first word's index (0 <= offset < 2**62). The kernel takes
+    (out, n, seed_lo, seed_hi, offset_lo, offset_hi, a, b), the 32-bit halves as uint64.
     """
     dist = int(distribution)
     a, b = {int(RD.CUDNN_RNG_DISTRIBUTION_NORMAL): (mean, std),
             int(RD.CUDNN_RNG_DISTRIBUTION_UNIFORM): (low, high),
             int(RD.CUDNN_RNG_DISTRIBUTION_BERNOULLI): (prob, 0.0), RAW_BITS: (0.0, 0.0)}[dist]
-    kern = _kernel(dist, out_dtype)
-    blocks = max(1, min(math.ceil(n / 4 / block), 8 if SIM else sm_count() * 16))
-    s, o = int(seed) & (2 ** 64 - 1), int(offset) & (2 ** 64 - 1)
+    if n <= 0:
+        return
+    kern = _kernel(dist, "uint32" if dist == RAW_BITS else out_dtype)
+    s, o = int(seed) & (2 ** 64 - 1), int(offset)
+    n_blocks = (o + n - 1) // 4 - o // 4 + 1
+    blocks = max(1, min(math.ceil(n_blocks / block), 8 if SIM else sm_count() * 16))
     u = np.uint64
     launch(kern, blocks, block, stream, out.reshape(out.size), n, u(s & 0xFFFFFFFF), u(s >> 32),
-                                u(o & 0xFFFFFFFF), u(o >> 32), float(a), float(b))
+           u(o & 0xFFFFFFFF), u(o >> 32), float(a), float(b))
 
 
 def _register_compile_cases():

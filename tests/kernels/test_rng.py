@@ -1,11 +1,15 @@
-"""Philox4x32-10 RNG kernel: bit-exact against a NumPy Philox, known answers, and statistics."""
+"""Philox4x32-10 RNG kernel: bit-exact against the oracle stream (reference.rng), NumPy Philox with
+known answers, statistics."""
 import math
 
 import numpy as np
+import pytest
 from numba import cuda
 
 from ncudnn.kernels import rng as philox
 from ncudnn.kernels.dtypes import from_storage, storage_dtype
+from ncudnn.reference import rng as ref_rng
+from ncudnn.testing import assert_close
 from ncudnn.types import cudnnRngDistribution_t as RD
 
 M0, M1, W0, W1 = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85
@@ -26,16 +30,6 @@ def np_philox(ctr, key):
     return c
 
 
-def np_stream(n, seed, offset):
-    """The documented stream: element e = word e % 4 of block e // 4."""
-    nb = (n + 3) // 4
-    b = np.arange(nb, dtype=np.uint64)
-    ctr = [b & np.uint64(MASK), b >> np.uint64(32), np.full(nb, offset & MASK, np.uint64),
-           np.full(nb, offset >> 32, np.uint64)]
-    w = np_philox(ctr, (seed & MASK, seed >> 32))
-    return np.stack(w, 1).reshape(-1)[:n].astype(np.uint32)
-
-
 def test_numpy_philox_known_answers():
     """Random123's published Philox4x32-10 test vectors."""
     zero = np_philox([[0], [0], [0], [0]], (0, 0))
@@ -51,33 +45,43 @@ def _fill(n, dist, seed, offset, dtype="float32", **kw):
     return out.copy_to_host()
 
 
-def test_raw_bits_match_numpy(rng):
-    seed, offset = int(rng.integers(0, 2 ** 64, dtype=np.uint64)), int(rng.integers(0, 2 ** 63))
+@pytest.mark.parametrize("offset", [0, 5, 2 ** 33 + 2], ids=["aligned", "odd", "high-word"])
+def test_raw_words_match_the_oracle_stream(rng, offset):
+    seed = int(rng.integers(0, 2 ** 64, dtype=np.uint64))
     n = 203   # a ragged tail, several grid-stride passes in the simulator
     got = _fill(n, philox.RAW_BITS, seed, offset, "uint32")
-    np.testing.assert_array_equal(got, np_stream(n, seed, offset))
+    np.testing.assert_array_equal(got, ref_rng.philox_words(seed, offset, n))
+    blocks = np.arange(offset // 4, offset // 4 + 60, dtype=np.uint64)
+    words = np.stack(np_philox([blocks & np.uint64(MASK), blocks >> np.uint64(32),
+                                np.zeros(60, np.uint64), np.zeros(60, np.uint64)],
+                               (seed & MASK, seed >> 32)), 1).reshape(-1)
+    np.testing.assert_array_equal(got[:100], words[offset % 4:offset % 4 + 100])
 
 
-def test_uniform_bit_exact_and_range(rng):
-    seed, offset = int(rng.integers(0, 2 ** 63)), int(rng.integers(0, 2 ** 40))
+@pytest.mark.parametrize("offset", [0, 3])
+def test_uniform_bit_exact(rng, offset):
+    seed = int(rng.integers(0, 2 ** 63))
     n = 257
     got = _fill(n, RD.CUDNN_RNG_DISTRIBUTION_UNIFORM, seed, offset, low=-2.0, high=3.0)
-    w = np_stream(n, seed, offset)
-    u = ((w >> 8).astype(np.float32) + np.float32(0.5)) * np.float32(2.0 ** -24)
-    expected = np.float32(-2.0) + np.float32(5.0) * u
-    np.testing.assert_array_equal(got, expected)
-    assert got.min() >= -2.0 and got.max() < 3.0
+    expected = ref_rng.rng_generate((n,), RD.CUDNN_RNG_DISTRIBUTION_UNIFORM, seed, offset,
+                                    uniform_min=-2.0, uniform_max=3.0)
+    np.testing.assert_array_equal(got, expected.astype(np.float32))
+    assert got.min() >= -2.0 and got.max() <= 3.0
 
 
-def test_normal_statistics_and_offset_independence(rng):
+@pytest.mark.parametrize("offset", [0, 7], ids=["even", "odd-straddles-blocks"])
+def test_normal_matches_oracle_and_statistics(rng, offset):
     seed = int(rng.integers(0, 2 ** 63))
-    n = 4096
-    a = _fill(n, RD.CUDNN_RNG_DISTRIBUTION_NORMAL, seed, 0, mean=1.5, std=2.0)
-    b = _fill(n, RD.CUDNN_RNG_DISTRIBUTION_NORMAL, seed, 1, mean=1.5, std=2.0)
+    n = 2049
+    a = _fill(n, RD.CUDNN_RNG_DISTRIBUTION_NORMAL, seed, offset, mean=1.5, std=2.0)
+    expected = ref_rng.rng_generate((n,), RD.CUDNN_RNG_DISTRIBUTION_NORMAL, seed, offset,
+                                    normal_mean=1.5, normal_std=2.0)
+    assert_close(a, expected, "float32")
     assert abs(a.mean() - 1.5) < 5 * 2.0 / math.sqrt(n)
-    assert abs(a.std() - 2.0) < 0.1
-    assert abs(np.corrcoef(a, b)[0, 1]) < 0.1   # another offset: an unrelated stream
-    np.testing.assert_array_equal(a, _fill(n, RD.CUDNN_RNG_DISTRIBUTION_NORMAL, seed, 0,
+    assert abs(a.std() - 2.0) < 0.15
+    b = _fill(n, RD.CUDNN_RNG_DISTRIBUTION_NORMAL, seed, offset + n + 1, mean=1.5, std=2.0)
+    assert abs(np.corrcoef(a, b)[0, 1]) < 0.15   # a disjoint part of the stream: unrelated
+    np.testing.assert_array_equal(a, _fill(n, RD.CUDNN_RNG_DISTRIBUTION_NORMAL, seed, offset,
                                            mean=1.5, std=2.0))   # deterministic
 
 
@@ -88,5 +92,6 @@ def test_bernoulli_fp16(rng):
                              prob=0.3), "float16").astype(np.float64)
     assert set(np.unique(got)) <= {0.0, 1.0}
     assert abs(got.mean() - 0.3) < 5 * math.sqrt(0.3 * 0.7 / n)
-    u = ((np_stream(n, seed, 3) >> 8).astype(np.float32) + np.float32(0.5)) * np.float32(2.0 ** -24)
-    np.testing.assert_array_equal(got, (u < np.float32(0.3)).astype(np.float64))
+    expected = ref_rng.rng_generate((n,), RD.CUDNN_RNG_DISTRIBUTION_BERNOULLI, seed, 3,
+                                    bernoulli_probability=0.3)
+    np.testing.assert_array_equal(got, expected)
