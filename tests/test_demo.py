@@ -28,7 +28,7 @@ def test_demo_runs_or_names_the_missing_engine(capsys):
     missing = _missing()
     if missing:
         assert code == 2, out
-        assert "FAIL: conv1" in out and "no engine runs the conv_fprop subgraph" in out
+        assert "FAIL: " in out and any(f"no engine runs the {k} subgraph" in out for k in missing), out
         assert "not registered yet" in out
     else:
         assert code == 0, out
@@ -122,13 +122,13 @@ def oracle_engines(monkeypatch):
 
 
 def test_demo_passes_when_every_layer_runs(oracle_engines, capsys):
-    """The whole demo with the oracle standing in for missing engines: the network, its layer checks and
-    the PASS logic work."""
+    """The whole demo, the oracle standing in for engines not registered: the network, its layer checks
+    and the PASS logic work."""
     code = demo.run()
     out = capsys.readouterr().out
     assert code == 0, out
     assert out.rstrip().endswith("PASS") and "classes match" in out
-    assert "conv1 (IMPLICIT_GEMM)" in out and "softmax" in out and out.count("rel_err") == 12
+    assert "conv1 (" in out and "softmax" in out and out.count("rel_err") == 12
 
 
 def _toy_digits(rng, n=96):

@@ -8,8 +8,8 @@ activation).
 * Inference lowers to pointwise nodes: y = scale * (x - mean) * rsqrt(var + eps) + bias (then + z and
   the activation for the Ex ops of cudnnNormalizationForwardInference).
 * Backward lowers to NormBwd (saved statistics given) or NormFwd(TRAINING) + NormBwd (NULL saved
-  statistics: recomputed); the Ex ops (RELU only, as cuDNN) first take dy through RELU_BWD at the
-  forward output y (and write that as dz for BN_ADD_ACTIVATION); dx is blended with alphaDataDiff /
+  statistics: recomputed); the Ex ops (RELU only, as cuDNN) first zero dy where the forward output
+  y is not positive (and write that as dz for BN_ADD_ACTIVATION); dx is blended with alphaDataDiff /
   betaDataDiff, dscale and dbias with alphaParamDiff / betaParamDiff.
 * PER_ACTIVATION normalizes each (c, h, w) over N: lowered as a spatial batch norm of the view
   [N, C*H*W, 1, 1] (x's C, H, W strides must collapse; NOT_SUPPORTED otherwise). SPATIAL_PERSISTENT
@@ -302,8 +302,12 @@ def backward(handle, mode, ops, aD, bD, aP, bP, xDesc, x, yDesc, y, dyDesc, dy, 
                 outs[port] = b.tensor(name, d, dims=vd, strides=vs)
         dyt = bn.t(b, "dy", dyd)
         if act:  # dy through the RELU: y > 0 exactly where its input was > 0
+            nd = len(xd.dims)
+            live = b.virtual("y>0", dtype=cudnnDataType_t.CUDNN_DATA_BOOLEAN)
+            b.pw(PM.CUDNN_POINTWISE_CMP_GT, live, "relu_mask", X=bn.t(b, "y", yd), B=b.scalar("zero", nd, F32, 0.0))
             dyr = b.virtual("dy_relu", dtype=F32)
-            b.pw(PM.CUDNN_POINTWISE_RELU_BWD, dyr, "relu_bwd", DY=dyt, X=bn.t(b, "y", yd))
+            b.pw(PM.CUDNN_POINTWISE_BINARY_SELECT, dyr, "relu_bwd", X=dyt, B=b.scalar("zero_dy", nd, F32, 0.0),
+                 T=live)
             if dzd is not None:
                 b.pw(PM.CUDNN_POINTWISE_IDENTITY, bn.t(b, "dz", dzd), "dz", X=dyr)
             dyt = dyr

@@ -3,12 +3,14 @@
 Mode mapping (reference/resample.py documents the same): MAX and MAX_DETERMINISTIC -> MAXPOOL with
 NEG_INF_PAD (padding never wins), AVERAGE_COUNT_INCLUDE_PADDING -> AVGPOOL with ZERO_PAD,
 AVERAGE_COUNT_EXCLUDE_PADDING -> AVGPOOL_EXCLUDE_PADDING; symmetric padding (pre = post = pad).
-y's dims must be the descriptor's output dims (BAD_PARAM otherwise).
+y's dims must be the descriptor's output dims (BAD_PARAM otherwise). Max-pooling backward routes dy to
+each window's first maximum: the forward is recomputed from x with its index output (y is not read).
 """
 from ..errors import BadParamError, c_api
 from ..handle import get_handle_or_raise
 from ..ir import ResampleBwd, ResampleFwd
-from ..types import cudnnPaddingMode_t, cudnnPoolingMode_t, cudnnResampleMode_t
+from ..ir.tensor import packed_strides
+from ..types import cudnnDataType_t, cudnnPaddingMode_t, cudnnPoolingMode_t, cudnnResampleMode_t
 from . import lower as L
 from ._util import desc_arg, host_scalar, need_ptr
 from .op_desc import PoolingDescriptor
@@ -80,8 +82,11 @@ def cudnnPoolingBackward(handle, poolingDesc, alpha, yDesc, y, dyDesc, dy, xDesc
 
     def build(b):
         ins = {"DY": b.tensor("dy", dyd)}
-        if is_max:
-            ins["X"], ins["Y"] = b.tensor("x", xd), b.tensor("y", yd)
+        if is_max:  # the window winners: the forward recomputed from x with its index output
+            idx = b.scratch_tensor("argmax", yd.dims, packed_strides(yd.dims), cudnnDataType_t.CUDNN_DATA_INT32)
+            ys = b.scratch_tensor("y_recomputed", yd.dims, packed_strides(yd.dims), yd.dtype)
+            b.add(ResampleFwd("pooling_index", {"X": b.tensor("x", xd)}, {"Y": ys, "IDX": idx}, **resample_attrs(p)))
+            ins["IDX"] = idx
         if L.needs_blend(al, be):
             out = b.virtual("dpool", dims=dxd.dims, dtype=sdt)
             b.blend(out, "dx", dxd, al, be, sdt)
@@ -93,5 +98,5 @@ def cudnnPoolingBackward(handle, poolingDesc, alpha, yDesc, y, dyDesc, dy, xDesc
            L.blend_key(al, be))
     bind = {"dy": dy, "dx": dx}
     if is_max:
-        bind.update(x=x, y=y)
+        bind["x"] = x
     L.run(h, key, build, bind, {"alpha": al})

@@ -125,7 +125,7 @@ def test_batchnorm_training(handle, rng, mode):
                                               "running_var": drv},
                   {"y": ry, "save_mean": rmean, "save_inv_var": rinv, "running_mean": nrm, "running_var": nrv},
                   {"x": x, "scale": sc, "bias": bi, "running_mean": rm, "running_var": rv},
-                  {"factor": 0.25, "epsilon": 1e-4}, tol=1e-5)
+                  {"factor": 0.25, "epsilon": 1e-4}, tol=1e-5, dev_tol=1e-4)  # float32 statistics of few samples
 
 
 @pytest.mark.parametrize("saved", [True, False], ids=["saved_stats", "recomputed_stats"])

@@ -159,3 +159,16 @@ def test_transform_to_half(handle, rng):
     ret = L.cudnnTransformTensor(handle, 1.0, tdesc(SHAPE), dev(x), 0.0, tdesc(SHAPE, ncudnn.CUDNN_DATA_HALF), out)
     assert ret == (OK,), ncudnn.cudnnGetLastErrorString()
     np.testing.assert_array_equal(out.copy_to_host(), x.astype(np.float16))
+
+
+@pytest.mark.xfail(strict=True, reason="kernels/pointwise_ops.py RELU_BWD passes the gradient at x == 0; the oracle "
+                                       "(reference/__init__.py) and cuDNN give 0 there")
+def test_relu_backward_at_the_kink(handle, rng):
+    x = np.array([-1.0, 0.0, 0.0, 2.0] * 6, np.float32).reshape(2, 3, 2, 2)
+    dy = rng.uniform(0.5, 1.0, x.shape).astype(np.float32)
+    dx = poisoned(x.shape)
+    d = tdesc(x.shape)
+    a = act_desc(AM.CUDNN_ACTIVATION_RELU, 0.0)
+    assert L.cudnnActivationBackward(handle, a, 1.0, d, dev(np.maximum(x, 0)), d, dev(dy), d, dev(x), 0.0, d,
+                                     dx) == (OK,)
+    np.testing.assert_array_equal(dx.copy_to_host(), R.activation_backward("RELU", x, dy, x).astype(np.float32))
