@@ -240,3 +240,8 @@ def test_dgrad_fused_drelu(rng):
     run(g, cfg(g, "conv_implicit_gemm"), {1: dev(dyv, dy), 2: dev(wv, w), 3: dev(xv, x), 4: out})
     expect = ref.conv_dgrad(dyv, wv, xdims, **ref_kw(attrs)) * (xv > 0)
     assert_close(read(out, dx), expect, "float32")
+
+
+def test_depthwise_nhwc(rng):
+    fprop_bias_relu(rng, (1, 4, 5, 5), (4, 1, 3, 3), conv_attrs(2, pre=1, post=1), nhwc=True, groups=4,
+                    engine="conv_implicit_precomp")
