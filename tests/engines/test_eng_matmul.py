@@ -181,3 +181,19 @@ def test_unsupported_cases_say_why():
                          {"C": tensor(3, (1, 2, 2))})]).finalize()
     st, why = api.check_support(g3, "matmul_simt")
     assert st == S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE and "float64" in why
+
+
+def test_general_strides_transposed_output_and_residual(rng):
+    # A every other element along k (no unit stride: the general "km" loader), C written transposed
+    m, n, k = 5, 4, 6
+    a = tensor(1, (1, m, k), strides=(2 * m * k, 2 * k, 2))
+    b = tensor(2, (1, k, n))
+    r = tensor(3, (1, m, n), strides=(m * n, 1, m))
+    o = tensor(4, (1, m, n), strides=(m * n, 1, m))
+    mm = Matmul("mm", {"A": a, "B": b}, {"C": virt(10)})
+    res = Pointwise("res", {"X": mm.outputs["C"], "B": r}, {"Y": o}, mode=PM.CUDNN_POINTWISE_SUB)
+    g = OpGraph([mm, res]).finalize()
+    av, bv, rv = rand(rng, a.dims), rand(rng, b.dims), rand(rng, r.dims)
+    out = out_buf(o)
+    run(g, config(g, tile=TINY - 1), {1: dev(av, a), 2: dev(bv, b), 3: dev(rv, r), 4: out})
+    assert_close(read(out, o), ref_mm(av, bv) - rv, "float32")
