@@ -259,7 +259,7 @@ def run(small=None, out=print):
 # ------------------------------------------------------------------------------------ training
 
 #: (train images, test images, epochs, batch, conv channels) for the GPU and the simulator
-TRAIN_SIZES = {"gpu": (None, None, 15, 32, 8), "sim": (16, 8, 2, 8, 4)}
+TRAIN_SIZES = {"gpu": (None, None, 15, 32, 8), "sim": (4, 4, 2, 4, 2)}
 TARGET_ACCURACY = 0.95
 
 
