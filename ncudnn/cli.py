@@ -87,10 +87,14 @@ def cmd_info(args):
 
 
 def cmd_demo(args):
-    """The mnistCUDNN-style demo (ncudnn/demo.py): exit 0 PASS, 1 FAIL, 2 a missing engine or device."""
-    from .demo import run
+    """The mnistCUDNN-style demo (ncudnn/demo.py): exit 0 PASS, 1 FAIL, 2 a missing engine or device.
+    With ``args.train`` (a ``--train`` flag, when the parser has one): train and evaluate a LeNet on the
+    8x8 digits instead."""
+    from . import demo
 
-    return run()
+    if getattr(args, "train", False):
+        return demo.train()
+    return demo.run()
 
 
 def cmd_bench(args):
