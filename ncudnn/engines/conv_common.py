@@ -9,12 +9,11 @@ activations, else "crs") and the per-operand coalescing hints.
 """
 import math
 
-from .. import memory
 from ..kernels.conv import geometry, make_conv_dgrad, make_conv_fprop, make_conv_wgrad
 from ..types import (cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnConvolutionMode_t,
                      cudnnStatus_t)
 from . import gemm_common as gc
-from .base import OK, Engine, KnobSpec, SubPlan
+from .base import OK, Engine, KnobSpec
 
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t
@@ -161,6 +160,7 @@ class ConvEngineBase(Engine):
         try:
             p = self.problem(sub)
             self.extra_check(sub, p)
+            gc.tail_of(sub, p.epi.out, ctx)
         except gc.Reject as e:
             return e.status, e.reason
         if not any(self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS for c in self._space(sub)):
@@ -207,9 +207,14 @@ class ConvEngineBase(Engine):
         return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, why)
 
     def config_notes(self, sub, cfg):
+        notes = self.numerical_notes
         if cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1) > 1 and cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 1) == 0:
-            return self.numerical_notes + (NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC,)
-        return self.numerical_notes
+            notes += (NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC,)
+        try:
+            out = self.problem(sub).epi.out
+        except gc.Reject:
+            return notes
+        return tuple(dict.fromkeys(notes + gc.tail_notes(sub, out)))
 
     def _space(self, sub):
         return gc.memo(sub, ("space", self.name), lambda: self._make_space(sub))
@@ -252,7 +257,7 @@ class ConvEngineBase(Engine):
         except gc.Reject:
             return 0
         M, N, _ = p.gemm
-        return gc.split_workspace(self.gemm_config(cfg), M, N, p.g.G, p.fp64)
+        return max(gc.split_workspace(self.gemm_config(cfg), M, N, p.g.G, p.fp64), gc.tail_workspace(sub, p.epi.out))
 
     def cost(self, sub, cfg, device):
         return gc.memo(sub, ("cost", self.name, cfg, device), lambda: self._cost(sub, cfg, device))
@@ -265,7 +270,7 @@ class ConvEngineBase(Engine):
         M, N, K_ = p.gemm
         tile = self.TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
         return gc.cost(device, tile, self.gemm_config(cfg), M, N, K_, p.g.G, p.in_bytes, p.out_bytes,
-                       p.extra_bytes, p.fp64, self.LOADER_EFF)
+                       p.extra_bytes, p.fp64, self.LOADER_EFF) + gc.tail_time(sub, p.epi.out)
 
     def build(self, sub, cfg, ctx):
         from numba import cuda
@@ -280,30 +285,8 @@ class ConvEngineBase(Engine):
                           p.g.stride if p.kind == "dgrad" else "")
         typing = p.pack(kern, lambda t: gc.typing_flat(t, t.span_elements()), table)
         bl = gc.BlockLaunch(key, kern.bk, typing)
-        return ConvPlan(self, sub, cfg, p, kern, bl, table, self.workspace_size(sub, cfg))
-
-
-class ConvPlan(SubPlan):
-    """One implicit-GEMM conv (plus its split-K companion); the PRECOMP offset table is uploaded once
-    at build time and owned by the plan."""
-
-    def __init__(self, engine, sub, cfg, p, kern, bl, table, ws):
-        super().__init__(engine, sub, cfg, ws)
-        self.p, self.kern, self.bl, self.table = p, kern, bl, table
-
-    def launches(self, views, scratch):
-        p = self.p
-        packed = p.pack(self.kern, lambda t: gc.flat(views[t.uid], t), self.table)
-        alpha = gc.alpha_of(p.epi, views, p.alpha, self.sub)
-        return self.bl.launches(packed, alpha, p.beta, scratch)
-
-    def prepare(self, views, scratch):
-        return gc.runner(self.launches(views, scratch))
-
-    def execute(self, buffers, workspace, stream):
-        views = {u: (memory.as_view(a) if not isinstance(a, (int, float)) else a) for u, a in buffers.items()}
-        ws = memory.as_view(workspace) if workspace is not None else None
-        self.prepare(views, ws)(stream)
+        return gc.BlockPlan(self, sub, cfg, p, kern, bl, self.workspace_size(sub, cfg), table,
+                            gc.tail_build(sub, p.epi.out, ctx))
 
 
 def table_fits(p):

@@ -9,12 +9,11 @@ dims that do not collapse are NOT_SUPPORTED_SHAPE.
 import math
 from dataclasses import dataclass
 
-from .. import memory
 from ..kernels.gemm import make_gemm
 from ..kernels.gemm.gemm import gemm_args
 from ..types import cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
 from . import gemm_common as gc
-from .base import OK, Engine, KnobSpec, SubPlan
+from .base import OK, Engine, KnobSpec
 
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t
@@ -81,7 +80,7 @@ class GemmMapping:
                 extra += t.numel * t.itemsize
         self.extra_bytes = extra
 
-    def pack(self, kern, tensor_arg):
+    def pack(self, kern, tensor_arg, table=None):
         """The kernel's checked argument pack; ``tensor_arg(t)`` gives each tensor's Flat."""
         e = self.epi
         return gemm_args(kern, tensor_arg(self.A), tensor_arg(self.B), tensor_arg(e.out), M=self.M, N=self.N,
@@ -130,6 +129,7 @@ class GemmEngineBase(Engine):
             return st, why
         try:
             p = self.problem(sub)
+            gc.tail_of(sub, p.epi.out, ctx)
         except gc.Reject as e:
             return e.status, e.reason
         if not any(self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS for c in self._space(sub)):
@@ -174,9 +174,14 @@ class GemmEngineBase(Engine):
         return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, why)
 
     def config_notes(self, sub, cfg):
+        notes = self.numerical_notes
         if cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1) > 1 and cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 1) == 0:
-            return self.numerical_notes + (NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC,)
-        return self.numerical_notes
+            notes += (NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC,)
+        try:
+            out = self.problem(sub).epi.out
+        except gc.Reject:
+            return notes
+        return tuple(dict.fromkeys(notes + gc.tail_notes(sub, out)))
 
     def _space(self, sub):
         return gc.memo(sub, ("space", self.name), lambda: self._make_space(sub))
@@ -218,7 +223,7 @@ class GemmEngineBase(Engine):
             p = self.problem(sub)
         except gc.Reject:
             return 0
-        return gc.split_workspace(self.gemm_config(cfg), p.M, p.N, p.nb, p.fp64)
+        return max(gc.split_workspace(self.gemm_config(cfg), p.M, p.N, p.nb, p.fp64), gc.tail_workspace(sub, p.epi.out))
 
     def cost(self, sub, cfg, device):
         return gc.memo(sub, ("cost", self.name, cfg, device), lambda: self._cost(sub, cfg, device))
@@ -230,7 +235,7 @@ class GemmEngineBase(Engine):
             return math.inf
         tile = self.TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
         return gc.cost(device, tile, self.gemm_config(cfg), p.M, p.N, p.K, p.nb, p.in_bytes, p.out_bytes,
-                       p.extra_bytes, p.fp64, self.efficiency(p))
+                       p.extra_bytes, p.fp64, self.efficiency(p)) + gc.tail_time(sub, p.epi.out)
 
     def efficiency(self, p):
         """Engine-specific factor on the tile's measured efficiency."""
@@ -242,29 +247,8 @@ class GemmEngineBase(Engine):
         kern = make_gemm(gcfg, p.a_layout, p.b_layout, p.dtypes, p.epi.spec)
         key = gc.key_text("gemm", gcfg, p.a_layout, p.b_layout, p.dtypes, kern.spec)
         bl = gc.BlockLaunch(key, kern.bk, p.pack(kern, _typing_arg))
-        return GemmPlan(self, sub, cfg, p, kern, bl, self.workspace_size(sub, cfg))
-
-
-class GemmPlan(SubPlan):
-    """One GEMM (plus its split-K companion): ``prepare`` packs the launches once per buffer set."""
-
-    def __init__(self, engine, sub, cfg, p, kern, bl, ws):
-        super().__init__(engine, sub, cfg, ws)
-        self.p, self.kern, self.bl = p, kern, bl
-
-    def launches(self, views, scratch):
-        p = self.p
-        packed = p.pack(self.kern, lambda t: gc.flat(views[t.uid], t))
-        alpha = gc.alpha_of(p.epi, views, p.alpha, self.sub)
-        return self.bl.launches(packed, alpha, p.beta, scratch)
-
-    def prepare(self, views, scratch):
-        return gc.runner(self.launches(views, scratch))
-
-    def execute(self, buffers, workspace, stream):
-        views = {u: (memory.as_view(a) if not isinstance(a, (int, float)) else a) for u, a in buffers.items()}
-        ws = memory.as_view(workspace) if workspace is not None else None
-        self.prepare(views, ws)(stream)
+        return gc.BlockPlan(self, sub, cfg, p, kern, bl, self.workspace_size(sub, cfg),
+                            tail=gc.tail_build(sub, p.epi.out, ctx))
 
 
 def matmul_mapping(sub):

@@ -245,3 +245,28 @@ def test_dgrad_fused_drelu(rng):
 def test_depthwise_nhwc(rng):
     fprop_bias_relu(rng, (1, 4, 5, 5), (4, 1, 3, 3), conv_attrs(2, pre=1, post=1), nhwc=True, groups=4,
                     engine="conv_implicit_precomp")
+
+
+def test_fprop_relu_then_genstats_tail(rng):
+    # ConvBNfprop-style: y = relu(conv(x, w)) written, then per-channel sum / sum of squares of y
+    from ncudnn.ir import GenStats
+    from ncudnn.reference.norm import genstats as ref_genstats
+    attrs = conv_attrs(2, pre=1, post=1)
+    x, w, y = tensor(1, (1, 2, 4, 4)), tensor(2, (3, 2, 3, 3)), tensor(3, (1, 3, 4, 4))
+    s1, s2 = tensor(4, (1, 3, 1, 1)), tensor(5, (1, 3, 1, 1))
+    conv = ConvFprop("conv", {"X": x, "W": w}, {"Y": virt(10)}, **attrs)
+    relu = Pointwise("relu", {"X": conv.outputs["Y"]}, {"Y": y}, mode=PM.CUDNN_POINTWISE_RELU_FWD)
+    gs = GenStats("stats", {"X": y}, {"SUM": s1, "SQSUM": s2})
+    g = OpGraph([conv, relu, gs]).finalize()
+    sub = api.problem(g)
+    assert sub.tail is gs
+    ecs = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)
+    assert ecs and ecs[0].config.engine.startswith("conv_")
+    xv, wv = rng.uniform(-1, 1, x.dims).astype(np.float32), rng.uniform(-1, 1, w.dims).astype(np.float32)
+    out, o1, o2 = out_buf(y), out_buf(s1), out_buf(s2)
+    run(g, cfg(g, "conv_implicit_gemm"), {1: dev(xv, x), 2: dev(wv, w), 3: out, 4: o1, 5: o2})
+    expect = np.maximum(ref.conv_fprop(xv, wv, **ref_kw(attrs)), 0)
+    assert_close(read(out, y), expect, "float32")
+    e1, e2 = ref_genstats(expect)
+    assert_close(read(o1, s1), e1, "float32", "sum")
+    assert_close(read(o2, s2), e2, "float32", "sqsum")
