@@ -91,11 +91,13 @@ def update(plan, graph, pack, workspace=None):
     handle = _graph_int(graph)
     known = plan.graph_nodes.get(handle)
     if known is None:
-        raise BadParamError("this cudaGraph was not populated with this plan (cudnnBackendPopulateCudaGraph first)")
+        raise BadParamError("this cudaGraph was not populated with this plan (cudnnBackendPopulateCudaGraph first)",
+                            S.CUDNN_STATUS_BAD_PARAM_CUDA_GRAPH_MISMATCH)
     nodes, _ = known
     launches = _launches(plan, pack, workspace)
     if len(launches) != len(nodes):
-        raise BadParamError(f"the plan now has {len(launches)} launches, the graph holds {len(nodes)} nodes")
+        raise BadParamError(f"the plan now has {len(launches)} launches, the graph holds {len(nodes)} nodes",
+                            S.CUDNN_STATUS_BAD_PARAM_CUDA_GRAPH_MISMATCH)
     keep = []
     for node, pl in zip(nodes, launches):
         _check(drv.cuGraphKernelNodeSetParams(node, _params(pl, keep)), "cuGraphKernelNodeSetParams")

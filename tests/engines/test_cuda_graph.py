@@ -32,6 +32,9 @@ def test_simulator_refuses_cuda_graphs(rng):
     with pytest.raises(CudnnError) as ei:
         _plan().populate_cuda_graph(None, pack)
     assert ei.value.status == S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER
+    with pytest.raises(CudnnError) as ei:
+        _plan().update_cuda_graph(1, pack)  # never populated
+    assert ei.value.status == S.CUDNN_STATUS_BAD_PARAM_CUDA_GRAPH_MISMATCH
 
 
 @pytest.mark.gpu
@@ -61,5 +64,6 @@ def test_populate_instantiate_update(rng):
     driver.cuGraphLaunch(exe2, 0)
     cuda.synchronize()
     assert_close(out2.copy_to_host(), (x2.astype(np.float64) + b) * np.maximum(y, 0), "float32")
-    with pytest.raises(CudnnError):
+    with pytest.raises(CudnnError) as ei:
         plan.update_cuda_graph(driver.cuGraphCreate(0)[1], pack)  # never populated
+    assert ei.value.status == S.CUDNN_STATUS_BAD_PARAM_CUDA_GRAPH_MISMATCH
