@@ -4,8 +4,8 @@ and never on the launch configuration (BLOCK_SIZE knob, grid size).
 
 SEED and OFFSET come from the by-value SEED / OFFSET tensors (the variant pack may override them)
 or the node's ``seed`` attribute; device-tensor seeds are refused (the kernel takes them as launch
-parameters). Y must be packed row-major (elements are generated in memory order). The element
-mapping is the kernel's (see kernels/rng.py docstring).
+parameters). Y must be packed row-major (element i of Y, row-major, is stream word offset + i: the
+contract of reference/rng.py, which the kernel follows bit for bit).
 """
 import math
 
