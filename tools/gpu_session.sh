@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One device call's worth of GPU evidence, in two parts that each fit the 10-minute command limit:
+#   bash tools/gpu_session.sh tests   # suite at real shapes (front ends first), demo, sanitizer spot checks
+#   bash tools/gpu_session.sh bench   # ncudnn bench --quick beside torch/cuDNN/cuBLAS/cudnn-frontend
+# Logs and results go to $OUT (default ./gpu-out). Wheels from ../shared/gpu/fetch-wheels.sh must be in .whl/.
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD NUMBA_ENABLE_CUDASIM=0 PYTHONUNBUFFERED=1
+export NCUDNN_CACHE_DIR=${NCUDNN_CACHE_DIR:-/tmp/ncudnn-cache}
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+part=${1:-tests}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/env.txt"
+python3 -m ncudnn info >> "$OUT/env.txt" 2>&1
+
+if [ "$part" = tests ]; then
+  # -v so a killed run still names every test it finished; per-test cap so one hang can't eat the call
+  NCUDNN_SHAPES=gpu timeout "${SUITE_TIMEOUT:-330}" python3 -m pytest -v -p no:cacheprovider --timeout=90 \
+    -o junit_family=xunit2 --junitxml="$OUT/junit.xml" ${TEST_DIRS:-tests/frontend tests/backend tests/legacy \
+    tests/engines tests/kernels tests/test_handle.py tests/test_memory.py} > "$OUT/pytest.log" 2>&1
+  echo "pytest rc $?" | tee -a "$OUT/summary.txt"
+  grep -E "^(FAILED|ERROR)|PASSED|FAILED|SKIPPED" "$OUT/pytest.log" | awk '{print $NF}' | sort | uniq -c \
+    | tee -a "$OUT/summary.txt"
+  grep -E " (FAILED|ERROR)" "$OUT/pytest.log" | head -60 | tee -a "$OUT/summary.txt"
+  tail -n 3 "$OUT/pytest.log" | tee -a "$OUT/summary.txt"
+  timeout "${DEMO_TIMEOUT:-120}" python3 -m ncudnn demo > "$OUT/demo.log" 2>&1
+  echo "demo rc $?" | tee -a "$OUT/summary.txt"
+  tail -n 15 "$OUT/demo.log" | tee -a "$OUT/summary.txt"
+  for tool in memcheck racecheck; do
+    NCUDNN_SHAPES=sim timeout "${SANITIZER_TIMEOUT:-70}" compute-sanitizer --tool $tool --print-limit 20 \
+      python3 -m pytest -q -p no:cacheprovider -x ${SANITIZER_TESTS:-tests/engines/test_pointwise_e2e.py} \
+      > "$OUT/sanitizer_$tool.log" 2>&1
+    echo "$tool rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|passed|failed' "$OUT/sanitizer_$tool.log" | tail -n 3 | tr '\n' ' ')" \
+      | tee -a "$OUT/summary.txt"
+  done
+else
+  timeout "${BENCH_TIMEOUT:-480}" python3 -m ncudnn bench --quick --no-charts --max-minutes "${BENCH_MINUTES:-7}" \
+    --out "$OUT/quick" > "$OUT/bench.log" 2>&1
+  echo "bench rc $?" | tee -a "$OUT/summary.txt"
+  tail -n 60 "$OUT/bench.log"
+fi
