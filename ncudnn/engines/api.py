@@ -11,6 +11,7 @@ engine, which runs each subgraph on its own best engine.
 
 ``ctx`` everywhere is a :class:`BuildContext`, a handle (its device and caches), or None.
 """
+import math
 import time
 from dataclasses import replace
 
@@ -168,7 +169,9 @@ def _as_engine_config(graph, ec, ctx):
         eng = registry.get(ec) if isinstance(ec, str) else registry.by_index(ec)
         if eng is None:
             raise error_for(S.CUDNN_STATUS_BAD_PARAM, f"no engine {ec!r} is registered")
-        ec = eng.default_config(problem(graph))
+        sub = problem(graph)
+        # an engine's knobs describe the subgraphs it accepts: an unsupported one gets the bare config
+        ec = eng.default_config(sub) if _supports(eng, sub, ctx) else Config(eng.name, ())
     if isinstance(ec, Config):
         return engine_config_from_json({"engine": ec.engine, "config": ec.to_json()}, graph, ctx)
     raise error_for(S.CUDNN_STATUS_BAD_PARAM, f"{type(ec).__name__} is not an engine config")
@@ -282,7 +285,7 @@ def engine_config_from_json(d, graph, ctx=None):
         if isinstance(sub, CompositeSub):
             raise error_for(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
                             f"{eng.name} cannot run a graph of {len(sub.parts)} subgraphs")
-        return engine_config(eng, sub, cfg, ctx, eng.cost(sub, cfg, ctx.device), "given")
+        return _given(eng, sub, cfg, ctx)
     csub = sub if isinstance(sub, CompositeSub) else make_composite(graph, [sub], ())
     rows = d.get("parts") or []
     if rows and len(rows) != len(csub.parts):
@@ -294,10 +297,24 @@ def engine_config_from_json(d, graph, ctx=None):
             c = Config.from_json(row["config"])
         except KeyError as err:
             raise NotSupportedError(f"unknown engine or knob {err}", S.CUDNN_STATUS_NOT_SUPPORTED) from None
-        parts.append(engine_config(e, part, c, ctx, e.cost(part, c, ctx.device), "given"))
+        parts.append(_given(e, part, c, ctx))
     if not parts:
         parts = list(eng.choose_parts(csub, HM.CUDNN_HEUR_MODE_A, ctx))
     return _composite_config(graph, csub, parts)
+
+
+def _supports(eng, sub, ctx):
+    return not isinstance(sub, CompositeSub) and (eng.name == "composite" or
+                                                  support(eng, sub, ctx)[0] == S.CUDNN_STATUS_SUCCESS)
+
+
+def _given(eng, sub, cfg, ctx):
+    """The EngineConfig of a given ``cfg``: sized, noted and costed only where ``eng`` supports ``sub``
+    (an engine's cost model, workspace and notes assume a subgraph it accepts); otherwise a bare one,
+    which check_support and build_plan refuse with the engine's own status and reason."""
+    if not _supports(eng, sub, ctx):
+        return EngineConfig(eng, cfg, (), tuple(eng.behavior_notes), 0, math.inf, (), "unsupported")
+    return engine_config(eng, sub, cfg, ctx, eng.cost(sub, cfg, ctx.device), "given")
 
 
 def autotune(graph, configs, variant_pack, workspace=None, ctx=None, **kw):

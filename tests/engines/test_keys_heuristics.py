@@ -8,6 +8,7 @@ import pytest
 from ncudnn import log as nlog
 from ncudnn.engines import api, device, heuristics
 from ncudnn.engines.base import BuildContext
+from ncudnn.errors import CudnnError
 from ncudnn.types import cudnnBackendHeurMode_t as HM, cudnnStatus_t as S
 
 import engine_graphs as G
@@ -167,6 +168,27 @@ def test_check_support_of_unknown_engines():
     assert api.check_support(g, 10_000)[0] == S.CUDNN_STATUS_BAD_PARAM
     assert api.check_support(g, "pointwise_fused") == (S.CUDNN_STATUS_SUCCESS, "")
     assert api.check_support(g, 0) == (S.CUDNN_STATUS_SUCCESS, "")
+
+
+@pytest.mark.parametrize("make", [G.matmul_gelu, G.conv_bias_relu, G.bias_relu_mul, G.relu_rowsum_scale],
+                         ids=["matmul", "conv", "pointwise", "reduction"])
+def test_check_support_by_index_never_raises(make):
+    """Every registered engine, asked by index about a graph it may not accept, answers a status: support is
+    checked before the engine's cost model, workspace or notes see the subgraph (they assume one it accepts)."""
+    from ncudnn.engines import registry
+
+    g = make()
+    supported = {e.name for e in api.supported_engines(g)}
+    for eng in registry.engines():
+        st, why = api.check_support(g, eng.global_index)
+        if eng.name in supported:
+            assert st == S.CUDNN_STATUS_SUCCESS, (eng.name, why)
+        elif eng.name != "composite":
+            assert st != S.CUDNN_STATUS_SUCCESS and why, (eng.name, st)
+            assert st != S.CUDNN_STATUS_INTERNAL_ERROR, why
+            with pytest.raises(CudnnError) as ei:
+                api.build_plan(g, eng.global_index)
+            assert ei.value.status == st
 
 
 def test_rankings_follow_the_device_properties():
