@@ -226,7 +226,7 @@ class ConvEngineBase(Engine):
             return []
         base = self.default_config(sub)
         wgrad = p.kind == "wgrad"
-        splits = (1, 2, 4, 8, 16, 32) if wgrad else (1, 4)
+        splits = (1, 4, 16, 64) if wgrad else (1, 4)
         M = p.gemm[0]
         out = []
         for t in gc.useful_tiles(self.TILES, M, p.gemm[1], p.gemm[2], p.g.G):
@@ -247,9 +247,9 @@ class ConvEngineBase(Engine):
     def _candidates(self, sub, ctx):
         good = [c for c in self._space(sub) if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
         dev = ctx.device if ctx is not None else None
-        if dev is not None and len(good) > 1:
-            good.sort(key=lambda c: self.cost(sub, c, dev))
-        return tuple(good[:64])
+        if dev is None or len(good) <= 1:
+            return tuple(good[:64])
+        return gc.rank_candidates(good, lambda c: self.cost(sub, c, dev))
 
     def workspace_size(self, sub, cfg):
         try:

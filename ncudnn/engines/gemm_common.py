@@ -171,6 +171,22 @@ def swizzle_for(M, gcfg, allowed):
     return max([w for w in allowed if w == 1 or rows > w] or [1])
 
 
+def rank_candidates(configs, cost_fn, best_tiles=4, limit=24):
+    """Valid ``configs`` cheapest first, costing few: every tile unsplit first, then every split /
+    swizzle variant of the ``best_tiles`` best tiles only."""
+    tile_of = lambda c: c.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)  # noqa: E731
+    plain = {}
+    for c in configs:
+        if c.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1) == 1:
+            t = tile_of(c)
+            if t not in plain or cost_fn(c) < cost_fn(plain[t]):
+                plain[t] = c
+    top = set(sorted(plain, key=lambda t: cost_fn(plain[t]))[:best_tiles]) if plain else {tile_of(c) for c in configs}
+    out = [c for c in configs if tile_of(c) in top]
+    out.sort(key=cost_fn)
+    return tuple(out[:limit])
+
+
 def split_worthwhile(M, N, tiles_mn, batch, device_sms=132):
     """Offer split-K only when the unsplit grid leaves SMs idle (under two waves of one block)."""
     return tiles_mn * batch < 2 * device_sms and not simulated_small(M, N, batch)

@@ -214,9 +214,9 @@ class GemmEngineBase(Engine):
     def _candidates(self, sub, ctx):
         good = [c for c in self._space(sub) if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
         dev = ctx.device if ctx is not None else None
-        if dev is not None and len(good) > 1:
-            good.sort(key=lambda c: self.cost(sub, c, dev))
-        return tuple(good[:64])
+        if dev is None or len(good) <= 1:
+            return tuple(good[:64])
+        return gc.rank_candidates(good, lambda c: self.cost(sub, c, dev))
 
     def workspace_size(self, sub, cfg):
         try:

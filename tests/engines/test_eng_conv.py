@@ -270,3 +270,18 @@ def test_fprop_relu_then_genstats_tail(rng):
     e1, e2 = ref_genstats(expect)
     assert_close(read(o1, s1), e1, "float32", "sum")
     assert_close(read(o2, s2), e2, "float32", "sqsum")
+
+
+def test_deterministic_context_drops_atomic_split_k():
+    from ncudnn.engines.base import BuildContext
+    from ncudnn.types import cudnnBackendNumericalNote_t as NN
+    attrs = conv_attrs(2, pre=1, post=1)
+    x, dy, dw = tensor(1, (8, 64, 14, 14)), tensor(2, (8, 64, 14, 14)), tensor(3, (64, 64, 3, 3))
+    g = OpGraph([ConvWgrad("wg", {"X": x, "DY": dy}, {"DW": dw}, **attrs)]).finalize()
+    loose = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)
+    assert any(NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC in e.numerical_notes for e in loose)
+    strict = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A, BuildContext(deterministic=True))
+    assert strict and all(NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC not in e.numerical_notes for e in strict)
+    for e in strict:
+        if e.config.get(K.CUDNN_KNOB_TYPE_SPLIT_K) > 1:
+            assert e.workspace_size > 0  # deterministic split-K: partials in the workspace
