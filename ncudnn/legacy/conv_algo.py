@@ -7,6 +7,8 @@ time in ms, memory in bytes, determinism, mathType): supported algorithms first,
 the unsupported ones with status NOT_SUPPORTED, time -1 and memory 0 — as cuDNN fills its array.
 Get_v7's time is the heuristic model's prediction; Find's is the measured median.
 """
+import numpy as np
+
 from .. import memory
 from ..errors import BadParamError, c_api
 from ..engines import api
@@ -168,10 +170,11 @@ def _find(h, prob, n, bufs, workspace, ws_size):
 
 
 def _scratch_buffers(prob):
-    """Device buffers for Find without user buffers (contents do not matter for timing)."""
+    """Zeroed device buffers for Find without user buffers."""
     out = {}
     for name, d in zip(_NAMES[prob.direction], (prob.x, prob.w, prob.y)):
-        out[name] = memory.allocate(max(d.size_in_bytes(), 1))
+        buf = out[name] = memory.allocate(max(d.size_in_bytes(), 1))
+        memory.to_numba(buf).copy_to_device(np.zeros(buf.nbytes, np.uint8))  # no garbage floats (inf / NaN)
     return out
 
 
