@@ -1,0 +1,303 @@
+"""What the Winograd convolution engines share: the problem (which 3x3 convolutions they take, and
+why not the others), the workspace layout, the cost model and the non-fused plan.
+
+Non-fused F(m x m, 3 x 3) (m = 2 or 4, alpha = m + 2, ``A2 = alpha^2`` transform positions):
+
+1. filter transform   U[xi, k, c]   = (G g G^T)[xi]              (A2 x K x C floats)
+2. input transform    V[xi, c, t]   = (B^T d B)[xi]              (A2 x C x T, or A2 x T x C for NHWC)
+3. A2 batched GEMMs   M[xi] (K x T) = U[xi] (K x C) @ V[xi] (C x T)   (the shared SIMT GEMM kernel)
+4. output transform   Y = A^T M A per (k, tile), through the fused epilogue.
+
+``T = N * ceil(P / m) * ceil(Q / m)`` output tiles. The workspace is exactly U + V + M (float32),
+in that order. The filter transform runs on every execute (no cache: a K*C*9 read, small beside V).
+"""
+import math
+
+import numpy as np
+
+from ..kernels import epilogue as ep
+from ..kernels import kcache
+from ..kernels.conv import geometry
+from ..kernels.gemm import make_gemm
+from ..kernels.gemm.gemm import dummy, gemm_args
+from ..kernels.winograd import kernels as wk
+from ..types import (cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnConvolutionMode_t,
+                     cudnnStatus_t)
+from . import gemm_common as gc
+from . import heuristics as H
+from .base import OK, Engine, KnobSpec, SubPlan
+
+S = cudnnStatus_t
+K = cudnnBackendKnobType_t
+NN = cudnnBackendNumericalNote_t
+F32 = np.float32
+#: input dtypes the transforms load (FP32 math, fp32 workspace)
+IO_DTYPES = ("float32", "float16", "bfloat16")
+
+
+class WinoProblem:
+    """A conv_fprop subgraph the Winograd engines can run, or :class:`gc.Reject` naming the field."""
+
+    def __init__(self, sub):
+        node = sub.anchor
+        where = f"node '{node.name}'"
+        if sub.kind != "conv_fprop":
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"{where}: {sub.kind}: only conv_fprop")
+        if sub.tail is not None:
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
+                            f"node '{sub.tail.name}': a trailing {sub.tail.OP} does not fuse into Winograd")
+        x, w, y = node.conv_tensors()
+        for port, t in (("X", x), ("W", w)):
+            gc.check_tensor(node, port, t, IO_DTYPES)
+        if node.spatial_dims != 2:
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: spatial_dims = {node.spatial_dims} (2-D only)")
+        if tuple(w.dims[2:]) != (3, 3):
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: W: filter {tuple(w.dims[2:])} is not 3x3")
+        if tuple(node.stride) != (1, 1):
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: stride {tuple(node.stride)} is not 1")
+        if tuple(node.dilation) != (1, 1):
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: dilation {tuple(node.dilation)} is not 1")
+        if node.groups != 1:
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: groups = {node.groups} (groups = 1 only)")
+        rank = len(y.dims)
+
+        def classify(t):
+            if len(t.dims) == rank and t.dims[1] == y.dims[1] and all(d == 1 for i, d in enumerate(t.dims) if i != 1):
+                return "col"
+            return None
+
+        self.epi = gc.epilogue_of(sub, y.dims, classify)
+        fin = self.epi.out
+        if tuple(fin.dims) != tuple(y.dims):
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{fin.label}: dims {fin.dims} differ from the "
+                            f"conv output's {y.dims}")
+        gc.check_tensor(node, "output", fin, IO_DTYPES)
+        for port, t in (("bias", self.epi.bias), ("residual", self.epi.residual)):
+            if t is not None:
+                gc.check_tensor(node, port, t, IO_DTYPES)
+        self.alpha, self.beta = float(node.alpha), float(node.beta)
+        if self.beta != 0 and sub.epilogue:
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: beta = {self.beta} blends with a virtual "
+                            "output (a fused epilogue follows): not supported")
+        self.node, self.x, self.w, self.y = node, x, w, fin
+        try:
+            self.g = geometry(x.dims, w.dims, stride=1, pre_pad=node.pre_padding, post_pad=node.post_padding,
+                              x_strides=x.strides, w_strides=w.strides, y_strides=fin.strides,
+                              cross_correlation=node.mode == cudnnConvolutionMode_t.CUDNN_CROSS_CORRELATION)
+        except ValueError as e:
+            raise gc.Reject(S.CUDNN_STATUS_BAD_PARAM, f"{where}: {e}") from None
+        g = self.g
+        if tuple(g.OPQ[1:]) != tuple(fin.dims[2:]):
+            raise gc.Reject(S.CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, f"{where}: output spatial dims "
+                            f"{fin.dims[2:]} differ from the geometry's {g.OPQ[1:]}")
+        self.N, self.C, self.K = g.N, g.C, g.K
+        self.H, self.W = g.DHW[1:]
+        self.P, self.Q = g.OPQ[1:]
+        self.pad = g.pad[1:]
+        self.flip = g.flip
+        self.cfast = x.strides[1] == 1 and g.C > 1     # channels-last activations
+        self.dt_x, self.dt_w, self.dt_y = gc.kdtype(x), gc.kdtype(w), self.epi.spec.out_dtype
+        self.dt_bias = gc.kdtype(self.epi.bias) if self.epi.bias is not None else self.dt_y
+        self.dt_res = gc.kdtype(self.epi.residual) if self.epi.residual is not None else self.dt_y
+        self.in_bytes = gc.bytes_of(self.dt_x)
+        self.out_bytes = gc.bytes_of(self.dt_y)
+        self.extra_bytes = sum(t.numel * t.itemsize for t in (self.epi.bias, self.epi.residual) if t is not None)
+
+    # ---- the F(m x m, 3 x 3) decomposition
+    def tiles(self, m):
+        th, tw = -(-self.P // m), -(-self.Q // m)
+        return th, tw, self.N * th * tw
+
+    def sizes(self, m):
+        """(U, V, M) element counts of the workspace for tile m."""
+        a2 = (m + 2) ** 2
+        T = self.tiles(m)[2]
+        return a2 * self.K * self.C, a2 * self.C * T, a2 * self.K * T
+
+    def workspace(self, m):
+        return 4 * sum(self.sizes(m))
+
+    def gemm(self, m):
+        """(M, N, K, batch) of the batched GEMM."""
+        return self.K, self.tiles(m)[2], self.C, (m + 2) ** 2
+
+
+def wino_knob():
+    return KnobSpec(K.CUDNN_KNOB_TYPE_WINO_TILE, 2, 4, 2, 2, ("F(2x2,3x3)", "", "F(4x4,3x3)"))
+
+
+class WinogradEngineBase(Engine):
+    """Shared check_support / knobs / keep / cost plumbing (subclasses: ``build``, ``_cost``)."""
+
+    kinds = ("conv_fprop",)
+    numerical_notes = (NN.CUDNN_NUMERICAL_NOTE_WINOGRAD,)
+    TILES = gc.CONV_TILES
+
+    def problem(self, sub):
+        memo = sub.__dict__.setdefault("_wino_problem", {})
+        hit = memo.get("p")
+        if hit is None:
+            try:
+                hit = WinoProblem(sub)
+            except gc.Reject as e:
+                hit = e
+            memo["p"] = hit
+        if isinstance(hit, gc.Reject):
+            raise hit
+        return hit
+
+    def check_support(self, sub, ctx):
+        st, why = super().check_support(sub, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        try:
+            self.problem(sub)
+        except gc.Reject as e:
+            return e.status, e.reason
+        if not self.candidates(sub, ctx):
+            return S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{self.name}: no valid configuration for this problem"
+        return OK
+
+    def config_notes(self, sub, cfg):
+        if cfg.get(K.CUDNN_KNOB_TYPE_WINO_TILE, 2) == 4:
+            return self.numerical_notes + (NN.CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4,)
+        return self.numerical_notes
+
+    def candidates(self, sub, ctx):
+        dev = ctx.device if ctx is not None else None
+        return gc.memo(sub, ("candidates", self.name, dev), lambda: self._candidates(sub, ctx))
+
+    def _candidates(self, sub, ctx):
+        try:
+            self.problem(sub)
+        except gc.Reject:
+            return ()
+        good = [c for c in self.configs(sub, ctx) if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
+        dev = ctx.device if ctx is not None else None
+        if dev is not None and len(good) > 1:
+            good.sort(key=lambda c: self.cost(sub, c, dev))
+        return tuple(good[:64])
+
+    def cost(self, sub, cfg, device):
+        return gc.memo(sub, ("cost", self.name, cfg, device), lambda: self._cost(sub, cfg, device))
+
+
+# ------------------------------------------------------------------------------- non-fused
+
+def transform_time(device, p, m):
+    """Seconds of the three transform kernels (memory-bound: bytes over the DRAM bandwidth)."""
+    nu, nv, nm = p.sizes(m)
+    T = p.tiles(m)[2]
+    a2 = (m + 2) ** 2
+    filt = p.K * p.C * 9 * 4 + nu * 4
+    # input: each tile reads its (m+2)^2 window (overlap re-reads come from L1/L2), writes V
+    inp = p.N * p.C * p.H * p.W * p.in_bytes * (a2 / (m * m)) ** 0.5 + nv * 4
+    out = nm * 4 + p.N * p.K * p.P * p.Q * p.out_bytes + p.extra_bytes
+    t = 0.0
+    for nbytes, threads in ((filt, p.K * p.C), (inp, p.C * T), (out, p.K * T)):
+        t += H.kernel_time(device, nbytes=nbytes, blocks=wk.blocks(threads), threads=wk.THREADS, regs=64,
+                           bytes_in_flight=min(threads, device.sm_count * 2048) * 4 * a2)
+    return t
+
+
+def nonfused_cost(device, p, m, tile, gcfg):
+    Mg, Ng, Kg, batch = p.gemm(m)
+    gemm = gc.cost(device, tile, gcfg, Mg, Ng, Kg, batch, 4, 4, 0, False)
+    return gemm + transform_time(device, p, m)
+
+
+class NonfusedPlan(SubPlan):
+    """filter transform -> input transform -> batched GEMM -> output transform (+ epilogue)."""
+
+    def __init__(self, engine, sub, cfg, p, m, gcfg, ws):
+        super().__init__(engine, sub, cfg, ws)
+        self.p, self.m = p, m
+        g, epi = p.g, p.epi
+        self.sizes = p.sizes(m)
+        self.th, self.tw, self.T = p.tiles(m)
+        nu, nv, nm = self.sizes
+        b_layout = "nk" if p.cfast else "kn"
+        self.gk = make_gemm(gcfg, "mk", b_layout, ("float32",) * 3, ep.EpilogueSpec())
+        built = ep.build(ep.EpilogueSpec(epi.spec.steps, p.dt_y), p.dt_bias, p.dt_res)
+        tx, tw_, ty = (gc.typing_flat(t, t.span_elements()) for t in (p.x, p.w, p.y))
+        tu, tv, tm = (gc.Flat(0, n, F32) for n in self.sizes)
+        tb = gc.typing_flat(epi.bias, epi.bias.span_elements()) if epi.bias is not None else dummy(p.dt_y)
+        tr = gc.typing_flat(epi.residual, epi.residual.span_elements()) if epi.residual is not None else dummy(p.dt_y)
+        key = gc.key_text("winograd", m, p.cfast)
+        self.filt = kcache.get_or_compile(gc.key_text(key, "filter", p.dt_w), lambda: wk.make_filter(m, p.dt_w),
+                                          gc.argtypes(self._filter_args(tw_, tu)))
+        self.inp = kcache.get_or_compile(gc.key_text(key, "input", p.dt_x), lambda: wk.make_input(m, p.dt_x, p.cfast),
+                                         gc.argtypes(self._input_args(tx, tv)))
+        self.out = kcache.get_or_compile(gc.key_text(key, "output", built.key),
+                                         lambda: wk.make_output(m, built, p.cfast),
+                                         gc.argtypes(self._output_args(tm, ty, tb, tr, 1.0)))
+        self.bl = gc.BlockLaunch(gc.key_text("gemm", gcfg, "mk", b_layout, ("float32",) * 3, self.gk.spec),
+                                 self.gk.bk, self._gemm_pack(tu, tv, tm))
+
+    # ---- argument tuples
+    def _filter_args(self, w, u):
+        g = self.p.g
+        s_k, s_c, _, s_r, s_s = g.w_strides
+        base = 0
+        if self.p.flip:      # CONVOLUTION mode: read the filter rotated by 180 degrees
+            base, s_r, s_s = 2 * s_r + 2 * s_s, -s_r, -s_s
+        return (w, u, self.p.K, self.p.C, base, s_k, s_c, s_r, s_s)
+
+    def _input_args(self, x, v):
+        p = self.p
+        s_n, s_c, _, s_h, s_w = p.g.x_strides
+        return (x, v, p.C, p.H, p.W, self.th, self.tw, self.T, p.pad[0], p.pad[1], s_n, s_c, s_h, s_w)
+
+    def _output_args(self, mb, y, bias, res, alpha):
+        p = self.p
+        sy_n, sy_k, _, sy_h, sy_w = p.g.y_strides
+        e = p.epi
+        b_s = e.bias.strides[1] if e.bias is not None else 0
+        if e.residual is not None:
+            sr_n, sr_k, sr_h, sr_w = e.residual.strides
+        else:
+            sr_n = sr_k = sr_h = sr_w = 0
+        return (mb, y, bias, res, p.K, p.P, p.Q, self.th, self.tw, self.T, sy_n, sy_k, sy_h, sy_w, b_s,
+                sr_n, sr_k, sr_h, sr_w, F32(alpha), F32(p.beta))
+
+    def _gemm_pack(self, u, v, mb):
+        p, T = self.p, self.T
+        Mg, Ng, Kg, batch = p.gemm(self.m)
+        b_st = (Kg * Ng, 1, Kg) if p.cfast else (Kg * Ng, Ng, 1)
+        c_st = (Mg * Ng, 1, Mg) if p.cfast else (Mg * Ng, Ng, 1)
+        return gemm_args(self.gk, u, v, mb, M=Mg, N=Ng, K=Kg, a_strides=(Mg * Kg, Kg, 1), b_strides=b_st,
+                         c_strides=c_st, batch=batch)
+
+    # ---- launches
+    def launches(self, views, scratch):
+        p = self.p
+        nu, nv, nm = self.sizes
+        base = scratch.ptr
+        u = gc.Flat(base, nu, F32)
+        v = gc.Flat(base + 4 * nu, nv, F32)
+        mb = gc.Flat(base + 4 * (nu + nv), nm, F32)
+        e = p.epi
+        bias = gc.flat(views[e.bias.uid], e.bias) if e.bias is not None else dummy(p.dt_y)
+        res = gc.flat(views[e.residual.uid], e.residual) if e.residual is not None else dummy(p.dt_y)
+        alpha = gc.alpha_of(e, views, p.alpha, self.sub)
+        x, w, y = (gc.flat(views[t.uid], t) for t in (p.x, p.w, p.y))
+        T = self.T
+        out = [self.filt.prepare(wk.blocks(p.K * p.C), wk.THREADS, self._filter_args(w, u)),
+               self.inp.prepare(wk.blocks(p.C * T), wk.THREADS, self._input_args(x, v))]
+        out += self.bl.launches(self._gemm_pack(u, v, mb), 1.0, 0.0, None)
+        out.append(self.out.prepare(wk.blocks(p.K * T), wk.THREADS, self._output_args(mb, y, bias, res, alpha)))
+        return out
+
+    def prepare(self, views, scratch):
+        return gc.runner(self.launches(views, scratch))
+
+    def execute(self, buffers, workspace, stream):
+        from .. import memory
+
+        views = {u: (memory.as_view(a) if not isinstance(a, (int, float)) else a) for u, a in buffers.items()}
+        ws = memory.as_view(workspace) if workspace is not None else None
+        self.prepare(views, ws)(stream)
+
+
+def ceil_log(x):
+    return math.ceil(math.log2(max(x, 1)))

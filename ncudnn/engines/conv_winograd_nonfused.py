@@ -1,0 +1,90 @@
+"""Engine "conv_winograd_nonfused": 3x3, stride-1, undilated, ungrouped 2-D convolution forward by
+Winograd F(2x2, 3x3) or F(4x4, 3x3) (knob WINO_TILE = 2 | 4) in four kernels: filter transform,
+input transform, alpha^2 batched GEMMs on the shared SIMT GEMM kernel (knobs TILE_SIZE, SWIZZLE),
+output transform with the fused epilogue (alpha / beta, per-channel bias, pointwise chain, one
+residual). Any padding, NCHW / NHWC / any strides, CROSS_CORRELATION and CONVOLUTION modes,
+FP32 / FP16 / BF16 I/O with FP32 math. WINOGRAD_NONFUSED semantics: the workspace holds the
+transformed filter, input and products (conv_winograd_common). Notes: WINOGRAD, and
+WINOGRAD_TILE_4x4 for F(4x4, 3x3) (less accurate: docs/winograd.md).
+"""
+import math
+
+from ..types import cudnnBackendLayoutType_t
+from . import gemm_common as gc
+from .base import OK, KnobSpec
+from .conv_winograd_common import K, S, NonfusedPlan, WinogradEngineBase, nonfused_cost, wino_knob
+from .registry import register
+
+
+@register
+class ConvWinogradNonfusedEngine(WinogradEngineBase):
+    name = "conv_winograd_nonfused"
+    preferred_layout = cudnnBackendLayoutType_t.CUDNN_LAYOUT_TYPE_PREFERRED_NCHW
+
+    def knobs(self, sub):
+        ks = self.__dict__.get("_knobs")
+        if ks is None:
+            ks = self.__dict__["_knobs"] = (wino_knob(), gc.tile_knob(self.TILES),
+                                            KnobSpec(K.CUDNN_KNOB_TYPE_SWIZZLE, 1, 8, 1, 1))
+        return ks
+
+    def configs(self, sub, ctx):
+        """WINO_TILE x the useful GEMM tiles (one swizzle each)."""
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return []
+        base = self.default_config(sub)
+        out = []
+        for m in (2, 4):
+            Mg, Ng, Kg, batch = p.gemm(m)
+            for t in gc.useful_tiles(self.TILES, Mg, Ng, Kg, batch):
+                c = base.with_knob(K.CUDNN_KNOB_TYPE_WINO_TILE, m).with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, t)
+                sw = gc.swizzle_for(Mg, self.TILES[t].cfg, (1, 8))
+                out.append(c.with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, sw))
+        return out
+
+    def gemm_config(self, cfg):
+        return gc.gemm_config(self.TILES, cfg)
+
+    def keep(self, sub, cfg, ctx):
+        return gc.memo(sub, ("keep", self.name, cfg), lambda: self._keep(sub, cfg, ctx))
+
+    def _keep(self, sub, cfg, ctx):
+        st, why = super().keep(sub, cfg, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        m = cfg.get(K.CUDNN_KNOB_TYPE_WINO_TILE)
+        if not gc.is_pow2(cfg.get(K.CUDNN_KNOB_TYPE_SWIZZLE)):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: SWIZZLE = {cfg.get(K.CUDNN_KNOB_TYPE_SWIZZLE)} " \
+                "is not a power of 2"
+        try:
+            p = self.problem(sub)
+        except gc.Reject as e:
+            return e.status, e.reason
+        Mg, Ng, Kg, batch = p.gemm(m)
+        ok, why = gc.keep_config(self.name, self.gemm_config(cfg), False, Mg, Ng, Kg, batch, True, "float32")
+        if ok and p.workspace(m) >= 1 << 40:
+            ok, why = False, f"{self.name}: workspace of {p.workspace(m)} B"
+        return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, why)
+
+    def workspace_size(self, sub, cfg):
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return 0
+        return p.workspace(cfg.get(K.CUDNN_KNOB_TYPE_WINO_TILE, 2))
+
+    def _cost(self, sub, cfg, device):
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return math.inf
+        m = cfg.get(K.CUDNN_KNOB_TYPE_WINO_TILE, 2)
+        tile = self.TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
+        return nonfused_cost(device, p, m, tile, self.gemm_config(cfg))
+
+    def build(self, sub, cfg, ctx):
+        p = self.problem(sub)
+        m = cfg.get(K.CUDNN_KNOB_TYPE_WINO_TILE, 2)
+        return NonfusedPlan(self, sub, cfg, p, m, self.gemm_config(cfg), self.workspace_size(sub, cfg))
