@@ -190,15 +190,18 @@ def test_heuristics_rank_and_fallback():
     attrs = conv_attrs(2, pre=1, post=1)
     x, w, y = tensor(1, (32, 128, 28, 28)), tensor(2, (256, 128, 3, 3)), tensor(3, (32, 256, 28, 28))
     g = OpGraph([ConvFprop("conv", {"X": x, "W": w}, {"Y": y}, **attrs)]).finalize()
-    ecs = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)
+    mine = ("conv_implicit_gemm", "conv_implicit_precomp", "conv_gemm_1x1")
+    ecs = [e for e in api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A) if e.config.engine in mine]
     assert ecs[0].config.engine == "conv_implicit_precomp"
     assert gc.CONV_TILES[ecs[0].config.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)].label.startswith("128x128x16")
     fb = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_FALLBACK)
-    assert {e.config.engine for e in fb} == {"conv_implicit_gemm"}
+    assert "conv_implicit_gemm" in {e.config.engine for e in fb}
+    assert not {e.config.engine for e in fb} & {"conv_implicit_precomp", "conv_gemm_1x1"}
     x1, w1, y1 = tensor(1, (32, 256, 56, 56), nhwc=True), tensor(2, (64, 256, 1, 1), nhwc=True), \
         tensor(3, (32, 64, 56, 56), nhwc=True)
     g1 = OpGraph([ConvFprop("conv", {"X": x1, "W": w1}, {"Y": y1}, **conv_attrs(2))]).finalize()
-    assert api.get_heuristics(g1, HM.CUDNN_HEUR_MODE_A)[0].config.engine == "conv_gemm_1x1"
+    ecs1 = [e for e in api.get_heuristics(g1, HM.CUDNN_HEUR_MODE_A) if e.config.engine in mine]
+    assert ecs1[0].config.engine == "conv_gemm_1x1"
 
 
 def test_unsupported_cases_name_the_node_and_field():
