@@ -159,7 +159,7 @@ def test_heuristics_rank_measured_best_first_and_small_for_small():
     top = api.get_heuristics(skinny, HM.CUDNN_HEUR_MODE_A)[0]
     assert top.config.get(K.CUDNN_KNOB_TYPE_SPLIT_K) > 1
     fb = api.get_heuristics(skinny, HM.CUDNN_HEUR_MODE_FALLBACK)
-    assert fb and {e.config.engine for e in fb} == {"matmul_small"}
+    assert "matmul_small" in {e.config.engine for e in fb} and "matmul_simt" not in {e.config.engine for e in fb}
 
 
 def test_unsupported_cases_say_why():
