@@ -2,15 +2,15 @@
 
 Axes: MODE_INSTANCE normalizes over every dim but N (stats [N, 1, 1, ...]); MODE_CHANNEL over C
 (stats [N, 1, H, W]). Forward, with m = max(x), s = sum(exp(x - m)):
-    ACCURATE: y = exp(x - m) / s        FAST: the same without m        LOG: y = (x - m) - log(s)
+    ACCURATE: y = exp(x - m) / s        FAST: the same (computed max-shifted)        LOG: y = (x - m) - log(s)
 Backward from y:  ACCURATE / FAST: dx = y * (dy - sum(dy * y));  LOG: dx = dy - exp(y) * sum(dy).
-Intermediates a later reduction and a later pointwise node both read are scratch tensors (a buffer
-the call owns), so the graph partitions without a cycle between fused groups.
+This is the pattern ir.partition recognizes as one "softmax" subgraph (the softmax_fused engine: one
+kernel); when no engine takes it, the unfused variant keeps exp(x - m) (LOG: x - m) in a buffer the
+call owns and runs reductions and pointwise kernels.
 """
 from ..errors import BadParamError, c_api
 from ..handle import get_handle_or_raise
 from ..ir import Reduction
-from ..ir.tensor import packed_strides
 from ..types import (cudnnDataType_t, cudnnPointwiseMode_t, cudnnReduceTensorOp_t, cudnnSoftmaxAlgorithm_t,
                      cudnnSoftmaxMode_t)
 from . import lower as L
@@ -36,10 +36,6 @@ def _reduce(b, mode, x, dims, name):
     return out
 
 
-def _scratch(b, name, dims):
-    return b.scratch_tensor(name, dims, packed_strides(dims), F32)
-
-
 @c_api(0)
 def cudnnSoftmaxForward(handle, algo, mode, alpha, xDesc, x, beta, yDesc, y):
     h = get_handle_or_raise(handle)
@@ -55,24 +51,21 @@ def cudnnSoftmaxForward(handle, algo, mode, alpha, xDesc, x, beta, yDesc, y):
 
     def build(b):
         xt = b.tensor("x", xd)
-        res = b.virtual("softmax", dtype=F32)
-        b.blend(res, "y", yd, al, be, L.scalar_dtype(yd.dtype))
-        if algo == SA.CUDNN_SOFTMAX_FAST:
-            e = _scratch(b, "exp", xd.dims)
-            b.pw(PM.CUDNN_POINTWISE_EXP, e, "exp", X=xt)
-            s = _reduce(b, RO.CUDNN_REDUCE_TENSOR_ADD, e, sd, "sum")
-            b.pw(PM.CUDNN_POINTWISE_DIV, res, "normalize", X=e, B=s)
-            return
+        if L.needs_blend(al, be):
+            res = b.virtual("softmax", dtype=F32)
+            b.blend(res, "y", yd, al, be, L.scalar_dtype(yd.dtype))
+        else:
+            res = b.tensor("y", yd)
         m = _reduce(b, RO.CUDNN_REDUCE_TENSOR_MAX, xt, sd, "max")
-        if algo == SA.CUDNN_SOFTMAX_ACCURATE:
+        if algo != SA.CUDNN_SOFTMAX_LOG:  # FAST computes the max-shifted form too: the same value
             d = b.virtual("x-max", dtype=F32)
-            e = _scratch(b, "exp", xd.dims)
+            e = b.anchor_out("exp", xd.dims)
             b.pw(PM.CUDNN_POINTWISE_SUB, d, "sub_max", X=xt, B=m)
             b.pw(PM.CUDNN_POINTWISE_EXP, e, "exp", X=d)
             s = _reduce(b, RO.CUDNN_REDUCE_TENSOR_ADD, e, sd, "sum")
             b.pw(PM.CUDNN_POINTWISE_DIV, res, "normalize", X=e, B=s)
-        else:  # LOG
-            d = _scratch(b, "x-max", xd.dims)
+        else:
+            d = b.anchor_out("x-max", xd.dims)
             e = b.virtual("exp", dtype=F32)
             ls = b.virtual("log_sum", dtype=F32)
             b.pw(PM.CUDNN_POINTWISE_SUB, d, "sub_max", X=xt, B=m)

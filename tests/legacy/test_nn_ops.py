@@ -8,7 +8,7 @@ import ncudnn.legacy as L
 from ncudnn import reference as R
 from ncudnn.testing import size
 
-from .conftest import check_or_skip, dev, poisoned, tdesc
+from .conftest import check_or_skip, dev, engines_for, last_lowered, poisoned, tdesc
 
 S = ncudnn.cudnnStatus_t
 OK = S.CUDNN_STATUS_SUCCESS
@@ -349,3 +349,25 @@ def test_batchnorm_backward_ex_relu_add(handle, rng):
     check_or_skip(handle, ret, ["norm_bwd"], {"dx": dx, "dz": dz, "dscale": ds, "dbias": db},
                   {"dx": rdx, "dz": dyr, "dscale": rds, "dbias": rdb},
                   {"x": x, "y": y, "dy": dy, "scale": sc, "save_mean": mean, "save_inv_var": inv}, tol=1e-4)
+
+
+def test_unfused_fallback_when_no_engine_takes_the_fused_graph(handle, rng, monkeypatch):
+    """A fused pattern no engine accepts (here: softmax_fused refusing) runs as its unfused variant
+    (intermediate in a buffer; reductions and pointwise kernels)."""
+    from ncudnn.engines import registry
+    from ncudnn.legacy import lower
+
+    eng = registry.get("softmax_fused")
+    if eng is None or not engines_for("reduction"):
+        pytest.skip("needs the softmax_fused and reduction engines")
+    monkeypatch.setattr(type(eng), "check_support",
+                        lambda self, sub, ctx: (S.CUDNN_STATUS_NOT_SUPPORTED, "refused for this test"))
+    x = rng.uniform(-3, 3, SHAPE).astype(np.float32)
+    y = poisoned(SHAPE)
+    assert L.cudnnSoftmaxForward(handle, ncudnn.CUDNN_SOFTMAX_ACCURATE, ncudnn.CUDNN_SOFTMAX_MODE_CHANNEL, 1.0,
+                                 tdesc(SHAPE), dev(x), 0.0, tdesc(SHAPE), y) == (OK,)
+    from ncudnn.testing import assert_close
+    assert_close(y.copy_to_host(), R.softmax(x, 1), 1e-5)
+    low = last_lowered(handle)
+    plan, used = lower.plan_of(low)
+    assert used is not low and used.builder.unfused and "softmax_fused" not in plan.engine_names
