@@ -43,7 +43,7 @@ class CompositeEngine(Engine):
     fallback = True
 
     def check_support(self, sub, ctx):
-        from .ranking import support
+        from .ranking import refusal, support
         from . import registry
 
         if not isinstance(sub, CompositeSub):
@@ -60,7 +60,7 @@ class CompositeEngine(Engine):
             else:
                 if not reasons:
                     return S.CUDNN_STATUS_NOT_SUPPORTED, f"{part.describe()}: no engine is registered"
-                st = reasons[0][0] if len({r[0] for r in reasons}) == 1 else S.CUDNN_STATUS_NOT_SUPPORTED
+                st, reasons = refusal(reasons)
                 return st, "no engine runs " + "; ".join(w for _, w in reasons)
         return OK
 

@@ -112,6 +112,19 @@ def _support(engine, sub, ctx):
     return S.CUDNN_STATUS_SUCCESS, ""
 
 
+def refusal(reasons):
+    """(status, reasons) summarizing several engines' refusals of one graph, given as (status, text)
+    pairs: the engines that accept its pattern and refuse something else (a layout, a type, a size)
+    come first and decide the status (NOT_SUPPORTED when they differ); NOT_SUPPORTED_GRAPH_PATTERN
+    when no engine accepts the pattern."""
+    pattern = S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN
+    near = [(S(st), w) for st, w in reasons if int(st) != int(pattern)]
+    far = [(S(st), w) for st, w in reasons if int(st) == int(pattern)]
+    statuses = {st for st, _ in (near or far)}
+    status = statuses.pop() if len(statuses) == 1 else S.CUDNN_STATUS_NOT_SUPPORTED
+    return status, near + far
+
+
 def config_status(engine, sub, cfg, ctx, checked=False):
     """(status, reason) of one config: the engine's support (unless ``checked``), then the knob
     values, then notes vs ctx."""

@@ -166,19 +166,22 @@ class PipelineMixin(PlanQueryMixin):
 
     # ------------------------------------------------------------------ why not
     def _why_unsupported(self):
-        """(status, text): each registered engine's reason for refusing the graph; the status is theirs
-        when they agree, else NOT_SUPPORTED."""
+        """(status, text): each registered engine's reason for refusing the graph, summarized as the
+        engine layer does (:func:`ncudnn.engines.ranking.refusal`: engines that accept the pattern first,
+        their status when they agree)."""
         from ..engines import registry
+        from ..engines.ranking import refusal
 
         api, ctx = _api(), self._ctx()
-        rows, statuses = [], set()
+        reasons = []
         for eng in registry.engines():
             st, why = api.check_support(self._ir, eng.name, ctx)
             if int(st) != 0:
-                rows.append(f"{eng.name}: {S(int(st)).name}: {why}")
-                statuses.add(int(st))
-        status = S(statuses.pop()) if len(statuses) == 1 else S.CUDNN_STATUS_NOT_SUPPORTED
-        return status, ("Engines: " + "; ".join(rows) if rows else "")
+                reasons.append((int(st), f"{eng.name}: {S(int(st)).name}: {why}"))
+        if not reasons:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, ""
+        status, reasons = refusal(reasons)
+        return status, "Engines: " + "; ".join(w for _, w in reasons)
 
     def _reasons(self):
         rows = [f"plan {i} ({self._candidates[i]}): {S(int(st)).name}: {why}" for i, (st, why) in self._support.items()]

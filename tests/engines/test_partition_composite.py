@@ -7,7 +7,7 @@ from numba import cuda
 
 from ncudnn import memory
 from ncudnn.engines import api, registry
-from ncudnn.engines.base import Engine, SubPlan
+from ncudnn.engines.base import Config, Engine, SubPlan
 from ncudnn.errors import CudnnError
 from ncudnn.ir import partition
 from ncudnn.reference.pointwise import pointwise as ref_pw
@@ -63,9 +63,21 @@ def test_unsupported_anchor_names_the_node():
         assert ei.value.status == S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN
 
 
-def test_composite_without_an_engine_for_a_part_says_which():
-    if any("reduction" in e.kinds for e in registry.engines()):
-        pytest.skip("a reduction engine is registered")
+@pytest.fixture
+def no_reduction_engine():
+    """The registry without its reduction engines, for the duration of one test."""
+    registry._load()
+    saved = registry._ENGINES
+    registry._ENGINES = {k: e for k, e in saved.items() if "reduction" not in e.kinds}
+    registry.generation += 1
+    try:
+        yield
+    finally:
+        registry._ENGINES = saved
+        registry.generation += 1
+
+
+def test_composite_without_an_engine_for_a_part_says_which(no_reduction_engine):
     g = G.relu_rowsum_scale()
     assert [e.name for e in api.supported_engines(g)] == []
     st, why = api.check_support(g, "composite")
@@ -136,9 +148,17 @@ def rowsum_engine():
 
 def test_composite_materializes_intermediates_in_the_workspace(rng, rowsum_engine):
     g = G.relu_rowsum_scale(rows=3, cols=5)
-    ec = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)[0]
-    assert ec.engine.name == "composite"
+    ranked = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)[0]
+    assert ranked.engine.name == "composite"
+    assert [p.engine.name for p in ranked.parts][::2] == ["pointwise_fused", "pointwise_fused"]
+    assert "reduction" in ranked.parts[1].engine.kinds
+    # the test engine's scratch buffer, given as the middle part (a registered engine may outrank it)
+    ec = api.engine_config_from_json(
+        {"engine": "composite", "parts": [ranked.parts[0].to_json(),
+                                          {"engine": "test_rowsum", "config": Config("test_rowsum", ()).to_json()},
+                                          ranked.parts[2].to_json()]}, g)
     assert [p.engine.name for p in ec.parts] == ["pointwise_fused", "test_rowsum", "pointwise_fused"]
+    assert api.check_support(g, ec) == (S.CUDNN_STATUS_SUCCESS, "")
     plan = api.build_plan(g, ec)
     # relu_out (3x5 f32 -> 256 B), rowsum (3 f32 -> 256 B), scratch (12 B -> 256 B)
     assert plan.workspace_size == ec.workspace_size == 3 * 256
@@ -174,3 +194,27 @@ def test_composite_check_names_a_bad_part_config(rowsum_engine):
          + [p.to_json() for p in ec.parts[1:]]}, g)
     st, why = api.check_support(g, broken)
     assert st == S.CUDNN_STATUS_NOT_SUPPORTED and "pointwise:relu" in why
+
+
+def test_refusals_are_summarized_by_the_engines_that_accept_the_pattern():
+    from ncudnn.engines.ranking import refusal
+
+    P, L, T = (S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT,
+               S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE)
+    assert refusal([(P, "a"), (L, "b"), (P, "c")]) == (L, [(L, "b"), (P, "a"), (P, "c")])
+    assert refusal([(P, "a"), (L, "b"), (T, "c")])[0] == S.CUDNN_STATUS_NOT_SUPPORTED
+    assert refusal([(P, "a"), (P, "b")]) == (P, [(P, "a"), (P, "b")])
+
+
+def test_composite_status_is_the_refusal_of_the_engines_for_the_part():
+    """A pointwise part with a reordered tensor: only pointwise_fused accepts the pattern, and refuses the
+    layout; the composite engine passes that status on (every other engine refuses the pattern)."""
+    from ncudnn.engines.composite import make_composite
+    from ncudnn.types import cudnnBackendTensorReordering_t as R
+
+    g = G.bias_relu_mul(finalize=False)
+    g.nodes[0].inputs["X"].reordering = R.CUDNN_TENSOR_REORDERING_F16x16
+    g.finalize()
+    sub = api.problem(g)
+    st, why = registry.by_name("composite").check_support(make_composite(g, [sub], ()), api.context())
+    assert st == S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT and why.startswith("no engine runs") and "reorder" in why

@@ -161,13 +161,23 @@ def test_unsupported_graph_names_node_and_reason():
         g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
     assert "node 'e'" in str(e.value) and "reordered" in str(e.value)
     assert e.value.status == S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT
+
+def test_exp_then_row_sum_runs_or_names_the_missing_engine(rng):
     g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT)
     X = g.tensor(name="X", dim=[4, 8], stride=[8, 1])
-    g.reduction(g.exp(X), cudnn.reduction_mode.ADD, out_dims=[4, 1], name="rowsum").set_output(True)
+    Y = g.reduction(g.exp(X), cudnn.reduction_mode.ADD, out_dims=[4, 1], name="rowsum")
+    Y.set_output(True)
     if not has_engine("reduction"):
         with pytest.raises(cudnn.cudnnGraphNotSupportedError) as e:
             g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
         assert "rowsum" in str(e.value) and e.value.status == S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN
+        return
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    x = random(rng, [4, 8])
+    y = cuda.to_device(np.full((4, 1), poison_value(np.float32), np.float32))
+    ws = cuda.device_array(max(1, g.get_workspace_size()), np.uint8)
+    g.execute({X: cuda.to_device(x), Y: y}, ws)
+    assert_close(y.copy_to_host(), np.exp(x.astype(np.float64)).sum(axis=1, keepdims=True), "float32")
 
 
 def test_serialize_round_trip_executes(data):
