@@ -88,30 +88,34 @@ def _requested(n):
     return n
 
 
-def _sorted(perfs, n):
-    ok = sorted([p for p in perfs if p.status == S.CUDNN_STATUS_SUCCESS], key=lambda p: p.time)
-    rest = [p for p in perfs if p.status != S.CUDNN_STATUS_SUCCESS]
-    out = (ok + rest)[:n]
+def _sorted(rows, n):
+    """Supported first, by time, an algorithm on its own engine family before one run by a substitute;
+    then the unsupported ones in enum order. ``rows``: (perf, substituted)."""
+    ok = sorted([r for r in rows if r[0].status == S.CUDNN_STATUS_SUCCESS], key=lambda r: (r[0].time, r[1]))
+    rest = [r for r in rows if r[0].status != S.CUDNN_STATUS_SUCCESS]
+    out = [p for p, _ in ok + rest][:n]
     return len(out), out
 
 
 def _perf_rows(prob, low, direction, time_of):
-    """One perf struct per algorithm: its best config, timed by ``time_of(ec)`` (ms, or None: failed)."""
+    """(perf struct, substituted) per algorithm: its best config, timed by ``time_of(ec)`` (ms, or None:
+    failed)."""
     cls = A.PERF_TYPE[direction]
     r = ranked(low)
     rows = []
     for algo in A.algos(direction):
         cands = A.configs_for(r, algo, direction) if A.SUBSTITUTES[direction].get(algo) else []
         if not cands:
-            rows.append(cls(algo))
+            rows.append((cls(algo), False))
             continue
         ec = cands[0]
+        sub = A.config_family(ec, direction) != algo
         t = time_of(ec)
         if t is None:
-            rows.append(cls(algo, S.CUDNN_STATUS_NOT_SUPPORTED))
+            rows.append((cls(algo, S.CUDNN_STATUS_NOT_SUPPORTED), sub))
             continue
-        rows.append(cls(algo, S.CUDNN_STATUS_SUCCESS, t, workspace_bytes(ec), A.determinism(ec),
-                        A.math_type(ec, prob.conv.math_type)))
+        rows.append((cls(algo, S.CUDNN_STATUS_SUCCESS, t, workspace_bytes(ec), A.determinism(ec),
+                         A.math_type(ec, prob.conv.math_type)), sub))
     return rows
 
 
