@@ -150,9 +150,9 @@ def _scratch_outputs(graph, pack):
         v, lo, hi = ranges[o]
         if any(i != o and ranges[i][1] < hi and lo < ranges[i][2] for i in read if i in ranges):
             buf = memory.allocate(v.span)
-            src = memory.DeviceView(v.ptr, v.span, buf.dtype, (v.span,), (1,), v.owner, v._region)
+            src = v.sub(0, v.span, buf.dtype, (v.span,), (1,))
             memory.to_numba(buf).copy_to_device(memory.to_numba(src))
-            out[o] = memory.DeviceView(buf.ptr, v.span, v.dtype, v.shape, v.strides, buf.owner, buf._region)
+            out[o] = buf.sub(0, v.span, v.dtype, v.shape, v.strides)
             keep.append(buf)
     return out, keep
 

@@ -118,15 +118,14 @@ def view_from_bytes(ws, offset, t):
     if ws.nbytes is not None and offset + need > ws.nbytes:
         raise BadParamError(f"{t.label}: {need} bytes at workspace offset {offset} pass its end "
                             f"({ws.nbytes} bytes)", S.CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT)
-    return memory.DeviceView(ws.ptr + offset, need, memory.numpy_dtype(t.dtype), t.dims, t.strides,
-                             ws.owner, ws._region)
+    return ws.sub(offset, need, t.dtype, t.dims, t.strides)
 
 
 def sub_bytes(ws, offset, nbytes):
     """A uint8 DeviceView of ``nbytes`` bytes at ``offset`` of ``ws`` (None when nbytes is 0)."""
     if not nbytes:
         return None
-    return memory.DeviceView(ws.ptr + offset, nbytes, _U8, (nbytes,), (1,), ws.owner, ws._region)
+    return ws.sub(offset, nbytes, _U8, (nbytes,), (1,))
 
 
 def stream_handle(stream):
