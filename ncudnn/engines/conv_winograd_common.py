@@ -3,7 +3,8 @@ why not the others), the workspace layout, the cost model and the non-fused plan
 
 Non-fused F(m x m, 3 x 3) (m = 2 or 4, alpha = m + 2, ``A2 = alpha^2`` transform positions):
 
-1. filter transform   U[xi, k, c]   = (G g G^T)[xi]              (A2 x K x C floats)
+1. filter transform   U[xi, k, c]   = (G g G^T)[xi]              (A2 x K x C floats; dgrad: the
+                                                                    rotated filter, channels swapped)
 2. input transform    V[xi, c, t]   = (B^T d B)[xi]              (A2 x C x T, or A2 x T x C for NHWC)
 3. A2 batched GEMMs   M[xi] (K x T) = U[xi] (K x C) @ V[xi] (C x T)   (the shared SIMT GEMM kernel)
 4. output transform   Y = A^T M A per (k, tile), through the fused epilogue.
@@ -11,13 +12,10 @@ Non-fused F(m x m, 3 x 3) (m = 2 or 4, alpha = m + 2, ``A2 = alpha^2`` transform
 ``T = N * ceil(P / m) * ceil(Q / m)`` output tiles. The workspace is exactly U + V + M (float32),
 in that order. The filter transform runs on every execute (no cache: a K*C*9 read, small beside V).
 """
-import math
-
 import numpy as np
 
 from ..kernels import epilogue as ep
 from ..kernels import kcache
-from ..kernels.conv import geometry
 from ..kernels.gemm import make_gemm
 from ..kernels.gemm.gemm import dummy, gemm_args
 from ..kernels.winograd import kernels as wk
@@ -36,18 +34,27 @@ IO_DTYPES = ("float32", "float16", "bfloat16")
 
 
 class WinoProblem:
-    """A conv_fprop subgraph the Winograd engines can run, or :class:`gc.Reject` naming the field."""
+    """A conv_fprop / conv_dgrad subgraph the Winograd engines can run, or :class:`gc.Reject` naming
+    the field. Both become one stride-1 3x3 correlation ``out[n, ko] = sum_ci corr(in[n, ci], f[ko, ci])``:
+    fprop reads X with W as is (``ko = k, ci = c``); dgrad reads DY with W rotated by 180 degrees and
+    its channels swapped (``ko = c, ci = k``) at padding ``2 - pre_padding`` (a negative padding just
+    starts the tiles inside the image). CONVOLUTION mode flips the filter once more."""
 
     def __init__(self, sub):
         node = sub.anchor
         where = f"node '{node.name}'"
-        if sub.kind != "conv_fprop":
-            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"{where}: {sub.kind}: only conv_fprop")
+        if sub.kind not in ("conv_fprop", "conv_dgrad"):
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"{where}: {sub.kind}: only conv_fprop "
+                            "and conv_dgrad")
         if sub.tail is not None:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
                             f"node '{sub.tail.name}': a trailing {sub.tail.OP} does not fuse into Winograd")
-        x, w, y = node.conv_tensors()
-        for port, t in (("X", x), ("W", w)):
+        self.kind = "dgrad" if sub.kind == "conv_dgrad" else "fprop"
+        dgrad = self.kind == "dgrad"
+        x, w, y = node.conv_tensors()          # dgrad: (DX, W, DY)
+        src, out = (y, x) if dgrad else (x, y)
+        src_port = "DY" if dgrad else "X"
+        for port, t in ((src_port, src), ("W", w)):
             gc.check_tensor(node, port, t, IO_DTYPES)
         if node.spatial_dims != 2:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: spatial_dims = {node.spatial_dims} (2-D only)")
@@ -59,18 +66,18 @@ class WinoProblem:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: dilation {tuple(node.dilation)} is not 1")
         if node.groups != 1:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: groups = {node.groups} (groups = 1 only)")
-        rank = len(y.dims)
+        rank = len(out.dims)
 
         def classify(t):
-            if len(t.dims) == rank and t.dims[1] == y.dims[1] and all(d == 1 for i, d in enumerate(t.dims) if i != 1):
+            if len(t.dims) == rank and t.dims[1] == out.dims[1] and all(d == 1 for i, d in enumerate(t.dims) if i != 1):
                 return "col"
             return None
 
-        self.epi = gc.epilogue_of(sub, y.dims, classify)
+        self.epi = gc.epilogue_of(sub, out.dims, classify)
         fin = self.epi.out
-        if tuple(fin.dims) != tuple(y.dims):
+        if tuple(fin.dims) != tuple(out.dims):
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{fin.label}: dims {fin.dims} differ from the "
-                            f"conv output's {y.dims}")
+                            f"conv output's {out.dims}")
         gc.check_tensor(node, "output", fin, IO_DTYPES)
         for port, t in (("bias", self.epi.bias), ("residual", self.epi.residual)):
             if t is not None:
@@ -79,24 +86,22 @@ class WinoProblem:
         if self.beta != 0 and sub.epilogue:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: beta = {self.beta} blends with a virtual "
                             "output (a fused epilogue follows): not supported")
-        self.node, self.x, self.w, self.y = node, x, w, fin
-        try:
-            self.g = geometry(x.dims, w.dims, stride=1, pre_pad=node.pre_padding, post_pad=node.post_padding,
-                              x_strides=x.strides, w_strides=w.strides, y_strides=fin.strides,
-                              cross_correlation=node.mode == cudnnConvolutionMode_t.CUDNN_CROSS_CORRELATION)
-        except ValueError as e:
-            raise gc.Reject(S.CUDNN_STATUS_BAD_PARAM, f"{where}: {e}") from None
-        g = self.g
-        if tuple(g.OPQ[1:]) != tuple(fin.dims[2:]):
-            raise gc.Reject(S.CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, f"{where}: output spatial dims "
-                            f"{fin.dims[2:]} differ from the geometry's {g.OPQ[1:]}")
-        self.N, self.C, self.K = g.N, g.C, g.K
-        self.H, self.W = g.DHW[1:]
-        self.P, self.Q = g.OPQ[1:]
-        self.pad = g.pad[1:]
-        self.flip = g.flip
-        self.cfast = x.strides[1] == 1 and g.C > 1     # channels-last activations
-        self.dt_x, self.dt_w, self.dt_y = gc.kdtype(x), gc.kdtype(w), self.epi.spec.out_dtype
+        self.node, self.x, self.w, self.y = node, src, w, fin
+        self.N, self.C, self.H, self.W = src.dims
+        self.K, self.P, self.Q = fin.dims[1:]
+        pre = tuple(node.pre_padding)
+        if dgrad:
+            pre = (2 - pre[0], 2 - pre[1])
+        if self.N != fin.dims[0]:
+            raise gc.Reject(S.CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, f"{where}: batch {self.N} != {fin.dims[0]}")
+        self.pad = pre
+        cross = node.mode == cudnnConvolutionMode_t.CUDNN_CROSS_CORRELATION
+        self.flip = cross if dgrad else not cross
+        s_k, s_c, s_r, s_s = w.strides
+        self.w_strides = (s_c, s_k, s_r, s_s) if dgrad else (s_k, s_c, s_r, s_s)   # (ko, ci, r, s)
+        self.x_strides, self.y_strides = tuple(src.strides), tuple(fin.strides)
+        self.cfast = src.strides[1] == 1 and self.C > 1     # channels-last activations
+        self.dt_x, self.dt_w, self.dt_y = gc.kdtype(src), gc.kdtype(w), self.epi.spec.out_dtype
         self.dt_bias = gc.kdtype(self.epi.bias) if self.epi.bias is not None else self.dt_y
         self.dt_res = gc.kdtype(self.epi.residual) if self.epi.residual is not None else self.dt_y
         self.in_bytes = gc.bytes_of(self.dt_x)
@@ -129,7 +134,7 @@ def wino_knob():
 class WinogradEngineBase(Engine):
     """Shared check_support / knobs / keep / cost plumbing (subclasses: ``build``, ``_cost``)."""
 
-    kinds = ("conv_fprop",)
+    kinds = ("conv_fprop", "conv_dgrad")
     numerical_notes = (NN.CUDNN_NUMERICAL_NOTE_WINOGRAD,)
     TILES = gc.CONV_TILES
 
@@ -189,7 +194,7 @@ def transform_time(device, p, m):
     nu, nv, nm = p.sizes(m)
     T = p.tiles(m)[2]
     a2 = (m + 2) ** 2
-    filt = p.K * p.C * 9 * 4 + nu * 4
+    filt = p.K * p.C * 9 * gc.bytes_of(p.dt_w) + nu * 4
     # input: each tile reads its (m+2)^2 window (overlap re-reads come from L1/L2), writes V
     inp = p.N * p.C * p.H * p.W * p.in_bytes * (a2 / (m * m)) ** 0.5 + nv * 4
     out = nm * 4 + p.N * p.K * p.P * p.Q * p.out_bytes + p.extra_bytes
@@ -212,7 +217,7 @@ class NonfusedPlan(SubPlan):
     def __init__(self, engine, sub, cfg, p, m, gcfg, ws):
         super().__init__(engine, sub, cfg, ws)
         self.p, self.m = p, m
-        g, epi = p.g, p.epi
+        epi = p.epi
         self.sizes = p.sizes(m)
         self.th, self.tw, self.T = p.tiles(m)
         nu, nv, nm = self.sizes
@@ -236,8 +241,7 @@ class NonfusedPlan(SubPlan):
 
     # ---- argument tuples
     def _filter_args(self, w, u):
-        g = self.p.g
-        s_k, s_c, _, s_r, s_s = g.w_strides
+        s_k, s_c, s_r, s_s = self.p.w_strides
         base = 0
         if self.p.flip:      # CONVOLUTION mode: read the filter rotated by 180 degrees
             base, s_r, s_s = 2 * s_r + 2 * s_s, -s_r, -s_s
@@ -245,12 +249,12 @@ class NonfusedPlan(SubPlan):
 
     def _input_args(self, x, v):
         p = self.p
-        s_n, s_c, _, s_h, s_w = p.g.x_strides
+        s_n, s_c, s_h, s_w = p.x_strides
         return (x, v, p.C, p.H, p.W, self.th, self.tw, self.T, p.pad[0], p.pad[1], s_n, s_c, s_h, s_w)
 
     def _output_args(self, mb, y, bias, res, alpha):
         p = self.p
-        sy_n, sy_k, _, sy_h, sy_w = p.g.y_strides
+        sy_n, sy_k, sy_h, sy_w = p.y_strides
         e = p.epi
         b_s = e.bias.strides[1] if e.bias is not None else 0
         if e.residual is not None:
@@ -299,5 +303,3 @@ class NonfusedPlan(SubPlan):
         self.prepare(views, ws)(stream)
 
 
-def ceil_log(x):
-    return math.ceil(math.log2(max(x, 1)))

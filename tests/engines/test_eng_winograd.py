@@ -129,7 +129,7 @@ def test_rejects_stride_dilation(kw, word):
     assert st != S.CUDNN_STATUS_SUCCESS and word in why and "node 'conv'" in why
 
 
-def test_rejects_filter_groups_dgrad():
+def test_rejects_filter_groups_strided_dgrad():
     eng = registry.by_name(ENGINE)
     x, w, y = tensor(1, (1, 4, 6, 6)), tensor(2, (4, 4, 5, 5)), tensor(4, (1, 4, 6, 6))
     g = OpGraph([ConvFprop("conv", {"X": x, "W": w}, {"Y": y}, **attrs(pre=2, post=2))]).finalize()
@@ -139,10 +139,27 @@ def test_rejects_filter_groups_dgrad():
     g = OpGraph([ConvFprop("conv", {"X": x, "W": w}, {"Y": y}, **attrs())]).finalize()
     st, why = eng.check_support(api.problem(g), api.context())
     assert st != S.CUDNN_STATUS_SUCCESS and "groups = 2" in why
-    dy, w, dx = tensor(1, (1, 4, 6, 6)), tensor(2, (4, 4, 3, 3)), tensor(3, (1, 4, 6, 6))
-    g = OpGraph([ConvDgrad("dgrad", {"DY": dy, "W": w}, {"DX": dx}, **attrs())]).finalize()
+    dy, w, dx = tensor(1, (1, 4, 3, 3)), tensor(2, (4, 4, 3, 3)), tensor(3, (1, 4, 6, 6))
+    g = OpGraph([ConvDgrad("dgrad", {"DY": dy, "W": w}, {"DX": dx}, **attrs(stride=2, pre=1, post=0))]).finalize()
     st, why = eng.check_support(api.problem(g), api.context())
-    assert st != S.CUDNN_STATUS_SUCCESS
+    assert st != S.CUDNN_STATUS_SUCCESS and "stride (2, 2) is not 1" in why
+
+
+@pytest.mark.parametrize("m,nhwc,mode,pre,post", [(2, False, CM.CUDNN_CROSS_CORRELATION, (1, 0), (1, 2)),
+                                                  (4, True, CM.CUDNN_CONVOLUTION, (0, 1), (2, 1))])
+def test_dgrad(rng, m, nhwc, mode, pre, post):
+    """dgrad = fprop of DY with the 180-degree rotated filter, channels swapped, padding 2 - pre."""
+    a = attrs(pre=pre, post=post, mode=mode)
+    xdims, wdims = (1, 3, 6, 5), (5, 3, 3, 3)
+    ydims = ref.conv_output_shape(xdims, wdims, pre_pad=pre, post_pad=post)
+    dy, w, dx = tensor(1, ydims, nhwc=nhwc), tensor(2, wdims, nhwc=nhwc), tensor(3, xdims, nhwc=nhwc)
+    g = OpGraph([ConvDgrad("dgrad", {"DY": dy, "W": w}, {"DX": dx}, **a)]).finalize()
+    dyv, wv = rng.uniform(-1, 1, ydims).astype(np.float32), rng.uniform(-1, 1, wdims).astype(np.float32)
+    out = cuda.to_device(np.full(dx.span_elements(), poison_value(np.float32), np.float32))
+    run(g, config(g, m), {1: dev(dyv, dy), 2: dev(wv, w), 3: out})
+    expect = ref.conv_dgrad(dyv, wv, xdims, pre_pad=pre, post_pad=post,
+                            cross_correlation=mode == CM.CUDNN_CROSS_CORRELATION)
+    assert rel_err(read(out, dx), expect) < TOL[m]
 
 
 def test_heuristics_prefer_winograd_on_big_3x3():
