@@ -23,7 +23,7 @@ from .. import memory
 from ..engines import api, registry
 from ..engines.composite import CompositeSub
 from ..engines.ranking import support
-from ..errors import BadParamError, CudnnError, NotSupportedError
+from ..errors import BadParamError, NotSupportedError
 from ..handle import get_handle_or_raise
 from ..ir import OpGraph, Pointwise, TensorDesc
 from ..ir.tensor import packed_strides
@@ -169,9 +169,6 @@ class Lowered:
         self.plan_low = None
         self.scratch_bufs = None
         self._alt = False
-
-    def ext_uid(self, name):
-        return self.builder.ext[name].uid
 
     def unfused(self):
         """The same call with every anchor output in a buffer (None when the graph has no anchor
@@ -328,8 +325,3 @@ def run(handle, key, build, bind, scalars=None, ctx=None):
     execute(h, low, bind, scalars)
     return low
 
-
-def as_cudnn_error(e):
-    if isinstance(e, CudnnError):
-        return e
-    return CudnnError(str(e), S.CUDNN_STATUS_INTERNAL_ERROR)
