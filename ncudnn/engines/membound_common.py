@@ -39,8 +39,13 @@ _U8 = np.dtype(np.uint8)
 
 def kdtype(t):
     """Kernel dtype name of a tensor descriptor ("float32", "bfloat16", ...), None if it has none."""
+    return _kdtype(t.dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _kdtype(dt):
     try:
-        return dtype_name(memory.numpy_dtype(t.dtype))
+        return dtype_name(memory.numpy_dtype(dt))
     except Exception:
         return None
 
@@ -51,6 +56,7 @@ def abi_dtype(name):
     return _U8 if st == np.bool_ else st
 
 
+@functools.lru_cache(maxsize=None)
 def array_type(name):
     return types.Array(numpy_support.from_dtype(abi_dtype(name)), 1, "C")
 
