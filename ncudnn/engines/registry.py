@@ -30,6 +30,8 @@ ENGINE_ORDER = [
     "conv_implicit_gemm",     # implicit-GEMM conv fprop / dgrad / wgrad (IMPLICIT_GEMM)
     "conv_implicit_precomp",  # implicit-GEMM conv, precomputed offset table (IMPLICIT_PRECOMP_GEMM)
     "conv_gemm_1x1",          # 1x1 stride-1 unpadded conv fprop as one plain GEMM
+    "conv_winograd_nonfused", # 3x3 stride-1 conv fprop: Winograd F(2x2 | 4x4, 3x3) transforms + batched GEMM
+    "conv_winograd_fused",    # 3x3 stride-1 conv: Winograd F(2x2, 3x3) transforms + products + epilogue in one kernel
 ]
 
 #: modules of the package that are machinery, not engines

@@ -114,7 +114,7 @@ def test_notes_workspace_and_knobs():
     # U (16 x K x C) + V (16 x C x T) + M (16 x K x T) floats, T = 9 tiles of 2x2 / 4 tiles of 4x4
     assert eng.workspace_size(sub, c2) == 4 * 16 * (8 * 4 + 4 * 9 + 8 * 9)
     assert eng.workspace_size(sub, c4) == 4 * 36 * (8 * 4 + 4 * 4 + 8 * 4)
-    assert api.build_plan(g, c2).workspace_size == eng.workspace_size(sub, c2)
+    assert api.build_plan(g, c2).parts[0].workspace_size == eng.workspace_size(sub, c2)
     bad = c2.with_knob(K.CUDNN_KNOB_TYPE_WINO_TILE, 3)
     assert eng.keep(sub, bad, None)[0] != S.CUDNN_STATUS_SUCCESS
 

@@ -65,17 +65,19 @@ def _compile(key, src, name, g):
     return _CACHE[key]
 
 
-def filter_source(m):
+def filter_source(m, kfast=False):
     t = transform(m)
     a, G = t.alpha, t.G
     L = ["def wino_filter(w, u, KO, CI, base, s_ko, s_ci, s_r, s_s):",
          "    idx = cuda.grid(1)",
          "    n = KO * CI",
          "    if idx >= n:",
-         "        return",
-         "    ko = idx // CI",
-         "    ci = idx - ko * CI",
-         "    o = base + ko * s_ko + ci * s_ci"]
+         "        return"]
+    if kfast:                     # U is [alpha^2, CI, KO] (the fused kernel's layout)
+        L += ["    ci = idx // KO", "    ko = idx - ci * KO"]
+    else:                         # U is [alpha^2, KO, CI] (the batched GEMM's A operand)
+        L += ["    ko = idx // CI", "    ci = idx - ko * CI"]
+    L.append("    o = base + ko * s_ko + ci * s_ci")
     for r in range(3):
         for s in range(3):
             L.append(f"    g_{r}_{s} = ld(w, o + {r} * s_r + {s} * s_s)")
@@ -88,10 +90,12 @@ def filter_source(m):
     return "\n".join(L) + "\n"
 
 
-def make_filter(m, w_dtype="float32"):
-    """The filter-transform kernel of F(m x m, 3 x 3) for a filter stored as ``w_dtype``."""
+def make_filter(m, w_dtype="float32", kfast=False):
+    """The filter-transform kernel of F(m x m, 3 x 3) for a filter stored as ``w_dtype``; ``kfast``:
+    write U as [alpha^2, CI, KO] instead of [alpha^2, KO, CI]."""
     w_dtype = dtypes.dtype_name(w_dtype)
-    return _compile(("filter", m, w_dtype), filter_source(m), "wino_filter", {"ld": dtypes.loader(w_dtype)})
+    return _compile(("filter", m, w_dtype, bool(kfast)), filter_source(m, kfast), "wino_filter",
+                    {"ld": dtypes.loader(w_dtype)})
 
 
 def input_source(m, cfast):

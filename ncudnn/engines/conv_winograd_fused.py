@@ -1,0 +1,148 @@
+"""Engine "conv_winograd_fused": Winograd F(2x2, 3x3) with the input transform, the 16 products and
+the output transform + fused epilogue in one kernel (CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD
+semantics; ncudnn/kernels/winograd/fused.py), after a filter-transform launch into the workspace
+(``U[xi, c, k]``: 16 * K * C floats, exactly the workspace). Same problems as
+conv_winograd_nonfused (3x3, stride 1, undilated, ungrouped fprop / dgrad, any padding, NCHW /
+NHWC, FP32 / FP16 / BF16 I/O). Knob TILE_SIZE picks the block shape (channels x tiles per block).
+"""
+import math
+
+import numpy as np
+
+from ..kernels import epilogue as ep
+from ..kernels import kcache
+from ..kernels.gemm.gemm import dummy
+from ..kernels.winograd import kernels as wk
+from ..kernels.winograd.fused import FusedConfig, check, make_fused
+from ..platform import simulator_enabled
+from ..types import cudnnBackendLayoutType_t
+from . import gemm_common as gc
+from . import heuristics as H
+from .base import OK, KnobSpec, SubPlan
+from .conv_winograd_common import K, S, WinogradEngineBase, transform_time
+from .registry import register
+
+F32 = np.float32
+#: (label, config, estimated FP32 TFLOP/s of its 16-product mainloop: not measured on a GPU yet)
+FUSED_TILES = (
+    ("32k x 32t x 8c t8x8", FusedConfig(BK=32, BT=32, BC=8, TK=8, TT=8, IP=4), 12.0),
+    ("64k x 32t x 4c t8x8", FusedConfig(BK=64, BT=32, BC=4, TK=8, TT=8, IP=2), 12.0),
+    ("8k x 8t x 4c t4x4", FusedConfig(BK=8, BT=8, BC=4, TK=4, TT=4, IP=2), 2.0),
+    ("8k x 8t x 4c t8x8", FusedConfig(BK=8, BT=8, BC=4, TK=8, TT=8, IP=8), 1.0),   # simulator-size
+)
+
+
+@register
+class ConvWinogradFusedEngine(WinogradEngineBase):
+    name = "conv_winograd_fused"
+    preferred_layout = cudnnBackendLayoutType_t.CUDNN_LAYOUT_TYPE_PREFERRED_NCHW
+
+    def knobs(self, sub):
+        return (KnobSpec(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0, len(FUSED_TILES) - 1, 1, 0,
+                         tuple(t[0] for t in FUSED_TILES)),)
+
+    def configs(self, sub, ctx):
+        base = self.default_config(sub)
+        idx = range(len(FUSED_TILES))
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return []
+        if simulator_enabled() and p.K * p.tiles(2)[2] <= gc.SIM_SMALL_OUTPUT:
+            idx = [len(FUSED_TILES) - 1]      # tiny problems in the simulator: the 16-thread block
+        return [base.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, i) for i in idx]
+
+    def keep(self, sub, cfg, ctx):
+        st, why = super().keep(sub, cfg, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        ok, why = check(FUSED_TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)][1])
+        return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}")
+
+    def config_notes(self, sub, cfg):
+        return self.numerical_notes
+
+    def workspace_size(self, sub, cfg):
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return 0
+        return 16 * p.K * p.C * 4
+
+    def _cost(self, sub, cfg, device):
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return math.inf
+        label, fc, tflops = FUSED_TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
+        T = p.tiles(2)[2]
+        flops = 2.0 * 16 * p.K * T * p.C
+        blocks = gc.ceil_div(T, fc.BT) * gc.ceil_div(p.K, fc.BK)
+        nbytes = (p.N * p.C * p.H * p.W * p.in_bytes * 2 + 16 * p.K * p.C * 4 * gc.ceil_div(T, fc.BT)
+                  / max(1, min(blocks, device.sm_count)) + p.N * p.K * p.P * p.Q * p.out_bytes + p.extra_bytes)
+        eff = tflops * 1e12 / device.peak("fp32")
+        main = H.kernel_time(device, flops=flops / eff, nbytes=nbytes, blocks=blocks, threads=fc.threads, regs=128,
+                             smem=fc.smem_bytes(), tile=(fc.BK, fc.BT), problem=(p.K, T))
+        filt = H.kernel_time(device, nbytes=p.K * p.C * 9 * 4 + 16 * p.K * p.C * 4, blocks=wk.blocks(p.K * p.C))
+        return main + filt
+
+    def build(self, sub, cfg, ctx):
+        p = self.problem(sub)
+        return FusedPlan(self, sub, cfg, p, FUSED_TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)][1],
+                         self.workspace_size(sub, cfg))
+
+
+class FusedPlan(SubPlan):
+    """filter transform (U[xi, c, k] into the workspace) -> one fused kernel."""
+
+    def __init__(self, engine, sub, cfg, p, fc, ws):
+        super().__init__(engine, sub, cfg, ws)
+        self.p, self.fc = p, fc
+        self.th, self.tw, self.T = p.tiles(2)
+        epi = p.epi
+        built = ep.build(ep.EpilogueSpec(epi.spec.steps, p.dt_y), p.dt_bias, p.dt_res)
+        tx, tw_, ty = (gc.typing_flat(t, t.span_elements()) for t in (p.x, p.w, p.y))
+        tu = gc.Flat(0, 16 * p.K * p.C, F32)
+        tb = gc.typing_flat(epi.bias, epi.bias.span_elements()) if epi.bias is not None else dummy(p.dt_y)
+        tr = gc.typing_flat(epi.residual, epi.residual.span_elements()) if epi.residual is not None else dummy(p.dt_y)
+        self.filt = kcache.get_or_compile(gc.key_text("winograd", 2, "filter_kfast", p.dt_w),
+                                          lambda: wk.make_filter(2, p.dt_w, kfast=True),
+                                          gc.argtypes(self._filter_args(tw_, tu)))
+        self.main = kcache.get_or_compile(gc.key_text("winograd_fused", fc, p.dt_x, p.cfast, built.key),
+                                          lambda: make_fused(fc, p.dt_x, built, p.cfast),
+                                          gc.argtypes(self._main_args(tx, tu, ty, tb, tr, 1.0)))
+
+    def _filter_args(self, w, u):
+        s_k, s_c, s_r, s_s = self.p.w_strides
+        base = 0
+        if self.p.flip:
+            base, s_r, s_s = 2 * s_r + 2 * s_s, -s_r, -s_s
+        return (w, u, self.p.K, self.p.C, base, s_k, s_c, s_r, s_s)
+
+    def _main_args(self, x, u, y, bias, res, alpha):
+        p, e = self.p, self.p.epi
+        b_s = e.bias.strides[1] if e.bias is not None else 0
+        r_st = tuple(e.residual.strides) if e.residual is not None else (0, 0, 0, 0)
+        return (x, u, y, bias, res, p.C, p.K, p.H, p.W, p.P, p.Q, self.th, self.tw, self.T, p.pad[0], p.pad[1],
+                *p.x_strides, *p.y_strides, b_s, *r_st, F32(alpha), F32(p.beta))
+
+    def launches(self, views, scratch):
+        p, e, fc = self.p, self.p.epi, self.fc
+        u = gc.Flat(scratch.ptr, 16 * p.K * p.C, F32)
+        bias = gc.flat(views[e.bias.uid], e.bias) if e.bias is not None else dummy(p.dt_y)
+        res = gc.flat(views[e.residual.uid], e.residual) if e.residual is not None else dummy(p.dt_y)
+        x, w, y = (gc.flat(views[t.uid], t) for t in (p.x, p.w, p.y))
+        alpha = gc.alpha_of(e, views, p.alpha, self.sub)
+        grid = (gc.ceil_div(self.T, fc.BT), gc.ceil_div(p.K, fc.BK))
+        return [self.filt.prepare(wk.blocks(p.K * p.C), wk.THREADS, self._filter_args(w, u)),
+                self.main.prepare(grid, fc.threads, self._main_args(x, u, y, bias, res, alpha))]
+
+    def prepare(self, views, scratch):
+        return gc.runner(self.launches(views, scratch))
+
+    def execute(self, buffers, workspace, stream):
+        from .. import memory
+
+        views = {u: (memory.as_view(a) if not isinstance(a, (int, float)) else a) for u, a in buffers.items()}
+        ws = memory.as_view(workspace) if workspace is not None else None
+        self.prepare(views, ws)(stream)

@@ -1,0 +1,205 @@
+"""Fused Winograd F(2x2, 3x3) convolution kernel: input transform, the 16 transform-position
+products as register-blocked GEMM tiles, output transform and the epilogue in one kernel.
+
+A block owns BK output channels x BT output tiles (2x2 each) for all 16 positions xi. Per chunk of
+BC input channels it (1) loads ``U[xi, c, k]`` (the transformed filter, from ``make_filter(2,
+kfast=True)``) into shared memory, (2) transforms one BC x BT slice of input tiles into shared
+memory (each thread: one (c, tile), predicated loads for padding), (3) accumulates: the threads of
+position xi (``TPX = (BK/TK) * (BT/TT)`` of them) each own a TK x TT sub-tile (interleaved rows /
+columns, as the SIMT GEMM) of ``M[xi] = U[xi]^T V[xi]``. After the last chunk the accumulators are
+exchanged through shared memory, IP accumulator rows per pass, and each (k, tile) of the pass gets
+``A^T M A`` and the epilogue. Everything lives in one flat shared array (operands, then reused for
+the exchange).
+
+Signature: ``kernel(x, u, y, bias, res, C, K, H, W, P, Q, TH, TW, T, pad_h, pad_w,
+x_strides(4), y_strides(4), b_stride, r_strides(4), alpha, beta)``; grid ``(ceil(T/BT), ceil(K/BK))``,
+``NT = 16 * TPX`` threads.
+"""
+from dataclasses import dataclass
+
+from numba import cuda, float32, int64, uint64
+
+from .. import dtypes
+from .kernels import _lincomb
+from .transforms import transform
+
+_CACHE = {}
+
+
+@dataclass(frozen=True)
+class FusedConfig:
+    BK: int = 32      # output channels per block
+    BT: int = 32      # output tiles per block
+    BC: int = 8       # input channels per chunk
+    TK: int = 8       # accumulator rows (channels) per thread
+    TT: int = 8       # accumulator columns (tiles) per thread
+    IP: int = 4       # accumulator rows exchanged per pass
+    PAD: int = 4      # extra words per shared row
+
+    @property
+    def tpx(self):
+        return (self.BK // self.TK) * (self.BT // self.TT)
+
+    @property
+    def threads(self):
+        return 16 * self.tpx
+
+    @property
+    def operand_words(self):
+        return 16 * self.BC * (self.BK + self.PAD) + 16 * self.BC * (self.BT + self.PAD)
+
+    @property
+    def exchange_words(self):
+        return 16 * self.IP * (self.BK // self.TK) * (self.BT + 1)
+
+    def smem_bytes(self):
+        return 4 * max(self.operand_words, self.exchange_words)
+
+
+def check(cfg):
+    """(ok, reason) for a FusedConfig."""
+    if cfg.BK % cfg.TK or cfg.BT % cfg.TT or cfg.TK % cfg.IP:
+        return False, "BK / BT must be multiples of TK / TT, TK of IP"
+    nt = cfg.threads
+    if nt > 1024 or nt % 16:
+        return False, f"{nt} threads"
+    if (16 * cfg.BC * cfg.BK) % nt:
+        return False, "the U chunk does not split over the threads"
+    if cfg.smem_bytes() > 48 * 1024:
+        return False, f"{cfg.smem_bytes()} B of shared memory > 48 KB"
+    return True, ""
+
+
+def _source(cfg, cfast, has_res):
+    t = transform(2)
+    BT_, AT = t.BT, t.AT
+    BK, BT, BC, TK, TT, IP, PAD = cfg.BK, cfg.BT, cfg.BC, cfg.TK, cfg.TT, cfg.IP, cfg.PAD
+    NT, TPX = cfg.threads, cfg.tpx
+    LK, LT = BK // TK, BT // TT                   # thread grid of one position
+    UST, VST = BK + PAD, BT + PAD
+    VOFF = 16 * BC * UST
+    ROWS = IP * LK                                # channels per exchange pass
+    MST = BT + 1
+    L = [f"def wino_fused(x, u, y, bias, res, C, K, H, W, P, Q, TH, TW, T, pad_h, pad_w, s_n, s_c, s_h, s_w,",
+         f"                sy_n, sy_k, sy_h, sy_w, b_s, sr_n, sr_k, sr_h, sr_w, alpha, beta):",
+         f"    sm = cuda.shared.array({max(cfg.operand_words, cfg.exchange_words)}, float32)",
+         f"    acc = cuda.local.array(({TK}, {TT}), float32)",
+         f"    af = cuda.local.array({TK}, float32)",
+         f"    bf = cuda.local.array({TT}, float32)",
+         f"    tid = cuda.threadIdx.x",
+         f"    t0 = cuda.blockIdx.x * {BT}",
+         f"    k0 = cuda.blockIdx.y * {BK}",
+         f"    xi = tid // {TPX}",
+         f"    r = tid - xi * {TPX}",
+         f"    tk = r // {LT}",
+         f"    tt = r - tk * {LT}",
+         f"    for i in range({TK}):",
+         f"        for j in range({TT}):",
+         f"            acc[i, j] = float32(0.0)",
+         f"    for c0 in range(0, C, {BC}):",
+         f"        for e0 in range(0, {16 * BC * BK}, {NT}):",
+         f"            e = e0 + tid",
+         f"            kk = e % {BK}",
+         f"            q = e // {BK}",
+         f"            cc = q % {BC}",
+         f"            px = q // {BC}",
+         f"            c = c0 + cc",
+         f"            k = k0 + kk",
+         f"            sm[(px * {BC} + cc) * {UST} + kk] = u[uint64((px * C + c) * K + k)] if c < C and k < K else float32(0.0)",
+         f"        for e in range(tid, {BC * BT}, {NT}):"]
+    if cfast:
+        L += [f"            cc = e % {BC}", f"            ti = e // {BC}"]
+    else:
+        L += [f"            ti = e % {BT}", f"            cc = e // {BT}"]
+    L += [f"            c = c0 + cc",
+          f"            tg = t0 + ti",
+          f"            ok = c < C and tg < T",
+          f"            nimg = tg // (TH * TW)",
+          f"            rem = tg - nimg * (TH * TW)",
+          f"            th = rem // TW",
+          f"            tw = rem - th * TW",
+          f"            h0 = th * 2 - pad_h",
+          f"            w0 = tw * 2 - pad_w",
+          f"            base = nimg * s_n + c * s_c"]
+    for i in range(4):
+        L.append(f"            rv_{i} = ok and h0 + {i} >= 0 and h0 + {i} < H")
+        L.append(f"            cv_{i} = w0 + {i} >= 0 and w0 + {i} < W")
+    for i in range(4):
+        for j in range(4):
+            L.append(f"            d_{i}_{j} = ld(x, base + (h0 + {i}) * s_h + (w0 + {j}) * s_w) "
+                     f"if rv_{i} and cv_{j} else float32(0.0)")
+    for i in range(4):
+        for j in range(4):
+            L.append(f"            t_{i}_{j} = {_lincomb(BT_[i], [f'd_{k}_{j}' for k in range(4)])}")
+    L.append(f"            vo = {VOFF} + cc * {VST} + ti")
+    for i in range(4):
+        for j in range(4):
+            L.append(f"            sm[vo + {(i * 4 + j) * BC * VST}] = {_lincomb(BT_[j], [f't_{i}_{k}' for k in range(4)])}")
+    L += [f"        cuda.syncthreads()",
+          f"        ub = xi * {BC * UST} + tk",
+          f"        vb = {VOFF} + xi * {BC * VST} + tt",
+          f"        for cc in range({BC}):",
+          f"            for i in range({TK}):",
+          f"                af[i] = sm[ub + cc * {UST} + i * {LK}]",
+          f"            for j in range({TT}):",
+          f"                bf[j] = sm[vb + cc * {VST} + j * {LT}]",
+          f"            for i in range({TK}):",
+          f"                for j in range({TT}):",
+          f"                    acc[i, j] += af[i] * bf[j]",
+          f"        cuda.syncthreads()",
+          # ---- exchange + output transform, IP accumulator rows per pass
+          f"    for p in range({TK // IP}):",
+          f"        for ii in range({IP}):",
+          f"            for j in range({TT}):",
+          f"                sm[(xi * {ROWS} + ii * {LK} + tk) * {MST} + tt + j * {LT}] = acc[p * {IP} + ii, j]",
+          f"        cuda.syncthreads()",
+          f"        for e in range(tid, {ROWS * BT}, {NT}):"]
+    if cfast:
+        L += [f"            rho = e % {ROWS}", f"            ti = e // {ROWS}"]
+    else:
+        L += [f"            ti = e % {BT}", f"            rho = e // {BT}"]
+    L += [f"            k = k0 + p * {ROWS} + rho",
+          f"            tg = t0 + ti",
+          f"            if k < K and tg < T:"]
+    for i in range(4):
+        for j in range(4):
+            L.append(f"                m_{i}_{j} = sm[({i * 4 + j} * {ROWS} + rho) * {MST} + ti]")
+    for i in range(2):
+        for j in range(4):
+            L.append(f"                s_{i}_{j} = {_lincomb(AT[i], [f'm_{k}_{j}' for k in range(4)])}")
+    for i in range(2):
+        for j in range(2):
+            L.append(f"                o_{i}_{j} = {_lincomb(AT[j], [f's_{i}_{k}' for k in range(4)])}")
+    L += [f"                nimg = tg // (TH * TW)",
+          f"                rem = tg - nimg * (TH * TW)",
+          f"                th = rem // TW",
+          f"                tw = rem - th * TW",
+          f"                p0 = th * 2",
+          f"                q0 = tw * 2",
+          f"                yb = nimg * sy_n + k * sy_k + p0 * sy_h + q0 * sy_w",
+          f"                rb = nimg * sr_n + k * sr_k + p0 * sr_h + q0 * sr_w",
+          f"                b_off = uint64(k * b_s)"]
+    for i in range(2):
+        for j in range(2):
+            r_off = f"uint64(rb + {i} * sr_h + {j} * sr_w)" if has_res else "uint64(0)"
+            L.append(f"                if p0 + {i} < P and q0 + {j} < Q:")
+            L.append(f"                    epi(o_{i}_{j}, y, uint64(yb + {i} * sy_h + {j} * sy_w), bias, b_off, res, "
+                     f"{r_off}, alpha, beta)")
+    L.append(f"        cuda.syncthreads()")
+    return "\n".join(L) + "\n"
+
+
+def make_fused(cfg, x_dtype, epi, cfast=False):
+    """The fused F(2x2, 3x3) kernel for ``cfg`` (:class:`FusedConfig`), input dtype and built epilogue."""
+    ok, why = check(cfg)
+    if not ok:
+        raise ValueError(f"bad fused Winograd config {cfg}: {why}")
+    x_dtype = dtypes.dtype_name(x_dtype)
+    key = (cfg, x_dtype, bool(cfast), epi.key)
+    if key not in _CACHE:
+        g = {"cuda": cuda, "float32": float32, "int64": int64, "uint64": uint64, "ld": dtypes.loader(x_dtype),
+             "epi": epi.fn}
+        src = _source(cfg, cfast, epi.RESIDUAL)
+        exec(compile(src, f"<winograd fused {key}>", "exec"), g)
+        _CACHE[key] = cuda.jit(g["wino_fused"])
+    return _CACHE[key]
