@@ -300,6 +300,10 @@ def test_cuda_graphs_are_refused_in_the_simulator(data):
     with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="simulator"):
         g.populate_cuda_graph(None, {X: strided_device(x, NHWC), B: cuda.to_device(b), s: scale,
                                      Y: poisoned(SHAPE, NHWC)}, None, 1)
+    with pytest.raises(cudnn.cudnnGraphBadParamError) as e:  # never populated
+        g.update_cuda_graph(None, {X: strided_device(x, NHWC), B: cuda.to_device(b), s: scale,
+                                   Y: poisoned(SHAPE, NHWC)}, None, 1)
+    assert e.value.status == S.CUDNN_STATUS_BAD_PARAM_CUDA_GRAPH_MISMATCH
 
 
 @pytest.mark.gpu
