@@ -2,6 +2,7 @@
 # One device call's worth of GPU evidence, in two parts that each fit the 10-minute command limit:
 #   bash tools/gpu_session.sh tests   # suite at real shapes (front ends first), demo, sanitizer spot checks
 #   bash tools/gpu_session.sh bench   # ncudnn bench --quick beside torch/cuDNN/cuBLAS/cudnn-frontend
+#   bash tools/gpu_session.sh final   # bench --quick, demo --train, reruns (RERUN=...) and the REST test dirs
 # Logs and results go to $OUT (default ./gpu-out). Wheels from ../shared/gpu/fetch-wheels.sh must be in .whl/.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
@@ -33,6 +34,25 @@ if [ "$part" = tests ]; then
     echo "$tool rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|passed|failed' "$OUT/sanitizer_$tool.log" | tail -n 3 | tr '\n' ' ')" \
       | tee -a "$OUT/summary.txt"
   done
+elif [ "$part" = final ]; then
+  timeout "${BENCH_TIMEOUT:-300}" python3 -m ncudnn bench --quick --no-charts --max-minutes "${BENCH_MINUTES:-4}" \
+    --out "$OUT/quick" > "$OUT/bench.log" 2>&1
+  echo "bench rc $?" | tee -a "$OUT/summary.txt"
+  timeout "${DEMO_TIMEOUT:-150}" python3 -m ncudnn demo --train > "$OUT/demo_train.log" 2>&1
+  echo "demo --train rc $?: $(grep -E 'accuracy|PASS|FAIL' "$OUT/demo_train.log" | tail -n 3 | tr '\n' ' ')" \
+    | tee -a "$OUT/summary.txt"
+  if [ -n "${RERUN:-}" ]; then
+    NCUDNN_SHAPES=gpu timeout 90 python3 -m pytest -q -p no:cacheprovider --tb=short $RERUN > "$OUT/rerun.log" 2>&1
+    echo "rerun rc $?: $(tail -n 1 "$OUT/rerun.log")" | tee -a "$OUT/summary.txt"
+  fi
+  if [ -n "${REST:-}" ]; then
+    NCUDNN_SHAPES=gpu timeout "${REST_TIMEOUT:-120}" python3 -m pytest -v -p no:cacheprovider --timeout=60 $REST \
+      > "$OUT/rest.log" 2>&1
+    echo "rest rc $?: $(grep -c PASSED "$OUT/rest.log") passed, $(grep -c FAILED "$OUT/rest.log") failed" \
+      | tee -a "$OUT/summary.txt"
+    grep FAILED "$OUT/rest.log" | head -20 | tee -a "$OUT/summary.txt"
+  fi
+  tail -n 45 "$OUT/bench.log"
 else
   timeout "${BENCH_TIMEOUT:-480}" python3 -m ncudnn bench --quick --no-charts --max-minutes "${BENCH_MINUTES:-7}" \
     --out "$OUT/quick" > "$OUT/bench.log" 2>&1
