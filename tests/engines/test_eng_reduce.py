@@ -37,8 +37,8 @@ def test_every_mode(rng, mode):
     assert_close(U.download(out, y), R.reduction(mode, U.cast(a, x.dtype), yd), "float32")
 
 
-@pytest.mark.parametrize("dtype", [DT.CUDNN_DATA_HALF, DT.CUDNN_DATA_BFLOAT16])
-def test_half_io(rng, dtype):
+@pytest.mark.parametrize("dtype", [DT.CUDNN_DATA_HALF, DT.CUDNN_DATA_BFLOAT16, DT.CUDNN_DATA_DOUBLE])
+def test_half_and_double_io(rng, dtype):
     g, x, y = reduction_graph(RO.CUDNN_REDUCE_TENSOR_NORM2, (4, 96), (4, 1), dtype, ydt=dtype)
     a = rng.uniform(-1, 1, (4, 96))
     out = U.poisoned(y)
