@@ -19,13 +19,13 @@ S = cudnnStatus_t
 def _graph_int(graph):
     if graph is None:
         raise BadParamError("cudaGraph is NULL", S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER)
-    if isinstance(graph, int):
-        return graph
-    get = getattr(graph, "getPtr", None)
     try:
-        return int(get()) if get is not None else int(graph)
+        handle = int(graph)  # a CUgraph's int() is the handle; its getPtr() is where the handle is stored
     except (TypeError, ValueError):
         raise BadParamError(f"{type(graph).__name__} is not a CUgraph / cudaGraph_t") from None
+    if handle == 0:
+        raise BadParamError("cudaGraph is NULL", S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER)
+    return handle
 
 
 def _launches(plan, pack, workspace):
@@ -46,16 +46,15 @@ def _launches(plan, pack, workspace):
 def _params(pl, keep):
     from cuda.bindings import driver as drv
 
-    from ..kernels.launch import pack_params
-
-    vals, argv = pack_params(pl.params)  # CUDA copies the values when the node is added or set
-    keep.append((vals, argv))
+    # The launch's own packed buffer (pointer slots of records / CPointers already patched there, not
+    # in ``pl.params``); CUDA copies the values when the node is added or set.
+    keep.append(pl)
     p = drv.CUDA_KERNEL_NODE_PARAMS()
     p.func = pl.kernel.function
     p.gridDimX, p.gridDimY, p.gridDimZ = pl.grid
     p.blockDimX, p.blockDimY, p.blockDimZ = pl.block
     p.sharedMemBytes = pl.shared
-    p.kernelParams = ctypes.addressof(argv)
+    p.kernelParams = ctypes.addressof(pl._argv)
     p.extra = 0
     return p
 
