@@ -70,7 +70,10 @@ _versions = None
 
 
 def versions():
-    """(numba-cuda version, ncudnn version) as installed."""
+    """(numba-cuda version, ncudnn version + a digest of the kernel layer's source) as installed.
+
+    The source digest keeps a cubin compiled from older kernel code from being loaded after the code
+    changed under the same version number (a development checkout, an editable install)."""
     global _versions
     if _versions is None:
         def v(dist):
@@ -78,8 +81,20 @@ def versions():
                 return importlib.metadata.version(dist)
             except importlib.metadata.PackageNotFoundError:
                 return "unknown"
-        _versions = (v("numba-cuda"), v("ncudnn"))
+        _versions = (v("numba-cuda"), f"{v('ncudnn')}+{kernel_source_digest()}")
     return _versions
+
+
+def kernel_source_digest():
+    """SHA-256 (first 16 hex digits) over every .py file of ncudnn/kernels, by relative path and content."""
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def device_cc():
