@@ -22,10 +22,7 @@ def _graph_handle(cuda_graph):
 
     if isinstance(cuda_graph, driver.CUgraph):
         return cuda_graph
-    raw = cuda_graph
-    if not isinstance(raw, int):
-        getptr = getattr(cuda_graph, "getPtr", None)
-        raw = int(getptr()) if getptr is not None else int(cuda_graph)
+    raw = int(cuda_graph)  # the handle (a CUgraph's getPtr() is the address where it is stored)
     if raw == 0:
         raise graph_error(S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "cuda_graph is NULL")
     return driver.CUgraph(raw)
@@ -62,7 +59,7 @@ def record(graph, handle, variant_pack, workspace, cuda_graph, update=False):
 
 def _key(cuda_graph):
     try:
-        return int(cuda_graph.getPtr()) if hasattr(cuda_graph, "getPtr") else int(cuda_graph)
+        return int(cuda_graph)
     except (TypeError, ValueError):
         return id(cuda_graph)
 
