@@ -111,16 +111,21 @@ def test_tensor_like_reads_array_geometry():
     from numba import cuda
 
     g = cudnn.pygraph()
-    a = cuda.to_device(np.zeros((2, 3, 4), np.float16))[:, :, :].T  # a transposed (strided) device view
+    # A transposed layout: numba's DeviceNDArray cannot .T a 3-D array on a GPU, but keeps F order.
+    a = cuda.to_device(np.asfortranarray(np.zeros((4, 3, 2), np.float16)))
+    assert a.strides == (2, 8, 24), f"device array strides {a.strides}"
     t = g.tensor_like(a, name="a")
-    assert t.get_dim() == [4, 3, 2] and t.get_stride() == [1, 4, 12] and t.get_data_type() == cudnn.data_type.HALF
-    assert not t.get_is_pass_by_value()
+    assert (t.get_dim(), t.get_stride(), t.get_data_type()) == ([4, 3, 2], [1, 4, 12], cudnn.data_type.HALF), \
+        (t.get_dim(), t.get_stride(), t.get_data_type())
+    assert not t.get_is_pass_by_value(), "a device array is not pass-by-value"
+    sl = g.tensor_like(cuda.to_device(np.zeros((2, 3, 8), np.float32))[:, :, ::2], name="sliced")
+    assert (sl.get_dim(), sl.get_stride()) == ([2, 3, 4], [24, 8, 2]), (sl.get_dim(), sl.get_stride())
     h = g.tensor_like(np.ones((1, 1), np.float32), name="host")
-    assert h.get_is_pass_by_value()
+    assert h.get_is_pass_by_value(), "a host NumPy array is pass-by-value"
     c = g.tensor_like(t, name="copy")
     assert (c.get_dim(), c.get_stride(), c.get_data_type()) == (t.get_dim(), t.get_stride(), t.get_data_type())
     bits = g.tensor_like(cuda.to_device(np.zeros(4, np.uint16)), name="bf16_bits")  # no cuDNN type: set it
-    assert bits.get_data_type() == cudnn.data_type.NOT_SET
+    assert bits.get_data_type() == cudnn.data_type.NOT_SET, bits.get_data_type()
     assert bits.set_data_type(cudnn.data_type.BFLOAT16).get_data_type() == cudnn.data_type.BFLOAT16
     s = g.tensor_scalar(3, cudnn.scalar_type.COMPILE_TIME_CONST, name="k")
     assert s.get_is_pass_by_value() and s.get_data_type() == cudnn.data_type.INT32 and s.get_dim() == [1, 1, 1, 1]
