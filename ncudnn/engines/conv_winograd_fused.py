@@ -23,12 +23,13 @@ from .conv_winograd_common import K, S, WinogradEngineBase, transform_time
 from .registry import register
 
 F32 = np.float32
-#: (label, config, estimated FP32 TFLOP/s of its 16-product mainloop: not measured on a GPU yet)
+#: (label, config, estimated FP32 TFLOP/s of its 16-product mainloop (not measured on a GPU yet),
+#:  registers per thread: sm_90 compile check (kernels/winograd/cases.py) where known, else estimate)
 FUSED_TILES = (
-    ("32k x 32t x 8c t8x8", FusedConfig(BK=32, BT=32, BC=8, TK=8, TT=8, IP=4), 12.0),
-    ("64k x 32t x 4c t8x8", FusedConfig(BK=64, BT=32, BC=4, TK=8, TT=8, IP=2), 12.0),
-    ("8k x 8t x 4c t4x4", FusedConfig(BK=8, BT=8, BC=4, TK=4, TT=4, IP=2), 2.0),
-    ("8k x 8t x 4c t8x8", FusedConfig(BK=8, BT=8, BC=4, TK=8, TT=8, IP=8), 1.0),   # simulator-size
+    ("32k x 32t x 8c t8x8", FusedConfig(BK=32, BT=32, BC=8, TK=8, TT=8, IP=4), 12.0, 128),
+    ("64k x 16t x 8c t8x8", FusedConfig(BK=64, BT=16, BC=8, TK=8, TT=8, IP=2), 12.0, 128),
+    ("8k x 8t x 4c t4x4", FusedConfig(BK=8, BT=8, BC=4, TK=4, TT=4, IP=2), 2.0, 64),
+    ("8k x 8t x 4c t8x8", FusedConfig(BK=8, BT=8, BC=4, TK=8, TT=8, IP=8), 1.0, 128),   # simulator-size
 )
 
 
@@ -56,7 +57,10 @@ class ConvWinogradFusedEngine(WinogradEngineBase):
         st, why = super().keep(sub, cfg, ctx)
         if st != S.CUDNN_STATUS_SUCCESS:
             return st, why
-        ok, why = check(FUSED_TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)][1])
+        _, fc, _, regs = FUSED_TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)]
+        ok, why = check(fc)
+        if ok and fc.threads * regs > 65536:
+            ok, why = False, f"{fc.threads} threads x {regs} registers > 65536 per block"
         return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}")
 
     def config_notes(self, sub, cfg):
@@ -74,14 +78,14 @@ class ConvWinogradFusedEngine(WinogradEngineBase):
             p = self.problem(sub)
         except gc.Reject:
             return math.inf
-        label, fc, tflops = FUSED_TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
+        label, fc, tflops, regs = FUSED_TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
         T = p.tiles(2)[2]
         flops = 2.0 * 16 * p.K * T * p.C
         blocks = gc.ceil_div(T, fc.BT) * gc.ceil_div(p.K, fc.BK)
         nbytes = (p.N * p.C * p.H * p.W * p.in_bytes * 2 + 16 * p.K * p.C * 4 * gc.ceil_div(T, fc.BT)
                   / max(1, min(blocks, device.sm_count)) + p.N * p.K * p.P * p.Q * p.out_bytes + p.extra_bytes)
         eff = tflops * 1e12 / device.peak("fp32")
-        main = H.kernel_time(device, flops=flops / eff, nbytes=nbytes, blocks=blocks, threads=fc.threads, regs=128,
+        main = H.kernel_time(device, flops=flops / eff, nbytes=nbytes, blocks=blocks, threads=fc.threads, regs=regs,
                              smem=fc.smem_bytes(), tile=(fc.BK, fc.BT), problem=(p.K, T))
         filt = H.kernel_time(device, nbytes=p.K * p.C * 9 * 4 + 16 * p.K * p.C * 4, blocks=wk.blocks(p.K * p.C))
         return main + filt

@@ -80,7 +80,7 @@ def test_transform_kernels_compile_for_sm90():
     from ncudnn.kernels.winograd import cases  # noqa: F401  (registers)
 
     names = [n for n in compile_check.registered_cases() if n.startswith("wino")]
-    assert len(names) == 13
+    assert len(names) == 18
     res = compile_check.run_compile_check(names, jobs=4, timeout=1800)
     bad = [r.summary() for r in res if not r.ok]
     assert not bad, "\n".join(bad)
