@@ -60,10 +60,11 @@ def test_channels_last_output_and_a_second_config(rng):
     ecs = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)
     ec = next(e for e in ecs if e.config != ecs[0].config)
     plan = api.build_plan(g, ec)
-    buf = memory.allocate(4 * 24)
-    api.execute(plan, {1: G.device(x), 2: G.device(b), 3: G.device(y), 4: buf.ptr})
-    got = np.ndarray(dims, np.float32, buffer=buf._region.u8, offset=buf.ptr - buf._region.base,
-                     strides=tuple(4 * s for s in nhwc))
+    buf = G.poisoned(24)  # the NHWC output's storage, passed as a raw device pointer
+    api.execute(plan, {1: G.device(x), 2: G.device(b), 3: G.device(y), 4: memory.device_pointer(buf)})
+    flat = buf.copy_to_host()
+    assert not np.isnan(flat).any(), f"{np.isnan(flat).sum()} of 24 output elements not written"
+    got = np.lib.stride_tricks.as_strided(flat, dims, tuple(4 * s for s in nhwc))
     assert_close(got.copy(), reference(x, b, y), "float32")
 
 
