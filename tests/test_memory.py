@@ -272,7 +272,11 @@ class Dev:
 
     @property
     def T(self):
-        return Dev(self.d.T, self.dtype)
+        """The transposed view of the same memory (numba's DeviceNDArray.T copies on a GPU)."""
+        t = Dev.__new__(Dev)
+        t.d, t.dtype, t.ptr = self.d, self.dtype, self.ptr
+        t.shape, t.byte_strides = self.shape[::-1], self.byte_strides[::-1]
+        return t
 
 
 class FakeCAI:
