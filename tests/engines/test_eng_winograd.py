@@ -169,3 +169,22 @@ def test_heuristics_prefer_winograd_on_big_3x3():
     ecs = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)
     assert ecs[0].config.engine == ENGINE
     assert ecs[0].config.get(K.CUDNN_KNOB_TYPE_WINO_TILE) == 4
+
+
+@pytest.mark.parametrize("dt,np_dt,tol", [(DT.CUDNN_DATA_HALF, np.float16, 3e-3), (DT.CUDNN_DATA_BFLOAT16, None, 1.5e-2)])
+def test_half_io_fp32_math(rng, dt, np_dt, tol):
+    """FP16 / BF16 tensors: converted on load, FP32 transforms / GEMM / epilogue, rounded on store."""
+    import ml_dtypes
+
+    np_dt = np_dt or ml_dtypes.bfloat16
+    a = attrs()
+    x, w, y = tensor(1, (1, 3, 5, 6), dt), tensor(2, (4, 3, 3, 3), dt), tensor(4, (1, 4, 5, 6), dt)
+    g = OpGraph([ConvFprop("conv", {"X": x, "W": w}, {"Y": y}, **a)]).finalize()
+    xv, wv = rng.uniform(-1, 1, x.dims).astype(np_dt), rng.uniform(-1, 1, w.dims).astype(np_dt)
+    store = np.uint16 if np_dt is ml_dtypes.bfloat16 else np_dt
+    xd, wd = (cuda.to_device(np.ascontiguousarray(v).view(store).reshape(-1)) for v in (xv, wv))
+    out = cuda.to_device(np.full(y.span_elements(), 0x7FC0 if store is np.uint16 else np.nan, store))
+    run(g, config(g, 4), {1: xd, 2: wd, 4: out})
+    got = out.copy_to_host().view(np_dt).reshape(y.dims).astype(np.float64)
+    expect = ref.conv_fprop(xv.astype(np.float64), wv.astype(np.float64), pre_pad=1, post_pad=1)
+    assert rel_err(got, expect) < tol
