@@ -309,19 +309,24 @@ def test_populate_and_update_a_native_cuda_graph(data, rng):
     x, b, y, buffers = data
     p = plan(engine_config(engine(bias_relu_graph(), registry.by_name("pointwise_fused").global_index)))
     err, cg = driver.cuGraphCreate(0)
-    assert err == driver.CUresult.CUDA_SUCCESS
+    assert err == driver.CUresult.CUDA_SUCCESS, err
     ok(cudnnBackendPopulateCudaGraph(handle(), p, variant_pack(buffers), cg))
     assert np.isnan(y.copy_to_host()).all(), "populating must not run the kernels"
+    err, _, n = driver.cuGraphGetNodes(cg, 0)
+    assert err == driver.CUresult.CUDA_SUCCESS and n >= 1, (err, n)
     err, exe = driver.cuGraphInstantiate(cg, 0)
-    assert err == driver.CUresult.CUDA_SUCCESS
-    driver.cuGraphLaunch(exe, 0)
+    assert err == driver.CUresult.CUDA_SUCCESS, f"cuGraphInstantiate: {err}"
+    err = driver.cuGraphLaunch(exe, 0)[0]
+    assert err == driver.CUresult.CUDA_SUCCESS, f"cuGraphLaunch: {err}"
     cuda.synchronize()
     assert_close(y.copy_to_host(), oracle(x, b), "float32")
     x2 = random(rng, SHAPE)
     y2 = cuda.to_device(np.full(SHAPE, poison_value(np.float32), np.float32))
     ok(cudnnBackendUpdateCudaGraph(handle(), p, variant_pack({**buffers, UX: cuda.to_device(x2), UY: y2}), cg))
     err, exe2 = driver.cuGraphInstantiate(cg, 0)
-    driver.cuGraphLaunch(exe2, 0)
+    assert err == driver.CUresult.CUDA_SUCCESS, f"cuGraphInstantiate after update: {err}"
+    err = driver.cuGraphLaunch(exe2, 0)[0]
+    assert err == driver.CUresult.CUDA_SUCCESS, f"cuGraphLaunch after update: {err}"
     cuda.synchronize()
     assert_close(y2.copy_to_host(), oracle(x2, b), "float32")
 

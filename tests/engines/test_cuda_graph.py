@@ -47,21 +47,26 @@ def test_populate_instantiate_update(rng):
     out = G.poisoned(DIMS)
     pack = {1: G.device(x), 2: G.device(b), 3: G.device(y), 4: out}
     err, graph = driver.cuGraphCreate(0)
-    assert err == driver.CUresult.CUDA_SUCCESS
+    assert err == driver.CUresult.CUDA_SUCCESS, err
     plan.populate_cuda_graph(graph, pack)
     cuda.synchronize()
     assert np.isnan(out.copy_to_host()).all(), "populating must not run anything"
+    err, _, n = driver.cuGraphGetNodes(graph, 0)
+    launches = plan.launches(pack)
+    assert err == driver.CUresult.CUDA_SUCCESS and n == len(launches) >= 1, (err, n, launches)
     err, exe = driver.cuGraphInstantiate(graph, 0)
-    assert err == driver.CUresult.CUDA_SUCCESS
-    assert driver.cuGraphLaunch(exe, 0)[0] == driver.CUresult.CUDA_SUCCESS
+    assert err == driver.CUresult.CUDA_SUCCESS, f"cuGraphInstantiate: {err}"
+    err = driver.cuGraphLaunch(exe, 0)[0]
+    assert err == driver.CUresult.CUDA_SUCCESS, f"cuGraphLaunch: {err}"
     cuda.synchronize()
     assert_close(out.copy_to_host(), ref, "float32")
     x2, _, _, _ = _case(rng)
     out2 = G.poisoned(DIMS)
     plan.update_cuda_graph(graph, {**pack, 1: G.device(x2), 4: out2})
     err, exe2 = driver.cuGraphInstantiate(graph, 0)
-    assert err == driver.CUresult.CUDA_SUCCESS
-    driver.cuGraphLaunch(exe2, 0)
+    assert err == driver.CUresult.CUDA_SUCCESS, f"cuGraphInstantiate after update: {err}"
+    err = driver.cuGraphLaunch(exe2, 0)[0]
+    assert err == driver.CUresult.CUDA_SUCCESS, f"cuGraphLaunch after update: {err}"
     cuda.synchronize()
     assert_close(out2.copy_to_host(), (x2.astype(np.float64) + b) * np.maximum(y, 0), "float32")
     with pytest.raises(CudnnError) as ei:

@@ -316,18 +316,24 @@ def test_populate_and_update_cuda_graph(data, rng):
     y = poisoned(SHAPE, NHWC)
     pack = {X: strided_device(x, NHWC), B: cuda.to_device(b), s: scale, Y: y}
     err, cg = driver.cuGraphCreate(0)
+    assert err == driver.CUresult.CUDA_SUCCESS, err
     g.populate_cuda_graph(None, pack, None, cg)
     assert np.isnan(read_strided(y, SHAPE, NHWC)).all(), "recording must not run the kernels"
+    err, _, n = driver.cuGraphGetNodes(cg, 0)
+    assert err == driver.CUresult.CUDA_SUCCESS and n >= 1, (err, n)
     err, exe = driver.cuGraphInstantiate(cg, 0)
-    assert err == driver.CUresult.CUDA_SUCCESS
-    driver.cuGraphLaunch(exe, 0)
+    assert err == driver.CUresult.CUDA_SUCCESS, f"cuGraphInstantiate: {err}"
+    err = driver.cuGraphLaunch(exe, 0)[0]
+    assert err == driver.CUresult.CUDA_SUCCESS, f"cuGraphLaunch: {err}"
     cuda.synchronize()
     assert_close(read_strided(y, SHAPE, NHWC), oracle(x, b, scale), "float32")
     x2 = random(rng, SHAPE)
     y2 = poisoned(SHAPE, NHWC)
     g.update_cuda_graph(None, dict(pack) | {X: strided_device(x2, NHWC), Y: y2}, None, cg)
     err, exe2 = driver.cuGraphInstantiate(cg, 0)
-    driver.cuGraphLaunch(exe2, 0)
+    assert err == driver.CUresult.CUDA_SUCCESS, f"cuGraphInstantiate after update: {err}"
+    err = driver.cuGraphLaunch(exe2, 0)[0]
+    assert err == driver.CUresult.CUDA_SUCCESS, f"cuGraphLaunch after update: {err}"
     cuda.synchronize()
     assert_close(read_strided(y2, SHAPE, NHWC), oracle(x2, b, scale), "float32")
 
