@@ -188,3 +188,12 @@ def test_half_io_fp32_math(rng, dt, np_dt, tol):
     got = out.copy_to_host().view(np_dt).reshape(y.dims).astype(np.float64)
     expect = ref.conv_fprop(xv.astype(np.float64), wv.astype(np.float64), pre_pad=1, post_pad=1)
     assert rel_err(got, expect) < tol
+
+
+def test_alpha_beta_blend(rng):
+    x, w, y = tensor(1, (1, 2, 4, 5)), tensor(2, (3, 2, 3, 3)), tensor(4, (1, 3, 4, 5))
+    g = OpGraph([ConvFprop("conv", {"X": x, "W": w}, {"Y": y}, alpha=2.0, beta=-1.0, **attrs())]).finalize()
+    xv, wv, yv = (rng.uniform(-1, 1, d).astype(np.float32) for d in (x.dims, w.dims, y.dims))
+    out = dev(yv, y)
+    run(g, config(g, 2), {1: dev(xv, x), 2: dev(wv, w), 4: out})
+    assert rel_err(read(out, y), 2.0 * ref.conv_fprop(xv, wv, pre_pad=1, post_pad=1) - yv) < TOL[2]
