@@ -72,3 +72,33 @@ def test_populate_instantiate_update(rng):
     with pytest.raises(CudnnError) as ei:
         plan.update_cuda_graph(driver.cuGraphCreate(0)[1], pack)  # never populated
     assert ei.value.status == S.CUDNN_STATUS_BAD_PARAM_CUDA_GRAPH_MISMATCH
+
+
+def test_graph_handle_and_kernel_node_params():
+    """No driver needed: a CUgraph is read by its value (not getPtr(), where that value is stored), and a
+    node's parameters carry the launch's function, geometry and its own packed parameter buffer."""
+    import ctypes
+    from types import SimpleNamespace
+
+    from cuda.bindings import driver
+
+    from ncudnn.engines import cudagraph
+    from ncudnn.kernels.launch import pack_params
+
+    assert cudagraph._graph_int(driver.CUgraph(0x5A5A0)) == 0x5A5A0
+    assert cudagraph._graph_int(0x5A5A0) == 0x5A5A0
+    with pytest.raises(CudnnError) as ei:
+        cudagraph._graph_int(driver.CUgraph(0))
+    assert ei.value.status == S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER
+    vals, argv = pack_params([("Q", 0xDEAD00), ("i", 7)])
+    pl = SimpleNamespace(kernel=SimpleNamespace(function=driver.CUfunction(0x1230)), grid=(3, 2, 1),
+                         block=(128, 1, 1), shared=4096, _vals=vals, _argv=argv)
+    keep = []
+    p = cudagraph._params(pl, keep)
+    assert int(p.func) == 0x1230 and keep == [pl]
+    assert (p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY, p.blockDimZ) == (3, 2, 1, 128, 1, 1)
+    assert p.sharedMemBytes == 4096 and int(p.extra) == 0
+    assert int(p.kernelParams) == ctypes.addressof(argv)
+    slots = ctypes.cast(int(p.kernelParams), ctypes.POINTER(ctypes.c_void_p))
+    assert ctypes.c_uint64.from_address(slots[0]).value == 0xDEAD00
+    assert ctypes.c_int32.from_address(slots[1]).value == 7
