@@ -213,9 +213,7 @@ def stream_handle(stream):
         h = stream
     if isinstance(h, ctypes.c_void_p):
         return h.value or 0
-    if hasattr(h, "getPtr"):
-        return int(h.getPtr())
-    return int(h)
+    return int(h)  # cuda-python handle objects give their value through int(); getPtr() is the storage address
 
 
 def dim3(d):
