@@ -1,0 +1,13 @@
+"""Tensor-core GEMM (BF16 / FP16 in, f32 accumulate, BF16 / FP16 / F32 out) on mma.sync m16n8k16.
+
+config (knobs, CONFIGS, check / keep), kernel (the generated block kernel: cp.async ring, swizzled
+shared tiles, ldmatrix fragments, mma.sync), launch (``run_tc_gemm``), cases (sm_90 compile-check
+registration). Intrinsics: ncudnn/kernels/ptx.py; their simulator fallbacks: primitives_ptx.py.
+
+Kernel versions:
+  v1  cp.async.cg 16-byte zero-fill loads into a STAGES-deep ring, XOR-swizzled 16-byte chunks,
+      ldmatrix.x4 (.trans for m- / n-contiguous operands), serpentine mma order, scalar epilogue.
+"""
+from .config import CONFIGS, TcGemmConfig, check, keep, smem_bytes  # noqa: F401
+from .kernel import TcGemmKernel, make_tc_gemm  # noqa: F401
+from .launch import check_problem, run_tc_gemm, tc_gemm_grid  # noqa: F401

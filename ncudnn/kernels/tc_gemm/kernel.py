@@ -1,0 +1,219 @@
+"""The tensor-core GEMM block kernel: cp.async ring -> swizzled shared tiles -> ldmatrix -> mma.sync.
+
+``make_tc_gemm(cfg, a_kmajor, b_kmajor, in_dtype, out_dtype)`` returns a :class:`TcGemmKernel`
+whose ``kernel`` computes, for each batch index z (grid y) and output tile (grid x, GROUP_M order),
+``C[z, m, n] = alpha * sum_k A[z, m, k] B[z, k, n]`` with f32 accumulation, stored as ``out_dtype``.
+
+Kernel signature (pointers / sizes / strides / meta)::
+
+    kernel(a, b, c, M, N, K, lda, ldb, ldc_m, ldc_n, a_z, b_z, c_z, alpha)
+
+* ``a``, ``b``: 1-D storage arrays of 16-bit elements (bf16 as uint16, fp16 as float16), 16-byte
+  aligned. A is (M, K) with unit k stride (``a_kmajor``, "mk") or unit m stride ("km"); ``lda`` is
+  its other stride. B is (K, N) with unit n stride ("kn") or unit k stride (``b_kmajor``, "nk");
+  ``ldb`` is its other stride. M, N, K, lda, ldb, a_z, b_z multiples of 8 (16-byte chunks).
+* ``c``: 1-D storage array of ``out_dtype``, any strides ``ldc_m``, ``ldc_n``.
+* grid ``(tiles_m * tiles_n, batch)``, block ``cfg.threads``, dynamic shared ``smem_bytes(cfg)``.
+
+Structure per block (the source is generated so that every fragment / accumulator is a named
+scalar, i.e. a register):
+
+1. per-thread setup: for each of its load slots, the swizzled shared offset, the global offset at
+   k = 0 and its k offset (rows / columns past M / N get a k offset that never passes the bound);
+   per lane, the ldmatrix row offsets for every (fragment, k16 step);
+2. prologue: STAGES-1 k tiles issued as cp.async (16 bytes, ``.cg``, zero-fill past the edges),
+   one commit group each;
+3. k loop: wait until the oldest group landed (``wait_group STAGES-2``), barrier, issue tile
+   kt + STAGES - 1 into the slot freed last iteration, then for each k16 step load A fragments
+   (ldmatrix.x4, ``.trans`` for "km") and B fragments (ldmatrix.x4 over two n8 tiles, ``.trans``
+   for "kn") and issue the warp's (WARP_M/16) x (WARP_N/8) mma.sync m16n8k16;
+4. epilogue: alpha * accumulator, bounds-checked stores through ``dtypes.storer``.
+
+Shared layout: per stage the A tile then the B tile, each rows x cols 16-bit elements with the
+contiguous global dimension as cols; 16-byte chunk c of row r lives at chunk ``c ^ swz(r)``
+(``r & 7`` for >= 8 chunks a row, ``(r >> 1) & 3`` for 4, ``(r >> 2) & 1`` for 2), so the 8 rows
+one ldmatrix matrix reads and the chunks cp.async writes hit distinct banks.
+"""
+from dataclasses import dataclass
+
+from numba import cuda, float32, int32, int64, uint16
+
+from .. import dtypes as dt
+from .. import ptx
+from .config import TcGemmConfig, check, smem_bytes
+
+__all__ = ["TcGemmKernel", "make_tc_gemm"]
+
+_CACHE = {}
+
+
+@dataclass(frozen=True)
+class TcGemmKernel:
+    kernel: object
+    cfg: TcGemmConfig
+    a_kmajor: bool
+    b_kmajor: bool
+    in_dtype: str
+    out_dtype: str
+    smem: int
+    source: str
+
+
+def _swz(row_expr, ch):
+    if ch >= 8:
+        return f"(({row_expr}) & 7)"
+    if ch == 4:
+        return f"((({row_expr}) >> 1) & 3)"
+    if ch == 2:
+        return f"((({row_expr}) >> 2) & 1)"
+    return "0"
+
+
+def _source(cfg, a_kmajor, b_kmajor, mma_name):
+    BM, BN, BK, ST = cfg.BLOCK_M, cfg.BLOCK_N, cfg.BLOCK_K, cfg.STAGES
+    NT = cfg.threads
+    WTM, WTN = BM // cfg.WARPS_M, BN // cfg.WARPS_N
+    MI, NI, KK = WTM // 16, WTN // 8, BK // 16
+    A_T, B_T = BM * BK, BN * BK
+    STAGE = A_T + B_T
+    A_COLS = BK if a_kmajor else BM
+    B_COLS = BK if b_kmajor else BN
+    A_CH, B_CH = A_COLS // 8, B_COLS // 8
+    LA, LB = A_T // 8 // NT, B_T // 8 // NT
+    L = []
+    w = L.append
+    w("def tc_gemm(a, b, c, M, N, K, lda, ldb, ldc_m, ldc_n, a_z, b_z, c_z, alpha):")
+    w("    sm = cuda.shared.array(0, uint16)")
+    w("    tid = cuda.threadIdx.x")
+    w("    lane = tid & 31")
+    w("    warp = tid >> 5")
+    w(f"    wm = warp % {cfg.WARPS_M}")
+    w(f"    wn = warp // {cfg.WARPS_M}")
+    # tile order: GROUP_M block rows at a time
+    w(f"    npm = (M + {BM - 1}) // {BM}")
+    w(f"    npn = (N + {BN - 1}) // {BN}")
+    w("    pid = cuda.blockIdx.x")
+    w(f"    width = {cfg.GROUP_M} * npn")
+    w("    first = (pid // width) * " + str(cfg.GROUP_M))
+    w(f"    gsize = min(npm - first, {cfg.GROUP_M})")
+    w("    m0 = (first + (pid % width) % gsize) * " + str(BM))
+    w("    n0 = ((pid % width) // gsize) * " + str(BN))
+    w("    z = int64(cuda.blockIdx.y)")
+    w("    BIG = int32(0x3FFFFFFF)")
+    # load slots: shared offset, global offset at k = 0, k offset (BIG when the row / column is out)
+    for op, kmaj, L_, COLS, CH, outer0, bound, ld, zs in (
+            ("a", a_kmajor, LA, A_COLS, A_CH, "m0", "M", "lda", "a_z"),
+            ("b", b_kmajor, LB, B_COLS, B_CH, "n0", "N", "ldb", "b_z")):
+        for i in range(L_):
+            w(f"    q = tid + {i * NT}")
+            w(f"    row = q // {CH}")
+            w(f"    ch = q % {CH}")
+            w(f"    {op}_so{i} = row * {COLS} + ((ch ^ {_swz('row', CH)}) * 8)")
+            if kmaj:   # rows are the outer index, columns k
+                w(f"    o = {outer0} + row")
+                w(f"    {op}_go{i} = z * {zs} + int64(o) * {ld} + ch * 8")
+                w(f"    {op}_ki{i} = ch * 8 if o < {bound} else BIG")
+            else:      # rows are k, columns the outer index
+                w(f"    o = {outer0} + ch * 8")
+                w(f"    {op}_go{i} = z * {zs} + int64(row) * {ld} + o")
+                w(f"    {op}_ki{i} = row if o < {bound} else BIG")
+    # ldmatrix lane offsets (within a tile) for each fragment and k16 step
+    w("    j = lane >> 3")
+    w("    r = lane & 7")
+    for kk in range(KK):
+        for i in range(MI):
+            if a_kmajor:
+                row, chk = f"(wm * {WTM} + {i * 16} + (j & 1) * 8 + r)", f"({kk * 2} + (j >> 1))"
+            else:
+                row, chk = f"({kk * 16} + (j >> 1) * 8 + r)", f"(wm * {WTM // 8} + {i * 2} + (j & 1))"
+            w(f"    a_lo{i}_{kk} = {row} * {A_COLS} + (({chk} ^ {_swz(row, A_CH)}) * 8)")
+        for jn in range(NI // 2):
+            if b_kmajor:
+                row, chk = f"(wn * {WTN} + {jn * 16} + (j >> 1) * 8 + r)", f"({kk * 2} + (j & 1))"
+            else:
+                row, chk = f"({kk * 16} + (j & 1) * 8 + r)", f"(wn * {WTN // 8} + {jn * 2} + (j >> 1))"
+            w(f"    b_lo{jn}_{kk} = {A_T} + {row} * {B_COLS} + (({chk} ^ {_swz(row, B_CH)}) * 8)")
+    for i in range(MI):
+        for n in range(NI):
+            w(f"    c{i}_{n}_0 = c{i}_{n}_1 = c{i}_{n}_2 = c{i}_{n}_3 = float32(0.0)")
+
+    def load_stage(ind, stage_expr, k0_expr):
+        w(f"{ind}sb = ({stage_expr}) * {STAGE}")
+        w(f"{ind}k0 = {k0_expr}")
+        for op, kmaj, L_, arr, ld in (("a", a_kmajor, LA, "a", "lda"), ("b", b_kmajor, LB, "b", "ldb")):
+            for i in range(L_):
+                step = "k0" if kmaj else f"int64(k0) * {ld}"
+                w(f"{ind}ok = k0 + {op}_ki{i} < K")
+                w(f"{ind}ptx.cp_async_cg_16_zfill(sm, sb + {op}_so{i}{' + ' + str(A_T) if op == 'b' else ''}, "
+                  f"{arr}, {op}_go{i} + {step} if ok else int64(0), 16 if ok else 0)")
+
+    w(f"    ktiles = (K + {BK - 1}) // {BK}")
+    for s in range(ST - 1):
+        w(f"    if {s} < ktiles:")
+        load_stage("        ", str(s), f"{s * BK}")
+        w("    ptx.cp_async_commit()")
+    w("    for kt in range(ktiles):")
+    w(f"        ptx.cp_async_wait_group({ST - 2})")
+    w("        cuda.syncthreads()")
+    w(f"        nk = kt + {ST - 1}")
+    w("        if nk < ktiles:")
+    load_stage("            ", f"nk % {ST}", f"nk * {BK}")
+    w("        ptx.cp_async_commit()")
+    w(f"        cs = (kt % {ST}) * {STAGE}")
+    a_ld = "ptx.ldmatrix_x4" if a_kmajor else "ptx.ldmatrix_x4_trans"
+    b_ld = "ptx.ldmatrix_x4" if b_kmajor else "ptx.ldmatrix_x4_trans"
+    for kk in range(KK):
+        for i in range(MI):
+            w(f"        a{i}_0, a{i}_1, a{i}_2, a{i}_3 = {a_ld}(sm, cs + a_lo{i}_{kk})")
+        for jn in range(NI // 2):
+            n0, n1 = 2 * jn, 2 * jn + 1
+            w(f"        b{n0}_0, b{n0}_1, b{n1}_0, b{n1}_1 = {b_ld}(sm, cs + b_lo{jn}_{kk})")
+        for i in range(MI):
+            order = range(NI) if i % 2 == 0 else range(NI - 1, -1, -1)   # serpentine: reuse B
+            for n in order:
+                acc = f"c{i}_{n}_0, c{i}_{n}_1, c{i}_{n}_2, c{i}_{n}_3"
+                w(f"        {acc} = ptx.{mma_name}(a{i}_0, a{i}_1, a{i}_2, a{i}_3, b{n}_0, b{n}_1, {acc})")
+    # epilogue
+    w("    g = lane >> 2")
+    w("    t = lane & 3")
+    w(f"    rb = m0 + wm * {WTM} + g")
+    w(f"    cb = n0 + wn * {WTN} + 2 * t")
+    w("    zc = z * c_z")
+    for i in range(MI):
+        for h in range(2):
+            w(f"    rr = rb + {i * 16 + 8 * h}")
+            w("    if rr < M:")
+            w("        ro = zc + int64(rr) * ldc_m")
+            for n in range(NI):
+                for e in range(2):
+                    w(f"        cc = cb + {n * 8 + e}")
+                    w("        if cc < N:")
+                    w(f"            store(c, ro + int64(cc) * ldc_n, alpha * c{i}_{n}_{2 * h + e})")
+    return "\n".join(L) + "\n"
+
+
+def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", out_dtype="bfloat16"):
+    """The kernel for ``cfg`` (default: the first of CONFIGS) and these layouts / dtypes, cached."""
+    cfg = cfg or TcGemmConfig()
+    in_name, out_name = dt.dtype_name(in_dtype), dt.dtype_name(out_dtype)
+    key = (cfg, bool(a_kmajor), bool(b_kmajor), in_name, out_name)
+    if key in _CACHE:
+        return _CACHE[key]
+    ok, why = check(cfg)
+    if not ok:
+        raise ValueError(f"tc_gemm config {cfg.name}: {why}")
+    if in_name not in ("bfloat16", "float16"):
+        raise ValueError(f"tc_gemm inputs must be bfloat16 or float16, got {in_name}")
+    if out_name not in ("bfloat16", "float16", "float32"):
+        raise ValueError(f"tc_gemm output must be bfloat16, float16 or float32, got {out_name}")
+    mma_name = "mma_m16n8k16_bf16" if in_name == "bfloat16" else "mma_m16n8k16_f16"
+    src = _source(cfg, a_kmajor, b_kmajor, mma_name)
+    g = {"cuda": cuda, "ptx": ptx, "float32": float32, "int32": int32, "int64": int64,
+         "uint16": uint16, "store": dt.storer(out_name)}
+    exec(compile(src, f"<tc_gemm {cfg.name}>", "exec"), g)
+    fn = g["tc_gemm"]
+    fn.__module__ = __name__
+    kern = cuda.jit(fn)
+    tk = TcGemmKernel(kern, cfg, bool(a_kmajor), bool(b_kmajor), in_name, out_name, smem_bytes(cfg), src)
+    _CACHE[key] = tk
+    return tk

@@ -1,0 +1,105 @@
+"""Tensor-core GEMM against the float64 oracle: tiny single- and few-block problems in the simulator
+(the ptx fallbacks), real shapes on a GPU; the GPU-size configs compile for sm_90 without spills."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+from ncudnn.kernels import compile_check
+from ncudnn.kernels.tc_gemm import (CONFIGS, TcGemmConfig, check, check_problem, make_tc_gemm,
+                                    run_tc_gemm)
+from ncudnn.kernels.tc_gemm import cases as tc_cases  # noqa: F401 (registers compile cases)
+from ncudnn.testing import SIM, TOL, assert_close, poison_value, size
+
+_NP = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32}
+_STORE = {"bfloat16": np.uint16, "float16": np.float16, "float32": np.float32}
+
+
+def _to_device(x):
+    if SIM:
+        return x
+    from numba import cuda
+    return cuda.to_device(x)
+
+
+def _run(rng, cfg, M, N, K, a_kmajor, b_kmajor, in_dtype, out_dtype, batch=1, alpha=1.0):
+    A = rng.standard_normal((batch, M, K)).astype(_NP[in_dtype])
+    B = rng.standard_normal((batch, K, N)).astype(_NP[in_dtype])
+    a = A if a_kmajor else np.ascontiguousarray(A.transpose(0, 2, 1))
+    b = np.ascontiguousarray(B.transpose(0, 2, 1)) if b_kmajor else B
+    a_flat = a.view(_STORE[in_dtype]).reshape(-1)
+    b_flat = b.view(_STORE[in_dtype]).reshape(-1)
+    c = np.full(batch * M * N, poison_value(np.dtype(_NP[out_dtype])), _NP[out_dtype])
+    c_flat = c.view(_STORE[out_dtype])
+    kern = make_tc_gemm(cfg, a_kmajor, b_kmajor, in_dtype, out_dtype)
+    a_dev, b_dev, c_dev = _to_device(a_flat), _to_device(b_flat), _to_device(c_flat)
+    run_tc_gemm(kern, a_dev, b_dev, c_dev, M, N, K,
+                (K, 1) if a_kmajor else (1, M), (1, K) if b_kmajor else (N, 1), (N, 1),
+                batch=batch, batch_strides=(M * K, K * N, M * N), alpha=alpha)
+    out = c_flat if SIM else c_dev.copy_to_host()
+    got = out.view(_NP[out_dtype]).reshape(batch, M, N)
+    ref = alpha * np.einsum("zmk,zkn->zmn", A.astype(np.float64), B.astype(np.float64))
+    return got, ref
+
+
+_SMALL = TcGemmConfig(32, 32, 32, 2, 2, 2, 1)      # four warps, one 16x16 warp tile each
+
+
+@pytest.mark.parametrize("a_kmajor,b_kmajor", [(True, False), (True, True), (False, False),
+                                               (False, True)])
+def test_layouts_bf16(rng, a_kmajor, b_kmajor):
+    M, N, K = size((40, 24, 64), (1000, 776, 1032))
+    cfg = _SMALL if SIM else CONFIGS[0]
+    got, ref = _run(rng, cfg, M, N, K, a_kmajor, b_kmajor, "bfloat16", "float32", alpha=0.5)
+    assert_close(got, ref, "bfloat16")
+
+
+def test_single_warp_f16_out_f16(rng):
+    cfg = TcGemmConfig(16, 16, 16, 1, 1, 2, 1)       # the smallest tile: one warp, one mma k step
+    M, N, K = size((16, 16, 48), (200, 136, 328))
+    got, ref = _run(rng, cfg, M, N, K, True, False, "float16", "float16")
+    assert_close(got, ref, "float16")
+
+
+def test_batched_bf16_out_bf16(rng):
+    cfg = TcGemmConfig(16, 32, 32, 1, 2, 3, 2)
+    M, N, K = size((24, 32, 40), (264, 520, 200))
+    got, ref = _run(rng, cfg, M, N, K, True, True, "bfloat16", "bfloat16", batch=2)
+    assert_close(got, ref, "bfloat16")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.name)
+def test_gpu_configs(rng, cfg):
+    got, ref = _run(rng, cfg, 1536, 1280, 1024, True, False, "bfloat16", "float32")
+    assert_close(got, ref, "bfloat16")
+
+
+def test_check_rejects_with_reasons():
+    assert check(TcGemmConfig(128, 128, 8))[1].startswith("BLOCK_K=8")
+    assert "warp tile N" in check(TcGemmConfig(128, 16, 32, 2, 2))[1]
+    assert "shared memory" in check(TcGemmConfig(256, 256, 64, 2, 4, 4))[1]
+    assert all(check(c)[0] for c in CONFIGS)
+    kern = make_tc_gemm(_SMALL, True, False)
+    assert check_problem(kern, 16, 16, 16, (16, 1), (16, 1))[0]
+    assert "unit k stride" in check_problem(kern, 16, 16, 16, (1, 16), (16, 1))[1]
+    assert "K=12" in check_problem(kern, 16, 16, 12, (16, 1), (16, 1))[1]
+    assert "aligned" in check_problem(kern, 16, 16, 16, (16, 1), (16, 1), ptrs=(0x1008, 0))[1]
+    with pytest.raises(ValueError, match="BLOCK_K"):
+        make_tc_gemm(TcGemmConfig(128, 128, 8))
+
+
+def _ours():
+    return [n for n, c in compile_check.registered_cases().items()
+            if c.module == "ncudnn.kernels.tc_gemm.cases"]
+
+
+def test_cases_registered():
+    assert len(_ours()) == len(tc_cases.TC_GEMM_CASES) >= len(CONFIGS)
+
+
+@pytest.mark.slow
+def test_configs_compile_for_sm90_without_spills():
+    results = compile_check.run_compile_check(_ours(), timeout=3000, jobs=4)
+    failed = [r.summary() for r in results if not r.ok]
+    assert not failed, "\n".join(failed)
+    assert all(r.cubin_info and r.spill_stores == 0 for r in results)
