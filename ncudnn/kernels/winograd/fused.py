@@ -105,7 +105,7 @@ def _source(cfg, cfast, has_res):
          f"            px = q // {BC}",
          f"            c = c0 + cc",
          f"            k = k0 + kk",
-         f"            sm[(px * {BC} + cc) * {UST} + kk] = u[uint64((px * C + c) * K + k)] if c < C and k < K else float32(0.0)",
+         f"            sm[uint64((px * {BC} + cc) * {UST} + kk)] = u[uint64((px * C + c) * K + k)] if c < C and k < K else float32(0.0)",
          f"        for e in range(tid, {BC * BT}, {NT}):"]
     if cfast:
         L += [f"            cc = e % {BC}", f"            ti = e // {BC}"]
@@ -126,7 +126,7 @@ def _source(cfg, cfast, has_res):
         L.append(f"            cv_{i} = w0 + {i} >= 0 and w0 + {i} < W")
     for i in range(4):
         for j in range(4):
-            L.append(f"            d_{i}_{j} = ld(x, base + (h0 + {i}) * s_h + (w0 + {j}) * s_w) "
+            L.append(f"            d_{i}_{j} = ld(x, uint64(base + (h0 + {i}) * s_h + (w0 + {j}) * s_w)) "
                      f"if rv_{i} and cv_{j} else float32(0.0)")
     for i in range(4):
         for j in range(4):
@@ -134,15 +134,15 @@ def _source(cfg, cfast, has_res):
     L.append(f"            vo = {VOFF} + cc * {VST} + ti")
     for i in range(4):
         for j in range(4):
-            L.append(f"            sm[vo + {(i * 4 + j) * BC * VST}] = {_lincomb(BT_[j], [f't_{i}_{k}' for k in range(4)])}")
+            L.append(f"            sm[uint64(vo + {(i * 4 + j) * BC * VST})] = {_lincomb(BT_[j], [f't_{i}_{k}' for k in range(4)])}")
     L += [f"        cuda.syncthreads()",
           f"        ub = xi * {BC * UST} + tk",
           f"        vb = {VOFF} + xi * {BC * VST} + tt",
           f"        for cc in range({BC}):",
           f"            for i in range({TK}):",
-          f"                af[i] = sm[ub + cc * {UST} + i * {LK}]",
+          f"                af[i] = sm[uint64(ub + cc * {UST} + i * {LK})]",
           f"            for j in range({TT}):",
-          f"                bf[j] = sm[vb + cc * {VST} + j * {LT}]",
+          f"                bf[j] = sm[uint64(vb + cc * {VST} + j * {LT})]",
           f"            for i in range({TK}):",
           f"                for j in range({TT}):",
           f"                    acc[i, j] += af[i] * bf[j]",
@@ -151,7 +151,7 @@ def _source(cfg, cfast, has_res):
           f"    for p in range({TK // IP}):",
           f"        for ii in range({IP}):",
           f"            for j in range({TT}):",
-          f"                sm[(xi * {ROWS} + ii * {LK} + tk) * {MST} + tt + j * {LT}] = acc[p * {IP} + ii, j]",
+          f"                sm[uint64((xi * {ROWS} + ii * {LK} + tk) * {MST} + tt + j * {LT})] = acc[p * {IP} + ii, j]",
           f"        cuda.syncthreads()",
           f"        for e in range(tid, {ROWS * BT}, {NT}):"]
     if cfast:
@@ -163,7 +163,7 @@ def _source(cfg, cfast, has_res):
           f"            if k < K and tg < T:"]
     for i in range(4):
         for j in range(4):
-            L.append(f"                m_{i}_{j} = sm[({i * 4 + j} * {ROWS} + rho) * {MST} + ti]")
+            L.append(f"                m_{i}_{j} = sm[uint64(({i * 4 + j} * {ROWS} + rho) * {MST} + ti)]")
     for i in range(2):
         for j in range(4):
             L.append(f"                s_{i}_{j} = {_lincomb(AT[i], [f'm_{k}_{j}' for k in range(4)])}")

@@ -80,7 +80,7 @@ def filter_source(m, kfast=False):
     L.append("    o = base + ko * s_ko + ci * s_ci")
     for r in range(3):
         for s in range(3):
-            L.append(f"    g_{r}_{s} = ld(w, o + {r} * s_r + {s} * s_s)")
+            L.append(f"    g_{r}_{s} = ld(w, uint64(o + {r} * s_r + {s} * s_s))")
     for i in range(a):            # T = G g   (alpha x 3)
         for s in range(3):
             L.append(f"    t_{i}_{s} = {_lincomb(G[i], [f'g_{r}_{s}' for r in range(3)])}")
@@ -122,7 +122,7 @@ def input_source(m, cfast):
         L.append(f"    cv_{i} = w0 + {i} >= 0 and w0 + {i} < W")
     for i in range(a):
         for j in range(a):
-            L.append(f"    d_{i}_{j} = ld(x, base + (h0 + {i}) * s_h + (w0 + {j}) * s_w) "
+            L.append(f"    d_{i}_{j} = ld(x, uint64(base + (h0 + {i}) * s_h + (w0 + {j}) * s_w)) "
                      f"if rv_{i} and cv_{j} else float32(0.0)")
     for i in range(a):            # T = B^T d
         for j in range(a):
