@@ -83,7 +83,9 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name):
     L = []
     w = L.append
     w("def tc_gemm(a, b, c, M, N, K, lda, ldb, ldc_m, ldc_n, a_z, b_z, c_z, alpha):")
-    w("    sm = cuda.shared.array(0, uint16, alignment=128)")
+    # 16-byte rows for ldmatrix / cp.async (the simulator refuses an alignment argument)
+    w("    sm = cuda.shared.array(0, uint16)" if ptx.SIM else
+      "    sm = cuda.shared.array(0, uint16, alignment=128)")
     w("    tid = cuda.threadIdx.x")
     w("    lane = tid & 31")
     w("    warp = tid >> 5")
