@@ -6,7 +6,8 @@ Non-fused F(m x m, 3 x 3) (m = 2 or 4, alpha = m + 2, ``A2 = alpha^2`` transform
 1. filter transform   U[xi, k, c]   = (G g G^T)[xi]              (A2 x K x C floats; dgrad: the
                                                                     rotated filter, channels swapped)
 2. input transform    V[xi, c, t]   = (B^T d B)[xi]              (A2 x C x T, or A2 x T x C for NHWC)
-3. A2 batched GEMMs   M[xi] (K x T) = U[xi] (K x C) @ V[xi] (C x T)   (the shared SIMT GEMM kernel)
+3. A2 batched GEMMs   M[xi] (K x T) = U[xi] (K x C) @ V[xi] (C x T)   (the shared SIMT GEMM kernel;
+                                                                    with groups: A2 x G GEMMs of Kg x T x Cg)
 4. output transform   Y = A^T M A per (k, tile), through the fused epilogue.
 
 ``T = N * ceil(P / m) * ceil(Q / m)`` output tiles. The workspace is exactly U + V + M (float32),
@@ -64,8 +65,6 @@ class WinoProblem:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: stride {tuple(node.stride)} is not 1")
         if tuple(node.dilation) != (1, 1):
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: dilation {tuple(node.dilation)} is not 1")
-        if node.groups != 1:
-            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: groups = {node.groups} (groups = 1 only)")
         rank = len(out.dims)
 
         def classify(t):
@@ -97,8 +96,14 @@ class WinoProblem:
         self.pad = pre
         cross = node.mode == cudnnConvolutionMode_t.CUDNN_CROSS_CORRELATION
         self.flip = cross if dgrad else not cross
+        self.G = int(node.groups)
+        self.Cg, self.Kg = self.C // self.G, self.K // self.G      # per group: input / output channels
         s_k, s_c, s_r, s_s = w.strides
-        self.w_strides = (s_c, s_k, s_r, s_s) if dgrad else (s_k, s_c, s_r, s_s)   # (ko, ci, r, s)
+        # filter addressing for the transform: (out channels per group, group step, out, in, r, s)
+        if dgrad:     # output channel c = g*Kg + cl, input channel k = g*Cg + kl: w[g*Cg + kl, cl]
+            self.filt = (self.Kg, self.Cg * s_k, s_c, s_k, s_r, s_s)
+        else:         # w[g*Kg + kl, c]
+            self.filt = (self.Kg, self.Kg * s_k, s_k, s_c, s_r, s_s)
         self.x_strides, self.y_strides = tuple(src.strides), tuple(fin.strides)
         self.cfast = src.strides[1] == 1 and self.C > 1     # channels-last activations
         self.dt_x, self.dt_w, self.dt_y = gc.kdtype(src), gc.kdtype(w), self.epi.spec.out_dtype
@@ -117,14 +122,14 @@ class WinoProblem:
         """(U, V, M) element counts of the workspace for tile m."""
         a2 = (m + 2) ** 2
         T = self.tiles(m)[2]
-        return a2 * self.K * self.C, a2 * self.C * T, a2 * self.K * T
+        return a2 * self.K * self.Cg, a2 * self.C * T, a2 * self.K * T
 
     def workspace(self, m):
         return 4 * sum(self.sizes(m))
 
     def gemm(self, m):
-        """(M, N, K, batch) of the batched GEMM."""
-        return self.K, self.tiles(m)[2], self.C, (m + 2) ** 2
+        """(M, N, K, batch) of the batched GEMM (batch: alpha^2 positions x groups)."""
+        return self.Kg, self.tiles(m)[2], self.Cg, (m + 2) ** 2 * self.G
 
 
 def wino_knob():
@@ -194,7 +199,7 @@ def transform_time(device, p, m):
     nu, nv, nm = p.sizes(m)
     T = p.tiles(m)[2]
     a2 = (m + 2) ** 2
-    filt = p.K * p.C * 9 * gc.bytes_of(p.dt_w) + nu * 4
+    filt = p.K * p.Cg * 9 * gc.bytes_of(p.dt_w) + nu * 4
     # input: each tile reads its (m+2)^2 window (overlap re-reads come from L1/L2), writes V
     inp = p.N * p.C * p.H * p.W * p.in_bytes * (a2 / (m * m)) ** 0.5 + nv * 4
     out = nm * 4 + p.N * p.K * p.P * p.Q * p.out_bytes + p.extra_bytes
@@ -209,6 +214,15 @@ def nonfused_cost(device, p, m, tile, gcfg):
     Mg, Ng, Kg, batch = p.gemm(m)
     gemm = gc.cost(device, tile, gcfg, Mg, Ng, Kg, batch, 4, 4, 0, False)
     return gemm + transform_time(device, p, m)
+
+
+def filter_args(p, w, u):
+    """Arguments of the filter-transform kernel (U over all output channels x in-group inputs)."""
+    cog, s_grp, s_ko, s_ci, s_r, s_s = p.filt
+    base = 0
+    if p.flip:          # read the filter rotated by 180 degrees
+        base, s_r, s_s = 2 * s_r + 2 * s_s, -s_r, -s_s
+    return (w, u, p.K, p.Cg, cog, base, s_grp, s_ko, s_ci, s_r, s_s)
 
 
 class NonfusedPlan(SubPlan):
@@ -241,11 +255,7 @@ class NonfusedPlan(SubPlan):
 
     # ---- argument tuples
     def _filter_args(self, w, u):
-        s_k, s_c, s_r, s_s = self.p.w_strides
-        base = 0
-        if self.p.flip:      # CONVOLUTION mode: read the filter rotated by 180 degrees
-            base, s_r, s_s = 2 * s_r + 2 * s_s, -s_r, -s_s
-        return (w, u, self.p.K, self.p.C, base, s_k, s_c, s_r, s_s)
+        return filter_args(self.p, w, u)
 
     def _input_args(self, x, v):
         p = self.p
@@ -266,11 +276,14 @@ class NonfusedPlan(SubPlan):
 
     def _gemm_pack(self, u, v, mb):
         p, T = self.p, self.T
-        Mg, Ng, Kg, batch = p.gemm(self.m)
-        b_st = (Kg * Ng, 1, Kg) if p.cfast else (Kg * Ng, Ng, 1)
-        c_st = (Mg * Ng, 1, Mg) if p.cfast else (Mg * Ng, Ng, 1)
-        return gemm_args(self.gk, u, v, mb, M=Mg, N=Ng, K=Kg, a_strides=(Mg * Kg, Kg, 1), b_strides=b_st,
-                         c_strides=c_st, batch=batch)
+        Mg, Ng, Kg, _ = p.gemm(self.m)
+        C, K_ = p.C, p.K
+        # batch (position xi, group g); U [xi, g, kl, cl]; V [xi, c, t] or [xi, t, c]; M likewise
+        a_st = (K_ * Kg, Mg * Kg, Kg, 1)
+        b_st = (C * T, Kg, 1, C) if p.cfast else (C * T, Kg * T, T, 1)
+        c_st = (K_ * T, Mg, 1, K_) if p.cfast else (K_ * T, Mg * T, T, 1)
+        return gemm_args(self.gk, u, v, mb, M=Mg, N=Ng, K=Kg, a_strides=a_st, b_strides=b_st,
+                         c_strides=c_st, batch=((self.m + 2) ** 2, p.G))
 
     # ---- launches
     def launches(self, views, scratch):

@@ -19,7 +19,7 @@ from ..types import cudnnBackendLayoutType_t
 from . import gemm_common as gc
 from . import heuristics as H
 from .base import OK, KnobSpec, SubPlan
-from .conv_winograd_common import K, S, WinogradEngineBase, transform_time
+from .conv_winograd_common import K, S, WinogradEngineBase, filter_args
 from .registry import register
 
 F32 = np.float32
@@ -37,6 +37,14 @@ FUSED_TILES = (
 class ConvWinogradFusedEngine(WinogradEngineBase):
     name = "conv_winograd_fused"
     preferred_layout = cudnnBackendLayoutType_t.CUDNN_LAYOUT_TYPE_PREFERRED_NCHW
+
+    def check_support(self, sub, ctx):
+        st, why = super().check_support(sub, ctx)
+        if st == S.CUDNN_STATUS_SUCCESS and self.problem(sub).G != 1:
+            p = self.problem(sub)
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{p.node.name}': groups = {p.G} (the fused kernel " \
+                "takes groups = 1; conv_winograd_nonfused runs groups)"
+        return st, why
 
     def knobs(self, sub):
         return (KnobSpec(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0, len(FUSED_TILES) - 1, 1, 0,
@@ -117,11 +125,7 @@ class FusedPlan(SubPlan):
                                           gc.argtypes(self._main_args(tx, tu, ty, tb, tr, 1.0)))
 
     def _filter_args(self, w, u):
-        s_k, s_c, s_r, s_s = self.p.w_strides
-        base = 0
-        if self.p.flip:
-            base, s_r, s_s = 2 * s_r + 2 * s_s, -s_r, -s_s
-        return (w, u, self.p.K, self.p.C, base, s_k, s_c, s_r, s_s)
+        return filter_args(self.p, w, u)
 
     def _main_args(self, x, u, y, bias, res, alpha):
         p, e = self.p, self.p.epi

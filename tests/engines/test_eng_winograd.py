@@ -137,7 +137,7 @@ def test_rejects_filter_groups_strided_dgrad():
     assert st != S.CUDNN_STATUS_SUCCESS and "W: filter (5, 5) is not 3x3" in why
     x, w, y = tensor(1, (1, 4, 6, 6)), tensor(2, (4, 2, 3, 3)), tensor(4, (1, 4, 6, 6))
     g = OpGraph([ConvFprop("conv", {"X": x, "W": w}, {"Y": y}, **attrs())]).finalize()
-    st, why = eng.check_support(api.problem(g), api.context())
+    st, why = registry.by_name("conv_winograd_fused").check_support(api.problem(g), api.context())
     assert st != S.CUDNN_STATUS_SUCCESS and "groups = 2" in why
     dy, w, dx = tensor(1, (1, 4, 3, 3)), tensor(2, (4, 4, 3, 3)), tensor(3, (1, 4, 6, 6))
     g = OpGraph([ConvDgrad("dgrad", {"DY": dy, "W": w}, {"DX": dx}, **attrs(stride=2, pre=1, post=0))]).finalize()
@@ -197,3 +197,31 @@ def test_alpha_beta_blend(rng):
     out = dev(yv, y)
     run(g, config(g, 2), {1: dev(xv, x), 2: dev(wv, w), 4: out})
     assert rel_err(read(out, y), 2.0 * ref.conv_fprop(xv, wv, pre_pad=1, post_pad=1) - yv) < TOL[2]
+
+
+@pytest.mark.parametrize("m,nhwc,dgrad", [(2, False, False), (4, True, False), (2, True, True)])
+def test_groups(rng, m, nhwc, dgrad):
+    """Two groups: alpha^2 x G GEMMs of Kg x T x Cg over the same workspace layout."""
+    xdims, wdims = (1, 4, 5, 6), (6, 2, 3, 3)
+    ydims = ref.conv_output_shape(xdims, wdims, pre_pad=1, post_pad=1, groups=2)
+    eng = registry.by_name(ENGINE)
+    if dgrad:
+        dy, w, dx = tensor(1, ydims, nhwc=nhwc), tensor(2, wdims, nhwc=nhwc), tensor(3, xdims, nhwc=nhwc)
+        g = OpGraph([ConvDgrad("dgrad", {"DY": dy, "W": w}, {"DX": dx}, **attrs())]).finalize()
+        src, out_t = dy, dx
+    else:
+        x, w, y = tensor(1, xdims, nhwc=nhwc), tensor(2, wdims, nhwc=nhwc), tensor(3, ydims, nhwc=nhwc)
+        g = OpGraph([ConvFprop("conv", {"X": x, "W": w}, {"Y": y}, **attrs())]).finalize()
+        src, out_t = x, y
+    sv, wv = rng.uniform(-1, 1, src.dims).astype(np.float32), rng.uniform(-1, 1, wdims).astype(np.float32)
+    cfg = config(g, m)
+    a2, T = (m + 2) ** 2, -(-out_t.dims[2] // m) * -(-out_t.dims[3] // m)
+    cin, cout = src.dims[1], out_t.dims[1]
+    assert eng.workspace_size(api.problem(g), cfg) == 4 * a2 * (cout * cin // 2 + cin * T + cout * T)
+    out = cuda.to_device(np.full(out_t.span_elements(), poison_value(np.float32), np.float32))
+    run(g, cfg, {1: dev(sv, src), 2: dev(wv, w), 3: out})
+    if dgrad:
+        expect = ref.conv_dgrad(sv, wv, xdims, pre_pad=1, post_pad=1, groups=2)
+    else:
+        expect = ref.conv_fprop(sv, wv, pre_pad=1, post_pad=1, groups=2)
+    assert rel_err(read(out, out_t), expect) < TOL[m]

@@ -35,7 +35,7 @@ def register_winograd_cases():
     for m in (2, 4):
         for wdt in ("float32", "bfloat16"):
             k = _own(wk.make_filter(m, wdt))
-            register_compile_case(f"wino{m}_filter_{wdt}", k, signature((_z(wdt), _z(), 1, 1, 0, 1, 1, 1, 1)),
+            register_compile_case(f"wino{m}_filter_{wdt}", k, signature((_z(wdt), _z(), 1, 1, 1, 0, 1, 1, 1, 1, 1)),
                                   max_registers=MAX_REGS)
         for cfast in (False, True):
             lay = "nhwc" if cfast else "nchw"
@@ -48,7 +48,7 @@ def register_winograd_cases():
                 (_z(), _z(), _z(), _z(), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, f(1), f(0))),
                 max_registers=MAX_REGS)
     k = _own(wk.make_filter(2, "float32", kfast=True))
-    register_compile_case("wino2_filter_float32_kfast", k, signature((_z(), _z(), 1, 1, 0, 1, 1, 1, 1)),
+    register_compile_case("wino2_filter_float32_kfast", k, signature((_z(), _z(), 1, 1, 1, 0, 1, 1, 1, 1, 1)),
                           max_registers=MAX_REGS)
     built = ep.build(BIAS_RELU, "float32", "float32")
     for label, fc in (("32x32x8", FusedConfig(BK=32, BT=32, BC=8, TK=8, TT=8, IP=4)),

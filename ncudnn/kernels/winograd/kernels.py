@@ -4,9 +4,10 @@ The transforms are written out from the exact matrices of :mod:`.transforms` (ze
 dropped, +-1 as adds / subtracts, the rest as float32 constants), so each thread keeps its tile in
 registers. Three kernels make the non-fused Winograd convolution around a batched GEMM:
 
-* ``filter``: ``U[xi, ko, ci] = (G g G^T)[xi]`` for the 3x3 filter ``g`` of (ko, ci), read at any
-  element strides from ``base`` (negative strides flip the filter: CONVOLUTION mode, or the rotated
-  filter of dgrad). ``idx = ko * CI + ci``: consecutive threads write consecutive ``U`` words.
+* ``filter``: ``U[xi, ko, ci] = (G g G^T)[xi]`` for the 3x3 filter ``g`` of output channel ko and
+  in-group input channel ci, read at ``base + (ko // COG) * s_grp + (ko % COG) * s_ko + ci * s_ci``
+  (COG output channels per group; negative r / s strides flip the filter: CONVOLUTION mode, or the
+  rotated filter of dgrad). ``idx = ko * CI + ci``: consecutive threads write consecutive ``U`` words.
 * ``input``: ``V[xi, ...] = (B^T d B)[xi]`` for the alpha x alpha input tile of (c, tile) at
   ``(th * m - pad_h, tw * m - pad_w)``; out-of-image elements are predicated zeros (any padding).
   ``CFAST`` (channels-last input): ``idx = tile * C + c``, V is [alpha^2, tiles, C]; else
@@ -17,7 +18,7 @@ registers. Three kernels make the non-fused Winograd convolution around a batche
   fused epilogue ``fn(v, y, y_off, bias, b_off, res, r_off, alpha, beta)`` (ncudnn.kernels.epilogue).
 
 Signatures (pointers / sizes / strides / scalars):
-``filter(w, u, KO, CI, base, s_ko, s_ci, s_r, s_s)``;
+``filter(w, u, KO, CI, COG, base, s_grp, s_ko, s_ci, s_r, s_s)``;
 ``input(x, v, C, H, W, TH, TW, T, pad_h, pad_w, s_n, s_c, s_h, s_w)``;
 ``output(mb, y, bias, res, K, P, Q, TH, TW, T, y_strides(4), b_stride, r_strides(4), alpha, beta)``.
 All 1-D grids of ``THREADS`` threads per block.
@@ -68,7 +69,7 @@ def _compile(key, src, name, g):
 def filter_source(m, kfast=False):
     t = transform(m)
     a, G = t.alpha, t.G
-    L = ["def wino_filter(w, u, KO, CI, base, s_ko, s_ci, s_r, s_s):",
+    L = ["def wino_filter(w, u, KO, CI, COG, base, s_grp, s_ko, s_ci, s_r, s_s):",
          "    idx = cuda.grid(1)",
          "    n = KO * CI",
          "    if idx >= n:",
@@ -77,7 +78,8 @@ def filter_source(m, kfast=False):
         L += ["    ci = idx // KO", "    ko = idx - ci * KO"]
     else:                         # U is [alpha^2, KO, CI] (the batched GEMM's A operand)
         L += ["    ko = idx // CI", "    ci = idx - ko * CI"]
-    L.append("    o = base + ko * s_ko + ci * s_ci")
+    L += ["    grp = ko // COG",
+          "    o = base + grp * s_grp + (ko - grp * COG) * s_ko + ci * s_ci"]
     for r in range(3):
         for s in range(3):
             L.append(f"    g_{r}_{s} = ld(w, uint64(o + {r} * s_r + {s} * s_s))")
