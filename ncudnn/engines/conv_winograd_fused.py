@@ -2,7 +2,7 @@
 the output transform + fused epilogue in one kernel (CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD
 semantics; ncudnn/kernels/winograd/fused.py), after a filter-transform launch into the workspace
 (``U[xi, c, k]``: 16 * K * C floats, exactly the workspace). Same problems as
-conv_winograd_nonfused (3x3, stride 1, undilated, ungrouped fprop / dgrad, any padding, NCHW /
+conv_winograd_nonfused but groups = 1 (3x3, stride 1, undilated fprop / dgrad, any padding, NCHW /
 NHWC, FP32 / FP16 / BF16 I/O). Knob TILE_SIZE picks the block shape (channels x tiles per block).
 """
 import math

@@ -1,6 +1,7 @@
-"""Engine "conv_winograd_nonfused": 3x3, stride-1, undilated, ungrouped 2-D convolution forward by
-Winograd F(2x2, 3x3) or F(4x4, 3x3) (knob WINO_TILE = 2 | 4) in four kernels: filter transform,
-input transform, alpha^2 batched GEMMs on the shared SIMT GEMM kernel (knobs TILE_SIZE, SWIZZLE),
+"""Engine "conv_winograd_nonfused": 3x3, stride-1, undilated 2-D convolution forward and data
+gradient (any groups) by Winograd F(2x2, 3x3) or F(4x4, 3x3) (knob WINO_TILE = 2 | 4) in four
+kernels: filter transform, input transform, alpha^2 x groups batched GEMMs on the shared SIMT GEMM
+kernel (knobs TILE_SIZE, SWIZZLE),
 output transform with the fused epilogue (alpha / beta, per-channel bias, pointwise chain, one
 residual). Any padding, NCHW / NHWC / any strides, CROSS_CORRELATION and CONVOLUTION modes,
 FP32 / FP16 / BF16 I/O with FP32 math. WINOGRAD_NONFUSED semantics: the workspace holds the
