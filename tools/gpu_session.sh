@@ -35,16 +35,35 @@ if [ "$part" = tests ]; then
       | tee -a "$OUT/summary.txt"
   done
 elif [ "$part" = final ]; then
+  if [ -n "${RERUN:-}" ]; then
+    NCUDNN_SHAPES=gpu timeout "${RERUN_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider --tb=short $RERUN \
+      > "$OUT/rerun.log" 2>&1
+    echo "rerun rc $?: $(tail -n 1 "$OUT/rerun.log")" | tee -a "$OUT/summary.txt"
+    grep -E "^(FAILED|ERROR)" "$OUT/rerun.log" | head -20 | tee -a "$OUT/summary.txt"
+  fi
+  if [ -n "${TC_TIMING:-}" ]; then
+    timeout 150 python3 -m ncudnn.kernels.tc_gemm.timing $TC_TIMING > "$OUT/tc_timing.log" 2>&1
+    echo "tc_gemm timing rc $?" | tee -a "$OUT/summary.txt"
+    timeout 60 python3 - $TC_TIMING >> "$OUT/tc_timing.log" 2>&1 <<'PY'
+import statistics, sys, torch
+M, N, K = (int(x) for x in sys.argv[1:4])
+a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16); b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
+for _ in range(3): torch.matmul(a, b)
+ts = []
+for _ in range(10):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record(); torch.matmul(a, b); e.record(); e.synchronize(); ts.append(s.elapsed_time(e))
+ms = statistics.median(ts)
+print(f"cuBLAS BF16 {M}x{N}x{K}: {ms:.3f} ms {2 * M * N * K / ms / 1e9:.1f} TFLOP/s (median of 10)")
+PY
+    tail -n 12 "$OUT/tc_timing.log" | tee -a "$OUT/summary.txt"
+  fi
   timeout "${BENCH_TIMEOUT:-300}" python3 -m ncudnn bench --quick --no-charts --max-minutes "${BENCH_MINUTES:-4}" \
     --out "$OUT/quick" > "$OUT/bench.log" 2>&1
   echo "bench rc $?" | tee -a "$OUT/summary.txt"
   timeout "${DEMO_TIMEOUT:-150}" python3 -m ncudnn demo --train > "$OUT/demo_train.log" 2>&1
   echo "demo --train rc $?: $(grep -E 'accuracy|PASS|FAIL' "$OUT/demo_train.log" | tail -n 3 | tr '\n' ' ')" \
     | tee -a "$OUT/summary.txt"
-  if [ -n "${RERUN:-}" ]; then
-    NCUDNN_SHAPES=gpu timeout 90 python3 -m pytest -q -p no:cacheprovider --tb=short $RERUN > "$OUT/rerun.log" 2>&1
-    echo "rerun rc $?: $(tail -n 1 "$OUT/rerun.log")" | tee -a "$OUT/summary.txt"
-  fi
   if [ -n "${REST:-}" ]; then
     NCUDNN_SHAPES=gpu timeout "${REST_TIMEOUT:-120}" python3 -m pytest -v -p no:cacheprovider --timeout=60 $REST \
       > "$OUT/rest.log" 2>&1
