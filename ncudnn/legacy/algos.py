@@ -37,6 +37,8 @@ ENGINE_FAMILY = {
     "conv_direct": {"fwd": FA.CUDNN_CONVOLUTION_FWD_ALGO_DIRECT},
     "conv_winograd": {"fwd": FA.CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD,
                       "dgrad": DA.CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD},
+    "conv_winograd_fused": {"fwd": FA.CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD,
+                            "dgrad": DA.CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD},
     "conv_winograd_nonfused": {"fwd": FA.CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED,
                                "dgrad": DA.CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED,
                                "wgrad": WA.CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED},
