@@ -73,7 +73,7 @@ CONFIGS = (
     TcGemmConfig(128, 128, 32, 2, 2, 4),
     TcGemmConfig(128, 256, 32, 2, 4, 3),
     TcGemmConfig(256, 128, 32, 4, 2, 3),
-    TcGemmConfig(128, 128, 64, 2, 2, 3),
+    TcGemmConfig(128, 128, 64, 2, 4, 3),   # (2, 2) at BK=64 spills: 32 lane offsets + 128 acc
     TcGemmConfig(64, 128, 32, 2, 2, 4),
     TcGemmConfig(64, 64, 32, 2, 2, 4),
 )
