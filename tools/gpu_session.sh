@@ -42,9 +42,9 @@ elif [ "$part" = final ]; then
     grep -E "^(FAILED|ERROR)" "$OUT/rerun.log" | head -20 | tee -a "$OUT/summary.txt"
   fi
   if [ -n "${TC_TIMING:-}" ]; then
-    timeout 150 python3 -m ncudnn.kernels.tc_gemm.timing $TC_TIMING > "$OUT/tc_timing.log" 2>&1
+    timeout "${TC_TIMEOUT:-150}" python3 -m ncudnn.kernels.tc_gemm.timing $TC_TIMING > "$OUT/tc_timing.log" 2>&1
     echo "tc_gemm timing rc $?" | tee -a "$OUT/summary.txt"
-    timeout 60 python3 - $TC_TIMING >> "$OUT/tc_timing.log" 2>&1 <<'PY'
+    timeout 45 python3 - $TC_TIMING >> "$OUT/tc_timing.log" 2>&1 <<'PY'
 import statistics, sys, torch
 M, N, K = (int(x) for x in sys.argv[1:4])
 a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16); b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
