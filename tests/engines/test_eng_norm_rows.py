@@ -56,7 +56,8 @@ def test_long_rows_looped_path(rng):
     g = fwd_graph(NM.CUDNN_LAYER_NORM, dims=(2, 600))
     ecs = [e for e in api.get_heuristics(g) if e.config.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE) == 32]
     assert ecs
-    _execute(g, rng, ec=ecs[0])
+    # X in [0.5, 2): the row means stay away from 0, where a relative-norm check of MEAN is ill-conditioned
+    _execute(g, rng, positive=("X",), ec=ecs[0])
 
 
 @pytest.mark.parametrize("mode,layout", [(NM.CUDNN_LAYER_NORM, "nchw"), (NM.CUDNN_RMS_NORM, "nhwc")])
