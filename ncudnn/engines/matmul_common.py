@@ -13,7 +13,8 @@ from ..kernels.gemm import make_gemm
 from ..kernels.gemm.gemm import gemm_args
 from ..types import cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
 from . import gemm_common as gc
-from .base import OK, Engine, KnobSpec
+from .base import OK, KnobSpec
+from .gemm_engine_base import TiledGemmEngine
 
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t
@@ -95,7 +96,7 @@ def _typing_arg(t):
     return gc.typing_flat(t, t.span_elements())
 
 
-class GemmEngineBase(Engine):
+class GemmEngineBase(TiledGemmEngine):
     """A GEMM-kernel engine over a :class:`GemmMapping` (subclasses: ``mapping(sub)``, ``TILES``,
     ``SPLITS``, candidate knobs)."""
 
@@ -108,6 +109,9 @@ class GemmEngineBase(Engine):
 
     def mapping(self, sub):
         raise NotImplementedError
+
+    def gemm_shape(self, p):
+        return p.M, p.N, p.K, p.nb
 
     def problem(self, sub):
         """The memoized GemmMapping of ``sub`` (raises gc.Reject)."""
@@ -137,12 +141,6 @@ class GemmEngineBase(Engine):
                 f"batch={p.nb}"
         return OK
 
-    def knobs(self, sub):
-        ks = self.__dict__.get("_knobs")
-        if ks is None:
-            ks = self.__dict__["_knobs"] = self._knob_specs()
-        return ks
-
     def _knob_specs(self):
         return (gc.tile_knob(self.TILES),
                 KnobSpec(K.CUDNN_KNOB_TYPE_SPLIT_K, 1, self.MAX_SPLIT, 1, 1),
@@ -151,40 +149,6 @@ class GemmEngineBase(Engine):
                 KnobSpec(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 0, 1, 1, 1,
                          ("atomic accumulation (NONDETERMINISTIC)", "workspace partials + ordered reduce")),
                 KnobSpec(K.CUDNN_KNOB_TYPE_STAGES, 1, 2, 1, 2))
-
-    def gemm_config(self, cfg):
-        return gc.gemm_config(self.TILES, cfg)
-
-    def keep(self, sub, cfg, ctx):
-        return gc.memo(sub, ("keep", self.name, cfg), lambda: self._keep(sub, cfg, ctx))
-
-    def _keep(self, sub, cfg, ctx):
-        st, why = super().keep(sub, cfg, ctx)
-        if st != S.CUDNN_STATUS_SUCCESS:
-            return st, why
-        for k in (K.CUDNN_KNOB_TYPE_SPLIT_K, K.CUDNN_KNOB_TYPE_SWIZZLE):
-            if not gc.is_pow2(cfg.get(k)):
-                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {k.name} = {cfg.get(k)} is not a power of 2"
-        try:
-            p = self.problem(sub)
-        except gc.Reject as e:
-            return e.status, e.reason
-        ok, why = gc.keep_config(self.name, self.gemm_config(cfg), p.fp64, p.M, p.N, p.K, p.nb, p.epi.linear,
-                                 p.epi.spec.out_dtype)
-        return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, why)
-
-    def config_notes(self, sub, cfg):
-        notes = self.numerical_notes
-        if cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1) > 1 and cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 1) == 0:
-            notes += (NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC,)
-        try:
-            out = self.problem(sub).epi.out
-        except gc.Reject:
-            return notes
-        return tuple(dict.fromkeys(notes + gc.tail_notes(sub, out)))
-
-    def _space(self, sub):
-        return gc.memo(sub, ("space", self.name), lambda: self._make_space(sub))
 
     def _make_space(self, sub):
         try:
@@ -205,41 +169,6 @@ class GemmEngineBase(Engine):
                         c = c.with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, buf)
                         out.append(c.with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, sw))
         return out
-
-    def candidates(self, sub, ctx):
-        """The curated space (tiles x SPLITS x SWIZZLES), valid ones, cheapest predicted first (<= 64)."""
-        dev = ctx.device if ctx is not None else None
-        return gc.memo(sub, ("candidates", self.name, dev), lambda: self._candidates(sub, ctx))
-
-    def _candidates(self, sub, ctx):
-        good = [c for c in self._space(sub) if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
-        dev = ctx.device if ctx is not None else None
-        if dev is None or len(good) <= 1:
-            return tuple(good[:64])
-        return gc.rank_candidates(good, lambda c: self.cost(sub, c, dev))
-
-    def workspace_size(self, sub, cfg):
-        try:
-            p = self.problem(sub)
-        except gc.Reject:
-            return 0
-        return max(gc.split_workspace(self.gemm_config(cfg), p.M, p.N, p.nb, p.fp64), gc.tail_workspace(sub, p.epi.out))
-
-    def cost(self, sub, cfg, device):
-        return gc.memo(sub, ("cost", self.name, cfg, device), lambda: self._cost(sub, cfg, device))
-
-    def _cost(self, sub, cfg, device):
-        try:
-            p = self.problem(sub)
-        except gc.Reject:
-            return math.inf
-        tile = self.TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
-        return gc.cost(device, tile, self.gemm_config(cfg), p.M, p.N, p.K, p.nb, p.in_bytes, p.out_bytes,
-                       p.extra_bytes, p.fp64, self.efficiency(p)) + gc.tail_time(sub, p.epi.out)
-
-    def efficiency(self, p):
-        """Engine-specific factor on the tile's measured efficiency."""
-        return 1.0
 
     def build(self, sub, cfg, ctx):
         p = self.problem(sub)
