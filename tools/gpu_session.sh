@@ -7,7 +7,8 @@
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD NUMBA_ENABLE_CUDASIM=0 PYTHONUNBUFFERED=1
-export NCUDNN_CACHE_DIR=${NCUDNN_CACHE_DIR:-/tmp/ncudnn-cache}
+# the disk kernel cache travels between calls: carry .kcache (unpacked from the last call's kcache.tgz)
+export NCUDNN_CACHE_DIR=${NCUDNN_CACHE_DIR:-$PWD/.kcache}
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 part=${1:-tests}
@@ -24,10 +25,12 @@ if [ "$part" = tests ]; then
     | tee -a "$OUT/summary.txt"
   grep -E " (FAILED|ERROR)" "$OUT/pytest.log" | head -60 | tee -a "$OUT/summary.txt"
   tail -n 3 "$OUT/pytest.log" | tee -a "$OUT/summary.txt"
+  if [ -z "${SKIP_DEMO:-}" ]; then
   timeout "${DEMO_TIMEOUT:-120}" python3 -m ncudnn demo > "$OUT/demo.log" 2>&1
   echo "demo rc $?" | tee -a "$OUT/summary.txt"
   tail -n 15 "$OUT/demo.log" | tee -a "$OUT/summary.txt"
-  for tool in memcheck racecheck; do
+  fi
+  for tool in ${SANITIZER_TOOLS-memcheck racecheck}; do
     NCUDNN_SHAPES=sim timeout "${SANITIZER_TIMEOUT:-70}" compute-sanitizer --tool $tool --print-limit 20 \
       python3 -m pytest -q -p no:cacheprovider -x ${SANITIZER_TESTS:-tests/engines/test_pointwise_e2e.py} \
       > "$OUT/sanitizer_$tool.log" 2>&1
@@ -77,4 +80,8 @@ else
     --out "$OUT/quick" > "$OUT/bench.log" 2>&1
   echo "bench rc $?" | tee -a "$OUT/summary.txt"
   tail -n 60 "$OUT/bench.log"
+fi
+# hand the kernel cache back (the next call carries it as .kcache)
+if [ -d "$NCUDNN_CACHE_DIR" ]; then
+  tar czf "$OUT/kcache.tgz" -C "$NCUDNN_CACHE_DIR" . && echo "kcache $(du -sh "$OUT/kcache.tgz" | cut -f1)" | tee -a "$OUT/summary.txt"
 fi

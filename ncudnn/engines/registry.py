@@ -32,6 +32,10 @@ ENGINE_ORDER = [
     "conv_gemm_1x1",          # 1x1 stride-1 unpadded conv fprop as one plain GEMM
     "conv_winograd_nonfused", # 3x3 stride-1 conv fprop: Winograd F(2x2 | 4x4, 3x3) transforms + batched GEMM
     "conv_winograd_fused",    # 3x3 stride-1 conv: Winograd F(2x2, 3x3) transforms + products + epilogue in one kernel
+    "matmul_tc",              # batched matmul on tensor cores (mma.sync bf16 / f16 / tf32 / fp8)
+    "conv_tc",                # implicit-GEMM conv on tensor cores (NHWC preferred)
+    "data_movement",          # concat, reshape, transpose, slice: strided copy kernels
+    "conv_direct",            # direct convolution: depthwise and tiny channel counts
 ]
 
 #: modules of the package that are machinery, not engines
