@@ -1,9 +1,11 @@
-"""Engine "conv_gemm_1x1": a 1x1 (1x1x1), stride-1, unpadded, ungrouped convolution forward as one
-plain GEMM: rows are the (n, spatial) output pixels, columns the output channels, the reduction the
-input channels. With NHWC activations the pixels collapse into one M = N*H*W GEMM; NCHW is a GEMM
-batched over images (m contiguous). Dilation does not matter for a 1x1 filter. Same fused epilogue
-(alpha / beta, per-channel bias, pointwise chain, one residual) as the implicit-GEMM engines, on the
-GEMM kernel's plain strided loaders.
+"""Engine "conv_gemm_1x1": a 1x1 (1x1x1), stride-1, unpadded, ungrouped convolution forward or data
+gradient as one plain GEMM. fprop: rows are the (n, spatial) output pixels, columns the output
+channels K, the reduction the input channels C (y = x . w^T). dgrad: rows are the pixels, columns
+the input channels C, the reduction the output channels K (dx = dy . w). With NHWC activations the
+pixels collapse into one M = N*H*W GEMM; NCHW is a GEMM batched over images (m contiguous).
+Dilation does not matter for a 1x1 filter, nor does the mode (a 1x1 filter flips onto itself).
+Same fused epilogue (alpha / beta, per-channel bias, pointwise chain, one residual or backward
+activation operand) as the implicit-GEMM engines, on the GEMM kernel's plain strided loaders.
 """
 from ..types import cudnnBackendLayoutType_t, cudnnStatus_t
 from . import gemm_common as gc
@@ -16,6 +18,9 @@ S = cudnnStatus_t
 def conv1x1_mapping(sub):
     node = sub.anchor
     x, w, y = node.conv_tensors()
+    dgrad = sub.kind == "conv_dgrad"
+    if dgrad:
+        x, y = y, x        # the GEMM reads dy (the "input") and writes dx (the "output")
     for port, t in (("X", x), ("W", w), ("Y", y)):
         gc.check_tensor(node, port, t)
     if any(d != 1 for d in w.dims[2:]):
@@ -54,7 +59,8 @@ def conv1x1_mapping(sub):
     batch, bs = batch2(sizes[:-1], [s[:-1] for s in strides], f"node '{node.name}'")
     a_st = bs[0] + (strides[0][-1], x.strides[1])
     c_st = bs[1] + (strides[1][-1], out.strides[1])
-    b_st = (0, 0, w.strides[1], w.strides[0])
+    # B element (k, n): fprop w[n = out channel, k = in channel]; dgrad w[k = out channel, n = in channel]
+    b_st = (0, 0, w.strides[0], w.strides[1]) if dgrad else (0, 0, w.strides[1], w.strides[0])
     res_st = bs[2] + (strides[2][-1], epi.residual.strides[1]) if epi.residual is not None else None
     bias_st = (0, epi.bias.strides[1]) if epi.bias is not None else (0, 1)
     return GemmMapping(M, y.dims[1], x.dims[1], batch, x, w, a_st, b_st, c_st, epi, bias_st, res_st, alpha, beta)
@@ -63,7 +69,7 @@ def conv1x1_mapping(sub):
 @register
 class ConvGemm1x1Engine(GemmEngineBase):
     name = "conv_gemm_1x1"
-    kinds = ("conv_fprop",)
+    kinds = ("conv_fprop", "conv_dgrad")
     TILES = gc.CONV_TILES
     SPLITS = (1, 4)
     SWIZZLES = (1, 8)
@@ -71,6 +77,6 @@ class ConvGemm1x1Engine(GemmEngineBase):
     preferred_layout = cudnnBackendLayoutType_t.CUDNN_LAYOUT_TYPE_PREFERRED_NHWC
 
     def mapping(self, sub):
-        if sub.kind != "conv_fprop":
-            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"{self.name}: conv fprop only")
+        if sub.kind not in ("conv_fprop", "conv_dgrad"):
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"{self.name}: conv fprop and dgrad only")
         return conv1x1_mapping(sub)

@@ -288,3 +288,34 @@ def test_deterministic_context_drops_atomic_split_k():
     for e in strict:
         if e.config.get(K.CUDNN_KNOB_TYPE_SPLIT_K) > 1:
             assert e.workspace_size > 0  # deterministic split-K: partials in the workspace
+
+
+@pytest.mark.parametrize("nhwc", [True, False])
+def test_1x1_gemm_engine_dgrad_drelu(rng, nhwc):
+    # dx = relu_bwd(dy . w, x) as one plain GEMM (rows = pixels, cols = C, reduction over K)
+    xdims, wdims, ydims = (2, 3, 3, 2), (5, 3, 1, 1), (2, 5, 3, 2)
+    dy, w, x, dx = (tensor(1, ydims, nhwc=nhwc), tensor(2, wdims, nhwc=nhwc), tensor(3, xdims, nhwc=nhwc),
+                    tensor(4, xdims, nhwc=nhwc))
+    vdx = TensorDesc(10, xdims, dx.strides, F32, is_virtual=True, name="vdx")
+    attrs = conv_attrs(2, mode=CM.CUDNN_CONVOLUTION)
+    dg = ConvDgrad("dgrad", {"DY": dy, "W": w}, {"DX": vdx}, alpha=0.5, **attrs)
+    drelu = Pointwise("drelu", {"DY": dg.outputs["DX"], "X": x}, {"DX": dx}, mode=PM.CUDNN_POINTWISE_RELU_BWD)
+    g = OpGraph([dg, drelu]).finalize()
+    dyv, wv, xv = (rng.uniform(-1, 1, d).astype(np.float32) for d in (ydims, wdims, xdims))
+    out = out_buf(dx)
+    run(g, cfg(g, "conv_gemm_1x1"), {1: dev(dyv, dy), 2: dev(wv, w), 3: dev(xv, x), 4: out})
+    expect = 0.5 * ref.conv_dgrad(dyv, wv, xdims, **ref_kw(attrs)) * (xv > 0)
+    assert_close(read(out, dx), expect, "float32")
+
+
+def test_1x1_gemm_engine_dgrad_refuses_stride_and_ranks_first():
+    dy, w, dx = tensor(1, (1, 3, 2, 2)), tensor(2, (3, 2, 1, 1)), tensor(3, (1, 2, 4, 4))
+    g = OpGraph([ConvDgrad("dg", {"DY": dy, "W": w}, {"DX": dx}, **conv_attrs(2, stride=2))]).finalize()
+    st, why = api.check_support(g, "conv_gemm_1x1")
+    assert st == S.CUDNN_STATUS_NOT_SUPPORTED and "stride" in why
+    dy, w, dx = (tensor(1, (32, 256, 14, 14), nhwc=True), tensor(2, (256, 1024, 1, 1), nhwc=True),
+                 tensor(3, (32, 1024, 14, 14), nhwc=True))
+    g = OpGraph([ConvDgrad("dg", {"DY": dy, "W": w}, {"DX": dx}, **conv_attrs(2))]).finalize()
+    mine = ("conv_implicit_gemm", "conv_implicit_precomp", "conv_gemm_1x1")
+    ecs = [e for e in api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A) if e.config.engine in mine]
+    assert ecs[0].config.engine == "conv_gemm_1x1"
