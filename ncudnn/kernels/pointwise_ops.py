@@ -215,8 +215,9 @@ def _bwd_deriv(mode, x, p, L):
     one, half, zero = L(1.0), L(0.5), L(0.0)
     if mode == PM.CUDNN_POINTWISE_RELU_BWD:
         lo, hi = L(p["relu_lower_clip"]), p["relu_upper_clip"]
-        inside = one if hi == math.inf else f"({zero} if {x} > {L(hi)} else {one})"
-        return f"({L(p['relu_lower_clip_slope'])} if {x} < {lo} else {inside})"
+        inside = one if hi == math.inf else f"({zero} if {x} >= {L(hi)} else {one})"
+        # the ties x == lower / upper clip take the outer slope (cuDNN: no gradient at x == 0)
+        return f"({L(p['relu_lower_clip_slope'])} if {x} <= {lo} else {inside})"
     if mode == PM.CUDNN_POINTWISE_TANH_BWD:
         return f"({one} - math.tanh({x}) * math.tanh({x}))"
     if mode == PM.CUDNN_POINTWISE_SIGMOID_BWD:

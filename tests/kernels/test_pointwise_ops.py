@@ -150,3 +150,22 @@ def test_operand_count_and_params_checked():
         po.expr(PM.CUDNN_POINTWISE_ELU_FWD, ["a"], dict(alpha=1.0))
     assert po.lit(math.inf) == "float32(math.inf)"
     assert po.gen_index_axis(dict(axis=-1), 4) == 3
+
+
+@pytest.mark.parametrize("params", [{}, dict(relu_lower_clip=-0.5, relu_upper_clip=1.0,
+                                             relu_lower_clip_slope=0.1)])
+def test_relu_bwd_at_the_clips(rng, params):
+    """x exactly at the lower / upper clip takes the outer slope (cuDNN: dx = 0 at x == 0)."""
+    kernel, src = _build(PM.CUDNN_POINTWISE_RELU_BWD, params)
+    lo, hi = params.get("relu_lower_clip", 0.0), params.get("relu_upper_clip", 1.0)
+    dy = rng.uniform(0.5, 2.0, N).astype(np.float32)
+    x = np.array([lo, hi, lo - 0.25, hi + 0.25] * (N // 4), np.float32)
+    out = np.full(N, poison_value(np.float32), np.float32)
+    kernel[1, N](dy, x, np.zeros(N, np.bool_), out)
+    expected = ref.pointwise(PM.CUDNN_POINTWISE_RELU_BWD, dy, x, **params)
+    assert expected[0] == pytest.approx(params.get("relu_lower_clip_slope", 0.0) * dy[0])
+    assert_close(out, expected, "float32", name="RELU_BWD")
+    if "relu_upper_clip" in params:
+        np.testing.assert_array_equal(out[1::4], 0.0, err_msg=src)
+    else:
+        np.testing.assert_array_equal(out[0::4], 0.0, err_msg=src)

@@ -161,8 +161,6 @@ def test_transform_to_half(handle, rng):
     np.testing.assert_array_equal(out.copy_to_host(), x.astype(np.float16))
 
 
-@pytest.mark.xfail(strict=True, reason="kernels/pointwise_ops.py RELU_BWD passes the gradient at x == 0; the oracle "
-                                       "(reference/__init__.py) and cuDNN give 0 there")
 def test_relu_backward_at_the_kink(handle, rng):
     x = np.array([-1.0, 0.0, 0.0, 2.0] * 6, np.float32).reshape(2, 3, 2, 2)
     dy = rng.uniform(0.5, 1.0, x.shape).astype(np.float32)
