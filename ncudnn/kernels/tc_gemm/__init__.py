@@ -7,7 +7,10 @@ registration). Intrinsics: ncudnn/kernels/ptx.py; their simulator fallbacks: pri
 Kernel versions:
   v1  cp.async.cg 16-byte zero-fill loads into a STAGES-deep ring, XOR-swizzled 16-byte chunks,
       ldmatrix.x4 (.trans for m- / n-contiguous operands), serpentine mma order, scalar epilogue.
+  v2  (same mainloop) fused variant: two batch dims, the shared epilogue (kernels/epilogue.py: alpha /
+      beta, bias, pointwise chain, residual) per accumulator; the engine matmul_tc runs it.
 """
 from .config import CONFIGS, TcGemmConfig, check, keep, smem_bytes  # noqa: F401
-from .kernel import TcGemmKernel, make_tc_gemm  # noqa: F401
-from .launch import check_problem, run_tc_gemm, tc_gemm_grid  # noqa: F401
+from .kernel import FUSED_ARGS, TcGemmKernel, make_tc_gemm  # noqa: F401
+from .launch import (check_fused, check_problem, fused_args, fused_grid, run_tc_gemm,  # noqa: F401
+                     tc_gemm_grid)

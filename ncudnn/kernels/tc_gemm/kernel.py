@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from numba import cuda, float32, int32, int64, uint16
 
 from .. import dtypes as dt
+from .. import epilogue as ep
 from .. import ptx
 from .config import TcGemmConfig, check, smem_bytes
 
@@ -57,6 +58,7 @@ class TcGemmKernel:
     out_dtype: str
     smem: int
     source: str
+    epi: object = None      # EpilogueSpec of the fused kernel, None for the plain one
 
 
 def _swz(row_expr, ch):
@@ -69,7 +71,13 @@ def _swz(row_expr, ch):
     return "0"
 
 
-def _source(cfg, a_kmajor, b_kmajor, mma_name):
+#: argument list of the fused kernel (``make_tc_gemm(..., epi=spec)``), after the mainloop's
+FUSED_ARGS = ("a", "b", "c", "bias", "res", "M", "N", "K", "B2", "lda", "ldb", "a_z1", "a_z2", "b_z1",
+              "b_z2", "ldc_m", "ldc_n", "c_z1", "c_z2", "bias_z", "bias_i", "res_m", "res_n", "res_z1",
+              "res_z2", "alpha", "beta")
+
+
+def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None):
     BM, BN, BK, ST = cfg.BLOCK_M, cfg.BLOCK_N, cfg.BLOCK_K, cfg.STAGES
     NT = cfg.threads
     WTM, WTN = BM // cfg.WARPS_M, BN // cfg.WARPS_N
@@ -82,7 +90,10 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name):
     LA, LB = A_T // 8 // NT, B_T // 8 // NT
     L = []
     w = L.append
-    w("def tc_gemm(a, b, c, M, N, K, lda, ldb, ldc_m, ldc_n, a_z, b_z, c_z, alpha):")
+    if epi is None:
+        w("def tc_gemm(a, b, c, M, N, K, lda, ldb, ldc_m, ldc_n, a_z, b_z, c_z, alpha):")
+    else:
+        w(f"def tc_gemm({', '.join(FUSED_ARGS)}):")
     # 16-byte rows for ldmatrix / cp.async (the simulator refuses an alignment argument)
     w("    sm = cuda.shared.array(0, uint16)" if ptx.SIM else
       "    sm = cuda.shared.array(0, uint16, alignment=128)")
@@ -101,11 +112,19 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name):
     w("    m0 = (first + (pid % width) % gsize) * " + str(BM))
     w("    n0 = ((pid % width) // gsize) * " + str(BN))
     w("    z = int64(cuda.blockIdx.y)")
+    if epi is None:
+        w("    a_zo = z * a_z")
+        w("    b_zo = z * b_z")
+    else:   # two batch dims: z = z1 * B2 + z2
+        w("    z1 = z // B2")
+        w("    z2 = z - z1 * B2")
+        w("    a_zo = z1 * a_z1 + z2 * a_z2")
+        w("    b_zo = z1 * b_z1 + z2 * b_z2")
     w("    BIG = int32(0x3FFFFFFF)")
     # load slots: shared offset, global offset at k = 0, k offset (BIG when the row / column is out)
-    for op, kmaj, L_, COLS, CH, outer0, bound, ld, zs in (
-            ("a", a_kmajor, LA, A_COLS, A_CH, "m0", "M", "lda", "a_z"),
-            ("b", b_kmajor, LB, B_COLS, B_CH, "n0", "N", "ldb", "b_z")):
+    for op, kmaj, L_, COLS, CH, outer0, bound, ld in (
+            ("a", a_kmajor, LA, A_COLS, A_CH, "m0", "M", "lda"),
+            ("b", b_kmajor, LB, B_COLS, B_CH, "n0", "N", "ldb")):
         for i in range(L_):
             w(f"    q = tid + {i * NT}")
             w(f"    row = q // {CH}")
@@ -113,11 +132,11 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name):
             w(f"    {op}_so{i} = row * {COLS} + ((ch ^ {_swz('row', CH)}) * 8)")
             if kmaj:   # rows are the outer index, columns k
                 w(f"    o = {outer0} + row")
-                w(f"    {op}_go{i} = z * {zs} + int64(o) * {ld} + ch * 8")
+                w(f"    {op}_go{i} = {op}_zo + int64(o) * {ld} + ch * 8")
                 w(f"    {op}_ki{i} = ch * 8 if o < {bound} else BIG")
             else:      # rows are k, columns the outer index
                 w(f"    o = {outer0} + ch * 8")
-                w(f"    {op}_go{i} = z * {zs} + int64(row) * {ld} + o")
+                w(f"    {op}_go{i} = {op}_zo + int64(row) * {ld} + o")
                 w(f"    {op}_ki{i} = row if o < {bound} else BIG")
     # ldmatrix lane offsets (within a tile) for each fragment and k16 step
     w("    j = lane >> 3")
@@ -175,6 +194,9 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name):
             for n in order:
                 acc = f"c{i}_{n}_0, c{i}_{n}_1, c{i}_{n}_2, c{i}_{n}_3"
                 w(f"        {acc} = ptx.{mma_name}(a{i}_0, a{i}_1, a{i}_2, a{i}_3, b{n}_0, b{n}_1, {acc})")
+    if epi is not None:
+        _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi)
+        return "\n".join(L) + "\n"
     # epilogue
     w("    g = lane >> 2")
     w("    t = lane & 3")
@@ -194,11 +216,52 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name):
     return "\n".join(L) + "\n"
 
 
-def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", out_dtype="bfloat16"):
-    """The kernel for ``cfg`` (default: the first of CONFIGS) and these layouts / dtypes, cached."""
+def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi):
+    """Each accumulator through the shared epilogue ``epi(v, c, o, bias, b_off, res, r_off, alpha,
+    beta)`` (kernels/epilogue.py): alpha / beta blend, bias, pointwise chain, residual, cast, store.
+    Row terms are computed once per accumulator row, column terms once per column."""
+    bias = epi.bias_axis
+    res = epi.has_residual
+    w("    g = lane >> 2")
+    w("    t = lane & 3")
+    w(f"    rb = m0 + wm * {WTM} + g")
+    w(f"    cb = n0 + wn * {WTN} + 2 * t")
+    w("    zc = z1 * c_z1 + z2 * c_z2")
+    w("    zb = z * bias_z" if bias else "    zb = int64(0)")
+    w("    zr = z1 * res_z1 + z2 * res_z2" if res else "    zr = int64(0)")
+    for i in range(MI):
+        for h in range(2):
+            w(f"    rr = rb + {i * 16 + 8 * h}")
+            w("    if rr < M:")
+            w("        ro = zc + int64(rr) * ldc_m")
+            w("        rbo = zb + int64(rr) * bias_i" if bias == "row" else "        rbo = zb")
+            w("        rro = zr + int64(rr) * res_m" if res else "        rro = zr")
+            for n in range(NI):
+                for e in range(2):
+                    w(f"        cc = cb + {n * 8 + e}")
+                    w("        if cc < N:")
+                    bo = "rbo + int64(cc) * bias_i" if bias == "col" else "rbo"
+                    ro_ = "rro + int64(cc) * res_n" if res else "rro"
+                    w(f"            epi(c{i}_{n}_{2 * h + e}, c, ro + int64(cc) * ldc_n, bias, {bo}, res, {ro_}, "
+                      "alpha, beta)")
+
+
+def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", out_dtype="bfloat16",
+                 epi=None, bias_dtype="float32", res_dtype="float32"):
+    """The kernel for ``cfg`` (default: the first of CONFIGS) and these layouts / dtypes, cached.
+
+    ``epi``: an :class:`~ncudnn.kernels.epilogue.EpilogueSpec` (its ``out_dtype`` replaces
+    ``out_dtype``) selects the fused kernel (signature :data:`FUSED_ARGS`: two batch dims, bias,
+    residual, alpha / beta); None the plain ``alpha * A @ B`` kernel."""
     cfg = cfg or TcGemmConfig()
-    in_name, out_name = dt.dtype_name(in_dtype), dt.dtype_name(out_dtype)
-    key = (cfg, bool(a_kmajor), bool(b_kmajor), in_name, out_name)
+    in_name = dt.dtype_name(in_dtype)
+    if epi is not None:
+        epi = ep.EpilogueSpec(epi.steps, dt.dtype_name(epi.out_dtype), "float32")
+        out_dtype = epi.out_dtype
+        bias_dtype, res_dtype = dt.dtype_name(bias_dtype), dt.dtype_name(res_dtype)
+    out_name = dt.dtype_name(out_dtype)
+    key = (cfg, bool(a_kmajor), bool(b_kmajor), in_name, out_name, epi,
+           (bias_dtype, res_dtype) if epi is not None else None)
     if key in _CACHE:
         return _CACHE[key]
     ok, why = check(cfg)
@@ -209,13 +272,15 @@ def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", o
     if out_name not in ("bfloat16", "float16", "float32"):
         raise ValueError(f"tc_gemm output must be bfloat16, float16 or float32, got {out_name}")
     mma_name = "mma_m16n8k16_bf16" if in_name == "bfloat16" else "mma_m16n8k16_f16"
-    src = _source(cfg, a_kmajor, b_kmajor, mma_name)
+    src = _source(cfg, a_kmajor, b_kmajor, mma_name, epi)
     g = {"cuda": cuda, "ptx": ptx, "float32": float32, "int32": int32, "int64": int64,
          "uint16": uint16, "store": dt.storer(out_name)}
+    if epi is not None:
+        g["epi"] = ep.build(epi, bias_dtype, res_dtype).fn
     exec(compile(src, f"<tc_gemm {cfg.name}>", "exec"), g)
     fn = g["tc_gemm"]
     fn.__module__ = __name__
     kern = cuda.jit(fn)
-    tk = TcGemmKernel(kern, cfg, bool(a_kmajor), bool(b_kmajor), in_name, out_name, smem_bytes(cfg), src)
+    tk = TcGemmKernel(kern, cfg, bool(a_kmajor), bool(b_kmajor), in_name, out_name, smem_bytes(cfg), src, epi)
     _CACHE[key] = tk
     return tk

@@ -10,7 +10,7 @@ import numpy as np
 from ..launch import CompiledKernel, data_pointer
 from .config import TcGemmConfig
 
-__all__ = ["run_tc_gemm", "tc_gemm_grid", "check_problem"]
+__all__ = ["run_tc_gemm", "tc_gemm_grid", "check_problem", "check_fused", "fused_args", "fused_grid"]
 
 _COMPILED = {}
 
@@ -72,3 +72,33 @@ def run_tc_gemm(kern, a, b, c, M, N, K, a_strides, b_strides, c_strides, batch=1
             np.int64(batch_strides[1]), np.int64(batch_strides[2]), np.float32(alpha))
     _compiled(kern).launch(tc_gemm_grid(kern.cfg, M, N, batch), (kern.cfg.threads, 1, 1), args,
                            stream, kern.smem)
+
+
+def check_fused(kern, M, N, K, a_strides, b_strides, ptrs=()):
+    """(ok, reason) of the fused kernel on a problem with element strides ``a_strides = (b1, b2, m, k)``
+    and ``b_strides = (b1, b2, k, n)`` (both batch strides of A and B must be multiples of 8)."""
+    ok, why = check_problem(kern, M, N, K, a_strides[2:], b_strides[2:], (a_strides[0], b_strides[0], 0),
+                            ptrs)
+    if ok and (a_strides[1] % 8 or b_strides[1] % 8):
+        return False, f"batch strides A {a_strides[:2]} / B {b_strides[:2]} are not multiples of 8 " \
+            "(16-byte cp.async chunks)"
+    return ok, why
+
+
+def fused_args(kern, a, b, c, bias, res, M, N, K, batch, a_strides, b_strides, c_strides,
+               bias_strides=(0, 1), res_strides=(0, 0, 0, 0), alpha=1.0, beta=0.0):
+    """The fused kernel's argument tuple (order :data:`~.kernel.FUSED_ARGS`). ``batch = (B1, B2)``;
+    strides are element strides ``(b1, b2, m, k)`` (A), ``(b1, b2, k, n)`` (B), ``(b1, b2, m, n)``
+    (C, residual), ``(flat batch, index)`` (bias); absent bias / residual: pass any array."""
+    lda = a_strides[2] if kern.a_kmajor else a_strides[3]
+    ldb = b_strides[3] if kern.b_kmajor else b_strides[2]
+    i64 = np.int64
+    return (a, b, c, bias, res, np.int32(M), np.int32(N), np.int32(K), i64(batch[1]), i64(lda), i64(ldb),
+            i64(a_strides[0]), i64(a_strides[1]), i64(b_strides[0]), i64(b_strides[1]),
+            i64(c_strides[2]), i64(c_strides[3]), i64(c_strides[0]), i64(c_strides[1]),
+            i64(bias_strides[0]), i64(bias_strides[1]), i64(res_strides[2]), i64(res_strides[3]),
+            i64(res_strides[0]), i64(res_strides[1]), np.float32(alpha), np.float32(beta))
+
+
+def fused_grid(kern, M, N, batch):
+    return tc_gemm_grid(kern.cfg, M, N, batch[0] * batch[1])
