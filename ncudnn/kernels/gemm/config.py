@@ -28,6 +28,8 @@ class GemmConfig:
     VEC: int = 1        # 4: fragments as 4 consecutive rows / cols read by one 16-byte shared load
     MAX_REGS: int = 0   # > 0: register cap per thread (ptxas -maxrregcount), e.g. 168 -> 3 blocks of 128
     UNROLL_K: int = 2   # k-steps of the inner product written out per loop trip (compile time grows fast)
+    MAINLOOP: str = "generic"   # "fast": fastloop.py (16-byte global quads, all k-steps unrolled) for
+    #                             strided fp32 A and B; other operands (conv, fp16/bf16/fp64) keep "generic"
 
     @property
     def threads_m(self):
@@ -87,6 +89,14 @@ def check(cfg, itemsize=4):
         return False, "UNROLL_K must divide BLOCK_K"
     if cfg.SWIZZLE < 1:
         return False, "SWIZZLE must be >= 1"
+    if cfg.MAINLOOP not in ("generic", "fast"):
+        return False, "MAINLOOP must be 'generic' or 'fast'"
+    if cfg.MAINLOOP == "fast":
+        if cfg.VEC != 4 or cfg.STAGES != 2 or cfg.BLOCK_K % 4:
+            return False, "MAINLOOP='fast' needs VEC=4, STAGES=2 and BLOCK_K a multiple of 4"
+        for name, tile in (("A", cfg.BLOCK_M * cfg.BLOCK_K), ("B", cfg.BLOCK_N * cfg.BLOCK_K)):
+            if (tile // 4) % nt:
+                return False, f"MAINLOOP='fast': {name} tile of {tile // 4} quads does not split over {nt} threads"
     if cfg.smem_bytes(itemsize) > 48 * 1024:
         return False, "static shared memory > 48 KB"
     return True, ""
@@ -105,6 +115,9 @@ CONFIGS = (
     GemmConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=16, THREAD_M=4, THREAD_N=4, WARP_M=16, WARP_N=32),
     GemmConfig(BLOCK_M=32, BLOCK_N=32, BLOCK_K=8, THREAD_M=2, THREAD_N=2, WARP_M=8, WARP_N=16),
     GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=16, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64, VEC=4),
+    # fast mainloop (fastloop.py): 16-byte global quads, every k-step unrolled
+    GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=8, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64, VEC=4,
+               SWIZZLE=8, MAINLOOP="fast"),
 )
 
 

@@ -8,9 +8,23 @@ import numpy as np
 
 from . import splitk
 from .config import check
+from .fastloop import make_fast_kernel
 from .mainloop import make_block_kernel
 from .operands import strided_output
 from .. import epilogue as ep
+
+
+def fast_applies(cfg, A, B, ftype):
+    """Whether ``cfg`` runs on the fast mainloop: MAINLOOP="fast" over strided fp32 A and B with fp32
+    accumulation (anything else uses the generic mainloop with the same tiles)."""
+    return (cfg.MAINLOOP == "fast" and ftype == "float32"
+            and all(op.key[0] == "strided" and op.key[2] == "float32" for op in (A, B)))
+
+
+def _block_kernel(cfg, A, B, OUT, EPI, ftype):
+    if fast_applies(cfg, A, B, ftype):
+        return make_fast_kernel(cfg, A, B, OUT, EPI)
+    return make_block_kernel(cfg, A, B, OUT, EPI, ftype)
 
 
 class BlockKernels:
@@ -31,14 +45,14 @@ class BlockKernels:
         if self.atomic:
             if not spec.linear or spec.out_dtype not in ("float32", "float64"):
                 raise ValueError("atomic split-K needs an alpha/beta-only epilogue and fp32/fp64 output")
-            self.kernel = make_block_kernel(cfg, A, B, OUT, ep.atomic(), self.ftype)
+            self.kernel = _block_kernel(cfg, A, B, OUT, ep.atomic(), self.ftype)
             self.prescale = splitk.make_prescale(OUT, self.ftype)
         elif self.split:
             # partials go to a plain [batch*SPLITS, M, N] workspace, whatever the real output is
-            self.kernel = make_block_kernel(cfg, A, B, strided_output(), ep.raw(self.ftype), self.ftype)
+            self.kernel = _block_kernel(cfg, A, B, strided_output(), ep.raw(self.ftype), self.ftype)
             self.reduce = splitk.make_reduce(OUT, self.EPI, self.ftype)
         else:
-            self.kernel = make_block_kernel(cfg, A, B, OUT, self.EPI, self.ftype)
+            self.kernel = _block_kernel(cfg, A, B, OUT, self.EPI, self.ftype)
 
     @property
     def deterministic(self):

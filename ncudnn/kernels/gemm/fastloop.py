@@ -1,0 +1,313 @@
+"""The fast FP32 SIMT block kernel (``MAINLOOP="fast"``) for strided fp32 A and B.
+
+Same signature, grid, split-K and epilogue contract as the generic mainloop (mainloop.py), so launch.py,
+split-K and the engines use it unchanged; it differs in how tiles move:
+
+* global -> registers: each thread moves whole 16-byte quads (``ld.global.v4.f32``) along the operand's
+  contiguous index (k for "k"-fast operands, m / n for "outer"-fast ones); quads are issued for the
+  next k-tile before the current tile's FMAs (register prefetch, one ``bar.sync`` per k-tile). Per
+  thread a 64-bit offset is kept per quad and advanced by a constant per tile: no index math besides
+  one add per quad in the k loop. A block whose operand is not 16-byte aligned (base address, strides,
+  K or M/N not multiples of 4) takes a uniform scalar path that loads the same quads element-wise;
+* registers -> shared: A is stored k-major (``As[stage, k, m]``) and B as ``Bs[stage, k, n]``; an
+  "outer"-fast quad is one ``st.shared.v4``, a "k"-fast quad four scalar stores (a transpose); rows are
+  padded by SMEM_PAD words;
+* shared -> registers -> FMAs: all BLOCK_K k-steps are written out; per step a thread reads its
+  THREAD_M rows and THREAD_N columns as 16-byte loads (``ld.shared.v4.f32``) in groups of 4 spaced
+  ``4 * BLOCK_M / THREAD_M`` apart (split fragments: a warp's reads are conflict-free) and issues
+  THREAD_M * THREAD_N FMAs.
+
+Rows / columns past M / N are clamped on load (never stored); k past the block's range reads zeros.
+"""
+from numba import cuda, float32, int64, uint64
+
+from ...platform import simulator_enabled
+from .vec import addr, ld4, ldg4, st4
+
+_CACHE = {}
+
+
+def _make_mma(BLOCK_K, THREAD_M, THREAD_N, TY, TX):
+    """acc += As[c]^T Bs[c]: BLOCK_K k-steps written out, each 16-byte fragment loads then the
+    THREAD_M x THREAD_N FMAs (constant-trip loops, unrolled by LLVM)."""
+    key = ("mma", BLOCK_K, THREAD_M, THREAD_N, TY, TX)
+    if key in _CACHE:
+        return _CACHE[key]
+    lines = ["def mma(As, Bs, c, y, x, acc, af, bf):"]
+    for k in range(BLOCK_K):
+        for g in range(THREAD_M // 4):
+            lines += [f"    v = ld4(As, c, uint64({k}), y + uint64({g * TY * 4}))"]
+            lines += [f"    af[{4 * g + q}] = v[{q}]" for q in range(4)]
+        for g in range(THREAD_N // 4):
+            lines += [f"    v = ld4(Bs, c, uint64({k}), x + uint64({g * TX * 4}))"]
+            lines += [f"    bf[{4 * g + q}] = v[{q}]" for q in range(4)]
+        lines += [f"    for i in range({THREAD_M}):",
+                  f"        for j in range({THREAD_N}):",
+                  "            acc[i, j] += af[i] * bf[j]"]
+    g = {"uint64": uint64, "ld4": ld4}
+    exec("\n".join(lines) + "\n", g)
+    _CACHE[key] = cuda.jit(device=True, inline=True)(g["mma"])
+    return _CACHE[key]
+
+
+def _make_operand(KFAST, BLOCK_O, BLOCK_K, NT):
+    """Quad loader of one operand tile (BLOCK_O x BLOCK_K elements, BLOCK_O*BLOCK_K/4/NT quads per
+    thread). ``args = (array, s_z1, s_z2, B2, s_outer, s_k)``; ``O`` is M (for A) or N (for B)."""
+    key = ("operand", KFAST, BLOCK_O, BLOCK_K, NT)
+    if key in _CACHE:
+        return _CACHE[key]
+    QK = BLOCK_K // 4          # quads along k per row ("k"-fast)
+    QO = BLOCK_O // 4          # quads along the outer index per k row ("outer"-fast)
+    f0 = float32(0)
+
+    @cuda.jit(device=True, inline=True)
+    def slot(e):
+        """(outer index, k index) of the first element of quad e of the tile."""
+        if KFAST:
+            return e // QK, (e % QK) * 4
+        return (e % QO) * 4, e // QO
+
+    @cuda.jit(device=True, inline=True)
+    def vec_ok(args, O, K):
+        """Whether every quad of this operand is a 16-byte aligned run (block-uniform)."""
+        ok = addr(args[0]) % uint64(16) == uint64(0) and args[1] % 4 == 0 and args[2] % 4 == 0
+        if KFAST:
+            return ok and args[4] % 4 == 0 and K % 4 == 0
+        return ok and args[4] == 1 and args[5] % 4 == 0 and O % 4 == 0
+
+    @cuda.jit(device=True, inline=True)
+    def setup(args, z, vec, e, o0, O, k_lo):
+        """Element offset of the quad in the block's first k-tile (rows past O clamped)."""
+        oo, kk = slot(e)
+        base = (z // args[3]) * args[1] + (z % args[3]) * args[2]
+        if KFAST:
+            return int64(base + min(o0 + oo, O - 1) * args[4] + k_lo + kk)
+        if vec:
+            return int64(base + min(o0 + oo, O - 4) + (k_lo + kk) * args[5])
+        return int64(base + (k_lo + kk) * args[5])
+
+    @cuda.jit(device=True, inline=True)
+    def step(args):
+        """Offset advance per k-tile."""
+        if KFAST:
+            return int64(BLOCK_K)
+        return int64(BLOCK_K) * args[5]
+
+    @cuda.jit(device=True, inline=True)
+    def load(args, vec, off, e, kt, k_hi, o0, O):
+        """The quad's 4 values at k-tile start kt (zeros past k_hi)."""
+        oo, kk = slot(e)
+        k = kt + kk
+        arr = args[0]
+        if KFAST:
+            if vec:
+                if k < k_hi:
+                    return ldg4(arr, uint64(off))
+                return (f0, f0, f0, f0)
+            return (arr[uint64(off)] if k < k_hi else f0,
+                    arr[uint64(off + 1)] if k + 1 < k_hi else f0,
+                    arr[uint64(off + 2)] if k + 2 < k_hi else f0,
+                    arr[uint64(off + 3)] if k + 3 < k_hi else f0)
+        if k >= k_hi:
+            return (f0, f0, f0, f0)
+        if vec:
+            return ldg4(arr, uint64(off))
+        s = args[4]
+        o = o0 + oo
+        return (arr[uint64(off + min(o, O - 1) * s)], arr[uint64(off + min(o + 1, O - 1) * s)],
+                arr[uint64(off + min(o + 2, O - 1) * s)], arr[uint64(off + min(o + 3, O - 1) * s)])
+
+    @cuda.jit(device=True, inline=True)
+    def store(S, stage, e, v0, v1, v2, v3):
+        oo, kk = slot(e)
+        if KFAST:
+            S[stage, uint64(kk), uint64(oo)] = v0
+            S[stage, uint64(kk + 1), uint64(oo)] = v1
+            S[stage, uint64(kk + 2), uint64(oo)] = v2
+            S[stage, uint64(kk + 3), uint64(oo)] = v3
+        else:
+            st4(S, stage, uint64(kk), uint64(oo), v0, v1, v2, v3)
+
+    ops = (vec_ok, setup, step, load, store)
+    _CACHE[key] = ops
+    return ops
+
+
+def make_fast_kernel(cfg, A, B, OUT, EPI):
+    """The fast block kernel for strided fp32 operands ``A`` / ``B`` (operands.strided_operand)."""
+    key = ("fast", cfg, A.key, B.key, OUT.key, EPI.key)
+    if key in _CACHE:
+        return _CACHE[key]
+    BLOCK_M, BLOCK_N, BLOCK_K = cfg.BLOCK_M, cfg.BLOCK_N, cfg.BLOCK_K
+    THREAD_M, THREAD_N, SWIZZLE = cfg.THREAD_M, cfg.THREAD_N, cfg.SWIZZLE
+    TY, TX = cfg.threads_m, cfg.threads_n
+    LM, LN = cfg.lanes()
+    WX = TX // LN
+    NT = cfg.num_threads
+    QA = BLOCK_M * BLOCK_K // 4 // NT
+    QB = BLOCK_N * BLOCK_K // 4 // NT
+    A_STRIDE = BLOCK_M + cfg.SMEM_PAD
+    B_STRIDE = BLOCK_N + cfg.SMEM_PAD
+    a_ok, a_setup, a_step, a_load, a_store = _make_operand(A.FAST == "k", BLOCK_M, BLOCK_K, NT)
+    b_ok, b_setup, b_step, b_load, b_store = _make_operand(B.FAST == "k", BLOCK_N, BLOCK_K, NT)
+    mma = _make_mma(BLOCK_K, THREAD_M, THREAD_N, TY, TX)
+    o_row, o_col, epi = OUT.row, OUT.col, EPI.fn
+    BIAS_ROW, BIAS_COL, RESIDUAL = EPI.BIAS == "row", EPI.BIAS == "col", EPI.RESIDUAL
+    ATOMIC = EPI.key == ("atomic",)
+    STAGE = EPI.STAGE
+    STAGE_SIZE = THREAD_M * THREAD_N if STAGE else 1
+
+    if simulator_enabled():
+        @cuda.jit(device=True, inline=True)
+        def smem():
+            return (cuda.shared.array((2, BLOCK_K, A_STRIDE), float32),
+                    cuda.shared.array((2, BLOCK_K, B_STRIDE), float32))
+    else:
+        @cuda.jit(device=True, inline=True)
+        def smem():
+            return (cuda.shared.array((2, BLOCK_K, A_STRIDE), float32, alignment=16),
+                    cuda.shared.array((2, BLOCK_K, B_STRIDE), float32, alignment=16))
+
+    @cuda.jit(device=True, inline=True)
+    def row_of(ty, i):
+        return (i // 4) * (TY * 4) + ty * 4 + i % 4
+
+    @cuda.jit(device=True, inline=True)
+    def col_of(tx, j):
+        return (j // 4) * (TX * 4) + tx * 4 + j % 4
+
+    @cuda.jit(device=True, inline=True)
+    def tile_coords(grid_n, grid_m):
+        bx = cuda.blockIdx.x
+        by = cuda.blockIdx.y
+        if SWIZZLE == 1:
+            return by, bx
+        pid = by * grid_n + bx
+        width = SWIZZLE * grid_n
+        group = pid // width
+        first_m = group * SWIZZLE
+        rows = min(grid_m - first_m, SWIZZLE)
+        return first_m + (pid % width) % rows, (pid % width) // rows
+
+    jit = cuda.jit(max_registers=cfg.MAX_REGS) if cfg.MAX_REGS and not simulator_enabled() else cuda.jit
+
+    @jit
+    def kernel(a_args, b_args, o_args, bias_args, r_args, M, N, K, K_SLICE, SPLITS, alpha, beta):
+        As, Bs = smem()
+        acc = cuda.local.array((THREAD_M, THREAD_N), float32)
+        af = cuda.local.array(THREAD_M, float32)
+        bf = cuda.local.array(THREAD_N, float32)
+        a_off = cuda.local.array(QA, int64)
+        b_off = cuda.local.array(QB, int64)
+        a_v = cuda.local.array((QA, 4), float32)
+        b_v = cuda.local.array((QB, 4), float32)
+
+        tid = cuda.threadIdx.x
+        warp = tid // 32
+        lane = tid % 32
+        ty = (warp // WX) * LM + lane // LN
+        tx = (warp % WX) * LN + lane % LN
+        tile_m, tile_n = tile_coords(cuda.gridDim.x, cuda.gridDim.y)
+        m0 = tile_m * BLOCK_M
+        n0 = tile_n * BLOCK_N
+        z = cuda.blockIdx.z // SPLITS
+        split = cuda.blockIdx.z % SPLITS
+        k_lo = split * K_SLICE
+        k_hi = min(K, k_lo + K_SLICE)
+        ntiles = (k_hi - k_lo + BLOCK_K - 1) // BLOCK_K
+        a_vec = a_ok(a_args, M, K)
+        b_vec = b_ok(b_args, N, K)
+        a_inc = a_step(a_args)
+        b_inc = b_step(b_args)
+        for q in range(QA):
+            a_off[q] = a_setup(a_args, z, a_vec, tid + q * NT, m0, M, k_lo)
+        for q in range(QB):
+            b_off[q] = b_setup(b_args, z, b_vec, tid + q * NT, n0, N, k_lo)
+        for i in range(THREAD_M):
+            for j in range(THREAD_N):
+                acc[i, j] = float32(0)
+        y = uint64(ty * 4)
+        x = uint64(tx * 4)
+
+        # ---- mainloop: tile t+1 global -> registers, FMAs on tile t, registers -> other stage ----
+        if ntiles > 0:
+            for q in range(QA):
+                v = a_load(a_args, a_vec, a_off[q], tid + q * NT, k_lo, k_hi, m0, M)
+                a_store(As, uint64(0), tid + q * NT, v[0], v[1], v[2], v[3])
+            for q in range(QB):
+                v = b_load(b_args, b_vec, b_off[q], tid + q * NT, k_lo, k_hi, n0, N)
+                b_store(Bs, uint64(0), tid + q * NT, v[0], v[1], v[2], v[3])
+            cuda.syncthreads()
+        kt = k_lo
+        for t in range(ntiles):
+            cur = uint64(t & 1)
+            more = t + 1 < ntiles
+            if more:
+                kt += BLOCK_K
+                for q in range(QA):
+                    a_off[q] += a_inc
+                    v = a_load(a_args, a_vec, a_off[q], tid + q * NT, kt, k_hi, m0, M)
+                    a_v[q, 0] = v[0]
+                    a_v[q, 1] = v[1]
+                    a_v[q, 2] = v[2]
+                    a_v[q, 3] = v[3]
+                for q in range(QB):
+                    b_off[q] += b_inc
+                    v = b_load(b_args, b_vec, b_off[q], tid + q * NT, kt, k_hi, n0, N)
+                    b_v[q, 0] = v[0]
+                    b_v[q, 1] = v[1]
+                    b_v[q, 2] = v[2]
+                    b_v[q, 3] = v[3]
+            mma(As, Bs, cur, y, x, acc, af, bf)
+            if more:
+                nxt = cur ^ uint64(1)
+                for q in range(QA):
+                    a_store(As, nxt, tid + q * NT, a_v[q, 0], a_v[q, 1], a_v[q, 2], a_v[q, 3])
+                for q in range(QB):
+                    b_store(Bs, nxt, tid + q * NT, b_v[q, 0], b_v[q, 1], b_v[q, 2], b_v[q, 3])
+            cuda.syncthreads()
+
+        # ---- epilogue (as mainloop.py) ----
+        if SPLITS > 1 and not ATOMIC:
+            z = cuda.blockIdx.z
+        stage = cuda.local.array(STAGE_SIZE, float32)
+        row_o = cuda.local.array(THREAD_M, int64)
+        col_o = cuda.local.array(THREAD_N, int64)
+        row_r = cuda.local.array(THREAD_M, int64)
+        col_r = cuda.local.array(THREAD_N, int64)
+        for i in range(THREAD_M):
+            m = m0 + row_of(ty, i)
+            if m < M:
+                row_o[i] = o_row(o_args, z, m)
+                if RESIDUAL:
+                    row_r[i] = o_row(r_args, z, m)
+        for j in range(THREAD_N):
+            n = n0 + col_of(tx, j)
+            if n < N:
+                col_o[j] = o_col(o_args, z, n)
+                if RESIDUAL:
+                    col_r[j] = o_col(r_args, z, n)
+        out = o_args[0]
+        bias = bias_args[0]
+        res = r_args[0]
+        bz = z * bias_args[1]
+        if STAGE:
+            for i in range(THREAD_M):
+                for j in range(THREAD_N):
+                    stage[i * THREAD_N + j] = acc[i, j]
+        for i in range(THREAD_M):
+            m = m0 + row_of(ty, i)
+            for j in range(THREAD_N):
+                n = n0 + col_of(tx, j)
+                if m < M and n < N:
+                    bo = bz
+                    if BIAS_ROW:
+                        bo += m * bias_args[2]
+                    if BIAS_COL:
+                        bo += n * bias_args[2]
+                    r_off = row_r[i] + col_r[j] if RESIDUAL else 0
+                    val = stage[i * THREAD_N + j] if STAGE else acc[i, j]
+                    epi(val, out, uint64(row_o[i] + col_o[j]), bias, uint64(bo), res, uint64(r_off), alpha, beta)
+
+    _CACHE[key] = kernel
+    return kernel
