@@ -18,13 +18,16 @@ Knob: BLOCK_SIZE of the pointwise pass. Workspace: the group sums and coefficien
 """
 from numba.cuda import types
 
+from ..kernels import norm_bn_cols as kcols
+from ..kernels import norm_bn_planes as kplanes
 from ..kernels import reduce as kr
 from ..kernels.dtypes import compute_type
+from ..kernels.primitives import sm_count
 from ..types import (cudnnBackendKnobType_t, cudnnBackendNormFwdPhase_t, cudnnBackendNormMode_t,
                      cudnnPointwiseMode_t, cudnnStatus_t)
 from .base import OK, Engine, KnobSpec
-from .membound_common import (Arg, MemPlan, PointwiseBuilder, Scratch, bcast_strides, by_value_only, io_dtypes_ok,
-                              kdtype, reduce_steps, steps_time, written)
+from .membound_common import (Arg, MemPlan, PointwiseBuilder, Scratch, Step, bcast_strides, by_value_only,
+                              io_dtypes_ok, kdtype, reduce_steps, src_key, steps_time, tensor_bytes, written)
 from .norm_bn_finalize import bwd_weights_step, finalize_step
 from .registry import register
 
@@ -92,6 +95,98 @@ def epilogue_output(pw, sub, y, y_ref):
                 pw.add_output(value_of[t.uid][1], Arg.tensor(t), kdtype(t), t.strides)
 
 
+def bn_layout(x):
+    """The dedicated BN kernels' view of ``x``: ("cols", rows, C) when the channel is innermost and the
+    other dims pack rows of C (NHWC), ("planes", N, C, HW, sN) when each (n, c) plane of the spatial
+    dims is contiguous at offset n * sN + c * HW (NCHW), else None (the generic reduce path)."""
+    dims, st = tuple(int(d) for d in x.dims), tuple(int(s) for s in x.strides)
+    C = dims[1]
+    spatial = [d for d in range(2, len(dims))]
+    hw = 1
+    for d in reversed(spatial):                                        # NCHW: spatial dims row-major
+        if dims[d] > 1 and st[d] != hw:
+            break
+        hw *= dims[d]
+    else:
+        if (C == 1 or st[1] == hw) and (dims[0] == 1 or st[0] >= C * hw):
+            return ("planes", dims[0], C, hw, st[0] if dims[0] > 1 else C * hw)
+    acc = C                                                            # NHWC: rows of C contiguous channels
+    if C > 1 and st[1] != 1:
+        return None
+    for d in reversed([0] + spatial):
+        if dims[d] > 1 and st[d] != acc:
+            return None
+        acc *= dims[d]
+    return ("cols", acc // C, C)
+
+
+def bn_stats_steps(lay, scratch, x, out0, out1, ct, dy=None, mean=None):
+    """Steps writing per-channel sums into scratch Args ``out0`` / ``out1`` with the dedicated kernels:
+    forward (``dy`` None) sum (x - K), sum (x - K)^2 with K = x[0, c, 0...]; backward sum dy,
+    sum dy * (x - mean)."""
+    sms = sm_count()
+    x_dt, dy_dt = kdtype(x), (kdtype(dy) if dy is not None else None)
+    m_dt = kdtype(mean) if mean is not None else "float32"
+    m_st = (mean.strides[1] if mean.dims[1] > 1 else 0) if mean is not None else 1
+    ins = [Arg.tensor(x), Arg.tensor(dy) if dy is not None else Arg.dummy(x_dt),
+           Arg.tensor(mean) if mean is not None else Arg.dummy("float32")]
+    nbytes = tensor_bytes(x, dy)
+    if lay[0] == "cols":
+        _, rows, C = lay
+        cfg = kcols.cols_config(rows, C, sms)
+        fargs = (C, x_dt, dy_dt, m_dt, m_st, cfg.tx, cfg.ty, cfg.unroll)
+        p0, p1 = scratch.take(cfg.chunks * C, ct), scratch.take(cfg.chunks * C, ct)
+        main = Step("norm_bn_cols_partial:" + src_key(fargs), lambda: kcols.partial_kernel(*fargs)[0],
+                    (cfg.tiles, cfg.chunks), (cfg.tx, cfg.ty),
+                    ins + [p0, p1, Arg.const(rows), Arg.const(cfg.chunk_rows)], nbytes=nbytes)
+        chunks = cfg.chunks
+    else:
+        _, n, C, hw, sn = lay
+        chunks, per = kplanes.planes_config(n, C, sms)
+        T = kplanes.threads_for(hw)
+        fargs = (C, hw, sn, T, x_dt, dy_dt, m_dt, m_st)
+        p0, p1 = scratch.take(chunks * C, ct), scratch.take(chunks * C, ct)
+        main = Step("norm_bn_planes_partial:" + src_key(fargs), lambda: kplanes.partial_kernel(*fargs)[0],
+                    (C, chunks), T, ins + [p0, p1, Arg.const(n), Arg.const(per)], nbytes=nbytes)
+    comb = Step(f"norm_bn_combine:{ct}", lambda: kcols.combine_kernel(ct), max(1, -(-C // 128)), 128,
+                [p0, p1, out0, out1, Arg.const(chunks), Arg.const(C)], nbytes=chunks * C * 8)
+    return [main, comb]
+
+
+def bn_apply_step(lay, x, out, coefs, ct, dy=None):
+    """The dedicated apply pass: ``out = (x - K) * e0 + e1`` (forward; K = x[0, c, 0...], e1 the
+    shifted eq_bias) or ``dy * e0 + x * e1 + e2`` (backward, ``dy`` given); ``coefs``: per-channel
+    scratch Args in ``ct``."""
+    shifted = dy is None
+    x_dt, o_dt, dy_dt = kdtype(x), kdtype(out), (kdtype(dy) if dy is not None else None)
+    ins = [Arg.tensor(x), Arg.tensor(dy) if dy is not None else Arg.dummy(x_dt)]
+    e = list(coefs) + [Arg.dummy(ct)] * (3 - len(coefs))
+    nbytes = tensor_bytes(x, dy, out)
+    if lay[0] == "cols":
+        _, rows, C = lay
+        fargs = (C, x_dt, o_dt, dy_dt, ct, kcols.TX, kcols.TY, 4, shifted)
+        grid = kcols.apply_grid(rows, C, sm_count())
+        return Step("norm_bn_cols_apply:" + src_key(fargs), lambda: kcols.apply_kernel(*fargs)[0], grid,
+                    (kcols.TX, kcols.TY), ins + e + [Arg.tensor(out), Arg.const(rows)], nbytes=nbytes)
+    _, n, C, hw, sn = lay
+    T = kplanes.threads_for(hw)
+    per_plane = kplanes.apply_grid(hw, T)
+    fargs = (C, hw, sn, T, x_dt, o_dt, dy_dt, ct, 4, shifted)
+    return Step("norm_bn_planes_apply:" + src_key(fargs), lambda: kplanes.apply_kernel(*fargs)[0],
+                (n * C, per_plane), T, ins + e + [Arg.tensor(out), Arg.const(-(-hw // per_plane))], nbytes=nbytes)
+
+
+def _fast(sub, x, ct, *others):
+    """bn_layout(x) when the dedicated kernels apply: batch norm, every listed tensor at X's strides,
+    the compute type fixed by X (and DY) alone."""
+    lay = bn_layout(x)
+    if lay is None or any(t is not None and tuple(t.strides) != tuple(x.strides) for t in others):
+        return None
+    if compute_type([kdtype(t) for t in (x,) + others if t is not None]) != ct:
+        return None
+    return lay
+
+
 def _block(cfg):
     return cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 256)
 
@@ -125,7 +220,11 @@ def _forward_steps(sub, cfg):
     spec = kr.ReduceSpec(tuple(x.dims), ((kdtype(x), tuple(x.strides)), (kdtype(x), k_strides)), out_shape,
                          (kr.Term("v0 - v1", "sum"), kr.Term("(v0 - v1) * (v0 - v1)", "sum")),
                          ((ct, g_strides), (ct, g_strides)))
-    steps = reduce_steps(spec, scratch, [Arg.tensor(x), Arg.tensor(x)], [ssum, ssq], name="norm_batch_stats")
+    lay = None if per_sample else _fast(sub, x, ct)
+    if lay is not None:
+        steps = bn_stats_steps(lay, scratch, x, ssum, ssq, ct)
+    else:
+        steps = reduce_steps(spec, scratch, [Arg.tensor(x), Arg.tensor(x)], [ssum, ssq], name="norm_batch_stats")
     bias = i.get("BIAS")
     tensors = {"sum": ("scratch", ssum, ct), "sqsum": ("scratch", ssq, ct), "scale": i["SCALE"],
                "bias": bias, "eq_scale": ("scratch", es, ct), "eq_bias": ("scratch", eb, ct),
@@ -137,8 +236,12 @@ def _forward_steps(sub, cfg):
         return None, "BIAS"
     mom = Arg.scalar(i["EXP_AVG_FACTOR"]) if "EXP_AVG_FACTOR" in i else Arg.const(0.0, types.float64)
     count = x.numel // groups
+    direct = lay is not None and not sub.epilogue and written(sub, y) is not None and _fast(sub, x, ct, y) is not None
     steps.append(finalize_step(tensors, groups, C, Arg.const(float(count), types.float64),
-                               Arg.scalar(i["EPSILON"]), mom, True, per_sample, shift=x))
+                               Arg.scalar(i["EPSILON"]), mom, True, per_sample, shift=x, bias_shifted=direct))
+    if direct:
+        steps.append(bn_apply_step(lay, x, y, (es, eb), ct))
+        return steps, scratch.size
     a = pw.node(PM.CUDNN_POINTWISE_MUL, ("in", xr), ("in", pw.add_input(es, ct, g_strides)))
     a = pw.node(PM.CUDNN_POINTWISE_ADD, ("node", a), ("in", pw.add_input(eb, ct, g_strides)))
     epilogue_output(pw, sub, y, a)
@@ -161,8 +264,12 @@ def _backward_steps(sub, cfg):
     spec = kr.ReduceSpec(tuple(x.dims), ((kdtype(x), tuple(x.strides)), (kdtype(dy), tuple(dy.strides)),
                                          (kdtype(mean), bcast_strides(mean, x.dims))), out_shape,
                          (kr.Term("v1", "sum"), kr.Term("v1 * (v0 - v2)", "sum")), ((ct, g_strides), (ct, g_strides)))
-    steps = reduce_steps(spec, scratch, [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(mean)], [dys, dyxs],
-                         name="norm_batch_bwd_sums")
+    lay = None if per_sample else _fast(sub, x, ct, dy, dx)
+    if lay is not None:
+        steps = bn_stats_steps(lay, scratch, x, dys, dyxs, ct, dy=dy, mean=mean)
+    else:
+        steps = reduce_steps(spec, scratch, [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(mean)], [dys, dyxs],
+                             name="norm_batch_bwd_sums")
     eq = [scratch.take(groups, ct) for _ in range(3)]
     tensors = {"dy_sum": ("scratch", dys, ct), "dyx_sum": ("scratch", dyxs, ct), "mean": i["MEAN"],
                "inv": i["INV_VARIANCE"], "scale": i["SCALE"], "eq_dy": ("scratch", eq[0], ct),
@@ -182,6 +289,9 @@ def _backward_steps(sub, cfg):
                 rs = kr.ReduceSpec((x.dims[0], C), ((ct, (C, 1)),), (1, C), (kr.Term("v0", "sum"),),
                                    ((kdtype(t), (0, t.strides[1])),))
                 steps += reduce_steps(rs, scratch, [per_group[port]], [Arg.tensor(t)], name="norm_batch_bwd_wsum")
+    if lay is not None:
+        steps.append(bn_apply_step(lay, x, dx, eq, ct, dy=dy))
+        return steps, scratch.size
     pw = PointwiseBuilder(x.dims)
     rdy, rx = pw.add_tensor(dy), pw.add_tensor(x)
     ra, rb, rc = (pw.add_input(e, ct, g_strides) for e in eq)

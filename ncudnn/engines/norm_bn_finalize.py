@@ -32,9 +32,10 @@ def tensor_arg(t):
 
 
 def finalize_step(tensors, groups, channels, count_arg, eps_arg, mom_arg, training, per_sample=False,
-                  block=128, shift=None):
+                  block=128, shift=None, bias_shifted=False):
     """A Step of the finalize kernel; ``tensors`` maps FINALIZE_ARRAYS names to descriptors, to
-    ``("scratch", Arg, dtype)`` entries (dense per-group workspace), or None."""
+    ``("scratch", Arg, dtype)`` entries (dense per-group workspace), or None. ``shift``: X when the
+    sums are shifted by X's first element per group; ``bias_shifted``: eq_bias relative to it."""
     descs, args = [], []
     tensors = dict(tensors, shift=shift)
     for name, kind in kb.FINALIZE_ARRAYS:
@@ -49,8 +50,9 @@ def finalize_step(tensors, groups, channels, count_arg, eps_arg, mom_arg, traini
     descs = tuple(descs)
     writes = frozenset(n for n in ("saved_mean", "saved_inv", "next_mean", "next_var") if tensors.get(n) is not None)
     shifted = shift is not None
-    factory = lambda: kb.finalize_kernel(descs, training, writes, shifted)[0]  # noqa: E731
-    key = "bn_finalize:" + src_key(descs, training, sorted(writes), shifted)
+    rel = bool(shifted and bias_shifted)
+    factory = lambda: kb.finalize_kernel(descs, training, writes, shifted, rel)[0]  # noqa: E731
+    key = "bn_finalize:" + src_key(descs, training, sorted(writes), shifted, rel)
     grid = max(1, -(-groups // block))
     args += [Arg.const(groups), Arg.const(channels), count_arg, eps_arg, mom_arg]
     return Step(key, factory, grid, block, args, nbytes=groups * 4 * 8)

@@ -49,12 +49,15 @@ def _jit(src, name, names):
 
 
 @functools.lru_cache(maxsize=None)
-def finalize_kernel(arrays, training=True, writes=frozenset({"saved_mean", "saved_inv"}), shifted=False):
+def finalize_kernel(arrays, training=True, writes=frozenset({"saved_mean", "saved_inv"}), shifted=False,
+                    bias_shifted=False):
     """The finalize kernel for ``arrays``: one (dtype, sN, sC) per entry of :data:`FINALIZE_ARRAYS`
     (unused entries may be anything). ``writes``: which of the optional outputs saved_mean,
     saved_inv, next_mean, next_var are written (the others may be placeholders). ``shifted``: the
     sums are of (x - K) and (x - K)^2 with K the group's element read from ``shift`` (shifted-data
-    variance: no cancellation when |mean| >> std). Returns (dispatcher, source). Arguments: the 13
+    variance: no cancellation when |mean| >> std). ``bias_shifted`` (with ``shifted``): eq_bias is
+    relative to K, ``bias - (mean - K) * eq_scale``, for an apply pass ``(x - K) * eq_scale + eq_bias``
+    (no cancellation either). Returns (dispatcher, source). Arguments: the 13
     arrays, then ``groups, channels`` (int64), ``count, eps, momentum`` (float64)."""
     ct = compute_type([a[0] for a in arrays])
     L = po.lit
@@ -78,8 +81,9 @@ def finalize_kernel(arrays, training=True, writes=frozenset({"saved_mean", "save
     else:
         s += [f"    mean = ld_prev_mean(prev_mean, {off['prev_mean']})",
               f"    es = ld_scale(scale, {off['scale']}) / math.sqrt(ld_prev_var(prev_var, {off['prev_var']}) + eps)"]
+    rel = "m1" if training and shifted and bias_shifted else "mean"
     s += [f"    st_eq_scale(eq_scale, {off['eq_scale']}, es)",
-          f"    st_eq_bias(eq_bias, {off['eq_bias']}, ld_bias(bias, {off['bias']}) - mean * es)"]
+          f"    st_eq_bias(eq_bias, {off['eq_bias']}, ld_bias(bias, {off['bias']}) - {rel} * es)"]
     if training and "saved_mean" in writes:
         s.append(f"    st_saved_mean(saved_mean, {off['saved_mean']}, mean)")
     if training and "saved_inv" in writes:

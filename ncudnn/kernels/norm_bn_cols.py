@@ -143,10 +143,11 @@ def combine_kernel(ct="float32"):
 
 
 @functools.lru_cache(maxsize=None)
-def apply_kernel(channels, x_dt, out_dt, dy_dt=None, coef_dt="float32", tx=TX, ty=TY, unroll=4):
-    """``y = x * e0[c] + e1[c]`` (``dy_dt`` None) or ``dx = dy * e0[c] + x * e1[c] + e2[c]`` over
-    rows x C. Arguments ``(x, dy, e0, e1, e2, out, rows)``; grid (tiles, any), block (tx, ty); the
-    y blocks stride over rows. Returns (dispatcher, source)."""
+def apply_kernel(channels, x_dt, out_dt, dy_dt=None, coef_dt="float32", tx=TX, ty=TY, unroll=4, shifted=False):
+    """``y = x * e0[c] + e1[c]`` (``dy_dt`` None; ``shifted``: ``(x - K) * e0[c] + e1[c]`` with
+    K = x[row 0, c]) or ``dx = dy * e0[c] + x * e1[c] + e2[c]`` over rows x C. Arguments
+    ``(x, dy, e0, e1, e2, out, rows)``; grid (tiles, any), block (tx, ty); the y blocks stride over
+    rows. Returns (dispatcher, source)."""
     bwd = dy_dt is not None
     ct = compute_type([x_dt, out_dt, coef_dt] + ([dy_dt] if bwd else []))
     C, U = channels, unroll
@@ -155,9 +156,9 @@ def apply_kernel(channels, x_dt, out_dt, dy_dt=None, coef_dt="float32", tx=TX, t
         stores = [f"sto(out, p + {u} * step, g{u} * e0 + v{u} * e1 + e2)" for u in range(U)]
         tail = ["sto(out, p, ldd(dy, p) * e0 + ldx(x, p) * e1 + e2)"]
     else:
-        loads = [f"v{u} = ldx(x, p + {u} * step)" for u in range(U)]
+        loads = [f"v{u} = ldx(x, p + {u} * step)" + (" - k" if shifted else "") for u in range(U)]
         stores = [f"sto(out, p + {u} * step, v{u} * e0 + e1)" for u in range(U)]
-        tail = ["sto(out, p, ldx(x, p) * e0 + e1)"]
+        tail = ["sto(out, p, (ldx(x, p) - k) * e0 + e1)" if shifted else "sto(out, p, ldx(x, p) * e0 + e1)"]
 
     def ind(lines, n):
         return "\n".join(" " * n + ln for line in lines for ln in line.split("\n"))
@@ -169,6 +170,7 @@ def apply_kernel(channels, x_dt, out_dt, dy_dt=None, coef_dt="float32", tx=TX, t
     e0 = lde(e0a, c)
     e1 = lde(e1a, c)
     e2 = {"lde(e2a, c)" if bwd else "e1"}
+    k = {"ldx(x, c)" if shifted else "e1"}
     step = cuda.gridDim.y * {ty * C}
     p = (cuda.blockIdx.y * {ty} + cuda.threadIdx.y) * {C} + c
     pend = rows * {C}

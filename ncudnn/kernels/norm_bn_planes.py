@@ -100,8 +100,10 @@ def apply_grid(hw, threads, unroll=4, max_elems=4096):
 
 
 @functools.lru_cache(maxsize=None)
-def apply_kernel(channels, hw, sn, threads, x_dt, out_dt, dy_dt=None, coef_dt="float32", unroll=4):
-    """``y = x * e0[c] + e1[c]`` or ``dx = dy * e0[c] + x * e1[c] + e2[c]``. Arguments
+def apply_kernel(channels, hw, sn, threads, x_dt, out_dt, dy_dt=None, coef_dt="float32", unroll=4,
+                 shifted=False):
+    """``y = x * e0[c] + e1[c]`` (``shifted``: ``(x - K) * e0[c] + e1[c]``, K = x[0, c, 0]) or
+    ``dx = dy * e0[c] + x * e1[c] + e2[c]``. Arguments
     ``(x, dy, e0, e1, e2, out, per_block)``; grid (N * C planes, blocks per plane), block ``threads``;
     ``per_block``: plane elements per block."""
     bwd = dy_dt is not None
@@ -112,9 +114,9 @@ def apply_kernel(channels, hw, sn, threads, x_dt, out_dt, dy_dt=None, coef_dt="f
         stores = [f"sto(out, p + {u * T}, g{u} * e0 + v{u} * e1 + e2)" for u in range(U)]
         tail = ["sto(out, p, ldd(dy, p) * e0 + ldx(x, p) * e1 + e2)"]
     else:
-        loads = [f"v{u} = ldx(x, p + {u * T})" for u in range(U)]
+        loads = [f"v{u} = ldx(x, p + {u * T})" + (" - k" if shifted else "") for u in range(U)]
         stores = [f"sto(out, p + {u * T}, v{u} * e0 + e1)" for u in range(U)]
-        tail = ["sto(out, p, ldx(x, p) * e0 + e1)"]
+        tail = ["sto(out, p, (ldx(x, p) - k) * e0 + e1)" if shifted else "sto(out, p, ldx(x, p) * e0 + e1)"]
     src = f"""def kernel(x, dy, e0a, e1a, e2a, out, per_block):
     plane = cuda.blockIdx.x
     i = plane // {C}
@@ -122,6 +124,7 @@ def apply_kernel(channels, hw, sn, threads, x_dt, out_dt, dy_dt=None, coef_dt="f
     e0 = lde(e0a, c)
     e1 = lde(e1a, c)
     e2 = {"lde(e2a, c)" if bwd else "e1"}
+    k = {"ldx(x, c * " + str(hw) + ")" if shifted else "e1"}
     start = cuda.blockIdx.y * per_block
     base = i * {sn} + c * {hw}
     p = base + start + cuda.threadIdx.x
