@@ -128,6 +128,33 @@ class ConvProblem:
                          bias_stride=self.bias_stride, residual=res, residual_strides=self.res_strides)
 
 
+#: largest SPLIT_K offered (wgrad reduces over N*O*P*Q: 100 352 for ResNet-50 conv2 at N = 32)
+MAX_SPLIT = 256
+
+
+def wgrad_splits(tile, tiles, reduction, device=None):
+    """SPLIT_K values worth ranking for a wgrad tile. Every split is a candidate of its own (the
+    ranking costs each one: a small unsplit grid never hides a tile that wins once split): powers
+    of two whose grid holds from half a wave to eight waves of resident blocks, each slice at least
+    8 k-tiles long; when no split reaches half a wave, the largest one that keeps 8 k-tiles."""
+    from . import device as dev_mod
+    from . import heuristics as H
+
+    dev = device or dev_mod.current()
+    c = tile.cfg
+    per_sm = max(H.blocks_per_sm(dev, c.num_threads, tile.regs, c.smem_bytes()), 1)
+    slots = dev.sm_count * per_sm
+    feasible = []
+    s = 2
+    while s <= MAX_SPLIT and reduction >= s * c.BLOCK_K * 8:
+        feasible.append(s)
+        s *= 2
+    out = [s for s in feasible if slots // 2 <= tiles * s <= 8 * slots]
+    if not out and feasible and tiles * feasible[-1] < slots // 2:
+        out = feasible[-1:]
+    return tuple(out)
+
+
 class ConvEngineBase(TiledGemmEngine):
     """An implicit-GEMM conv engine (subclasses: ``PRECOMP``, ``kinds``, candidate knobs)."""
 
@@ -177,7 +204,7 @@ class ConvEngineBase(TiledGemmEngine):
 
     def _knob_specs(self):
         return (gc.tile_knob(self.TILES),
-                KnobSpec(K.CUDNN_KNOB_TYPE_SPLIT_K, 1, 64, 1, 1),
+                KnobSpec(K.CUDNN_KNOB_TYPE_SPLIT_K, 1, MAX_SPLIT, 1, 1),
                 KnobSpec(K.CUDNN_KNOB_TYPE_SWIZZLE, 1, 8, 1, 1),
                 KnobSpec(K.CUDNN_KNOB_TYPE_EDGE, 1, 1, 1, 1, ("predicated edges and padding",)),
                 KnobSpec(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 0, 1, 1, 1,
@@ -191,13 +218,23 @@ class ConvEngineBase(TiledGemmEngine):
             return []
         base = self.default_config(sub)
         wgrad = p.kind == "wgrad"
-        splits = (1, 4, 16, 64) if wgrad else (1, 4)
         M = p.gemm[0]
         out = []
+        plan = []
         for t in gc.useful_tiles(self.TILES, M, p.gemm[1], p.gemm[2], p.g.G):
             tile = self.TILES[t]
             tiles = gc.ceil_div(M, tile.cfg.BLOCK_M) * gc.ceil_div(p.gemm[1], tile.cfg.BLOCK_N)
-            for s in (splits if gc.split_worthwhile(M, p.gemm[1], tiles, p.g.G) else (1,)):
+            if not gc.split_worthwhile(M, p.gemm[1], tiles, p.g.G):
+                plan.append((t, tile, (1,)))
+            elif wgrad:
+                plan.append((t, tile, wgrad_splits(tile, tiles * p.g.G, p.gemm[2])))
+            else:
+                plan.append((t, tile, (1, 4)))
+        if wgrad and any(sp and sp != (1,) for _, _, sp in plan):
+            # split candidates only: an unsplit tile would be ranked against split ones unfairly
+            plan = [(t, tile, sp) for t, tile, sp in plan if sp and sp != (1,)]
+        for t, tile, splits in plan:
+            for s in splits or (1,):
                 for buf in ((1, 0) if wgrad and s > 1 else (1,)):
                     for sw in (gc.swizzle_for(M, tile.cfg, (1, 8)),):
                         c = base.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, t).with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K, s)

@@ -319,3 +319,25 @@ def test_1x1_gemm_engine_dgrad_refuses_stride_and_ranks_first():
     mine = ("conv_implicit_gemm", "conv_implicit_precomp", "conv_gemm_1x1")
     ecs = [e for e in api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A) if e.config.engine in mine]
     assert ecs[0].config.engine == "conv_gemm_1x1"
+
+
+def test_wgrad_ranking_fits_tile_to_k_and_splits_npq():
+    # ResNet-50 conv2 wgrad (M = K = 64, N = C*R*S = 576, reduction N*P*Q = 100 352): the first
+    # candidate has no dead tile rows and splits the reduction over at least one wave of blocks
+    from ncudnn.engines.conv_common import wgrad_splits
+    from ncudnn.engines.device import H200
+    attrs = conv_attrs(2, pre=1, post=1)
+    x, dy, dw = (tensor(1, (32, 64, 56, 56), nhwc=True), tensor(2, (32, 64, 56, 56), nhwc=True),
+                 tensor(3, (64, 64, 3, 3), nhwc=True))
+    g = OpGraph([ConvWgrad("wg", {"X": x, "DY": dy}, {"DW": dw}, **attrs)]).finalize()
+    mine = ("conv_implicit_gemm", "conv_implicit_precomp")
+    best = next(e for e in api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A) if e.config.engine in mine)
+    tile = gc.CONV_TILES[best.config.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)]
+    split = best.config.get(K.CUDNN_KNOB_TYPE_SPLIT_K)
+    assert tile.cfg.BLOCK_M == 64 and split >= 32
+    assert best.workspace_size == split * 64 * 576 * 4
+    big = gc.CONV_TILES[0]
+    sp = wgrad_splits(big, 5, 100352, H200)
+    assert sp and all(s & (s - 1) == 0 and 100352 >= s * big.cfg.BLOCK_K * 8 for s in sp)
+    assert 5 * sp[0] >= 132 // 2
+    assert wgrad_splits(big, 5, 64, H200) == ()      # too short a reduction to split at all
