@@ -13,6 +13,7 @@ engine, which runs each subgraph on its own best engine.
 """
 import math
 import time
+from collections import OrderedDict
 from dataclasses import replace
 
 from ..errors import CudnnError, InternalError, NotSupportedError, error_for
@@ -70,6 +71,61 @@ def _graph_key(graph):
     return graph_identity(graph)[0]
 
 
+class _LRU:
+    """A bounded least-recently-used map (rankings by problem signature)."""
+
+    def __init__(self, size):
+        self.size, self.d = size, OrderedDict()
+
+    def get(self, key):
+        v = self.d.get(key)
+        if v is not None:
+            self.d.move_to_end(key)
+        return v
+
+    def put(self, key, value):
+        self.d[key] = value
+        if len(self.d) > self.size:
+            self.d.popitem(last=False)
+        return value
+
+    def clear(self):
+        self.d.clear()
+
+
+#: rankings by (problem signature, mode, context flags, generations): another graph object of the same
+#: problem is answered from here
+_RANKED = _LRU(512)
+
+
+def _value(v):
+    return tuple(v) if isinstance(v, list) else v
+
+
+def problem_signature(graph):
+    """A hashable signature of what a ranking depends on: per node its op, attribute values and, per
+    port, the tensor (numbered by first use, not by uid) with its dtype, dims, strides, flags and
+    by-value scalar. Two graphs of one signature get the same ranking (cheaper than ``graph.key()``:
+    no JSON, no SHA-1)."""
+    rank = {}
+    out = []
+    for node in graph.nodes:
+        ports = []
+        for table in (node.inputs, node.outputs):
+            for port in sorted(table):
+                t = table[port]
+                ports.append((port, rank.setdefault(t.uid, len(rank)), t.dtype, t.dims, t.strides, t.is_virtual,
+                              t.is_by_value, t.alignment, t.vector_count, t.vectorized_dim, t.reordering,
+                              t.ragged_offset is not None, _value(t.value) if t.is_by_value else None))
+        out.append((node.OP, tuple(_value(getattr(node, k)) for k in node.ATTRS), tuple(ports)))
+    return tuple(out)
+
+
+def forget_rankings():
+    """Drop the rankings remembered by problem signature (tests)."""
+    _RANKED.clear()
+
+
 # ------------------------------------------------------------------------------- heuristics
 
 def get_heuristics(graph, mode=HM.CUDNN_HEUR_MODE_A, ctx=None):
@@ -83,7 +139,6 @@ def get_heuristics(graph, mode=HM.CUDNN_HEUR_MODE_A, ctx=None):
     mode = HM(int(mode))
     if mode == HM.CUDNN_HEUR_MODES_COUNT:
         raise error_for(S.CUDNN_STATUS_BAD_PARAM, "CUDNN_HEUR_MODES_COUNT is not a heuristic mode")
-    sub = problem(graph)
     # mode B looks timings up by graph key; the model's modes need no key (it costs ~0.1 ms)
     key = _graph_key(graph) if mode == HM.CUDNN_HEUR_MODE_B else None
     explain = [] if log_enabled() else None
@@ -91,19 +146,32 @@ def get_heuristics(graph, mode=HM.CUDNN_HEUR_MODE_A, ctx=None):
     registry.engines()  # loads the engine modules before the memo key reads the registry generation
     memo_key = (mode, _ctx_flags(ctx), heuristics.generation, registry.generation)
     hit = memo.get(memo_key)
+    sig = None
+    if hit is None:
+        if not graph.finalized:
+            graph.finalize()
+        try:
+            sig = (problem_signature(graph), memo_key)
+            hit = _RANKED.get(sig)
+        except TypeError:  # an unhashable attribute value: the JSON key of the graph instead
+            sig = (graph.key(dynamic=False), memo_key)
+            hit = _RANKED.get(sig)
+        if hit is not None:
+            memo[memo_key] = hit
     if hit is not None:
         if explain is not None:
             log(f"heuristics {mode.name} for graph {graph.name or 'unnamed'}: {len(hit)} config(s), as ranked "
-                "before:\n"
+                "before for this problem:\n"
                 + "\n".join(f"  {ec.predicted_time * 1e6:10.2f} us  {ec}  ({ec.why})" for ec in hit))
         return list(hit)
+    sub = problem(graph)
     if isinstance(sub, CompositeSub):
         out = _rank_composite(graph, sub, mode, ctx, key, explain)
     else:
         out = rank_subgraph(sub, mode, ctx, key, explain)
     if mode == HM.CUDNN_HEUR_MODE_B:
         out = _winner_first(graph, out, ctx, explain)
-    memo[memo_key] = tuple(out)
+    memo[memo_key] = _RANKED.put(sig, tuple(out))
     if explain is not None:
         dt = (time.perf_counter() - t0) * 1e6
         head = f"heuristics {mode.name} for graph {graph.name or 'unnamed'} ({key or '-'}) on " \

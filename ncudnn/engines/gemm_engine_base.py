@@ -31,10 +31,33 @@ class TiledGemmEngine(Engine):
         return ks
 
     def gemm_config(self, cfg):
-        return gc.gemm_config(self.TILES, cfg)
+        """The kernel GemmConfig of ``cfg`` (remembered per knob values: hashing the tile table per
+        call cost more than the rest of a config's cost)."""
+        d = self.__dict__.get("_gcfgs")
+        if d is None:
+            d = self.__dict__["_gcfgs"] = {}
+        hit = d.get(cfg.knobs)
+        if hit is None:
+            hit = d[cfg.knobs] = gc.gemm_config(self.TILES, cfg)
+        return hit
+
+    def _memo(self, sub, what):
+        """This engine's per-subgraph table ``what`` (keep results, costs per device), keyed by knobs."""
+        d = sub.__dict__.get("_tiled_memo")
+        if d is None:
+            d = sub.__dict__["_tiled_memo"] = {}
+        key = (self.name, what)
+        t = d.get(key)
+        if t is None:
+            t = d[key] = {}
+        return t
 
     def keep(self, sub, cfg, ctx):
-        return gc.memo(sub, ("keep", self.name, cfg), lambda: self._keep(sub, cfg, ctx))
+        memo = self._memo(sub, "keep")
+        hit = memo.get(cfg.knobs)
+        if hit is None:
+            hit = memo[cfg.knobs] = self._keep(sub, cfg, ctx)
+        return hit
 
     def _keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
@@ -86,14 +109,31 @@ class TiledGemmEngine(Engine):
         return max(gc.split_workspace(self.gemm_config(cfg), M, N, B, p.fp64), gc.tail_workspace(sub, p.epi.out))
 
     def cost(self, sub, cfg, device):
-        return gc.memo(sub, ("cost", self.name, cfg, device), lambda: self._cost(sub, cfg, device))
+        memo = self._memo(sub, device)
+        hit = memo.get(cfg.knobs)
+        if hit is None:
+            hit = memo[cfg.knobs] = self._cost(sub, cfg, device)
+        return hit
+
+    def _shape(self, sub):
+        """What the cost of every config of ``sub`` shares: (M, N, K, batch, input / output bytes,
+        epilogue bytes, fp64, the engine's efficiency, the tail's time); None for a rejected subgraph."""
+        memo = self._memo(sub, "shape")
+        hit = memo.get(None, memo)
+        if hit is memo:
+            try:
+                p = self.problem(sub)
+                hit = (*self.gemm_shape(p), p.in_bytes, p.out_bytes, p.extra_bytes, p.fp64, self.efficiency(p),
+                       gc.tail_time(sub, p.epi.out))
+            except gc.Reject:
+                hit = None
+            memo[None] = hit
+        return hit
 
     def _cost(self, sub, cfg, device):
-        try:
-            p = self.problem(sub)
-        except gc.Reject:
+        shape = self._shape(sub)
+        if shape is None:
             return math.inf
-        M, N, K_, B = self.gemm_shape(p)
+        M, N, K_, B, in_b, out_b, extra, fp64, eff, tail = shape
         tile = self.TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
-        return gc.cost(device, tile, self.gemm_config(cfg), M, N, K_, B, p.in_bytes, p.out_bytes,
-                       p.extra_bytes, p.fp64, self.efficiency(p)) + gc.tail_time(sub, p.epi.out)
+        return gc.cost(device, tile, self.gemm_config(cfg), M, N, K_, B, in_b, out_b, extra, fp64, eff) + tail

@@ -42,8 +42,22 @@ def tile_efficiency(m, n, tile_m, tile_n):
     return (m * n) / (tm * tile_m * tn * tile_n) if m and n else 1.0
 
 
+_PER_SM = {}
+
+
 def blocks_per_sm(device, threads, regs_per_thread=32, smem_bytes=0):
-    """Resident blocks per SM limited by threads, registers and shared memory (at least 0)."""
+    """Resident blocks per SM limited by threads, registers and shared memory (at least 0); remembered
+    per (threads, registers, shared memory, the SM's limits)."""
+    key = (threads, regs_per_thread, smem_bytes, device.max_threads_per_sm, device.regs_per_sm, device.smem_per_sm)
+    hit = _PER_SM.get(key)
+    if hit is None:
+        if len(_PER_SM) > 4096:
+            _PER_SM.clear()
+        hit = _PER_SM[key] = _blocks_per_sm(device, threads, regs_per_thread, smem_bytes)
+    return hit
+
+
+def _blocks_per_sm(device, threads, regs_per_thread, smem_bytes):
     threads = max(int(threads), 1)
     by_threads = device.max_threads_per_sm // threads
     regs = max(int(regs_per_thread), 1) * (math.ceil(threads / 32) * 32)
@@ -92,7 +106,7 @@ def kernel_time(device, flops=0.0, nbytes=0.0, peak="fp32", blocks=None, threads
 
 
 def gemm_time(device, m, n, k, batch=1, tile=(128, 128), threads=256, regs=64, smem=0, in_bytes=4,
-              out_bytes=4, peak="fp32", split_k=1, extra_bytes=0, compute_eff=1.0):
+              out_bytes=4, peak="fp32", split_k=1, extra_bytes=0, compute_eff=1.0, per_sm=None):
     """Predicted seconds of a tiled GEMM ``C[b, m, n] = A[b, m, k] @ B[b, k, n]`` (implicit-GEMM conv:
     m = N*P*Q, n = K, k = C*R*S / groups).
 
@@ -101,26 +115,43 @@ def gemm_time(device, m, n, k, batch=1, tile=(128, 128), threads=256, regs=64, s
     L2 hits and DRAM sees each operand once, otherwise the tiles of one wave share their panels.
     Split-K adds the fp32 partials (written, read back) and a reduce launch. ``compute_eff``: the
     fraction of ``peak`` the engine's main loop reaches at full occupancy (a SIMT kernel is far below
-    the tensor-core or even the FMA peak); ``extra_bytes``: epilogue tensors (bias, residual).
+    the tensor-core or even the FMA peak); ``extra_bytes``: epilogue tensors (bias, residual);
+    ``per_sm``: resident blocks per SM when the caller has it.
+
+    The same arithmetic as :func:`kernel_time` with the tile, wave and occupancy factors, written out
+    so that one call costs one occupancy look-up (the heuristics call it for every config).
     """
+    if per_sm is None:
+        per_sm = blocks_per_sm(device, threads, regs, smem)
+    if per_sm == 0:
+        return math.inf
     tm, tn = tile
-    tiles_m, tiles_n = math.ceil(m / tm), math.ceil(n / tn)
+    tiles_m, tiles_n = -(-m // tm), -(-n // tn)
     split_k = max(1, int(split_k))
     blocks = tiles_m * tiles_n * batch * split_k
     flops = 2.0 * m * n * k * batch / max(compute_eff, 1e-6)
     a_bytes, b_bytes = m * k * batch * in_bytes, k * n * batch * in_bytes
     unique = a_bytes + b_bytes
-    streamed = tiles_n * a_bytes + tiles_m * b_bytes
     if unique > device.l2_bytes / 2:
         # a wave of W resident tiles (grouped tile order: about sqrt(W) x sqrt(W) of them) shares its
         # panels in L2, so DRAM sees the streamed bytes once per sqrt(W) tiles
-        wave = max(device.sm_count * blocks_per_sm(device, threads, regs, smem), 1)
+        streamed = tiles_n * a_bytes + tiles_m * b_bytes
+        wave = max(device.sm_count * per_sm, 1)
         unique = max(unique, streamed / math.sqrt(wave))
     dram = unique + m * n * batch * out_bytes + extra_bytes
     if split_k > 1:
         dram += 2 * split_k * m * n * batch * 4
-    return kernel_time(device, flops=flops, nbytes=dram, peak=peak, blocks=blocks, threads=threads, regs=regs,
-                       smem=smem, tile=tile, problem=(m, n), launches=1 + (split_k > 1))
+    # kernel_time: occupancy x wave x tile quantization
+    eff = min(1.0, max(per_sm * -(-threads // 32), 1) / FULL_OCCUPANCY_WARPS)
+    slots = max(device.sm_count * max(per_sm, 1), 1)
+    nb = max(blocks, 1)
+    waves = -(-nb // slots)
+    eff *= nb / (waves * slots) if blocks < slots * waves else 1.0
+    if m and n:
+        eff *= (m * n) / (tiles_m * tm * tiles_n * tn)
+    compute = flops / (device.peak(peak) * max(eff, 1e-6)) if flops else 0.0
+    memory = dram / device.mem_bandwidth if dram else 0.0
+    return (1 + (split_k > 1)) * LAUNCH_OVERHEAD + max(compute, memory)
 
 
 def memory_parallelism(device, bytes_in_flight):

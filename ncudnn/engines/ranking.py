@@ -153,6 +153,10 @@ def rank_subgraph(sub, mode, ctx, graph_key=None, explain=None):
     for eng in registry.engines():
         if eng.name == "composite":
             continue
+        if eng.kinds and sub.kind not in eng.kinds:  # the base check_support's refusal, without the call
+            if explain is not None:
+                explain.append(f"  {eng.name}: accepts {eng.kinds}, not a {sub.kind} subgraph")
+            continue
         if mode == HM.CUDNN_HEUR_MODE_FALLBACK and not eng.fallback:
             if explain is not None:
                 explain.append(f"  {eng.name}: skipped (not a fallback engine)")
