@@ -221,7 +221,7 @@ class ConvEngineBase(TiledGemmEngine):
         M = p.gemm[0]
         out = []
         plan = []
-        for t in gc.useful_tiles(self.TILES, M, p.gemm[1], p.gemm[2], p.g.G):
+        for t in self._tiles_for(M, p.gemm[1], p.gemm[2], p.g.G):
             tile = self.TILES[t]
             tiles = gc.ceil_div(M, tile.cfg.BLOCK_M) * gc.ceil_div(p.gemm[1], tile.cfg.BLOCK_N)
             if not gc.split_worthwhile(M, p.gemm[1], tiles, p.g.G):
@@ -240,6 +240,17 @@ class ConvEngineBase(TiledGemmEngine):
                         c = base.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, t).with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K, s)
                         c = c.with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, buf)
                         out.append(c.with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, sw))
+        return out
+
+    def _tiles_for(self, M, N, K_, G):
+        """gc.useful_tiles, widened when none of those fits the grid's 65535 tile rows (a huge M with
+        a tiny N, e.g. the dgrad of a 3-channel stem: M = N*H*W = 1.6 M, N = 3)."""
+        rows_ok = lambda t: gc.ceil_div(M, self.TILES[t].cfg.BLOCK_M) <= gc.MAX_GRID_YZ  # noqa: E731
+        out = [t for t in gc.useful_tiles(self.TILES, M, N, K_, G) if rows_ok(t)]
+        if not out:
+            every = [t for t in range(len(self.TILES)) if rows_ok(t)]
+            narrow = [t for t in every if self.TILES[t].cfg.BLOCK_N <= 2 * max(N, 16)]
+            out = narrow or every
         return out
 
     def build(self, sub, cfg, ctx):

@@ -341,3 +341,15 @@ def test_wgrad_ranking_fits_tile_to_k_and_splits_npq():
     assert sp and all(s & (s - 1) == 0 and 100352 >= s * big.cfg.BLOCK_K * 8 for s in sp)
     assert 5 * sp[0] >= 132 // 2
     assert wgrad_splits(big, 5, 64, H200) == ()      # too short a reduction to split at all
+
+
+def test_dgrad_three_channel_stem_is_supported():
+    # M = 32*224*224 rows with N = 3 columns: the narrow tiles would need > 65535 tile rows
+    attrs = conv_attrs(2, stride=2, pre=3, post=2)
+    dy, w, dx = (tensor(1, (32, 64, 112, 112), nhwc=True), tensor(2, (64, 3, 7, 7), nhwc=True),
+                 tensor(3, (32, 3, 224, 224), nhwc=True))
+    g = OpGraph([ConvDgrad("dg", {"DY": dy, "W": w}, {"DX": dx}, **attrs)]).finalize()
+    for eng in ("conv_implicit_gemm", "conv_implicit_precomp"):
+        assert api.check_support(g, eng) == (S.CUDNN_STATUS_SUCCESS, "")
+        for c in registry.by_name(eng).candidates(api.problem(g), None):
+            assert -(-32 * 224 * 224 // gc.CONV_TILES[c.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)].cfg.BLOCK_M) <= 65535
