@@ -41,9 +41,10 @@ class ColsConfig(tuple):
     chunk_rows = property(lambda s: s[5])
 
 
-def cols_config(rows, channels, sms, blocks_per_sm=8, unroll=8):
-    """Launch geometry: enough (tile, chunk) blocks to fill ``sms`` x ``blocks_per_sm`` slots, each
-    chunk at least ``TY * unroll`` rows so the unrolled loop runs."""
+def cols_config(rows, channels, sms, blocks_per_sm=6, unroll=8):
+    """Launch geometry: (tile, chunk) blocks filling ``sms`` x ``blocks_per_sm`` slots in one wave (the
+    partial kernels take up to 40 registers: 6 blocks of 256 threads per SM), each chunk at least
+    ``TY * unroll`` rows so the unrolled loop runs."""
     tiles = math.ceil(channels / TX)
     want = max(1, math.ceil(sms * blocks_per_sm / tiles))
     chunks = max(1, min(want, math.ceil(rows / (TY * unroll))))
@@ -191,3 +192,27 @@ def apply_grid(rows, channels, sms, blocks_per_sm=8, unroll=4):
     tiles = math.ceil(channels / TX)
     ry = max(1, min(math.ceil(sms * blocks_per_sm / tiles), math.ceil(rows / (TY * unroll))))
     return tiles, ry
+
+
+def _register_compile_cases():
+    try:
+        from .compile_check import register_compile_case
+    except ImportError:
+        return
+    from .dtypes import array_sig as a
+    f = a("float32")
+    for dt in ("float32", "bfloat16"):
+        x = a(dt)
+        register_compile_case(f"bn_cols_partial_fwd_{dt}", partial_kernel(256, dt)[0],
+                              f"void({x}, {x}, {f}, {f}, {f}, int64, int64)", max_registers=40)
+        register_compile_case(f"bn_cols_partial_bwd_{dt}", partial_kernel(256, dt, dt)[0],
+                              f"void({x}, {x}, {f}, {f}, {f}, int64, int64)", max_registers=64)
+        register_compile_case(f"bn_cols_apply_fwd_{dt}", apply_kernel(256, dt, dt, shifted=True)[0],
+                              f"void({x}, {x}, {f}, {f}, {f}, {x}, int64)", max_registers=32)
+        register_compile_case(f"bn_cols_apply_bwd_{dt}", apply_kernel(256, dt, dt, dt)[0],
+                              f"void({x}, {x}, {f}, {f}, {f}, {x}, int64)", max_registers=40)
+    register_compile_case("bn_cols_combine", combine_kernel("float32"), f"void({f}, {f}, {f}, {f}, int64, int64)",
+                          max_registers=32)
+
+
+_register_compile_cases()
