@@ -21,25 +21,36 @@ from numba import cuda
 
 from . import pointwise_ops as po
 from .dtypes import compute_type, loader, storer
-from .primitives import block_max, block_sum, launch, shfl_xor, warp_max, warp_sum
+from .primitives import SIM, block_max, block_sum, launch, shfl_xor, warp_max, warp_sum
 
 __all__ = ["softmax_forward", "softmax_backward", "softmax_config"]
 
+#: most row elements a thread keeps in registers (32 spills at the 64-register cap of 1024 threads)
 VPT_MAX = 16
+#: rows up to this length run warp-per-row (shuffle reductions only, no block barrier)
+WARP_ROW_MAX = 512
 
 
-def softmax_config(n, block=0, rows_per_block=0):
+def softmax_config(n, block=0, rows_per_block=0, vpt_max=VPT_MAX):
     """(threads per block, element stride, VPT, rows per block) of the row kernel.
 
     ``block`` 32 is warp-per-row mode (shuffles only, ``rows_per_block`` rows per block, default
-    4; chosen for n <= 256); larger blocks give one row per block. VPT 0: the online path.
+    4; chosen for n <= WARP_ROW_MAX); larger blocks give one row per block (8 elements a thread,
+    up to 1024 threads). VPT 0: the online path (rows longer than ``block * vpt_max``).
     """
     if not block:
-        block = 32 if n <= 256 else \
+        block = 32 if n <= min(WARP_ROW_MAX, 32 * vpt_max) else \
             min(1024, max(64, 1 << max(0, (math.ceil(n / 8) - 1).bit_length())))
+        if math.ceil(n / block) > vpt_max:
+            block = min(block, 512)   # online path: 128 registers a thread, 2 blocks an SM at <= 64
     rpb = (rows_per_block or 4) if block == 32 else 1
     vpt = math.ceil(n / block)
-    return block * rpb, block, (vpt if vpt <= VPT_MAX else 0), rpb
+    return block * rpb, block, (vpt if vpt <= vpt_max else 0), rpb
+
+
+def _reg_budget(threads):
+    """Registers a thread may use so a block of ``threads`` always launches (64K per SM)."""
+    return min(255, 65536 // threads)
 
 
 def _head(args, ct, block, rpb):
@@ -63,17 +74,41 @@ def _pair_combine(ma, sa, mb, sb, ninf, zero):
             f"{ma} = mn"]
 
 
+#: elements a thread loads per trip of the online loops (all loads issued before any use)
+UNROLL = 8
+
+
+def _chunks(n, block, body, tail, ind="    "):
+    """Source lines: ``body(k, "c")`` for ``UNROLL`` elements ``block`` apart per full trip (trip count
+    compile-time), then ``tail`` lines (one element ``c``) for the rest of the row."""
+    step = UNROLL * block
+    full = n // step
+    s = []
+    if full:
+        s += [f"for j in range({full}):", f"    c = t + j * {step}"]
+        s += ["    " + ln for ln in body()]
+    s += [f"c = t + {full * step}", f"while c < {n}:"] + ["    " + ln for ln in tail] + [f"    c += {block}"]
+    return [ind + ln for ln in s]
+
+
 def _online_block(n, block, ct, ind="    "):
-    """Source lines: per-thread online max/sum over the row, then the block-wide pair combine."""
+    """Source lines: per-thread online max/sum over the row (UNROLL loads in flight, one rescale per
+    trip), then the warp / block pair combine."""
     ninf, zero, one = po.lit(-math.inf, ct), po.lit(0.0, ct), po.lit(1.0, ct)
-    s = [f"m = {ninf}", f"s = {zero}", "c = t", f"while c < {n}:",
-         "    v = ldx(x, base + c)",
-         "    if v > m:",
-         f"        s = (s * math.exp(m - v) if m > {ninf} else {zero}) + {one}",
-         "        m = v",
-         f"    elif v > {ninf}:",
-         "        s += math.exp(v - m)",
-         f"    c += {block}"]
+    U = UNROLL
+
+    def body():
+        b = [f"v{k} = ldx(x, base + c + {k * block})" for k in range(U)]
+        b.append("mx = v0")
+        b += [f"mx = mx if mx >= v{k} else v{k}" for k in range(1, U)]
+        b += ["if mx > m:", f"    s = s * math.exp(m - mx) if m > {ninf} else {zero}", "    m = mx",
+              f"if m > {ninf}:", "    s += " + " + ".join(f"math.exp(v{k} - m)" for k in range(U))]
+        return b
+
+    tail = ["v = ldx(x, base + c)", "if v > m:",
+            f"    s = (s * math.exp(m - v) if m > {ninf} else {zero}) + {one}", "    m = v",
+            f"elif v > {ninf}:", "    s += math.exp(v - m)"]
+    s = [f"m = {ninf}", f"s = {zero}"] + _chunks(n, block, body, tail, ind="")
     for msk in (16, 8, 4, 2, 1):
         s += [f"mo = shfl_xor(m, {msk})", f"so = shfl_xor(s, {msk})"]
         s += _pair_combine("m", "s", "mo", "so", ninf, zero)
@@ -111,10 +146,11 @@ def _row_fwd_source(n, block, vpt, log, ct, rpb=1):
             s.append(f"{ind}sty(y, base + c{k}, " + (f"v{k} - m - r)" if log else f"e{k} * r)"))
     else:
         s += _online_block(n, block, ct)
-        s += ["    r = math.log(s)" if log else f"    r = {one} / s",
-              "    c = t", f"    while c < {n}:", "        v = ldx(x, base + c)",
-              "        sty(y, base + c, " + ("v - m - r)" if log else "math.exp(v - m) * r)"),
-              f"        c += {block}"]
+        s.append("    r = math.log(s)" if log else f"    r = {one} / s")
+        val = (lambda v: f"{v} - m - r") if log else (lambda v: f"math.exp({v} - m) * r")
+        s += _chunks(n, block, lambda: [f"v{k} = ldx(x, base + c + {k * block})" for k in range(UNROLL)] +
+                     [f"sty(y, base + c + {k * block}, {val(f'v{k}')})" for k in range(UNROLL)],
+                     ["v = ldx(x, base + c)", f"sty(y, base + c, {val('v')})"])
     return "\n".join(s) + "\n"
 
 
@@ -140,14 +176,28 @@ def _row_bwd_source(n, block, vpt, log, ct, rpb=1):
             val = f"g{k} - math.exp(y{k}) * dot" if log else f"y{k} * (g{k} - dot)"
             s.append(f"{ind}stx(dx, base + c{k}, {val})")
     else:
-        s += [f"    a = {zero}", "    c = t", f"    while c < {n}:",
-              "        a += ldd(dy, base + c)" if log else
-              "        a += ldd(dy, base + c) * ldy(y, base + c)",
-              f"        c += {block}", f"    dot = {RSUM('a')}",
-              "    c = t", f"    while c < {n}:", "        yv = ldy(y, base + c)",
-              "        gv = ldd(dy, base + c)",
-              "        stx(dx, base + c, " + ("gv - math.exp(yv) * dot)" if log else "yv * (gv - dot))"),
-              f"        c += {block}"]
+        U = UNROLL
+
+        def ld(k):
+            o = f"base + c + {k * block}"
+            return [f"g{k} = ldd(dy, {o})"] + ([] if log else [f"y{k} = ldy(y, {o})"])
+
+        s.append(f"    a = {zero}")
+        s += _chunks(n, block, lambda: sum((ld(k) for k in range(U)), []) +
+                     ["a += " + " + ".join(f"g{k}" if log else f"g{k} * y{k}" for k in range(U))],
+                     ["a += ldd(dy, base + c)" if log else "a += ldd(dy, base + c) * ldy(y, base + c)"])
+        s.append(f"    dot = {RSUM('a')}")
+        val = (lambda yv, gv: f"{gv} - math.exp({yv}) * dot") if log else (lambda yv, gv: f"{yv} * ({gv} - dot)")
+
+        def wr():
+            b = []
+            for k in range(U):
+                o = f"base + c + {k * block}"
+                b += [f"y{k} = ldy(y, {o})", f"g{k} = ldd(dy, {o})"]
+            return b + [f"stx(dx, base + c + {k * block}, {val(f'y{k}', f'g{k}')})" for k in range(U)]
+
+        s += _chunks(n, block, wr, ["yv = ldy(y, base + c)", "gv = ldd(dy, base + c)",
+                                    f"stx(dx, base + c, {val('yv', 'gv')})"])
     return "\n".join(s) + "\n"
 
 
@@ -183,11 +233,12 @@ def _col_bwd_source(n, inner, total, log, ct):
     return "\n".join(s) + "\n"
 
 
-def _jit(source, name, **names):
+def _jit(source, name, threads, **names):
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, block_sum=block_sum, block_max=block_max,
               shfl_xor=shfl_xor, warp_sum=warp_sum, warp_max=warp_max, **names)
     exec(compile(source, f"<softmax {name}>", "exec"), ns)
-    return cuda.jit(ns["kernel"])
+    # the register cap makes a 1024-thread block always launchable (the simulator has no such option)
+    return cuda.jit(ns["kernel"]) if SIM else cuda.jit(ns["kernel"], max_registers=_reg_budget(threads))
 
 
 @functools.lru_cache(maxsize=None)
@@ -202,7 +253,7 @@ def _fwd_kernel(outer, n, inner, log, block, x_dt, y_dt):
         blk = block or 128
         src = _col_fwd_source(n, inner, total, log, ct)
         launch = (math.ceil(total / blk), blk)
-    return _jit(src, "fwd", ldx=loader(x_dt, ct), sty=storer(y_dt)), launch, src
+    return _jit(src, "fwd", launch[1], ldx=loader(x_dt, ct), sty=storer(y_dt)), launch, src
 
 
 @functools.lru_cache(maxsize=None)
@@ -217,7 +268,7 @@ def _bwd_kernel(outer, n, inner, log, block, y_dt, dy_dt, dx_dt):
         blk = block or 128
         src = _col_bwd_source(n, inner, total, log, ct)
         launch = (math.ceil(total / blk), blk)
-    return _jit(src, "bwd", ldy=loader(y_dt, ct), ldd=loader(dy_dt, ct), stx=storer(dx_dt)), \
+    return _jit(src, "bwd", launch[1], ldy=loader(y_dt, ct), ldd=loader(dy_dt, ct), stx=storer(dx_dt)), \
         launch, src
 
 
@@ -242,17 +293,17 @@ def _register_compile_cases():
         return
     from .dtypes import array_sig as a
     for outer, n, inner, dt in ((4096, 1024, 1, "float16"), (64, 32768, 1, "bfloat16"),
+                                (8192, 32768, 1, "float32"), (8192, 1024, 1, "float32"),
                                 (8, 4096, 1, "float32"), (32, 64, 3136, "float16"),
                                 (65536, 128, 1, "bfloat16")):
         for log in (False, True):
             tag = f"{'log' if log else ''}softmax_{outer}x{n}x{inner}_{dt}"
             k, (_, blk), _ = _fwd_kernel(outer, n, inner, log, 0, dt, dt)   # blk: threads
-            budget = min(255, 65536 // blk)
             register_compile_case(f"{tag}_fwd", k, f"void({a(dt)}, {a(dt)}, int64)",
-                                  max_registers=budget)
+                                  max_registers=_reg_budget(blk))
             k, (_, blk), _ = _bwd_kernel(outer, n, inner, log, 0, dt, dt, dt)
             register_compile_case(f"{tag}_bwd", k, f"void({a(dt)}, {a(dt)}, {a(dt)}, int64)",
-                                  max_registers=min(255, 65536 // blk))
+                                  max_registers=_reg_budget(blk))
 
 
 _register_compile_cases()

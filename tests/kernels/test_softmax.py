@@ -23,8 +23,8 @@ def _host(d, dtype="float32"):
     return from_storage(d.copy_to_host(), dtype)
 
 
-CASES = [((5, 45), 32, "warp-registers"), ((2, 700), 32, "warp-online"),
-         ((2, 100), 64, "block-registers"), ((2, 1100), 64, "block-online")]
+CASES = [((5, 45), 32, "warp-registers"), ((1, 1100), 32, "warp-online"),
+         ((2, 100), 64, "block-registers"), ((1, 2100), 64, "block-online")]
 
 
 @pytest.mark.parametrize("shape,block,path", CASES, ids=[c[2] for c in CASES])
