@@ -23,20 +23,24 @@ All-zero-stride inputs (scalars) are loaded once per thread, before the loop.
 Refs: operand ``r`` of a node (or the ``ref`` of an output) is input ``r`` when
 ``r < len(inputs)``, else node ``r - len(inputs)``.
 """
+import functools
 import hashlib
 import math
 from dataclasses import dataclass, replace
 
+import numba
 import numpy as np
 from numba import cuda
 
+from . import dtypes as _dt
 from . import pointwise_ops as po
 from .dtypes import compute_type, dtype_name, loader, loader2, storage_dtype, storer, storer2
 from .primitives import SIM, launch, sm_count
 from ..types import cudnnPointwiseMode_t as PM
 
 __all__ = ["TensorSpec", "NodeSpec", "OutputSpec", "PointwiseSpec", "build_pointwise",
-           "run_pointwise", "cache_key", "contiguous_strides", "PointwiseKernel"]
+           "run_pointwise", "cache_key", "contiguous_strides", "PointwiseKernel", "auto_vec",
+           "vec_unroll", "vector_load", "vector_store"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class PointwiseSpec:
     block: int = 256
     unroll: int = 0         # elements per thread per pass; 0: 8 for <= 2-byte I/O, else 4
     pack: int = 1           # 2: dense bf16 tensors moved as 32-bit words (two elements per access)
+    vec: int = 1            # > 1: elements per vector access on the vector path (see auto_vec)
 
     def __post_init__(self):
         if not self.unroll:
@@ -119,6 +124,11 @@ def _validate(spec):
         raise ValueError("pack must be 1 or 2")
     if spec.pack == 2 and not packable(spec):
         raise ValueError("pack=2 needs the dense path with every non-scalar tensor bfloat16")
+    if spec.vec not in (1, 2, 4, 8, 16):
+        raise ValueError("vec must be 1, 2, 4, 8 or 16")
+    if spec.vec > 1 and spec.vec > auto_vec(spec):
+        raise ValueError(f"vec={spec.vec}: the layout allows at most vec={auto_vec(spec)} "
+                         "(16-byte accesses, dense outputs, simple broadcasts, no bool tensors)")
 
 
 def packable(spec):
@@ -136,7 +146,8 @@ def cache_key(spec):
                   tuple((o.ref, o.dtype, o.saturate) for o in spec.outputs))
     else:
         layout = (spec.shape, spec.inputs, spec.outputs)
-    text = repr((layout, spec.nodes, spec.block, spec.unroll, spec.pack, "sim" if SIM else "gpu", 1))
+    text = repr((layout, spec.nodes, spec.block, spec.unroll, spec.pack, spec.vec,
+                 "sim" if SIM else "gpu", 2))
     return hashlib.sha1(text.encode()).hexdigest()
 
 
@@ -277,6 +288,8 @@ def _decompose(shape, suffix, flat):
 
 def generate_source(spec):
     """Python source of the kernel for ``spec`` (function name ``kernel``)."""
+    if _uses_vec_path(spec):
+        return _vec_source(spec)
     ctype = compute_type([t.dtype for t in spec.inputs + spec.outputs])
     n_in, n_out = len(spec.inputs), len(spec.outputs)
     dense = _is_dense(spec)
@@ -336,6 +349,292 @@ def generate_source(spec):
 
 
 # --------------------------------------------------------------------------------------------
+# vector path: ``vec`` elements per access (16 bytes for the widest tensor), broadcast operands
+# addressed per vector without per-element index math
+#
+# Dims are put in the memory order of output 0 (its strides descending); every output must be
+# packed in that order (the same strides), and every non-scalar input either has those strides
+# ("full") or is packed over one run of consecutive dims [a, b) with stride 0 elsewhere (a per-
+# channel bias in NCHW or NHWC, a row or a column vector): its element for flat output index e is
+# ``(e // inner) % mid`` with inner = prod(shape[b:]), mid = prod(shape[a:b]). Per vector of VEC
+# consecutive output elements starting at e (a multiple of VEC) such an operand is
+#   * "inner" (inner == 1, mid % VEC == 0): VEC consecutive elements at e % mid: one vector load;
+#   * "outer" (inner % VEC == 0): one element shared by the whole vector: one scalar load;
+#   * otherwise per element ("elem"), VEC scalar loads (correct, slower).
+# Divisions are by compile-time constants (shifts / masks for powers of two), once per vector.
+
+def _vec_layout(spec):
+    """(shape in output-0 memory order, per input None (scalar) or (inner, mid)), or None when
+    ``spec`` does not fit the vector path."""
+    if spec.pack != 1 or _gen_index_axes(spec):
+        return None
+    tensors = [t for t in spec.inputs if not _is_scalar(t)] + list(spec.outputs)
+    if any(storage_dtype(t.dtype) == np.bool_ for t in tensors):
+        return None
+    o0 = spec.outputs[0].strides
+    dims = sorted((d for d in range(len(spec.shape)) if spec.shape[d] != 1), key=lambda d: -o0[d])
+    shape = [int(spec.shape[d]) for d in dims]
+    full = list(contiguous_strides(shape))
+    if any([o.strides[d] for d in dims] != full for o in spec.outputs):
+        return None
+    total = math.prod(shape)
+    ops = []
+    for t in spec.inputs:
+        if _is_scalar(t):
+            ops.append(None)
+            continue
+        s = [t.strides[d] for d in dims]
+        nz = [i for i, v in enumerate(s) if v]
+        if not nz:                      # only size-1 dims carry strides: one element
+            ops.append((max(total, 1), 1))
+            continue
+        a, b = nz[0], nz[-1] + 1
+        if nz != list(range(a, b)) or s[a:b] != list(contiguous_strides(shape[a:b])):
+            return None
+        ops.append((math.prod(shape[b:]), math.prod(shape[a:b])))
+    return tuple(shape), ops
+
+
+def auto_vec(spec):
+    """The widest vector (elements per access) the layout of ``spec`` allows: 16 bytes of its
+    widest non-scalar tensor (4 for float32, 8 for 16-bit types), or 1 when the layout does not
+    fit the vector path. Alignment and ``numel % vec`` are checked at launch."""
+    if _vec_layout(spec) is None:
+        return 1
+    tensors = [t for t in spec.inputs if not _is_scalar(t)] + list(spec.outputs)
+    return max(1, 16 // max(storage_dtype(t.dtype).itemsize for t in tensors))
+
+
+def vec_unroll(spec):
+    """Vectors per thread per loop trip on the vector path (``unroll``, at most 16 // vec)."""
+    return max(1, min(spec.unroll, 16 // spec.vec)) if spec.vec > 1 else spec.unroll
+
+
+def _uses_vec_path(spec):
+    if spec.pack != 1:
+        return False
+    if spec.vec > 1:
+        return True
+    return not _is_dense(spec) and _vec_layout(spec) is not None
+
+
+def _pow2(v):
+    return v > 0 and v & (v - 1) == 0
+
+
+def _off(e, inner, mid, total):
+    """Source text of ``(e // inner) % mid`` for an int64 ``e >= 0``."""
+    if mid == 1:
+        return "0"
+    if inner == 1:
+        q = e
+    elif _pow2(inner):
+        q = f"({e} >> {inner.bit_length() - 1})"
+    else:
+        q = f"({e} // {inner})"
+    if inner * mid == total:
+        return q
+    return f"({q} & {mid - 1})" if _pow2(mid) else f"({q} % {mid})"
+
+
+def _vec_source(spec):
+    """Kernel source of the vector path (see the section comment)."""
+    shape, ops = _vec_layout(spec)
+    total = math.prod(shape)
+    ctype = compute_type([t.dtype for t in spec.inputs + spec.outputs])
+    V, U, block = spec.vec, vec_unroll(spec), spec.block
+    n_in, n_out = len(spec.inputs), len(spec.outputs)
+    args = [f"a{k}" for k in range(n_in)] + [f"o{m}" for m in range(n_out)] + ["n"]
+    body, scalar_regs = [], {}
+    for k, op in enumerate(ops):
+        if op is None:
+            body.append(f"x{k} = ld{k}(a{k}, 0)")
+            scalar_regs[k] = (f"x{k}", "float")
+    chunk = block * U
+    body += [f"nv = n // {V}" if V > 1 else "nv = n",
+             f"base = cuda.blockIdx.x * {chunk} + cuda.threadIdx.x",
+             f"step = cuda.gridDim.x * {chunk}",
+             "while base < nv:"]
+    per = []
+    for u in range(U):
+        e = f"e{u}"
+        idx = [f"v{u} = base + {u * block}" if u else f"v{u} = base",
+               f"{e} = v{u} * {V}" if V > 1 else f"{e} = v{u}"]
+        loads, compute = [], []
+        lanes = [dict(scalar_regs) for _ in range(V)]
+        for k, op in enumerate(ops):
+            if op is None:
+                continue
+            inner, mid = op
+            full = inner == 1 and mid == total
+            if full or (inner == 1 and mid % V == 0):
+                raw = [f"x{k}_{u}_{j}" for j in range(V)]
+                off = e if full else _off(e, inner, mid, total)
+                loads.append(f"{', '.join(raw)} = ldv{k}(a{k}, {off})" if V > 1
+                             else f"{raw[0]} = a{k}[{off}]")
+                names = [f"y{k}_{u}_{j}" for j in range(V)]
+                compute += [f"{y} = cin{k}({x})" for y, x in zip(names, raw)]
+            elif inner % V == 0:
+                loads.append(f"x{k}_{u} = a{k}[{_off(e, inner, mid, total)}]")
+                compute.append(f"y{k}_{u} = cin{k}(x{k}_{u})")
+                names = [f"y{k}_{u}"] * V
+            else:
+                names = [f"y{k}_{u}_{j}" for j in range(V)]
+                for j in range(V):
+                    loads.append(f"x{k}_{u}_{j} = a{k}[{_off(f'({e} + {j})', inner, mid, total)}]")
+                    compute.append(f"y{k}_{u}_{j} = cin{k}(x{k}_{u}_{j})")
+            for j in range(V):
+                lanes[j][k] = (names[j], "float")
+        for j in range(V):
+            compute += _node_exprs(spec, ctype, lanes[j], f"_{u}_{j}", {})
+        stores = []
+        for m, o in enumerate(spec.outputs):
+            vals = [f"cout{m}({lanes[j][o.ref][0]})" for j in range(V)]
+            stores.append(f"stv{m}(o{m}, {e}, ({', '.join(vals)}))" if V > 1
+                          else f"o{m}[{e}] = {vals[0]}")
+        per.append((idx, loads, compute, stores))
+    body.append(f"    if base + {(U - 1) * block} < nv:")
+    full_trip = [ln for p in per for ln in p[0]] + [ln for p in per for ln in p[1]] + \
+        [ln for p in per for ln in p[2]] + [ln for p in per for ln in p[3]]
+    body += _indent(full_trip, 8)
+    body.append("    else:")
+    for idx, ld, comp, st in per:
+        body += _indent(idx[:1], 8)
+        body.append(f"        if {idx[0].split(' = ')[0]} < nv:")
+        body += _indent(idx[1:] + ld + comp + st, 12)
+    body.append("    base += step")
+    return "def kernel(" + ", ".join(args) + "):\n" + "\n".join(_indent(body, 4)) + "\n"
+
+
+def _vec_namespace(spec, ctype):
+    """The converters and vector accessors the vector-path source refers to."""
+    ns = {}
+    for k, t in enumerate(spec.inputs):
+        if not _is_scalar(t):
+            ns[f"cin{k}"] = _to_compute(dtype_name(t.dtype), ctype)
+            ns[f"ldv{k}"] = vector_load(spec.vec)
+    for m, o in enumerate(spec.outputs):
+        ns[f"cout{m}"] = _to_storage(dtype_name(o.dtype), o.saturate)
+        ns[f"stv{m}"] = vector_store(spec.vec)
+    return ns
+
+
+@functools.lru_cache(maxsize=None)
+def _to_compute(name, ctype):
+    """Device function: one storage value of dtype ``name`` -> a ``ctype`` register."""
+    conv = numba.float64 if ctype == "float64" else numba.float32
+    if name == "bfloat16":
+        def f(v):
+            return conv(_dt._bf16_to_f32(v))
+    elif name in _dt._FP8:
+        decode, _ = _dt._fp8_codec(*_dt._FP8[name], False)
+
+        def f(v):
+            return conv(decode(v))
+    else:
+        def f(v):
+            return conv(v)
+    return cuda.jit(device=True, inline=True)(f)
+
+
+@functools.lru_cache(maxsize=None)
+def _to_storage(name, saturate=False):
+    """Device function: a float / int / bool register -> the storage value of dtype ``name``."""
+    if name == "bfloat16":
+        def f(v):
+            return _dt._f32_to_bf16(v)
+    elif name in _dt._FP8:
+        _, encode = _dt._fp8_codec(*_dt._FP8[name], saturate)
+
+        def f(v):
+            return encode(v)
+    elif name == "float16":
+        def f(v):
+            return _dt._float16(numba.float32(v))
+    else:
+        conv = getattr(numba, name)
+
+        def f(v):
+            return conv(v)
+    return cuda.jit(device=True, inline=True)(f)
+
+
+if SIM:
+    @functools.lru_cache(maxsize=None)
+    def vector_load(n):
+        """``ldv(arr, i) -> (arr[i], ..., arr[i + n - 1])``: one ``n * itemsize``-byte load on a GPU
+        (``i`` a multiple of ``n``, the buffer aligned to ``n * itemsize``)."""
+        def ldv(arr, i):
+            return tuple(arr[i + j] for j in range(n))
+        return ldv
+
+    @functools.lru_cache(maxsize=None)
+    def vector_store(n):
+        """``stv(arr, i, values)``: ``arr[i + j] = values[j]`` as one ``n * itemsize``-byte store."""
+        def stv(arr, i, values):
+            for j in range(n):
+                arr[i + j] = values[j]
+        return stv
+else:
+    from llvmlite import ir as _ir
+    from numba.cuda import cgutils as _cgutils, types as _types
+    from numba.cuda.extending import intrinsic as _intrinsic
+
+    def _vector_pointer(context, builder, aryty, ary_value, index, index_type, n):
+        ary = context.make_array(aryty)(context, builder, value=ary_value)
+        i = context.cast(builder, index, index_type, _types.intp)
+        ptr = _cgutils.get_item_pointer(context, builder, aryty, ary, [i], wraparound=False)
+        elem = context.get_data_type(aryty.dtype)
+        align = n * context.get_abi_sizeof(elem)
+        return builder.bitcast(ptr, _ir.VectorType(elem, n).as_pointer(ptr.type.addrspace)), align
+
+    @functools.lru_cache(maxsize=None)
+    def vector_load(n):
+        """``ldv(arr, i) -> (arr[i], ..., arr[i + n - 1])``: one ``n * itemsize``-byte load on a GPU
+        (``i`` a multiple of ``n``, the buffer aligned to ``n * itemsize``)."""
+        @_intrinsic
+        def ldv(typingctx, arr, i):
+            if not isinstance(arr, _types.Array) or arr.ndim != 1 or arr.dtype == _types.boolean:
+                return None
+            sig = _types.UniTuple(arr.dtype, n)(arr, i)
+
+            def codegen(context, builder, sig, args):
+                vptr, align = _vector_pointer(context, builder, sig.args[0], args[0], args[1],
+                                              sig.args[1], n)
+                vec = builder.load(vptr, align=align)
+                vals = [builder.extract_element(vec, _ir.Constant(_ir.IntType(32), j))
+                        for j in range(n)]
+                return context.make_tuple(builder, sig.return_type, vals)
+            return sig, codegen
+        return ldv
+
+    @functools.lru_cache(maxsize=None)
+    def vector_store(n):
+        """``stv(arr, i, values)``: ``arr[i + j] = values[j]`` as one ``n * itemsize``-byte store."""
+        @_intrinsic
+        def stv(typingctx, arr, i, values):
+            if not isinstance(arr, _types.Array) or arr.ndim != 1 or arr.dtype == _types.boolean:
+                return None
+            if not isinstance(values, _types.BaseTuple) or len(values) != n:
+                return None
+            sig = _types.void(arr, i, values)
+
+            def codegen(context, builder, sig, args):
+                aryty, _, valty = sig.args
+                vptr, align = _vector_pointer(context, builder, aryty, args[0], args[1],
+                                              sig.args[1], n)
+                vec = _ir.Constant(vptr.type.pointee, _ir.Undefined)
+                for j in range(n):
+                    v = context.cast(builder, builder.extract_value(args[2], j), valty[j],
+                                     aryty.dtype)
+                    vec = builder.insert_element(vec, v, _ir.Constant(_ir.IntType(32), j))
+                builder.store(vec, vptr, align=align)
+                return context.get_dummy_value()
+            return sig, codegen
+        return stv
+
+
+# --------------------------------------------------------------------------------------------
 # build / cache / launch
 
 class PointwiseKernel:
@@ -351,8 +650,25 @@ class PointwiseKernel:
         self.storage = [storage_dtype(t.dtype) for t in tensors]
 
     def grid(self):
-        chunk = self.spec.block * self.spec.unroll * self.spec.pack
-        return max(1, min(math.ceil(self.numel / chunk), _max_blocks(self.spec.block)))
+        spec = self.spec
+        if _uses_vec_path(spec):
+            chunk = spec.block * vec_unroll(spec) * spec.vec
+        else:
+            chunk = spec.block * spec.unroll * spec.pack
+        return max(1, min(math.ceil(self.numel / chunk), _max_blocks(spec.block)))
+
+    def vec_ok(self, pointers):
+        """True when the vector kernel can run on buffers at ``pointers`` (inputs then outputs; None
+        for unknown): the element count is a multiple of ``vec`` and every non-scalar buffer is
+        aligned to one vector. Always True for ``vec == 1``."""
+        v = self.spec.vec
+        if v == 1:
+            return True
+        if self.numel % v:
+            return False
+        scal = [_is_scalar(t) for t in self.spec.inputs] + [False] * len(self.spec.outputs)
+        return all(sc or p is None or p % (v * st.itemsize) == 0
+                   for p, st, sc in zip(pointers, self.storage, scal))
 
     def launch(self, *arrays, stream=0):
         n_t = len(self.spec.inputs) + len(self.spec.outputs)
@@ -366,6 +682,9 @@ class PointwiseKernel:
                 raise ValueError(f"array {k}: {a.size} elements, strides reach {ext}")
             flat.append(a.reshape(a.size) if a.ndim != 1 else a)
         if self.numel == 0:
+            return
+        if not self.vec_ok([_pointer(a) for a in flat]):
+            build_pointwise(replace(self.spec, vec=1)).launch(*arrays, stream=stream)
             return
         if self.spec.pack == 2:
             if self.numel % 2 or not all(_aligned(a, 4) for a in flat):
@@ -381,8 +700,12 @@ class PointwiseKernel:
 _CACHE = {}
 
 
+def _pointer(a):
+    return getattr(getattr(a, "device_ctypes_pointer", None), "value", None)
+
+
 def _aligned(a, nbytes):
-    ptr = getattr(getattr(a, "device_ctypes_pointer", None), "value", None)
+    ptr = _pointer(a)
     return ptr is None or ptr % nbytes == 0
 
 
@@ -401,6 +724,8 @@ def build_pointwise(spec):
     source = generate_source(spec)
     ctype = compute_type([t.dtype for t in spec.inputs + spec.outputs])
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda)
+    if _uses_vec_path(spec):
+        ns.update(_vec_namespace(spec, ctype))
     wide = spec.pack == 2
     for k, t in enumerate(spec.inputs):
         ns[f"ld{k}"] = loader2(t.dtype, ctype) if wide and not _is_scalar(t) else \
@@ -469,6 +794,36 @@ def _register_compile_cases():
             (NodeSpec.make(PM.CUDNN_POINTWISE_IDENTITY, (0,)),),
             (OutputSpec(1, "float8_e4m3fn", (1,), saturate=True),)),
     }
+    nhwc = (56 * 56 * 256, 1, 56 * 256, 256)
+    big = (32, 256, 56, 56)
+    f32 = TensorSpec("float32", contiguous_strides((1 << 20,)))
+    cases.update({
+        "pointwise_vec_f32_relu": PointwiseSpec(
+            (1 << 20,), (f32,), (NodeSpec.make(PM.CUDNN_POINTWISE_RELU_FWD, (0,)),),
+            (OutputSpec(1, "float32", (1,)),), vec=4),
+        "pointwise_vec_nhwc_bias_relu_f32": PointwiseSpec(
+            big, (TensorSpec("float32", nhwc), TensorSpec("float32", (0, 1, 0, 0))),
+            (NodeSpec.make(PM.CUDNN_POINTWISE_ADD, (0, 1)),
+             NodeSpec.make(PM.CUDNN_POINTWISE_RELU_FWD, (2,))),
+            (OutputSpec(3, "float32", nhwc),), vec=4),
+        "pointwise_vec_nchw_bias_gelu_fp16": PointwiseSpec(
+            nchw, (TensorSpec("float16", cs_), TensorSpec("float32", (0, 1, 0, 0))),
+            (NodeSpec.make(PM.CUDNN_POINTWISE_ADD, (0, 1)),
+             NodeSpec.make(PM.CUDNN_POINTWISE_GELU_FWD, (2,))),
+            (OutputSpec(3, "float16", cs_),), vec=4),
+        "pointwise_vec_bf16_add_relu_scale": PointwiseSpec(
+            nchw, (TensorSpec("bfloat16", cs_), TensorSpec("bfloat16", cs_),
+                   TensorSpec("float32", (0, 0, 0, 0))),
+            (NodeSpec.make(PM.CUDNN_POINTWISE_ADD, (0, 1)),
+             NodeSpec.make(PM.CUDNN_POINTWISE_RELU_FWD, (3,)),
+             NodeSpec.make(PM.CUDNN_POINTWISE_MUL, (4, 2))),
+            (OutputSpec(5, "bfloat16", cs_),), vec=8),
+        "pointwise_vec1_nhwc_bias_relu_f32": PointwiseSpec(
+            big, (TensorSpec("float32", nhwc), TensorSpec("float32", (0, 1, 0, 0))),
+            (NodeSpec.make(PM.CUDNN_POINTWISE_ADD, (0, 1)),
+             NodeSpec.make(PM.CUDNN_POINTWISE_RELU_FWD, (2,))),
+            (OutputSpec(3, "float32", nhwc),)),
+    })
     for name, spec in cases.items():
         register_compile_case(name, build_pointwise(spec).kernel, kernel_signature(spec),
                               max_registers=64, max_local_bytes=0)
