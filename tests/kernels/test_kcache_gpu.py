@@ -46,12 +46,12 @@ def _child(mode, cache_dir):
 
 def test_warm_start_from_cubin(tmp_path):
     cold = _child("cold", tmp_path)
-    assert cold["ok"] and cold["stats"]["misses"] == 1 and cold["stats"]["writes"] == 1
+    assert cold["ok"] and cold["stats"]["misses"] == 1 and cold["stats"]["writes"] == 1, cold
     assert not cold["from_cubin"]
     files = [f for d in os.listdir(tmp_path) for f in os.listdir(tmp_path / d)]
     assert len(files) == 1 and files[0].endswith(".kc")
     warm = _child("warm", tmp_path)
-    assert warm["ok"] and warm["from_cubin"]
+    assert warm["ok"] and warm["from_cubin"], warm
     assert warm["stats"]["disk_hits"] == 1 and warm["stats"]["misses"] == 0
     assert warm["attrs"]["regs"] == cold["attrs"]["regs"] and warm["attrs"]["regs"] > 0
     print(f"get_or_compile: cold {cold['seconds']:.3f} s, warm {warm['seconds']:.3f} s")
