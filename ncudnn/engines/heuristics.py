@@ -25,6 +25,10 @@ import os
 import threading
 from pathlib import Path
 
+from ..types import cudnnBackendNumericalNote_t
+
+_WINOGRAD = cudnnBackendNumericalNote_t.CUDNN_NUMERICAL_NOTE_WINOGRAD
+
 #: host + driver cost of one kernel launch on the device timeline, seconds
 LAUNCH_OVERHEAD = 3e-6
 #: resident warps per SM from which latency is considered hidden
@@ -152,6 +156,33 @@ def gemm_time(device, m, n, k, batch=1, tile=(128, 128), threads=256, regs=64, s
     compute = flops / (device.peak(peak) * max(eff, 1e-6)) if flops else 0.0
     memory = dram / device.mem_bandwidth if dram else 0.0
     return (1 + (split_k > 1)) * LAUNCH_OVERHEAD + max(compute, memory)
+
+
+#: Winograd F(m x m, 3 x 3) pays for its transform passes only when the channel GEMMs are wide (the
+#: transforms' traffic per output is fixed, the multiplies they save grow with C x K): below this many
+#: input or output channels per group the heuristics rank the Winograd engines after the others
+WINOGRAD_MIN_CHANNELS = 64
+
+
+def demotion(engine, sub):
+    """Why every config of ``engine`` on ``sub`` ranks after the undemoted ones ("" when not): a rule the
+    analytic model does not capture on its own. Mode B's measured times are never demoted.
+
+    * Winograd (engines noted CUDNN_NUMERICAL_NOTE_WINOGRAD) on fewer than ``WINOGRAD_MIN_CHANNELS``
+      input or output channels per group: implicit GEMM first. Issue #3: on the H200 Winograd measured
+      1.6-2.3x faster than the implicit GEMM at C, K >= 64; for fewer channels the rule stands in for
+      a measurement (an autotune record of the problem overrides it in mode B).
+    """
+    if _WINOGRAD not in engine.numerical_notes:
+        return ""
+    node = getattr(sub, "anchor", None)
+    w = node.inputs.get("W") if node is not None else None
+    if w is None or not w.dims or len(w.dims) < 2:
+        return ""
+    k, c = w.dims[0], w.dims[1]
+    if min(k, c) < WINOGRAD_MIN_CHANNELS:
+        return f"Winograd on {c} input / {k} output channels per group (< {WINOGRAD_MIN_CHANNELS})"
+    return ""
 
 
 def memory_parallelism(device, bytes_in_flight):

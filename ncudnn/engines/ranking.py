@@ -143,7 +143,8 @@ def config_status(engine, sub, cfg, ctx, checked=False):
 
 
 def rank_subgraph(sub, mode, ctx, graph_key=None, explain=None):
-    """Ranked EngineConfigs for one subgraph (best first; ties keep global-index / candidate order).
+    """Ranked EngineConfigs for one subgraph (best first; ties keep global-index / candidate order;
+    configs :func:`heuristics.demotion` names come after the others, in model order).
 
     ``explain``: a list that receives one line per candidate (and per rejected engine)."""
     mode = HM(int(mode))
@@ -167,6 +168,9 @@ def rank_subgraph(sub, mode, ctx, graph_key=None, explain=None):
                 explain.append(f"  {eng.name}: {st.name}: {why}")
             continue
         strict = ctx is not None and ctx.deterministic
+        demoted = heuristics.demotion(eng, sub)
+        if demoted and explain is not None:
+            explain.append(f"  {eng.name}: ranked after the others: {demoted}")
         for i, cfg in enumerate(eng.candidates(sub, ctx)):  # valid configs by contract
             if strict and NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC in eng.config_notes(sub, cfg):
                 continue
@@ -183,9 +187,12 @@ def rank_subgraph(sub, mode, ctx, graph_key=None, explain=None):
             how = "model"
             if table is not None:
                 t, how = table.correct(eng.name, t, graph_key, cfg)
-            scored.append((t, eng.global_index, i, eng, cfg, how))
-    scored.sort(key=lambda r: r[:3])
-    out = [engine_config(eng, sub, cfg, ctx, t, how) for t, _, _, eng, cfg, how in scored]
+            late = bool(demoted) and how != "measured"
+            if late:
+                how += "; demoted"
+            scored.append((late, t, eng.global_index, i, eng, cfg, how))
+    scored.sort(key=lambda r: r[:4])
+    out = [engine_config(eng, sub, cfg, ctx, t, how) for _, t, _, _, eng, cfg, how in scored]
     if explain is not None:
         for ec in out:
             explain.append(f"  {ec.predicted_time * 1e6:10.2f} us  {ec.config}  ({ec.why}; "
