@@ -84,7 +84,22 @@ class _Layout:
     def strides(self, t):
         return tuple(0 if (d == 1 and n != 1) else s for d, s, n in zip(t.dims, t.strides, self.shape))
 
-    def spec(self, block, unroll):
+    @property
+    def vec(self):
+        """Elements per vector access of the built kernels: the layout's widest (16 bytes), halved
+        until it divides the element count; 1 when the layout does not fit the vector path."""
+        v = self.__dict__.get("_vec")
+        if v is None:
+            try:
+                v = kpw.auto_vec(self.spec(256, 4, vec=1)) if self.rank_ok and self.outputs else 1
+            except (TypeError, ValueError):   # a layout check_support rejects: no vectors
+                v = 1
+            while v > 1 and self.numel % v:
+                v //= 2
+            self._vec = v
+        return v
+
+    def spec(self, block, unroll, vec=1):
         ins = tuple(kpw.TensorSpec(_kernel_dtype(t), self.strides(t)) for t in self.inputs)
         nodes = []
         for n in self.nodes:
@@ -96,7 +111,7 @@ class _Layout:
                     params[p] = int(v) if p in ("axis", "nan_propagation") else float(v)
             nodes.append(kpw.NodeSpec.make(int(n.mode), [self.ref[n.inputs[p].uid] for p in ports], **params))
         outs = tuple(kpw.OutputSpec(self.ref[t.uid], _kernel_dtype(t), self.strides(t)) for t in self.outputs)
-        return kpw.PointwiseSpec(self.shape, ins, tuple(nodes), outs, block=block, unroll=unroll)
+        return kpw.PointwiseSpec(self.shape, ins, tuple(nodes), outs, block=block, unroll=unroll, vec=vec)
 
 
 def _layout(sub):
@@ -176,41 +191,63 @@ class PointwiseFusedEngine(Engine):
             static = self._static[key] = (unroll, block, regs, per_sm,
                                           device.sm_count * max(1, 2048 // block) * 4)
         unroll, block, regs, per_sm, max_blocks = static
-        n, nbytes = lay.numel, lay.nbytes
-        flops = n * (len(lay.nodes) + (0 if lay.dense else 4 * len(lay.shape)))
-        chunk = block * unroll
+        n, nbytes, vec = lay.numel, lay.nbytes, lay.vec
+        # vector path: index math once per vector (none for dense); general path: per element and dim
+        index_flops = 0 if lay.dense else (2 if vec > 1 else 4 * len(lay.shape))
+        flops = n * (len(lay.nodes) + index_flops)
+        per_thread = min(unroll, 16 // vec) * vec if vec > 1 else unroll
+        chunk = block * per_thread
         blocks = max(1, min(-(-n // chunk), max_blocks))
         resident = min(blocks, device.sm_count * max(per_sm, 1)) * block
         t = H.kernel_time(device, flops=flops, nbytes=nbytes, blocks=blocks, threads=block, regs=regs,
-                          bytes_in_flight=resident * unroll * nbytes / max(n, 1), per_sm=per_sm)
+                          bytes_in_flight=resident * per_thread * nbytes / max(n, 1), per_sm=per_sm)
         # a trip of the grid-stride loop processes block*unroll elements: idle lanes on the tail
         return t / (n / (-(-n // chunk) * chunk)) ** 0.25
 
     def build(self, sub, cfg, ctx):
         lay = _layout(sub)
-        spec = lay.spec(cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 256), cfg.get(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 4))
-        meta = kpw.PointwiseKernel(spec, None, None)  # geometry only: no code generated yet
-        sig = tuple(types.Array(numpy_support.from_dtype(_abi(st)), 1, "C") for st in meta.storage) + (types.int64,)
-        # kernel cache: memory, then cubin on disk (no JIT in a later process), then generate + compile
-        ck = kcache.get_or_compile("pointwise_fused:" + kpw.cache_key(spec),
-                                   lambda: kpw.build_pointwise(spec).kernel, sig)
-        return PointwisePlan(self, sub, cfg, lay, meta, ck)
+        spec = lay.spec(cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 256), cfg.get(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 4),
+                        vec=lay.vec)
+        return PointwisePlan(self, sub, cfg, lay, *_compiled(spec))
+
+
+def _compiled(spec):
+    """(geometry, compiled kernel) of ``spec`` through the kernel cache: memory, then the cubin on disk
+    (no JIT in a later process), then generate + compile."""
+    meta = kpw.PointwiseKernel(spec, None, None)  # geometry only: no code generated yet
+    sig = tuple(types.Array(numpy_support.from_dtype(_abi(st)), 1, "C") for st in meta.storage) + (types.int64,)
+    ck = kcache.get_or_compile("pointwise_fused:" + kpw.cache_key(spec), lambda: kpw.build_pointwise(spec).kernel, sig)
+    return meta, ck
 
 
 class PointwisePlan(SubPlan):
     """One fused kernel. ``prepare`` packs the launch parameters once (flat storage views of the
-    tensors, the element count); ``run`` is one ``cuLaunchKernel`` (kernels/launch.py)."""
+    tensors, the element count); ``run`` is one ``cuLaunchKernel`` (kernels/launch.py). A vector
+    kernel (``vec > 1``) whose buffers are not aligned to one vector runs its ``vec = 1`` twin
+    (compiled on first need)."""
 
     def __init__(self, engine, sub, cfg, lay, meta, compiled):
         super().__init__(engine, sub, cfg, 0)
         self.lay, self.meta, self.compiled = lay, meta, compiled
         self.grid = meta.grid()
         self.block = meta.spec.block
+        self._scalar = None
+
+    def _kernel_for(self, views):
+        lay, meta = self.lay, self.meta
+        ptrs = [None if t.is_by_value else views[t.uid].ptr for t in lay.inputs + lay.outputs]
+        if meta.vec_ok(ptrs):
+            return meta, self.compiled
+        if self._scalar is None:
+            from dataclasses import replace
+            self._scalar = _compiled(replace(meta.spec, vec=1))
+        return self._scalar
 
     def launches(self, views, scratch):
         from numba import cuda
 
-        lay, meta = self.lay, self.meta
+        lay = self.lay
+        meta, compiled = self._kernel_for(views)
         args = []
         for t, ext, st in zip(lay.inputs + lay.outputs, meta.extents, meta.storage):
             v = views[t.uid]
@@ -219,7 +256,7 @@ class PointwisePlan(SubPlan):
                 args.append(cuda.to_device(host))  # kept alive by the prepared launch
             else:
                 args.append(ArgView(v.ptr, (max(ext, 1),), (st.itemsize,), st.itemsize, _abi(st)))
-        return [self.compiled.prepare(self.grid, self.block, tuple(args) + (meta.numel,))]
+        return [compiled.prepare(meta.grid(), self.block, tuple(args) + (meta.numel,))]
 
     def prepare(self, views, scratch):
         (prepared,) = self.launches(views, scratch)
