@@ -59,13 +59,27 @@ class TiledGemmEngine(Engine):
             hit = memo[cfg.knobs] = self._keep(sub, cfg, ctx)
         return hit
 
+    def _knobs_ok(self, sub, cfg, ctx):
+        """(status, reason) of the knob values alone (ranges, powers of 2): the same for every subgraph,
+        remembered per knob values."""
+        d = self.__dict__.get("_knobs_memo")
+        if d is None:
+            d = self.__dict__["_knobs_memo"] = {}
+        hit = d.get(cfg.knobs)
+        if hit is None:
+            hit = super().keep(sub, cfg, ctx)
+            if hit[0] == S.CUDNN_STATUS_SUCCESS:
+                for k in (K.CUDNN_KNOB_TYPE_SPLIT_K, K.CUDNN_KNOB_TYPE_SWIZZLE):
+                    if not gc.is_pow2(cfg.get(k)):
+                        hit = (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {k.name} = {cfg.get(k)} is not a power of 2")
+                        break
+            d[cfg.knobs] = hit
+        return hit
+
     def _keep(self, sub, cfg, ctx):
-        st, why = super().keep(sub, cfg, ctx)
+        st, why = self._knobs_ok(sub, cfg, ctx)
         if st != S.CUDNN_STATUS_SUCCESS:
             return st, why
-        for k in (K.CUDNN_KNOB_TYPE_SPLIT_K, K.CUDNN_KNOB_TYPE_SWIZZLE):
-            if not gc.is_pow2(cfg.get(k)):
-                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {k.name} = {cfg.get(k)} is not a power of 2"
         try:
             p = self.problem(sub)
         except gc.Reject as e:
@@ -76,14 +90,20 @@ class TiledGemmEngine(Engine):
         return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, why)
 
     def config_notes(self, sub, cfg):
-        notes = self.numerical_notes
-        if cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1) > 1 and cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 1) == 0:
-            notes += (NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC,)
-        try:
-            out = self.problem(sub).epi.out
-        except gc.Reject:
-            return notes
-        return tuple(dict.fromkeys(notes + gc.tail_notes(sub, out)))
+        atomic = cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1) > 1 and cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 1) == 0
+        memo = self._memo(sub, "notes")
+        hit = memo.get(atomic)
+        if hit is None:
+            notes = self.numerical_notes
+            if atomic:
+                notes += (NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC,)
+            try:
+                out = self.problem(sub).epi.out
+                hit = tuple(dict.fromkeys(notes + gc.tail_notes(sub, out)))
+            except gc.Reject:
+                hit = notes
+            memo[atomic] = hit
+        return hit
 
     def _space(self, sub):
         return gc.memo(sub, ("space", self.name), lambda: self._make_space(sub))

@@ -97,11 +97,18 @@ def kernel_time(device, flops=0.0, nbytes=0.0, peak="fp32", blocks=None, threads
         per_sm = blocks_per_sm(device, threads, regs, smem)
     if per_sm == 0:
         return math.inf
-    eff = occupancy_factor(per_sm, threads)
+    # occupancy_factor, wave_efficiency and tile_efficiency, written out (called for every config)
+    eff = min(1.0, max(per_sm * -(-threads // 32), 1) / FULL_OCCUPANCY_WARPS)
     if blocks is not None:
-        eff *= wave_efficiency(blocks, device, per_sm)
+        slots = max(device.sm_count * max(per_sm, 1), 1)
+        nb = max(blocks, 1)
+        waves = -(-nb // slots)
+        if blocks < slots * waves:
+            eff *= nb / (waves * slots)
     if tile is not None and problem is not None:
-        eff *= tile_efficiency(problem[0], problem[1], tile[0], tile[1])
+        m, n = problem
+        if m and n:
+            eff *= (m * n) / (-(-m // tile[0]) * tile[0] * -(-n // tile[1]) * tile[1])
     compute = flops / (device.peak(peak) * max(eff, 1e-6)) if flops else 0.0
     memory = nbytes / device.mem_bandwidth if nbytes else 0.0
     if nbytes and bytes_in_flight is not None:

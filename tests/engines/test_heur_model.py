@@ -186,3 +186,34 @@ def test_repeated_ranking_is_fast():
         times.append(time.perf_counter() - t0)
     # ~0.05 ms on an idle host; generous for a loaded CI machine
     assert np.median(times) < 1e-3, f"median {np.median(times) * 1e6:.0f} us"
+
+
+def _kernel_time_reference(device, flops=0.0, nbytes=0.0, peak="fp32", blocks=None, threads=256, regs=32, smem=0,
+                           tile=None, problem=None, launches=1):
+    """kernel_time as the product of the helper factors (its definition)."""
+    per_sm = H._blocks_per_sm(device, threads, regs, smem)
+    if per_sm == 0:
+        return math.inf
+    eff = H.occupancy_factor(per_sm, threads)
+    if blocks is not None:
+        eff *= H.wave_efficiency(blocks, device, per_sm)
+    if tile is not None and problem is not None:
+        eff *= H.tile_efficiency(problem[0], problem[1], tile[0], tile[1])
+    compute = flops / (device.peak(peak) * max(eff, 1e-6)) if flops else 0.0
+    memory = nbytes / device.mem_bandwidth if nbytes else 0.0
+    return launches * H.LAUNCH_OVERHEAD + max(compute, memory)
+
+
+def test_kernel_time_equals_the_product_of_its_factors(rng):
+    d = device.H200
+    for _ in range(400):
+        kw = dict(flops=float(rng.choice([0.0, float(rng.uniform(1e3, 1e13))])),
+                  nbytes=float(rng.choice([0.0, float(rng.uniform(1e3, 1e11))])),
+                  blocks=None if rng.uniform() < 0.2 else int(rng.integers(0, 100000)),
+                  threads=int(rng.choice([32, 96, 128, 256, 1024])), regs=int(rng.choice([32, 64, 128, 255])),
+                  smem=int(rng.choice([0, 8192, 100000])), launches=int(rng.integers(1, 4)))
+        if rng.uniform() < 0.7:
+            kw["tile"] = (int(rng.choice([8, 32, 128])), int(rng.choice([16, 64, 128])))
+            kw["problem"] = (int(rng.integers(0, 5000)), int(rng.integers(0, 5000)))
+        want, got = _kernel_time_reference(d, **kw), H.kernel_time(d, **kw)
+        assert got == want or math.isclose(got, want, rel_tol=1e-12), (kw, got, want)
