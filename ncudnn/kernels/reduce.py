@@ -268,7 +268,7 @@ def _row_source(spec, kept, red, block, split, ctype, unroll=4):
     return "\n".join(L) + "\n"
 
 
-def _col_source(spec, kept, red, by, split, ctype):
+def _col_source(spec, kept, red, by, split, ctype, unroll=4):
     n_out, n_red = _numel(kept), _numel(red)
     nt, ni = len(spec.terms), len(spec.inputs)
     chunk = math.ceil(n_red / split)
@@ -284,9 +284,21 @@ def _col_source(spec, kept, red, by, split, ctype):
     dec, koffs = _decompose(kept, "o", "k_", 1)
     L += ["        " + ln for ln in dec]
     L += [f"        kx{i} = {koffs[i]}" for i in range(ni)]
-    L += [f"        r = s * {chunk} + ty", f"        hi = min(s * {chunk} + {chunk}, {n_red})",
-          "        while r < hi:"]
-    ld, pr = _load_block(spec, [f"kx{i}" for i in range(ni)], red, "r", 0, ctype)
+    L += [f"        r = s * {chunk} + ty", f"        hi = min(s * {chunk} + {chunk}, {n_red})"]
+    # UNROLL loads in flight per thread, combined in the order of the plain loop (same bits)
+    kx = [f"kx{i}" for i in range(ni)]
+    L.append(f"        while r + {(unroll - 1) * by} < hi:")
+    loads, pres = [], []
+    for u in range(unroll):
+        ld, pr = _load_block(spec, kx, red, f"r + {u * by}" if u else "r", u, ctype)
+        loads += ld
+        pres += pr
+    L += ["            " + ln for ln in loads + pres]
+    for u in range(unroll):
+        L += [f"            a{j} = {_combine(t, f'a{j}', f'p{j}_{u}')}" for j, t in enumerate(spec.terms)]
+    L.append(f"            r += {unroll * by}")
+    L.append("        while r < hi:")
+    ld, pr = _load_block(spec, kx, red, "r", 0, ctype)
     L += ["            " + ln for ln in ld + pr]
     L += [f"            a{j} = {_combine(t, f'a{j}', f'p{j}_0')}" for j, t in enumerate(spec.terms)]
     L.append(f"            r += {by}")
