@@ -12,6 +12,7 @@ engine, which runs each subgraph on its own best engine.
 ``ctx`` everywhere is a :class:`BuildContext`, a handle (its device and caches), or None.
 """
 import math
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import replace
@@ -75,22 +76,25 @@ class _LRU:
     """A bounded least-recently-used map (rankings by problem signature)."""
 
     def __init__(self, size):
-        self.size, self.d = size, OrderedDict()
+        self.size, self.d, self.lock = size, OrderedDict(), threading.Lock()
 
     def get(self, key):
-        v = self.d.get(key)
-        if v is not None:
-            self.d.move_to_end(key)
-        return v
+        with self.lock:
+            v = self.d.get(key)
+            if v is not None:
+                self.d.move_to_end(key)
+            return v
 
     def put(self, key, value):
-        self.d[key] = value
-        if len(self.d) > self.size:
-            self.d.popitem(last=False)
+        with self.lock:
+            self.d[key] = value
+            if len(self.d) > self.size:
+                self.d.popitem(last=False)
         return value
 
     def clear(self):
-        self.d.clear()
+        with self.lock:
+            self.d.clear()
 
 
 #: rankings by (problem signature, mode, context flags, generations): another graph object of the same
