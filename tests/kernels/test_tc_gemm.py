@@ -94,7 +94,7 @@ def _ours():
 
 
 def test_cases_registered():
-    assert len(_ours()) == len(tc_cases.TC_GEMM_CASES) >= len(CONFIGS)
+    assert len(_ours()) == len(tc_cases.TC_GEMM_CASES) + len(tc_cases.TC_FUSED_CASES) >= len(CONFIGS)
 
 
 @pytest.mark.slow

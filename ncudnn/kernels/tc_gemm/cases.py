@@ -1,6 +1,8 @@
 """Tensor-core GEMM configurations registered with the sm_90 compile check (no spills, no local
 memory). Imported by ``python -m ncudnn.kernels.compile_check``; registering compiles nothing."""
 from .. import dtypes as dt
+from .. import epilogue as ep
+from ...types import cudnnPointwiseMode_t as PM
 from .config import CONFIGS
 from .kernel import make_tc_gemm
 
@@ -17,6 +19,24 @@ TC_GEMM_CASES = (
        ("tc_gemm_f16_128x128_km_nk_f32out", CONFIGS[0], False, True, "float16", "float32")])
 
 
+#: fused kernels (engine matmul_tc): (case name, config, a_kmajor, b_kmajor, in dtype, EpilogueSpec, bias, res)
+_BIAS_RELU = ep.EpilogueSpec((ep.bias("col"), ep.relu()), "bfloat16")
+_RES_GELU = ep.EpilogueSpec((ep.bias("row"), ep.pointwise(PM.CUDNN_POINTWISE_GELU_FWD), ep.residual()), "float16")
+TC_FUSED_CASES = (
+    [(f"tc_fused_bf16_bias_relu_{c.name}_mk_kn", c, True, False, "bfloat16", _BIAS_RELU, "bfloat16", "bfloat16")
+     for c in CONFIGS[:4]]
+    + [("tc_fused_f16_gelu_res_128x128_km_nk", CONFIGS[0], False, True, "float16", _RES_GELU, "float16",
+        "float16"),
+       ("tc_fused_bf16_linear_f32out_128x256_mk_nk", CONFIGS[1], True, True, "bfloat16",
+        ep.EpilogueSpec((), "float32"), "float32", "float32")])
+
+
+def fused_signature(in_dtype, epi, bias_dtype, res_dtype):
+    arr = dt.array_sig
+    return (f"void({arr(in_dtype)}, {arr(in_dtype)}, {arr(epi.out_dtype)}, {arr(bias_dtype)}, {arr(res_dtype)}, "
+            "int32, int32, int32, " + ", ".join(["int64"] * 17) + ", float32, float32)")
+
+
 def signature(in_dtype, out_dtype):
     arr_in, arr_out = dt.array_sig(in_dtype), dt.array_sig(out_dtype)
     return (f"void({arr_in}, {arr_in}, {arr_out}, int32, int32, int32, int64, int64, int64, int64, "
@@ -28,6 +48,11 @@ def register_tc_gemm_cases():
         kern = make_tc_gemm(cfg, ak, bk, ind, outd)
         kern.kernel.py_func.__module__ = __name__
         register_compile_case(name, kern.kernel, signature(ind, outd), max_registers=255,
+                              max_local_bytes=0)
+    for name, cfg, ak, bk, ind, epi, bias_dt, res_dt in TC_FUSED_CASES:
+        kern = make_tc_gemm(cfg, ak, bk, ind, epi=epi, bias_dtype=bias_dt, res_dtype=res_dt)
+        kern.kernel.py_func.__module__ = __name__
+        register_compile_case(name, kern.kernel, fused_signature(ind, epi, bias_dt, res_dt), max_registers=255,
                               max_local_bytes=0)
 
 

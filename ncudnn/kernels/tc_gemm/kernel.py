@@ -77,7 +77,57 @@ FUSED_ARGS = ("a", "b", "c", "bias", "res", "M", "N", "K", "B2", "lda", "ldb", "
               "res_z2", "alpha", "beta")
 
 
-def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None):
+#: argument list of the implicit-GEMM conv fprop kernel (``conv=True``; A gathered from NHWC x, B the KRSC
+#: filter, C the NPQ x K output rows)
+CONV_ARGS = ("a", "b", "c", "bias", "res", "M", "N", "K", "C", "H", "W", "P", "Q", "R", "S", "str_h",
+             "str_w", "pad_h", "pad_w", "dil_h", "dil_w", "x_n", "x_h", "x_w", "ldb", "ldc_m", "ldc_n",
+             "bias_i", "res_m", "res_n", "alpha", "beta")
+
+
+def _conv_a_setup(w, i, NT, CH, COLS, BK):
+    """Per A load slot of the conv kernel: its output pixel (n, p, q) -> image base and the top-left
+    input corner, and the running (r, s, c) of its 16-byte chunk (advanced by BLOCK_K per k tile)."""
+    w(f"    q_ = tid + {i * NT}")
+    w(f"    row = q_ // {CH}")
+    w(f"    ch = q_ % {CH}")
+    w(f"    a_so{i} = row * {COLS} + ((ch ^ {_swz('row', CH)}) * 8)")
+    w("    m = m0 + row")
+    w(f"    a_m{i} = m < M")
+    w("    m = m if m < M else 0")
+    w("    n_ = m // PQ")
+    w("    pq = m - n_ * PQ")
+    w("    p_ = pq // Q")
+    w(f"    a_nb{i} = int64(n_) * x_n")
+    w(f"    a_h{i} = p_ * str_h - pad_h")
+    w(f"    a_w{i} = (pq - p_ * Q) * str_w - pad_w")
+    w(f"    a_c{i} = ch * 8")
+    w(f"    a_r{i} = 0")
+    w(f"    a_s{i} = 0")
+    _conv_a_normalize(w, "    ", i)
+
+
+def _conv_a_normalize(w, ind, i):
+    w(f"{ind}while a_c{i} >= C:")
+    w(f"{ind}    a_c{i} -= C")
+    w(f"{ind}    a_s{i} += 1")
+    w(f"{ind}    if a_s{i} == S:")
+    w(f"{ind}        a_s{i} = 0")
+    w(f"{ind}        a_r{i} += 1")
+
+
+def _conv_a_load(w, ind, i, BK):
+    """Issue slot i's chunk of the current k tile (zero-filled in the padding, past M and past K),
+    then advance its (r, s, c) by BLOCK_K."""
+    w(f"{ind}ih = a_h{i} + a_r{i} * dil_h")
+    w(f"{ind}iw = a_w{i} + a_s{i} * dil_w")
+    w(f"{ind}ok = a_m{i} and a_r{i} < R and ih >= 0 and ih < H and iw >= 0 and iw < W")
+    w(f"{ind}ptx.cp_async_cg_16_zfill(sm, sb + a_so{i}, a, "
+      f"a_nb{i} + int64(ih) * x_h + int64(iw) * x_w + a_c{i} if ok else int64(0), 16 if ok else 0)")
+    w(f"{ind}a_c{i} += {BK}")
+    _conv_a_normalize(w, ind, i)
+
+
+def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False):
     BM, BN, BK, ST = cfg.BLOCK_M, cfg.BLOCK_N, cfg.BLOCK_K, cfg.STAGES
     NT = cfg.threads
     WTM, WTN = BM // cfg.WARPS_M, BN // cfg.WARPS_N
@@ -90,7 +140,9 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None):
     LA, LB = A_T // 8 // NT, B_T // 8 // NT
     L = []
     w = L.append
-    if epi is None:
+    if conv:
+        w(f"def tc_gemm({', '.join(CONV_ARGS)}):")
+    elif epi is None:
         w("def tc_gemm(a, b, c, M, N, K, lda, ldb, ldc_m, ldc_n, a_z, b_z, c_z, alpha):")
     else:
         w(f"def tc_gemm({', '.join(FUSED_ARGS)}):")
@@ -112,7 +164,12 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None):
     w("    m0 = (first + (pid % width) % gsize) * " + str(BM))
     w("    n0 = ((pid % width) // gsize) * " + str(BN))
     w("    z = int64(cuda.blockIdx.y)")
-    if epi is None:
+    if conv:   # one image batch folded into M; the epilogue's batch terms are zero
+        w("    z1 = z2 = c_z1 = c_z2 = bias_z = res_z1 = res_z2 = int64(0)")
+        w("    b_zo = int64(0)")
+        w("    PQ = P * Q")
+        w("    lda = 0")
+    elif epi is None:
         w("    a_zo = z * a_z")
         w("    b_zo = z * b_z")
     else:   # two batch dims: z = z1 * B2 + z2
@@ -126,6 +183,9 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None):
             ("a", a_kmajor, LA, A_COLS, A_CH, "m0", "M", "lda"),
             ("b", b_kmajor, LB, B_COLS, B_CH, "n0", "N", "ldb")):
         for i in range(L_):
+            if conv and op == "a":
+                _conv_a_setup(w, i, NT, CH, COLS, BK)
+                continue
             w(f"    q = tid + {i * NT}")
             w(f"    row = q // {CH}")
             w(f"    ch = q % {CH}")
@@ -163,6 +223,9 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None):
         w(f"{ind}k0 = {k0_expr}")
         for op, kmaj, L_, arr, ld in (("a", a_kmajor, LA, "a", "lda"), ("b", b_kmajor, LB, "b", "ldb")):
             for i in range(L_):
+                if conv and op == "a":
+                    _conv_a_load(w, ind, i, BK)
+                    continue
                 step = "k0" if kmaj else f"int64(k0) * {ld}"
                 w(f"{ind}ok = k0 + {op}_ki{i} < K")
                 w(f"{ind}ptx.cp_async_cg_16_zfill(sm, sb + {op}_so{i}{' + ' + str(A_T) if op == 'b' else ''}, "
@@ -247,12 +310,15 @@ def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi):
 
 
 def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", out_dtype="bfloat16",
-                 epi=None, bias_dtype="float32", res_dtype="float32"):
+                 epi=None, bias_dtype="float32", res_dtype="float32", conv=False):
     """The kernel for ``cfg`` (default: the first of CONFIGS) and these layouts / dtypes, cached.
 
     ``epi``: an :class:`~ncudnn.kernels.epilogue.EpilogueSpec` (its ``out_dtype`` replaces
     ``out_dtype``) selects the fused kernel (signature :data:`FUSED_ARGS`: two batch dims, bias,
-    residual, alpha / beta); None the plain ``alpha * A @ B`` kernel."""
+    residual, alpha / beta); None the plain ``alpha * A @ B`` kernel. ``conv=True`` (with ``epi``,
+    both operands k-major): the implicit-GEMM conv fprop kernel (signature :data:`CONV_ARGS`)."""
+    if conv and (epi is None or not a_kmajor or not b_kmajor):
+        raise ValueError("the conv kernel needs an epilogue spec and k-major A (NHWC) and B (KRSC)")
     cfg = cfg or TcGemmConfig()
     in_name = dt.dtype_name(in_dtype)
     if epi is not None:
@@ -261,7 +327,7 @@ def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", o
         bias_dtype, res_dtype = dt.dtype_name(bias_dtype), dt.dtype_name(res_dtype)
     out_name = dt.dtype_name(out_dtype)
     key = (cfg, bool(a_kmajor), bool(b_kmajor), in_name, out_name, epi,
-           (bias_dtype, res_dtype) if epi is not None else None)
+           (bias_dtype, res_dtype) if epi is not None else None, bool(conv))
     if key in _CACHE:
         return _CACHE[key]
     ok, why = check(cfg)
@@ -272,7 +338,7 @@ def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", o
     if out_name not in ("bfloat16", "float16", "float32"):
         raise ValueError(f"tc_gemm output must be bfloat16, float16 or float32, got {out_name}")
     mma_name = "mma_m16n8k16_bf16" if in_name == "bfloat16" else "mma_m16n8k16_f16"
-    src = _source(cfg, a_kmajor, b_kmajor, mma_name, epi)
+    src = _source(cfg, a_kmajor, b_kmajor, mma_name, epi, conv)
     g = {"cuda": cuda, "ptx": ptx, "float32": float32, "int32": int32, "int64": int64,
          "uint16": uint16, "store": dt.storer(out_name)}
     if epi is not None:
