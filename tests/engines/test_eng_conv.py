@@ -353,3 +353,14 @@ def test_dgrad_three_channel_stem_is_supported():
         assert api.check_support(g, eng) == (S.CUDNN_STATUS_SUCCESS, "")
         for c in registry.by_name(eng).candidates(api.problem(g), None):
             assert -(-32 * 224 * 224 // gc.CONV_TILES[c.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)].cfg.BLOCK_M) <= 65535
+
+
+def test_precomp_table_packs_coordinates_or_refuses():
+    # pack3 holds coordinates < 1024: a tap offset of 2*600 does not pack -> precomp refuses, implicit runs
+    from ncudnn.kernels.conv.table import pack3
+    assert int(pack3(np.array([3]), np.array([1023]), np.array([7]))[0]) == (3 << 20) | (1023 << 10) | 7
+    x, w, y = tensor(1, (1, 1, 1300)), tensor(2, (1, 1, 3)), tensor(3, (1, 1, 100))
+    g = OpGraph([ConvFprop("conv", {"X": x, "W": w}, {"Y": y}, **conv_attrs(1, dil=600))]).finalize()
+    st, why = api.check_support(g, "conv_implicit_precomp")
+    assert st == S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE and "conv" in why and "10 bits" in why
+    assert api.check_support(g, "conv_implicit_gemm") == (S.CUDNN_STATUS_SUCCESS, "")

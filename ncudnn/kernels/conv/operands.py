@@ -17,6 +17,9 @@ from numba import cuda, float32, float64, int64, uint64
 
 from .. import dtypes
 from ..gemm.operands import Operand, Output
+from .table import BITS, ENTRY
+
+MASK = (1 << BITS) - 1
 
 _CACHE = {}
 
@@ -25,6 +28,13 @@ def _cached(key, build):
     if key not in _CACHE:
         _CACHE[key] = build()
     return _CACHE[key]
+
+
+@cuda.jit(device=True, inline=True)
+def unpack3(v):
+    """pack3 word -> (d, h, w) as int64."""
+    v = int64(v)
+    return v >> (2 * BITS), (v >> BITS) & MASK, v & MASK
 
 
 @cuda.jit(device=True, inline=True)
@@ -75,11 +85,12 @@ def fprop_x(dtype, ftype, fast, order, precomp):
         def load(a, off, d0, h0, w0, kidx):
             if precomp:
                 tab = a[1]
-                e = uint64(kidx * 5)
+                e = uint64(kidx * ENTRY)
                 delta = int64(tab[e])
-                d = d0 + tab[e + uint64(1)]
-                h = h0 + tab[e + uint64(2)]
-                w = w0 + tab[e + uint64(3)]
+                td, tr, ts = unpack3(tab[e + uint64(1)])
+                d = d0 + td
+                h = h0 + tr
+                w = w0 + ts
             else:
                 c, t, r, s = tap(kidx, a[19], a[20], a[21], a[22])
                 dt, dr, ds = t * a[23], r * a[24], s * a[25]
@@ -106,7 +117,7 @@ def filter_operand(dtype, ftype, fast, order, precomp):
         @cuda.jit(device=True, inline=True)
         def load(b, off, s1, s2, s3, kidx):
             if precomp:
-                return ld(b[0], uint64(off + b[1][uint64(kidx * 5 + 4)]))
+                return ld(b[0], uint64(off + b[1][uint64(kidx * ENTRY + 2)]))
             ch, t, r, s = tap(kidx, b[8], b[9], b[10], b[11])
             if b[12]:
                 t, r, s = b[9] - 1 - t, b[10] - 1 - r, b[11] - 1 - s
@@ -135,11 +146,12 @@ def dgrad_dy(dtype, ftype, fast, order, precomp, stride):
         def load(a, off, d1, h1, w1, kidx):
             if precomp:
                 tab = a[1]
-                e = uint64(kidx * 5)
+                e = uint64(kidx * ENTRY)
                 delta = int64(tab[e])
-                od = d1 - tab[e + uint64(1)]
-                oh = h1 - tab[e + uint64(2)]
-                ow = w1 - tab[e + uint64(3)]
+                td, tr, ts = unpack3(tab[e + uint64(1)])
+                od = d1 - td
+                oh = h1 - tr
+                ow = w1 - ts
             else:
                 k, t, r, s = tap(kidx, a[16], a[17], a[18], a[19])
                 delta = k * a[3]
@@ -176,7 +188,7 @@ def wgrad_dy(dtype, ftype, fast, precomp=False):
         @cuda.jit(device=True, inline=True)
         def load(a, off, s1, s2, s3, kidx):
             if precomp:
-                return ld(a[0], uint64(off + a[10][uint64(kidx * 5)]))
+                return ld(a[0], uint64(off + a[10][uint64(kidx * ENTRY)]))
             n, o, p, q = split4(kidx, a[6], a[7], a[8])
             return ld(a[0], uint64(off + n * a[1] + o * a[3] + p * a[4] + q * a[5]))
         return Operand(("conv_wgrad_dy", dtype, ftype, fast, precomp), fast, setup, load)
@@ -188,7 +200,7 @@ def wgrad_x(dtype, ftype, fast, order, precomp=False):
     O, P, Q, str_d, str_h, str_w, pad_d, pad_h, pad_w, Cg, T, R, S, dil_d, dil_h, dil_w, table);
     state (offset of channel and tap, t*dil_d - pad_d, r*dil_h - pad_h, s*dil_w - pad_w). With
     PRECOMP the table row of kidx holds [dy offset, x offset of (n, o*str, p*str, q*str),
-    o*str_d, p*str_h, q*str_w] and no division is left in the loader."""
+    pack3(o*str_d, p*str_h, q*str_w)] and no division is left in the loader."""
     def build():
         ld, ACC, tap = dtypes.loader(dtype, ftype), _acc(ftype), make_tap(order)
 
@@ -205,10 +217,11 @@ def wgrad_x(dtype, ftype, fast, order, precomp=False):
         def load(b, off, td, rh, sw, kidx):
             if precomp:
                 tab = b[25]
-                e = uint64(kidx * 5)
-                d = tab[e + uint64(2)] + td
-                h = tab[e + uint64(3)] + rh
-                w = tab[e + uint64(4)] + sw
+                e = uint64(kidx * ENTRY)
+                cd, ch, cw = unpack3(tab[e + uint64(2)])
+                d = cd + td
+                h = ch + rh
+                w = cw + sw
                 if 0 <= d < b[6] and 0 <= h < b[7] and 0 <= w < b[8]:
                     return ld(b[0], uint64(off + tab[e + uint64(1)]))
                 return ACC(0)
