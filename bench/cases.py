@@ -148,6 +148,33 @@ def conv_cases(batches=(32, 128)):
     return out
 
 
+#: conv fprop + bias + relu (one fused graph): issue 5's layer set (3x3 stride-1 layers, the seed
+#: tutorial's C128->K256 56x56 layer, two 1x1 layers, the 7x7 stem) and issue 6's Winograd set
+#: (the 3x3 stride-1 layers at N=32 and N=128, and the seed layer); BF16 for the tensor-core issue
+FUSED = (
+    ("c2_3x3_64", 64, 64, 56, 3, 1),
+    ("c3_3x3_128", 128, 128, 28, 3, 1),
+    ("c4_3x3_256", 256, 256, 14, 3, 1),
+    ("c5_3x3_512", 512, 512, 7, 3, 1),
+    ("seed_3x3_128_256", 128, 256, 56, 3, 1),     # the seed tutorial's layer
+    ("c2_1x1_256_64", 256, 64, 56, 1, 1),
+    ("c2_1x1_64_256", 64, 256, 56, 1, 1),
+    ("conv1_7x7", 3, 64, 224, 7, 2),
+)
+
+
+def fused_cases():
+    out = []
+    for n, dtype in ((32, "float32"), (128, "float32"), (32, "bfloat16")):
+        for name, c, k, h, r, stride in FUSED:
+            if n == 128 and (r != 3 or name.startswith("seed")):
+                continue  # N=128: the 3x3 stride-1 ResNet-50 layers (issue 6)
+            out.append(conv_case("conv_fprop_bias_relu", name, n, c, k, h, r, stride, dtype,
+                                 quick=n == 32 and dtype == "float32" and name in ("c2_3x3_64", "seed_3x3_128_256"),
+                                 source="seed tutorial" if name.startswith("seed") else "ResNet-50 v1.5"))
+    return out
+
+
 def gemm_case(m, n, k, dtype="float32", quick=False, source="GEMM sweep"):
     return Case("gemm", "matmul", f"{m}x{n}x{k}", dict(m=m, n=n, k=k), dtype, "rowmajor", gemm_flops(m, n, k),
                 gemm_bytes(m, n, k, ITEMSIZE[dtype]), quick, source)
@@ -236,13 +263,14 @@ def attention_cases():
 
 
 def all_cases():
-    return (conv_cases() + gemm_cases() + norm_cases() + pool_cases() + softmax_cases() + pointwise_cases()
+    return (conv_cases() + fused_cases() + gemm_cases() + norm_cases() + pool_cases() + softmax_cases() + pointwise_cases()
             + attention_cases())
 
 
 def sim_cases():
     """Tiny shapes for the simulator smoke mode (``ncudnn bench --sim``): seconds, not minutes."""
     out = [conv_case("conv_fprop", "tiny_3x3", 1, 4, 4, 6, 3, 1, source="sim smoke"),
+           conv_case("conv_fprop_bias_relu", "tiny_3x3", 1, 4, 4, 6, 3, 1, source="sim smoke"),
            gemm_case(8, 8, 8, source="sim smoke"),
            mem_case("norm", "layernorm_fwd", "4x16", dict(rows=4, cols=16), 64, 64, 8, source="sim smoke"),
            mem_case("pool", "max_pool", "3x3s2_n1c2h6_nhwc", dict(n=1, c=2, h=6, w=6, r=3, stride=2, pad=1, p=3,

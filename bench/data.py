@@ -54,6 +54,8 @@ def specs(case) -> Tuple[Dict[str, Spec], Dict[str, Spec]]:
         X, W, Y = _img(x, lay, dt, "x"), _img(w, lay, dt, "w"), _img(y, lay, dt, "y")
         if op == "conv_fprop":
             return {"x": X, "w": W}, {"y": Y}
+        if op == "conv_fprop_bias_relu":
+            return {"x": X, "w": W, "bias": _vec(p["k"], "bias", dt)}, {"y": Y}
         if op == "conv_dgrad":
             return {"dy": _img(y, lay, dt, "dy"), "w": W}, {"dx": _img(x, lay, dt, "dx")}
         return {"x": X, "dy": _img(y, lay, dt, "dy")}, {"dw": _img(w, lay, dt, "dw")}

@@ -52,6 +52,8 @@ def build(mod, case, handle=None):
         kw = dict(padding=[p["pad"]] * 2, stride=[p["stride"]] * 2, dilation=[1, 1], compute_data_type=f)
         if op == "conv_fprop":
             res["y"] = g.conv_fprop(image=T["x"], weight=T["w"], **kw)
+        elif op == "conv_fprop_bias_relu":  # ConvBiasAct: one fused graph
+            res["y"] = g.relu(input=g.bias(input=g.conv_fprop(image=T["x"], weight=T["w"], **kw), bias=T["bias"]))
         elif op == "conv_dgrad":
             res["dx"] = g.conv_dgrad(loss=T["dy"], filter=T["w"], out_dims=list(outs["dx"].dims), **kw)
         else:

@@ -58,6 +58,9 @@ def torch_op(case, t, tf32=False):
     cb = torch.ops.aten.convolution_backward
     if op == "conv_fprop":
         return lambda: (_flags(tf32), {"y": F.conv2d(t["x"], t["w"], None, **conv)})[1]
+    if op == "conv_fprop_bias_relu":  # cuDNN conv with bias, then relu in place (what a torch model runs)
+        b = t["bias"].reshape(-1)
+        return lambda: (_flags(tf32), {"y": F.relu(F.conv2d(t["x"], t["w"], b, **conv), inplace=True)})[1]
     if op == "conv_dgrad":
         xe = torch.empty(data.specs(case)[1]["dx"].dims, device="cuda", dtype=t["dy"].dtype,
                          memory_format=_fmt(t["dy"]))
@@ -257,6 +260,8 @@ def truth(case, t):
         st, pad = [p["stride"]] * 2, [p["pad"]] * 2
         if op == "conv_fprop":
             return {"y": F.conv2d(d["x"], d["w"], None, st, pad)}
+        if op == "conv_fprop_bias_relu":
+            return {"y": F.relu(F.conv2d(d["x"], d["w"], d["bias"].reshape(-1), st, pad))}
         cb = torch.ops.aten.convolution_backward
         _, outs = data.specs(case)
         if op == "conv_dgrad":

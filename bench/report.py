@@ -31,7 +31,8 @@ def fair_ref(suite):
 def group_of(case):
     """Chart / network group: conv cases by pass and batch ("conv_fprop_n32"), others by suite."""
     if case.suite == "conv":
-        return f"{case.op}_{case.name.rsplit('_', 1)[-1]}"
+        dt = "" if case.dtype == "float32" else f"_{case.dtype}"
+        return f"{case.op}_{case.name.rsplit('_', 1)[-1]}{dt}"
     return case.suite
 
 
@@ -40,8 +41,8 @@ def network_totals(per_case):
     (the total only when every layer of the group ran on both sides)."""
     out = {}
     for p in per_case:
-        if p["suite"] != "conv":
-            continue
+        if p["suite"] != "conv" or p["op"] == "conv_fprop_bias_relu":
+            continue  # the fused set is a layer sample, not a network: see group_geomeans
         t = out.setdefault(p["group"], {"layers": 0, "both_ran": 0, "ncudnn_ms": 0.0, "ref_ms": 0.0})
         t["layers"] += 1
         if _ok(p["ncudnn"]) and _ok(p["fair"]):
@@ -53,6 +54,21 @@ def network_totals(per_case):
         t["speed"] = t["ref_ms"] / t["ncudnn_ms"] if complete and t["ncudnn_ms"] else None
         if not complete:
             t["ncudnn_ms"] = t["ref_ms"] = None
+    return out
+
+
+def group_geomeans(per_case):
+    """Per group (pass, batch, dtype; suites elsewhere): cases, geomean speed vs fair ref, min and max."""
+    out = {}
+    for p in per_case:
+        g = out.setdefault(p["group"], {"cases": 0, "speeds": []})
+        g["cases"] += 1
+        if p["speed_vs_fair"] is not None:
+            g["speeds"].append(p["speed_vs_fair"])
+    for g in out.values():
+        s = g.pop("speeds")
+        g.update(both_ran=len(s), geomean=geomean(s) if s else None, min=min(s) if s else None,
+                 max=max(s) if s else None)
     return out
 
 
@@ -165,6 +181,13 @@ def markdown(meta, cases, rows, peaks=None, bw_tbps=None):
             nm = "—" if t["ncudnn_ms"] is None else f"{t['ncudnn_ms']:.3f}"
             rm = "—" if t["ref_ms"] is None else f"{t['ref_ms']:.3f}"
             lines.append(f"| {k} | {t['both_ran']} / {t['layers']} | {nm} | {rm} | {_x(t['speed'])} |")
+    groups = group_geomeans(per_case)
+    if groups:
+        lines += ["", "## Geomean speed vs fair ref per group (pass, batch, dtype)", "",
+                  "| group | cases | both ran | geomean | min | max |", "| --- | --- | --- | --- | --- | --- |"]
+        for k, g in groups.items():
+            lines.append(f"| {k} | {g['cases']} | {g['both_ran']} | {_x(_nan_none(g['geomean']))} | {_x(g['min'])} | "
+                         f"{_x(g['max'])} |")
     reasons = {}
     for s in suites:
         lines += ["", f"## {s}", "",
@@ -313,3 +336,27 @@ def rerender(out_dir, draw=True):
     cases = [Case(c["suite"], c["op"], c["name"], c["params"], c["dtype"], c["layout"], c["flops"], c["bytes"],
                   c["quick"], c["source"], c.get("count", 1)) for c in doc["cases"]]
     return write(out_dir, doc["meta"], cases, doc["rows"], doc.get("peaks"), doc.get("bandwidth_tbps"), draw)
+
+
+def merge(dirs, out_dir, draw=True):
+    """One results directory from shard directories (``ncudnn bench --shard I/N`` on several GPUs): cases
+    and rows concatenated in shard order; the first shard's meta, with every shard's command and wall time."""
+    from .cases import Case
+
+    docs = [json.loads((Path(d) / "results.json").read_text()) for d in dirs]
+    meta = dict(docs[0]["meta"])
+    meta["shards"] = [{"dir": str(d), "command": doc["meta"].get("provenance", {}).get("command"),
+                       "wall_s": doc["meta"].get("wall_s"),
+                       "env": doc["meta"].get("provenance", {}).get("env")} for d, doc in zip(dirs, docs)]
+    meta["wall_s"] = max(doc["meta"].get("wall_s") or 0 for doc in docs)
+    seen, cases, rows = set(), [], []
+    for doc in docs:
+        for c in doc["cases"]:
+            key = (c["suite"], c["op"], c["name"], c["dtype"])
+            if key in seen:
+                continue
+            seen.add(key)
+            cases.append(Case(c["suite"], c["op"], c["name"], c["params"], c["dtype"], c["layout"], c["flops"],
+                              c["bytes"], c["quick"], c["source"], c.get("count", 1)))
+        rows += doc["rows"]
+    return write(out_dir, meta, cases, rows, docs[0].get("peaks"), docs[0].get("bandwidth_tbps"), draw)

@@ -44,6 +44,10 @@ def build_parser(ap=None):
     ap.add_argument("--filter", metavar="TEXT", help="only cases whose id contains TEXT (e.g. c4_3x3, bfloat16)")
     ap.add_argument("--no-charts", action="store_true", help="write JSON and markdown only")
     ap.add_argument("--list", action="store_true", help="list the selected cases and exit")
+    ap.add_argument("--shard", metavar="I/N", help="run every N-th selected case starting at I (0-based): one "
+                    "shard per GPU, merged afterwards with --merge")
+    ap.add_argument("--merge", nargs="+", metavar="DIR", help="merge the results.json of shard directories into "
+                    "--out (report and charts redrawn)")
     ap.add_argument("--report", metavar="DIR", help="redraw report.md and the charts from DIR/results.json")
     return ap
 
@@ -91,6 +95,14 @@ def main(argv=None):
     from bench import cases as C
     from bench import report, suite
 
+    if args.merge:
+        if not args.out:
+            print("ncudnn bench: --merge needs --out DIR")
+            return 2
+        md, files = report.merge(args.merge, args.out, not args.no_charts)
+        print(md)
+        print(f"merged {len(args.merge)} shards into {args.out}: {', '.join(files)}")
+        return 0
     if args.report:
         md, files = report.rerender(args.report, not args.no_charts)
         print(md)
@@ -100,6 +112,12 @@ def main(argv=None):
     sel = C.select(args.suite, args.quick, sim=args.sim)
     if args.filter:
         sel = [c for c in sel if args.filter in c.id]
+    if args.shard:
+        i, n = (int(v) for v in args.shard.split("/"))
+        if not 0 <= i < n:
+            print(f"ncudnn bench: --shard {args.shard}: want I/N with 0 <= I < N")
+            return 2
+        sel = sel[i::n]
     if args.list:
         for c in sel:
             print(f"{c.id:60s} {c.flops / 1e9:10.2f} GFLOP {c.bytes / 1e6:10.1f} MB  {c.source}")

@@ -102,8 +102,10 @@ def cmd_bench(args):
 
     flags = ("quick", "sim", "tune", "overhead", "list", "no_charts")
     argv = [f"--suite={args.suite}"] + [f"--{k.replace('_', '-')}" for k in flags if getattr(args, k)]
-    argv += [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in ("out", "max_minutes", "report", "filter")
+    argv += [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in ("out", "max_minutes", "report", "filter", "shard")
              if getattr(args, k) is not None]
+    if args.merge:
+        argv += ["--merge", *args.merge]
     return bench_main(argv)
 
 

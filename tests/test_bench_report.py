@@ -85,3 +85,31 @@ def test_overhead_section():
     assert "| plan build, cold process (ms) | 500.00 | 21.00 |" in text
     assert "| execute host time with torch tensors (us) | 14.00 | 33.00 |" in text
     assert report.overhead_lines(None) == []
+
+
+def test_merge_shards_and_group_geomeans(tmp_path):
+    cases, rows = synthetic()
+    meta = {"device": "NVIDIA H200", "provenance": {"date": "2026-11-30", "command": "ncudnn bench --shard 0/2",
+                                                     "git": {"commit": "abc", "dirty": False}}, "wall_s": 5.0}
+    a, b = tmp_path / "a", tmp_path / "b"
+    report.write(a, meta, cases[:2], rows[:5], PEAKS, 4.21, draw=False)
+    report.write(b, dict(meta, wall_s=7.0), cases[2:], rows[5:], PEAKS, 4.21, draw=False)
+    md, files = report.merge([a, b], tmp_path / "m", draw=False)
+    doc = json.loads((tmp_path / "m" / "results.json").read_text())
+    assert len(doc["cases"]) == 3 and len(doc["rows"]) == len(rows) and doc["meta"]["wall_s"] == 7.0
+    assert [s["dir"] for s in doc["meta"]["shards"]] == [str(a), str(b)]
+    assert doc["summary"]["conv"]["geomean_speed_vs_fair"] == pytest.approx(0.75 ** 0.5)
+    groups = report.group_geomeans(report.summarize(cases, rows)[0])
+    assert groups["conv_fprop_n32"]["geomean"] == pytest.approx(0.75 ** 0.5)
+    assert groups["conv_fprop_n32"]["min"] == pytest.approx(0.5) and groups["norm"]["both_ran"] == 0
+    assert "| conv_fprop_n32 | 2 | 2 | 0.87x | 0.50x | 1.50x |" in md
+
+
+def test_fused_cases_cover_issue_5_and_6_layers():
+    fused = [c for c in C.select("conv") if c.op == "conv_fprop_bias_relu"]
+    names = {(c.name, c.dtype) for c in fused}
+    for layer in ("c2_3x3_64", "c3_3x3_128", "c4_3x3_256", "c5_3x3_512"):
+        assert (f"{layer}_n32", "float32") in names and (f"{layer}_n128", "float32") in names
+    assert ("seed_3x3_128_256_n32", "float32") in names and ("conv1_7x7_n32", "bfloat16") in names
+    seed = C.by_id("conv/conv_fprop_bias_relu/seed_3x3_128_256_n32/float32")
+    assert seed.params["p"] == 56 and seed.flops == 2 * 32 * 256 * 56 * 56 * 128 * 9
