@@ -5,7 +5,8 @@
 #   bash tools/gpu_session.sh final   # bench --quick, demo --train, reruns (RERUN=...) and the REST test dirs
 # Logs and results go to $OUT (default ./gpu-out). Wheels from ../shared/gpu/fetch-wheels.sh must be in .whl/.
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+[ -e /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl && touch /tmp/site/.installed; }
 export PYTHONPATH=/tmp/site:$PWD NUMBA_ENABLE_CUDASIM=0 PYTHONUNBUFFERED=1
 # the disk kernel cache travels between calls: carry .kcache (unpacked from the last call's kcache.tgz)
 export NCUDNN_CACHE_DIR=${NCUDNN_CACHE_DIR:-$PWD/.kcache}
@@ -19,7 +20,7 @@ if [ "$part" = tests ]; then
   # -v so a killed run still names every test it finished; per-test cap so one hang can't eat the call.
   # A test that breaks the CUDA context stops pytest (rc 3, tests/conftest.py); the run then restarts
   # with the tests not yet finished (NCUDNN_DONE_FILE), up to 4 times, within SUITE_TIMEOUT overall.
-  export NCUDNN_DONE_FILE=/tmp/ncudnn-done.txt; rm -f "$NCUDNN_DONE_FILE" "$OUT/pytest.log"
+  export NCUDNN_DONE_FILE=${NCUDNN_DONE_FILE:-/tmp/ncudnn-done.txt}; rm -f "$NCUDNN_DONE_FILE" "$OUT/pytest.log"
   deadline=$((SECONDS + ${SUITE_TIMEOUT:-330}))
   for attempt in 1 2 3 4 5; do
     left=$((deadline - SECONDS)); [ $left -gt 10 ] || break
@@ -85,10 +86,12 @@ PY
   fi
   tail -n 45 "$OUT/bench.log"
 else
-  timeout "${BENCH_TIMEOUT:-480}" python3 -m ncudnn bench --quick --no-charts --max-minutes "${BENCH_MINUTES:-7}" \
-    --out "$OUT/quick" > "$OUT/bench.log" 2>&1
+  # BENCH_ARGS e.g. "--shard 0/2 --max-minutes 8" (default: the quick subset)
+  timeout "${BENCH_TIMEOUT:-560}" python3 -m ncudnn bench ${BENCH_ARGS:---quick --max-minutes 7} --no-charts \
+    --out "$OUT/bench" > "$OUT/bench.log" 2>&1
   echo "bench rc $?" | tee -a "$OUT/summary.txt"
-  tail -n 60 "$OUT/bench.log"
+  grep -A14 "^## Summary" "$OUT/bench/report.md" | tee -a "$OUT/summary.txt"
+  tail -n 5 "$OUT/bench.log"
 fi
 # hand the kernel cache back (the next call carries it as .kcache)
 if [ -d "$NCUDNN_CACHE_DIR" ]; then
