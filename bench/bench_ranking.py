@@ -11,6 +11,7 @@ norm, softmax):
   another graph object): the bounded memo by signature answers. Median over ``--reps`` graphs.
 * ``cold_cpu_us``: the same cold rankings in process CPU time (``time.process_time``): on a loaded
   host the wall clock counts time the process waited for a core, the CPU time does not.
+* ``calls``: Python function calls per cold ranking (cProfile's count, 3 more new shapes).
 * ``configs``: how many (engine, config) pairs the ranking returned; ``best``: the first one.
 
 Ranking needs no GPU: it runs the same in the CUDA simulator (the nominal H200 properties) and on the
@@ -146,7 +147,24 @@ def measure(name, make, reps, shift):
         api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)
         rep.append(time.perf_counter() - t0)
     med = lambda xs: statistics.median(xs) * 1e6  # noqa: E731
-    return med(cold), med(cold_cpu), med(rep), configs, best
+    return med(cold), med(cold_cpu), med(rep), configs, best, calls(make, shift + 10 * reps)
+
+
+def calls(make, start, n=3):
+    """Python function calls per cold ranking (cProfile's count over ``n`` new shapes): a figure a
+    loaded host does not disturb."""
+    import cProfile
+    import pstats
+
+    from ncudnn.engines import api
+
+    graphs = [_ready(make, start + j) for j in range(n)]
+    pr = cProfile.Profile()
+    pr.enable()
+    for g in graphs:
+        api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)
+    pr.disable()
+    return round(pstats.Stats(pr).total_calls / n)
 
 
 def profile(make, reps, shift):
@@ -183,14 +201,14 @@ def main(argv=None):
     rows = []
     print(f"get_heuristics mode A on {dev.name}{'' if dev.nominal else ' (queried)'}, "
           f"median of {args.reps}")
-    print(f"{'case':40s} {'cold us':>9s} {'cold cpu':>9s} {'repeat us':>10s} {'configs':>8s}  best")
+    print(f"{'case':40s} {'cold us':>9s} {'cold cpu':>9s} {'repeat us':>10s} {'calls':>6s} {'configs':>8s}  best")
     for name, make in allc.items():
         if args.only and args.only not in name:
             continue
-        cold, cpu, rep, n, best = measure(name, make, args.reps, shift)
+        cold, cpu, rep, n, best, ncalls = measure(name, make, args.reps, shift)
         rows.append({"case": name, "cold_us": round(cold, 1), "cold_cpu_us": round(cpu, 1), "repeat_us": round(rep, 1),
-                     "configs": n, "best": best})
-        print(f"{name:40s} {cold:9.1f} {cpu:9.1f} {rep:10.1f} {n:8d}  {best}")
+                     "calls": ncalls, "configs": n, "best": best})
+        print(f"{name:40s} {cold:9.1f} {cpu:9.1f} {rep:10.1f} {ncalls:6d} {n:8d}  {best}")
     if args.out:
         Path(args.out).write_text(json.dumps({"device": dev.name, "nominal": dev.nominal, "reps": args.reps,
                                               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
