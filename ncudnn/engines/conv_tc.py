@@ -1,0 +1,257 @@
+"""Engine "conv_tc": implicit-GEMM 2-D convolution fprop on tensor cores (BF16 / FP16 in, FP32
+accumulate, BF16 / FP16 / FP32 out), NHWC activations, KRSC filters, with the subgraph's pointwise
+chain (bias per channel, activation, residual) in the fused epilogue.
+
+Kernel: :mod:`ncudnn.kernels.tc_conv` (the tc_gemm mainloop with a cp.async gather from the image).
+Knobs (cudnnBackendKnobType_t): TILE_SIZE indexes :data:`TILES`, STAGES (2-4), SWIZZLE (GROUP_M 1 or
+8), EDGE fixed (predicated edges, zero-filled padding). Refused with a reason: dgrad / wgrad, groups,
+3-D, CONVOLUTION mode (flipped filter), NCHW activations, C % 8 != 0, non-KRSC filters, output or
+residual rows that are not ``m * stride`` over the (n, p, q) pixels, math types without tensor cores.
+"""
+import math
+
+from ..errors import BadParamError
+from ..kernels import kcache
+from ..kernels.tc_conv import check_conv, conv_args, conv_grid, make_tc_conv_fprop
+from ..kernels.tc_gemm import check, smem_bytes
+from ..types import cudnnBackendKnobType_t, cudnnBackendLayoutType_t, cudnnBackendNumericalNote_t
+from ..types import cudnnStatus_t
+from . import gemm_common as gc
+from . import heuristics as H
+from .base import OK, Engine, KnobSpec
+from .conv_common import ConvProblem
+from .matmul_tc import HALF, SIM_SMALL_OUTPUT, _t
+from .registry import register
+
+S = cudnnStatus_t
+K = cudnnBackendKnobType_t
+NN = cudnnBackendNumericalNote_t
+
+#: block tiles, best first for large problems (eff: estimates from the matmul figure less the gather)
+TILES = (
+    _t(128, 128, 32, 2, 4, 0.24, 168, 4),
+    _t(128, 256, 32, 2, 4, 0.25, 252, 3),
+    _t(256, 128, 32, 4, 2, 0.24, 254, 3),
+    _t(128, 64, 32, 2, 2, 0.20, 170, 4),
+    _t(64, 64, 32, 2, 2, 0.16, 126, 4),
+    _t(32, 32, 32, 2, 2, 0.07, 64, 2),
+)
+
+
+def tc_config(cfg):
+    tile = TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
+    return tile.cfg.replace(STAGES=cfg.get(K.CUDNN_KNOB_TYPE_STAGES, tile.stages),
+                            GROUP_M=cfg.get(K.CUDNN_KNOB_TYPE_SWIZZLE, 8))
+
+
+def _rows(dims, strides, what):
+    """The row stride ``ld`` such that pixel (n, p, q) sits at ``m * ld`` (m = (n * P + p) * Q + q), or
+    raise Reject. ``dims`` / ``strides``: (N, P, Q) sizes and element strides."""
+    (n, p, q), (sn, sp, sq) = dims, strides
+    ld = sq if q > 1 else (sp // max(q, 1) if p > 1 else (sn // max(p * q, 1)))
+    ok = (q == 1 or sq == ld) and (p == 1 or sp == q * ld) and (n == 1 or sn == p * q * ld)
+    if not ok:
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{what}: strides (n, p, q) = {strides} are not "
+                        "one row stride over the output pixels (NHWC-like)")
+    return ld
+
+
+class _TcConv:
+    """The conv subgraph as one tc_conv launch: ConvProblem plus the kernel's layout facts."""
+
+    def __init__(self, sub):
+        cp = ConvProblem(sub)
+        self.cp, self.epi = cp, cp.epi
+        node, g = cp.node, cp.g
+        where = f"node '{node.name}'"
+        if cp.kind != "fprop":
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: conv_tc runs fprop only, not {cp.kind}")
+        x_dt, w_dt, out_dt = cp.dtypes[:3]
+        if x_dt not in HALF or w_dt != x_dt:
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"{where}: x {x_dt} / w {w_dt}: tensor "
+                            "cores need both bfloat16 or both float16 (TF32 is not implemented)")
+        if out_dt not in HALF + ("float32",):
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"{where}: output {out_dt}")
+        if g.G != 1:
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: groups = {g.G} (conv_tc: 1 group)")
+        if g.DHW[0] != 1 or g.TRS[0] != 1:
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: 3-D convolution (conv_tc: 1-D / 2-D)")
+        if g.flip:
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: CONVOLUTION mode (flipped filter); "
+                            "conv_tc runs CROSS_CORRELATION")
+        xs, ws = g.x_strides, g.w_strides
+        R, S_ = g.TRS[1], g.TRS[2]
+        ok, why = check_conv(g.C, g.K, (xs[0], xs[1], xs[3], xs[4]), (ws[0], ws[1], ws[3], ws[4]))
+        if ok and R > 1 and ws[3] != S_ * g.C:
+            ok, why = False, f"w r stride {ws[3]} != S * C = {S_ * g.C} (KRSC)"
+        if not ok:
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{where}: {why}")
+        for port, t in (("x", cp.x), ("w", cp.w)):
+            if t.alignment < 16:
+                raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{where}: {port}: byte alignment "
+                                f"{t.alignment} < 16")
+        P, Q = g.OPQ[1], g.OPQ[2]
+        ys = g.y_strides
+        self.ldc_m = _rows((g.N, P, Q), (ys[0], ys[3], ys[4]), f"{where}: output {cp.y.label}")
+        self.ldc_n = ys[1]
+        self.res_m = self.res_n = 0
+        if cp.res_strides is not None:
+            rs = cp.res_strides
+            self.res_m = _rows((g.N, P, Q), (rs[0], rs[3], rs[4]), f"{where}: residual")
+            self.res_n = rs[1]
+        self.M, self.N, self.K = cp.gemm
+        self.P, self.Q, self.R, self.S = P, Q, R, S_
+
+
+@register
+class ConvTcEngine(Engine):
+    name = "conv_tc"
+    kinds = ("conv_fprop", "conv_dgrad", "conv_wgrad")
+    numerical_notes = (NN.CUDNN_NUMERICAL_NOTE_TENSOR_CORE,)
+    preferred_layout = cudnnBackendLayoutType_t.CUDNN_LAYOUT_TYPE_PREFERRED_NHWC
+
+    def problem(self, sub):
+        memo = sub.__dict__.setdefault("_conv_problem", {})
+        hit = memo.get(self.name)
+        if hit is None:
+            try:
+                hit = _TcConv(sub)
+            except gc.Reject as e:
+                hit = e
+            memo[self.name] = hit
+        if isinstance(hit, gc.Reject):
+            raise hit
+        return hit
+
+    def check_support(self, sub, ctx):
+        st, why = super().check_support(sub, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        if ctx is not None and not ctx.allow_tensor_cores:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: the math type does not allow tensor cores " \
+                "(FMA_MATH)"
+        dev = ctx.device if ctx is not None else None
+        if dev is not None and tuple(dev.cc) < (8, 0):
+            return S.CUDNN_STATUS_ARCH_MISMATCH, f"{self.name}: mma.sync needs sm_80+"
+        try:
+            p = self.problem(sub)
+            gc.tail_of(sub, p.epi.out, ctx)
+        except gc.Reject as e:
+            return e.status, e.reason
+        return OK
+
+    def knobs(self, sub):
+        return (KnobSpec(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0, len(TILES) - 1, 1, 0, tuple(t.label for t in TILES)),
+                KnobSpec(K.CUDNN_KNOB_TYPE_STAGES, 2, 4, 1, TILES[0].stages),
+                KnobSpec(K.CUDNN_KNOB_TYPE_SWIZZLE, 1, 8, 1, 8),
+                KnobSpec(K.CUDNN_KNOB_TYPE_EDGE, 1, 1, 1, 1, ("predicated edges, zero-filled padding",)))
+
+    def keep(self, sub, cfg, ctx):
+        st, why = super().keep(sub, cfg, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        sw = cfg.get(K.CUDNN_KNOB_TYPE_SWIZZLE)
+        if sw & (sw - 1):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: SWIZZLE = {sw} is not a power of 2"
+        ok, why = check(tc_config(cfg))
+        return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}")
+
+    def config_notes(self, sub, cfg):
+        try:
+            out = self.problem(sub).epi.out
+        except gc.Reject:
+            return self.numerical_notes
+        return tuple(dict.fromkeys(self.numerical_notes + gc.tail_notes(sub, out)))
+
+    def candidates(self, sub, ctx):
+        from ..platform import simulator_enabled
+
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return ()
+        base = self.default_config(sub)
+        idx = [i for i, t in enumerate(TILES)
+               if t.cfg.BLOCK_M <= 2 * max(p.M, 16) and t.cfg.BLOCK_N <= 2 * max(p.N, 16)] or [len(TILES) - 1]
+        if simulator_enabled() and p.M * p.N <= SIM_SMALL_OUTPUT:
+            idx = [len(TILES) - 1]
+        out = []
+        for i in idx:
+            t = TILES[i]
+            sw = 8 if gc.ceil_div(p.M, t.cfg.BLOCK_M) > 8 else 1
+            out.append(base.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, i).with_knob(K.CUDNN_KNOB_TYPE_STAGES, t.stages)
+                       .with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, sw))
+        out = [c for c in out if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
+        dev = ctx.device if ctx is not None else None
+        if dev is not None:
+            out.sort(key=lambda c: self.cost(sub, c, dev))
+        return tuple(out)
+
+    def workspace_size(self, sub, cfg):
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return 0
+        return gc.tail_workspace(sub, p.epi.out)
+
+    def cost(self, sub, cfg, device):
+        return gc.memo(sub, ("cost", self.name, cfg, device), lambda: self._cost(sub, cfg, device))
+
+    def _cost(self, sub, cfg, device):
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return math.inf
+        tile = TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
+        c = tc_config(cfg)
+        smem = smem_bytes(c)
+        if smem > device.smem_per_block:
+            return math.inf
+        per_sm = max(H.blocks_per_sm(device, c.threads, tile.regs, smem), 1)
+        eff = tile.eff / H.occupancy_factor(per_sm, c.threads)
+        if c.GROUP_M == 1 and gc.ceil_div(p.M, c.BLOCK_M) > 8:
+            eff /= gc.SWIZZLE_GAIN
+        if c.STAGES == 2:
+            eff *= 0.8
+        cp = p.cp
+        return H.gemm_time(device, p.M, p.N, p.K, tile=(c.BLOCK_M, c.BLOCK_N), threads=c.threads, regs=tile.regs,
+                           smem=smem, in_bytes=cp.in_bytes, out_bytes=cp.out_bytes, peak="bf16",
+                           extra_bytes=cp.extra_bytes, compute_eff=min(eff, 1.0)) + gc.tail_time(sub, p.epi.out)
+
+    def build(self, sub, cfg, ctx):
+        p = self.problem(sub)
+        c = tc_config(cfg)
+        dts = p.cp.dtypes
+        kern = make_tc_conv_fprop(c, dts[0], p.epi.spec, dts[3], dts[4])
+        tf = gc.typing_flat
+        typing = self._args(p, kern, tf(dts[0]), tf(dts[1]), tf(dts[2]), tf(dts[3]), tf(dts[4]), 1.0)
+        key = gc.key_text("tc_conv_fprop", c, dts, kern.epi)
+        ck = kcache.get_or_compile(key, lambda: kern.kernel, gc.argtypes(typing))
+        return TcConvPlan(self, sub, cfg, p, kern, ck, self.workspace_size(sub, cfg),
+                          tail=gc.tail_build(sub, p.epi.out, ctx))
+
+    @staticmethod
+    def _args(p, kern, x, w, y, bias, res, alpha):
+        g, cp = p.cp.g, p.cp
+        xs = g.x_strides
+        return conv_args(kern, x, w, y, bias, res, g.N, g.C, g.DHW[1], g.DHW[2], g.K, p.P, p.Q, p.R, p.S,
+                         g.stride[1:], g.pad[1:], g.dil[1:], (xs[0], xs[3], xs[4]), g.w_strides[0], p.ldc_m,
+                         p.ldc_n, cp.bias_stride, p.res_m, p.res_n, alpha, cp.beta)
+
+
+class TcConvPlan(gc.BlockPlan):
+    """One cuLaunchKernel of the tensor-core conv kernel (plus the tail's plan, if any)."""
+
+    def _own(self, views, scratch):
+        p, kern = self.p, self.kern
+        cp, e = p.cp, p.epi
+        x, w = gc.flat(views[cp.x.uid], cp.x), gc.flat(views[cp.w.uid], cp.w)
+        for port, f in (("x", x), ("w", w)):
+            if f.ptr % 16:
+                raise BadParamError(f"conv_tc: {port} at {f.ptr:#x} is not 16-byte aligned", S.CUDNN_STATUS_BAD_PARAM)
+        out = gc.flat(views[e.out.uid], e.out)
+        bias = gc.flat(views[e.bias.uid], e.bias) if e.bias is not None else out
+        res = gc.flat(views[e.residual.uid], e.residual) if e.residual is not None else out
+        args = ConvTcEngine._args(p, kern, x, w, out, bias, res, gc.alpha_of(e, views, cp.alpha, self.sub))
+        g = cp.g
+        return [self.bl.prepare(conv_grid(kern, g.N, p.P, p.Q, g.K), kern.cfg.threads, args, kern.smem)]
