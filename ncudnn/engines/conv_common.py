@@ -128,6 +128,21 @@ class ConvProblem:
                          bias_stride=self.bias_stride, residual=res, residual_strides=self.res_strides)
 
 
+def conv_problem(sub):
+    """The memoized :class:`ConvProblem` of a conv subgraph (raises gc.Reject, memoized too)."""
+    memo = sub.__dict__.setdefault("_conv_problem", {})
+    hit = memo.get("p")
+    if hit is None:
+        try:
+            hit = ConvProblem(sub)
+        except gc.Reject as e:
+            hit = e
+        memo["p"] = hit
+    if isinstance(hit, gc.Reject):
+        raise hit
+    return hit
+
+
 #: largest SPLIT_K offered (wgrad reduces over N*O*P*Q: 100 352 for ResNet-50 conv2 at N = 32)
 MAX_SPLIT = 256
 
@@ -165,17 +180,7 @@ class ConvEngineBase(TiledGemmEngine):
     LOADER_EFF = 1.0
 
     def problem(self, sub):
-        memo = sub.__dict__.setdefault("_conv_problem", {})
-        hit = memo.get("p")
-        if hit is None:
-            try:
-                hit = ConvProblem(sub)
-            except gc.Reject as e:
-                hit = e
-            memo["p"] = hit
-        if isinstance(hit, gc.Reject):
-            raise hit
-        return hit
+        return conv_problem(sub)
 
     def gemm_shape(self, p):
         return (*p.gemm, p.g.G)
