@@ -42,9 +42,10 @@ def test_fast_kernel_is_selected():
 
 
 @pytest.mark.parametrize("layouts", [("mk", "kn"), ("km", "nk"), ("mk", "nk"), ("km", "kn")])
-@pytest.mark.parametrize("dims", [(20, 24, 12), (19, 21, 13)], ids=["quads", "scalar"])
+@pytest.mark.parametrize("dims", [(20, 24, 12), (20, 24, 13), (19, 21, 13)], ids=["quads", "quads_ktail", "scalar"])
 def test_layouts_and_edges(rng, layouts, dims):
-    """Multiples of 4 take the 16-byte quad path, odd sizes the scalar one; both have edge tiles."""
+    """Multiples of 4 take the 16-byte quad path (unchecked when every k-tile is whole), odd sizes the
+    scalar one; all have edge tiles."""
     M, N, K = size(dims, (1000, 1100, 700))
     a, b = random(rng, (M, K)), random(rng, (K, N))
     fa, sa = store(a, layouts[0])

@@ -94,11 +94,14 @@ def _make_operand(KFAST, BLOCK_O, BLOCK_K, NT):
         return int64(BLOCK_K) * args[5]
 
     @cuda.jit(device=True, inline=True)
-    def load(args, vec, off, e, kt, k_hi, o0, O):
-        """The quad's 4 values at k-tile start kt (zeros past k_hi)."""
+    def load(args, vec, full, off, e, kt, k_hi, o0, O):
+        """The quad's 4 values at k-tile start kt (zeros past k_hi; ``full``: every k-tile is whole
+        and ``vec`` holds, no check)."""
+        arr = args[0]
+        if full:
+            return ldg4(arr, uint64(off))
         oo, kk = slot(e)
         k = kt + kk
-        arr = args[0]
         if KFAST:
             if vec:
                 if k < k_hi:
@@ -135,6 +138,7 @@ def _make_operand(KFAST, BLOCK_O, BLOCK_K, NT):
 
 def make_fast_kernel(cfg, A, B, OUT, EPI):
     """The fast block kernel for strided fp32 operands ``A`` / ``B`` (operands.strided_operand)."""
+    cfg = cfg.replace(SPLIT_K=1, SPLIT_MODE="workspace")   # read at run time (SPLITS): one kernel for all
     key = ("fast", cfg, A.key, B.key, OUT.key, EPI.key)
     if key in _CACHE:
         return _CACHE[key]
@@ -189,6 +193,50 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
         rows = min(grid_m - first_m, SWIZZLE)
         return first_m + (pid % width) % rows, (pid % width) // rows
 
+    @cuda.jit(device=True, inline=True)
+    def tiles(As, Bs, a_args, b_args, a_vec, b_vec, full, a_off, b_off, a_inc, b_inc, a_v, b_v, acc, af, bf, tid,
+              k_lo, k_hi, ntiles, m0, n0, M, N, y, x):
+        """The k loop: tile t+1 global -> registers, FMAs on tile t, registers -> the other stage.
+        Called with literal True flags when both operands are quad-aligned and every k-tile is whole
+        (the common case): that loop has no k checks and no scalar path, whose loop invariants would
+        otherwise occupy registers."""
+        if ntiles > 0:
+            for q in range(QA):
+                v = a_load(a_args, a_vec, full, a_off[q], tid + q * NT, k_lo, k_hi, m0, M)
+                a_store(As, uint64(0), tid + q * NT, v[0], v[1], v[2], v[3])
+            for q in range(QB):
+                v = b_load(b_args, b_vec, full, b_off[q], tid + q * NT, k_lo, k_hi, n0, N)
+                b_store(Bs, uint64(0), tid + q * NT, v[0], v[1], v[2], v[3])
+            cuda.syncthreads()
+        kt = k_lo
+        for t in range(ntiles):
+            cur = uint64(t & 1)
+            more = t + 1 < ntiles
+            if more:
+                kt += BLOCK_K
+                for q in range(QA):
+                    a_off[q] += a_inc
+                    v = a_load(a_args, a_vec, full, a_off[q], tid + q * NT, kt, k_hi, m0, M)
+                    a_v[q, 0] = v[0]
+                    a_v[q, 1] = v[1]
+                    a_v[q, 2] = v[2]
+                    a_v[q, 3] = v[3]
+                for q in range(QB):
+                    b_off[q] += b_inc
+                    v = b_load(b_args, b_vec, full, b_off[q], tid + q * NT, kt, k_hi, n0, N)
+                    b_v[q, 0] = v[0]
+                    b_v[q, 1] = v[1]
+                    b_v[q, 2] = v[2]
+                    b_v[q, 3] = v[3]
+            mma(As, Bs, cur, y, x, acc, af, bf)
+            if more:
+                nxt = cur ^ uint64(1)
+                for q in range(QA):
+                    a_store(As, nxt, tid + q * NT, a_v[q, 0], a_v[q, 1], a_v[q, 2], a_v[q, 3])
+                for q in range(QB):
+                    b_store(Bs, nxt, tid + q * NT, b_v[q, 0], b_v[q, 1], b_v[q, 2], b_v[q, 3])
+            cuda.syncthreads()
+
     jit = cuda.jit(max_registers=cfg.MAX_REGS) if cfg.MAX_REGS and not simulator_enabled() else cuda.jit
 
     @jit
@@ -229,64 +277,18 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
         y = uint64(ty * 4)
         x = uint64(tx * 4)
 
-        # ---- mainloop: tile t+1 global -> registers, FMAs on tile t, registers -> other stage ----
-        if ntiles > 0:
-            for q in range(QA):
-                v = a_load(a_args, a_vec, a_off[q], tid + q * NT, k_lo, k_hi, m0, M)
-                a_store(As, uint64(0), tid + q * NT, v[0], v[1], v[2], v[3])
-            for q in range(QB):
-                v = b_load(b_args, b_vec, b_off[q], tid + q * NT, k_lo, k_hi, n0, N)
-                b_store(Bs, uint64(0), tid + q * NT, v[0], v[1], v[2], v[3])
-            cuda.syncthreads()
-        kt = k_lo
-        for t in range(ntiles):
-            cur = uint64(t & 1)
-            more = t + 1 < ntiles
-            if more:
-                kt += BLOCK_K
-                for q in range(QA):
-                    a_off[q] += a_inc
-                    v = a_load(a_args, a_vec, a_off[q], tid + q * NT, kt, k_hi, m0, M)
-                    a_v[q, 0] = v[0]
-                    a_v[q, 1] = v[1]
-                    a_v[q, 2] = v[2]
-                    a_v[q, 3] = v[3]
-                for q in range(QB):
-                    b_off[q] += b_inc
-                    v = b_load(b_args, b_vec, b_off[q], tid + q * NT, kt, k_hi, n0, N)
-                    b_v[q, 0] = v[0]
-                    b_v[q, 1] = v[1]
-                    b_v[q, 2] = v[2]
-                    b_v[q, 3] = v[3]
-            mma(As, Bs, cur, y, x, acc, af, bf)
-            if more:
-                nxt = cur ^ uint64(1)
-                for q in range(QA):
-                    a_store(As, nxt, tid + q * NT, a_v[q, 0], a_v[q, 1], a_v[q, 2], a_v[q, 3])
-                for q in range(QB):
-                    b_store(Bs, nxt, tid + q * NT, b_v[q, 0], b_v[q, 1], b_v[q, 2], b_v[q, 3])
-            cuda.syncthreads()
+        # ---- mainloop ----
+        if a_vec and b_vec and (k_hi - k_lo) % BLOCK_K == 0:
+            tiles(As, Bs, a_args, b_args, True, True, True, a_off, b_off, a_inc, b_inc, a_v, b_v, acc, af, bf, tid,
+                  k_lo, k_hi, ntiles, m0, n0, M, N, y, x)
+        else:
+            tiles(As, Bs, a_args, b_args, a_vec, b_vec, False, a_off, b_off, a_inc, b_inc, a_v, b_v, acc, af, bf, tid,
+                  k_lo, k_hi, ntiles, m0, n0, M, N, y, x)
 
-        # ---- epilogue (as mainloop.py) ----
+        # ---- epilogue: output offsets computed per row / element (no offset arrays live beside acc) ----
         if SPLITS > 1 and not ATOMIC:
             z = cuda.blockIdx.z
         stage = cuda.local.array(STAGE_SIZE, float32)
-        row_o = cuda.local.array(THREAD_M, int64)
-        col_o = cuda.local.array(THREAD_N, int64)
-        row_r = cuda.local.array(THREAD_M, int64)
-        col_r = cuda.local.array(THREAD_N, int64)
-        for i in range(THREAD_M):
-            m = m0 + row_of(ty, i)
-            if m < M:
-                row_o[i] = o_row(o_args, z, m)
-                if RESIDUAL:
-                    row_r[i] = o_row(r_args, z, m)
-        for j in range(THREAD_N):
-            n = n0 + col_of(tx, j)
-            if n < N:
-                col_o[j] = o_col(o_args, z, n)
-                if RESIDUAL:
-                    col_r[j] = o_col(r_args, z, n)
         out = o_args[0]
         bias = bias_args[0]
         res = r_args[0]
@@ -297,17 +299,21 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
                     stage[i * THREAD_N + j] = acc[i, j]
         for i in range(THREAD_M):
             m = m0 + row_of(ty, i)
-            for j in range(THREAD_N):
-                n = n0 + col_of(tx, j)
-                if m < M and n < N:
-                    bo = bz
-                    if BIAS_ROW:
-                        bo += m * bias_args[2]
-                    if BIAS_COL:
-                        bo += n * bias_args[2]
-                    r_off = row_r[i] + col_r[j] if RESIDUAL else 0
-                    val = stage[i * THREAD_N + j] if STAGE else acc[i, j]
-                    epi(val, out, uint64(row_o[i] + col_o[j]), bias, uint64(bo), res, uint64(r_off), alpha, beta)
+            if m < M:
+                ro = o_row(o_args, z, m)
+                rr = o_row(r_args, z, m) if RESIDUAL else 0
+                for j in range(THREAD_N):
+                    n = n0 + col_of(tx, j)
+                    if n < N:
+                        bo = bz
+                        if BIAS_ROW:
+                            bo += m * bias_args[2]
+                        if BIAS_COL:
+                            bo += n * bias_args[2]
+                        r_off = rr + o_col(r_args, z, n) if RESIDUAL else 0
+                        val = stage[i * THREAD_N + j] if STAGE else acc[i, j]
+                        epi(val, out, uint64(ro + o_col(o_args, z, n)), bias, uint64(bo), res, uint64(r_off),
+                            alpha, beta)
 
     _CACHE[key] = kernel
     return kernel
