@@ -198,12 +198,12 @@ class SoftmaxFusedEngine(Engine):
         if info["kind"] == "fwd":
             x, y = info["x"], info["y"]
             fargs = (outer, n, inner, info["log"], block, kdtype(x), kdtype(y))
-            _, (grid, threads), _ = ksm._fwd_kernel(*fargs)
+            _, (grid, threads, shared), _ = ksm._fwd_kernel(*fargs)
             return Step("softmax_fwd:" + src_key(fargs), lambda: ksm._fwd_kernel(*fargs)[0], grid, threads,
-                        [Arg.tensor(x), Arg.tensor(y), Arg.const(outer)], nbytes=tensor_bytes(x, y))
+                        [Arg.tensor(x), Arg.tensor(y), Arg.const(outer)], shared=shared, nbytes=tensor_bytes(x, y))
         y, dy, dx = info["y"], info["dy"], info["dx"]
         fargs = (outer, n, inner, info["log"], block, kdtype(y), kdtype(dy), kdtype(dx))
-        _, (grid, threads), _ = ksm._bwd_kernel(*fargs)
+        _, (grid, threads, _), _ = ksm._bwd_kernel(*fargs)
         return Step("softmax_bwd:" + src_key(fargs), lambda: ksm._bwd_kernel(*fargs)[0], grid, threads,
                     [Arg.tensor(y), Arg.tensor(dy), Arg.tensor(dx), Arg.const(outer)], nbytes=tensor_bytes(y, dy, dx))
 

@@ -18,9 +18,10 @@ import functools
 import math
 
 from numba import cuda
+from numba.cuda.np import numpy_support
 
 from . import pointwise_ops as po
-from .dtypes import compute_type, loader, storer
+from .dtypes import compute_type, loader, storage_dtype, storer
 from .primitives import SIM, block_max, block_sum, launch, shfl_xor, warp_max, warp_sum
 
 __all__ = ["softmax_forward", "softmax_backward", "softmax_config"]
@@ -29,6 +30,23 @@ __all__ = ["softmax_forward", "softmax_backward", "softmax_config"]
 VPT_MAX = 16
 #: rows up to this length run warp-per-row (shuffle reductions only, no block barrier)
 WARP_ROW_MAX = 512
+
+
+#: rows whose storage fits here (and not in registers) stay in shared memory: x is read from DRAM once
+SMEM_ROW_BYTES = 160 * 1024
+#: loads a thread issues per trip of the shared-memory row path (bytes in flight: 64 KB an SM)
+SMEM_UNROLL = 16
+#: elements a thread handles per trip of the passes over shared memory (short latency: less unrolling)
+SMEM_UNROLL_COMPUTE = 4
+
+
+def smem_row_bytes(n, block, x_dtype, log=False):
+    """Dynamic shared memory of the forward row kernel: the row in x's storage type when it takes the
+    shared-memory path (one row per block, too long for registers, small enough), else 0."""
+    if block == 32 or math.ceil(n / block) <= VPT_MAX:
+        return 0
+    nbytes = n * storage_dtype(x_dtype).itemsize
+    return nbytes if nbytes <= SMEM_ROW_BYTES else 0
 
 
 def softmax_config(n, block=0, rows_per_block=0, vpt_max=VPT_MAX):
@@ -154,6 +172,40 @@ def _row_fwd_source(n, block, vpt, log, ct, rpb=1):
     return "\n".join(s) + "\n"
 
 
+def _row_smem_fwd_source(n, block, log, ct):
+    """One block per row, the row kept in dynamic shared memory (x's storage type): one DRAM read of
+    x (SMEM_UNROLL loads in flight per thread), max, sum of exp and the write all from shared memory.
+    A thread only reads back the elements it stored itself, so no barrier guards the buffer."""
+    ninf, zero, one = po.lit(-math.inf, ct), po.lit(0.0, ct), po.lit(1.0, ct)
+    s, RMAX, RSUM = _head("x, y", ct, block, 1)
+    s += ["    buf = cuda.shared.array(0, sdt)", f"    base = row * {n}", f"    m = {ninf}"]
+    def chunks(body, tail, U=SMEM_UNROLL):
+        step = U * block
+        full = n // step
+        out = []
+        if full:
+            out += [f"    for j in range({full}):", f"        c = t + j * {step}"]
+            out += ["        " + ln for ln in body(U)]
+        out += [f"    c = t + {full * step}", f"    while c < {n}:"] + ["        " + ln for ln in tail]
+        return out + [f"        c += {block}"]
+
+    s += chunks(lambda U: [f"r{k} = x[base + c + {k * block}]" for k in range(U)] +
+                [f"buf[c + {k * block}] = r{k}" for k in range(U)] +
+                [f"v{k} = ldx(buf, c + {k * block})" for k in range(U)] +
+                [f"m = m if (m != m or m >= v{k}) else v{k}" for k in range(U)],
+                ["buf[c] = x[base + c]", "v = ldx(buf, c)", "m = m if (m != m or m >= v) else v"])
+    s += [f"    m = {RMAX('m')}", f"    a = {zero}"]
+    s += chunks(lambda U: ["a += " + " + ".join(f"math.exp(ldx(buf, c + {k * block}) - m)" for k in range(U))],
+                ["a += math.exp(ldx(buf, c) - m)"], SMEM_UNROLL_COMPUTE)
+    s.append(f"    ssum = {RSUM('a')}")
+    s.append("    r = math.log(ssum)" if log else f"    r = {one} / ssum")
+    val = (lambda v: f"{v} - m - r") if log else (lambda v: f"math.exp({v} - m) * r")
+    s += chunks(lambda U: [f"sty(y, base + c + {k * block}, {val(f'ldx(buf, c + {k * block})')})"
+                           for k in range(U)],
+                [f"sty(y, base + c, {val('ldx(buf, c)')})"], SMEM_UNROLL_COMPUTE)
+    return "\n".join(s) + "\n"
+
+
 def _row_bwd_source(n, block, vpt, log, ct, rpb=1):
     zero = po.lit(0.0, ct)
     s, RMAX, RSUM = _head("y, dy, dx", ct, block, rpb)
@@ -244,16 +296,22 @@ def _jit(source, name, threads, **names):
 @functools.lru_cache(maxsize=None)
 def _fwd_kernel(outer, n, inner, log, block, x_dt, y_dt):
     ct = compute_type([x_dt, y_dt])
+    shared = 0
     if inner == 1:
+        if not block and smem_row_bytes(n, 1024, x_dt):
+            block = 1024
         threads, blk, vpt, rpb = softmax_config(n, block)
-        src = _row_fwd_source(n, blk, vpt, log, ct, rpb)
+        shared = smem_row_bytes(n, blk, x_dt) if blk != 32 else 0
+        src = _row_smem_fwd_source(n, blk, log, ct) if shared else _row_fwd_source(n, blk, vpt, log, ct, rpb)
         launch = (math.ceil(outer / rpb), threads)
     else:
         total = outer * inner
         blk = block or 128
         src = _col_fwd_source(n, inner, total, log, ct)
         launch = (math.ceil(total / blk), blk)
-    return _jit(src, "fwd", launch[1], ldx=loader(x_dt, ct), sty=storer(y_dt)), launch, src
+    kern = _jit(src, "fwd", launch[1], ldx=loader(x_dt, ct), sty=storer(y_dt),
+                sdt=numpy_support.from_dtype(storage_dtype(x_dt)))
+    return kern, launch + (shared,), src
 
 
 @functools.lru_cache(maxsize=None)
@@ -269,20 +327,28 @@ def _bwd_kernel(outer, n, inner, log, block, y_dt, dy_dt, dx_dt):
         src = _col_bwd_source(n, inner, total, log, ct)
         launch = (math.ceil(total / blk), blk)
     return _jit(src, "bwd", launch[1], ldy=loader(y_dt, ct), ldd=loader(dy_dt, ct), stx=storer(dx_dt)), \
-        launch, src
+        launch + (0,), src
 
 
 def softmax_forward(x, y, outer, n, inner=1, *, log=False, x_dtype="float32", y_dtype="float32",
                     block=0, stream=0):
     """y = softmax (or log-softmax) of x over n, both packed (outer, n, inner) device arrays."""
-    kern, (grid, blk), _ = _fwd_kernel(outer, n, inner, log, block, x_dtype, y_dtype)
-    launch(kern, grid, blk, stream, x.reshape(x.size), y.reshape(y.size), outer)
+    kern, (grid, blk, shared), _ = _fwd_kernel(outer, n, inner, log, block, x_dtype, y_dtype)
+    args = (x.reshape(x.size), y.reshape(y.size), outer)
+    if not shared:
+        launch(kern, grid, blk, stream, *args)
+        return
+    from . import kcache   # opts in to > 48 KB of dynamic shared memory
+    from .dtypes import array_sig
+    sig = f"void({array_sig(x_dtype)}, {array_sig(y_dtype)}, int64)"
+    ck = kcache.get_or_compile(f"softmax_fwd_smem:{outer}:{n}:{log}:{blk}:{x_dtype}:{y_dtype}", lambda: kern, sig)
+    ck.launch(grid, blk, args, stream, shared)
 
 
 def softmax_backward(y, dy, dx, outer, n, inner=1, *, log=False, y_dtype="float32",
                      dy_dtype="float32", dx_dtype="float32", block=0, stream=0):
     """dx from the forward output y and dy (packed (outer, n, inner) device arrays)."""
-    kern, (grid, blk), _ = _bwd_kernel(outer, n, inner, log, block, y_dtype, dy_dtype, dx_dtype)
+    kern, (grid, blk, _), _ = _bwd_kernel(outer, n, inner, log, block, y_dtype, dy_dtype, dx_dtype)
     launch(kern, grid, blk, stream, y.reshape(y.size), dy.reshape(dy.size), dx.reshape(dx.size), outer)
 
 
@@ -298,10 +364,10 @@ def _register_compile_cases():
                                 (65536, 128, 1, "bfloat16")):
         for log in (False, True):
             tag = f"{'log' if log else ''}softmax_{outer}x{n}x{inner}_{dt}"
-            k, (_, blk), _ = _fwd_kernel(outer, n, inner, log, 0, dt, dt)   # blk: threads
+            k, (_, blk, _), _ = _fwd_kernel(outer, n, inner, log, 0, dt, dt)   # blk: threads
             register_compile_case(f"{tag}_fwd", k, f"void({a(dt)}, {a(dt)}, int64)",
                                   max_registers=_reg_budget(blk))
-            k, (_, blk), _ = _bwd_kernel(outer, n, inner, log, 0, dt, dt, dt)
+            k, (_, blk, _), _ = _bwd_kernel(outer, n, inner, log, 0, dt, dt, dt)
             register_compile_case(f"{tag}_bwd", k, f"void({a(dt)}, {a(dt)}, {a(dt)}, int64)",
                                   max_registers=_reg_budget(blk))
 

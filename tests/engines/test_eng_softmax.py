@@ -162,3 +162,19 @@ def test_fast_and_backward_through_the_api(rng):
     out = U.poisoned(dxt)
     U.run(g, {1: U.upload(ya, yt), 2: U.upload(da, dyt), 3: out})
     assert_close(U.download(out, dxt), R.softmax_backward(ya, da, (1,)), "float32")
+
+
+@pytest.mark.parametrize("algo", ["accurate", "log"])
+def test_forward_shared_memory_rows_through_the_engine(rng, algo):
+    """Rows too long for registers at BLOCK_SIZE 64 stay in dynamic shared memory (the Step's shared
+    bytes reach the launch)."""
+    dims, stats = (2, 1100), (2, 1)
+    g, x, y = fwd_graph(dims, stats, algo=algo)
+    eng = registry.by_name("softmax_fused")
+    step = eng._step(Subgraph(kind="softmax", nodes=list(g.nodes)),
+                     eng.default_config(None).with_knob(eng.knobs(None)[0].type, 64))
+    assert step.shared == 1100 * 4
+    a = rng.uniform(-5, 5, dims)
+    out = U.poisoned(y)
+    run_sub(g, {1: U.upload(a, x), 2: out, "_descs": [x, y]}, block=64)
+    assert_close(U.download(out, y), _softmax_ref(a, (1,), algo == "log"), "float32")

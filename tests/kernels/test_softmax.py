@@ -24,14 +24,26 @@ def _host(d, dtype="float32"):
 
 
 CASES = [((5, 45), 32, "warp-registers"), ((1, 1100), 32, "warp-online"),
-         ((2, 100), 64, "block-registers"), ((1, 2100), 64, "block-online")]
+         ((2, 100), 64, "block-registers"), ((2, 1100), 64, "block-smem"), ((1, 2100), 64, "block-online")]
+
+
+@pytest.fixture
+def no_smem_rows(monkeypatch):
+    """Rows too long for registers take the online path (shared-memory rows switched off)."""
+    monkeypatch.setattr(sm, "SMEM_ROW_BYTES", 0)
+    sm._fwd_kernel.cache_clear()
+    yield
+    sm._fwd_kernel.cache_clear()
 
 
 @pytest.mark.parametrize("shape,block,path", CASES, ids=[c[2] for c in CASES])
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log"])
-def test_last_axis_forward_backward(rng, shape, block, path, log):
+def test_last_axis_forward_backward(rng, shape, block, path, log, request):
     outer, n = shape
-    assert (sm.softmax_config(n, block)[2] == 0) == path.endswith("online")
+    if path == "block-online":
+        request.getfixturevalue("no_smem_rows")
+    assert (sm.softmax_config(n, block)[2] == 0) == (path.endswith("online") or path.endswith("smem"))
+    assert (sm._fwd_kernel(outer, n, 1, log, block, "float32", "float32")[1][2] > 0) == path.endswith("smem")
     x = (rng.standard_normal(shape) * 3).astype(np.float32)
     x[0, :5] = -np.inf   # masked entries (attention-style)
     dy = rng.standard_normal(shape).astype(np.float32)
@@ -69,6 +81,16 @@ def test_fp16_in_bf16_out(rng):
     sm.softmax_forward(_dev(x, "float16"), y, 4, 64, x_dtype="float16", y_dtype="bfloat16",
                        block=32)
     assert_close(_host(y, "bfloat16").reshape(shape), ref.softmax(x, axis=-1), "bfloat16")
+
+
+def test_shared_memory_rows_bf16_in_f32_out(rng):
+    """The shared-memory row path keeps x's storage (bf16) in shared memory; output fp32."""
+    shape, block = (2, 1300), 64
+    x = (rng.standard_normal(shape) * 4).astype(ml_dtypes.bfloat16)
+    assert sm._fwd_kernel(2, 1300, 1, True, block, "bfloat16", "float32")[1][2] == 1300 * 2
+    y = _poisoned(x.size)
+    sm.softmax_forward(_dev(x, "bfloat16"), y, 2, 1300, log=True, x_dtype="bfloat16", block=block)
+    assert_close(_host(y).reshape(shape), ref.log_softmax(x.astype(np.float64), axis=-1), "float32")
 
 
 def test_instance_mode_all_but_batch(rng):
