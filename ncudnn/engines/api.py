@@ -106,6 +106,15 @@ def _value(v):
     return tuple(v) if isinstance(v, list) else v
 
 
+def _engines_fingerprint():
+    """What of the registry a remembered ranking depends on: its generation, and the engines with their
+    classes' check_support and cost (a ranking made before an engine was removed, or one of these was
+    replaced, e.g. by a test, is not reused)."""
+    registry._load()  # loads the engine modules before the generation is read
+    engs = registry._ENGINES.values()
+    return registry.generation, hash(tuple([type(e).check_support for e in engs] + [type(e).cost for e in engs]))
+
+
 def problem_signature(graph):
     """A hashable signature of what a ranking depends on: per node its op, attribute values and, per
     port, the tensor (numbered by first use, not by uid) with its dtype, dims, strides, flags and
@@ -147,8 +156,7 @@ def get_heuristics(graph, mode=HM.CUDNN_HEUR_MODE_A, ctx=None):
     key = _graph_key(graph) if mode == HM.CUDNN_HEUR_MODE_B else None
     explain = [] if log_enabled() else None
     memo = graph.__dict__.setdefault("_rankings", {})
-    registry.engines()  # loads the engine modules before the memo key reads the registry generation
-    memo_key = (mode, _ctx_flags(ctx), heuristics.generation, registry.generation)
+    memo_key = (mode, _ctx_flags(ctx), heuristics.generation, _engines_fingerprint())
     hit = memo.get(memo_key)
     sig = None
     if hit is None:

@@ -217,3 +217,15 @@ def test_kernel_time_equals_the_product_of_its_factors(rng):
             kw["problem"] = (int(rng.integers(0, 5000)), int(rng.integers(0, 5000)))
         want, got = _kernel_time_reference(d, **kw), H.kernel_time(d, **kw)
         assert got == want or math.isclose(got, want, rel_tol=1e-12), (kw, got, want)
+
+
+def test_memo_notices_a_replaced_check_support(monkeypatch):
+    from ncudnn.types import cudnnStatus_t as S
+
+    make = lambda: matmul_graph(96, 40, 24)  # noqa: E731
+    before = {ec.name for ec in api.get_heuristics(make(), HM.CUDNN_HEUR_MODE_A)}
+    eng = registry.by_name("matmul_simt")
+    assert "matmul_simt" in before
+    monkeypatch.setattr(type(eng), "check_support", lambda self, sub, ctx: (S.CUDNN_STATUS_NOT_SUPPORTED, "test"))
+    after = {ec.name for ec in api.get_heuristics(make(), HM.CUDNN_HEUR_MODE_A)}
+    assert after == before - {"matmul_simt"}
