@@ -71,3 +71,33 @@ def test_source_has_constant_divisors_and_no_padding_multiplies():
     lines = src.splitlines()
     assert lines[5] == "    o = 0" and lines[6] == "    k = rem % 64"   # channels innermost (NHWC): coalesced
     assert "for cg in range(1)" in src and "if h >= 0 and h < 56" in src
+
+
+_PTX = r"""
+import ncudnn
+from numba import cuda
+from ncudnn.kernels import epilogue as ep
+from ncudnn.kernels.conv import geometry, packed_strides
+from ncudnn.kernels.conv_direct import make_direct_fprop
+from ncudnn.types import cudnnPointwiseMode_t as PM
+xs, ws = (32, 64, 56, 56), (64, 1, 3, 3)
+g = geometry(xs, ws, groups=64, pre_pad=1, post_pad=1, x_strides=packed_strides(xs, "nhwc"),
+             w_strides=packed_strides(ws, "nhwc"), y_strides=packed_strides(xs, "nhwc"))
+k = make_direct_fprop(g, epilogue=ep.EpilogueSpec((ep.bias("col"), ep.pointwise(PM.CUDNN_POINTWISE_RELU_FWD))))
+sig = "void(float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float64, float64)"
+ptx = cuda.compile_ptx(k.py_func, sig, cc=(9, 0))[0]
+print("STATS", ptx.count("fma.rn.f32"), ptx.count("div.s64") + ptx.count("rem.s64"), ptx.count("ld.local"))
+"""
+
+
+@pytest.mark.slow
+def test_depthwise_kernel_compiles_for_sm90_without_divisions():
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    out = subprocess.run([sys.executable, "-c", _PTX], env=env, capture_output=True, text=True, timeout=600)
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("STATS ")]
+    assert line, out.stderr[-2000:]
+    fma, divs, local = (int(v) for v in line[0].split()[1:])
+    assert fma >= 9 and divs == 0 and local == 0     # 3x3 taps unrolled; constant divisors; no stack
