@@ -1,9 +1,13 @@
-"""Quick GPU timing of the tensor-core GEMM configs (not a benchmark: bench/ owns those).
+"""Quick GPU timing of the tensor-core GEMM configs beside torch (cuBLAS); not a benchmark (bench/ owns
+those).
 
-``python -m ncudnn.kernels.tc_gemm.timing [M N K] [--iters N] [--layout mk_kn|mk_nk|km_kn|km_nk]``
-checks every config in CONFIGS against a float64 product on a 256-row slice, then times each with
-CUDA events: median of ``--iters`` launches after 3 warm-ups, inputs fixed (L2 not flushed; at
-8192^3 the operands are 256 MiB, far past L2). TFLOP/s = 2 * M * N * K / median seconds / 1e12.
+``python -m ncudnn.kernels.tc_gemm.timing [M N K] [--dtype bf16 fp16] [--layout mk_kn] [--iters 20]
+[--configs 0 1 ...] [--fused]`` checks every config against a float64 product on a 256-row slice (rel
+err printed), then times it with CUDA events: median of ``--iters`` launches after 3 warm-ups, inputs
+fixed (L2 not flushed; at 8192^3 the 16-bit operands are 256 MiB, far past the 50 MB L2). Output in
+the input dtype (as cuBLAS). ``--fused``: the engine's fused kernel (bias + relu epilogue) instead of
+the plain one. A torch line (``torch.matmul`` on the same dtype, same timing) closes each dtype, and
+each config prints its ratio to it. TFLOP/s = 2 * M * N * K / median seconds / 1e12.
 """
 import argparse
 import statistics
@@ -11,36 +15,17 @@ import statistics
 import ml_dtypes
 import numpy as np
 
+from .. import epilogue as ep
 from .config import CONFIGS
 from .kernel import make_tc_gemm
-from .launch import run_tc_gemm
+from .launch import _compiled, fused_args, fused_grid, run_tc_gemm
+
+_DT = {"bf16": ("bfloat16", ml_dtypes.bfloat16, np.uint16), "fp16": ("float16", np.float16, np.float16)}
 
 
-def time_config(cfg, M, N, K, a_kmajor=True, b_kmajor=False, iters=20, check_rows=256, seed=0):
-    """(tflops, rel_err of the first ``check_rows`` rows) for one config on the current GPU."""
+def _median_seconds(go, iters):
     from numba import cuda
 
-    rng = np.random.default_rng(seed)
-    A = rng.standard_normal((M, K), np.float32).astype(ml_dtypes.bfloat16)
-    B = rng.standard_normal((K, N), np.float32).astype(ml_dtypes.bfloat16)
-    a = A if a_kmajor else np.ascontiguousarray(A.T)
-    b = np.ascontiguousarray(B.T) if b_kmajor else B
-    d_a = cuda.to_device(a.view(np.uint16).reshape(-1))
-    d_b = cuda.to_device(b.view(np.uint16).reshape(-1))
-    d_c = cuda.device_array(M * N, np.float32)
-    kern = make_tc_gemm(cfg, a_kmajor, b_kmajor, "bfloat16", "float32")
-    sa = (K, 1) if a_kmajor else (1, M)
-    sb = (1, K) if b_kmajor else (N, 1)
-
-    def go():
-        run_tc_gemm(kern, d_a, d_b, d_c, M, N, K, sa, sb, (N, 1))
-
-    go()
-    cuda.synchronize()
-    rows = min(check_rows, M)
-    got = d_c.copy_to_host().reshape(M, N)[:rows].astype(np.float64)
-    ref = A[:rows].astype(np.float64) @ B.astype(np.float64)
-    err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
     for _ in range(3):
         go()
     times = []
@@ -50,8 +35,82 @@ def time_config(cfg, M, N, K, a_kmajor=True, b_kmajor=False, iters=20, check_row
         go()
         e1.record()
         e1.synchronize()
-        times.append(cuda.event_elapsed_time(e0, e1) / 1e3)
-    return 2.0 * M * N * K / statistics.median(times) / 1e12, err
+        times.append(max(e0.elapsed_time(e1), 1e-6) / 1e3)
+    return statistics.median(times)
+
+
+def _operands(M, N, K, a_kmajor, b_kmajor, dtype, seed=0, check_rows=256):
+    """Host operands (logical A, B; stored a, b) and the float64 product of A's first rows."""
+    name, npdt, store = _DT[dtype]
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((M, K), np.float32).astype(npdt)
+    B = rng.standard_normal((K, N), np.float32).astype(npdt)
+    a = A if a_kmajor else np.ascontiguousarray(A.T)
+    b = np.ascontiguousarray(B.T) if b_kmajor else B
+    ref = A[:check_rows].astype(np.float64) @ B.astype(np.float64)
+    return a.view(store).reshape(-1), b.view(store).reshape(-1), ref
+
+
+def time_config(cfg, M, N, K, a_kmajor=True, b_kmajor=False, iters=20, check_rows=256, dtype="bf16",
+                fused=False, data=None):
+    """(tflops, rel_err of the first ``check_rows`` rows) for one config on the current GPU."""
+    from numba import cuda
+
+    name, npdt, store = _DT[dtype]
+    a, b, ref = data or _operands(M, N, K, a_kmajor, b_kmajor, dtype, check_rows=check_rows)
+    d_a, d_b = cuda.to_device(a), cuda.to_device(b)
+    d_c = cuda.device_array(M * N, store)
+    sa = (K, 1) if a_kmajor else (1, M)
+    sb = (1, K) if b_kmajor else (N, 1)
+    if fused:
+        spec = ep.EpilogueSpec((ep.bias("col"), ep.relu()), name)
+        kern = make_tc_gemm(cfg, a_kmajor, b_kmajor, name, epi=spec, bias_dtype=name, res_dtype=name)
+        d_bias = cuda.to_device(np.zeros(N, store))
+        args = fused_args(kern, d_a, d_b, d_c, d_bias, d_c, M, N, K, (1, 1), (0, 0) + sa, (0, 0) + sb,
+                          (0, 0, N, 1), (0, 1))
+        launch = _compiled(kern).prepare(fused_grid(kern, M, N, (1, 1)), kern.cfg.threads, args, kern.smem)
+
+        def go():
+            launch.run(None, 0)
+    else:
+        kern = make_tc_gemm(cfg, a_kmajor, b_kmajor, name, name)
+
+        def go():
+            run_tc_gemm(kern, d_a, d_b, d_c, M, N, K, sa, sb, (N, 1))
+    go()
+    cuda.synchronize()
+    got = d_c.copy_to_host().view(npdt).reshape(M, N)[:ref.shape[0]].astype(np.float64)
+    if fused:
+        ref = np.maximum(ref, 0)
+    err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+    return 2.0 * M * N * K / _median_seconds(go, iters) / 1e12, err
+
+
+def time_torch(M, N, K, dtype="bf16", iters=20):
+    """TFLOP/s of torch.matmul (cuBLAS) on (M, K) x (K, N) of ``dtype``, or None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    a = torch.randn(M, K, device="cuda", dtype=tdt)
+    b = torch.randn(K, N, device="cuda", dtype=tdt)
+    c = torch.empty(M, N, device="cuda", dtype=tdt)
+
+    def go():
+        torch.matmul(a, b, out=c)
+    for _ in range(3):
+        go()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        go()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) / 1e3)
+    return 2.0 * M * N * K / statistics.median(times) / 1e12
 
 
 def main(argv=None):
@@ -59,13 +118,23 @@ def main(argv=None):
     ap.add_argument("shape", nargs="*", type=int, default=[8192, 8192, 8192])
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--layout", default="mk_kn", choices=["mk_kn", "mk_nk", "km_kn", "km_nk"])
+    ap.add_argument("--dtype", nargs="+", default=["bf16", "fp16"], choices=sorted(_DT))
+    ap.add_argument("--configs", nargs="*", type=int, default=None, help="indices into CONFIGS")
+    ap.add_argument("--fused", action="store_true", help="time the fused bias+relu kernel")
     args = ap.parse_args(argv)
     M, N, K = args.shape
     ak, bk = args.layout.split("_")[0] == "mk", args.layout.split("_")[1] == "nk"
-    for cfg in CONFIGS:
-        tf, err = time_config(cfg, M, N, K, ak, bk, args.iters)
-        print(f"{cfg.name:28s} {args.layout} {M}x{N}x{K}: {tf:7.1f} TFLOP/s  rel_err {err:.2e}",
-              flush=True)
+    cfgs = [CONFIGS[i] for i in args.configs] if args.configs is not None else list(CONFIGS)
+    for dtype in args.dtype:
+        ref = time_torch(M, N, K, dtype, args.iters)
+        data = _operands(M, N, K, ak, bk, dtype)
+        for cfg in cfgs:
+            tf, err = time_config(cfg, M, N, K, ak, bk, args.iters, dtype=dtype, fused=args.fused, data=data)
+            ratio = f"  {tf / ref:5.2f}x torch" if ref else ""
+            print(f"{dtype} {cfg.name:28s} {args.layout}{' fused' if args.fused else ''} {M}x{N}x{K}: "
+                  f"{tf:7.1f} TFLOP/s  rel_err {err:.2e}{ratio}", flush=True)
+        if ref:
+            print(f"{dtype} torch.matmul (cuBLAS)        {M}x{N}x{K}: {ref:7.1f} TFLOP/s", flush=True)
 
 
 if __name__ == "__main__":
