@@ -151,10 +151,13 @@ def _choose(spec):
         block = spec.block or (4 if SIM else 8)     # BY: rows of the 32 x BY block
         blocks = math.ceil(n_out / 32)
         per_block_min = block * 16
+    cap = 1024
+    if row and _two_level(red, block):
+        cap = n_red // red[-1][0]     # the split is over the outer reduced rows
     if spec.split:
-        return row, block, spec.split
+        return row, block, min(spec.split, cap)
     target = 8 if SIM else _sm_count() * 8
-    split = max(1, min(math.ceil(target / max(blocks, 1)), math.ceil(n_red / per_block_min), 1024))
+    split = max(1, min(math.ceil(target / max(blocks, 1)), math.ceil(n_red / per_block_min), cap))
     return row, block, split
 
 
@@ -228,24 +231,23 @@ def _row_source(spec, kept, red, block, split, ctype, unroll=4):
     L += ["    " + ln for ln in dec]
     L += [f"    kx{i} = {koffs[i]}" for i in range(ni)]
     L += [f"    a{j} = {po.lit(t.init_value(), ctype)}" for j, t in enumerate(spec.terms)]
-    L += [f"    lo = s * {chunk}", f"    hi = min(lo + {chunk}, {n_red})", "    r = lo + tid"]
-    kx = [f"kx{i}" for i in range(ni)]
-    # unrolled main loop: UNROLL loads in flight, then combine in fixed order
-    L.append(f"    while r + {(unroll - 1) * block} < hi:")
-    loads, pres = [], []
-    for u in range(unroll):
-        ld, pr = _load_block(spec, kx, red, f"r + {u * block}" if u else "r", u, ctype)
-        loads += ld
-        pres += pr
-    L += ["        " + ln for ln in loads + pres]
-    for u in range(unroll):
-        L += [f"        a{j} = {_combine(t, f'a{j}', f'p{j}_{u}')}" for j, t in enumerate(spec.terms)]
-    L.append(f"        r += {unroll * block}")
-    L.append("    while r < hi:")
-    ld, pr = _load_block(spec, kx, red, "r", 0, ctype)
-    L += ["        " + ln for ln in ld + pr]
-    L += [f"        a{j} = {_combine(t, f'a{j}', f'p{j}_0')}" for j, t in enumerate(spec.terms)]
-    L.append(f"        r += {block}")
+    if _two_level(red, block):
+        # outer reduced dims walked one by one (their index math once per inner row), threads
+        # over the innermost reduced dim: no per-element division (e.g. GENSTATS over N and HW)
+        inner, outer = red[-1:], red[:-1]
+        n_q = n_red // inner[0][0]
+        chunk_q = math.ceil(n_q / split)
+        L += [f"    qi = s * {chunk_q}", f"    qhi = min(qi + {chunk_q}, {n_q})", "    while qi < qhi:"]
+        dec, qoffs = _decompose(outer, "qi", "qq_", 1)
+        L += ["        " + ln for ln in dec]
+        L += [f"        bx{i} = kx{i} + {qoffs[i]}" for i in range(ni)]
+        L += ["        r = tid"]
+        L += ["    " + ln for ln in _row_loops(spec, [f"bx{i}" for i in range(ni)], inner, block,
+                                                 str(inner[0][0]), ctype, unroll)]
+        L.append("        qi += 1")
+    else:
+        L += [f"    lo = s * {chunk}", f"    hi = min(lo + {chunk}, {n_red})", "    r = lo + tid"]
+        L += _row_loops(spec, [f"kx{i}" for i in range(ni)], red, block, "hi", ctype, unroll)
     # warp butterfly then warps through shared memory, fixed order
     for j, t in enumerate(spec.terms):
         for m in (16, 8, 4, 2, 1):   # the shuffle once per lane, outside any short circuit
@@ -266,6 +268,33 @@ def _row_source(spec, kept, red, block, split, ctype, unroll=4):
     else:
         L += [f"        ws[({j} * {split} + s) * {n_out} + o] = a{j}" for j in range(nt)]
     return "\n".join(L) + "\n"
+
+
+def _row_loops(spec, kx, red, block, hi, ctype, unroll):
+    """Lines (indent 4) of the row kernel's strided loop over ``r`` up to ``hi``: UNROLL loads in
+    flight, then the combines in a fixed order, then a plain tail loop."""
+    L = [f"    while r + {(unroll - 1) * block} < {hi}:"]
+    loads, pres = [], []
+    for u in range(unroll):
+        ld, pr = _load_block(spec, kx, red, f"r + {u * block}" if u else "r", u, ctype)
+        loads += ld
+        pres += pr
+    L += ["        " + ln for ln in loads + pres]
+    for u in range(unroll):
+        L += [f"        a{j} = {_combine(t, f'a{j}', f'p{j}_{u}')}" for j, t in enumerate(spec.terms)]
+    L.append(f"        r += {unroll * block}")
+    L.append(f"    while r < {hi}:")
+    ld, pr = _load_block(spec, kx, red, "r", 0, ctype)
+    L += ["        " + ln for ln in ld + pr]
+    L += [f"        a{j} = {_combine(t, f'a{j}', f'p{j}_0')}" for j, t in enumerate(spec.terms)]
+    L.append(f"        r += {block}")
+    return L
+
+
+def _two_level(red, block):
+    """True when the row kernel walks the outer reduced dims in a loop (several reduced dims, the
+    innermost at least one block long)."""
+    return len(red) >= 2 and red[-1][0] >= block
 
 
 def _col_source(spec, kept, red, by, split, ctype, unroll=4):
@@ -346,7 +375,8 @@ class ReduceKernel:
         self.n_out, self.n_red = _numel(kept), _numel(red)
         self.ctype = compute_type([d for d, _ in spec.inputs] + [d for d, _ in spec.outputs])
         if self.row:
-            self.source = _row_source(spec, kept, red, self.block, self.split, self.ctype)
+            self.source = _row_source(spec, kept, red, self.block, self.split, self.ctype,
+                                      unroll=4 if SIM else 8)
             self.grid, self.threads = (self.n_out, self.split), self.block
         else:
             self.source = _col_source(spec, kept, red, self.block, self.split, self.ctype)

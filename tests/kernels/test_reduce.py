@@ -147,3 +147,31 @@ def test_genstats(rng, layout):
     es, eq = ref.genstats(x, channel_axis=1)
     assert_close(s.copy_to_host().reshape(es.shape), es, "float32")
     assert_close(q.copy_to_host().reshape(eq.shape), eq, "float32")
+
+
+@pytest.mark.parametrize("split", [0, 1, 2])
+def test_genstats_nchw_two_level_rows(rng, split):
+    """NCHW GENSTATS: the row kernel walks N in a loop and HW with the threads (no per-element
+    division); the split is over N."""
+    shape = (3, 4, 5, 8)   # HW = 40 >= the simulator's 32-thread block
+    spec = rd.genstats_spec(shape, "float32", cs(shape), split=split)
+    k = rd.build_reduce(spec)
+    assert k.row and "while qi < qhi" in k.source and "//" not in k.source.split("while r")[1]
+    assert k.split <= 3
+    x = (rng.standard_normal(shape) + 0.5).astype(np.float32)
+    s, q = _poisoned(4, "float32"), _poisoned(4, "float32")
+    rd.genstats(cuda.to_device(x), s, q, shape, "float32", cs(shape), split=split)
+    es, eq = ref.genstats(x, channel_axis=1)
+    assert_close(s.copy_to_host().reshape(es.shape), es, "float32")
+    assert_close(q.copy_to_host().reshape(eq.shape), eq, "float32")
+
+
+@pytest.mark.parametrize("mode", [RO.CUDNN_REDUCE_TENSOR_AMAX, RO.CUDNN_REDUCE_TENSOR_AVG,
+                                  RO.CUDNN_REDUCE_TENSOR_NORM1])
+def test_two_level_rows_over_outer_and_inner_axes(rng, mode):
+    shape = (2, 3, 36)
+    x = rng.uniform(-2, 2, shape).astype(np.float32)
+    k = rd.build_reduce(rd.reduce_spec(mode, shape, "float32", cs(shape), (1, 3, 1), "float32", cs((1, 3, 1))))
+    assert k.row and "while qi < qhi" in k.source
+    out = _run(mode, x, shape, cs(shape), (1, 3, 1))
+    assert_close(out, ref.reduction(mode, x, (1, 3, 1)), "float32", name=mode.name)
