@@ -47,7 +47,7 @@ CASES = {
     "transpose_f32_8192x8192": lambda: _reshape((8192, 8192), (8192, 8192), (1, 8192)),
     "nchw_to_nhwc_f32_64x256x64x64": lambda: _reshape((64, 256, 64, 64), (64, 256, 64, 64),
                                                       _strides((64, 256, 64, 64), (0, 2, 3, 1))),
-    "transpose_bf16_16384x8192": lambda: _reshape((16384, 8192), (16384, 8192), (1, 16384), BF16),
+    "transpose_bf16_8192x8192": lambda: _reshape((8192, 8192), (8192, 8192), (1, 8192), BF16),
     "concat_f32_axis1_2x64x512x1024": lambda: _concat([(64, 512, 1024), (64, 512, 1024)], 1),
     "concat_f32_axis1_4x8192x2048": lambda: _concat([(8192, 2048)] * 4, 1),
 }
