@@ -8,6 +8,8 @@ backward-activation operand; wgrad: pointwise only), the reduction order ("rsc" 
 activations, else "crs") and the per-operand coalescing hints.
 """
 
+import math
+
 from ..kernels.conv import geometry, make_conv_dgrad, make_conv_fprop, make_conv_wgrad
 from ..types import (cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnConvolutionMode_t,
                      cudnnStatus_t)
@@ -176,6 +178,7 @@ class ConvEngineBase(TiledGemmEngine):
     kinds = ("conv_fprop", "conv_dgrad", "conv_wgrad")
     TILES = gc.CONV_TILES
     PRECOMP = False
+    PHASED = False      # offer SPLIT_RS (per-phase dgrad of strided convolutions)
     #: efficiency against the tile's measured GEMM figure (loader arithmetic): an estimate
     LOADER_EFF = 1.0
 
@@ -214,7 +217,36 @@ class ConvEngineBase(TiledGemmEngine):
                 KnobSpec(K.CUDNN_KNOB_TYPE_EDGE, 1, 1, 1, 1, ("predicated edges and padding",)),
                 KnobSpec(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 0, 1, 1, 1,
                          ("atomic accumulation (NONDETERMINISTIC)", "workspace partials + ordered reduce")),
-                KnobSpec(K.CUDNN_KNOB_TYPE_STAGES, 1, 2, 1, 2))
+                KnobSpec(K.CUDNN_KNOB_TYPE_STAGES, 1, 2, 1, 2)) + (
+                (KnobSpec(K.CUDNN_KNOB_TYPE_SPLIT_RS, 0, 1, 1, 0,
+                          ("one GEMM over every tap", "strided dgrad: one GEMM per output phase, no zero taps")),)
+                if self.PHASED else ())
+
+    def phased(self, sub, cfg):
+        """Whether ``cfg`` runs the per-phase (sub-pixel) dgrad."""
+        return self.PHASED and cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_RS, 0) == 1
+
+    def _keep(self, sub, cfg, ctx):
+        st, why = super()._keep(sub, cfg, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS or not self.phased(sub, cfg):
+            return st, why
+        p = self.problem(sub)
+        if p.kind != "dgrad" or all(v == 1 for v in p.g.stride):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: SPLIT_RS = 1 (per-phase GEMMs) is for the " \
+                f"dgrad of a strided convolution, not {p.kind} with stride {p.g.stride}"
+        if cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1) != 1:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: SPLIT_RS = 1 needs SPLIT_K = 1"
+        return OK
+
+    def _cost(self, sub, cfg, device):
+        c = super()._cost(sub, cfg, device)
+        if not self.phased(sub, cfg) or not math.isfinite(c):
+            return c
+        from ..kernels.conv.dgrad_phased import phases
+        g = self.problem(sub).g
+        ph = phases(g)
+        useful = sum(len(taps) * math.prod(n) for _, n, taps, _ in ph)
+        return c * useful / max(g.taps * math.prod(g.DHW), 1) * 1.05 + 3e-6 * (len(ph) - 1)
 
     def _make_space(self, sub):
         try:
@@ -238,6 +270,7 @@ class ConvEngineBase(TiledGemmEngine):
         if wgrad and any(sp and sp != (1,) for _, _, sp in plan):
             # split candidates only: an unsplit tile would be ranked against split ones unfairly
             plan = [(t, tile, sp) for t, tile, sp in plan if sp and sp != (1,)]
+        strided_dgrad = self.PHASED and p.kind == "dgrad" and any(v > 1 for v in p.g.stride)
         for t, tile, splits in plan:
             for s in splits or (1,):
                 for buf in ((1, 0) if wgrad and s > 1 else (1,)):
@@ -245,6 +278,8 @@ class ConvEngineBase(TiledGemmEngine):
                         c = base.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, t).with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K, s)
                         c = c.with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, buf)
                         out.append(c.with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, sw))
+                        if strided_dgrad and s == 1:
+                            out.append(out[-1].with_knob(K.CUDNN_KNOB_TYPE_SPLIT_RS, 1))
         return out
 
     def _tiles_for(self, M, N, K_, G):
@@ -263,6 +298,8 @@ class ConvEngineBase(TiledGemmEngine):
 
         p = self.problem(sub)
         gcfg = self.gemm_config(cfg)
+        if self.phased(sub, cfg):
+            return self._build_phased(sub, cfg, ctx, p, gcfg)
         kern = p.make(gcfg, self.PRECOMP)
         table = None
         if self.PRECOMP:
@@ -273,6 +310,40 @@ class ConvEngineBase(TiledGemmEngine):
         bl = gc.BlockLaunch(key, kern.bk, typing)
         return gc.BlockPlan(self, sub, cfg, p, kern, bl, self.workspace_size(sub, cfg), table,
                             gc.tail_build(sub, p.epi.out, ctx))
+
+
+    def _build_phased(self, sub, cfg, ctx, p, gcfg):
+        from numba import cuda
+
+        from ..kernels.conv.dgrad_phased import make_conv_dgrad_phased
+        kern = make_conv_dgrad_phased(gcfg, p.dtypes, p.epi.spec, p.order, p.a_fast, p.b_fast)
+        table = cuda.to_device(kern.make_table(p.g))
+        key = gc.key_text("conv_phased", p.kind, gcfg, p.dtypes, kern.spec, p.order, p.a_fast, p.b_fast)
+        typing = phased_packs(p, kern, lambda t: gc.typing_flat(t, t.span_elements()), table)[0]
+        bl = gc.BlockLaunch(key, kern.bk, typing)
+        return PhasedPlan(self, sub, cfg, p, kern, bl, self.workspace_size(sub, cfg), table,
+                          gc.tail_build(sub, p.epi.out, ctx))
+
+
+def phased_packs(p, kern, arg, table):
+    """The phased dgrad's launch tuples (one per output phase); ``arg(t)`` gives each tensor's Flat."""
+    e = p.epi
+    bias = arg(e.bias) if e.bias is not None else None
+    res = arg(e.residual) if e.residual is not None else None
+    return kern.packs(p.g, arg(p.y), arg(p.w), arg(p.x), table=table, bias=bias, bias_stride=p.bias_stride,
+                      residual=res, residual_strides=p.res_strides)
+
+
+class PhasedPlan(gc.BlockPlan):
+    """A BlockPlan running one launch of the same kernel per dgrad output phase."""
+
+    def _own(self, views, scratch):
+        p = self.p
+        alpha = gc.alpha_of(p.epi, views, p.alpha, self.sub)
+        out = []
+        for packed in phased_packs(p, self.kern, lambda t: gc.flat(views[t.uid], t), self.table):
+            out += list(self.bl.launches(packed, alpha, p.beta, scratch))
+        return out
 
 
 def table_fits(p):

@@ -4,7 +4,9 @@ s), the activation delta, the dilated tap offsets and the filter offset; wgrad, 
 table is built on the host and uploaded once when the plan is built: the plan owns it (20 bytes per
 entry), so the per-run workspace holds only split-K partials.
 
-Same problems and fused epilogues as conv_implicit_gemm. Offsets must fit int32.
+Same problems and fused epilogues as conv_implicit_gemm. Offsets must fit int32. SPLIT_RS = 1 runs
+the dgrad of a strided convolution as one stride-1 GEMM per output phase (kernels/conv/dgrad_phased:
+no zero tap multiplied, no split-K).
 """
 from ..types import cudnnBackendLayoutType_t, cudnnStatus_t
 from . import gemm_common as gc
@@ -18,6 +20,7 @@ S = cudnnStatus_t
 class ConvImplicitPrecompEngine(ConvEngineBase):
     name = "conv_implicit_precomp"
     PRECOMP = True
+    PHASED = True
     LOADER_EFF = 0.95   # estimate: one table read per load against the plain GEMM loaders
     preferred_layout = cudnnBackendLayoutType_t.CUDNN_LAYOUT_TYPE_PREFERRED_NCHW
 

@@ -364,3 +364,38 @@ def test_precomp_table_packs_coordinates_or_refuses():
     st, why = api.check_support(g, "conv_implicit_precomp")
     assert st == S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE and "conv" in why and "10 bits" in why
     assert api.check_support(g, "conv_implicit_gemm") == (S.CUDNN_STATUS_SUCCESS, "")
+
+
+@pytest.mark.parametrize("nhwc", [False, True])
+def test_dgrad_phased_split_rs_with_drelu(rng, nhwc):
+    # SPLIT_RS = 1: one stride-1 GEMM per output phase; the fused relu_bwd reads x at the phase's pixels
+    attrs = conv_attrs(2, stride=2, pre=1, post=0)
+    xdims, wdims = (1, 3, 5, 6), (4, 3, 3, 3)
+    ydims = ref.conv_output_shape(xdims, wdims, stride=2, pre_pad=1, post_pad=0)
+    dy, w, x, dx = (tensor(1, ydims, nhwc=nhwc), tensor(2, wdims, nhwc=nhwc), tensor(3, xdims, nhwc=nhwc),
+                    tensor(4, xdims, nhwc=nhwc))
+    vdx = TensorDesc(10, xdims, dx.strides, F32, is_virtual=True, name="vdx")
+    dg = ConvDgrad("dgrad", {"DY": dy, "W": w}, {"DX": vdx}, **attrs)
+    drelu = Pointwise("drelu", {"DY": dg.outputs["DX"], "X": x}, {"DX": dx}, mode=PM.CUDNN_POINTWISE_RELU_BWD)
+    g = OpGraph([dg, drelu]).finalize()
+    dyv, wv, xv = (rng.uniform(-1, 1, d).astype(np.float32) for d in (ydims, wdims, xdims))
+    out = out_buf(dx)
+    run(g, cfg(g, "conv_implicit_precomp", SPLIT_RS=1), {1: dev(dyv, dy), 2: dev(wv, w), 3: dev(xv, x), 4: out},
+        ws_bytes=0)
+    expect = ref.conv_dgrad(dyv, wv, xdims, **ref_kw(attrs)) * (xv > 0)
+    assert_close(read(out, dx), expect, "float32")
+
+
+def test_split_rs_refused_off_strided_dgrad_and_ranked_for_it():
+    attrs = conv_attrs(2, pre=1, post=1)
+    x, w, y = tensor(1, (1, 2, 4, 4)), tensor(2, (3, 2, 3, 3)), tensor(3, (1, 3, 4, 4))
+    g = OpGraph([ConvFprop("conv", {"X": x, "W": w}, {"Y": y}, **attrs)]).finalize()
+    st, why = api.check_support(g, cfg(g, "conv_implicit_precomp", SPLIT_RS=1))
+    assert st == S.CUDNN_STATUS_NOT_SUPPORTED and "SPLIT_RS" in why
+    # ResNet-50 c3 3x3 stride-2 dgrad at N = 32: the per-phase variant ranks first among precomp configs
+    s2 = conv_attrs(2, stride=2, pre=1, post=1)
+    dy, w, dx = (tensor(1, (32, 128, 28, 28), nhwc=True), tensor(2, (128, 128, 3, 3), nhwc=True),
+                 tensor(3, (32, 128, 56, 56), nhwc=True))
+    g2 = OpGraph([ConvDgrad("dg", {"DY": dy, "W": w}, {"DX": dx}, **s2)]).finalize()
+    ecs = [e for e in api.get_heuristics(g2, HM.CUDNN_HEUR_MODE_A) if e.config.engine == "conv_implicit_precomp"]
+    assert ecs and ecs[0].config.get(K.CUDNN_KNOB_TYPE_SPLIT_RS) == 1
