@@ -1,5 +1,5 @@
 """Engine "norm_rows": NORM_FORWARD / NORM_BACKWARD for LAYER_NORM and RMS_NORM as row kernels
-(:mod:`ncudnn.kernels.norm`): each sample's normalized elements form one row of n = prod(dims[1:]).
+(:mod:`ncudnn.kernels.norm_row`): each sample's normalized elements form one row of n = prod(dims[1:]).
 
 Forward: one kernel, a block (or a warp, for rows <= 256) per row; rows up to BLOCK * 16 elements
 stay in registers (two-pass mean / variance, one read of x, one write of y), longer rows loop
@@ -16,7 +16,7 @@ import math
 
 from numba.cuda import types
 
-from ..kernels import norm as kn
+from ..kernels import norm_row as kn
 from ..kernels import reduce as kr
 from ..types import cudnnBackendKnobType_t, cudnnBackendNormFwdPhase_t, cudnnBackendNormMode_t, cudnnStatus_t
 from .base import OK, Engine, KnobSpec
@@ -99,7 +99,7 @@ def _forward(sub, cfg):
     fargs = (n, blk, vpt, not rms, bias is not None, write, kdtype(x), p_dt, y_dt, s_dt, rpb)
     args = [Arg.tensor(x), Arg.tensor(scale), Arg.tensor(bias) if bias is not None else Arg.dummy(p_dt),
             y_arg, mean_arg, inv_arg, Arg.scalar(i["EPSILON"]), Arg.const(rows)]
-    steps = [Step("norm_rows_fwd:" + src_key(fargs), lambda: kn._row_fwd_kernel(*fargs)[0],
+    steps = [Step("norm_rows_fwd:" + src_key(fargs), lambda: kn.row_fwd_kernel(*fargs)[0],
                   math.ceil(rows / rpb), threads, args, nbytes=tensor_bytes(x, y, scale, bias))]
     if fused:
         from .norm_batch import epilogue_output
@@ -126,7 +126,7 @@ def _backward(sub, cfg):
     fargs = (n, blk, vpt, not rms, kdtype(x), kdtype(dy), kdtype(scale), kdtype(dx), s_dt, rpb)
     args = [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(scale), Arg.tensor(mean) if mean is not None else Arg.dummy(s_dt),
             Arg.tensor(inv), Arg.tensor(dx), Arg.const(rows)]
-    steps = [Step("norm_rows_bwd:" + src_key(fargs), lambda: kn._row_bwd_kernel(*fargs)[0], math.ceil(rows / rpb),
+    steps = [Step("norm_rows_bwd:" + src_key(fargs), lambda: kn.row_bwd_kernel(*fargs)[0], math.ceil(rows / rpb),
                   threads, args, nbytes=tensor_bytes(x, dy, dx, scale))]
     scratch = Scratch()
     terms, outs = [], []

@@ -1,0 +1,281 @@
+"""Layer and RMS norm as row kernels over a (rows, n) view (the trailing, normalized axes packed
+row-major; scale / bias hold n values).
+
+Geometry (:func:`row_config`): rows of up to 1024 elements run a warp per row (warp shuffles only,
+several rows per block); longer rows one block per row. Up to ``VPT_MAX`` values per thread the row
+lives in registers (loaded once, coalesced: element ``t + k * BLOCK``), longer rows take a looped
+path (a shifted one-pass sum / sum-of-squares, then a normalize pass).
+
+Forward statistics from registers: warp mode is two-pass (mean, then the centred variance, both warp
+shuffles); block mode is ONE block reduction of shifted sums ``sum (x - K)``, ``sum (x - K)^2`` with
+K = the row's first element (no cancellation when |mean| >> std), so a block synchronizes twice, not
+four times. y is written once. Backward computes dx in the same row kernel (two sums in one
+reduction: mean(g) and mean(g * xhat)) and dscale / dbias with a deterministic column reduction
+(:mod:`.reduce`). All math in float32 registers (float64 when every tensor is float64); eps is a
+run-time value. The kernel factories :func:`row_fwd_kernel` / :func:`row_bwd_kernel` are public
+(the engines build steps from them).
+"""
+import functools
+import math
+
+from numba import cuda
+
+from . import pointwise_ops as po
+from .dtypes import compute_type, loader, placeholder, storer
+from .primitives import block_sum, block_sum2, launch, warp_sum
+from .reduce import ReduceSpec, Term, run_reduce
+
+__all__ = ["row_config", "row_fwd_kernel", "row_bwd_kernel", "row_norm_forward", "row_norm_backward",
+           "VPT_MAX"]
+
+VPT_MAX = 32
+
+
+def row_config(n, block=0, rows_per_block=0, vpt_max=VPT_MAX):
+    """(threads per block, element stride, VPT, rows per block) for rows of n elements.
+
+    ``block`` 32 is warp-per-row mode (warp shuffles only, ``rows_per_block`` warps per block,
+    4 by default; chosen for n <= 1024); larger blocks give one row per block (block reductions),
+    chosen with about ``VPT_MAX`` values per thread (4096: 128 threads; few warps per block keep
+    the reduction short and many blocks resident). VPT 0 selects the looped (long-row) path.
+    """
+    if not block:
+        block = 32 if n <= 32 * VPT_MAX else \
+            min(1024, max(64, 1 << max(0, (math.ceil(n / VPT_MAX) - 1).bit_length())))
+    rpb = (rows_per_block or 4) if block == 32 else 1
+    vpt = math.ceil(n / block)
+    return block * rpb, block, (vpt if vpt <= vpt_max else 0), rpb
+
+
+def _frame(args, block, rpb, ct):
+    """Kernel head (row, lane t) and the reduction spellings for block or warp-per-row mode."""
+    head = [f"def kernel({args}, nrows):",
+            f"    sm = cuda.shared.array(32, {ct})",
+            f"    sm2 = cuda.shared.array(32, {ct})"]
+    if block == 32:
+        head += [f"    row = cuda.blockIdx.x * {rpb} + cuda.threadIdx.x // 32",
+                 "    t = cuda.threadIdx.x % 32",
+                 "    if row >= nrows:",
+                 "        return"]
+        return head, (lambda e: f"warp_sum({e})"), (lambda a, b: f"warp_sum({a}), warp_sum({b})")
+    head += ["    row = cuda.blockIdx.x", "    t = cuda.threadIdx.x"]
+    return head, (lambda e: f"block_sum({e}, sm)"), (lambda a, b: f"block_sum2({a}, {b}, sm, sm2)")
+
+
+# --------------------------------------------------------------------------------------------
+# row kernels (layer / RMS norm)
+
+def _row_fwd_source(n, block, vpt, center, has_bias, write_stats, ct, rpb=1):
+    L = po.lit
+    one, zero, inv_n = L(1.0, ct), L(0.0, ct), L(1.0 / n, ct)
+    s, RS, RS2 = _frame("x, scale, bias, y, s_mean, s_inv, eps_in", block, rpb, ct)
+    s += [f"    eps = {ct}(eps_in)", f"    base = row * {n}"]
+    if vpt:
+        for k in range(vpt):
+            guard = (k + 1) * block > n
+            s.append(f"    c{k} = t + {k * block}")
+            s.append(f"    v{k} = ldx(x, base + c{k})" + (f" if c{k} < {n} else {zero}" if guard else ""))
+        if center and block == 32:   # warp: two-pass (shuffles are cheap)
+            s.append(f"    mean = {RS(' + '.join(f'v{k}' for k in range(vpt)))} * {inv_n}")
+            for k in range(vpt):
+                guard = (k + 1) * block > n
+                s.append(f"    d{k} = v{k} - mean" + (f" if c{k} < {n} else {zero}" if guard else ""))
+            s.append(f"    var = {RS(' + '.join(f'd{k} * d{k}' for k in range(vpt)))} * {inv_n}")
+        elif center:                 # block: one reduction of sums shifted by the row's first element
+            s.append("    kk = ldx(x, base)")
+            for k in range(vpt):
+                guard = (k + 1) * block > n
+                s.append(f"    e{k} = v{k} - kk" + (f" if c{k} < {n} else {zero}" if guard else ""))
+            s.append(f"    sa, sb = {RS2(' + '.join(f'e{k}' for k in range(vpt)), ' + '.join(f'e{k} * e{k}' for k in range(vpt)))}")
+            s += [f"    m1 = sa * {inv_n}", "    mean = kk + m1", f"    var = sb * {inv_n} - m1 * m1",
+                  f"    var = var if var > {zero} else {zero}"]
+            s += [f"    d{k} = v{k} - mean" for k in range(vpt)]
+        else:
+            s.append(f"    mean = {zero}")
+            s += [f"    d{k} = v{k}" for k in range(vpt)]
+            s.append(f"    var = {RS(' + '.join(f'd{k} * d{k}' for k in range(vpt)))} * {inv_n}")
+    else:
+        s += [f"    shift = ldx(x, base)" if center else f"    shift = {zero}",
+              f"    a = {zero}", f"    b = {zero}", "    c = t",
+              f"    while c < {n}:",
+              "        v = ldx(x, base + c) - shift",
+              "        a += v", "        b += v * v", f"        c += {block}",
+              f"    a, b = {RS2('a', 'b')}"]
+        if center:
+            s += [f"    m = a * {inv_n}", "    mean = shift + m", f"    var = b * {inv_n} - m * m",
+                  f"    var = var if var > {zero} else {zero}"]
+        else:
+            s += [f"    mean = {zero}", f"    var = b * {inv_n}"]
+    s.append(f"    inv = {one} / math.sqrt(var + eps)")
+    if write_stats:
+        s.append("    if t == 0:")
+        if center:
+            s.append("        sts(s_mean, row, mean)")
+        s.append("        sts(s_inv, row, inv)")
+    bias_t = " + lds(bias, {c})" if has_bias else ""
+    if vpt:
+        for k in range(vpt):
+            guard = (k + 1) * block > n
+            ind = "    "
+            if guard:
+                s.append(f"    if c{k} < {n}:")
+                ind = "        "
+            s.append(f"{ind}sty(y, base + c{k}, d{k} * inv * lds(scale, c{k})"
+                     + bias_t.format(c=f"c{k}") + ")")
+    else:
+        s += ["    c = t", f"    while c < {n}:",
+              "        sty(y, base + c, (ldx(x, base + c) - mean) * inv * lds(scale, c)"
+              + bias_t.format(c="c") + ")",
+              f"        c += {block}"]
+    return "\n".join(s) + "\n"
+
+
+def _row_bwd_source(n, block, vpt, center, ct, rpb=1):
+    L = po.lit
+    zero, inv_n = L(0.0, ct), L(1.0 / n, ct)
+    s, RS, RS2 = _frame("x, dy, scale, s_mean, s_inv, dx", block, rpb, ct)
+    s += [f"    base = row * {n}",
+          "    mean = lds_stat(s_mean, row)" if center else f"    mean = {zero}",
+          "    inv = lds_stat(s_inv, row)"]
+    if vpt:
+        for k in range(vpt):
+            guard = (k + 1) * block > n
+            s.append(f"    c{k} = t + {k * block}")
+            if guard:
+                s.append(f"    ok{k} = c{k} < {n}")
+                s.append(f"    h{k} = (ldx(x, base + c{k}) - mean) * inv if ok{k} else {zero}")
+                s.append(f"    g{k} = ldd(dy, base + c{k}) * lds(scale, c{k}) if ok{k} else {zero}")
+            else:
+                s.append(f"    h{k} = (ldx(x, base + c{k}) - mean) * inv")
+                s.append(f"    g{k} = ldd(dy, base + c{k}) * lds(scale, c{k})")
+        sum_g = " + ".join(f"g{k}" for k in range(vpt))
+        sum_gh = " + ".join(f"g{k} * h{k}" for k in range(vpt))
+        s.append(f"    a, b = {RS2(sum_g, sum_gh)}")
+    else:
+        s += [f"    a = {zero}", f"    b = {zero}", "    c = t", f"    while c < {n}:",
+              "        h = (ldx(x, base + c) - mean) * inv",
+              "        g = ldd(dy, base + c) * lds(scale, c)",
+              "        a += g", "        b += g * h", f"        c += {block}",
+              f"    a, b = {RS2('a', 'b')}"]
+    s.append(f"    a = a * {inv_n}" if center else f"    a = {zero}")
+    s.append(f"    b = b * {inv_n}")
+    if vpt:
+        for k in range(vpt):
+            guard = (k + 1) * block > n
+            ind = "    "
+            if guard:
+                s.append(f"    if ok{k}:")
+                ind = "        "
+            s.append(f"{ind}stx(dx, base + c{k}, inv * (g{k} - a - h{k} * b))")
+    else:
+        s += ["    c = t", f"    while c < {n}:",
+              "        h = (ldx(x, base + c) - mean) * inv",
+              "        g = ldd(dy, base + c) * lds(scale, c)",
+              "        stx(dx, base + c, inv * (g - a - h * b))", f"        c += {block}"]
+    return "\n".join(s) + "\n"
+
+
+def _jit_source(source, name, **names):
+    ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, block_sum=block_sum,
+              block_sum2=block_sum2, warp_sum=warp_sum, **names)
+    exec(compile(source, f"<norm {name}>", "exec"), ns)
+    return cuda.jit(ns["kernel"])
+
+
+@functools.lru_cache(maxsize=None)
+def row_fwd_kernel(n, block, vpt, center, has_bias, write_stats, x_dt, p_dt, y_dt, s_dt, rpb=1):
+    ct = compute_type([x_dt, p_dt, y_dt])
+    src = _row_fwd_source(n, block, vpt, center, has_bias, write_stats, ct, rpb)
+    return _jit_source(src, "row-fwd", ldx=loader(x_dt, ct), lds=loader(p_dt, ct),
+                       sty=storer(y_dt), sts=storer(s_dt)), src
+
+
+@functools.lru_cache(maxsize=None)
+def row_bwd_kernel(n, block, vpt, center, x_dt, dy_dt, p_dt, dx_dt, s_dt, rpb=1):
+    ct = compute_type([x_dt, dy_dt, p_dt, dx_dt])
+    src = _row_bwd_source(n, block, vpt, center, ct, rpb)
+    return _jit_source(src, "row-bwd", ldx=loader(x_dt, ct), ldd=loader(dy_dt, ct),
+                       lds=loader(p_dt, ct), lds_stat=loader(s_dt, ct), stx=storer(dx_dt)), src
+
+
+def _dummy(dtype="float32"):
+    return placeholder(dtype)
+
+
+def row_norm_forward(x, scale, bias, y, mean, inv_std, rows, n, eps, *, rms=False,
+                     x_dtype="float32", param_dtype="float32", y_dtype="float32",
+                     stat_dtype="float32", block=0, vpt_max=VPT_MAX, stream=0):
+    """Layer norm (``rms=False``) or RMS norm (``rms=True``) of each row of a (rows, n) tensor.
+
+    x, y: device arrays with rows * n elements, row-major; scale (and bias, or None) n elements;
+    mean (layer norm only) and inv_std: rows elements each, or None to skip writing statistics
+    (inference). ``block`` / ``vpt_max``: see :func:`row_config`. y = scale * (x - mean) * inv_std + bias; RMS: y = scale * x * inv_rms (+ bias).
+    """
+    threads, blk, vpt, rpb = row_config(n, block, vpt_max=vpt_max)
+    write = inv_std is not None
+    kern, _ = row_fwd_kernel(n, blk, vpt, not rms, bias is not None, write, x_dtype,
+                              param_dtype, y_dtype, stat_dtype, rpb)
+    d = _dummy(stat_dtype)
+    launch(kern, math.ceil(rows / rpb), threads, stream,
+           x.reshape(x.size), scale.reshape(scale.size),
+           bias.reshape(bias.size) if bias is not None else _dummy(param_dtype),
+           y.reshape(y.size), mean.reshape(mean.size) if mean is not None else d,
+           inv_std.reshape(inv_std.size) if write else d, float(eps), rows)
+
+
+def row_norm_backward(x, dy, scale, mean, inv_std, dx, dscale, dbias, rows, n, *, rms=False,
+                      x_dtype="float32", dy_dtype="float32", param_dtype="float32",
+                      dx_dtype="float32", stat_dtype="float32", block=0, vpt_max=VPT_MAX, workspace=None,
+                      stream=0):
+    """Backward of :func:`row_norm_forward` from its saved statistics.
+
+    dx (rows * n); dscale and dbias (n each; dbias may be None, e.g. RMS norm without bias):
+    dscale = sum_rows dy * xhat, dbias = sum_rows dy (deterministic column reduction).
+    """
+    threads, blk, vpt, rpb = row_config(n, block, vpt_max=vpt_max)
+    kern, _ = row_bwd_kernel(n, blk, vpt, not rms, x_dtype, dy_dtype, param_dtype, dx_dtype,
+                              stat_dtype, rpb)
+    launch(kern, math.ceil(rows / rpb), threads, stream,
+           x.reshape(x.size), dy.reshape(dy.size), scale.reshape(scale.size),
+           mean.reshape(mean.size) if not rms else _dummy(stat_dtype),
+           inv_std.reshape(inv_std.size), dx.reshape(dx.size), rows)
+    shape, full, per_row = (rows, n), (n, 1), (1, 0)
+    if rms:
+        inputs = ((x_dtype, full), (dy_dtype, full), (stat_dtype, per_row))
+        pre, arrays = "v1 * (v0 * v2)", [x, dy, inv_std]
+    else:
+        inputs = ((x_dtype, full), (dy_dtype, full), (stat_dtype, per_row), (stat_dtype, per_row))
+        pre, arrays = "v1 * ((v0 - v2) * v3)", [x, dy, mean, inv_std]
+    terms, outs = [Term(pre, "sum")], [dscale]
+    if dbias is not None:
+        terms.append(Term("v1", "sum"))
+        outs.append(dbias)
+    spec = ReduceSpec(shape, inputs, (1, n), tuple(terms),
+                      tuple((param_dtype, (0, 1)) for _ in terms))
+    run_reduce(spec, arrays, outs, workspace, stream)
+
+
+def _register_compile_cases():
+    try:
+        from .compile_check import register_compile_case
+    except ImportError:
+        return
+    from .dtypes import array_sig as a
+    for n, dt in ((4096, "bfloat16"), (768, "float16"), (8192, "float32"), (32768, "float32"),
+                  (128, "bfloat16")):
+        threads, blk, vpt, rpb = row_config(n)
+        budget = min(255, 65536 // threads)
+        for rms in (False, True):
+            tag = f"{'rms' if rms else 'layer'}norm_{n}_{dt}"
+            k, _ = row_fwd_kernel(n, blk, vpt, not rms, True, True, dt, "float32", dt, "float32",
+                                   rpb)
+            register_compile_case(f"{tag}_fwd", k, f"void({a(dt)}, {a('float32')}, {a('float32')}, "
+                                  f"{a(dt)}, {a('float32')}, {a('float32')}, float64, int64)",
+                                  max_registers=budget)
+            k, _ = row_bwd_kernel(n, blk, vpt, not rms, dt, dt, "float32", dt, "float32", rpb)
+            register_compile_case(f"{tag}_bwd", k, f"void({a(dt)}, {a(dt)}, {a('float32')}, "
+                                  f"{a('float32')}, {a('float32')}, {a(dt)}, int64)",
+                                  max_registers=budget)
+
+
+_register_compile_cases()
