@@ -121,7 +121,9 @@ def _fwd_source(mode, x_shape, x_st, y_shape, y_st, i_st, w, s, pre, pad, propag
                 tail += ["if nan_i >= 0:", "    bi = nan_i", f"    best = {L(math.nan)}"]
             else:   # NaN taps count as -inf; when tap 0 wins (all -inf / NaN) y is tap 0 itself
                 tail += ["if bi == 0:", "    best = v0"]
-            tail += [f"sty(y, {_off(y_st, names)}, best)", f"sti(idx, {_off(i_st, names)}, bi)"]
+            tail += [f"sty(y, {_off(y_st, names)}, best)"]
+            if i_st is not None:    # compile-time switch: no index output, no index store
+                tail += [f"sti(idx, {_off(i_st, names)}, bi)"]
         elif mode == RM.CUDNN_RESAMPLE_AVGPOOL_EXCLUDE_PADDING:
             tail += [f"sty(y, {_off(y_st, names)}, acc / {ct}(cnt if cnt > 0 else 1))"]
         else:
@@ -295,7 +297,7 @@ def resample_forward(x, y, index, mode, x_shape, x_strides, y_shape, y_strides, 
     w, s, pre = _geom(x_shape, window, stride, pre_pad)
     _check(mode, w, s, pre)
     propagate = int(nan_propagation) == int(cudnnNanPropagation_t.CUDNN_PROPAGATE_NAN)
-    i_st = tuple(index_strides or y_strides)
+    i_st = tuple(index_strides or y_strides) if index is not None else None
     kern, _ = _fwd_kernel(mode, tuple(x_shape), tuple(x_strides), tuple(y_shape), tuple(y_strides),
                           i_st, w, s, pre, pad, propagate, x_dtype, y_dtype, index_dtype)
     total = math.prod(y_shape)
@@ -327,7 +329,13 @@ def _register_compile_cases():
     except ImportError:
         return
     from .dtypes import array_sig as a
-    from .pointwise import contiguous_strides as cs
+
+    def cs(shape):
+        st, acc = [0] * len(shape), 1
+        for d in reversed(range(len(shape))):
+            st[d] = acc
+            acc *= shape[d]
+        return tuple(st)
 
     def nhwc(shape):
         order = (0,) + tuple(range(2, len(shape))) + (1,)
