@@ -26,8 +26,11 @@ K = cudnnBackendKnobType_t
 
 #: longest per-output reduction (C/G * taps) offered: past it an implicit GEMM reuses operands better
 MAX_REDUCTION = 512
-#: fraction of the FP32 FMA peak a thread-per-output direct conv reaches (two L1 loads per FMA)
+#: fraction of the FP32 FMA peak a thread-per-output direct conv reaches (two L1 loads per FMA):
+#: estimates, not measured yet; with more than one channel per group the implicit GEMM reuses its
+#: operands from shared memory, so the direct kernel is ranked after it there unless measured faster
 DIRECT_EFF = 0.1
+DIRECT_EFF_GROUPED = 0.02
 BLOCKS = (256, 128)
 
 
@@ -82,7 +85,7 @@ class ConvDirectEngine(Engine):
             return math.inf
         g = p.g
         outs = g.N * g.K * math.prod(g.OPQ)
-        flops = 2.0 * outs * g.Cg * g.taps / DIRECT_EFF
+        flops = 2.0 * outs * g.Cg * g.taps / (DIRECT_EFF if g.Cg == 1 else DIRECT_EFF_GROUPED)
         nbytes = (g.N * g.C * math.prod(g.DHW) + g.K * g.Cg * g.taps) * p.in_bytes + outs * p.out_bytes \
             + p.extra_bytes
         b = cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, BLOCKS[0])
