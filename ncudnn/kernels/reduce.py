@@ -156,7 +156,9 @@ def _choose(spec):
         cap = n_red // red[-1][0]     # the split is over the outer reduced rows
     if spec.split:
         return row, block, min(spec.split, cap)
-    target = 8 if SIM else _sm_count() * 8
+    # enough blocks for ~8 waves: a block's time is set by its loop trips (latency), so a last
+    # partial wave costs a whole block time; with many waves that tail is a small fraction
+    target = 8 if SIM else _sm_count() * 64
     split = max(1, min(math.ceil(target / max(blocks, 1)), math.ceil(n_red / per_block_min), cap))
     return row, block, split
 
