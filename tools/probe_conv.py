@@ -9,7 +9,7 @@ ms, TFLOP/s (2*N*K*P*Q*C/G*R*S / time) and ratio = torch ms / ncudnn ms (> 1: nc
 the geomean of the best ratio per direction. A wall-clock budget (``--budget`` s, JIT included)
 skips what is left once it is spent.
 
-    python3 tools/probe_conv.py                       # every layer, fprop dgrad wgrad, top 2
+    python3 tools/probe_conv.py --dirs wgrad          # every layer, one direction (< 2 min each)
     python3 tools/probe_conv.py --dirs wgrad --layers c2_3x3_64 --top 6
 """
 import argparse
@@ -65,7 +65,8 @@ def label(ec):
     parts = [c.engine]
     if c.engine in ("conv_implicit_precomp", "conv_implicit_gemm", "conv_gemm_1x1"):
         parts.append(gc.CONV_TILES[c.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)].label)
-        parts.append(f"split{c.get(K.CUDNN_KNOB_TYPE_SPLIT_K)}{'a' if c.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF) == 0 else ''}")
+        parts.append(f"split{c.get(K.CUDNN_KNOB_TYPE_SPLIT_K)}{'a' if c.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF) == 0 else ''}"
+                     + (" phased" if c.get(K.CUDNN_KNOB_TYPE_SPLIT_RS) == 1 else ""))
     else:
         parts.append(" ".join(f"{K(k).name.replace('CUDNN_KNOB_TYPE_', '')}={v}" for k, v in c.knobs))
     return " ".join(parts)
@@ -106,7 +107,7 @@ def main():
     import torch
     import torch.nn.functional as F
     from ncudnn.engines import api
-    from ncudnn.types import cudnnBackendHeurMode_t as HM
+    from ncudnn.types import cudnnBackendHeurMode_t as HM, cudnnBackendKnobType_t as K
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     t_start = time.time()
@@ -147,7 +148,12 @@ def main():
             t_ref = timed(ref_fn, args.reps, args.inner)
             print(f"{name:18s} {d:5s} torch/cuDNN      {t_ref:8.4f} ms {flops / t_ref / 1e9:6.1f} TFLOP/s", flush=True)
             ecs = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)
-            pick = [e for e in ecs if e.config.engine in MINE][:args.top]
+            # deterministic configs only (SPLIT_K_BUF = 0 is the atomic twin of the one before it)
+            mine = [e for e in ecs if e.config.engine in MINE and e.config.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF) != 0]
+            pick = mine[:args.top]
+            if any(e.config.get(K.CUDNN_KNOB_TYPE_SPLIT_RS) == 1 for e in pick):
+                plain = [e for e in mine if e.config.get(K.CUDNN_KNOB_TYPE_SPLIT_RS) != 1][:1]
+                pick += [e for e in plain if e not in pick]      # the all-taps GEMM beside the phased one
             if ecs and ecs[0].config.engine not in MINE:
                 pick = [ecs[0]] + pick
             ratios = []
