@@ -83,18 +83,23 @@ def test_backward_after_forward(rng, case):
     assert plan.engine_names == ["resample", "resample"]
 
 
-def test_maxpool_backward_without_index_refused():
+@pytest.mark.parametrize("pad", [PAD.CUDNN_ZERO_PAD, PAD.CUDNN_EDGE_VAL_PAD])
+def test_maxpool_backward_without_index_or_x_refused(pad):
+    """Neither IDX nor X (or X with EDGE padding, whose winners the gather cannot route): refused by name."""
     xd = (1, 2, 4, 4)
-    b = ResampleBwd("mp_bwd", {"DY": U.t(1, (1, 2, 2, 2)), "X": U.t(2, xd), "Y": U.t(3, (1, 2, 2, 2))},
-                    {"DX": U.t(4, xd)}, mode=RM.CUDNN_RESAMPLE_MAXPOOL, spatial_dims=2, window=(2, 2), stride=(2, 2),
-                    pre_padding=(0, 0), post_padding=(0, 0))
+    ins = {"DY": U.t(1, (1, 2, 2, 2)), "Y": U.t(3, (1, 2, 2, 2))}
+    if pad == PAD.CUDNN_EDGE_VAL_PAD:
+        ins["X"] = U.t(2, xd)
+    b = ResampleBwd("mp_bwd", ins, {"DX": U.t(4, xd)}, mode=RM.CUDNN_RESAMPLE_MAXPOOL, spatial_dims=2, window=(2, 2),
+                    stride=(2, 2), pre_padding=(0, 0), post_padding=(0, 0), padding_mode=pad)
     g = OpGraph([b]).finalize()
     st, why = registry.by_name("resample").check_support(api.problem(g), api.context())
     assert st == S.CUDNN_STATUS_NOT_SUPPORTED and "IDX" in why and "'mp_bwd'" in why
+    assert ("EDGE" in why) if pad == PAD.CUDNN_EDGE_VAL_PAD else ("X" in why)
 
 
 def test_maxpool_without_index_output(rng):
     g = OpGraph([fwd_node(RM.CUDNN_RESAMPLE_MAXPOOL, (2, 3, 4, 4), (2, 2), (2, 2), (0, 0), (0, 0), layout="nhwc")]) \
         .finalize()
     plan = _execute(g, rng)
-    assert plan.engine_names == ["resample"] and plan.workspace_size > 0
+    assert plan.engine_names == ["resample"] and plan.workspace_size == 0   # no index: nothing stored
