@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Tuple
 
+import numba
 import numpy as np
 from numba import cuda
 from numba.cuda.np import numpy_support
@@ -132,10 +133,10 @@ def _strided_source(dims, xs, ys, total, raw):
         xo = " + ".join(f"c{k} * {xs[k]}" for k in range(len(dims)))
         yo = " + ".join(f"c{k} * {ys[k]}" for k in range(len(dims)))
         s.append(f"        o{u} = yoff + {yo}")
-        s.append(f"        v{u} = " + (f"x[xoff + {xo}]" if raw else f"ldx(x, xoff + {xo})"))
+        s.append(f"        v{u} = " + (f"x[u64(xoff + {xo})]" if raw else f"ldx(x, u64(xoff + {xo}))"))
     for u in range(UNROLL):
         s.append(f"    if i{u} < {total}:")
-        s.append(f"        y[o{u}] = v{u}" if raw else f"        sty(y, o{u}, v{u})")
+        s.append(f"        y[u64(o{u})] = v{u}" if raw else f"        sty(y, u64(o{u}), v{u})")
     return "\n".join(s) + "\n"
 
 
@@ -159,15 +160,15 @@ def _tiled_source(dims, xs, ys, a, b, raw):
           f"    for k in range(0, {TILE}, {TILE_ROWS}):",
           "        ia = a0 + ty + k",
           f"        if ia < {A} and ib < {B}:",
-          f"            tile[ty + k, tx] = " + (f"x[xb + ia * {xs[a]} + ib]" if raw else
-                                               f"ldx(x, xb + ia * {xs[a]} + ib)"),
+          f"            tile[ty + k, tx] = " + (f"x[u64(xb + ia * {xs[a]} + ib)]" if raw else
+                                               f"ldx(x, u64(xb + ia * {xs[a]} + ib))"),
           "    cuda.syncthreads()",
           "    ia = a0 + tx",
           f"    for k in range(0, {TILE}, {TILE_ROWS}):",
           "        ib = b0 + ty + k",
           f"        if ia < {A} and ib < {B}:",
-          f"            " + (f"y[yb + ib * {ys[b]} + ia] = tile[tx, ty + k]" if raw else
-                             f"sty(y, yb + ib * {ys[b]} + ia, tile[tx, ty + k])")]
+          f"            " + (f"y[u64(yb + ib * {ys[b]} + ia)] = tile[tx, ty + k]" if raw else
+                             f"sty(y, u64(yb + ib * {ys[b]} + ia), tile[tx, ty + k])")]
     grid = na * nb * math.prod(dims[k] for k in batch)
     return "\n".join(s) + "\n", grid
 
@@ -178,7 +179,7 @@ def build_copy(spec):
     n = normalize(spec)
     raw = n.x_dtype == n.y_dtype
     ct = compute_type([n.x_dtype, n.y_dtype])
-    ns = dict(cuda=cuda, __name__=__name__)
+    ns = dict(cuda=cuda, __name__=__name__, u64=numba.uint64)   # unsigned indices: no wraparound select
     if raw:
         ns["tdt"] = numpy_support.from_dtype(storage_dtype(n.x_dtype))
     else:

@@ -16,6 +16,9 @@ log-softmax ``dx = dy - exp(y) * sum dy``. Math in float32 (float64 for all-fp64
 """
 import functools
 import math
+import re
+
+import numba
 
 from numba import cuda
 from numba.cuda.np import numpy_support
@@ -28,8 +31,10 @@ __all__ = ["softmax_forward", "softmax_backward", "softmax_config"]
 
 #: most row elements a thread keeps in registers (32 spills at the 64-register cap of 1024 threads)
 VPT_MAX = 16
-#: rows up to this length run warp-per-row (shuffle reductions only, no block barrier)
-WARP_ROW_MAX = 512
+#: rows up to this length run warp-per-row (shuffle reductions only, no block barrier), up to
+#: WARP_VPT_MAX elements a lane in registers (n = 1024, fp32: 56 registers with unsigned indices)
+WARP_ROW_MAX = 1024
+WARP_VPT_MAX = 32
 
 
 #: rows whose storage fits here (and not in registers) stay in shared memory: x is read from DRAM once
@@ -53,14 +58,17 @@ def softmax_config(n, block=0, rows_per_block=0, vpt_max=VPT_MAX):
     """(threads per block, element stride, VPT, rows per block) of the row kernel.
 
     ``block`` 32 is warp-per-row mode (shuffles only, ``rows_per_block`` rows per block, default
-    4; chosen for n <= WARP_ROW_MAX); larger blocks give one row per block (8 elements a thread,
-    up to 1024 threads). VPT 0: the online path (rows longer than ``block * vpt_max``).
+    4; chosen for n <= WARP_ROW_MAX, up to WARP_VPT_MAX elements a lane); larger blocks give one row
+    per block (8 elements a thread, up to 1024 threads). VPT 0: the online path (rows longer than
+    ``block * vpt_max``), or the shared-memory row path (:func:`smem_row_bytes`) in the forward.
     """
     if not block:
-        block = 32 if n <= min(WARP_ROW_MAX, 32 * vpt_max) else \
+        block = 32 if n <= WARP_ROW_MAX else \
             min(1024, max(64, 1 << max(0, (math.ceil(n / 8) - 1).bit_length())))
-        if math.ceil(n / block) > vpt_max:
+        if math.ceil(n / block) > vpt_max and block != 32:
             block = min(block, 512)   # online path: 128 registers a thread, 2 blocks an SM at <= 64
+    if block == 32:
+        vpt_max = WARP_VPT_MAX
     rpb = (rows_per_block or 4) if block == 32 else 1
     vpt = math.ceil(n / block)
     return block * rpb, block, (vpt if vpt <= vpt_max else 0), rpb
@@ -285,9 +293,24 @@ def _col_bwd_source(n, inner, total, log, ct):
     return "\n".join(s) + "\n"
 
 
+_LOAD_IDX = re.compile(r"\b(ldx|ldy|ldd)\((\w+), ([^()]+?)\)")
+_STORE_IDX = re.compile(r"\b(sty|stx)\((\w+), ([^,()]+?),")
+_RAW_IDX = re.compile(r"\b(x|buf)\[([^\[\]]+)\]")
+
+
+def unsigned_indices(source):
+    """``source`` with every array index wrapped in ``u64(...)``: numba then emits no negative-index
+    wraparound select, so addresses fold into base + immediate offsets (n = 1024 warp rows on sm_90:
+    56 registers instead of 128)."""
+    source = _LOAD_IDX.sub(r"\1(\2, u64(\3))", source)
+    source = _STORE_IDX.sub(r"\1(\2, u64(\3),", source)
+    return _RAW_IDX.sub(r"\1[u64(\2)]", source)
+
+
 def _jit(source, name, threads, **names):
+    source = unsigned_indices(source)
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, block_sum=block_sum, block_max=block_max,
-              shfl_xor=shfl_xor, warp_sum=warp_sum, warp_max=warp_max, **names)
+              shfl_xor=shfl_xor, warp_sum=warp_sum, warp_max=warp_max, u64=numba.uint64, **names)
     exec(compile(source, f"<softmax {name}>", "exec"), ns)
     # the register cap makes a 1024-thread block always launchable (the simulator has no such option)
     return cuda.jit(ns["kernel"]) if SIM else cuda.jit(ns["kernel"], max_registers=_reg_budget(threads))

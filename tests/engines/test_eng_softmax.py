@@ -107,7 +107,7 @@ def test_forward_channel_mode_nchw_column_kernel_and_half(rng):
 
 
 def test_forward_long_rows_online_path(rng):
-    dims, stats = (2, 700), (2, 1)
+    dims, stats = (2, 1100), (2, 1)
     g, x, y = fwd_graph(dims, stats)
     a = rng.uniform(-5, 5, dims)
     out = U.poisoned(y)
