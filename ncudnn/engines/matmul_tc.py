@@ -9,10 +9,14 @@ warp grid), STAGES the cp.async ring depth (2-4), SWIZZLE the tile-row group of 
 Support: A and B of one 16-bit type, each with a unit stride on one of its two matrix dims; K, the
 leading dims, the contiguous extents and the batch strides of A and B multiples of 8 elements; 16-byte
 aligned A / B. Math: refused unless the build context allows tensor cores (legacy FMA_MATH does not).
-FP32 tensors (TF32) are not implemented yet: refused with a reason.
+FP32 A and B run as TF32 (m16n8k8; the mma drops the low 13 mantissa bits; note DOWN_CONVERT_INPUTS)
+when the context allows TF32, for k-contiguous A and B only (B stored (n, k)); other FP32 layouts are
+refused with a reason.
 """
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..errors import BadParamError
 from ..kernels import kcache
@@ -69,6 +73,15 @@ class _Layout:
         self.a_kmajor, self.b_kmajor = a_kmajor, b_kmajor
 
 
+def _halves(p):
+    """(K, A strides, B strides) as the kernel counts them: in 16-bit halves for TF32 (every A / B
+    stride except the unit k stride doubles), in elements otherwise."""
+    if not getattr(p, "tc_tf32", False):
+        return p.K, p.a_strides, p.b_strides
+    a, b = p.a_strides, p.b_strides
+    return 2 * p.K, (2 * a[0], 2 * a[1], 2 * a[2], 1), (2 * b[0], 2 * b[1], 1, 2 * b[3])
+
+
 def tc_config(cfg):
     """The kernel TcGemmConfig of an engine Config."""
     tile = TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
@@ -103,12 +116,10 @@ class MatmulTcEngine(Engine):
         node = sub.anchor
         a_dt, b_dt, out_dt = p.dtypes[:3]
         where = f"node '{node.name}'"
-        if a_dt == "float32" or b_dt == "float32":
-            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"{where}: FP32 operands (TF32 tensor "
-                            "cores) are not implemented by matmul_tc yet")
-        if a_dt not in HALF or b_dt != a_dt:
+        p.tc_tf32 = a_dt == b_dt == "float32"
+        if (a_dt not in HALF and not p.tc_tf32) or b_dt != a_dt:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"{where}: A {a_dt} / B {b_dt}: tensor "
-                            "cores need A and B both bfloat16 or both float16")
+                            "cores need A and B both bfloat16, both float16 or both float32 (TF32)")
         if out_dt not in HALF + ("float32",):
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"{where}: output {out_dt} is not "
                             "bfloat16, float16 or float32")
@@ -121,7 +132,11 @@ class MatmulTcEngine(Engine):
                             "neither the k nor the n stride is 1")
         p.tc_a_kmajor = a_st[3] == 1
         p.tc_b_kmajor = b_st[2] == 1 and not (b_st[3] == 1 and p.N > 1)
-        ok, why = check_fused(_Layout(p.tc_a_kmajor, p.tc_b_kmajor), p.M, p.N, p.K, a_st, b_st)
+        if p.tc_tf32 and not (p.tc_a_kmajor and p.tc_b_kmajor):
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{where}: TF32 needs k-contiguous A and B "
+                            f"(B stored (n, k)); A strides {a_st[2:]}, B strides {b_st[2:]}: transposing "
+                            "32-bit fragment loads are not implemented")
+        ok, why = check_fused(_Layout(p.tc_a_kmajor, p.tc_b_kmajor), p.M, p.N, *_halves(p))
         if not ok:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{where}: {why}")
         for port, t in (("A", p.A), ("B", p.B)):
@@ -137,6 +152,13 @@ class MatmulTcEngine(Engine):
         st, why = super().check_support(sub, ctx)
         if st != S.CUDNN_STATUS_SUCCESS:
             return st, why
+        try:
+            tf32 = self.problem(sub).tc_tf32
+        except gc.Reject:
+            tf32 = False
+        if tf32 and ctx is not None and not ctx.allow_tf32:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: FP32 operands need TF32, and the math type " \
+                "does not allow down-converting inputs"
         if ctx is not None and not ctx.allow_tensor_cores:
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: the math type does not allow tensor cores " \
                 "(FMA_MATH)"
@@ -172,10 +194,11 @@ class MatmulTcEngine(Engine):
 
     def config_notes(self, sub, cfg):
         try:
-            out = self.problem(sub).epi.out
+            p = self.problem(sub)
         except gc.Reject:
             return self.numerical_notes
-        return tuple(dict.fromkeys(self.numerical_notes + gc.tail_notes(sub, out)))
+        notes = self.numerical_notes + ((NN.CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS,) if p.tc_tf32 else ())
+        return tuple(dict.fromkeys(notes + gc.tail_notes(sub, p.epi.out)))
 
     def candidates(self, sub, ctx):
         """One config per useful tile (its STAGES, SWIZZLE 8 when several tile rows), cheapest first."""
@@ -221,7 +244,7 @@ class MatmulTcEngine(Engine):
             return math.inf
         tile = TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
         c = tc_config(cfg)
-        smem = smem_bytes(c)
+        smem = smem_bytes(c)     # TF32: the same bytes (half the k extent in 4-byte elements)
         if smem > device.smem_per_block:
             return math.inf
         per_sm = max(H.blocks_per_sm(device, c.threads, tile.regs, smem), 1)
@@ -231,19 +254,24 @@ class MatmulTcEngine(Engine):
         if c.STAGES == 2:
             eff *= 0.8
         return H.gemm_time(device, p.M, p.N, p.K, batch=p.nb, tile=(c.BLOCK_M, c.BLOCK_N), threads=c.threads,
-                           regs=tile.regs, smem=smem, in_bytes=p.in_bytes, out_bytes=p.out_bytes, peak="bf16",
+                           regs=tile.regs, smem=smem, in_bytes=p.in_bytes, out_bytes=p.out_bytes,
+                           peak="tf32" if p.tc_tf32 else "bf16",
                            extra_bytes=p.extra_bytes, compute_eff=min(eff, 1.0)) + gc.tail_time(sub, p.epi.out)
 
     # ---------------------------------------------------------------- build
     def build(self, sub, cfg, ctx):
         p = self.problem(sub)
         c = tc_config(cfg)
+        if p.tc_tf32:   # BLOCK_K of the tile counts 16-bit halves: the kernel's k tile is half as many FP32
+            c = c.replace(BLOCK_K=c.BLOCK_K // 2)
         out_dt, bias_dt, res_dt = p.dtypes[2], p.dtypes[3], p.dtypes[4]
         kern = make_tc_gemm(c, p.tc_a_kmajor, p.tc_b_kmajor, p.dtypes[0], out_dt, epi=p.epi.spec,
                             bias_dtype=bias_dt, res_dtype=res_dt)
         tf = gc.typing_flat
-        typing = fused_args(kern, tf(p.dtypes[0]), tf(p.dtypes[1]), tf(out_dt), tf(bias_dt), tf(res_dt),
-                            p.M, p.N, p.K, p.batch, p.a_strides, p.b_strides, p.c_strides)
+        op_t = "bfloat16" if p.tc_tf32 else p.dtypes[0]      # TF32 operands travel as 16-bit halves
+        K_, a_st, b_st = _halves(p)
+        typing = fused_args(kern, tf(op_t), tf(op_t), tf(out_dt), tf(bias_dt), tf(res_dt),
+                            p.M, p.N, K_, p.batch, a_st, b_st, p.c_strides)
         key = gc.key_text("tc_gemm", c, p.tc_a_kmajor, p.tc_b_kmajor, p.dtypes, kern.epi)
         ck = kcache.get_or_compile(key, lambda: kern.kernel, gc.argtypes(typing))
         return TcPlan(self, sub, cfg, p, kern, ck, self.workspace_size(sub, cfg),
@@ -257,6 +285,9 @@ class TcPlan(gc.BlockPlan):
         p, kern = self.p, self.kern
         e = p.epi
         a, b = gc.flat(views[p.A.uid], p.A), gc.flat(views[p.B.uid], p.B)
+        if p.tc_tf32:   # FP32 storage as 16-bit halves
+            a, b = (gc.Flat(f.ptr, 2 * f.shape[0], np.uint16) for f in (a, b))
+        K_, a_st, b_st = _halves(p)
         for port, f in (("A", a), ("B", b)):
             if f.ptr % 16:
                 raise BadParamError(f"matmul_tc: {port} at {f.ptr:#x} is not 16-byte aligned (the plan's "
@@ -265,6 +296,5 @@ class TcPlan(gc.BlockPlan):
         bias = gc.flat(views[e.bias.uid], e.bias) if e.bias is not None else out
         res = gc.flat(views[e.residual.uid], e.residual) if e.residual is not None else out
         alpha = gc.alpha_of(e, views, p.alpha, self.sub)
-        args = fused_args(kern, a, b, out, bias, res, p.M, p.N, p.K, p.batch, p.a_strides, p.b_strides,
-                          p.c_strides, p.bias_strides, p.res_strides or (0, 0, 0, 0), alpha, p.beta)
+        args = fused_args(kern, a, b, out, bias, res, p.M, p.N, K_, p.batch, a_st, b_st, p.c_strides, p.bias_strides, p.res_strides or (0, 0, 0, 0), alpha, p.beta)
         return [self.bl.prepare(fused_grid(kern, p.M, p.N, p.batch), kern.cfg.threads, args, kern.smem)]

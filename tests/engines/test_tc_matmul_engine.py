@@ -129,8 +129,8 @@ def test_refusals_name_the_cause():
     st, why = eng.check_support(api.problem(g), ctx(tc=False))
     assert st != S.CUDNN_STATUS_SUCCESS and "tensor cores" in why
     g, _ = bias_relu(1, 64, 64, 64, F32)
-    st, why = eng.check_support(api.problem(g), ctx())
-    assert st == S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE and "FP32" in why
+    st, why = eng.check_support(api.problem(g), replace(ctx(), allow_tf32=True))
+    assert st == S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT and "TF32" in why
     g, _ = bias_relu(1, 64, 64, 60, BF16)
     st, why = eng.check_support(api.problem(g), ctx())
     assert st == S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT and "K=60" in why
@@ -144,3 +144,25 @@ def test_refusals_name_the_cause():
 def test_gpu_every_tile(rng, tile):
     g, ts = bias_relu(2, 520, 392, 264, BF16)
     run_bias_relu(rng, g, ts, BF16, tile=tile)
+
+
+def test_tf32_nt_bias_relu_notes_and_math(rng):
+    # FP32 A (m, k) and B stored (n, k): TF32 when the math type allows it, refused otherwise
+    bsz, m, n, k = size((1, 24, 16, 36), (2, 700, 520, 388))
+    g, ts = bias_relu(bsz, m, n, k, F32, b_strides=(n * k, 1, k))
+    eng = registry.by_name("matmul_tc")
+    cx = replace(ctx(), allow_tf32=True)
+    st, why = eng.check_support(api.problem(g), ctx())
+    assert st != S.CUDNN_STATUS_SUCCESS and "TF32" in why
+    assert eng.check_support(api.problem(g), cx) == (S.CUDNN_STATUS_SUCCESS, "")
+    cfg = tc_config(g, cx, SIM_TILE if SIM else None)
+    assert NN.CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS in eng.config_notes(api.problem(g), cfg)
+    a, b, bias, c = ts
+    plan = api.build_plan(g, cfg, cx)
+    av, bv, biasv = rand(rng, a.dims, F32), rand(rng, b.dims, F32), rand(rng, bias.dims, F32)
+    out = out_dev(c)
+    api.execute(plan, {1: to_dev(av, a), 2: to_dev(bv, b), 3: to_dev(biasv, bias), 4: out})
+    expect = np.maximum(ref_mm(av.astype(np.float64), bv.astype(np.float64)) + biasv, 0)
+    assert_close(read(out, c), expect, "tf32")
+    g, _ = bias_relu(1, 32, 32, 32, F32)     # B (k, n) n-contiguous: not for TF32
+    assert "k-contiguous" in eng.check_support(api.problem(g), cx)[1]

@@ -103,3 +103,23 @@ def test_configs_compile_for_sm90_without_spills():
     failed = [r.summary() for r in results if not r.ok]
     assert not failed, "\n".join(failed)
     assert all(r.cubin_info and r.spill_stores == 0 for r in results)
+
+
+def test_tf32_nt_f32_out_batched(rng):
+    """FP32 operands through TF32 (k-contiguous A and B, viewed as 16-bit halves): K, leading dims and
+    batch strides are passed in halves."""
+    cfg = _SMALL if SIM else CONFIGS[0]
+    batch, (M, N, K) = 2, size((24, 40, 36), (600, 392, 520))
+    A = rng.standard_normal((batch, M, K)).astype(np.float32)
+    Bt = rng.standard_normal((batch, N, K)).astype(np.float32)     # B stored (n, k)
+    c = np.full(batch * M * N, poison_value(np.dtype(np.float32)), np.float32)
+    kern = make_tc_gemm(cfg, True, True, "float32", "float32")
+    assert kern.in_dtype == "tf32" and kern.cfg.BLOCK_K == 2 * cfg.BLOCK_K
+    a_dev, b_dev, c_dev = (_to_device(x) for x in (A.view(np.uint16).reshape(-1), Bt.view(np.uint16).reshape(-1), c))
+    run_tc_gemm(kern, a_dev, b_dev, c_dev, M, N, 2 * K, (2 * K, 1), (1, 2 * K), (N, 1), batch=batch,
+                batch_strides=(2 * M * K, 2 * N * K, M * N))
+    got = (c if SIM else c_dev.copy_to_host()).reshape(batch, M, N)
+    ref = np.einsum("zmk,znk->zmn", A.astype(np.float64), Bt.astype(np.float64))
+    assert_close(got, ref, "tf32")
+    with pytest.raises(ValueError, match="k-contiguous"):
+        make_tc_gemm(cfg, True, False, "float32", "float32")

@@ -8,7 +8,7 @@ from ncudnn.kernels.tc_gemm.timing import time_config
 _SMALL = TcGemmConfig(32, 32, 32, 2, 2, 2, 1)
 
 
-@pytest.mark.parametrize("fused,dtype", [(False, "bf16"), (True, "fp16")])
+@pytest.mark.parametrize("fused,dtype", [(False, "bf16"), (True, "fp16"), (False, "tf32")])
 def test_time_config_checks(fused, dtype):
-    tf, err = time_config(_SMALL, 32, 32, 32, iters=1, dtype=dtype, fused=fused)
+    tf, err = time_config(_SMALL, 32, 32, 32, True, True, iters=1, dtype=dtype, fused=fused)
     assert tf > 0 and err < 1e-2

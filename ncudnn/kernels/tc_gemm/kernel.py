@@ -320,7 +320,9 @@ def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", o
     if conv and (epi is None or not a_kmajor or not b_kmajor):
         raise ValueError("the conv kernel needs an epilogue spec and k-major A (NHWC) and B (KRSC)")
     cfg = cfg or TcGemmConfig()
-    in_name = dt.dtype_name(in_dtype)
+    in_name = "tf32" if in_dtype == "tf32" else dt.dtype_name(in_dtype)
+    if in_name == "float32":
+        return _make_tf32(cfg, a_kmajor, b_kmajor, out_dtype, epi, bias_dtype, res_dtype, conv)
     if epi is not None:
         epi = ep.EpilogueSpec(epi.steps, dt.dtype_name(epi.out_dtype), "float32")
         out_dtype = epi.out_dtype
@@ -333,11 +335,11 @@ def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", o
     ok, why = check(cfg)
     if not ok:
         raise ValueError(f"tc_gemm config {cfg.name}: {why}")
-    if in_name not in ("bfloat16", "float16"):
-        raise ValueError(f"tc_gemm inputs must be bfloat16 or float16, got {in_name}")
+    if in_name not in ("bfloat16", "float16", "tf32"):
+        raise ValueError(f"tc_gemm inputs must be bfloat16, float16 or float32 (tf32), got {in_name}")
     if out_name not in ("bfloat16", "float16", "float32"):
         raise ValueError(f"tc_gemm output must be bfloat16, float16 or float32, got {out_name}")
-    mma_name = "mma_m16n8k16_bf16" if in_name == "bfloat16" else "mma_m16n8k16_f16"
+    mma_name = {"bfloat16": "mma_m16n8k16_bf16", "float16": "mma_m16n8k16_f16", "tf32": "mma_m16n8k8_tf32"}[in_name]
     src = _source(cfg, a_kmajor, b_kmajor, mma_name, epi, conv)
     g = {"cuda": cuda, "ptx": ptx, "float32": float32, "int32": int32, "int64": int64,
          "uint16": uint16, "store": dt.storer(out_name)}
@@ -350,3 +352,17 @@ def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", o
     tk = TcGemmKernel(kern, cfg, bool(a_kmajor), bool(b_kmajor), in_name, out_name, smem_bytes(cfg), src, epi)
     _CACHE[key] = tk
     return tk
+
+
+def _make_tf32(cfg, a_kmajor, b_kmajor, out_dtype, epi, bias_dtype, res_dtype, conv):
+    """TF32 (FP32 storage, low 13 mantissa bits dropped by the mma) for k-contiguous A and B: the 16-bit
+    kernel over the operands viewed as 16-bit halves. A 16-byte chunk is 4 FP32 values, so one k16 step
+    in halves is one m16n8k8 tf32 step and ldmatrix.x4 (no .trans) yields exactly the tf32 fragments
+    (a0 = A[g, t], a1 = A[g + 8, t], a2 = A[g, t + 4], ...; b0 = B[t, g], b1 = B[t + 4, g]). The
+    caller passes K, the leading dims and the batch strides in halves (2x the FP32 counts) and the
+    operand storage as uint16; ``cfg.BLOCK_K`` counts FP32 elements."""
+    if not (a_kmajor and b_kmajor) or conv:
+        raise ValueError("tf32 needs k-contiguous A and B (transposing loads of 32-bit elements and the "
+                         "conv gather are not implemented)")
+    return make_tc_gemm(cfg.replace(BLOCK_K=2 * cfg.BLOCK_K), True, True, "tf32", out_dtype, epi, bias_dtype,
+                        res_dtype)

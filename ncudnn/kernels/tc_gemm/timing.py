@@ -1,8 +1,9 @@
 """Quick GPU timing of the tensor-core GEMM configs beside torch (cuBLAS); not a benchmark (bench/ owns
 those).
 
-``python -m ncudnn.kernels.tc_gemm.timing [M N K] [--dtype bf16 fp16] [--layout mk_kn] [--iters 20]
-[--configs 0 1 ...] [--fused]`` checks every config against a float64 product on a 256-row slice (rel
+``python -m ncudnn.kernels.tc_gemm.timing [M N K] [--dtype bf16 fp16 tf32] [--layout mk_kn] [--iters 20]
+[--configs 0 1 ...] [--fused]`` (tf32: FP32 storage, always mk_nk, the config's BLOCK_K halved so the
+shared footprint matches; plain kernel only) checks every config against a float64 product on a 256-row slice (rel
 err printed), then times it with CUDA events: median of ``--iters`` launches after 3 warm-ups, inputs
 fixed (L2 not flushed; at 8192^3 the 16-bit operands are 256 MiB, far past the 50 MB L2). Output in
 the input dtype (as cuBLAS). ``--fused``: the engine's fused kernel (bias + relu epilogue) instead of
@@ -20,7 +21,8 @@ from .config import CONFIGS
 from .kernel import make_tc_gemm
 from .launch import _compiled, fused_args, fused_grid, run_tc_gemm
 
-_DT = {"bf16": ("bfloat16", ml_dtypes.bfloat16, np.uint16), "fp16": ("float16", np.float16, np.float16)}
+_DT = {"bf16": ("bfloat16", ml_dtypes.bfloat16, np.uint16), "fp16": ("float16", np.float16, np.float16),
+       "tf32": ("float32", np.float32, np.float32)}
 
 
 def _median_seconds(go, iters):
@@ -48,6 +50,8 @@ def _operands(M, N, K, a_kmajor, b_kmajor, dtype, seed=0, check_rows=256):
     a = A if a_kmajor else np.ascontiguousarray(A.T)
     b = np.ascontiguousarray(B.T) if b_kmajor else B
     ref = A[:check_rows].astype(np.float64) @ B.astype(np.float64)
+    if dtype == "tf32":     # the kernel reads FP32 storage as 16-bit halves
+        store = np.uint16
     return a.view(store).reshape(-1), b.view(store).reshape(-1), ref
 
 
@@ -62,6 +66,7 @@ def time_config(cfg, M, N, K, a_kmajor=True, b_kmajor=False, iters=20, check_row
     d_c = cuda.device_array(M * N, store)
     sa = (K, 1) if a_kmajor else (1, M)
     sb = (1, K) if b_kmajor else (N, 1)
+    fused = fused and dtype != "tf32"
     if fused:
         spec = ep.EpilogueSpec((ep.bias("col"), ep.relu()), name)
         kern = make_tc_gemm(cfg, a_kmajor, b_kmajor, name, epi=spec, bias_dtype=name, res_dtype=name)
@@ -72,6 +77,13 @@ def time_config(cfg, M, N, K, a_kmajor=True, b_kmajor=False, iters=20, check_row
 
         def go():
             launch.run(None, 0)
+    elif dtype == "tf32":   # k-contiguous A and B; K and leading dims in halves; the same shared bytes
+        if not (a_kmajor and b_kmajor):
+            raise ValueError("tf32 needs --layout mk_nk")
+        kern = make_tc_gemm(cfg.replace(BLOCK_K=cfg.BLOCK_K // 2), True, True, "float32", "float32")
+
+        def go():
+            run_tc_gemm(kern, d_a, d_b, d_c, M, N, 2 * K, (2 * K, 1), (1, 2 * K), (N, 1))
     else:
         kern = make_tc_gemm(cfg, a_kmajor, b_kmajor, name, name)
 
@@ -92,7 +104,8 @@ def time_torch(M, N, K, dtype="bf16", iters=20):
         import torch
     except ImportError:
         return None
-    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}[dtype]
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
     a = torch.randn(M, K, device="cuda", dtype=tdt)
     b = torch.randn(K, N, device="cuda", dtype=tdt)
     c = torch.empty(M, N, device="cuda", dtype=tdt)
@@ -118,20 +131,21 @@ def main(argv=None):
     ap.add_argument("shape", nargs="*", type=int, default=[8192, 8192, 8192])
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--layout", default="mk_kn", choices=["mk_kn", "mk_nk", "km_kn", "km_nk"])
-    ap.add_argument("--dtype", nargs="+", default=["bf16", "fp16"], choices=sorted(_DT))
+    ap.add_argument("--dtype", nargs="+", default=["bf16", "fp16", "tf32"], choices=sorted(_DT))
     ap.add_argument("--configs", nargs="*", type=int, default=None, help="indices into CONFIGS")
     ap.add_argument("--fused", action="store_true", help="time the fused bias+relu kernel")
     args = ap.parse_args(argv)
     M, N, K = args.shape
-    ak, bk = args.layout.split("_")[0] == "mk", args.layout.split("_")[1] == "nk"
     cfgs = [CONFIGS[i] for i in args.configs] if args.configs is not None else list(CONFIGS)
     for dtype in args.dtype:
         ref = time_torch(M, N, K, dtype, args.iters)
+        layout = "mk_nk" if dtype == "tf32" else args.layout
+        ak, bk = layout.split("_")[0] == "mk", layout.split("_")[1] == "nk"
         data = _operands(M, N, K, ak, bk, dtype)
         for cfg in cfgs:
             tf, err = time_config(cfg, M, N, K, ak, bk, args.iters, dtype=dtype, fused=args.fused, data=data)
             ratio = f"  {tf / ref:5.2f}x torch" if ref else ""
-            print(f"{dtype} {cfg.name:28s} {args.layout}{' fused' if args.fused else ''} {M}x{N}x{K}: "
+            print(f"{dtype} {cfg.name:28s} {layout}{' fused' if args.fused and dtype != 'tf32' else ''} {M}x{N}x{K}: "
                   f"{tf:7.1f} TFLOP/s  rel_err {err:.2e}{ratio}", flush=True)
         if ref:
             print(f"{dtype} torch.matmul (cuBLAS)        {M}x{N}x{K}: {ref:7.1f} TFLOP/s", flush=True)
