@@ -150,3 +150,32 @@ def test_direct_pool_3d(rng, lay, mode):
     launch(k, rd.grid(total, BLOCK), BLOCK, 0, _buf(dy, ys), idx_dev, _buf(x, xs), dx)
     edx = ref.resample_backward(dy, mode, w, s, p, p, x.shape, pad, index=eidx if mode == MAX else None)
     assert_close(dx.copy_to_host()[_flat_index(x.shape, xs)], edx, "float32", name="dx")
+
+
+@pytest.mark.parametrize("mode,pad", [(MAX, PAD.CUDNN_NEG_INF_PAD), (MAX, PAD.CUDNN_ZERO_PAD), (AEX, PAD.CUDNN_ZERO_PAD),
+                                      (AIN, PAD.CUDNN_ZERO_PAD)])
+def test_direct_asymmetric_padding(rng, mode, pad):
+    """pre != post, post >= window (outputs whose window is all padding), NHWC vector path."""
+    x = rng.standard_normal((1, 4, 5, 4)).astype(np.float32)
+    w, s, pre, post = (2, 3), (2, 1), (1, 0), (3, 4)
+    y_shape = rs.output_shape(x.shape, w, s, pre, post)
+    xs, ys = _nhwc(x.shape), _nhwc(y_shape)
+    kind = "vec" if mode == MAX else None
+    k, _, total = rd.fwd_kernel(mode, 4, x.shape, xs, y_shape, ys, ys, w, s, pre, pad, False, kind,
+                                "float32", "float32", "int32", BLOCK)
+    n = int(np.prod(y_shape))
+    y, idx = _poisoned(n), _poisoned(n, np.int32)
+    launch(k, rd.grid(total, BLOCK), BLOCK, 0, _buf(x, xs), y, idx)
+    yi = _flat_index(y_shape, ys)
+    exp = ref.resample_forward(x, mode, w, s, pre, post, pad)
+    if mode == MAX:
+        exp, eidx = exp
+        np.testing.assert_array_equal(idx.copy_to_host()[yi], eidx)
+    assert_close(y.copy_to_host()[yi], exp, "float32", name="y")
+    dy = rng.standard_normal(y_shape).astype(np.float32)
+    k, _, total = rd.bwd_kernel(mode, 4, x.shape, xs, y_shape, ys, ys, xs, w, s, pre, pad, False, kind,
+                                "float32", "float32", "float32", BLOCK)
+    dx = _poisoned(x.size)
+    launch(k, rd.grid(total, BLOCK), BLOCK, 0, _buf(dy, ys), idx, _buf(x, xs), dx)
+    edx = ref.resample_backward(dy, mode, w, s, pre, post, x.shape, pad, index=eidx if mode == MAX else None)
+    assert_close(dx.copy_to_host()[_flat_index(x.shape, xs)], edx, "float32", name="dx")
