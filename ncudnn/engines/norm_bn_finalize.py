@@ -1,7 +1,7 @@
 """Engine "bn_finalize": BN_FINALIZE (training / inference) as one thread-per-channel kernel
 (:mod:`ncudnn.kernels.bn_finalize`): equivalent scale / bias, saved mean and inverse std, running
 statistics read from PREV_* and written to UPDATED_* (they may alias). EPSILON, ACCUM_COUNT and
-EXP_AVG_FACTOR are taken by value. Knob: BLOCK_SIZE (threads per block). No workspace.
+EXP_AVG_FACTOR by value or as one-element device tensors (read inside the kernel). Knob: BLOCK_SIZE (threads per block). No workspace.
 Also "bn_bwd_weights": BN_BWD_WEIGHTS (dscale, dbias and the dx coefficients) the same way.
 """
 from numba.cuda import types
@@ -9,7 +9,7 @@ from numba.cuda import types
 from ..kernels import bn_finalize as kb
 from ..types import cudnnBackendKnobType_t, cudnnBnFinalizeStatsMode_t, cudnnStatus_t
 from .base import OK, Engine, KnobSpec
-from .membound_common import Arg, MemPlan, Scratch, Step, by_value_only, io_dtypes_ok, kdtype, src_key, \
+from .membound_common import Arg, MemPlan, Scratch, Step, io_dtypes_ok, kdtype, src_key, \
     steps_time, tensor_bytes, written
 from .registry import register
 
@@ -51,11 +51,32 @@ def finalize_step(tensors, groups, channels, count_arg, eps_arg, mom_arg, traini
     writes = frozenset(n for n in ("saved_mean", "saved_inv", "next_mean", "next_var") if tensors.get(n) is not None)
     shifted = shift is not None
     rel = bool(shifted and bias_shifted)
-    factory = lambda: kb.finalize_kernel(descs, training, writes, shifted, rel)[0]  # noqa: E731
-    key = "bn_finalize:" + src_key(descs, training, sorted(writes), shifted, rel)
+    scalars = tuple((n, a.dtype) for n, a in (("count", count_arg), ("eps", eps_arg), ("mom", mom_arg))
+                    if a.kind == "tensor")
+    factory = lambda: kb.finalize_kernel(descs, training, writes, shifted, rel, scalars)[0]  # noqa: E731
+    key = "bn_finalize:" + src_key(descs, training, sorted(writes), shifted, rel, scalars)
     grid = max(1, -(-groups // block))
     args += [Arg.const(groups), Arg.const(channels), count_arg, eps_arg, mom_arg]
     return Step(key, factory, grid, block, args, nbytes=groups * 4 * 8)
+
+
+def scalar_arg(t, nbtype=types.float64, conv=float):
+    """A run-time scalar port: its value as a launch parameter when given by value, else the device
+    tensor itself (the kernel reads element 0)."""
+    return Arg.scalar(t, nbtype, conv) if t.is_by_value else Arg.tensor(t)
+
+
+def scalar_ports_ok(node, ports):
+    """(status, reason): every listed scalar port, when a device tensor, is one element of a kernel dtype."""
+    for p in ports:
+        t = node.inputs.get(p)
+        if t is None or t.is_by_value:
+            continue
+        if t.numel != 1:
+            return S.CUDNN_STATUS_BAD_PARAM, f"node '{node.name}': {p}: a device scalar needs 1 element, has {t.numel}"
+        if kdtype(t) not in ("float32", "float64", "float16", "bfloat16", "int32", "int64"):
+            return S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"node '{node.name}': {p}: data type {t.dtype.name}"
+    return OK
 
 
 def bwd_weights_step(tensors, groups, channels, count, per_sample=False, block=128, centered=False):
@@ -106,7 +127,7 @@ class _PerChannelEngine(Engine):
             return S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"node '{node.name}': {ports[0]}: needs [1, C, ...] dims"
         want = (1, ref.dims[1]) + (1,) * (ref.ndim - 2)
         for p, t in list(node.inputs.items()) + list(node.outputs.items()):
-            if t.is_by_value or p == "X":
+            if t.is_by_value or p in ("X", "EPSILON", "ACCUM_COUNT", "EXP_AVG_FACTOR"):
                 continue
             if tuple(t.dims) != want:
                 return S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, \
@@ -123,7 +144,7 @@ class BnFinalizeEngine(_PerChannelEngine):
         st, why = super().check_support(sub, ctx)
         node = sub.nodes[0] if st == S.CUDNN_STATUS_SUCCESS else None
         for check in (lambda: io_dtypes_ok(node),
-                      lambda: by_value_only(node, ("EPSILON", "ACCUM_COUNT", "EXP_AVG_FACTOR")),
+                      lambda: scalar_ports_ok(node, ("EPSILON", "ACCUM_COUNT", "EXP_AVG_FACTOR")),
                       lambda: self._channels_ok(node, ("SUM",))):
             if st != S.CUDNN_STATUS_SUCCESS:
                 return st, why
@@ -157,8 +178,8 @@ class BnFinalizeEngine(_PerChannelEngine):
                    "next_mean": o.get("UPDATED_RUNNING_MEAN"), "next_var": o.get("UPDATED_RUNNING_VAR")}
         for port, name in (("EQ_SCALE", "eq_scale"), ("EQ_BIAS", "eq_bias")):
             tensors[name] = o[port] if o[port] is not None else ("scratch", scratch.take(C, "float32"), "float32")
-        mom = Arg.scalar(i["EXP_AVG_FACTOR"]) if "EXP_AVG_FACTOR" in i else Arg.const(0.0, types.float64)
-        step = finalize_step(tensors, C, C, Arg.scalar(i["ACCUM_COUNT"]), Arg.scalar(i["EPSILON"]), mom,
+        mom = scalar_arg(i["EXP_AVG_FACTOR"]) if "EXP_AVG_FACTOR" in i else Arg.const(0.0, types.float64)
+        step = finalize_step(tensors, C, C, scalar_arg(i["ACCUM_COUNT"]), scalar_arg(i["EPSILON"]), mom,
                              training, block=cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128))
         return [step], scratch.size
 

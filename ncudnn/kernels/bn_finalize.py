@@ -42,6 +42,14 @@ def _offset(kind, sn, sc):
     return " + ".join(terms) or "0"
 
 
+def _scalar(var, scalars, ct, name=None):
+    """``var = <value>`` from launch parameter ``<name>_in``: by value, or element 0 of a device array."""
+    name = name or var
+    if name in dict(scalars):
+        return f"    {var} = ld_scalar_{name}({name}_in, 0)"
+    return f"    {var} = {ct}({name}_in)"
+
+
 def _jit(src, name, names):
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, **names)
     exec(compile(src, f"<bn_finalize {name}>", "exec"), ns)
@@ -50,14 +58,16 @@ def _jit(src, name, names):
 
 @functools.lru_cache(maxsize=None)
 def finalize_kernel(arrays, training=True, writes=frozenset({"saved_mean", "saved_inv"}), shifted=False,
-                    bias_shifted=False):
+                    bias_shifted=False, scalars=()):
     """The finalize kernel for ``arrays``: one (dtype, sN, sC) per entry of :data:`FINALIZE_ARRAYS`
     (unused entries may be anything). ``writes``: which of the optional outputs saved_mean,
     saved_inv, next_mean, next_var are written (the others may be placeholders). ``shifted``: the
     sums are of (x - K) and (x - K)^2 with K the group's element read from ``shift`` (shifted-data
     variance: no cancellation when |mean| >> std). ``bias_shifted`` (with ``shifted``): eq_bias is
     relative to K, ``bias - (mean - K) * eq_scale``, for an apply pass ``(x - K) * eq_scale + eq_bias``
-    (no cancellation either). Returns (dispatcher, source). Arguments: the 13
+    (no cancellation either). ``scalars``: ((name, dtype), ...) of the run-time scalars "count",
+    "eps", "mom" passed as one-element device arrays (read in the kernel) instead of by value.
+    Returns (dispatcher, source). Arguments: the 13
     arrays, then ``groups, channels`` (int64), ``count, eps, momentum`` (float64)."""
     ct = compute_type([a[0] for a in arrays])
     L = po.lit
@@ -69,8 +79,8 @@ def finalize_kernel(arrays, training=True, writes=frozenset({"saved_mean", "save
          "        return",
          "    n = g // channels",
          "    c = g - n * channels",
-         f"    eps = {ct}(eps_in)",
-         f"    cnt = {ct}(count_in)"]
+         _scalar("eps", scalars, ct),
+         _scalar("cnt", scalars, ct, "count")]
     if training:
         s += [f"    m1 = ld_sum(sum, {off['sum']}) / cnt",
               f"    var = ld_sqsum(sqsum, {off['sqsum']}) / cnt - m1 * m1",
@@ -89,7 +99,7 @@ def finalize_kernel(arrays, training=True, writes=frozenset({"saved_mean", "save
     if training and "saved_inv" in writes:
         s.append(f"    st_saved_inv(saved_inv, {off['saved_inv']}, inv)")
     if training and ("next_mean" in writes or "next_var" in writes):
-        s.append(f"    mom = {ct}(mom_in)")
+        s.append(_scalar("mom", scalars, ct))
     if "next_mean" in writes:
         s.append(f"    st_next_mean(next_mean, {off['next_mean']}, " + (
             f"({one} - mom) * ld_prev_mean(prev_mean, {off['prev_mean']}) + mom * mean)" if training else "mean)"))
@@ -101,7 +111,7 @@ def finalize_kernel(arrays, training=True, writes=frozenset({"saved_mean", "save
         else:  # inference passes the running statistics through
             s.append(f"    st_next_var(next_var, {off['next_var']}, {pv})")
     src = "\n".join(s) + "\n"
-    names = {}
+    names = {f"ld_scalar_{n}": loader(dt, ct) for n, dt in scalars}
     for (name, _), a in zip(FINALIZE_ARRAYS, arrays):
         names["ld_" + name] = loader(a[0], ct)
         names["st_" + name] = storer(a[0])

@@ -52,13 +52,27 @@ def test_bn_finalize(rng, training):
     assert plan.engine_names == ["bn_finalize"]
 
 
-def test_bn_finalize_device_epsilon_refused():
-    ins = {p: U.t(k + 1, CH, name=p) for k, p in enumerate(("SUM", "SQSUM", "SCALE", "BIAS"))}
+def test_bn_finalize_device_epsilon_and_momentum(rng):
+    """EPSILON and EXP_AVG_FACTOR as one-element device tensors: the kernel reads them."""
+    ins = {p: U.t(k + 1, CH, name=p) for k, p in enumerate(("SUM", "SQSUM", "SCALE", "BIAS", "PREV_RUNNING_MEAN",
+                                                             "PREV_RUNNING_VAR"))}
     ins["EPSILON"] = U.t(20, (1, 1, 1, 1), name="eps")
+    ins["ACCUM_COUNT"] = U.scalar(21, 12, "count", DT.CUDNN_DATA_INT64)
+    ins["EXP_AVG_FACTOR"] = U.t(22, (1, 1, 1, 1), name="momentum")
+    outs = {p: U.t(30 + k, CH, name=p) for k, p in enumerate(("EQ_SCALE", "EQ_BIAS", "UPDATED_RUNNING_MEAN",
+                                                              "UPDATED_RUNNING_VAR", "SAVED_MEAN", "SAVED_INV_STD"))}
+    g = OpGraph([BnFinalize("fin", ins, outs, mode=BF.CUDNN_BN_FINALIZE_STATISTICS_TRAINING)]).finalize()
+    plan = _check(g, rng, positive=("SQSUM", "PREV_RUNNING_VAR", "EPSILON", "EXP_AVG_FACTOR"))
+    assert plan.engine_names == ["bn_finalize"]
+
+
+def test_bn_finalize_device_epsilon_needs_one_element():
+    ins = {p: U.t(k + 1, CH, name=p) for k, p in enumerate(("SUM", "SQSUM", "SCALE", "BIAS"))}
+    ins["EPSILON"] = U.t(20, (1, 2, 1, 1), name="eps")
     ins["ACCUM_COUNT"] = U.scalar(21, 12, "count", DT.CUDNN_DATA_INT64)
     g = OpGraph([BnFinalize("fin", ins, {"EQ_SCALE": U.t(30, CH), "EQ_BIAS": U.t(31, CH)})]).finalize()
     st, why = registry.by_name("bn_finalize").check_support(api.problem(g), api.context())
-    assert st == S.CUDNN_STATUS_NOT_SUPPORTED and "EPSILON" in why and "'fin'" in why
+    assert st == S.CUDNN_STATUS_BAD_PARAM and "EPSILON" in why and "'fin'" in why
 
 
 def test_bn_bwd_weights(rng):
