@@ -197,9 +197,7 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
     def tiles(As, Bs, a_args, b_args, a_vec, b_vec, full, a_off, b_off, a_inc, b_inc, a_v, b_v, acc, af, bf, tid,
               k_lo, k_hi, ntiles, m0, n0, M, N, y, x):
         """The k loop: tile t+1 global -> registers, FMAs on tile t, registers -> the other stage.
-        Called with literal True flags when both operands are quad-aligned and every k-tile is whole
-        (the common case): that loop has no k checks and no scalar path, whose loop invariants would
-        otherwise occupy registers."""
+        ``full`` (both operands quad-aligned, every k-tile whole: the common case) skips the k checks."""
         if ntiles > 0:
             for q in range(QA):
                 v = a_load(a_args, a_vec, full, a_off[q], tid + q * NT, k_lo, k_hi, m0, M)
@@ -278,12 +276,9 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
         x = uint64(tx * 4)
 
         # ---- mainloop ----
-        if a_vec and b_vec and (k_hi - k_lo) % BLOCK_K == 0:
-            tiles(As, Bs, a_args, b_args, True, True, True, a_off, b_off, a_inc, b_inc, a_v, b_v, acc, af, bf, tid,
-                  k_lo, k_hi, ntiles, m0, n0, M, N, y, x)
-        else:
-            tiles(As, Bs, a_args, b_args, a_vec, b_vec, False, a_off, b_off, a_inc, b_inc, a_v, b_v, acc, af, bf, tid,
-                  k_lo, k_hi, ntiles, m0, n0, M, N, y, x)
+        full = a_vec and b_vec and (k_hi - k_lo) % BLOCK_K == 0
+        tiles(As, Bs, a_args, b_args, a_vec, b_vec, full, a_off, b_off, a_inc, b_inc, a_v, b_v, acc, af, bf, tid,
+              k_lo, k_hi, ntiles, m0, n0, M, N, y, x)
 
         # ---- epilogue: output offsets computed per row / element (no offset arrays live beside acc) ----
         if SPLITS > 1 and not ATOMIC:
