@@ -11,9 +11,10 @@ across them. Then one of two kernels:
   linear index is split into coordinates by compile-time extents (div / mod by constants). Same-dtype
   copies whose innermost run is contiguous on both sides move whole 8-byte words (the arrays are
   re-typed as int64 by the launcher: :attr:`CopyKernel.word`), so a pure memcpy is 8 bytes a lane.
-* **tiled transpose** — when the output's innermost dim is not the input's: 32 x 32 tiles through
-  shared memory (padded to 33 columns: no bank conflicts), read along the input's contiguous dim,
-  written along the output's; other dims are the tile batch.
+* **tiled transpose** — when the output's innermost dim is not the input's: TILE x TILE (64 x 64)
+  tiles through shared memory (rows padded by one element: no bank conflicts for 4-byte types), a
+  64 x 8 block, 8 elements a thread in flight, read along the input's contiguous dim, written along
+  the output's; other dims are the tile batch.
 
 Values travel as raw storage when the dtypes match (bit-exact, NaN payloads kept), else through
 float32 (float64 when both sides are float64).
@@ -32,7 +33,7 @@ from .dtypes import compute_type, dtype_name, loader, storage_dtype, storer
 
 __all__ = ["CopySpec", "normalize", "build_copy", "CopyKernel", "copy_strided"]
 
-TILE = 32
+TILE = 64
 TILE_ROWS = 8
 BLOCK = 256
 UNROLL = 4
@@ -145,7 +146,7 @@ def _tiled_source(dims, xs, ys, a, b, raw):
     na, nb = -(-A // TILE), -(-B // TILE)
     batch = [k for k in range(len(dims)) if k not in (a, b)]
     s = ["def kernel(x, y, xoff, yoff):",
-         "    tile = cuda.shared.array((32, 33), tdt)",
+         f"    tile = cuda.shared.array(({TILE}, {TILE + 1}), tdt)",
          "    tx = cuda.threadIdx.x", "    ty = cuda.threadIdx.y",
          "    blk = cuda.blockIdx.x",
          f"    ta = blk % {na}", f"    r = blk // {na}", f"    tb = r % {nb}", f"    r = r // {nb}"]

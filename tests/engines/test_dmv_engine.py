@@ -112,7 +112,8 @@ def test_in_place_input_and_view_are_not_launched():
 CASES = {
     "flatten": ((2, 3, 4), (6, 4), None, None),
     "split-dims": ((6, 10), (2, 3, 5, 2), None, None),
-    "transpose-2d-tiled": ((40, 36), (40, 36), None, (1, 40)),
+    "transpose-2d-tiled": ((70, 20), (70, 20), None, (1, 70)),     # two tiles along y's inner dim
+    "transpose-2d-tiled-b": ((20, 70), (20, 70), None, (1, 20)),   # two tiles along x's inner dim
     "transpose-batched-tiled": ((2, 33, 12), (2, 33, 12), None, strides_for((2, 33, 12), (0, 2, 1))),
     "nchw-to-nhwc": ((2, 3, 4, 5), (2, 3, 4, 5), None, strides_for((2, 3, 4, 5), (0, 2, 3, 1))),
     "from-transposed": ((5, 6), (3, 10), (1, 5), None),
