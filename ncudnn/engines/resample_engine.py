@@ -1,13 +1,13 @@
 """Engine "resample": RESAMPLE_FWD / RESAMPLE_BWD (max pool with index, average pool including /
 excluding padding, nearest, bilinear; ZERO / NEG_INF / EDGE padding; 1-3 spatial dims; any layout).
 
-Pooling with at most ``MAX_TAPS`` taps runs the direct kernels of :mod:`ncudnn.kernels.resample_direct`:
+Forward NEAREST / BILINEAR and pooling with at most ``MAX_TAPS`` taps run the direct kernels of :mod:`ncudnn.kernels.resample_direct`:
 16-byte vectors of 4 channels per thread for float32 tensors with unit channel stride (NHWC),
 C % 4 == 0, strides multiples of 4 and alignment >= 16 (checked again on the addresses at bind time),
 else a thread per element in the output's memory order (NCHW: threads along W); the window unrolled,
 the max-pool index written only when the graph has an IDX output. Pooling backward is the direct
 integer gather (deterministic, no atomics): MAXPOOL routes dy by IDX, or without IDX recomputes the
-winners from X. NEAREST / BILINEAR, larger windows and EDGE-padded pooling backward use the generic
+winners from X. NEAREST / BILINEAR backward, larger windows and EDGE-padded pooling backward use the generic
 :mod:`ncudnn.kernels.resample` kernels (also a deterministic gather). Knob: BLOCK_SIZE. No workspace.
 Unsupported (reason names the node and field): alpha != 1 or beta != 0, MAXPOOL backward with
 neither IDX nor X (or X with EDGE padding), non-integer pooling geometry, BILINEAR window != 2.
@@ -44,6 +44,8 @@ def _vec4(*ts, dtype="float32"):
 
 
 def _direct_fwd(node, mode, w):
+    if mode in (RM.CUDNN_RESAMPLE_NEAREST, RM.CUDNN_RESAMPLE_BILINEAR):
+        return True
     return mode in _POOL and math.prod(w) <= rd.MAX_TAPS
 
 

@@ -1,4 +1,5 @@
-"""Direct pooling kernels (MAXPOOL, AVGPOOL including / excluding padding), forward and backward.
+"""Direct resample kernels: pooling (MAXPOOL, AVGPOOL including / excluding padding) forward and
+backward, NEAREST / BILINEAR forward.
 
 Geometry and semantics are those of :mod:`ncudnn.kernels.resample` (and the float64 oracle
 :mod:`ncudnn.reference.resample`); these kernels are the fast path for integer pooling windows of at
@@ -20,6 +21,9 @@ spatial dim the outputs whose windows cover input position p are ``o = (p + pre)
 by the forward's index (``INDEX_IN``) or, without one, recomputes each covering window's winner from
 x. EDGE padding (clamped taps feeding the edge elements) is left to the generic gather of
 :mod:`ncudnn.kernels.resample`, except for AVGPOOL_EXCLUDE_PADDING, which never reads padding.
+
+NEAREST / BILINEAR forward: the same thread mapping; per dim the sample centre, its 1 or 2 taps
+(clamped offsets, range flags, weights) once, the 2^D tap products unrolled.
 """
 import functools
 import itertools
@@ -37,6 +41,7 @@ __all__ = ["MAX_TAPS", "fwd_kernel", "bwd_kernel", "bwd_supported", "grid"]
 MAX_TAPS = 64
 _MAX, _AVG_IN, _AVG_EX = (RM.CUDNN_RESAMPLE_MAXPOOL, RM.CUDNN_RESAMPLE_AVGPOOL_INCLUDE_PADDING,
                           RM.CUDNN_RESAMPLE_AVGPOOL_EXCLUDE_PADDING)
+_NEAREST, _BILINEAR = RM.CUDNN_RESAMPLE_NEAREST, RM.CUDNN_RESAMPLE_BILINEAR
 
 
 def grid(total_items, block):
@@ -149,7 +154,69 @@ def _fwd_source(mode, vec, x_shape, x_st, y_shape, y_st, i_st, w, s, pre, pad, p
     if vec > 1:
         body.append(f"c = cv * {vec}")
     body.append(f"xb = {_off(x_st[:2], ['n', 'c'])}")
-    body += [f"a{d} = o{d} * {s[d]} - {pre[d]}" for d in range(D)]
+    if mode in (_NEAREST, _BILINEAR):
+        body += _sample_body(mode, vec, x_shape, x_st, w, s, pre, pad, ct, L)
+        index = None
+    else:
+        body += _pool_body(mode, vec, x_shape, x_st, y_shape, w, s, pre, pad, propagate, ct, L)
+    ms = ", ".join(f"m{j}" for j in range(vec))
+    yoff = _off(y_st, ["n", "c"] + [f"o{d}" for d in range(D)])
+    body.append(f"st4(y, {yoff}, {ms})" if vec == 4 else f"sty(y, {yoff}, m0)")
+    if index:
+        ioff = _off(i_st, ["n", "c"] + [f"o{d}" for d in range(D)])
+        if index == "vec":
+            body.append(f"st4(idx, {ioff}, {', '.join(f'b{j}' for j in range(vec))})")
+        else:
+            body += [f"sti(idx, {ioff} + {j * i_st[1]}, b{j})" for j in range(vec)]
+    src = ["def kernel(x, y, idx):", f"    e = cuda.blockIdx.x * {block} + cuda.threadIdx.x",
+           f"    if e < {total}:"] + ["        " + ln for ln in body]
+    return "\n".join(src) + "\n", total
+
+
+def _sample_body(mode, vec, x_shape, x_st, w, s, pre, pad, ct, L):
+    """NEAREST / BILINEAR: per dim the sample centre c = o*s - pre + (w-1)/2 (float64, once), then the
+    1 or 2 taps per dim (clamped offset, range flag, weight), the 2^D products unrolled."""
+    D = len(w)
+    body, offs, oks, wts = [], [], [], []
+    for d in range(D):
+        n_in, st = x_shape[2 + d], x_st[2 + d]
+        body.append(f"cc{d} = o{d} * {float(s[d])!r} - {float(pre[d])!r} + {float((w[d] - 1) / 2)!r}")
+        if mode == _NEAREST:
+            body.append(f"p{d}_0 = int(math.floor(cc{d} + 0.5))")
+            taps, wd = [f"p{d}_0"], [None]
+        else:
+            body += [f"p{d}_0 = int(math.floor(cc{d}))", f"p{d}_1 = p{d}_0 + 1", f"f{d} = cc{d} - p{d}_0",
+                     f"w{d}_0 = {ct}(1.0 - f{d})", f"w{d}_1 = {ct}(f{d})"]
+            taps, wd = [f"p{d}_0", f"p{d}_1"], [f"w{d}_0", f"w{d}_1"]
+        od, kd = [], []
+        for k, p in enumerate(taps):
+            body += [f"q{d}_{k} = min(max({p}, 0), {n_in - 1})" + (f" * {st}" if st != 1 else ""),
+                     f"ok{d}_{k} = ({p} >= 0) & ({p} < {n_in})"]
+            od.append(f"q{d}_{k}")
+            kd.append(f"ok{d}_{k}")
+        offs.append(od)
+        oks.append(kd)
+        wts.append(wd)
+    body += [f"m{j} = {L(0.0)}" for j in range(vec)]
+    padv = L(0.0) if pad == PAD.CUDNN_ZERO_PAD else L(-math.inf)
+    for k in itertools.product(*[range(len(o)) for o in offs]):
+        off = " + ".join(["xb"] + [offs[d][k[d]] for d in range(D)])
+        body += _load(vec, "x", off, "u", "ldx")
+        if pad != PAD.CUDNN_EDGE_VAL_PAD:
+            body.append(f"okt = {' & '.join(oks[d][k[d]] for d in range(D))}")
+            body += [f"u{j} = sel(okt, u{j}, {padv})" for j in range(vec)]
+        ws = [wts[d][k[d]] for d in range(D) if wts[d][k[d]] is not None]
+        if ws:   # a zero weight never multiplies a (possibly infinite) padding value
+            body.append(f"wt = {' * '.join(ws)}")
+            body += [f"m{j} += sel(wt != {L(0.0)}, wt * u{j}, {L(0.0)})" for j in range(vec)]
+        else:
+            body += [f"m{j} += u{j}" for j in range(vec)]
+    return body
+
+
+def _pool_body(mode, vec, x_shape, x_st, y_shape, w, s, pre, pad, propagate, ct, L):
+    D = len(w)
+    body = [f"a{d} = o{d} * {s[d]} - {pre[d]}" for d in range(D)]
     lines, offs, oks = _fwd_taps(vec, x_shape, x_st, y_shape, w, s, pre, [f"a{d}" for d in range(D)])
     body += lines
     if mode == _AVG_EX:
@@ -171,18 +238,7 @@ def _fwd_source(mode, vec, x_shape, x_st, y_shape, y_st, i_st, w, s, pre, pad, p
         body += [f"m{j} = m{j} * {L(1.0 / math.prod(w))}" for j in range(vec)]
     else:
         body += [f"m{j} = m{j} / {ct}(cnt)" for j in range(vec)]
-    ms = ", ".join(f"m{j}" for j in range(vec))
-    yoff = _off(y_st, ["n", "c"] + [f"o{d}" for d in range(D)])
-    body.append(f"st4(y, {yoff}, {ms})" if vec == 4 else f"sty(y, {yoff}, m0)")
-    if index:
-        ioff = _off(i_st, ["n", "c"] + [f"o{d}" for d in range(D)])
-        if index == "vec":
-            body.append(f"st4(idx, {ioff}, {', '.join(f'b{j}' for j in range(vec))})")
-        else:
-            body += [f"sti(idx, {ioff} + {j * i_st[1]}, b{j})" for j in range(vec)]
-    src = ["def kernel(x, y, idx):", f"    e = cuda.blockIdx.x * {block} + cuda.threadIdx.x",
-           f"    if e < {total}:"] + ["        " + ln for ln in body]
-    return "\n".join(src) + "\n", total
+    return body
 
 
 def bwd_supported(mode, pad, pre, w, s, has_index, has_x):

@@ -189,3 +189,20 @@ def test_gpu_pool_issue4_timing(op, layout):
             f.write(line + "\n")
     kind = _kernel_names(plan)
     assert kind[-1] in ("resample_direct_fwd", "resample_direct_bwd"), kind
+
+
+@pytest.mark.parametrize("mode", [RM.CUDNN_RESAMPLE_NEAREST, RM.CUDNN_RESAMPLE_BILINEAR])
+def test_upsample2x_nhwc_direct_forward(rng, mode):
+    """2x upsampling (s = 1/2, w = 2, pre = post = 3/4, EDGE) on the NHWC vector path; backward generic."""
+    xd = size((1, 4, 3, 5), (8, 64, 56, 56))
+    yd = tuple(xd[:2]) + tuple(2 * v for v in xd[2:])
+    geo = dict(mode=mode, spatial_dims=2, window=(2, 2), stride=(0.5, 0.5), pre_padding=(0.75, 0.75),
+               post_padding=(0.75, 0.75), padding_mode=PAD.CUDNN_EDGE_VAL_PAD)
+    x = U.t(1, xd, strides=chlast(xd), name="x")
+    f = ResampleFwd("up", {"X": x}, {"Y": U.t(2, yd, strides=chlast(yd), name="y")}, **geo)
+    b = ResampleBwd("up_bwd", {"DY": U.t(20, yd, strides=chlast(yd), name="dy")},
+                    {"DX": U.t(21, xd, strides=chlast(xd), name="dx")}, **geo)
+    plan = _execute(OpGraph([f, b]).finalize(), rng)
+    assert _kernel_names(plan) == ["resample_direct_fwd", "resample_bwd"]
+    step = plan.parts[0].steps[0]
+    assert step.grid * step.block >= math.prod(yd) // 4 > (step.grid - 1) * step.block   # 4 channels per thread

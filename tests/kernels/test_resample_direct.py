@@ -179,3 +179,26 @@ def test_direct_asymmetric_padding(rng, mode, pad):
     launch(k, rd.grid(total, BLOCK), BLOCK, 0, _buf(dy, ys), idx, _buf(x, xs), dx)
     edx = ref.resample_backward(dy, mode, w, s, pre, post, x.shape, pad, index=eidx if mode == MAX else None)
     assert_close(dx.copy_to_host()[_flat_index(x.shape, xs)], edx, "float32", name="dx")
+
+
+UPS = [(RM.CUDNN_RESAMPLE_BILINEAR, PAD.CUDNN_EDGE_VAL_PAD, (2, 2), (0.5, 0.5), (0.75, 0.75)),
+       (RM.CUDNN_RESAMPLE_NEAREST, PAD.CUDNN_EDGE_VAL_PAD, (2, 2), (0.5, 0.5), (0.75, 0.75)),
+       (RM.CUDNN_RESAMPLE_NEAREST, PAD.CUDNN_ZERO_PAD, (1, 1), (2, 2), (0, 0)),
+       (RM.CUDNN_RESAMPLE_BILINEAR, PAD.CUDNN_ZERO_PAD, (2, 2), (1, 1), (1, 0)),
+       (RM.CUDNN_RESAMPLE_BILINEAR, PAD.CUDNN_NEG_INF_PAD, (2, 2, 2), (0.5, 1, 2), (0.75, 0, 0.5))]
+
+
+@pytest.mark.parametrize("lay", [cs, _nhwc], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("mode,pad,w,s,p", UPS, ids=[f"{c[0].name[15:]}-{c[1].name[6:]}-{i}" for i, c in enumerate(UPS)])
+def test_direct_nearest_bilinear_forward(rng, lay, mode, pad, w, s, p):
+    x = rng.standard_normal((1, 4, 3, 4, 3)[:2 + len(w)]).astype(np.float32)
+    y_shape = rs.output_shape(x.shape, w, s, p, p)
+    xs, ys = lay(x.shape), lay(y_shape)
+    vec = 4 if lay is _nhwc else 1
+    k, src, total = rd.fwd_kernel(mode, vec, x.shape, xs, y_shape, ys, ys, w, s, p, pad, False, None,
+                                  "float32", "float32", "int32", BLOCK)
+    y = _poisoned(int(np.prod(y_shape)))
+    launch(k, rd.grid(total, BLOCK), BLOCK, 0, _buf(x, xs), y, _poisoned(1, np.int32))
+    exp = ref.resample_forward(x, mode, w, s, p, p, pad)
+    assert_close(y.copy_to_host()[_flat_index(y_shape, ys)], exp, "float32", name="y")
+    assert ("ld4(x" in src) == (vec == 4)
