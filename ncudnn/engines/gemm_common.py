@@ -69,9 +69,9 @@ class Tile:
         return (self.tflops or self.estimate) * 1e12 / MEASURED_PEAK
 
 
-def _g(bm, bn, bk, tm, tn, wm=0, wn=0, vec=1):
+def _g(bm, bn, bk, tm, tn, wm=0, wn=0, vec=1, mainloop="generic"):
     return GemmConfig(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, THREAD_M=tm, THREAD_N=tn, WARP_M=wm, WARP_N=wn,
-                      VEC=vec, UNROLL_K=2 if bk % 2 == 0 else 1)
+                      VEC=vec, UNROLL_K=2 if bk % 2 == 0 else 1, MAINLOOP=mainloop)
 
 
 #: large tiles, best measured first (matmul_simt; the conv engines start with these)
@@ -85,6 +85,17 @@ BIG_TILES = (
     Tile("64x64x16 t4x4", _g(64, 64, 16, 4, 4, 16, 32), 16.7, 16.7, 64),
     Tile("32x32x8 t2x2", _g(32, 32, 8, 2, 2, 8, 16), 10.1, 10.1, 40),
 )
+
+#: fast-mainloop tiles (kernels/gemm/fastloop.py: 16-byte global quads, unrolled k-steps) for fp32
+#: matmul; not yet measured on the H200 (estimate: 0.65x cuBLAS); other dtypes run these tiles on the
+#: generic mainloop (ranked with GENERIC_BK8_TFLOPS there)
+FAST_TILES = (
+    Tile("128x128x8 t8x8 vec4 fast", _g(128, 128, 8, 8, 8, 32, 64, 4, "fast"), None, 33.0, 160),
+)
+GENERIC_BK8_TFLOPS = 23.1
+
+#: matmul_simt's table: the fast tiles, then the generic large tiles
+MATMUL_TILES = FAST_TILES + BIG_TILES
 
 #: small tiles for small / skinny problems (matmul_small; the conv engines end with these)
 SMALL_TILES = (
@@ -215,6 +226,8 @@ def cost(device, tile, gcfg, m, n, k, batch=1, in_bytes=4, out_bytes=4, extra_by
     threads, smem = c.num_threads, c.smem_bytes(8 if fp64 else 4)
     # the measured figures already include the tile's occupancy: divide it out, gemm_time applies it
     eff = tile.eff * factor / H.occupancy_factor(max(H.blocks_per_sm(device, threads, tile.regs, smem), 1), threads)
+    if c.MAINLOOP == "fast" and (fp64 or in_bytes != 4):   # the fast mainloop is fp32-only
+        eff *= GENERIC_BK8_TFLOPS / (tile.tflops or tile.estimate)
     if c.STAGES == 1:
         eff *= SINGLE_STAGE_EFF
     if c.SWIZZLE > 1 and -(-m // c.BLOCK_M) > c.SWIZZLE:

@@ -111,7 +111,7 @@ def test_broadcast_b_batch_and_four_dims(rng):
     g = OpGraph([Matmul("mm", {"A": a, "B": b}, {"C": c})]).finalize()
     av, bv = rand(rng, a.dims), rand(rng, b.dims)
     out = out_buf(c)
-    run(g, config(g, "matmul_simt", tile=len(gc.BIG_TILES) - 3), {1: dev(av, a), 2: dev(bv, b), 3: out})
+    run(g, config(g, "matmul_simt", tile=len(gc.MATMUL_TILES) - 3), {1: dev(av, a), 2: dev(bv, b), 3: out})
     assert_close(read(out, c), ref_mm(av, bv), "float32")
 
 
@@ -153,7 +153,7 @@ def test_heuristics_rank_measured_best_first_and_small_for_small():
                           {"C": tensor(3, (1, 4096, 4096))})]).finalize()
     top = api.get_heuristics(big, HM.CUDNN_HEUR_MODE_A)[0]
     assert top.config.engine == "matmul_simt"
-    assert gc.BIG_TILES[top.config.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)].label == "128x128x16 t8x8 vec4"
+    assert gc.MATMUL_TILES[top.config.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)].label == "128x128x8 t8x8 vec4 fast"
     skinny = OpGraph([Matmul("mm", {"A": tensor(1, (1, 256, 8192)), "B": tensor(2, (1, 8192, 256))},
                              {"C": tensor(3, (1, 256, 256))})]).finalize()
     top = api.get_heuristics(skinny, HM.CUDNN_HEUR_MODE_A)[0]

@@ -17,9 +17,21 @@ except ImportError:            # the registry is optional: without it nothing is
     register_compile_case = None
 
 #: (case name, config, a_layout, b_layout, dtypes, epilogue)
+def case_name(c):
+    """Compile-case name of a config of CONFIGS ("gemm_f32_[fast_]BMxBNxBK_tTMxTN_vVEC")."""
+    fast = "fast_" if c.MAINLOOP == "fast" else ""
+    return f"gemm_f32_{fast}{c.BLOCK_M}x{c.BLOCK_N}x{c.BLOCK_K}_t{c.THREAD_M}x{c.THREAD_N}_v{c.VEC}"
+
+
+FAST = next(c for c in CONFIGS if c.MAINLOOP == "fast")
+
 GEMM_CASES = (
-    [(f"gemm_f32_{c.BLOCK_M}x{c.BLOCK_N}x{c.BLOCK_K}_t{c.THREAD_M}x{c.THREAD_N}_v{c.VEC}", c, "mk", "kn",
-      ("float32",) * 3, ep.EpilogueSpec()) for c in CONFIGS]
+    [(case_name(c), c, "mk", "kn", ("float32",) * 3, ep.EpilogueSpec()) for c in CONFIGS]
+    + [("gemm_fast_128x128_km_nk", FAST, "km", "nk", ("float32",) * 3, ep.EpilogueSpec()),
+       ("gemm_fast_128x128_bias_relu_residual", FAST, "mk", "kn", ("float32",) * 3,
+        ep.EpilogueSpec((ep.bias("col"), ep.residual(), ep.relu()))),
+       ("gemm_fast_128x128_splitk4", FAST.replace(SPLIT_K=4), "mk", "kn", ("float32",) * 3,
+        ep.EpilogueSpec())]
     + [("gemm_f32_128x128_km_nk", CONFIGS[0], "km", "nk", ("float32",) * 3, ep.EpilogueSpec()),
        ("gemm_f32_128x128_bias_relu_residual", CONFIGS[0], "mk", "kn", ("float32",) * 3,
         ep.EpilogueSpec((ep.bias("col"), ep.residual(), ep.relu()))),
