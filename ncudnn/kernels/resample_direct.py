@@ -422,5 +422,13 @@ def _register_compile_cases():
                                       f"void({a('float32')}, {a('int32')}, {a('float32')}, {a('float32')})",
                                       max_registers=128)
 
+    ux, uy = (8, 64, 56, 56), (8, 64, 112, 112)
+    for mode, tag in ((_BILINEAR, "bilinear"), (_NEAREST, "nearest")):
+        k = fwd_kernel(mode, 4, ux, packed(ux, (0, 2, 3, 1)), uy, packed(uy, (0, 2, 3, 1)), packed(uy, (0, 2, 3, 1)),
+                       (2, 2), (0.5, 0.5), (0.75, 0.75), PAD.CUDNN_EDGE_VAL_PAD, False, None,
+                       "float32", "float32", "int32", 256)[0]
+        register_compile_case(f"rsdirect_{tag}_up2_nhwc_fwd", k,
+                              f"void({a('float32')}, {a('float32')}, {a('int32')})", max_registers=96)
+
 
 _register_compile_cases()
