@@ -94,7 +94,8 @@ def _ours():
 
 
 def test_cases_registered():
-    assert len(_ours()) == len(tc_cases.TC_GEMM_CASES) + len(tc_cases.TC_FUSED_CASES) >= len(CONFIGS)
+    assert len(_ours()) == (len(tc_cases.TC_GEMM_CASES) + len(tc_cases.TC_FUSED_CASES)
+                            + len(tc_cases.TC_FP8_CASES)) >= len(CONFIGS)
 
 
 @pytest.mark.slow
@@ -123,3 +124,35 @@ def test_tf32_nt_f32_out_batched(rng):
     assert_close(got, ref, "tf32")
     with pytest.raises(ValueError, match="k-contiguous"):
         make_tc_gemm(cfg, True, False, "float32", "float32")
+
+
+@pytest.mark.parametrize("fp8", ["float8_e4m3fn", "float8_e5m2"])
+def test_fp8_descale_scale_amax(rng, fp8):
+    """FP8 A (m, k) and B stored (n, k) on m16n8k32 (16-bit halves view: K and strides in halves):
+    alpha = descale_a * descale_b, the epilogue scales by scale_d and stores FP8; amax of |alpha * acc|."""
+    from ncudnn.kernels import epilogue as ep
+    from ncudnn.kernels.tc_gemm import fused_args, fused_grid
+    from ncudnn.kernels.tc_gemm.launch import _compiled
+
+    cfg = TcGemmConfig(32, 32, 64, 2, 2, 2, 1) if SIM else CONFIGS[0].replace(BLOCK_K=64)  # 32 / 64 bytes of k
+    M, N, K = size((24, 40, 96), (520, 392, 1024))
+    npdt = getattr(ml_dtypes, fp8)
+    sa, sb, scale_d = 4.0, 0.5, 2.0
+    A = (rng.standard_normal((M, K)) * sa).astype(npdt)
+    Bt = (rng.standard_normal((N, K)) * sb).astype(npdt)
+    spec = ep.EpilogueSpec((ep.scale(scale_d),), fp8)
+    kern = make_tc_gemm(cfg, True, True, fp8, epi=spec, bias_dtype="float32", res_dtype="float32", amax=True)
+    c = np.full(M * N, 0x7F, np.uint8)                          # e4m3 NaN / e5m2 NaN bits
+    amax = np.full(1, 0.0, np.float32)
+    dev = [_to_device(x) for x in (A.view(np.uint16).reshape(-1), Bt.view(np.uint16).reshape(-1), c, amax)]
+    alpha = 1.0 / (sa * sb)
+    args = fused_args(kern, dev[0], dev[1], dev[2], dev[2], dev[2], M, N, K // 2, (1, 1), (0, 0, K // 2, 1),
+                      (0, 0, 1, K // 2), (0, 0, N, 1), alpha=alpha) + (dev[3],)
+    _compiled(kern).launch(fused_grid(kern, M, N, (1, 1)), (kern.cfg.threads, 1, 1), args, 0, kern.smem)
+    got_c = (c if SIM else dev[2].copy_to_host()).view(npdt).reshape(M, N).astype(np.float64)
+    got_amax = float((amax if SIM else dev[3].copy_to_host())[0])
+    D = alpha * (A.astype(np.float64) @ Bt.astype(np.float64).T)
+    ref_c = (scale_d * D).astype(npdt).astype(np.float64)       # the FP8 cast of the exact result
+    assert got_amax == pytest.approx(np.abs(D).max(), rel=1e-5)
+    tol = 0.13 if fp8 == "float8_e4m3fn" else 0.26             # one FP8 rounding step of the result
+    assert np.all(np.abs(got_c - ref_c) <= tol * np.abs(ref_c) + 1e-2)

@@ -28,7 +28,15 @@ TC_FUSED_CASES = (
     + [("tc_fused_f16_gelu_res_128x128_km_nk", CONFIGS[0], False, True, "float16", _RES_GELU, "float16",
         "float16"),
        ("tc_fused_bf16_linear_f32out_128x256_mk_nk", CONFIGS[1], True, True, "bfloat16",
-        ep.EpilogueSpec((), "float32"), "float32", "float32")])
+        ep.EpilogueSpec((), "float32"), "float32", "float32"),
+       ("tc_fused_tf32_bias_relu_128x128x16_mk_nk", CONFIGS[0].replace(BLOCK_K=16), True, True, "float32",
+        ep.EpilogueSpec((ep.bias("col"), ep.relu()), "float32"), "float32", "float32")])
+
+#: FP8 with the amax output: (case name, config (BLOCK_K in FP8 elements), fp8 dtype, EpilogueSpec)
+TC_FP8_CASES = (
+    ("tc_fused_e4m3_scale_amax_128x128x64_mk_nk", CONFIGS[0].replace(BLOCK_K=64), "float8_e4m3fn",
+     ep.EpilogueSpec((ep.scale(2.0),), "float8_e4m3fn")),
+)
 
 
 def fused_signature(in_dtype, epi, bias_dtype, res_dtype):
@@ -52,8 +60,14 @@ def register_tc_gemm_cases():
     for name, cfg, ak, bk, ind, epi, bias_dt, res_dt in TC_FUSED_CASES:
         kern = make_tc_gemm(cfg, ak, bk, ind, epi=epi, bias_dtype=bias_dt, res_dtype=res_dt)
         kern.kernel.py_func.__module__ = __name__
-        register_compile_case(name, kern.kernel, fused_signature(ind, epi, bias_dt, res_dt), max_registers=255,
+        halves = "bfloat16" if ind == "float32" else ind     # TF32 operands arrive as 16-bit halves
+        register_compile_case(name, kern.kernel, fused_signature(halves, epi, bias_dt, res_dt), max_registers=255,
                               max_local_bytes=0)
+    for name, cfg, fp8, epi in TC_FP8_CASES:
+        kern = make_tc_gemm(cfg, True, True, fp8, epi=epi, amax=True)
+        kern.kernel.py_func.__module__ = __name__
+        sig = fused_signature("bfloat16", epi, "float32", "float32")[:-1] + ", float32[::1])"
+        register_compile_case(name, kern.kernel, sig, max_registers=255, max_local_bytes=0)
 
 
 if register_compile_case is not None:

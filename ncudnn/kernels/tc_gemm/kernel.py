@@ -40,6 +40,7 @@ from numba import cuda, float32, int32, int64, uint16
 
 from .. import dtypes as dt
 from .. import epilogue as ep
+from .. import primitives as prim
 from .. import ptx
 from .config import TcGemmConfig, check, smem_bytes
 
@@ -127,7 +128,7 @@ def _conv_a_load(w, ind, i, BK):
     _conv_a_normalize(w, ind, i)
 
 
-def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False):
+def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False):
     BM, BN, BK, ST = cfg.BLOCK_M, cfg.BLOCK_N, cfg.BLOCK_K, cfg.STAGES
     NT = cfg.threads
     WTM, WTN = BM // cfg.WARPS_M, BN // cfg.WARPS_N
@@ -145,7 +146,7 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False):
     elif epi is None:
         w("def tc_gemm(a, b, c, M, N, K, lda, ldb, ldc_m, ldc_n, a_z, b_z, c_z, alpha):")
     else:
-        w(f"def tc_gemm({', '.join(FUSED_ARGS)}):")
+        w(f"def tc_gemm({', '.join(FUSED_ARGS + (('amax',) if amax else ()))}):")
     # 16-byte rows for ldmatrix / cp.async (the simulator refuses an alignment argument)
     w("    sm = cuda.shared.array(0, uint16)" if ptx.SIM else
       "    sm = cuda.shared.array(0, uint16, alignment=128)")
@@ -258,7 +259,7 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False):
                 acc = f"c{i}_{n}_0, c{i}_{n}_1, c{i}_{n}_2, c{i}_{n}_3"
                 w(f"        {acc} = ptx.{mma_name}(a{i}_0, a{i}_1, a{i}_2, a{i}_3, b{n}_0, b{n}_1, {acc})")
     if epi is not None:
-        _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi)
+        _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax)
         return "\n".join(L) + "\n"
     # epilogue
     w("    g = lane >> 2")
@@ -279,12 +280,15 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False):
     return "\n".join(L) + "\n"
 
 
-def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi):
+def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False):
     """Each accumulator through the shared epilogue ``epi(v, c, o, bias, b_off, res, r_off, alpha,
     beta)`` (kernels/epilogue.py): alpha / beta blend, bias, pointwise chain, residual, cast, store.
-    Row terms are computed once per accumulator row, column terms once per column."""
+    Row terms are computed once per accumulator row, column terms once per column. ``amax``: also
+    ``amax[0] = max(amax[0], |alpha * acc|)`` over the output (a warp max, one atomic per warp)."""
     bias = epi.bias_axis
     res = epi.has_residual
+    if amax:
+        w("    am = float32(0.0)")
     w("    g = lane >> 2")
     w("    t = lane & 3")
     w(f"    rb = m0 + wm * {WTM} + g")
@@ -307,42 +311,54 @@ def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi):
                     ro_ = "rro + int64(cc) * res_n" if res else "rro"
                     w(f"            epi(c{i}_{n}_{2 * h + e}, c, ro + int64(cc) * ldc_n, bias, {bo}, res, {ro_}, "
                       "alpha, beta)")
+                    if amax:
+                        w(f"            am = max(am, abs(alpha * c{i}_{n}_{2 * h + e}))")
+    if amax:
+        w("    am = warp_max(am)")
+        w("    if lane == 0:")
+        w("        cuda.atomic.max(amax, 0, am)")
 
 
 def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", out_dtype="bfloat16",
-                 epi=None, bias_dtype="float32", res_dtype="float32", conv=False):
+                 epi=None, bias_dtype="float32", res_dtype="float32", conv=False, amax=False):
     """The kernel for ``cfg`` (default: the first of CONFIGS) and these layouts / dtypes, cached.
 
     ``epi``: an :class:`~ncudnn.kernels.epilogue.EpilogueSpec` (its ``out_dtype`` replaces
     ``out_dtype``) selects the fused kernel (signature :data:`FUSED_ARGS`: two batch dims, bias,
     residual, alpha / beta); None the plain ``alpha * A @ B`` kernel. ``conv=True`` (with ``epi``,
-    both operands k-major): the implicit-GEMM conv fprop kernel (signature :data:`CONV_ARGS`)."""
+    both operands k-major): the implicit-GEMM conv fprop kernel (signature :data:`CONV_ARGS`).
+    ``amax=True`` (fused only): one more argument, a float32 array whose element 0 receives the max of
+    ``|alpha * acc|`` (atomic max; the caller zeroes it). FP32 inputs run as TF32, FP8 (e4m3 / e5m2)
+    inputs on m16n8k32: both need k-contiguous A and B (see :func:`_make_halves`)."""
     if conv and (epi is None or not a_kmajor or not b_kmajor):
         raise ValueError("the conv kernel needs an epilogue spec and k-major A (NHWC) and B (KRSC)")
     cfg = cfg or TcGemmConfig()
-    in_name = "tf32" if in_dtype == "tf32" else dt.dtype_name(in_dtype)
-    if in_name == "float32":
-        return _make_tf32(cfg, a_kmajor, b_kmajor, out_dtype, epi, bias_dtype, res_dtype, conv)
+    in_name = in_dtype if in_dtype in _HALVES_MMA else dt.dtype_name(in_dtype)
+    if in_name in _HALVES:
+        return _make_halves(cfg, in_name, a_kmajor, b_kmajor, out_dtype, epi, bias_dtype, res_dtype, conv, amax)
+    if amax and epi is None:
+        raise ValueError("amax needs the fused kernel (an epilogue spec)")
     if epi is not None:
         epi = ep.EpilogueSpec(epi.steps, dt.dtype_name(epi.out_dtype), "float32")
         out_dtype = epi.out_dtype
         bias_dtype, res_dtype = dt.dtype_name(bias_dtype), dt.dtype_name(res_dtype)
     out_name = dt.dtype_name(out_dtype)
     key = (cfg, bool(a_kmajor), bool(b_kmajor), in_name, out_name, epi,
-           (bias_dtype, res_dtype) if epi is not None else None, bool(conv))
+           (bias_dtype, res_dtype) if epi is not None else None, bool(conv), bool(amax))
     if key in _CACHE:
         return _CACHE[key]
     ok, why = check(cfg)
     if not ok:
         raise ValueError(f"tc_gemm config {cfg.name}: {why}")
-    if in_name not in ("bfloat16", "float16", "tf32"):
-        raise ValueError(f"tc_gemm inputs must be bfloat16, float16 or float32 (tf32), got {in_name}")
-    if out_name not in ("bfloat16", "float16", "float32"):
-        raise ValueError(f"tc_gemm output must be bfloat16, float16 or float32, got {out_name}")
-    mma_name = {"bfloat16": "mma_m16n8k16_bf16", "float16": "mma_m16n8k16_f16", "tf32": "mma_m16n8k8_tf32"}[in_name]
-    src = _source(cfg, a_kmajor, b_kmajor, mma_name, epi, conv)
+    if in_name not in ("bfloat16", "float16") and in_name not in _HALVES_MMA:
+        raise ValueError(f"tc_gemm inputs must be bfloat16, float16, float32 (tf32) or fp8, got {in_name}")
+    outs = ("bfloat16", "float16", "float32") + (("float8_e4m3fn", "float8_e5m2") if epi is not None else ())
+    if out_name not in outs:
+        raise ValueError(f"tc_gemm output must be one of {outs}, got {out_name}")
+    mma_name = {"bfloat16": "mma_m16n8k16_bf16", "float16": "mma_m16n8k16_f16", **_HALVES_MMA}[in_name]
+    src = _source(cfg, a_kmajor, b_kmajor, mma_name, epi, conv, amax)
     g = {"cuda": cuda, "ptx": ptx, "float32": float32, "int32": int32, "int64": int64,
-         "uint16": uint16, "store": dt.storer(out_name)}
+         "uint16": uint16, "store": dt.storer(out_name), "warp_max": prim.warp_max}
     if epi is not None:
         g["epi"] = ep.build(epi, bias_dtype, res_dtype).fn
     exec(compile(src, f"<tc_gemm {cfg.name}>", "exec"), g)
@@ -354,15 +370,21 @@ def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", o
     return tk
 
 
-def _make_tf32(cfg, a_kmajor, b_kmajor, out_dtype, epi, bias_dtype, res_dtype, conv):
-    """TF32 (FP32 storage, low 13 mantissa bits dropped by the mma) for k-contiguous A and B: the 16-bit
-    kernel over the operands viewed as 16-bit halves. A 16-byte chunk is 4 FP32 values, so one k16 step
-    in halves is one m16n8k8 tf32 step and ldmatrix.x4 (no .trans) yields exactly the tf32 fragments
-    (a0 = A[g, t], a1 = A[g + 8, t], a2 = A[g, t + 4], ...; b0 = B[t, g], b1 = B[t + 4, g]). The
-    caller passes K, the leading dims and the batch strides in halves (2x the FP32 counts) and the
-    operand storage as uint16; ``cfg.BLOCK_K`` counts FP32 elements."""
+#: kernel dtype of operands read as 16-bit halves -> (kernel tag, BLOCK_K factor: elements per half)
+_HALVES = {"float32": ("tf32", 0.5), "float8_e4m3fn": ("e4m3", 2), "float8_e5m2": ("e5m2", 2)}
+_HALVES_MMA = {"tf32": "mma_m16n8k8_tf32", "e4m3": "mma_m16n8k32_e4m3", "e5m2": "mma_m16n8k32_e5m2"}
+
+
+def _make_halves(cfg, in_name, a_kmajor, b_kmajor, out_dtype, epi, bias_dtype, res_dtype, conv, amax):
+    """FP32 (TF32) or FP8 operands, both k-contiguous: the 16-bit kernel over their storage viewed as
+    16-bit halves. A 16-byte chunk is 4 FP32 or 16 FP8 values, so one k16 step in halves is one
+    m16n8k8 tf32 / m16n8k32 fp8 step, and ldmatrix.x4 (no .trans) yields exactly those fragments
+    (tf32: a0 = A[g, t], a2 = A[g, t + 4], b0 = B[t, g], ...; fp8: a0 = A[g, 4t..4t+3],
+    a2 = A[g, 4t+16..], b0 = B[4t..4t+3, g], ...). ``cfg.BLOCK_K`` counts input elements; the caller
+    passes K, the leading dims and the batch strides in halves and the storage as uint16."""
     if not (a_kmajor and b_kmajor) or conv:
-        raise ValueError("tf32 needs k-contiguous A and B (transposing loads of 32-bit elements and the "
-                         "conv gather are not implemented)")
-    return make_tc_gemm(cfg.replace(BLOCK_K=2 * cfg.BLOCK_K), True, True, "tf32", out_dtype, epi, bias_dtype,
-                        res_dtype)
+        raise ValueError(f"{in_name} needs k-contiguous A and B (transposing fragment loads of 32- / 8-bit "
+                         "elements and the conv gather are not implemented)")
+    tag, per_half = _HALVES[in_name]
+    return make_tc_gemm(cfg.replace(BLOCK_K=int(cfg.BLOCK_K / per_half)), True, True, tag, out_dtype, epi,
+                        bias_dtype, res_dtype, amax=amax)
