@@ -206,3 +206,19 @@ def test_upsample2x_nhwc_direct_forward(rng, mode):
     assert _kernel_names(plan) == ["resample_direct_fwd", "resample_bwd"]
     step = plan.parts[0].steps[0]
     assert step.grid * step.block >= math.prod(yd) // 4 > (step.grid - 1) * step.block   # 4 channels per thread
+
+
+@pytest.mark.parametrize("dtype", [DT.CUDNN_DATA_HALF, DT.CUDNN_DATA_BFLOAT16])
+def test_maxpool_half_scalar_index_nhwc(rng, dtype):
+    """Half-precision NHWC max pool (VEC 1) with an int32 index stored per element, backward routed by it."""
+    xd, w, s, p = (1, 4, 5, 6), (3, 3), (2, 2), (1, 1)
+    yd = _out(xd, w, s, p)
+    geo = dict(mode=MAX, spatial_dims=2, window=w, stride=s, pre_padding=p, post_padding=p,
+               padding_mode=PAD.CUDNN_NEG_INF_PAD)
+    x = U.t(1, xd, dtype, chlast(xd), "x")
+    idx = U.t(3, yd, I32, chlast(yd), "idx")
+    f = ResampleFwd("pool", {"X": x}, {"Y": U.t(2, yd, dtype, chlast(yd), "y"), "IDX": idx}, **geo)
+    b = ResampleBwd("pool_bwd", {"DY": U.t(20, yd, dtype, chlast(yd), "dy"), "IDX": idx},
+                    {"DX": U.t(21, xd, dtype, chlast(xd), "dx")}, **geo)
+    plan = _execute(OpGraph([f, b]).finalize(), rng, tol=U.TOLNAME[dtype])
+    assert _kernel_names(plan) == ["resample_direct_fwd", "resample_direct_bwd"]
