@@ -13,7 +13,11 @@ coefficients (thread per group; instance norm sums dscale / dbias over samples w
 reduction) -> one pointwise pass ``dx = a*dy + b*x + c``.
 
 Statistics are float32 sums of shifted data (x - K, K = the group's first element: no cancellation
-when |mean| >> std, one pass); backward sums dy * (x - MEAN). Deterministic (no atomics). EPSILON and EXP_AVG_FACTOR by value only.
+when |mean| >> std, one pass); backward sums dy * (x - MEAN). Deterministic (no atomics). EPSILON and
+EXP_AVG_FACTOR by value or as one-element device tensors (read inside the finalize kernel).
+Batch norm on packed NHWC / NCHW runs dedicated kernels (:mod:`ncudnn.kernels.norm_bn_cols`,
+:mod:`ncudnn.kernels.norm_bn_planes`: one-wave partial sums, an ordered combine, the finalize and a
+register-coefficient apply pass); other layouts and instance norm take the generic reduce / pointwise path.
 Knob: BLOCK_SIZE of the pointwise pass. Workspace: the group sums and coefficients (float32).
 """
 from numba.cuda import types
@@ -26,9 +30,8 @@ from ..kernels.primitives import sm_count
 from ..types import (cudnnBackendKnobType_t, cudnnBackendNormFwdPhase_t, cudnnBackendNormMode_t,
                      cudnnPointwiseMode_t, cudnnStatus_t)
 from .base import OK, Engine, KnobSpec
-from .membound_common import (Arg, MemPlan, PointwiseBuilder, Scratch, Step, bcast_strides, by_value_only,
-                              io_dtypes_ok, kdtype, reduce_steps, src_key, steps_time, tensor_bytes, written)
-from .norm_bn_finalize import bwd_weights_step, finalize_step
+from .membound_common import (Arg, MemPlan, PointwiseBuilder, Scratch, Step, bcast_strides, io_dtypes_ok, kdtype, reduce_steps, src_key, steps_time, tensor_bytes, written)
+from .norm_bn_finalize import bwd_weights_step, finalize_step, scalar_arg, scalar_ports_ok
 from .registry import register
 
 S = cudnnStatus_t
@@ -64,7 +67,7 @@ def check_norm_node(engine, sub, modes):
         st, why = io_dtypes_ok(n)
         if st != S.CUDNN_STATUS_SUCCESS:
             return st, why
-    st, why = by_value_only(node, ("EPSILON", "EXP_AVG_FACTOR"))
+    st, why = scalar_ports_ok(node, ("EPSILON", "EXP_AVG_FACTOR"))
     if st != S.CUDNN_STATUS_SUCCESS:
         return st, why
     if node.OP == "norm_fwd" and "SCALE" not in node.inputs:
@@ -234,11 +237,11 @@ def _forward_steps(sub, cfg):
                "saved_inv": o.get("INV_VARIANCE") if training else None}
     if bias is None:
         return None, "BIAS"
-    mom = Arg.scalar(i["EXP_AVG_FACTOR"]) if "EXP_AVG_FACTOR" in i else Arg.const(0.0, types.float64)
+    mom = scalar_arg(i["EXP_AVG_FACTOR"]) if "EXP_AVG_FACTOR" in i else Arg.const(0.0, types.float64)
     count = x.numel // groups
     direct = lay is not None and not sub.epilogue and written(sub, y) is not None and _fast(sub, x, ct, y) is not None
     steps.append(finalize_step(tensors, groups, C, Arg.const(float(count), types.float64),
-                               Arg.scalar(i["EPSILON"]), mom, True, per_sample, shift=x, bias_shifted=direct))
+                               scalar_arg(i["EPSILON"]), mom, True, per_sample, shift=x, bias_shifted=direct))
     if direct:
         steps.append(bn_apply_step(lay, x, y, (es, eb), ct))
         return steps, scratch.size

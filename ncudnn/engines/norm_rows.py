@@ -10,7 +10,8 @@ Backward: dx in one row kernel; dscale (and dbias) with a deterministic column r
 Layouts: each sample's block must be dense (any order of the non-batch dims: NCHW, NHWC, ...) with
 the batch stride equal to n; Y / DY / DX share X's strides; SCALE / BIAS / DSCALE / DBIAS have X's
 strides on the normalized dims (elements line up in memory order); statistics are one value per row.
-Knob: BLOCK_SIZE (0: the kernel layer's choice; 32 = warp per row). EPSILON by value only.
+Knob: BLOCK_SIZE (0: the kernel layer's choice; 32 = warp per row). EPSILON by value or as a
+one-element device tensor (read in the kernel).
 """
 import math
 
@@ -96,9 +97,11 @@ def _forward(sub, cfg):
         y_arg, y_dt = Arg.tensor(y), kdtype(y)
     p_dt = kdtype(scale)
     threads, blk, vpt, rpb = kn.row_config(n, _block(cfg))
-    fargs = (n, blk, vpt, not rms, bias is not None, write, kdtype(x), p_dt, y_dt, s_dt, rpb)
+    eps = i["EPSILON"]
+    eps_dt = None if eps.is_by_value else kdtype(eps)
+    fargs = (n, blk, vpt, not rms, bias is not None, write, kdtype(x), p_dt, y_dt, s_dt, rpb, eps_dt)
     args = [Arg.tensor(x), Arg.tensor(scale), Arg.tensor(bias) if bias is not None else Arg.dummy(p_dt),
-            y_arg, mean_arg, inv_arg, Arg.scalar(i["EPSILON"]), Arg.const(rows)]
+            y_arg, mean_arg, inv_arg, Arg.scalar(eps) if eps_dt is None else Arg.tensor(eps), Arg.const(rows)]
     steps = [Step("norm_rows_fwd:" + src_key(fargs), lambda: kn.row_fwd_kernel(*fargs)[0],
                   math.ceil(rows / rpb), threads, args, nbytes=tensor_bytes(x, y, scale, bias))]
     if fused:

@@ -65,11 +65,11 @@ def _frame(args, block, rpb, ct):
 # --------------------------------------------------------------------------------------------
 # row kernels (layer / RMS norm)
 
-def _row_fwd_source(n, block, vpt, center, has_bias, write_stats, ct, rpb=1):
+def _row_fwd_source(n, block, vpt, center, has_bias, write_stats, ct, rpb=1, eps_array=False):
     L = po.lit
     one, zero, inv_n = L(1.0, ct), L(0.0, ct), L(1.0 / n, ct)
     s, RS, RS2 = _frame("x, scale, bias, y, s_mean, s_inv, eps_in", block, rpb, ct)
-    s += [f"    eps = {ct}(eps_in)", f"    base = row * {n}"]
+    s += ["    eps = ld_eps(eps_in, 0)" if eps_array else f"    eps = {ct}(eps_in)", f"    base = row * {n}"]
     if vpt:
         for k in range(vpt):
             guard = (k + 1) * block > n
@@ -183,15 +183,19 @@ def _jit_source(source, name, **names):
 
 
 @functools.lru_cache(maxsize=None)
-def row_fwd_kernel(n, block, vpt, center, has_bias, write_stats, x_dt, p_dt, y_dt, s_dt, rpb=1):
+def row_fwd_kernel(n, block, vpt, center, has_bias, write_stats, x_dt, p_dt, y_dt, s_dt, rpb=1, eps_dt=None):
+    """Forward row kernel (see :func:`row_config` for block / vpt / rpb); ``center`` False is RMS norm.
+    Arguments ``(x, scale, bias, y, s_mean, s_inv, eps, nrows)``; ``eps`` a float64 by value, or a
+    one-element ``eps_dt`` device array when ``eps_dt`` is given. Returns (dispatcher, source)."""
     ct = compute_type([x_dt, p_dt, y_dt])
-    src = _row_fwd_source(n, block, vpt, center, has_bias, write_stats, ct, rpb)
+    src = _row_fwd_source(n, block, vpt, center, has_bias, write_stats, ct, rpb, eps_dt is not None)
     return _jit_source(src, "row-fwd", ldx=loader(x_dt, ct), lds=loader(p_dt, ct),
-                       sty=storer(y_dt), sts=storer(s_dt)), src
+                       sty=storer(y_dt), sts=storer(s_dt), ld_eps=loader(eps_dt or "float32", ct)), src
 
 
 @functools.lru_cache(maxsize=None)
 def row_bwd_kernel(n, block, vpt, center, x_dt, dy_dt, p_dt, dx_dt, s_dt, rpb=1):
+    """Backward row kernel (dx only). Arguments ``(x, dy, scale, s_mean, s_inv, dx, nrows)``."""
     ct = compute_type([x_dt, dy_dt, p_dt, dx_dt])
     src = _row_bwd_source(n, block, vpt, center, ct, rpb)
     return _jit_source(src, "row-bwd", ldx=loader(x_dt, ct), ldd=loader(dy_dt, ct),
