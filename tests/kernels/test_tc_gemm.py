@@ -109,7 +109,7 @@ def test_configs_compile_for_sm90_without_spills():
 def test_tf32_nt_f32_out_batched(rng):
     """FP32 operands through TF32 (k-contiguous A and B, viewed as 16-bit halves): K, leading dims and
     batch strides are passed in halves."""
-    cfg = _SMALL if SIM else CONFIGS[0]
+    cfg = _SMALL.replace(BLOCK_K=16) if SIM else CONFIGS[0].replace(BLOCK_K=16)   # 32 halves of k per tile
     batch, (M, N, K) = 2, size((24, 40, 36), (600, 392, 520))
     A = rng.standard_normal((batch, M, K)).astype(np.float32)
     Bt = rng.standard_normal((batch, N, K)).astype(np.float32)     # B stored (n, k)
