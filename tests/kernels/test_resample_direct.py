@@ -202,3 +202,26 @@ def test_direct_nearest_bilinear_forward(rng, lay, mode, pad, w, s, p):
     exp = ref.resample_forward(x, mode, w, s, p, p, pad)
     assert_close(y.copy_to_host()[_flat_index(y_shape, ys)], exp, "float32", name="y")
     assert ("ld4(x" in src) == (vec == 4)
+
+
+@pytest.mark.parametrize("lay", [cs, _nhwc], ids=["ncl", "nlc"])
+@pytest.mark.parametrize("mode", [MAX, AIN])
+def test_direct_pool_1d(rng, lay, mode):
+    x = rng.standard_normal((2, 4, 9)).astype(np.float32)
+    w, s, p, pad = (4,), (3,), (2,), PAD.CUDNN_NEG_INF_PAD if mode == MAX else PAD.CUDNN_ZERO_PAD
+    y, idx, _, idx_dev = _forward(x, mode, w, s, p, pad, lay, index=mode == MAX)
+    exp = ref.resample_forward(x, mode, w, s, p, p, pad)
+    if mode == MAX:
+        exp, eidx = exp
+        np.testing.assert_array_equal(idx, eidx)
+    assert_close(y, exp, "float32", name="y")
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    xs, ys = lay(x.shape), lay(y.shape)
+    vec = 4 if lay is _nhwc else 1
+    kind = ("vec" if vec == 4 else "scalar") if mode == MAX else None
+    k, _, total = rd.bwd_kernel(mode, vec, x.shape, xs, y.shape, ys, ys, xs, w, s, p, pad, False, kind,
+                                "float32", "float32", "float32", BLOCK)
+    dx = _poisoned(x.size)
+    launch(k, rd.grid(total, BLOCK), BLOCK, 0, _buf(dy, ys), idx_dev, _buf(x, xs), dx)
+    edx = ref.resample_backward(dy, mode, w, s, p, p, x.shape, pad, index=eidx if mode == MAX else None)
+    assert_close(dx.copy_to_host()[_flat_index(x.shape, xs)], edx, "float32", name="dx")
