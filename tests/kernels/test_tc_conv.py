@@ -79,3 +79,23 @@ def test_check_conv_reasons():
     assert "channels-last" in check_conv(64, 64, (64 * 9, 9, 3, 1), (64 * 9, 1, 64 * 3, 64))[1]
     assert "C = 12" in check_conv(12, 64, (12 * 9, 1, 36, 12), (108, 1, 36, 12))[1]
     assert "KRSC" in check_conv(64, 64, (64 * 9, 1, 64 * 3, 64), (64 * 9, 9, 3, 1))[1]
+
+
+def _conv_cases():
+    from ncudnn.kernels import compile_check
+    from ncudnn.kernels.tc_conv import cases  # noqa: F401 (registers)
+    return [n for n, c in compile_check.registered_cases().items() if c.module == "ncudnn.kernels.tc_conv.cases"]
+
+
+def test_conv_cases_registered():
+    from ncudnn.kernels.tc_conv.cases import TC_CONV_CASES
+    assert len(_conv_cases()) == len(TC_CONV_CASES) == len(CONV_CONFIGS)
+
+
+@pytest.mark.slow
+def test_conv_configs_compile_for_sm90_without_spills():
+    from ncudnn.kernels import compile_check
+    results = compile_check.run_compile_check(_conv_cases(), timeout=3000, jobs=4)
+    failed = [r.summary() for r in results if not r.ok]
+    assert not failed, "\n".join(failed)
+    assert all(r.cubin_info and r.spill_stores == 0 for r in results)

@@ -1,0 +1,33 @@
+"""Tensor-core conv fprop configurations registered with the sm_90 compile check (no spills, no local
+memory). Imported by ``python -m ncudnn.kernels.compile_check``; registering compiles nothing."""
+from .. import dtypes as dt
+from .. import epilogue as ep
+from .fprop import CONV_CONFIGS, make_tc_conv_fprop
+
+try:
+    from ..compile_check import register_compile_case
+except ImportError:            # the registry is optional: without it nothing is registered
+    register_compile_case = None
+
+_BIAS_RELU = ep.EpilogueSpec((ep.bias("col"), ep.relu()), "bfloat16")
+#: (case name, config, in dtype, EpilogueSpec, bias dtype, residual dtype)
+TC_CONV_CASES = tuple((f"tc_conv_bf16_bias_relu_{c.name}", c, "bfloat16", _BIAS_RELU, "bfloat16", "bfloat16")
+                      for c in CONV_CONFIGS)
+
+
+def signature(in_dtype, epi, bias_dtype, res_dtype):
+    arr = dt.array_sig
+    return (f"void({arr(in_dtype)}, {arr(in_dtype)}, {arr(epi.out_dtype)}, {arr(bias_dtype)}, {arr(res_dtype)}, "
+            + ", ".join(["int32"] * 16) + ", " + ", ".join(["int64"] * 9) + ", float32, float32)")
+
+
+def register_tc_conv_cases():
+    for name, cfg, ind, epi, bias_dt, res_dt in TC_CONV_CASES:
+        kern = make_tc_conv_fprop(cfg, ind, epi, bias_dt, res_dt)
+        kern.kernel.py_func.__module__ = __name__
+        register_compile_case(name, kern.kernel, signature(ind, epi, bias_dt, res_dt), max_registers=255,
+                              max_local_bytes=0)
+
+
+if register_compile_case is not None:
+    register_tc_conv_cases()
