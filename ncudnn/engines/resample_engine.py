@@ -1,8 +1,8 @@
 """Engine "resample": RESAMPLE_FWD / RESAMPLE_BWD (max pool with index, average pool including /
 excluding padding, nearest, bilinear; ZERO / NEG_INF / EDGE padding; 1-3 spatial dims; any layout).
 
-Forward NEAREST / BILINEAR and pooling with at most ``MAX_TAPS`` taps run the direct kernels of :mod:`ncudnn.kernels.resample_direct`:
-16-byte vectors of 4 channels per thread for float32 tensors with unit channel stride (NHWC),
+Forward NEAREST / BILINEAR and pooling with at most ``MAX_TAPS`` taps run the direct kernels of
+:mod:`ncudnn.kernels.resample_direct`: 16-byte vectors of 4 channels per thread for float32 tensors with unit channel stride (NHWC),
 C % 4 == 0, strides multiples of 4 and alignment >= 16 (checked again on the addresses at bind time),
 else a thread per element in the output's memory order (NCHW: threads along W); the window unrolled,
 the max-pool index written only when the graph has an IDX output. Pooling backward is the direct
@@ -19,7 +19,7 @@ from ..kernels import resample as krs
 from ..kernels import resample_direct as rd
 from ..types import cudnnBackendKnobType_t, cudnnNanPropagation_t, cudnnResampleMode_t, cudnnStatus_t
 from .base import OK, Engine, KnobSpec
-from .membound_common import Arg, MemPlan, Scratch, Step, io_dtypes_ok, kdtype, src_key, steps_time, tensor_bytes
+from .membound_common import Arg, MemPlan, Step, io_dtypes_ok, kdtype, src_key, steps_time, tensor_bytes
 from .registry import register
 
 S = cudnnStatus_t

@@ -131,7 +131,7 @@ def _time(fn, reps=20):
         fn()
         e.record()
         e.synchronize()
-        times.append(cuda.event_elapsed_time(s, e))
+        times.append(s.elapsed_time(e))
     return float(np.median(times))
 
 

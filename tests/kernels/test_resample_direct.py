@@ -78,7 +78,8 @@ FWD = [(MAX, PAD.CUDNN_NEG_INF_PAD, (3, 3), (2, 2), (1, 1)),
 
 
 @pytest.mark.parametrize("lay", [cs, _nhwc], ids=["nchw", "nhwc"])
-@pytest.mark.parametrize("mode,pad,w,s,p", FWD, ids=[f"{c[0].name[15:]}-{c[1].name[6:]}-{i}" for i, c in enumerate(FWD)])
+@pytest.mark.parametrize("mode,pad,w,s,p", FWD,
+                         ids=[f"{c[0].name[15:]}-{c[1].name[6:]}-{i}" for i, c in enumerate(FWD)])
 def test_direct_pool_forward_backward(rng, lay, mode, pad, w, s, p):
     x = rng.standard_normal((2, 4, 5, 6)).astype(np.float32)
     y, idx, _, idx_dev = _forward(x, mode, w, s, p, pad, lay, index=mode == MAX)
@@ -189,7 +190,8 @@ UPS = [(RM.CUDNN_RESAMPLE_BILINEAR, PAD.CUDNN_EDGE_VAL_PAD, (2, 2), (0.5, 0.5), 
 
 
 @pytest.mark.parametrize("lay", [cs, _nhwc], ids=["nchw", "nhwc"])
-@pytest.mark.parametrize("mode,pad,w,s,p", UPS, ids=[f"{c[0].name[15:]}-{c[1].name[6:]}-{i}" for i, c in enumerate(UPS)])
+@pytest.mark.parametrize("mode,pad,w,s,p", UPS,
+                         ids=[f"{c[0].name[15:]}-{c[1].name[6:]}-{i}" for i, c in enumerate(UPS)])
 def test_direct_nearest_bilinear_forward(rng, lay, mode, pad, w, s, p):
     x = rng.standard_normal((1, 4, 3, 4, 3)[:2 + len(w)]).astype(np.float32)
     y_shape = rs.output_shape(x.shape, w, s, p, p)
