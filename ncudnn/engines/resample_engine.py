@@ -2,8 +2,8 @@
 excluding padding, nearest, bilinear; ZERO / NEG_INF / EDGE padding; 1-3 spatial dims; any layout).
 
 Forward NEAREST / BILINEAR and pooling with at most ``MAX_TAPS`` taps run the direct kernels of
-:mod:`ncudnn.kernels.resample_direct`: 16-byte vectors of 4 channels per thread for float32 tensors with unit channel stride (NHWC),
-C % 4 == 0, strides multiples of 4 and alignment >= 16 (checked again on the addresses at bind time),
+:mod:`ncudnn.kernels.resample_direct`: 16-byte vectors of 4 channels per thread for float32
+tensors with unit channel stride (NHWC), C % 4 == 0, strides multiples of 4 and alignment >= 16 (checked again on the addresses at bind time),
 else a thread per element in the output's memory order (NCHW: threads along W); the window unrolled,
 the max-pool index written only when the graph has an IDX output. Pooling backward is the direct
 integer gather (deterministic, no atomics): MAXPOOL routes dy by IDX, or without IDX recomputes the
