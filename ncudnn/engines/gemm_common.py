@@ -471,6 +471,7 @@ class BlockLaunch:
         ws = Flat(0, 1, bk.ftype) if bk.split and not bk.atomic else None
         args = kernel_args(bk, *typing_packed, 1.0, 0.0, ws)
         self.main = kcache.get_or_compile(key + "|main", lambda: bk.kernel, argtypes(args))
+        self._key, self._types, self._fallback = key, argtypes(args), None
         M, N, K_, nb, a_args, b_args, o_args, bias_args, r_args = typing_packed
         self.reduce = self.prescale = None
         f = self.f
@@ -491,13 +492,18 @@ class BlockLaunch:
             item = np.dtype(bk.ftype).itemsize
             ws = Flat(scratch.ptr, scratch.nbytes // item, bk.ftype)
         args = kernel_args(bk, *packed, alpha, beta, ws)
+        main = self.main
+        if bk.uses_fallback(M, N, K_, a_args, b_args):     # fast mainloop's alignment not met
+            if self._fallback is None:
+                self._fallback = kcache.get_or_compile(self._key + "|main_generic", lambda: bk.fallback, self._types)
+            main = self._fallback
         grid = (-(-N // cfg.BLOCK_N), -(-M // cfg.BLOCK_M), nb * cfg.SPLIT_K)
         out = []
         total = nb * M * N
         blocks = max(1, -(-total // splitk.REDUCE_THREADS))
         if self.prescale is not None:
             out.append(self.prescale.prepare(blocks, splitk.REDUCE_THREADS, (o_args, nb, M, N, f(beta))))
-        out.append(self.main.prepare(grid, cfg.num_threads, args))
+        out.append(main.prepare(grid, cfg.num_threads, args))
         if self.reduce is not None:
             out.append(self.reduce.prepare(blocks, splitk.REDUCE_THREADS, (ws, cfg.SPLIT_K, o_args, bias_args, r_args,
                                                                             nb, M, N, f(alpha), f(beta))))

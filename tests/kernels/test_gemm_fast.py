@@ -7,6 +7,7 @@ import pytest
 from ncudnn import reference as R
 from ncudnn.kernels import epilogue as ep
 from ncudnn.kernels.gemm import CONFIGS, GemmConfig, check, make_gemm, run_gemm
+from ncudnn.kernels.gemm.gemm import gemm_args
 from ncudnn.kernels.gemm.fastloop import make_fast_kernel
 from ncudnn.kernels.gemm.launch import fast_applies
 from ncudnn.testing import assert_close, poison_value, random, size
@@ -35,6 +36,7 @@ def test_fast_kernel_is_selected():
     k = make_gemm(cfg(), "mk", "kn")
     assert fast_applies(k.cfg, k.A, k.B, k.ftype)
     assert k.kernel is make_fast_kernel(k.cfg, k.A, k.B, k.OUT, k.bk.EPI)
+    assert k.bk.fallback is not None and k.bk.fallback is not k.kernel
     h = make_gemm(cfg(), "mk", "kn", ("float16", "float16", "float32"))
     assert not fast_applies(h.cfg, h.A, h.B, h.ftype)      # fp16 operands: generic mainloop
     assert not check(FAST_SIM.replace(VEC=1))[0]
@@ -42,29 +44,35 @@ def test_fast_kernel_is_selected():
 
 
 @pytest.mark.parametrize("layouts", [("mk", "kn"), ("km", "nk"), ("mk", "nk"), ("km", "kn")])
-@pytest.mark.parametrize("dims", [(20, 24, 12), (20, 24, 13), (19, 21, 13)], ids=["quads", "quads_ktail", "scalar"])
+@pytest.mark.parametrize("dims", [(20, 24, 12), (20, 24, 13), (19, 21, 13)], ids=["quads", "k_tail", "odd"])
 def test_layouts_and_edges(rng, layouts, dims):
-    """Multiples of 4 take the 16-byte quad path (unchecked when every k-tile is whole), odd sizes the
-    scalar one; all have edge tiles."""
-    M, N, K = size(dims, (1000, 1100, 700))
+    """Aligned quads with whole k-tiles run the fast kernel; a K tail or odd sizes run the generic
+    mainloop of the same tile (host check). All shapes have edge tiles."""
+    M, N, K = size(dims, (1000, 1096, 704))
     a, b = random(rng, (M, K)), random(rng, (K, N))
     fa, sa = store(a, layouts[0])
     fb, sb = store(b, layouts[1])
     c = poisoned(M * N)
-    run_gemm(make_gemm(cfg(), *layouts), fa, fb, c, M=M, N=N, K=K, a_strides=sa, b_strides=sb,
-             c_strides=(N, 1))
+    k = make_gemm(cfg(), *layouts)
+    packed = gemm_args(k, fa, fb, c, M=M, N=N, K=K, a_strides=sa, b_strides=sb, c_strides=(N, 1))
+    generic = K % k.cfg.BLOCK_K != 0 or (layouts[0] == "km" and M % 4) or (layouts[1] == "kn" and N % 4)
+    assert k.bk.uses_fallback(M, N, K, packed[4], packed[5]) == bool(generic)
+    run_gemm(k, fa, fb, c, M=M, N=N, K=K, a_strides=sa, b_strides=sb, c_strides=(N, 1))
     assert_close(c.reshape(M, N), R.matmul(a, b), "float32")
 
 
-def test_misaligned_base_takes_scalar_path(rng):
+def test_misaligned_base_falls_back(rng):
     """Operands one element into their buffers (not 16-byte aligned), sizes multiples of 4."""
     M, N, K = size((20, 16, 8), (512, 512, 256))
     a, b = random(rng, (M, K)), random(rng, (K, N))
     fa = np.concatenate([random(rng, (1,)), a.ravel()])
     fb = np.concatenate([random(rng, (3,)), b.ravel()])
     c = poisoned(M * N)
-    run_gemm(make_gemm(cfg(), "mk", "kn"), fa[1:], fb[3:], c, M=M, N=N, K=K, a_strides=(K, 1),
-             b_strides=(N, 1), c_strides=(N, 1))
+    k = make_gemm(cfg(), "mk", "kn")
+    packed = gemm_args(k, fa[1:], fb[3:], c, M=M, N=N, K=K, a_strides=(K, 1), b_strides=(N, 1),
+                       c_strides=(N, 1))
+    assert k.bk.uses_fallback(M, N, K, packed[4], packed[5])
+    run_gemm(k, fa[1:], fb[3:], c, M=M, N=N, K=K, a_strides=(K, 1), b_strides=(N, 1), c_strides=(N, 1))
     assert_close(c.reshape(M, N), R.matmul(a, b), "float32")
 
 

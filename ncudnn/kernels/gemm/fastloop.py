@@ -6,9 +6,10 @@ split-K and the engines use it unchanged; it differs in how tiles move:
 * global -> registers: each thread moves whole 16-byte quads (``ld.global.v4.f32``) along the operand's
   contiguous index (k for "k"-fast operands, m / n for "outer"-fast ones); quads are issued for the
   next k-tile before the current tile's FMAs (register prefetch, one ``bar.sync`` per k-tile). Per
-  thread a 64-bit offset is kept per quad and advanced by a constant per tile: no index math besides
-  one add per quad in the k loop. A block whose operand is not 16-byte aligned (base address, strides,
-  K or M/N not multiples of 4) takes a uniform scalar path that loads the same quads element-wise;
+  thread a 64-bit offset is kept per quad and advanced by a constant per tile: no index math, no
+  bounds check in the k loop. The kernel therefore requires (:func:`fast_ok`, checked on the host by
+  the launchers, which otherwise run the generic mainloop with the same tile): 16-byte aligned base
+  addresses, strides and M / N (outer-fast operands) multiples of 4, and K a multiple of BLOCK_K;
 * registers -> shared: A is stored k-major (``As[stage, k, m]``) and B as ``Bs[stage, k, n]``; an
   "outer"-fast quad is one ``st.shared.v4``, a "k"-fast quad four scalar stores (a transpose); rows are
   padded by SMEM_PAD words;
@@ -17,12 +18,12 @@ split-K and the engines use it unchanged; it differs in how tiles move:
   ``4 * BLOCK_M / THREAD_M`` apart (split fragments: a warp's reads are conflict-free) and issues
   THREAD_M * THREAD_N FMAs.
 
-Rows / columns past M / N are clamped on load (never stored); k past the block's range reads zeros.
+Rows / columns past M / N are clamped on load (never stored).
 """
 from numba import cuda, float32, int64, uint64
 
 from ...platform import simulator_enabled
-from .vec import addr, ld4, ldg4, st4
+from .vec import ld4, ldg4, st4
 
 _CACHE = {}
 
@@ -50,6 +51,34 @@ def _make_mma(BLOCK_K, THREAD_M, THREAD_N, TY, TX):
     return _CACHE[key]
 
 
+def _address(arr):
+    """Byte address of a kernel array argument (numba device array, Flat view, host array), or None."""
+    cai = getattr(arr, "__cuda_array_interface__", None)
+    if cai is not None:
+        return cai["data"][0]
+    if hasattr(arr, "ptr"):
+        return int(arr.ptr)
+    ai = getattr(arr, "__array_interface__", None)
+    return ai["data"][0] if ai is not None else None
+
+
+def operand_ok(args, kfast, O):
+    """Whether every quad of a strided operand ``args = (array, s_z1, s_z2, B2, s_outer, s_k)`` is a
+    16-byte aligned run (``O``: M for A, N for B)."""
+    a = _address(args[0])
+    if a is None or a % 16 or args[1] % 4 or args[2] % 4:
+        return False
+    if kfast:
+        return args[4] % 4 == 0 and args[5] == 1
+    return args[4] == 1 and args[5] % 4 == 0 and O % 4 == 0
+
+
+def fast_ok(cfg, A, B, M, N, K, a_args, b_args):
+    """Host check of the fast kernel's requirements for one launch (see the module docstring)."""
+    return (K % cfg.BLOCK_K == 0 and operand_ok(a_args, A.FAST == "k", M)
+            and operand_ok(b_args, B.FAST == "k", N))
+
+
 def _make_operand(KFAST, BLOCK_O, BLOCK_K, NT):
     """Quad loader of one operand tile (BLOCK_O x BLOCK_K elements, BLOCK_O*BLOCK_K/4/NT quads per
     thread). ``args = (array, s_z1, s_z2, B2, s_outer, s_k)``; ``O`` is M (for A) or N (for B)."""
@@ -58,7 +87,6 @@ def _make_operand(KFAST, BLOCK_O, BLOCK_K, NT):
         return _CACHE[key]
     QK = BLOCK_K // 4          # quads along k per row ("k"-fast)
     QO = BLOCK_O // 4          # quads along the outer index per k row ("outer"-fast)
-    f0 = float32(0)
 
     @cuda.jit(device=True, inline=True)
     def slot(e):
@@ -68,23 +96,13 @@ def _make_operand(KFAST, BLOCK_O, BLOCK_K, NT):
         return (e % QO) * 4, e // QO
 
     @cuda.jit(device=True, inline=True)
-    def vec_ok(args, O, K):
-        """Whether every quad of this operand is a 16-byte aligned run (block-uniform)."""
-        ok = addr(args[0]) % uint64(16) == uint64(0) and args[1] % 4 == 0 and args[2] % 4 == 0
-        if KFAST:
-            return ok and args[4] % 4 == 0 and K % 4 == 0
-        return ok and args[4] == 1 and args[5] % 4 == 0 and O % 4 == 0
-
-    @cuda.jit(device=True, inline=True)
-    def setup(args, z, vec, e, o0, O, k_lo):
+    def setup(args, z, e, o0, O, k_lo):
         """Element offset of the quad in the block's first k-tile (rows past O clamped)."""
         oo, kk = slot(e)
         base = (z // args[3]) * args[1] + (z % args[3]) * args[2]
         if KFAST:
             return int64(base + min(o0 + oo, O - 1) * args[4] + k_lo + kk)
-        if vec:
-            return int64(base + min(o0 + oo, O - 4) + (k_lo + kk) * args[5])
-        return int64(base + (k_lo + kk) * args[5])
+        return int64(base + min(o0 + oo, O - 4) + (k_lo + kk) * args[5])
 
     @cuda.jit(device=True, inline=True)
     def step(args):
@@ -92,33 +110,6 @@ def _make_operand(KFAST, BLOCK_O, BLOCK_K, NT):
         if KFAST:
             return int64(BLOCK_K)
         return int64(BLOCK_K) * args[5]
-
-    @cuda.jit(device=True, inline=True)
-    def load(args, vec, full, off, e, kt, k_hi, o0, O):
-        """The quad's 4 values at k-tile start kt (zeros past k_hi; ``full``: every k-tile is whole
-        and ``vec`` holds, no check)."""
-        arr = args[0]
-        if full:
-            return ldg4(arr, uint64(off))
-        oo, kk = slot(e)
-        k = kt + kk
-        if KFAST:
-            if vec:
-                if k < k_hi:
-                    return ldg4(arr, uint64(off))
-                return (f0, f0, f0, f0)
-            return (arr[uint64(off)] if k < k_hi else f0,
-                    arr[uint64(off + 1)] if k + 1 < k_hi else f0,
-                    arr[uint64(off + 2)] if k + 2 < k_hi else f0,
-                    arr[uint64(off + 3)] if k + 3 < k_hi else f0)
-        if k >= k_hi:
-            return (f0, f0, f0, f0)
-        if vec:
-            return ldg4(arr, uint64(off))
-        s = args[4]
-        o = o0 + oo
-        return (arr[uint64(off + min(o, O - 1) * s)], arr[uint64(off + min(o + 1, O - 1) * s)],
-                arr[uint64(off + min(o + 2, O - 1) * s)], arr[uint64(off + min(o + 3, O - 1) * s)])
 
     @cuda.jit(device=True, inline=True)
     def store(S, stage, e, v0, v1, v2, v3):
@@ -131,7 +122,7 @@ def _make_operand(KFAST, BLOCK_O, BLOCK_K, NT):
         else:
             st4(S, stage, uint64(kk), uint64(oo), v0, v1, v2, v3)
 
-    ops = (vec_ok, setup, step, load, store)
+    ops = (setup, step, store)
     _CACHE[key] = ops
     return ops
 
@@ -152,8 +143,8 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
     QB = BLOCK_N * BLOCK_K // 4 // NT
     A_STRIDE = BLOCK_M + cfg.SMEM_PAD
     B_STRIDE = BLOCK_N + cfg.SMEM_PAD
-    a_ok, a_setup, a_step, a_load, a_store = _make_operand(A.FAST == "k", BLOCK_M, BLOCK_K, NT)
-    b_ok, b_setup, b_step, b_load, b_store = _make_operand(B.FAST == "k", BLOCK_N, BLOCK_K, NT)
+    a_setup, a_step, a_store = _make_operand(A.FAST == "k", BLOCK_M, BLOCK_K, NT)
+    b_setup, b_step, b_store = _make_operand(B.FAST == "k", BLOCK_N, BLOCK_K, NT)
     mma = _make_mma(BLOCK_K, THREAD_M, THREAD_N, TY, TX)
     o_row, o_col, epi = OUT.row, OUT.col, EPI.fn
     BIAS_ROW, BIAS_COL, RESIDUAL = EPI.BIAS == "row", EPI.BIAS == "col", EPI.RESIDUAL
@@ -194,34 +185,32 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
         return first_m + (pid % width) % rows, (pid % width) // rows
 
     @cuda.jit(device=True, inline=True)
-    def tiles(As, Bs, a_args, b_args, a_vec, b_vec, full, a_off, b_off, a_inc, b_inc, a_v, b_v, acc, af, bf, tid,
-              k_lo, k_hi, ntiles, m0, n0, M, N, y, x):
-        """The k loop: tile t+1 global -> registers, FMAs on tile t, registers -> the other stage.
-        ``full`` (both operands quad-aligned, every k-tile whole: the common case) skips the k checks."""
+    def tiles(As, Bs, a_args, b_args, a_off, b_off, a_inc, b_inc, a_v, b_v, acc, af, bf, tid, ntiles, y, x):
+        """The k loop: tile t+1 global -> registers, FMAs on tile t, registers -> the other stage."""
+        a = a_args[0]
+        b = b_args[0]
         if ntiles > 0:
             for q in range(QA):
-                v = a_load(a_args, a_vec, full, a_off[q], tid + q * NT, k_lo, k_hi, m0, M)
+                v = ldg4(a, uint64(a_off[q]))
                 a_store(As, uint64(0), tid + q * NT, v[0], v[1], v[2], v[3])
             for q in range(QB):
-                v = b_load(b_args, b_vec, full, b_off[q], tid + q * NT, k_lo, k_hi, n0, N)
+                v = ldg4(b, uint64(b_off[q]))
                 b_store(Bs, uint64(0), tid + q * NT, v[0], v[1], v[2], v[3])
             cuda.syncthreads()
-        kt = k_lo
         for t in range(ntiles):
             cur = uint64(t & 1)
             more = t + 1 < ntiles
             if more:
-                kt += BLOCK_K
                 for q in range(QA):
                     a_off[q] += a_inc
-                    v = a_load(a_args, a_vec, full, a_off[q], tid + q * NT, kt, k_hi, m0, M)
+                    v = ldg4(a, uint64(a_off[q]))
                     a_v[q, 0] = v[0]
                     a_v[q, 1] = v[1]
                     a_v[q, 2] = v[2]
                     a_v[q, 3] = v[3]
                 for q in range(QB):
                     b_off[q] += b_inc
-                    v = b_load(b_args, b_vec, full, b_off[q], tid + q * NT, kt, k_hi, n0, N)
+                    v = ldg4(b, uint64(b_off[q]))
                     b_v[q, 0] = v[0]
                     b_v[q, 1] = v[1]
                     b_v[q, 2] = v[2]
@@ -260,15 +249,13 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
         split = cuda.blockIdx.z % SPLITS
         k_lo = split * K_SLICE
         k_hi = min(K, k_lo + K_SLICE)
-        ntiles = (k_hi - k_lo + BLOCK_K - 1) // BLOCK_K
-        a_vec = a_ok(a_args, M, K)
-        b_vec = b_ok(b_args, N, K)
+        ntiles = (k_hi - k_lo) // BLOCK_K          # whole tiles: K % BLOCK_K == 0 (fast_ok)
         a_inc = a_step(a_args)
         b_inc = b_step(b_args)
         for q in range(QA):
-            a_off[q] = a_setup(a_args, z, a_vec, tid + q * NT, m0, M, k_lo)
+            a_off[q] = a_setup(a_args, z, tid + q * NT, m0, M, k_lo)
         for q in range(QB):
-            b_off[q] = b_setup(b_args, z, b_vec, tid + q * NT, n0, N, k_lo)
+            b_off[q] = b_setup(b_args, z, tid + q * NT, n0, N, k_lo)
         for i in range(THREAD_M):
             for j in range(THREAD_N):
                 acc[i, j] = float32(0)
@@ -276,9 +263,7 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
         x = uint64(tx * 4)
 
         # ---- mainloop ----
-        full = a_vec and b_vec and (k_hi - k_lo) % BLOCK_K == 0
-        tiles(As, Bs, a_args, b_args, a_vec, b_vec, full, a_off, b_off, a_inc, b_inc, a_v, b_v, acc, af, bf, tid,
-              k_lo, k_hi, ntiles, m0, n0, M, N, y, x)
+        tiles(As, Bs, a_args, b_args, a_off, b_off, a_inc, b_inc, a_v, b_v, acc, af, bf, tid, ntiles, y, x)
 
         # ---- epilogue: output offsets computed per row / element (no offset arrays live beside acc) ----
         if SPLITS > 1 and not ATOMIC:

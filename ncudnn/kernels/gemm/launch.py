@@ -8,7 +8,7 @@ import numpy as np
 
 from . import splitk
 from .config import check
-from .fastloop import make_fast_kernel
+from .fastloop import fast_ok, make_fast_kernel
 from .mainloop import make_block_kernel
 from .operands import strided_output
 from .. import epilogue as ep
@@ -22,9 +22,12 @@ def fast_applies(cfg, A, B, ftype):
 
 
 def _block_kernel(cfg, A, B, OUT, EPI, ftype):
+    """(kernel, fallback): the fast kernel and the generic one of the same tile for launches the fast
+    kernel cannot take (fastloop.fast_ok), or (generic kernel, None)."""
+    generic = make_block_kernel(cfg.replace(MAINLOOP="generic"), A, B, OUT, EPI, ftype)
     if fast_applies(cfg, A, B, ftype):
-        return make_fast_kernel(cfg, A, B, OUT, EPI)
-    return make_block_kernel(cfg, A, B, OUT, EPI, ftype)
+        return make_fast_kernel(cfg, A, B, OUT, EPI), generic
+    return generic, None
 
 
 class BlockKernels:
@@ -45,18 +48,24 @@ class BlockKernels:
         if self.atomic:
             if not spec.linear or spec.out_dtype not in ("float32", "float64"):
                 raise ValueError("atomic split-K needs an alpha/beta-only epilogue and fp32/fp64 output")
-            self.kernel = _block_kernel(cfg, A, B, OUT, ep.atomic(), self.ftype)
+            self.kernel, self.fallback = _block_kernel(cfg, A, B, OUT, ep.atomic(), self.ftype)
             self.prescale = splitk.make_prescale(OUT, self.ftype)
         elif self.split:
             # partials go to a plain [batch*SPLITS, M, N] workspace, whatever the real output is
-            self.kernel = _block_kernel(cfg, A, B, strided_output(), ep.raw(self.ftype), self.ftype)
+            self.kernel, self.fallback = _block_kernel(cfg, A, B, strided_output(), ep.raw(self.ftype), self.ftype)
             self.reduce = splitk.make_reduce(OUT, self.EPI, self.ftype)
         else:
-            self.kernel = _block_kernel(cfg, A, B, OUT, self.EPI, self.ftype)
+            self.kernel, self.fallback = _block_kernel(cfg, A, B, OUT, self.EPI, self.ftype)
+        self.A, self.B = A, B
 
     @property
     def deterministic(self):
         return not self.atomic
+
+    def uses_fallback(self, M, N, K, a_args, b_args):
+        """Whether a launch over these operands must run :attr:`fallback` (the generic mainloop)
+        instead of the fast :attr:`kernel`."""
+        return self.fallback is not None and not fast_ok(self.cfg, self.A, self.B, M, N, K, a_args, b_args)
 
     def workspace_elems(self, M, N, batch):
         return splitk.workspace_elems(batch, M, N, self.cfg.SPLIT_K) if self.split and not self.atomic else 0
@@ -109,7 +118,8 @@ def launch(bk, M, N, K, nb, a_args, b_args, o_args, bias_args, r_args, alpha, be
                        workspace)
     if bk.atomic:
         splitk.launch_1d(bk.prescale, nb * M * N, stream, o_args, nb, M, N, f(beta))
-    bk.kernel[grid, cfg.num_threads, stream](*args)
+    kernel = bk.fallback if bk.uses_fallback(M, N, K, a_args, b_args) else bk.kernel
+    kernel[grid, cfg.num_threads, stream](*args)
     if bk.split and not bk.atomic:
         splitk.launch_1d(bk.reduce, nb * M * N, stream, workspace, splits, o_args, bias_args,
                          r_args, nb, M, N, f(alpha), f(beta))
