@@ -24,7 +24,7 @@ from numba import cuda
 from numba.cuda.np import numpy_support
 
 from . import pointwise_ops as po
-from .dtypes import compute_type, loader, storage_dtype, storer
+from .dtypes import compute_type, dtype_name, loader, storage_dtype, storer
 from .primitives import SIM, block_max, block_sum, launch, shfl_xor, warp_max, warp_sum
 
 __all__ = ["softmax_forward", "softmax_backward", "softmax_config"]
@@ -180,9 +180,10 @@ def _row_fwd_source(n, block, vpt, log, ct, rpb=1):
     return "\n".join(s) + "\n"
 
 
-def _row_smem_fwd_source(n, block, log, ct):
+def _row_smem_fwd_source(n, block, log, ct, keep_exp=False):
     """One block per row, the row kept in dynamic shared memory (x's storage type): one DRAM read of
-    x (SMEM_UNROLL loads in flight per thread), max, sum of exp and the write all from shared memory.
+    x (SMEM_UNROLL loads in flight per thread), max, sum of exp and the write all from shared memory
+    (``keep_exp``, float32 x: the sum pass stores exp(x - m) back, so each element takes one exp).
     A thread only reads back the elements it stored itself, so no barrier guards the buffer."""
     ninf, zero, one = po.lit(-math.inf, ct), po.lit(0.0, ct), po.lit(1.0, ct)
     s, RMAX, RSUM = _head("x, y", ct, block, 1)
@@ -203,11 +204,18 @@ def _row_smem_fwd_source(n, block, log, ct):
                 [f"m = m if (m != m or m >= v{k}) else v{k}" for k in range(U)],
                 ["buf[c] = x[base + c]", "v = ldx(buf, c)", "m = m if (m != m or m >= v) else v"])
     s += [f"    m = {RMAX('m')}", f"    a = {zero}"]
-    s += chunks(lambda U: ["a += " + " + ".join(f"math.exp(ldx(buf, c + {k * block}) - m)" for k in range(U))],
-                ["a += math.exp(ldx(buf, c) - m)"], SMEM_UNROLL_COMPUTE)
+    if keep_exp:   # the buffer holds float32: exp(x - m) replaces x, the write pass only scales
+        s += chunks(lambda U: sum(([f"e{k} = math.exp(buf[c + {k * block}] - m)", f"buf[c + {k * block}] = e{k}"]
+                                   for k in range(U)), []) + ["a += " + " + ".join(f"e{k}" for k in range(U))],
+                    ["e = math.exp(buf[c] - m)", "buf[c] = e", "a += e"], SMEM_UNROLL_COMPUTE)
+    else:
+        s += chunks(lambda U: ["a += " + " + ".join(f"math.exp(ldx(buf, c + {k * block}) - m)" for k in range(U))],
+                    ["a += math.exp(ldx(buf, c) - m)"], SMEM_UNROLL_COMPUTE)
     s.append(f"    ssum = {RSUM('a')}")
     s.append("    r = math.log(ssum)" if log else f"    r = {one} / ssum")
-    val = (lambda v: f"{v} - m - r") if log else (lambda v: f"math.exp({v} - m) * r")
+    val = (lambda v: f"{v} - m - r") if log else \
+        (lambda v: f"{v.replace('ldx(buf, ', 'buf[').replace(')', ']')} * r") if keep_exp else \
+        (lambda v: f"math.exp({v} - m) * r")
     s += chunks(lambda U: [f"sty(y, base + c + {k * block}, {val(f'ldx(buf, c + {k * block})')})"
                            for k in range(U)],
                 [f"sty(y, base + c, {val('ldx(buf, c)')})"], SMEM_UNROLL_COMPUTE)
@@ -325,7 +333,8 @@ def _fwd_kernel(outer, n, inner, log, block, x_dt, y_dt):
             block = 1024
         threads, blk, vpt, rpb = softmax_config(n, block)
         shared = smem_row_bytes(n, blk, x_dt) if blk != 32 else 0
-        src = _row_smem_fwd_source(n, blk, log, ct) if shared else _row_fwd_source(n, blk, vpt, log, ct, rpb)
+        keep = not log and dtype_name(x_dt) == "float32"
+        src = _row_smem_fwd_source(n, blk, log, ct, keep) if shared else _row_fwd_source(n, blk, vpt, log, ct, rpb)
         launch = (math.ceil(outer / rpb), threads)
     else:
         total = outer * inner
