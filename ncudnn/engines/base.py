@@ -53,9 +53,19 @@ class Config:
         return default
 
     def with_knob(self, knob_type, value):
+        """This config with knob ``knob_type`` set to ``value`` (added when absent), knobs sorted by type."""
         d = dict(self.knobs)
         d[int(knob_type)] = int(value)
         return Config(self.engine, tuple(sorted(d.items())))
+
+    def __hash__(self):  # memo keys hash configs often: computed once (the dataclass is frozen)
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash((self.engine, self.knobs))
+        return h
+
+    def __reduce__(self):  # pickles / copies rebuild it (the cached hash is per process)
+        return (Config, (self.engine, self.knobs))
 
     def to_json(self):
         return {"engine": self.engine, "knobs": {K(k).name: v for k, v in self.knobs}}

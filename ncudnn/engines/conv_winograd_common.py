@@ -111,25 +111,36 @@ class WinoProblem:
         self.dt_res = gc.kdtype(self.epi.residual) if self.epi.residual is not None else self.dt_y
         self.in_bytes = gc.bytes_of(self.dt_x)
         self.out_bytes = gc.bytes_of(self.dt_y)
+        self.w_bytes = gc.bytes_of(self.dt_w)
         self.extra_bytes = sum(t.numel * t.itemsize for t in (self.epi.bias, self.epi.residual) if t is not None)
+        self._per_tile = {}           # m -> (tiles, sizes, workspace, gemm): computed once per tile size
+        self._transform = {}          # (device, m) -> transform_time
 
-    # ---- the F(m x m, 3 x 3) decomposition
+    # ---- the F(m x m, 3 x 3) decomposition (per tile size m, computed once)
+    def _tile(self, m):
+        hit = self._per_tile.get(m)
+        if hit is None:
+            th, tw = -(-self.P // m), -(-self.Q // m)
+            T = self.N * th * tw
+            a2 = (m + 2) ** 2
+            sizes = (a2 * self.K * self.Cg, a2 * self.C * T, a2 * self.K * T)
+            hit = self._per_tile[m] = ((th, tw, T), sizes, 4 * sum(sizes), (self.Kg, T, self.Cg, a2 * self.G))
+        return hit
+
     def tiles(self, m):
-        th, tw = -(-self.P // m), -(-self.Q // m)
-        return th, tw, self.N * th * tw
+        """(tile rows, tile columns, T = N x rows x columns) of the output for tile m."""
+        return self._tile(m)[0]
 
     def sizes(self, m):
         """(U, V, M) element counts of the workspace for tile m."""
-        a2 = (m + 2) ** 2
-        T = self.tiles(m)[2]
-        return a2 * self.K * self.Cg, a2 * self.C * T, a2 * self.K * T
+        return self._tile(m)[1]
 
     def workspace(self, m):
-        return 4 * sum(self.sizes(m))
+        return self._tile(m)[2]
 
     def gemm(self, m):
         """(M, N, K, batch) of the batched GEMM (batch: alpha^2 positions x groups)."""
-        return self.Kg, self.tiles(m)[2], self.Cg, (m + 2) ** 2 * self.G
+        return self._tile(m)[3]
 
 
 def wino_knob():
@@ -144,14 +155,14 @@ class WinogradEngineBase(Engine):
     TILES = gc.CONV_TILES
 
     def problem(self, sub):
-        memo = sub.__dict__.setdefault("_wino_problem", {})
-        hit = memo.get("p")
+        """The subgraph's :class:`WinoProblem` (made once per subgraph), or raises its :class:`gc.Reject`."""
+        hit = sub.__dict__.get("_wino_problem")
         if hit is None:
             try:
                 hit = WinoProblem(sub)
             except gc.Reject as e:
                 hit = e
-            memo["p"] = hit
+            sub.__dict__["_wino_problem"] = hit
         if isinstance(hit, gc.Reject):
             raise hit
         return hit
@@ -164,9 +175,14 @@ class WinogradEngineBase(Engine):
             self.problem(sub)
         except gc.Reject as e:
             return e.status, e.reason
-        if not self.candidates(sub, ctx):
+        if not self.has_config(sub, ctx):
             return S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{self.name}: no valid configuration for this problem"
         return OK
+
+    def has_config(self, sub, ctx):
+        """Does any config pass :meth:`keep`? (What ``candidates`` would be non-empty for, without
+        costing or sorting anything: the first valid config ends the search.)"""
+        return any(self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS for c in self.configs(sub, ctx))
 
     def config_notes(self, sub, cfg):
         if cfg.get(K.CUDNN_KNOB_TYPE_WINO_TILE, 2) == 4:
@@ -185,21 +201,36 @@ class WinogradEngineBase(Engine):
         good = [c for c in self.configs(sub, ctx) if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
         dev = ctx.device if ctx is not None else None
         if dev is not None and len(good) > 1:
-            good.sort(key=lambda c: self.cost(sub, c, dev))
+            good.sort(key=lambda c: self.cost(sub, c, dev))    # stable: ties keep configs() order
         return tuple(good[:64])
 
     def cost(self, sub, cfg, device):
-        return gc.memo(sub, ("cost", self.name, cfg, device), lambda: self._cost(sub, cfg, device))
+        """Predicted seconds (``_cost``), remembered on the subgraph per (engine, config, device)."""
+        memo = sub.__dict__.setdefault("_wino_cost", {})
+        key = (self.name, cfg, device)
+        t = memo.get(key)
+        if t is None:
+            t = memo[key] = self._cost(sub, cfg, device)
+        return t
 
 
 # ------------------------------------------------------------------------------- non-fused
 
 def transform_time(device, p, m):
-    """Seconds of the three transform kernels (memory-bound: bytes over the DRAM bandwidth)."""
+    """Seconds of the three transform kernels (memory-bound: bytes over the DRAM bandwidth); remembered
+    on the problem per (device, m): every GEMM config of a tile size shares it."""
+    key = (device, m)
+    t = p._transform.get(key)
+    if t is None:
+        t = p._transform[key] = _transform_time(device, p, m)
+    return t
+
+
+def _transform_time(device, p, m):
     nu, nv, nm = p.sizes(m)
     T = p.tiles(m)[2]
     a2 = (m + 2) ** 2
-    filt = p.K * p.Cg * 9 * gc.bytes_of(p.dt_w) + nu * 4
+    filt = p.K * p.Cg * 9 * p.w_bytes + nu * 4
     # input: each tile reads its (m+2)^2 window (overlap re-reads come from L1/L2), writes V
     inp = p.N * p.C * p.H * p.W * p.in_bytes * (a2 / (m * m)) ** 0.5 + nv * 4
     out = nm * 4 + p.N * p.K * p.P * p.Q * p.out_bytes + p.extra_bytes

@@ -18,7 +18,7 @@ from ..platform import simulator_enabled
 from ..types import cudnnBackendLayoutType_t
 from . import gemm_common as gc
 from . import heuristics as H
-from .base import OK, KnobSpec, SubPlan
+from .base import OK, Config, KnobSpec, SubPlan
 from .conv_winograd_common import K, S, WinogradEngineBase, filter_args
 from .registry import register
 
@@ -47,29 +47,42 @@ class ConvWinogradFusedEngine(WinogradEngineBase):
         return st, why
 
     def knobs(self, sub):
-        return (KnobSpec(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0, len(FUSED_TILES) - 1, 1, 0,
-                         tuple(t[0] for t in FUSED_TILES)),)
+        ks = self.__dict__.get("_knobs")
+        if ks is None:
+            ks = self.__dict__["_knobs"] = (KnobSpec(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0, len(FUSED_TILES) - 1, 1, 0,
+                                                     tuple(t[0] for t in FUSED_TILES)),)
+        return ks
 
     def configs(self, sub, ctx):
-        base = self.default_config(sub)
-        idx = range(len(FUSED_TILES))
         try:
             p = self.problem(sub)
         except gc.Reject:
             return []
+        every = self.__dict__.get("_configs")
+        if every is None:       # one Config per block shape, made once
+            every = self.__dict__["_configs"] = tuple(Config(self.name, ((int(K.CUDNN_KNOB_TYPE_TILE_SIZE), i),))
+                                                      for i in range(len(FUSED_TILES)))
         if simulator_enabled() and p.K * p.tiles(2)[2] <= gc.SIM_SMALL_OUTPUT:
-            idx = [len(FUSED_TILES) - 1]      # tiny problems in the simulator: the 16-thread block
-        return [base.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, i) for i in idx]
+            return [every[-1]]      # tiny problems in the simulator: the 16-thread block
+        return list(every)
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
         if st != S.CUDNN_STATUS_SUCCESS:
             return st, why
-        _, fc, _, regs = FUSED_TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)]
-        ok, why = check(fc)
-        if ok and fc.threads * regs > 65536:
-            ok, why = False, f"{fc.threads} threads x {regs} registers > 65536 per block"
-        return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}")
+        return self._tile_ok(cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE))
+
+    def _tile_ok(self, i):
+        """(status, reason) of block shape ``i`` (depends on the shape only: remembered per index)."""
+        memo = self.__dict__.setdefault("_tile_memo", {})
+        hit = memo.get(i)
+        if hit is None:
+            _, fc, _, regs = FUSED_TILES[i]
+            ok, why = check(fc)
+            if ok and fc.threads * regs > 65536:
+                ok, why = False, f"{fc.threads} threads x {regs} registers > 65536 per block"
+            hit = memo[i] = OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}")
+        return hit
 
     def config_notes(self, sub, cfg):
         return self.numerical_notes
@@ -95,7 +108,11 @@ class ConvWinogradFusedEngine(WinogradEngineBase):
         eff = tflops * 1e12 / device.peak("fp32")
         main = H.kernel_time(device, flops=flops / eff, nbytes=nbytes, blocks=blocks, threads=fc.threads, regs=regs,
                              smem=fc.smem_bytes(), tile=(fc.BK, fc.BT), problem=(p.K, T))
-        filt = H.kernel_time(device, nbytes=p.K * p.C * 9 * 4 + 16 * p.K * p.C * 4, blocks=wk.blocks(p.K * p.C))
+        key = (device, "fused_filter")       # the filter transform: the same for every block shape
+        filt = p._transform.get(key)
+        if filt is None:
+            filt = p._transform[key] = H.kernel_time(device, nbytes=p.K * p.C * 9 * 4 + 16 * p.K * p.C * 4,
+                                                     blocks=wk.blocks(p.K * p.C))
         return main + filt
 
     def build(self, sub, cfg, ctx):

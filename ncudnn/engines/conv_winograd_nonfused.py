@@ -12,9 +12,13 @@ import math
 
 from ..types import cudnnBackendLayoutType_t
 from . import gemm_common as gc
-from .base import OK, KnobSpec
+from .base import OK, Config, KnobSpec
 from .conv_winograd_common import K, S, NonfusedPlan, WinogradEngineBase, nonfused_cost, wino_knob
 from .registry import register
+
+#: the engine's knobs (WINO_TILE, TILE_SIZE, SWIZZLE) and the order a Config lists them in (by type)
+_KNOBS = (int(K.CUDNN_KNOB_TYPE_WINO_TILE), int(K.CUDNN_KNOB_TYPE_TILE_SIZE), int(K.CUDNN_KNOB_TYPE_SWIZZLE))
+_ORDER = tuple(sorted(range(3), key=lambda i: _KNOBS[i]))
 
 
 @register
@@ -30,35 +34,56 @@ class ConvWinogradNonfusedEngine(WinogradEngineBase):
         return ks
 
     def configs(self, sub, ctx):
-        """WINO_TILE x the useful GEMM tiles (one swizzle each)."""
+        """WINO_TILE x the useful GEMM tiles (one swizzle each); remembered per subgraph."""
         try:
             p = self.problem(sub)
         except gc.Reject:
             return []
-        base = self.default_config(sub)
+        return list(gc.memo(sub, ("configs", self.name), lambda: self._configs(p)))
+
+    def _configs(self, p):
         out = []
         for m in (2, 4):
             Mg, Ng, Kg, batch = p.gemm(m)
             for t in gc.useful_tiles(self.TILES, Mg, Ng, Kg, batch):
-                c = base.with_knob(K.CUDNN_KNOB_TYPE_WINO_TILE, m).with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, t)
-                sw = gc.swizzle_for(Mg, self.TILES[t].cfg, (1, 8))
-                out.append(c.with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, sw))
-        return out
+                vals = (m, t, gc.swizzle_for(Mg, self.TILES[t].cfg, (1, 8)))
+                out.append(Config(self.name, tuple((_KNOBS[i], vals[i]) for i in _ORDER)))
+        return tuple(out)
 
     def gemm_config(self, cfg):
-        return gc.gemm_config(self.TILES, cfg)
+        """The GemmConfig of a config (remembered per knob values on the engine)."""
+        memo = self.__dict__.setdefault("_gcfg", {})
+        hit = memo.get(cfg.knobs)
+        if hit is None:
+            hit = memo[cfg.knobs] = gc.gemm_config(self.TILES, cfg)
+        return hit
+
+    def values(self, cfg):
+        """(WINO_TILE, TILE_SIZE, SWIZZLE) of a config (None where absent), remembered per knob values."""
+        memo = self.__dict__.setdefault("_values", {})
+        hit = memo.get(cfg.knobs)
+        if hit is None:
+            hit = memo[cfg.knobs] = tuple(cfg.get(k) for k in _KNOBS)
+        return hit
 
     def keep(self, sub, cfg, ctx):
-        return gc.memo(sub, ("keep", self.name, cfg), lambda: self._keep(sub, cfg, ctx))
+        """(status, reason) of a config, remembered on the subgraph."""
+        memo = sub.__dict__.setdefault("_wino_keep", {})
+        key = (self.name, cfg)
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = self._keep(sub, cfg, ctx)
+        return hit
 
     def _keep(self, sub, cfg, ctx):
-        st, why = super().keep(sub, cfg, ctx)
-        if st != S.CUDNN_STATUS_SUCCESS:
-            return st, why
-        m = cfg.get(K.CUDNN_KNOB_TYPE_WINO_TILE)
-        if not gc.is_pow2(cfg.get(K.CUDNN_KNOB_TYPE_SWIZZLE)):
-            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: SWIZZLE = {cfg.get(K.CUDNN_KNOB_TYPE_SWIZZLE)} " \
-                "is not a power of 2"
+        m, t, sw = self.values(cfg)
+        if m not in (2, 4) or t is None or not 0 <= t < len(self.TILES) or sw is None or not 1 <= sw <= 8 \
+                or len(cfg.knobs) != 3:         # the knob ranges, with the base class's reasons
+            st, why = super().keep(sub, cfg, ctx)
+            if st != S.CUDNN_STATUS_SUCCESS:
+                return st, why
+        if not gc.is_pow2(sw):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: SWIZZLE = {sw} is not a power of 2"
         try:
             p = self.problem(sub)
         except gc.Reject as e:
@@ -81,9 +106,9 @@ class ConvWinogradNonfusedEngine(WinogradEngineBase):
             p = self.problem(sub)
         except gc.Reject:
             return math.inf
-        m = cfg.get(K.CUDNN_KNOB_TYPE_WINO_TILE, 2)
-        tile = self.TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
-        return nonfused_cost(device, p, m, tile, self.gemm_config(cfg))
+        m, t, _ = self.values(cfg)
+        tile = self.TILES[0 if t is None else t]
+        return nonfused_cost(device, p, 2 if m is None else m, tile, self.gemm_config(cfg))
 
     def build(self, sub, cfg, ctx):
         p = self.problem(sub)
