@@ -13,9 +13,10 @@ where the reductions' outputs have extent 1):
 Subgraph kind: ``"softmax"``, as ``ir.partition`` emits it (``ir/pattern_softmax.py``: the ACCURATE
 and LOG forward patterns today). The engine re-checks the nodes with :func:`match`, which also knows
 the FAST and backward patterns for when the partitioner emits them (until then those graphs run as
-reduction + pointwise subgraphs on the "reduction" and "pointwise_fused" engines). Layout: x / y (dy / dx) share strides and are
-packed; the reduced axes are consecutive in memory order, so the tensor is an (outer, n, inner)
-view. Knob: BLOCK_SIZE (0: the kernel layer's choice). No workspace. Math in float32.
+reduction + pointwise subgraphs on the "reduction" and "pointwise_fused" engines). Layout: x / y
+(dy / dx) share strides and are packed; the reduced axes are consecutive in memory order, so the
+tensor is an (outer, n, inner) view. Knob: BLOCK_SIZE (0: the kernel layer's choice; rows of the
+shared-memory path get the Step's dynamic shared memory). No workspace. Math in float32.
 """
 import math
 

@@ -157,18 +157,18 @@ def _tiled_source(dims, xs, ys, a, b, raw):
         yb.append(f"c{k} * {ys[k]}")
     s += [f"    xb = {' + '.join(xb)}", f"    yb = {' + '.join(yb)}",
           f"    a0 = ta * {TILE}", f"    b0 = tb * {TILE}",
-          f"    ib = b0 + tx",
+          "    ib = b0 + tx",
           f"    for k in range(0, {TILE}, {TILE_ROWS}):",
           "        ia = a0 + ty + k",
           f"        if ia < {A} and ib < {B}:",
-          f"            tile[ty + k, tx] = " + (f"x[u64(xb + ia * {xs[a]} + ib)]" if raw else
+          "            tile[ty + k, tx] = " + (f"x[u64(xb + ia * {xs[a]} + ib)]" if raw else
                                                f"ldx(x, u64(xb + ia * {xs[a]} + ib))"),
           "    cuda.syncthreads()",
           "    ia = a0 + tx",
           f"    for k in range(0, {TILE}, {TILE_ROWS}):",
           "        ib = b0 + ty + k",
           f"        if ia < {A} and ib < {B}:",
-          f"            " + (f"y[u64(yb + ib * {ys[b]} + ia)] = tile[tx, ty + k]" if raw else
+          "            " + (f"y[u64(yb + ib * {ys[b]} + ia)] = tile[tx, ty + k]" if raw else
                              f"sty(y, u64(yb + ib * {ys[b]} + ia), tile[tx, ty + k])")]
     grid = na * nb * math.prod(dims[k] for k in batch)
     return "\n".join(s) + "\n", grid

@@ -163,7 +163,7 @@ def _row_fwd_source(n, block, vpt, log, ct, rpb=1):
         for k in range(vpt):
             s.append(f"    e{k} = math.exp(v{k} - m)" + (f" if c{k} < {n} else {zero}" if guards[k] else ""))
         s.append(f"    ssum = {RSUM(' + '.join(f'e{k}' for k in range(vpt)))}")
-        s.append(f"    r = math.log(ssum)" if log else f"    r = {one} / ssum")
+        s.append("    r = math.log(ssum)" if log else f"    r = {one} / ssum")
         for k in range(vpt):
             ind = "    "
             if guards[k]:

@@ -2,8 +2,6 @@
 poisoned outputs, then timed (CUDA events around 20 back-to-back executions, after 3 warm-ups;
 GB/s = (bytes read + bytes written) / time). The target is 90% of the H200's measured copy bandwidth
 (4.21 TB/s); the assertion only guards against a collapse (half of it)."""
-import time
-
 import numpy as np
 import pytest
 from numba import cuda

@@ -2,7 +2,6 @@
 one kernel, against the float64 oracle. ir.partition emits "softmax" subgraphs for the ACCURATE and LOG
 forward patterns (tested through the API); FAST and backward are exercised on the subgraph directly
 (check_support -> build -> prepare -> run), and through the API whatever engines the partition picks."""
-import numpy as np
 import pytest
 
 from ncudnn import memory
