@@ -99,3 +99,25 @@ def test_instance_mode_all_but_batch(rng):
     y = _poisoned(x.size)
     sm.softmax_forward(_dev(x), y, 2, 30, 1, block=32)
     assert_close(_host(y).reshape(shape), ref.softmax(x, axis=(1, 2, 3)), "float32")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,dt", [((64, 32768), "float32"), ((64, 32768), "bfloat16"), ((256, 1024), "float32"),
+                                      ((16, 65536), "float32")],
+                         ids=["smem-rows-f32", "smem-rows-bf16", "warp-rows-1024", "online-65536"])
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log"])
+def test_real_row_lengths_on_gpu(rng, shape, dt, log):
+    """The benchmark's row lengths on the GPU: 128 KB shared-memory rows (past the 48 KB opt-in),
+    1024-element warp rows (32 a lane), the online path beyond 160 KB; forward and backward."""
+    outer, n = shape
+    x = (rng.standard_normal(shape) * 3).astype(getattr(ml_dtypes, dt, None) or np.dtype(dt))
+    x[0, :7] = -np.inf
+    y = _poisoned(x.size, dt)
+    sm.softmax_forward(_dev(x, dt), y, outer, n, log=log, x_dtype=dt, y_dtype=dt)
+    ey = (ref.log_softmax if log else ref.softmax)(x.astype(np.float64), axis=-1)
+    assert_close(_host(y, dt).reshape(shape), ey, dt, name="y")
+    yin = ey.astype(np.float32)
+    dy = rng.standard_normal(shape).astype(np.float32)
+    dx = _poisoned(x.size)
+    sm.softmax_backward(_dev(yin), _dev(dy), dx, outer, n, log=log)
+    assert_close(_host(dx).reshape(shape), ref.softmax_backward(yin, dy, axis=-1, log=log), "float32", name="dx")
