@@ -101,14 +101,16 @@ def test_instance_mode_all_but_batch(rng):
     assert_close(_host(y).reshape(shape), ref.softmax(x, axis=(1, 2, 3)), "float32")
 
 
+GPU_CASES = {"smem-rows-f32": ((64, 32768), "float32", False), "smem-rows-bf16-log": ((64, 32768), "bfloat16", True),
+             "warp-rows-1024": ((256, 1024), "float32", False), "online-65536-log": ((16, 65536), "float32", True)}
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape,dt", [((64, 32768), "float32"), ((64, 32768), "bfloat16"), ((256, 1024), "float32"),
-                                      ((16, 65536), "float32")],
-                         ids=["smem-rows-f32", "smem-rows-bf16", "warp-rows-1024", "online-65536"])
-@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log"])
-def test_real_row_lengths_on_gpu(rng, shape, dt, log):
+@pytest.mark.parametrize("case", list(GPU_CASES))
+def test_real_row_lengths_on_gpu(rng, case):
     """The benchmark's row lengths on the GPU: 128 KB shared-memory rows (past the 48 KB opt-in),
     1024-element warp rows (32 a lane), the online path beyond 160 KB; forward and backward."""
+    shape, dt, log = GPU_CASES[case]
     outer, n = shape
     x = (rng.standard_normal(shape) * 3).astype(getattr(ml_dtypes, dt, None) or np.dtype(dt))
     x[0, :7] = -np.inf
