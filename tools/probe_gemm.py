@@ -34,16 +34,16 @@ def G(bm, bn, bk, tm=8, tn=8, wm=32, wn=64, **kw):
 F = dict(MAINLOOP="fast")
 #: (label, config), most important first (JIT of a fast kernel: several seconds each)
 BIG = [
-    ("fast 128x128x8 sw8", G(128, 128, 8, SWIZZLE=8, **F)),
-    ("fast 128x128x8 sw8 r128", G(128, 128, 8, SWIZZLE=8, MAX_REGS=128, **F)),
+    ("fast 128x128x8 sw8 r128 (default)", G(128, 128, 8, SWIZZLE=8, MAX_REGS=128, **F)),
+    ("fast 128x128x8 sw8 (130 regs)", G(128, 128, 8, SWIZZLE=8, **F)),
     ("generic 128x128x16 (old default)", G(128, 128, 16)),
     ("fast 128x128x16 sw8", G(128, 128, 16, SWIZZLE=8, **F)),
 ]
 #: extra candidates for few-tile shapes (small M*N): smaller tiles and split-K
 SMALL = [
     ("fast 64x64x8 t4x8", G(64, 64, 8, 4, 8, 16, 64, **F)),
-    ("fast 128x128x8 sw8 split2", G(128, 128, 8, SPLIT_K=2, SWIZZLE=8, **F)),
-    ("fast 128x128x8 sw8 split4", G(128, 128, 8, SPLIT_K=4, SWIZZLE=8, **F)),
+    ("fast 128x128x8 sw8 r128 split2", G(128, 128, 8, SPLIT_K=2, SWIZZLE=8, MAX_REGS=128, **F)),
+    ("fast 128x128x8 sw8 r128 split4", G(128, 128, 8, SPLIT_K=4, SWIZZLE=8, MAX_REGS=128, **F)),
 ]
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (1024, 1024, 1024), (8192, 8192, 256),
           (16384, 64, 4096)]

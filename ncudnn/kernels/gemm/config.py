@@ -115,9 +115,10 @@ CONFIGS = (
     GemmConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=16, THREAD_M=4, THREAD_N=4, WARP_M=16, WARP_N=32),
     GemmConfig(BLOCK_M=32, BLOCK_N=32, BLOCK_K=8, THREAD_M=2, THREAD_N=2, WARP_M=8, WARP_N=16),
     GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=16, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64, VEC=4),
-    # fast mainloop (fastloop.py): 16-byte global quads, every k-step unrolled
+    # fast mainloop (fastloop.py): 16-byte global quads, every k-step unrolled; 128 registers
+    # (spill-free on sm_90) -> 2 blocks of 256 threads per SM
     GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=8, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64, VEC=4,
-               SWIZZLE=8, MAINLOOP="fast"),
+               SWIZZLE=8, MAINLOOP="fast", MAX_REGS=128),
 )
 
 

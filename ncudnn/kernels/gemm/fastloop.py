@@ -23,7 +23,7 @@ Rows / columns past M / N are clamped on load (never stored).
 from numba import cuda, float32, int64, uint64
 
 from ...platform import simulator_enabled
-from .vec import ld4, ldg4, st4
+from .vec import GSCALE, gptr, ld4, ldg4p, st4
 
 _CACHE = {}
 
@@ -97,19 +97,19 @@ def _make_operand(KFAST, BLOCK_O, BLOCK_K, NT):
 
     @cuda.jit(device=True, inline=True)
     def setup(args, z, e, o0, O, k_lo):
-        """Element offset of the quad in the block's first k-tile (rows past O clamped)."""
+        """Load handle (vec.gptr) of the quad in the block's first k-tile (rows past O clamped)."""
         oo, kk = slot(e)
         base = (z // args[3]) * args[1] + (z % args[3]) * args[2]
         if KFAST:
-            return int64(base + min(o0 + oo, O - 1) * args[4] + k_lo + kk)
-        return int64(base + min(o0 + oo, O - 4) + (k_lo + kk) * args[5])
+            return gptr(args[0], uint64(base + min(o0 + oo, O - 1) * args[4] + k_lo + kk))
+        return gptr(args[0], uint64(base + min(o0 + oo, O - 4) + (k_lo + kk) * args[5]))
 
     @cuda.jit(device=True, inline=True)
     def step(args):
-        """Offset advance per k-tile."""
+        """Handle advance per k-tile (wraps modulo 2^64 for a negative stride, as addresses do)."""
         if KFAST:
-            return int64(BLOCK_K)
-        return int64(BLOCK_K) * args[5]
+            return uint64(BLOCK_K * GSCALE)
+        return uint64(int64(BLOCK_K * GSCALE) * args[5])
 
     @cuda.jit(device=True, inline=True)
     def store(S, stage, e, v0, v1, v2, v3):
@@ -191,10 +191,10 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
         b = b_args[0]
         if ntiles > 0:
             for q in range(QA):
-                v = ldg4(a, uint64(a_off[q]))
+                v = ldg4p(a, a_off[q])
                 a_store(As, uint64(0), tid + q * NT, v[0], v[1], v[2], v[3])
             for q in range(QB):
-                v = ldg4(b, uint64(b_off[q]))
+                v = ldg4p(b, b_off[q])
                 b_store(Bs, uint64(0), tid + q * NT, v[0], v[1], v[2], v[3])
             cuda.syncthreads()
         for t in range(ntiles):
@@ -203,14 +203,14 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
             if more:
                 for q in range(QA):
                     a_off[q] += a_inc
-                    v = ldg4(a, uint64(a_off[q]))
+                    v = ldg4p(a, a_off[q])
                     a_v[q, 0] = v[0]
                     a_v[q, 1] = v[1]
                     a_v[q, 2] = v[2]
                     a_v[q, 3] = v[3]
                 for q in range(QB):
                     b_off[q] += b_inc
-                    v = ldg4(b, uint64(b_off[q]))
+                    v = ldg4p(b, b_off[q])
                     b_v[q, 0] = v[0]
                     b_v[q, 1] = v[1]
                     b_v[q, 2] = v[2]
@@ -232,8 +232,8 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
         acc = cuda.local.array((THREAD_M, THREAD_N), float32)
         af = cuda.local.array(THREAD_M, float32)
         bf = cuda.local.array(THREAD_N, float32)
-        a_off = cuda.local.array(QA, int64)
-        b_off = cuda.local.array(QB, int64)
+        a_off = cuda.local.array(QA, uint64)
+        b_off = cuda.local.array(QB, uint64)
         a_v = cuda.local.array((QA, 4), float32)
         b_v = cuda.local.array((QB, 4), float32)
 

@@ -153,7 +153,7 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
         rows = min(grid_m - first_m, SWIZZLE)
         return first_m + (pid % width) % rows, (pid % width) // rows
 
-    jit = cuda.jit(max_registers=cfg.MAX_REGS) if cfg.MAX_REGS else cuda.jit
+    jit = cuda.jit(max_registers=cfg.MAX_REGS) if cfg.MAX_REGS and not simulator_enabled() else cuda.jit
 
     @jit
     def kernel(a_args, b_args, o_args, bias_args, r_args, M, N, K, K_SLICE, SPLITS, alpha, beta):

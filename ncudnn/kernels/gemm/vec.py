@@ -6,7 +6,10 @@
   16-byte store (``st.shared.v4.f32``);
 * ``ldg4(arr, i)``: ``arr[i .. i + 3]`` of a 1-D float32 (global) array as one 16-byte load
   (``ld.global.v4.f32``);
-* ``addr(arr)``: the byte address of ``arr``'s first element (uint64), to test alignment.
+* ``addr(arr)``: the byte address of ``arr``'s first element (uint64), to test alignment;
+* ``gptr(arr, i)`` / ``ldg4p(arr, p)`` / ``GSCALE``: a uint64 handle of ``arr[i]`` that a k loop
+  advances by ``GSCALE * elements`` and loads 4 floats from: on a GPU the byte address itself (one
+  64-bit register per operand, ``arr`` unused by the load), under the simulator the index.
 
 On a GPU the element pointer is cast to ``<4 x float>*`` with align 16 in LLVM IR (no inline PTX); the
 caller guarantees 16-byte alignment (shared arrays declared with ``alignment=16``, row lengths and
@@ -31,6 +34,14 @@ if simulator_enabled():
 
     def ldg4(arr, i):
         return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
+
+    GSCALE = 1
+
+    def gptr(arr, i):
+        return np.uint64(i)
+
+    def ldg4p(arr, p):
+        return arr[p], arr[p + 1], arr[p + 2], arr[p + 3]
 
     def addr(arr):
         a = getattr(arr, "_ary", arr)
@@ -89,6 +100,32 @@ else:
             return context.make_tuple(builder, sig.return_type, vals)
         return sig, codegen
 
+    GSCALE = 4
+
+    @intrinsic
+    def _gptr(typingctx, arr, i):
+        if not isinstance(arr, types.Array) or arr.ndim != 1:
+            return None
+        sig = types.uint64(arr, i)
+
+        def codegen(context, builder, sig, args):
+            ptr = _ptr(context, builder, sig.args[0], args[0], args[1:], sig.args[1:])
+            return builder.ptrtoint(ptr, ir.IntType(64))
+        return sig, codegen
+
+    @intrinsic
+    def _ldg4p(typingctx, p):
+        if p != types.uint64:
+            return None
+        sig = types.UniTuple(types.float32, 4)(p)
+
+        def codegen(context, builder, sig, args):
+            vptr = builder.inttoptr(args[0], _V4.as_pointer(1))
+            vec = builder.load(vptr, align=16)
+            vals = [builder.extract_element(vec, ir.Constant(ir.IntType(32), j)) for j in range(4)]
+            return context.make_tuple(builder, sig.return_type, vals)
+        return sig, codegen
+
     @intrinsic
     def _addr(typingctx, arr):
         if not isinstance(arr, types.Array):
@@ -115,3 +152,11 @@ else:
     @cuda.jit(device=True, inline=True)
     def addr(arr):
         return _addr(arr)
+
+    @cuda.jit(device=True, inline=True)
+    def gptr(arr, i):
+        return _gptr(arr, i)
+
+    @cuda.jit(device=True, inline=True)
+    def ldg4p(arr, p):
+        return _ldg4p(p)
