@@ -17,6 +17,7 @@ Both dim lists are merged where row-major contiguous on that side, then split in
 (a dim of one side must divide the other's at each step, else NOT_SUPPORTED_SHAPE). No knobs, no
 workspace.
 """
+import dataclasses
 import math
 
 from ..kernels import datamove_copy as kdm
@@ -112,7 +113,8 @@ def _tensor_arg(t, word):
 def _copy_step(x, y, spec, name):
     ck = kdm.build_copy(spec)
     xo, yo = ck.offsets()
-    key = f"data_movement:{name}:" + src_key(ck.spec, ck.source, ck.word)
+    # offsets are launch arguments: pieces differing only in offsets share one compiled kernel
+    key = f"data_movement:{name}:" + src_key(dataclasses.replace(ck.spec, x_offset=0, y_offset=0), ck.source, ck.word)
     nbytes = math.prod(spec.dims) * (x.itemsize + y.itemsize)
     return Step(key, lambda: ck.kernel, ck.grid, ck.block,
                 [_tensor_arg(x, ck.word), _tensor_arg(y, ck.word), Arg.const(xo), Arg.const(yo)], nbytes=nbytes)
