@@ -5,7 +5,8 @@ Forward: one kernel, a block (or a warp, for rows <= 256) per row; rows up to BL
 stay in registers (two-pass mean / variance, one read of x, one write of y), longer rows loop
 (shifted one-pass sums). Training writes MEAN (layer norm) and INV_VARIANCE. A pointwise epilogue
 runs as a second pass over y kept in the workspace (float32).
-Backward: dx in one row kernel; dscale (and dbias) with a deterministic column reduction.
+Backward: dx in one row kernel; dscale (and dbias) as ordered column sums over the rows
+(:mod:`ncudnn.kernels.norm_row_dparams`: coalesced one-wave partials, then an ordered combine).
 
 Layouts: each sample's block must be dense (any order of the non-batch dims: NCHW, NHWC, ...) with
 the batch stride equal to n; Y / DY / DX share X's strides; SCALE / BIAS / DSCALE / DBIAS have X's
@@ -15,14 +16,16 @@ one-element device tensor (read in the kernel).
 """
 import math
 
-from numba.cuda import types
 
+from ..kernels import norm_bn_cols as kcols
 from ..kernels import norm_row as kn
-from ..kernels import reduce as kr
+from ..kernels import norm_row_dparams as kd
+from ..kernels.dtypes import compute_type
+from ..kernels.primitives import sm_count
 from ..types import cudnnBackendKnobType_t, cudnnBackendNormFwdPhase_t, cudnnBackendNormMode_t, cudnnStatus_t
 from .base import OK, Engine, KnobSpec
-from .membound_common import (Arg, MemPlan, PointwiseBuilder, Scratch, Step, extent, kdtype, reduce_steps, src_key,
-                              steps_time, tensor_bytes, written)
+from .membound_common import (Arg, MemPlan, PointwiseBuilder, Scratch, Step, extent, kdtype, src_key, steps_time,
+                              tensor_bytes, written)
 from .norm_batch import check_norm_node
 from .registry import register
 
@@ -132,21 +135,30 @@ def _backward(sub, cfg):
     steps = [Step("norm_rows_bwd:" + src_key(fargs), lambda: kn.row_bwd_kernel(*fargs)[0], math.ceil(rows / rpb),
                   threads, args, nbytes=tensor_bytes(x, dy, dx, scale))]
     scratch = Scratch()
-    terms, outs = [], []
-    if dscale is not None:
-        terms.append(kr.Term("v1 * (v0 * v2)" if rms else "v1 * ((v0 - v2) * v3)", "sum"))
-        outs.append(dscale)
-    if dbias is not None:
-        terms.append(kr.Term("v1", "sum"))
-        outs.append(dbias)
-    if terms:
-        full = (n, 1)
-        per_row = (1 if rows > 1 else 0, 0)
-        ins = [(kdtype(x), full), (kdtype(dy), full)] + ([] if rms else [(kdtype(mean), per_row)]) + [(s_dt, per_row)]
-        arrays = [Arg.tensor(x), Arg.tensor(dy)] + ([] if rms else [Arg.tensor(mean)]) + [Arg.tensor(inv)]
-        spec = kr.ReduceSpec((rows, n), tuple(ins), (1, n), tuple(terms), tuple((kdtype(t), (0, 1)) for t in outs))
-        steps += reduce_steps(spec, scratch, arrays, [Arg.tensor(t) for t in outs], name="norm_rows_dparams")
+    if dscale is not None or dbias is not None:
+        steps += _dparams_steps(scratch, x, dy, mean, inv, dscale, dbias, rows, n, rms)
     return steps, scratch.size
+
+
+def _dparams_steps(scratch, x, dy, mean, inv, dscale, dbias, rows, n, rms):
+    """dscale / dbias as ordered column sums (:mod:`ncudnn.kernels.norm_row_dparams`), then the combine."""
+    s_dt = kdtype(inv)
+    ct = compute_type([kdtype(x), kdtype(dy), s_dt])
+    cfg = kcols.cols_config(rows, n, sm_count(), blocks_per_sm=kd.BLOCKS_PER_SM, unroll=kd.UNROLL)
+    p0, p1 = scratch.take(cfg.chunks * n, ct), scratch.take(cfg.chunks * n, ct)
+    fargs = (n, kdtype(x), kdtype(dy), s_dt, not rms)
+    main = Step("norm_rows_dparams:" + src_key(fargs), lambda: kd.dparams_partial_kernel(*fargs)[0],
+                (cfg.tiles, cfg.chunks), (cfg.tx, cfg.ty),
+                [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(mean) if mean is not None else Arg.dummy(s_dt),
+                 Arg.tensor(inv), p0, p1, Arg.const(rows), Arg.const(cfg.chunk_rows)], nbytes=tensor_bytes(x, dy))
+    cargs = (ct, kdtype(dbias) if dbias is not None else None, kdtype(dscale) if dscale is not None else None,
+             dbias is not None, dscale is not None)
+    out0 = Arg.tensor(dbias) if dbias is not None else Arg.dummy(ct)
+    out1 = Arg.tensor(dscale) if dscale is not None else Arg.dummy(ct)
+    comb = Step("norm_rows_dparams_combine:" + src_key(cargs), lambda: kcols.combine_kernel(*cargs),
+                max(1, -(-n // 128)), 128, [p0, p1, out0, out1, Arg.const(cfg.chunks), Arg.const(n)],
+                nbytes=cfg.chunks * n * 8)
+    return [main, comb]
 
 
 @register

@@ -46,7 +46,7 @@ def cols_config(rows, channels, sms, blocks_per_sm=6, unroll=8):
     partial kernels take up to 40 registers: 6 blocks of 256 threads per SM), each chunk at least
     ``TY * unroll`` rows so the unrolled loop runs."""
     tiles = math.ceil(channels / TX)
-    want = max(1, math.ceil(sms * blocks_per_sm / tiles))
+    want = max(1, (sms * blocks_per_sm) // tiles)
     chunks = max(1, min(want, math.ceil(rows / (TY * unroll))))
     chunk_rows = math.ceil(rows / chunks)
     chunks = math.ceil(rows / chunk_rows)
@@ -122,10 +122,12 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
 
 
 @functools.lru_cache(maxsize=None)
-def combine_kernel(ct="float32"):
+def combine_kernel(ct="float32", out0_dt=None, out1_dt=None, write0=True, write1=True):
     """Thread per column: ``out[c] = sum_j part[j * C + c]`` over the chunks, in order, for both
-    partial arrays. Arguments ``(part0, part1, out0, out1, chunks, channels)``."""
+    partial arrays (``ct``; outputs in ``out*_dt``, default ``ct``; ``write*`` False skips one).
+    Arguments ``(part0, part1, out0, out1, chunks, channels)``."""
     conv = np.float64 if ct == "float64" else np.float32
+    st0, st1 = storer(out0_dt or ct), storer(out1_dt or ct)
 
     @cuda.jit
     def kernel(part0, part1, out0, out1, chunks, channels):
@@ -138,8 +140,10 @@ def combine_kernel(ct="float32"):
                 a += part0[p]
                 b += part1[p]
                 p += channels
-            out0[c] = a
-            out1[c] = b
+            if write0:
+                st0(out0, c, a)
+            if write1:
+                st1(out1, c, b)
     return kernel
 
 

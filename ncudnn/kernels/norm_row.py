@@ -266,7 +266,7 @@ def _register_compile_cases():
         return
     from .dtypes import array_sig as a
     for n, dt in ((4096, "bfloat16"), (768, "float16"), (8192, "float32"), (32768, "float32"),
-                  (128, "bfloat16")):
+                  (128, "bfloat16"), (4096, "float32"), (1024, "float32")):
         threads, blk, vpt, rpb = row_config(n)
         budget = min(255, 65536 // threads)
         for rms in (False, True):

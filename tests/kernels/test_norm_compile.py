@@ -1,0 +1,24 @@
+"""The normalization kernels' registered configurations (row kernels, NHWC / NCHW batch norm) compile
+for sm_90 with no spills and within their register budgets (slow: NVVM)."""
+import pytest
+
+from ncudnn.kernels import compile_check
+from ncudnn.kernels import norm_bn_cols, norm_bn_planes, norm_row  # noqa: F401 (register)
+
+_MODULES = ("ncudnn.kernels.norm_row", "ncudnn.kernels.norm_bn_cols", "ncudnn.kernels.norm_bn_planes")
+
+
+def _ours():
+    return [name for name, case in compile_check.registered_cases().items() if case.module in _MODULES]
+
+
+def test_norm_modules_register_cases():
+    assert {compile_check.registered_cases()[n].module for n in _ours()} == set(_MODULES)
+
+
+@pytest.mark.slow
+def test_norm_kernels_compile_for_sm90():
+    results = compile_check.run_compile_check(_ours(), timeout=1800, jobs=2)
+    failed = [r.summary() for r in results if not r.ok]
+    assert not failed, "\n".join(failed)
+    assert len(results) == len(_ours())
