@@ -13,7 +13,7 @@ import math
 from ..types import cudnnBackendLayoutType_t
 from . import gemm_common as gc
 from .base import OK, Config, KnobSpec
-from .conv_winograd_common import K, S, NonfusedPlan, WinogradEngineBase, nonfused_cost, wino_knob
+from .conv_winograd_common import NN, K, S, NonfusedPlan, WinogradEngineBase, nonfused_cost, wino_knob
 from .registry import register
 
 #: the engine's knobs (WINO_TILE, TILE_SIZE, SWIZZLE) and the order a Config lists them in (by type)
@@ -99,7 +99,13 @@ class ConvWinogradNonfusedEngine(WinogradEngineBase):
             p = self.problem(sub)
         except gc.Reject:
             return 0
-        return p.workspace(cfg.get(K.CUDNN_KNOB_TYPE_WINO_TILE, 2))
+        m = self.values(cfg)[0]
+        return p.workspace(2 if m is None else m)
+
+    def config_notes(self, sub, cfg):
+        if self.values(cfg)[0] == 4:
+            return self.numerical_notes + (NN.CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4,)
+        return self.numerical_notes
 
     def _cost(self, sub, cfg, device):
         try:

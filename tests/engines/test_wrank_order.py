@@ -19,6 +19,7 @@ from ncudnn.kernels.winograd import kernels as wk
 from ncudnn.kernels.winograd.fused import check as fused_check
 from ncudnn.platform import simulator_enabled
 from ncudnn.types import cudnnBackendHeurMode_t as HM, cudnnBackendKnobType_t as K
+from ncudnn.types import cudnnBackendNumericalNote_t as NN
 from ncudnn.types import cudnnDataType_t as DT, cudnnPointwiseMode_t as PM, cudnnStatus_t as S
 
 NONFUSED, FUSED = "conv_winograd_nonfused", "conv_winograd_fused"
@@ -164,6 +165,9 @@ def _check_same(prob, ctx):
         p = cw.WinoProblem(sub)
         ws = 4 * sum(_sizes(p, cfg.get(K.CUDNN_KNOB_TYPE_WINO_TILE))[2]) if name == NONFUSED else 16 * p.K * p.C * 4
         assert eng.workspace_size(sub, cfg) == ws
+        tile4 = name == NONFUSED and cfg.get(K.CUDNN_KNOB_TYPE_WINO_TILE) == 4
+        assert (NN.CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4 in eng.config_notes(sub, cfg)) == tile4
+        assert NN.CUDNN_NUMERICAL_NOTE_WINOGRAD in eng.config_notes(sub, cfg)
 
 
 @pytest.mark.parametrize("prob", FIXED, ids=lambda p: "-".join(map(str, p)))
