@@ -581,12 +581,53 @@ else:
     from numba.cuda.extending import intrinsic as _intrinsic
 
     def _vector_pointer(context, builder, aryty, ary_value, index, index_type, n):
+        """(pointer, alignment, element vector type): the pointer is to the memory vector type,
+        whole 32-bit words for 8- and 16-byte vectors of narrow elements (one ld/st.v2/v4.b32
+        instead of several v4.u8 / v4.u16), else ``<n x elem>``."""
         ary = context.make_array(aryty)(context, builder, value=ary_value)
         i = context.cast(builder, index, index_type, _types.intp)
         ptr = _cgutils.get_item_pointer(context, builder, aryty, ary, [i], wraparound=False)
         elem = context.get_data_type(aryty.dtype)
-        align = n * context.get_abi_sizeof(elem)
-        return builder.bitcast(ptr, _ir.VectorType(elem, n).as_pointer(ptr.type.addrspace)), align
+        size = context.get_abi_sizeof(elem)
+        vty = _ir.VectorType(elem, n)
+        mty = _ir.VectorType(_ir.IntType(32), n * size // 4) if size < 4 and n * size in (8, 16) \
+            else vty
+        return builder.bitcast(ptr, mty.as_pointer(ptr.type.addrspace)), n * size, vty
+
+    def _bits_of(elem):
+        return elem.width if isinstance(elem, _ir.IntType) else 16   # half: 16 bits
+
+    def _unpack_words(builder, words_vec, elem, n):
+        """n narrow elements from a vector of 32-bit words (lowest address in the low bits)."""
+        bits = _bits_of(elem)
+        per = 32 // bits
+        ity = _ir.IntType(bits)
+        out = []
+        for j in range(n):
+            w = builder.extract_element(words_vec, _ir.Constant(_ir.IntType(32), j // per))
+            sh = (j % per) * bits
+            if sh:
+                w = builder.lshr(w, _ir.Constant(_ir.IntType(32), sh))
+            v = builder.trunc(w, ity)
+            out.append(v if isinstance(elem, _ir.IntType) else builder.bitcast(v, elem))
+        return out
+
+    def _pack_words(builder, vals, elem, words):
+        """A vector of ``words`` 32-bit words holding the narrow elements ``vals``."""
+        bits = _bits_of(elem)
+        per = 32 // bits
+        vec = _ir.Constant(_ir.VectorType(_ir.IntType(32), words), _ir.Undefined)
+        for k in range(words):
+            acc = None
+            for j in range(k * per, (k + 1) * per):
+                v = vals[j] if isinstance(elem, _ir.IntType) else builder.bitcast(vals[j], _ir.IntType(bits))
+                v = builder.zext(v, _ir.IntType(32))
+                sh = (j % per) * bits
+                if sh:
+                    v = builder.shl(v, _ir.Constant(_ir.IntType(32), sh))
+                acc = v if acc is None else builder.or_(acc, v)
+            vec = builder.insert_element(vec, acc, _ir.Constant(_ir.IntType(32), k))
+        return vec
 
     @functools.lru_cache(maxsize=None)
     def vector_load(n):
@@ -599,11 +640,14 @@ else:
             sig = _types.UniTuple(arr.dtype, n)(arr, i)
 
             def codegen(context, builder, sig, args):
-                vptr, align = _vector_pointer(context, builder, sig.args[0], args[0], args[1],
-                                              sig.args[1], n)
+                vptr, align, vty = _vector_pointer(context, builder, sig.args[0], args[0], args[1],
+                                                   sig.args[1], n)
                 vec = builder.load(vptr, align=align)
-                vals = [builder.extract_element(vec, _ir.Constant(_ir.IntType(32), j))
-                        for j in range(n)]
+                if vec.type != vty:
+                    vals = _unpack_words(builder, vec, vty.element, n)
+                else:
+                    vals = [builder.extract_element(vec, _ir.Constant(_ir.IntType(32), j))
+                            for j in range(n)]
                 return context.make_tuple(builder, sig.return_type, vals)
             return sig, codegen
         return ldv
@@ -621,13 +665,18 @@ else:
 
             def codegen(context, builder, sig, args):
                 aryty, _, valty = sig.args
-                vptr, align = _vector_pointer(context, builder, aryty, args[0], args[1],
-                                              sig.args[1], n)
-                vec = _ir.Constant(vptr.type.pointee, _ir.Undefined)
-                for j in range(n):
-                    v = context.cast(builder, builder.extract_value(args[2], j), valty[j],
-                                     aryty.dtype)
-                    vec = builder.insert_element(vec, v, _ir.Constant(_ir.IntType(32), j))
+                vptr, align, vty = _vector_pointer(context, builder, aryty, args[0], args[1],
+                                                   sig.args[1], n)
+                vals = [context.cast(builder, builder.extract_value(args[2], j), valty[j],
+                                     aryty.dtype) for j in range(n)]
+                words = align // 4 if context.get_abi_sizeof(vty.element) < 4 and align in (8, 16) \
+                    else 0
+                if words:
+                    vec = _pack_words(builder, vals, vty.element, words)
+                else:
+                    vec = _ir.Constant(vty, _ir.Undefined)
+                    for j, v in enumerate(vals):
+                        vec = builder.insert_element(vec, v, _ir.Constant(_ir.IntType(32), j))
                 builder.store(vec, vptr, align=align)
                 return context.get_dummy_value()
             return sig, codegen
