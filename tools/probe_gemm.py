@@ -42,6 +42,7 @@ BIG = [
 #: extra candidates for few-tile shapes (small M*N): smaller tiles and split-K
 SMALL = [
     ("fast 64x64x8 t4x8", G(64, 64, 8, 4, 8, 16, 64, **F)),
+    ("fast 128x64x8 (128 threads)", G(128, 64, 8, **F)),
     ("fast 128x128x8 sw8 r128 split2", G(128, 128, 8, SPLIT_K=2, SWIZZLE=8, MAX_REGS=128, **F)),
     ("fast 128x128x8 sw8 r128 split4", G(128, 128, 8, SPLIT_K=4, SWIZZLE=8, MAX_REGS=128, **F)),
 ]

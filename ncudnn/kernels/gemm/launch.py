@@ -22,12 +22,13 @@ def fast_applies(cfg, A, B, ftype):
 
 
 def _block_kernel(cfg, A, B, OUT, EPI, ftype):
-    """(kernel, fallback): the fast kernel and the generic one of the same tile for launches the fast
-    kernel cannot take (fastloop.fast_ok), or (generic kernel, None)."""
-    generic = make_block_kernel(cfg.replace(MAINLOOP="generic", MAX_REGS=0), A, B, OUT, EPI, ftype)
+    """(kernel, fallback): the fast kernel and the generic kernel of the same tile (without the fast
+    config's register cap) for launches the fast kernel cannot take (fastloop.fast_ok); or
+    (generic kernel, None)."""
     if fast_applies(cfg, A, B, ftype):
+        generic = make_block_kernel(cfg.replace(MAINLOOP="generic", MAX_REGS=0), A, B, OUT, EPI, ftype)
         return make_fast_kernel(cfg, A, B, OUT, EPI), generic
-    return generic, None
+    return make_block_kernel(cfg, A, B, OUT, EPI, ftype), None
 
 
 class BlockKernels:
