@@ -37,13 +37,16 @@ def row_config(n, block=0, rows_per_block=0, vpt_max=VPT_MAX):
     ``block`` 32 is warp-per-row mode (warp shuffles only, ``rows_per_block`` warps per block,
     4 by default; chosen for n <= 1024); larger blocks give one row per block (block reductions),
     chosen with about ``VPT_MAX`` values per thread (4096: 128 threads; few warps per block keep
-    the reduction short and many blocks resident). VPT 0 selects the looped (long-row) path.
+    the reduction short and many blocks resident; 1024-thread blocks keep at most 16 values, within
+    64 registers). VPT 0 selects the looped (long-row) path.
     """
     if not block:
         block = 32 if n <= 32 * VPT_MAX else \
             min(1024, max(64, 1 << max(0, (math.ceil(n / VPT_MAX) - 1).bit_length())))
     rpb = (rows_per_block or 4) if block == 32 else 1
     vpt = math.ceil(n / block)
+    if block * rpb >= 1024:    # 64 registers a thread at most: 16 values stay in registers
+        vpt_max = min(vpt_max, 16)
     return block * rpb, block, (vpt if vpt <= vpt_max else 0), rpb
 
 
@@ -266,7 +269,7 @@ def _register_compile_cases():
         return
     from .dtypes import array_sig as a
     for n, dt in ((4096, "bfloat16"), (768, "float16"), (8192, "float32"), (32768, "float32"),
-                  (128, "bfloat16"), (4096, "float32"), (1024, "float32")):
+                  (128, "bfloat16"), (4096, "float32"), (1024, "float32"), (16384, "float32")):
         threads, blk, vpt, rpb = row_config(n)
         budget = min(255, 65536 // threads)
         for rms in (False, True):
