@@ -399,10 +399,29 @@ def auto_vec(spec):
     """The widest vector (elements per access) the layout of ``spec`` allows: 16 bytes of its
     widest non-scalar tensor (4 for float32, 8 for 16-bit types), or 1 when the layout does not
     fit the vector path. Alignment and ``numel % vec`` are checked at launch."""
-    if _vec_layout(spec) is None:
+    lay = _vec_layout(spec)
+    if lay is None:
         return 1
-    tensors = [t for t in spec.inputs if not _is_scalar(t)] + list(spec.outputs)
+    # operands broadcast along the innermost dim (inner > 1) are read one element at a time
+    tensors = [t for t, op in zip(spec.inputs, lay[1]) if op is not None and op[0] == 1]
+    tensors += list(spec.outputs)
     return max(1, 16 // max(storage_dtype(t.dtype).itemsize for t in tensors))
+
+
+def _vector_accessed(spec):
+    """Per tensor (inputs then outputs): True when the vector kernel reads / writes it with vector
+    accesses (so its buffer must be aligned to one vector)."""
+    lay = _vec_layout(spec)
+    shape, ops = lay
+    total = math.prod(shape)
+    flags = []
+    for op in ops:
+        if op is None:
+            flags.append(False)
+            continue
+        inner, mid = op
+        flags.append((inner == 1 and mid == total) or (inner == 1 and mid % spec.vec == 0))
+    return flags + [True] * len(spec.outputs)
 
 
 def vec_unroll(spec):
@@ -697,6 +716,7 @@ class PointwiseKernel:
         self.extents = [1 + sum((n - 1) * s for n, s in zip(spec.shape, t.strides))
                         if self.numel else 0 for t in tensors]
         self.storage = [storage_dtype(t.dtype) for t in tensors]
+        self._vector_flags = None
 
     def grid(self):
         spec = self.spec
@@ -715,9 +735,10 @@ class PointwiseKernel:
             return True
         if self.numel % v:
             return False
-        scal = [_is_scalar(t) for t in self.spec.inputs] + [False] * len(self.spec.outputs)
-        return all(sc or p is None or p % (v * st.itemsize) == 0
-                   for p, st, sc in zip(pointers, self.storage, scal))
+        if self._vector_flags is None:
+            self._vector_flags = _vector_accessed(self.spec)
+        return all(not vf or p is None or p % (v * st.itemsize) == 0
+                   for p, st, vf in zip(pointers, self.storage, self._vector_flags))
 
     def launch(self, *arrays, stream=0):
         n_t = len(self.spec.inputs) + len(self.spec.outputs)

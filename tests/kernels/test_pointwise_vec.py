@@ -80,7 +80,12 @@ def test_nchw_channel_bias_fp16(rng, hw):
     spec = _bias_relu_spec(shape, cs(shape), (0, 1, 0, 0), xdt="float16", odt="float16",
                            vec=pw.auto_vec(_bias_relu_spec(shape, cs(shape), (0, 1, 0, 0), "float16",
                                                            "float32", "float16", vec=1)))
-    assert spec.vec == 4   # 16 bytes of the widest (float32) tensor
+    assert spec.vec == 8   # 16 bytes of float16; the float32 bias is read once per vector / element
+    k = pw.build_pointwise(spec)
+    if x.size % 8 == 0:   # the bias needs no vector alignment, x and the output do
+        assert k.vec_ok([256, 256 + 4, 256]) and not k.vec_ok([256 + 8, 256, 256])
+    else:                 # 54 elements: the launch runs the vec = 1 twin
+        assert not k.vec_ok([256, 256, 256])
     (out,) = _run(spec, [x, bias], [x.size])
     assert_close(out.reshape(shape), _bias_relu_ref(x, bias.reshape(1, 3, 1, 1)), "float16")
 
