@@ -58,10 +58,10 @@ class ConvWinogradFusedEngine(WinogradEngineBase):
             p = self.problem(sub)
         except gc.Reject:
             return []
-        every = self.__dict__.get("_configs")
-        if every is None:       # one Config per block shape, made once
-            every = self.__dict__["_configs"] = tuple(Config(self.name, ((int(K.CUDNN_KNOB_TYPE_TILE_SIZE), i),))
-                                                      for i in range(len(FUSED_TILES)))
+        table, every = self.__dict__.get("_configs", (None, None))
+        if table is not FUSED_TILES:       # one Config per block shape, made once per table
+            every = tuple(Config(self.name, ((int(K.CUDNN_KNOB_TYPE_TILE_SIZE), i),)) for i in range(len(FUSED_TILES)))
+            self.__dict__["_configs"] = (FUSED_TILES, every)
         if simulator_enabled() and p.K * p.tiles(2)[2] <= gc.SIM_SMALL_OUTPUT:
             return [every[-1]]      # tiny problems in the simulator: the 16-thread block
         return list(every)
@@ -74,7 +74,9 @@ class ConvWinogradFusedEngine(WinogradEngineBase):
 
     def _tile_ok(self, i):
         """(status, reason) of block shape ``i`` (depends on the shape only: remembered per index)."""
-        memo = self.__dict__.setdefault("_tile_memo", {})
+        table, memo = self.__dict__.get("_tile_memo", (None, None))
+        if table is not FUSED_TILES:
+            table, memo = self.__dict__["_tile_memo"] = (FUSED_TILES, {})
         hit = memo.get(i)
         if hit is None:
             _, fc, _, regs = FUSED_TILES[i]

@@ -52,10 +52,12 @@ class ConvWinogradNonfusedEngine(WinogradEngineBase):
 
     def gemm_config(self, cfg):
         """The GemmConfig of a config (remembered per knob values on the engine)."""
-        memo = self.__dict__.setdefault("_gcfg", {})
+        tiles, memo = self.__dict__.get("_gcfg", (None, None))
+        if tiles is not self.TILES:          # made for another tile table (or none yet)
+            tiles, memo = self.__dict__["_gcfg"] = (self.TILES, {})
         hit = memo.get(cfg.knobs)
         if hit is None:
-            hit = memo[cfg.knobs] = gc.gemm_config(self.TILES, cfg)
+            hit = memo[cfg.knobs] = gc.gemm_config(tiles, cfg)
         return hit
 
     def values(self, cfg):
