@@ -158,7 +158,10 @@ def _choose(spec):
         return row, block, min(spec.split, cap)
     # enough blocks for ~8 waves: a block's time is set by its loop trips (latency), so a last
     # partial wave costs a whole block time; with many waves that tail is a small fraction
+    # partials per output stay at most max(128, one-wave split): the combine pass walks them in order
     target = 8 if SIM else _sm_count() * 64
+    one_wave = 8 if SIM else _sm_count() * 8
+    cap = min(cap, max(128, math.ceil(one_wave / max(blocks, 1))))
     split = max(1, min(math.ceil(target / max(blocks, 1)), math.ceil(n_red / per_block_min), cap))
     return row, block, split
 
