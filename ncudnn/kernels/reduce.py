@@ -162,6 +162,8 @@ def _choose(spec):
     target = 8 if SIM else _sm_count() * 64
     one_wave = 8 if SIM else _sm_count() * 8
     cap = min(cap, max(128, math.ceil(one_wave / max(blocks, 1))))
+    if blocks >= one_wave:   # enough outputs to fill the GPU: no partials, no combine pass
+        return row, block, 1
     split = max(1, min(math.ceil(target / max(blocks, 1)), math.ceil(n_red / per_block_min), cap))
     return row, block, split
 
