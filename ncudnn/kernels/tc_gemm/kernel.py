@@ -280,39 +280,60 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False)
     return "\n".join(L) + "\n"
 
 
+#: f32 padding of a staged epilogue row (keeps the fragment writes at most 2-way bank conflicted)
+STAGE_PAD = 4
+
+
+def staging_bytes(cfg):
+    """Shared bytes the fused epilogue stages through (one 16-row f32 strip per warp), reusing the ring."""
+    return cfg.WARPS_M * cfg.WARPS_N * 16 * (cfg.BLOCK_N // cfg.WARPS_N + STAGE_PAD) * 4
+
+
 def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False):
-    """Each accumulator through the shared epilogue ``epi(v, c, o, bias, b_off, res, r_off, alpha,
-    beta)`` (kernels/epilogue.py): alpha / beta blend, bias, pointwise chain, residual, cast, store.
-    Row terms are computed once per accumulator row, column terms once per column. ``amax``: also
-    ``amax[0] = max(amax[0], |alpha * acc|)`` over the output (a warp max, one atomic per warp)."""
+    """The shared epilogue ``epi(v, c, o, bias, b_off, res, r_off, alpha, beta)`` (kernels/epilogue.py:
+    alpha / beta blend, bias, pointwise chain, residual, cast, store) on every output element.
+
+    The accumulators go through shared memory (the drained cp.async ring) one 16-row strip of the warp
+    tile at a time: each warp writes its strip as f32 (fragment layout), then its lanes walk the strip
+    row by row (consecutive lanes, consecutive columns: coalesced stores) calling ``epi`` in a loop.
+    So the kernel has MI epilogue call sites, not one per accumulator (numba compile time), and the
+    stores are warp-contiguous. ``amax``: also ``amax[0] = max(amax[0], |alpha * acc|)`` over the
+    output (a warp max, one atomic per warp)."""
     bias = epi.bias_axis
     res = epi.has_residual
+    RS = WTN + STAGE_PAD
     if amax:
         w("    am = float32(0.0)")
-    w("    g = lane >> 2")
-    w("    t = lane & 3")
-    w(f"    rb = m0 + wm * {WTM} + g")
-    w(f"    cb = n0 + wn * {WTN} + 2 * t")
+    w("    ptx.cp_async_wait_all()")
+    w("    cuda.syncthreads()")
+    w(f"    smf = cuda.shared.array(0, float32)" if ptx.SIM else
+      "    smf = cuda.shared.array(0, float32, alignment=128)")
+    w(f"    wbase = warp * {16 * RS}")
+    w(f"    fo = wbase + (lane >> 2) * {RS} + 2 * (lane & 3)")
     w("    zc = z1 * c_z1 + z2 * c_z2")
     w("    zb = z * bias_z" if bias else "    zb = int64(0)")
     w("    zr = z1 * res_z1 + z2 * res_z2" if res else "    zr = int64(0)")
+    w(f"    col0 = n0 + wn * {WTN}")
     for i in range(MI):
-        for h in range(2):
-            w(f"    rr = rb + {i * 16 + 8 * h}")
-            w("    if rr < M:")
-            w("        ro = zc + int64(rr) * ldc_m")
-            w("        rbo = zb + int64(rr) * bias_i" if bias == "row" else "        rbo = zb")
-            w("        rro = zr + int64(rr) * res_m" if res else "        rro = zr")
-            for n in range(NI):
-                for e in range(2):
-                    w(f"        cc = cb + {n * 8 + e}")
-                    w("        if cc < N:")
-                    bo = "rbo + int64(cc) * bias_i" if bias == "col" else "rbo"
-                    ro_ = "rro + int64(cc) * res_n" if res else "rro"
-                    w(f"            epi(c{i}_{n}_{2 * h + e}, c, ro + int64(cc) * ldc_n, bias, {bo}, res, {ro_}, "
-                      "alpha, beta)")
-                    if amax:
-                        w(f"            am = max(am, abs(alpha * c{i}_{n}_{2 * h + e}))")
+        if i:
+            w("    cuda.syncthreads()")
+        for n in range(NI):
+            for q in range(4):
+                w(f"    smf[fo + {(q >> 1) * 8 * RS + n * 8 + (q & 1)}] = c{i}_{n}_{q}")
+        w("    cuda.syncthreads()")
+        w(f"    row0 = m0 + wm * {WTM} + {i * 16}")
+        w(f"    for e in range(lane, {16 * WTN}, 32):")
+        w(f"        rl = e // {WTN}")
+        w(f"        cl = e - rl * {WTN}")
+        w("        rr = row0 + rl")
+        w("        cc = col0 + cl")
+        w("        if rr < M and cc < N:")
+        w(f"            v = smf[wbase + rl * {RS} + cl]")
+        bo = {"col": "zb + int64(cc) * bias_i", "row": "zb + int64(rr) * bias_i"}.get(bias, "zb")
+        ro_ = "zr + int64(rr) * res_m + int64(cc) * res_n" if res else "zr"
+        w(f"            epi(v, c, zc + int64(rr) * ldc_m + int64(cc) * ldc_n, bias, {bo}, res, {ro_}, alpha, beta)")
+        if amax:
+            w("            am = max(am, abs(alpha * v))")
     if amax:
         w("    am = warp_max(am)")
         w("    if lane == 0:")
@@ -348,6 +369,8 @@ def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", o
     if key in _CACHE:
         return _CACHE[key]
     ok, why = check(cfg)
+    if ok and epi is not None and staging_bytes(cfg) > smem_bytes(cfg):
+        ok, why = False, f"the fused epilogue stages {staging_bytes(cfg)} bytes > the ring's {smem_bytes(cfg)}"
     if not ok:
         raise ValueError(f"tc_gemm config {cfg.name}: {why}")
     if in_name not in ("bfloat16", "float16") and in_name not in _HALVES_MMA:
