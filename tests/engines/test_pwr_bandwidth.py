@@ -1,7 +1,7 @@
 """Memory-bound speed on a real GPU: pointwise, fused bias DAGs,
 reductions and GENSTATS on >= 256 MB through the engine API (the plan heuristics mode A gives),
-checked against the float64 oracle, then timed against a floor (NCUDNN_BW_GOAL, default 0.5; the
-issue's goal is 0.9) of the H200's measured copy
+checked against the float64 oracle, then timed; with NCUDNN_BW_GOAL set (the issue's goal is 0.9),
+also held to that fraction of the H200's measured copy
 bandwidth (COPY_GBS). Each test prints ``BW <case> <GB/s> <fraction of copy>``.
 
 GB/s = (bytes of every input read once + every output written once) / median time per execute.
@@ -25,13 +25,15 @@ import mb_util as U
 
 
 COPY_GBS = float(os.environ.get("NCUDNN_COPY_GBS", 4210.0))   # H200, measured copy bandwidth
-GOAL = float(os.environ.get("NCUDNN_BW_GOAL", 0.50))   # the issue's goal: NCUDNN_BW_GOAL=0.9
+#: a floor only when asked (NCUDNN_BW_GOAL=0.9 is the issue's goal): unit tests never assert timings by
+#: default; the figures are printed, and bench/ compares them with torch
+GOAL = float(os.environ["NCUDNN_BW_GOAL"]) if os.environ.get("NCUDNN_BW_GOAL") else None
 REAL = size(False, True)                  # GPU shapes (NCUDNN_SHAPES=gpu or a GPU run)
 WARMUP, REPS, ROUNDS = (3, 20, 3) if not SIM else (0, 1, 1)
 
 
 def _fast_enough(gbs):
-    return gbs >= GOAL * COPY_GBS if REAL and not SIM else True
+    return gbs >= GOAL * COPY_GBS if GOAL is not None and REAL and not SIM else True
 
 
 def _plan(g, engine):
