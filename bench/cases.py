@@ -295,6 +295,15 @@ def select(suite="all", quick=False, sim=False):
     return out
 
 
+def matches(case_id, filt):
+    """``filt``: comma-separated terms; the id must contain one of the plain terms (if any) and none of
+    the terms written ``!TERM``."""
+    terms = [t for t in (x.strip() for x in filt.split(",")) if t]
+    want = [t for t in terms if not t.startswith("!")]
+    avoid = [t[1:] for t in terms if t.startswith("!")]
+    return (not want or any(t in case_id for t in want)) and not any(t in case_id for t in avoid)
+
+
 def by_id(case_id):
     for c in all_cases() + sim_cases():
         if c.id == case_id:

@@ -41,7 +41,8 @@ def build_parser(ap=None):
                     help="also the plan-build / execute host-overhead benchmarks (ncudnn and cudnn-frontend)")
     ap.add_argument("--out", help="results directory (default bench/results/<gpu>/<date>[-quick])")
     ap.add_argument("--max-minutes", type=float, help="wall-clock budget; cases past it are recorded as skipped")
-    ap.add_argument("--filter", metavar="TEXT", help="only cases whose id contains TEXT (e.g. c4_3x3, bfloat16)")
+    ap.add_argument("--filter", metavar="TEXT", help="only cases whose id contains TEXT (e.g. c4_3x3, bfloat16); comma-separated terms: any of "
+                    "them, and none of the terms written !TERM (e.g. 'conv/,!_n128')")
     ap.add_argument("--no-charts", action="store_true", help="write JSON and markdown only")
     ap.add_argument("--list", action="store_true", help="list the selected cases and exit")
     ap.add_argument("--shard", metavar="I/N", help="run every N-th selected case starting at I (0-based): one "
@@ -111,7 +112,7 @@ def main(argv=None):
     env = suite.detect()
     sel = C.select(args.suite, args.quick, sim=args.sim)
     if args.filter:
-        sel = [c for c in sel if args.filter in c.id]
+        sel = [c for c in sel if C.matches(c.id, args.filter)]
     if args.shard:
         i, n = (int(v) for v in args.shard.split("/"))
         if not 0 <= i < n:

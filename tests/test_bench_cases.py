@@ -119,3 +119,12 @@ def test_every_case_graph_validates_in_ncudnn():
         for role, spec in outs.items():
             if role in T:
                 assert tuple(T[role].get_dim()) == spec.dims and tuple(T[role].get_stride()) == spec.strides
+
+
+def test_filter_terms_any_and_none_of():
+    ids = [c.id for c in C.select("all")]
+    conv32 = [i for i in ids if C.matches(i, "conv/,!_n128")]
+    assert conv32 and all(i.startswith("conv/") and "_n128" not in i for i in conv32)
+    rest = [i for i in ids if C.matches(i, "_n128,gemm/")]
+    assert rest and all("_n128" in i or i.startswith("gemm/") for i in rest)
+    assert C.matches("conv/conv_fprop/x_n32/float32", "") and not C.matches("gemm/matmul/8x8x8/float32", "!gemm")
