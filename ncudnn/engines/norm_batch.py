@@ -151,8 +151,9 @@ def bn_stats_steps(lay, scratch, x, out0, out1, ct, dy=None, mean=None):
         p0, p1 = scratch.take(chunks * C, ct), scratch.take(chunks * C, ct)
         main = Step("norm_bn_planes_partial:" + src_key(fargs), lambda: kplanes.partial_kernel(*fargs)[0],
                     (C, chunks), T, ins + [p0, p1, Arg.const(n), Arg.const(per)], nbytes=nbytes)
-    comb = Step(f"norm_bn_combine:{ct}", lambda: kcols.combine_kernel(ct), max(1, -(-C // 128)), 128,
-                [p0, p1, out0, out1, Arg.const(chunks), Arg.const(C)], nbytes=chunks * C * 8)
+    cty = kcols.combine_ty(chunks)
+    comb = Step(f"norm_bn_combine:{ct}:{cty}", lambda: kcols.combine_kernel(ct, ty=cty), max(1, -(-C // kcols.TX)),
+                (kcols.TX, cty), [p0, p1, out0, out1, Arg.const(chunks), Arg.const(C)], nbytes=chunks * C * 8)
     return [main, comb]
 
 

@@ -152,11 +152,11 @@ def _dparams_steps(scratch, x, dy, mean, inv, dscale, dbias, rows, n, rms):
                 [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(mean) if mean is not None else Arg.dummy(s_dt),
                  Arg.tensor(inv), p0, p1, Arg.const(rows), Arg.const(cfg.chunk_rows)], nbytes=tensor_bytes(x, dy))
     cargs = (ct, kdtype(dbias) if dbias is not None else None, kdtype(dscale) if dscale is not None else None,
-             dbias is not None, dscale is not None)
+             dbias is not None, dscale is not None, kcols.combine_ty(cfg.chunks))
     out0 = Arg.tensor(dbias) if dbias is not None else Arg.dummy(ct)
     out1 = Arg.tensor(dscale) if dscale is not None else Arg.dummy(ct)
     comb = Step("norm_rows_dparams_combine:" + src_key(cargs), lambda: kcols.combine_kernel(*cargs),
-                max(1, -(-n // 128)), 128, [p0, p1, out0, out1, Arg.const(cfg.chunks), Arg.const(n)],
+                max(1, -(-n // kcols.TX)), (kcols.TX, cargs[-1]), [p0, p1, out0, out1, Arg.const(cfg.chunks), Arg.const(n)],
                 nbytes=cfg.chunks * n * 8)
     return [main, comb]
 

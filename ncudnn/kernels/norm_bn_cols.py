@@ -4,8 +4,9 @@ The statistics are a column reduction: a 2-D grid of (channel tiles of ``TX`` ch
 a block of ``TX`` x ``TY`` threads, each thread owning one channel and striding over the chunk's
 rows by ``TY`` (a warp reads 32 consecutive channels of one row: 128 coalesced bytes per load),
 ``UNROLL`` independent loads issued before the adds. The ``TY`` partial sums of a block are combined
-in shared memory in a fixed order and written per (chunk, channel) to workspace; a thread-per-channel
-:func:`combine_kernel` adds the chunks in order (deterministic, no atomics).
+in shared memory in a fixed order and written per (chunk, channel) to workspace; :func:`combine_kernel`
+adds the chunks (a column per thread column, up to 32 threads down the chunks, then a fixed-order
+shared-memory sum: deterministic, no atomics).
 
 * forward sums: ``sum (x - K)`` and ``sum (x - K)^2`` with K = x[row 0, c] (shifted data: no
   cancellation when |mean| >> std; the finalize kernel adds K back);
@@ -24,7 +25,8 @@ from numba import cuda
 from . import pointwise_ops as po
 from .dtypes import compute_type, loader, storer
 
-__all__ = ["ColsConfig", "cols_config", "partial_kernel", "combine_kernel", "apply_kernel"]
+__all__ = ["ColsConfig", "cols_config", "partial_kernel", "combine_kernel", "combine_ty", "apply_kernel",
+           "apply_grid"]
 
 TX, TY = 32, 8
 
@@ -121,25 +123,48 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
     return _jit(src, "partial", names), src
 
 
+def combine_ty(chunks):
+    """Rows of the :func:`combine_kernel` block for ``chunks`` partials: a power of 2 up to 32."""
+    return min(32, 1 << max(0, (int(chunks) - 1).bit_length()))
+
+
 @functools.lru_cache(maxsize=None)
-def combine_kernel(ct="float32", out0_dt=None, out1_dt=None, write0=True, write1=True):
-    """Thread per column: ``out[c] = sum_j part[j * C + c]`` over the chunks, in order, for both
-    partial arrays (``ct``; outputs in ``out*_dt``, default ``ct``; ``write*`` False skips one).
-    Arguments ``(part0, part1, out0, out1, chunks, channels)``."""
+def combine_kernel(ct="float32", out0_dt=None, out1_dt=None, write0=True, write1=True, ty=32):
+    """``out[c] = sum_j part[j * C + c]`` over the chunks for both partial arrays (``ct``; outputs
+    in ``out*_dt``, default ``ct``; ``write*`` False skips one). Block (TX, ``ty``): thread (x, y)
+    adds chunks y, y + ty, ... of column x (independent loads), then the ``ty`` partials are added
+    in shared memory in a fixed order (deterministic). Grid ceil(C / TX). Arguments
+    ``(part0, part1, out0, out1, chunks, channels)``."""
+    import numba
     conv = np.float64 if ct == "float64" else np.float32
+    sdt = numba.float64 if ct == "float64" else numba.float32
     st0, st1 = storer(out0_dt or ct), storer(out1_dt or ct)
+    TXc, TYc = TX, ty
 
     @cuda.jit
     def kernel(part0, part1, out0, out1, chunks, channels):
-        c = cuda.grid(1)
+        sa = cuda.shared.array((TYc, TXc), sdt)
+        sb = cuda.shared.array((TYc, TXc), sdt)
+        tx = cuda.threadIdx.x
+        ty_ = cuda.threadIdx.y
+        c = cuda.blockIdx.x * TXc + tx
+        a = conv(0.0)
+        b = conv(0.0)
         if c < channels:
-            a = conv(0.0)
-            b = conv(0.0)
-            p = c
-            for _ in range(chunks):
+            p = ty_ * channels + c
+            step = TYc * channels
+            end = chunks * channels
+            while p < end:
                 a += part0[p]
                 b += part1[p]
-                p += channels
+                p += step
+        sa[ty_, tx] = a
+        sb[ty_, tx] = b
+        cuda.syncthreads()
+        if ty_ == 0 and c < channels:
+            for j in range(1, TYc):
+                a += sa[j, tx]
+                b += sb[j, tx]
             if write0:
                 st0(out0, c, a)
             if write1:
@@ -216,7 +241,7 @@ def _register_compile_cases():
         register_compile_case(f"bn_cols_apply_bwd_{dt}", apply_kernel(256, dt, dt, dt)[0],
                               f"void({x}, {x}, {f}, {f}, {f}, {x}, int64)", max_registers=40)
     register_compile_case("bn_cols_combine", combine_kernel("float32"), f"void({f}, {f}, {f}, {f}, int64, int64)",
-                          max_registers=32)
+                          max_registers=64)
 
 
 _register_compile_cases()

@@ -19,7 +19,7 @@ def _run_partial(x, dy=None, mean=None, unroll=2):
     kern[(cfg.tiles, cfg.chunks), (cfg.tx, cfg.ty)](dx, ddy, dm, p0, p1, rows, cfg.chunk_rows)
     o0 = cuda.to_device(np.full(C, poison_value(np.float32), np.float32))
     o1 = cuda.to_device(np.full(C, poison_value(np.float32), np.float32))
-    kc.combine_kernel("float32")[1, 64](p0, p1, o0, o1, cfg.chunks, C)
+    kc.combine_kernel("float32", ty=2)[(2, 1), (kc.TX, 2)](p0, p1, o0, o1, cfg.chunks, C)
     return cfg, o0.copy_to_host(), o1.copy_to_host()
 
 

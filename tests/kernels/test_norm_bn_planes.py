@@ -31,7 +31,7 @@ def test_planes_partial_sums(rng, bwd):
     p0, p1 = (cuda.to_device(np.full(chunks * C, P32, np.float32)) for _ in range(2))
     kern[(C, chunks), T](_dev(x), _dev(dy), _dev(mean), p0, p1, N, per)
     o0, o1 = (cuda.to_device(np.full(C, P32, np.float32)) for _ in range(2))
-    kc.combine_kernel("float32")[1, 32](p0, p1, o0, o1, chunks, C)
+    kc.combine_kernel("float32", ty=2)[1, (kc.TX, 2)](p0, p1, o0, o1, chunks, C)
     qx, qd = _q(x), _q(dy)
     if bwd:
         want0, want1 = qd.sum((0, 2)), (qd * (qx - _q(mean)[None, :, None])).sum((0, 2))

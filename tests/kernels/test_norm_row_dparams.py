@@ -25,7 +25,7 @@ def test_row_dparams(rng, center):
     bf = ml_dtypes.bfloat16
     dbias = cuda.to_device(np.full(n, P32, np.float32))
     dscale = cuda.to_device(np.full(n, 0xFFFF, np.uint16))       # bfloat16 storage, poisoned (NaN)
-    kc.combine_kernel("float32", "float32", "bfloat16")[1, 64](p0, p1, dbias, dscale, cfg.chunks, n)
+    kc.combine_kernel("float32", "float32", "bfloat16", ty=2)[(2, 1), (kc.TX, 2)](p0, p1, dbias, dscale, cfg.chunks, n)
     q = [a.astype(np.float32).astype(np.float64) for a in (x, dy, mean, inv)]
     xhat = ((q[0] - q[2][:, None]) if center else q[0]) * q[3][:, None]
     assert_close(dbias.copy_to_host(), q[1].sum(0), "float32", name="dbias")
