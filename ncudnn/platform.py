@@ -32,10 +32,27 @@ def select_backend():
 
     Returns True when kernels will run in the simulator.
     """
+    global _SIM
     if "NUMBA_ENABLE_CUDASIM" not in os.environ and not gpu_present():
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    _SIM = None
     return simulator_enabled()
 
 
+_SIM = None
+
+
 def simulator_enabled():
-    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+    """Whether NUMBA_ENABLE_CUDASIM is on. Read from the environment once (numba reads it once, at
+    import, too; the heuristics ask for every config): :func:`select_backend` and :func:`refresh`
+    read it again."""
+    global _SIM
+    if _SIM is None:
+        _SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+    return _SIM
+
+
+def refresh():
+    """Forget the cached NUMBA_ENABLE_CUDASIM reading (after changing the environment)."""
+    global _SIM
+    _SIM = None

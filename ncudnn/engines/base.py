@@ -47,8 +47,9 @@ class Config:
     knobs: Tuple[Tuple[int, int], ...] = ()
 
     def get(self, knob_type, default=None):
+        kt = int(knob_type)
         for k, v in self.knobs:
-            if k == int(knob_type):
+            if k == kt:
                 return v
         return default
 

@@ -346,8 +346,62 @@ class PhasedPlan(gc.BlockPlan):
         return out
 
 
+def _extremes(terms):
+    """(min, max) of sum(coef * i) over a grid of indices 0 <= i < n, ``terms`` (coef, n) with n >= 1."""
+    lo = sum(min(c * (n - 1), 0) for c, n in terms)
+    hi = sum(max(c * (n - 1), 0) for c, n in terms)
+    return lo, hi
+
+
+def _packs(coords):
+    """"" or the reason :func:`kernels.conv.table.pack3` refuses coordinates ``(coef, n)`` (c * i, i < n)."""
+    from ..kernels.conv.table import BITS, LIMIT
+
+    for c, n in coords:
+        lo, hi = min(c * (n - 1), 0), max(c * (n - 1), 0)
+        if lo < 0 or hi >= LIMIT:
+            return f"conv coordinates up to {hi} do not pack into {BITS} bits (precomputed table); use IMPLICIT_GEMM"
+    return ""
+
+
 def table_fits(p):
-    """(ok, reason): the IMPLICIT_PRECOMP_GEMM offsets fit int32 (the table is built to check)."""
+    """(ok, reason): the IMPLICIT_PRECOMP_GEMM offsets fit int32 and the tap coordinates pack into 10
+    bits. Decided in closed form (every column of ``kernels.conv.table`` is linear in its indices, so
+    its extremes sit at the grid's corners): the same verdict and reason as building the table."""
+    g = p.g
+    if p.kind == "wgrad":
+        O, P, Q = g.OPQ
+        if not g.N * O * P * Q:
+            return True, ""
+        sd, sh, sw = g.stride
+        sy, sx = g.y_strides, g.x_strides
+        why = _packs(((sd, O), (sh, P), (sw, Q)))
+        cols = (((sy[0], g.N), (sy[2], O), (sy[3], P), (sy[4], Q)),
+                ((sx[0], g.N), (sd * sx[2], O), (sh * sx[3], P), (sw * sx[4], Q)))
+    else:
+        T, R, S_ = g.TRS
+        dd, dh, dw = g.dil
+        if p.kind == "fprop":
+            CH, s_act, s_wch, sp = g.Cg, g.x_strides[1], g.w_strides[1], g.x_strides[2:]
+        else:
+            CH, s_act, s_wch, sp = g.Kg, g.y_strides[1], g.w_strides[0], (0, 0, 0)
+        if not CH * T * R * S_:
+            return True, ""
+        sw = g.w_strides
+        why = _packs(((dd, T), (dh, R), (dw, S_)))
+        cols = (((s_act, CH), (dd * sp[0], T), (dh * sp[1], R), (dw * sp[2], S_)),
+                ((s_wch, CH), (sw[2], T), (sw[3], R), (sw[4], S_)))
+    if why:
+        return False, why
+    for terms in cols:
+        lo, hi = _extremes(terms)
+        if max(hi, -lo) >= 2 ** 31:
+            return False, "conv offsets do not fit the int32 table"
+    return True, ""
+
+
+def table_fits_built(p):
+    """:func:`table_fits` by building the table (the reference the closed form is tested against)."""
     from ..kernels.conv.table import build_table, build_wgrad_table
 
     try:
