@@ -26,7 +26,7 @@ from ..kernels import norm_bn_cols as kcols
 from ..kernels import norm_bn_planes as kplanes
 from ..kernels import reduce as kr
 from ..kernels.dtypes import compute_type
-from ..kernels.primitives import sm_count
+from ..kernels import primitives as kprim
 from ..types import (cudnnBackendKnobType_t, cudnnBackendNormFwdPhase_t, cudnnBackendNormMode_t,
                      cudnnPointwiseMode_t, cudnnStatus_t)
 from .base import OK, Engine, KnobSpec
@@ -127,7 +127,7 @@ def bn_stats_steps(lay, scratch, x, out0, out1, ct, dy=None, mean=None):
     """Steps writing per-channel sums into scratch Args ``out0`` / ``out1`` with the dedicated kernels:
     forward (``dy`` None) sum (x - K), sum (x - K)^2 with K = x[0, c, 0...]; backward sum dy,
     sum dy * (x - mean)."""
-    sms = sm_count()
+    sms = kprim.sm_count()
     x_dt, dy_dt = kdtype(x), (kdtype(dy) if dy is not None else None)
     m_dt = kdtype(mean) if mean is not None else "float32"
     m_st = (mean.strides[1] if mean.dims[1] > 1 else 0) if mean is not None else 1
@@ -169,7 +169,7 @@ def bn_apply_step(lay, x, out, coefs, ct, dy=None):
     if lay[0] == "cols":
         _, rows, C = lay
         fargs = (C, x_dt, o_dt, dy_dt, ct, kcols.TX, kcols.TY, 4, shifted)
-        grid = kcols.apply_grid(rows, C, sm_count())
+        grid = kcols.apply_grid(rows, C, kprim.sm_count())
         return Step("norm_bn_cols_apply:" + src_key(fargs), lambda: kcols.apply_kernel(*fargs)[0], grid,
                     (kcols.TX, kcols.TY), ins + e + [Arg.tensor(out), Arg.const(rows)], nbytes=nbytes)
     _, n, C, hw, sn = lay

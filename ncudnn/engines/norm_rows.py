@@ -21,7 +21,7 @@ from ..kernels import norm_bn_cols as kcols
 from ..kernels import norm_row as kn
 from ..kernels import norm_row_dparams as kd
 from ..kernels.dtypes import compute_type
-from ..kernels.primitives import sm_count
+from ..kernels import primitives as kprim
 from ..types import cudnnBackendKnobType_t, cudnnBackendNormFwdPhase_t, cudnnBackendNormMode_t, cudnnStatus_t
 from .base import OK, Engine, KnobSpec
 from .membound_common import (Arg, MemPlan, PointwiseBuilder, Scratch, Step, extent, kdtype, src_key, steps_time,
@@ -144,7 +144,7 @@ def _dparams_steps(scratch, x, dy, mean, inv, dscale, dbias, rows, n, rms):
     """dscale / dbias as ordered column sums (:mod:`ncudnn.kernels.norm_row_dparams`), then the combine."""
     s_dt = kdtype(inv)
     ct = compute_type([kdtype(x), kdtype(dy), s_dt])
-    cfg = kcols.cols_config(rows, n, sm_count(), blocks_per_sm=kd.BLOCKS_PER_SM, unroll=kd.UNROLL)
+    cfg = kcols.cols_config(rows, n, kprim.sm_count(), blocks_per_sm=kd.BLOCKS_PER_SM, unroll=kd.UNROLL)
     p0, p1 = scratch.take(cfg.chunks * n, ct), scratch.take(cfg.chunks * n, ct)
     fargs = (n, kdtype(x), kdtype(dy), s_dt, not rms)
     main = Step("norm_rows_dparams:" + src_key(fargs), lambda: kd.dparams_partial_kernel(*fargs)[0],
