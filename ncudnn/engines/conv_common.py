@@ -226,11 +226,14 @@ class ConvEngineBase(TiledGemmEngine):
         """Whether ``cfg`` runs the per-phase (sub-pixel) dgrad."""
         return self.PHASED and cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_RS, 0) == 1
 
-    def _keep(self, sub, cfg, ctx):
-        st, why = super()._keep(sub, cfg, ctx)
-        if st != S.CUDNN_STATUS_SUCCESS or not self.phased(sub, cfg):
-            return st, why
-        p = self.problem(sub)
+    @property
+    def _keep_extra(self):
+        return self._keep_phased if self.PHASED else None
+
+    def _keep_phased(self, sub, cfg, p):
+        """The GEMM checks passed: SPLIT_RS = 1 needs the dgrad of a strided convolution, unsplit."""
+        if cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_RS, 0) != 1:
+            return OK
         if p.kind != "dgrad" or all(v == 1 for v in p.g.stride):
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: SPLIT_RS = 1 (per-phase GEMMs) is for the " \
                 f"dgrad of a strided convolution, not {p.kind} with stride {p.g.stride}"
@@ -242,6 +245,19 @@ class ConvEngineBase(TiledGemmEngine):
         c = super()._cost(sub, cfg, device)
         if not self.phased(sub, cfg) or not math.isfinite(c):
             return c
+        return self._phased_cost(sub, c)
+
+    def _cost_many(self, sub, cfgs, device, memo):
+        super()._cost_many(sub, cfgs, device, memo)
+        if self.PHASED:
+            for c in cfgs:
+                t = memo[c.knobs]
+                if self.phased(sub, c) and math.isfinite(t):
+                    memo[c.knobs] = self._phased_cost(sub, t)
+
+    def _phased_cost(self, sub, c):
+        """The per-phase dgrad's time from the one-GEMM time ``c``: the useful taps' share, 5 % more,
+        one launch per extra phase."""
         from ..kernels.conv.dgrad_phased import phases
         g = self.problem(sub).g
         ph = phases(g)
@@ -271,16 +287,29 @@ class ConvEngineBase(TiledGemmEngine):
             # split candidates only: an unsplit tile would be ranked against split ones unfairly
             plan = [(t, tile, sp) for t, tile, sp in plan if sp and sp != (1,)]
         strided_dgrad = self.PHASED and p.kind == "dgrad" and any(v > 1 for v in p.g.stride)
+        make = self._config
         for t, tile, splits in plan:
             for s in splits or (1,):
                 for buf in ((1, 0) if wgrad and s > 1 else (1,)):
                     for sw in (gc.swizzle_for(M, tile.cfg, (1, 8)),):
-                        c = base.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, t).with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K, s)
-                        c = c.with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, buf)
-                        out.append(c.with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, sw))
+                        out.append(make(base, t, s, buf, sw, None))
                         if strided_dgrad and s == 1:
-                            out.append(out[-1].with_knob(K.CUDNN_KNOB_TYPE_SPLIT_RS, 1))
+                            out.append(make(base, t, s, buf, sw, 1))
         return out
+
+    def _config(self, base, t, s, buf, sw, rs):
+        """``base`` with TILE_SIZE, SPLIT_K, SPLIT_K_BUF, SWIZZLE (and SPLIT_RS unless None) set: one
+        Config object per knob values, shared by every problem (its hash is computed once)."""
+        d = self.__dict__.get("_configs")
+        if d is None:
+            d = self.__dict__["_configs"] = {}
+        key = (base.knobs, t, s, buf, sw, rs)
+        hit = d.get(key)
+        if hit is None:
+            c = base.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, t).with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K, s)
+            c = c.with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, buf).with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, sw)
+            hit = d[key] = c if rs is None else c.with_knob(K.CUDNN_KNOB_TYPE_SPLIT_RS, rs)
+        return hit
 
     def _tiles_for(self, M, N, K_, G):
         """gc.useful_tiles, widened when none of those fits the grid's 65535 tile rows (a huge M with

@@ -6,11 +6,13 @@ import math
 
 from ..types import cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
 from . import gemm_common as gc
+from . import heuristics as H
 from .base import OK, Engine
 
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t
 NN = cudnnBackendNumericalNote_t
+_SPACE = object()   # keep-memo key: the whole space was checked
 
 
 class TiledGemmEngine(Engine):
@@ -56,8 +58,37 @@ class TiledGemmEngine(Engine):
         memo = self._memo(sub, "keep")
         hit = memo.get(cfg.knobs)
         if hit is None:
-            hit = memo[cfg.knobs] = self._keep(sub, cfg, ctx)
+            if _SPACE not in memo:          # first question on this subgraph: the whole space at once
+                memo[_SPACE] = True
+                self._keep_space(sub, memo)
+                hit = memo.get(cfg.knobs)
+            if hit is None:
+                hit = memo[cfg.knobs] = self._keep(sub, cfg, ctx)
         return hit
+
+    def _keep_space(self, sub, memo):
+        """:meth:`_keep` of every config of the space into ``memo`` (knob values -> (status, reason)),
+        the problem read once."""
+        space = self._space(sub)
+        if not space:
+            return
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return                          # _keep answers one config at a time
+        M, N, K_, B = self.gemm_shape(p)
+        fp64, linear, out_dt = p.fp64, p.epi.linear, p.epi.spec.out_dtype
+        knobs_ok, gcfg_of, name, extra = self._knobs_ok, self.gemm_config, self.name, self._keep_extra
+        success, bad = S.CUDNN_STATUS_SUCCESS, S.CUDNN_STATUS_NOT_SUPPORTED
+        for c in space:
+            st = knobs_ok(sub, c, None)
+            if st[0] == success:
+                ok, why = gc.keep_config(name, gcfg_of(c), fp64, M, N, K_, B, linear, out_dt)
+                st = (OK if extra is None else extra(sub, c, p)) if ok else (bad, why)
+            memo[c.knobs] = st
+
+    #: ``_keep_extra(sub, cfg, p) -> (status, reason)``: engine-specific refusals after the GEMM checks
+    _keep_extra = None
 
     def _knobs_ok(self, sub, cfg, ctx):
         """(status, reason) of the knob values alone (ranges, powers of 2): the same for every subgraph,
@@ -87,7 +118,9 @@ class TiledGemmEngine(Engine):
         M, N, K_, B = self.gemm_shape(p)
         ok, why = gc.keep_config(self.name, self.gemm_config(cfg), p.fp64, M, N, K_, B, p.epi.linear,
                                  p.epi.spec.out_dtype)
-        return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, why)
+        if not ok:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, why
+        return OK if self._keep_extra is None else self._keep_extra(sub, cfg, p)
 
     def config_notes(self, sub, cfg):
         atomic = cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1) > 1 and cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 1) == 0
@@ -118,22 +151,55 @@ class TiledGemmEngine(Engine):
         dev = ctx.device if ctx is not None else None
         if dev is None or len(good) <= 1:
             return tuple(good[:64])
-        return gc.rank_candidates(good, lambda c: self.cost(sub, c, dev))
+        memo = self._memo(sub, dev)
+        todo = [c for c in good if c.knobs not in memo]
+        if todo:                           # every config costed once, in one pass, then ranked by look-up
+            self._cost_many(sub, todo, dev, memo)
+        costs = {c: memo[c.knobs] for c in good}
+        return gc.rank_candidates(good, costs.__getitem__)
+
+    def _cost_many(self, sub, cfgs, device, memo):
+        """:meth:`_cost` of each of ``cfgs`` into ``memo`` (knob values -> seconds), the problem's shape
+        and the device's per-config constants looked up once."""
+        shape = self._shape(sub)
+        if shape is None:
+            for c in cfgs:
+                memo[c.knobs] = math.inf
+            return
+        M, N, K_, B, in_b, out_b, extra, fp64, eff, tail = shape
+        statics = self._statics(device, fp64)
+        for c in cfgs:
+            st = statics.get(c.knobs)
+            if st is None:
+                st = self._static(c, device, fp64)
+            memo[c.knobs] = tile_cost(st, device, M, N, K_, B, in_b, out_b, extra, fp64, eff) + tail
 
     def workspace_size(self, sub, cfg):
-        try:
-            p = self.problem(sub)
-        except gc.Reject:
-            return 0
-        M, N, _, B = self.gemm_shape(p)
-        return max(gc.split_workspace(self.gemm_config(cfg), M, N, B, p.fp64), gc.tail_workspace(sub, p.epi.out))
+        memo = self._memo(sub, "workspace")
+        hit = memo.get(cfg.knobs)
+        if hit is None:
+            try:
+                p = self.problem(sub)
+            except gc.Reject:
+                return 0
+            M, N, _, B = self.gemm_shape(p)
+            hit = memo[cfg.knobs] = max(gc.split_workspace(self.gemm_config(cfg), M, N, B, p.fp64),
+                                        gc.tail_workspace(sub, p.epi.out))
+        return hit
 
     def cost(self, sub, cfg, device):
-        memo = self._memo(sub, device)
+        last = self._last_cost             # the heuristics ask for one subgraph's configs in a row
+        if last is not None and last[0] is sub and last[1] is device:
+            memo = last[2]
+        else:
+            memo = self._memo(sub, device)
+            self._last_cost = (sub, device, memo)
         hit = memo.get(cfg.knobs)
         if hit is None:
             hit = memo[cfg.knobs] = self._cost(sub, cfg, device)
         return hit
+
+    _last_cost = None
 
     def _shape(self, sub):
         """What the cost of every config of ``sub`` shares: (M, N, K, batch, input / output bytes,
@@ -155,5 +221,84 @@ class TiledGemmEngine(Engine):
         if shape is None:
             return math.inf
         M, N, K_, B, in_b, out_b, extra, fp64, eff, tail = shape
-        tile = self.TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
-        return gc.cost(device, tile, self.gemm_config(cfg), M, N, K_, B, in_b, out_b, extra, fp64, eff) + tail
+        return tile_cost(self._static(cfg, device, fp64), device, M, N, K_, B, in_b, out_b, extra, fp64, eff) + tail
+
+    def _statics(self, device, fp64):
+        """This engine's table knob values -> :func:`tile_static` on (``device``, ``fp64``)."""
+        d = self.__dict__.get("_statics_memo")
+        if d is None:
+            d = self.__dict__["_statics_memo"] = {}
+        key = (device, fp64)
+        t = d.get(key)
+        if t is None:
+            if len(d) > 64:
+                d.clear()
+            t = d[key] = {}
+        return t
+
+    def _static(self, cfg, device, fp64):
+        """What the cost of ``cfg`` shares across problems on ``device`` (:func:`tile_static`),
+        remembered on the engine per (device, fp64, knob values)."""
+        d = self._statics(device, fp64)
+        hit = d.get(cfg.knobs)
+        if hit is None:
+            hit = d[cfg.knobs] = tile_static(self.TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)],
+                                             self.gemm_config(cfg), device, fp64)
+        return hit
+
+
+def tile_static(tile, gcfg, device, fp64):
+    """The problem-independent part of ``gemm_common.cost`` (and of the ``heuristics.gemm_time`` it
+    calls) for a tile and kernel config on ``device``, for :func:`tile_cost`."""
+    c = gcfg
+    threads, smem = c.num_threads, c.smem_bytes(8 if fp64 else 4)
+    per_sm = H.blocks_per_sm(device, threads, tile.regs, smem)
+    occ = H.occupancy_factor(max(per_sm, 1), threads)
+    fast = gc.GENERIC_BK8_TFLOPS / (tile.tflops or tile.estimate) if c.MAINLOOP == "fast" else None
+    split = max(1, int(c.SPLIT_K))
+    occ_eff = min(1.0, max(per_sm * -(-threads // 32), 1) / H.FULL_OCCUPANCY_WARPS)
+    slots = max(device.sm_count * max(per_sm, 1), 1)
+    return (tile.eff, occ, fast, c.STAGES == 1, c.SWIZZLE, c.BLOCK_M, c.BLOCK_N, split, per_sm,
+            device.l2_bytes / 2, math.sqrt(max(device.sm_count * per_sm, 1)), occ_eff, slots,
+            device.peak("fp64" if fp64 else "fp32"), device.mem_bandwidth,
+            (1 + (split > 1)) * H.LAUNCH_OVERHEAD)
+
+
+def tile_cost(st, device, m, n, k, batch, in_bytes, out_bytes, extra_bytes, fp64, factor):
+    """``gemm_common.cost`` (``heuristics.gemm_time`` with the tile's efficiency) from a
+    :func:`tile_static` tuple: the same arithmetic in the same order, so the same float, without a
+    function call (the heuristics cost every config of every engine; tests/engines/test_crank_cost.py
+    holds the two equal)."""
+    teff, occ, fast, single, sw, tm, tn, split, per_sm, half_l2, sqrt_wave, eff, slots, peak, bw, launch = st
+    if per_sm == 0:
+        return math.inf
+    ce = teff * factor / occ
+    if fast is not None and (fp64 or in_bytes != 4):
+        ce *= fast
+    if single:
+        ce *= gc.SINGLE_STAGE_EFF
+    tiles_m, tiles_n = -(-m // tm), -(-n // tn)
+    if sw > 1 and tiles_m > sw:
+        ce *= gc.SWIZZLE_GAIN
+    if ce > 1.0:
+        ce = 1.0
+    blocks = tiles_m * tiles_n * batch * split
+    flops = 2.0 * m * n * k * batch / (ce if ce >= 1e-6 else 1e-6)
+    a_bytes, b_bytes = m * k * batch * in_bytes, k * n * batch * in_bytes
+    unique = a_bytes + b_bytes
+    if unique > half_l2:
+        s = (tiles_n * a_bytes + tiles_m * b_bytes) / sqrt_wave
+        if s > unique:
+            unique = s
+    dram = unique + m * n * batch * out_bytes + extra_bytes
+    if split > 1:
+        dram += 2 * split * m * n * batch * 4
+    nb = blocks if blocks > 1 else 1
+    waves = -(-nb // slots)
+    if blocks < slots * waves:
+        eff *= nb / (waves * slots)
+    if m and n:
+        eff *= (m * n) / (tiles_m * tm * tiles_n * tn)
+    compute = flops / (peak * (eff if eff >= 1e-6 else 1e-6)) if flops else 0.0
+    memory = dram / bw if dram else 0.0
+    return launch + (memory if memory > compute else compute)
