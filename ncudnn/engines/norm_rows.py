@@ -128,7 +128,7 @@ def _backward(sub, cfg):
     inv = i["INV_VARIANCE"]
     mean = None if rms else i["MEAN"]
     s_dt = kdtype(inv)
-    threads, blk, vpt, rpb = kn.row_config(n, _block(cfg))
+    threads, blk, vpt, rpb = kn.row_config(n, _block(cfg), vpt_max=kn.BWD_VPT_MAX)
     fargs = (n, blk, vpt, not rms, kdtype(x), kdtype(dy), kdtype(scale), kdtype(dx), s_dt, rpb)
     args = [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(scale), Arg.tensor(mean) if mean is not None else Arg.dummy(s_dt),
             Arg.tensor(inv), Arg.tensor(dx), Arg.const(rows)]

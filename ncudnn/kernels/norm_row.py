@@ -26,9 +26,11 @@ from .primitives import block_sum, block_sum2, launch, warp_sum
 from .reduce import ReduceSpec, Term, run_reduce
 
 __all__ = ["row_config", "row_fwd_kernel", "row_bwd_kernel", "row_norm_forward", "row_norm_backward",
-           "VPT_MAX"]
+           "VPT_MAX", "BWD_VPT_MAX"]
 
 VPT_MAX = 32
+#: the backward keeps two values per element (g and xhat): half as many per thread
+BWD_VPT_MAX = 16
 
 
 def row_config(n, block=0, rows_per_block=0, vpt_max=VPT_MAX):
@@ -41,8 +43,8 @@ def row_config(n, block=0, rows_per_block=0, vpt_max=VPT_MAX):
     64 registers). VPT 0 selects the looped (long-row) path.
     """
     if not block:
-        block = 32 if n <= 32 * VPT_MAX else \
-            min(1024, max(64, 1 << max(0, (math.ceil(n / VPT_MAX) - 1).bit_length())))
+        block = 32 if n <= 32 * vpt_max else \
+            min(1024, max(64, 1 << max(0, (math.ceil(n / vpt_max) - 1).bit_length())))
     rpb = (rows_per_block or 4) if block == 32 else 1
     vpt = math.ceil(n / block)
     if block * rpb >= 1024:    # 64 registers a thread at most: 16 values stay in registers
@@ -232,7 +234,7 @@ def row_norm_forward(x, scale, bias, y, mean, inv_std, rows, n, eps, *, rms=Fals
 
 def row_norm_backward(x, dy, scale, mean, inv_std, dx, dscale, dbias, rows, n, *, rms=False,
                       x_dtype="float32", dy_dtype="float32", param_dtype="float32",
-                      dx_dtype="float32", stat_dtype="float32", block=0, vpt_max=VPT_MAX, workspace=None,
+                      dx_dtype="float32", stat_dtype="float32", block=0, vpt_max=BWD_VPT_MAX, workspace=None,
                       stream=0):
     """Backward of :func:`row_norm_forward` from its saved statistics.
 
@@ -272,6 +274,7 @@ def _register_compile_cases():
                   (128, "bfloat16"), (4096, "float32"), (1024, "float32"), (16384, "float32")):
         threads, blk, vpt, rpb = row_config(n)
         budget = min(255, 65536 // threads)
+        b_threads, b_blk, b_vpt, b_rpb = row_config(n, vpt_max=BWD_VPT_MAX)
         for rms in (False, True):
             tag = f"{'rms' if rms else 'layer'}norm_{n}_{dt}"
             k, _ = row_fwd_kernel(n, blk, vpt, not rms, True, True, dt, "float32", dt, "float32",
@@ -279,10 +282,10 @@ def _register_compile_cases():
             register_compile_case(f"{tag}_fwd", k, f"void({a(dt)}, {a('float32')}, {a('float32')}, "
                                   f"{a(dt)}, {a('float32')}, {a('float32')}, float64, int64)",
                                   max_registers=budget)
-            k, _ = row_bwd_kernel(n, blk, vpt, not rms, dt, dt, "float32", dt, "float32", rpb)
+            k, _ = row_bwd_kernel(n, b_blk, b_vpt, not rms, dt, dt, "float32", dt, "float32", b_rpb)
             register_compile_case(f"{tag}_bwd", k, f"void({a(dt)}, {a(dt)}, {a('float32')}, "
                                   f"{a('float32')}, {a('float32')}, {a(dt)}, int64)",
-                                  max_registers=budget)
+                                  max_registers=min(128, 65536 // b_threads))
 
 
 _register_compile_cases()
