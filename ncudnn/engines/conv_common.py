@@ -204,7 +204,7 @@ class ConvEngineBase(TiledGemmEngine):
             gc.tail_of(sub, p.epi.out, ctx)
         except gc.Reject as e:
             return e.status, e.reason
-        if not any(self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS for c in self._space(sub)):
+        if not self.any_kept(sub):
             M, N, K_ = p.gemm
             return S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{self.name}: no tile fits the implicit GEMM " \
                 f"M={M}, N={N}, K={K_}, groups={p.g.G}"

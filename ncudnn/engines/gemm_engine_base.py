@@ -7,6 +7,7 @@ import math
 from ..types import cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
 from . import gemm_common as gc
 from . import heuristics as H
+from ..kernels.gemm.config import check
 from .base import OK, Engine
 
 S = cudnnStatus_t
@@ -44,48 +45,90 @@ class TiledGemmEngine(Engine):
         return hit
 
     def _memo(self, sub, what):
-        """This engine's per-subgraph table ``what`` (keep results, costs per device), keyed by knobs."""
-        d = sub.__dict__.get("_tiled_memo")
+        """This engine's per-subgraph table ``what`` (keep results, costs per device, workspace, notes,
+        candidates per device, the cost's shape), keyed by knob values."""
+        attr = self.__dict__.get("_memo_attr")
+        if attr is None:
+            attr = self.__dict__["_memo_attr"] = "_tiled_" + self.name
+        d = sub.__dict__.get(attr)
         if d is None:
-            d = sub.__dict__["_tiled_memo"] = {}
-        key = (self.name, what)
-        t = d.get(key)
+            d = sub.__dict__[attr] = {}
+        t = d.get(what)
         if t is None:
-            t = d[key] = {}
+            t = d[what] = {}
         return t
+
+    # ---- keep: the knob values alone (per engine), then the GEMM checks (per subgraph)
 
     def keep(self, sub, cfg, ctx):
         memo = self._memo(sub, "keep")
         hit = memo.get(cfg.knobs)
         if hit is None:
             if _SPACE not in memo:          # first question on this subgraph: the whole space at once
-                memo[_SPACE] = True
                 self._keep_space(sub, memo)
                 hit = memo.get(cfg.knobs)
             if hit is None:
                 hit = memo[cfg.knobs] = self._keep(sub, cfg, ctx)
         return hit
 
+    def any_kept(self, sub):
+        """Whether some config of the space passes :meth:`keep` (what check_support needs)."""
+        memo = self._memo(sub, "keep")
+        if _SPACE not in memo:
+            self._keep_space(sub, memo)
+        return memo[_SPACE]
+
+    def _knob_static(self, cfg):
+        """Per knob values (remembered on the engine): (the knob values' own status, GemmConfig,
+        TILE_SIZE, SPLIT_K, the kernel check for 4-byte and 8-byte accumulators)."""
+        d = self.__dict__.get("_kstatic")
+        if d is None:
+            d = self.__dict__["_kstatic"] = {}
+        hit = d.get(cfg.knobs)
+        if hit is None:
+            gcfg = self.gemm_config(cfg)
+            hit = d[cfg.knobs] = (self._knobs_ok(None, cfg, None), gcfg, cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE),
+                                  cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1), check(gcfg, 4), check(gcfg, 8))
+        return hit
+
     def _keep_space(self, sub, memo):
         """:meth:`_keep` of every config of the space into ``memo`` (knob values -> (status, reason)),
-        the problem read once."""
+        the problem read once; ``memo[_SPACE]``: whether one passed. The GEMM checks are
+        ``gemm_common.keep_config``'s (tests/engines/test_crank_order.py holds them equal)."""
         space = self._space(sub)
-        if not space:
-            return
         try:
             p = self.problem(sub)
         except gc.Reject:
-            return                          # _keep answers one config at a time
+            memo[_SPACE] = False            # (an empty space) _keep answers one config at a time
+            return
         M, N, K_, B = self.gemm_shape(p)
-        fp64, linear, out_dt = p.fp64, p.epi.linear, p.epi.spec.out_dtype
-        knobs_ok, gcfg_of, name, extra = self._knobs_ok, self.gemm_config, self.name, self._keep_extra
-        success, bad = S.CUDNN_STATUS_SUCCESS, S.CUDNN_STATUS_NOT_SUPPORTED
+        fp64, name, extra = p.fp64, self.name, self._keep_extra
+        atomic_ok = p.epi.linear and p.epi.spec.out_dtype in ("float32", "float64")
+        kst, static = self.__dict__.get("_kstatic") or {}, self._knob_static
+        success, bad, big = S.CUDNN_STATUS_SUCCESS, S.CUDNN_STATUS_NOT_SUPPORTED, gc.MAX_GRID_YZ
+        anyok = False
         for c in space:
-            st = knobs_ok(sub, c, None)
+            ks = kst.get(c.knobs) or static(c)
+            st = ks[0]
             if st[0] == success:
-                ok, why = gc.keep_config(name, gcfg_of(c), fp64, M, N, K_, B, linear, out_dt)
-                st = (OK if extra is None else extra(sub, c, p)) if ok else (bad, why)
+                g = ks[1]
+                ok, why = ks[5] if fp64 else ks[4]
+                split = g.SPLIT_K
+                if not ok:
+                    st = (bad, f"{name}: {why}")
+                elif -(-M // g.BLOCK_M) > big:
+                    st = (bad, f"{name}: M = {M} needs more than {big} tile rows at BLOCK_M {g.BLOCK_M}")
+                elif B * split > big:
+                    st = (bad, f"{name}: batch {B} x SPLIT_K {split} > {big} (grid z)")
+                elif split > 1 and K_ < split * g.BLOCK_K:
+                    st = (bad, f"{name}: SPLIT_K {split} leaves empty slices of K = {K_} (BLOCK_K {g.BLOCK_K})")
+                elif split > 1 and g.SPLIT_MODE == "atomic" and not atomic_ok:
+                    st = (bad, f"{name}: atomic split-K needs an alpha/beta-only epilogue and an fp32/fp64 output")
+                else:
+                    st = OK if extra is None else extra(sub, c, p)
+                    anyok = anyok or st[0] == success
             memo[c.knobs] = st
+        memo[_SPACE] = anyok
 
     #: ``_keep_extra(sub, cfg, p) -> (status, reason)``: engine-specific refusals after the GEMM checks
     _keep_extra = None
@@ -139,24 +182,59 @@ class TiledGemmEngine(Engine):
         return hit
 
     def _space(self, sub):
-        return gc.memo(sub, ("space", self.name), lambda: self._make_space(sub))
+        memo = self._memo(sub, "space")
+        hit = memo.get(None)
+        if hit is None:
+            hit = memo[None] = self._make_space(sub)
+        return hit
+
+    # ---- ranking: every valid config costed once, in one pass
 
     def candidates(self, sub, ctx):
         """The curated space, valid configs only, cheapest predicted first (<= 64)."""
         dev = ctx.device if ctx is not None else None
-        return gc.memo(sub, ("candidates", self.name, dev), lambda: self._candidates(sub, ctx))
+        memo = self._memo(sub, "candidates")
+        hit = memo.get(dev)
+        if hit is None:
+            hit = memo[dev] = self._candidates(sub, ctx)
+        return hit
 
     def _candidates(self, sub, ctx):
-        good = [c for c in self._space(sub) if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
+        keep = self._memo(sub, "keep")
+        if _SPACE not in keep:
+            self._keep_space(sub, keep)
+        success = S.CUDNN_STATUS_SUCCESS
+        good = [c for c in self._space(sub) if (keep.get(c.knobs) or self.keep(sub, c, ctx))[0] == success]
         dev = ctx.device if ctx is not None else None
         if dev is None or len(good) <= 1:
             return tuple(good[:64])
         memo = self._memo(sub, dev)
         todo = [c for c in good if c.knobs not in memo]
-        if todo:                           # every config costed once, in one pass, then ranked by look-up
+        if todo:
             self._cost_many(sub, todo, dev, memo)
-        costs = {c: memo[c.knobs] for c in good}
-        return gc.rank_candidates(good, costs.__getitem__)
+        return self._rank(good, memo)
+
+    def _rank(self, configs, costs, best_tiles=4, limit=24):
+        """``gemm_common.rank_candidates`` over ``configs`` with ``costs`` (knob values -> seconds) known:
+        every tile unsplit first, then every split / swizzle variant of the ``best_tiles`` best tiles,
+        cheapest first (stable), at most ``limit``."""
+        kst = self.__dict__.get("_kstatic") or {}
+        rows = []
+        plain = {}
+        for i, c in enumerate(configs):
+            ks = kst.get(c.knobs) or self._knob_static(c)
+            t, cost = ks[2], costs[c.knobs]
+            rows.append((cost, i, t, c))
+            if ks[3] == 1:
+                cur = plain.get(t)
+                if cur is None or cost < cur[0]:
+                    plain[t] = (cost, len(plain) if cur is None else cur[1])
+        if plain:
+            top = {t for _, _, t in sorted((v[0], v[1], t) for t, v in plain.items())[:best_tiles]}
+        else:
+            top = {r[2] for r in rows}
+        out = sorted(r for r in rows if r[2] in top)
+        return tuple(r[3] for r in out[:limit])
 
     def _cost_many(self, sub, cfgs, device, memo):
         """:meth:`_cost` of each of ``cfgs`` into ``memo`` (knob values -> seconds), the problem's shape
