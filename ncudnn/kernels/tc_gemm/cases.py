@@ -3,7 +3,7 @@ memory). Imported by ``python -m ncudnn.kernels.compile_check``; registering com
 from .. import dtypes as dt
 from .. import epilogue as ep
 from ...types import cudnnPointwiseMode_t as PM
-from .config import CONFIGS
+from .config import CONFIGS, TcGemmConfig
 from .kernel import make_tc_gemm
 
 try:
@@ -34,7 +34,7 @@ TC_FUSED_CASES = (
 
 #: FP8 with the amax output: (case name, config (BLOCK_K in FP8 elements), fp8 dtype, EpilogueSpec)
 TC_FP8_CASES = (
-    ("tc_fused_e4m3_scale_amax_128x128x64_mk_nk", CONFIGS[0].replace(BLOCK_K=64), "float8_e4m3fn",
+    ("tc_fused_e4m3_scale_amax_128x128x64_w2x4_mk_nk", TcGemmConfig(128, 128, 64, 2, 4, 4), "float8_e4m3fn",
      ep.EpilogueSpec((ep.scale(2.0),), "float8_e4m3fn")),
 )
 
