@@ -1,0 +1,180 @@
+"""Cold ranking of the implicit-GEMM conv engines (conv_implicit_gemm, conv_implicit_precomp): the
+ranked (engine, knobs, predicted time) list, every config's keep verdict and reason, the workspace
+and the support verdict are what the straightforward computation gives (a fresh ConvProblem, the
+precomp table built, every config made with Config.with_knob, checked with gemm_common.keep_config
+and costed with gemm_common.cost, ranked with gemm_common.rank_candidates, no memo), on conv
+problems drawn fresh each run: fprop (+ bias + relu) / dgrad / wgrad, 1x1 / 3x3 / 7x7, stride 1 / 2,
+NCHW / NHWC, FP32 / FP16 / BF16, N 1..128; and on an 8-SM variant of the device."""
+import math
+from dataclasses import replace
+
+import pytest
+
+from crank_graphs import FIXED, conv_graph, draw
+from ncudnn.engines import api, device, heuristics, registry
+from ncudnn.engines import gemm_common as gc
+from ncudnn.engines.base import OK, Engine
+from ncudnn.engines.conv_common import MAX_SPLIT, ConvProblem, table_fits_built
+from ncudnn.engines.ranking import rank_subgraph
+from ncudnn.types import cudnnBackendHeurMode_t as HM, cudnnBackendKnobType_t as K, cudnnStatus_t as S
+
+ENGINES = ("conv_implicit_gemm", "conv_implicit_precomp")
+
+
+def _splits(eng, tile, tiles, reduction, dev):
+    c = tile.cfg
+    slots = dev.sm_count * max(heuristics.blocks_per_sm(dev, c.num_threads, tile.regs, c.smem_bytes()), 1)
+    feasible, s = [], 2
+    while s <= MAX_SPLIT and reduction >= s * c.BLOCK_K * 8:
+        feasible.append(s)
+        s *= 2
+    out = [s for s in feasible if slots // 2 <= tiles * s <= 8 * slots]
+    if not out and feasible and tiles * feasible[-1] < slots // 2:
+        out = feasible[-1:]
+    return tuple(out)
+
+
+def _space(eng, sub, p):
+    """The configs offered, in order (made the long way)."""
+    M, N, K_ = p.gemm
+    G = p.g.G
+    T = eng.TILES
+    tiles = [t for t in gc.useful_tiles(T, M, N, K_, G) if math.ceil(M / T[t].cfg.BLOCK_M) <= gc.MAX_GRID_YZ]
+    if not tiles:
+        every = [t for t in range(len(T)) if math.ceil(M / T[t].cfg.BLOCK_M) <= gc.MAX_GRID_YZ]
+        tiles = [t for t in every if T[t].cfg.BLOCK_N <= 2 * max(N, 16)] or every
+    wgrad = p.kind == "wgrad"
+    plan = []
+    for t in tiles:
+        n_tiles = math.ceil(M / T[t].cfg.BLOCK_M) * math.ceil(N / T[t].cfg.BLOCK_N)
+        if not gc.split_worthwhile(M, N, n_tiles, G):
+            plan.append((t, (1,)))
+        elif wgrad:
+            plan.append((t, _splits(eng, T[t], n_tiles * G, K_, device.current())))
+        else:
+            plan.append((t, (1, 4)))
+    if wgrad and any(sp and sp != (1,) for _, sp in plan):
+        plan = [(t, sp) for t, sp in plan if sp and sp != (1,)]
+    strided_dgrad = eng.PHASED and p.kind == "dgrad" and any(v > 1 for v in p.g.stride)
+    base, out = eng.default_config(sub), []
+    for t, splits in plan:
+        for s in splits or (1,):
+            for buf in ((1, 0) if wgrad and s > 1 else (1,)):
+                rows = math.ceil(M / T[t].cfg.BLOCK_M)
+                c = base.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, t).with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K, s)
+                c = c.with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, buf)
+                out.append(c.with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, 8 if rows > 8 else 1))
+                if strided_dgrad and s == 1:
+                    out.append(out[-1].with_knob(K.CUDNN_KNOB_TYPE_SPLIT_RS, 1))
+    return out
+
+
+def _keep(eng, sub, p, c):
+    st = Engine.keep(eng, sub, c, None)
+    if st[0] != S.CUDNN_STATUS_SUCCESS:
+        return st
+    for k in (K.CUDNN_KNOB_TYPE_SPLIT_K, K.CUDNN_KNOB_TYPE_SWIZZLE):
+        if not gc.is_pow2(c.get(k)):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{eng.name}: {k.name} = {c.get(k)} is not a power of 2"
+    M, N, K_ = p.gemm
+    ok, why = gc.keep_config(eng.name, gc.gemm_config(eng.TILES, c), p.fp64, M, N, K_, p.g.G, p.epi.linear,
+                             p.epi.spec.out_dtype)
+    if not ok:
+        return S.CUDNN_STATUS_NOT_SUPPORTED, why
+    if eng.PHASED and c.get(K.CUDNN_KNOB_TYPE_SPLIT_RS, 0) == 1:
+        if p.kind != "dgrad" or all(v == 1 for v in p.g.stride):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{eng.name}: SPLIT_RS = 1 (per-phase GEMMs) is for the " \
+                f"dgrad of a strided convolution, not {p.kind} with stride {p.g.stride}"
+        if c.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1) != 1:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{eng.name}: SPLIT_RS = 1 needs SPLIT_K = 1"
+    return OK
+
+
+def _cost(eng, p, c, dev):
+    M, N, K_ = p.gemm
+    t = gc.cost(dev, eng.TILES[c.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)], gc.gemm_config(eng.TILES, c), M, N, K_, p.g.G,
+                p.in_bytes, p.out_bytes, p.extra_bytes, p.fp64, eng.LOADER_EFF)
+    if eng.PHASED and c.get(K.CUDNN_KNOB_TYPE_SPLIT_RS, 0) == 1 and math.isfinite(t):
+        from ncudnn.kernels.conv.dgrad_phased import phases
+        g = p.g
+        ph = phases(g)
+        useful = sum(len(taps) * math.prod(n) for _, n, taps, _ in ph)
+        t = t * useful / max(g.taps * math.prod(g.DHW), 1) * 1.05 + 3e-6 * (len(ph) - 1)
+    return t
+
+
+def reference(sub, dev):
+    """{engine: (supported, [(config, cost)] ranked, {knobs: keep})} computed from scratch."""
+    out = {}
+    for name in ENGINES:
+        eng = registry.by_name(name)
+        try:
+            p = ConvProblem(sub)
+        except gc.Reject:
+            out[name] = (False, [], {})
+            continue
+        if eng.PRECOMP and not table_fits_built(p)[0]:
+            out[name] = (False, [], {})
+            continue
+        space = _space(eng, sub, p)
+        keeps = {c.knobs: _keep(eng, sub, p, c) for c in space}
+        good = [c for c in space if keeps[c.knobs][0] == S.CUDNN_STATUS_SUCCESS]
+        if len(good) > 1:
+            costs = {c: _cost(eng, p, c, dev) for c in good}
+            good = list(gc.rank_candidates(good, costs.__getitem__))
+        out[name] = (bool(good), [(c, _cost(eng, p, c, dev)) for c in good[:64]], keeps)
+    return out
+
+
+def _check(prob, ctx):
+    g = conv_graph(*prob)
+    sub = api.problem(g)
+    ref = reference(sub, ctx.device)
+    got = [(e.name, e.config.knobs, e.predicted_time, e.workspace_size) for e in
+           rank_subgraph(sub, HM.CUDNN_HEUR_MODE_A, ctx) if e.name in ENGINES]
+    rows = []
+    for name in ENGINES:
+        eng = registry.by_name(name)
+        sup, ranked, keeps = ref[name]
+        assert (eng.check_support(sub, ctx)[0] == S.CUDNN_STATUS_SUCCESS) == sup, (prob, name)
+        assert [c.knobs for c in eng._space(sub)] == list(keeps), (prob, name)
+        for c in eng._space(sub):
+            assert eng.keep(sub, c, ctx) == keeps[c.knobs], (prob, name, c)
+        rows += [(t, eng.global_index, i, name, c) for i, (c, t) in enumerate(ranked) if math.isfinite(t)]
+    rows.sort(key=lambda r: r[:3])
+    from ncudnn.engines.ranking import _round_up
+    want = []
+    for t, _, _, name, c in rows:
+        p = ConvProblem(sub)
+        M, N, _ = p.gemm
+        ws = gc.split_workspace(gc.gemm_config(registry.by_name(name).TILES, c), M, N, p.g.G, p.fp64)
+        want.append((name, c.knobs, t, _round_up(ws) if ws else 0))
+    assert got == want, f"{prob}:\n  got  {got[:3]}\n  want {want[:3]}"
+    return len(want)
+
+
+@pytest.mark.parametrize("prob", FIXED, ids=lambda p: "-".join(map(str, p)))
+def test_ranking_matches_the_straightforward_computation(prob):
+    assert _check(prob, api.context()) > 0
+
+
+def test_ranking_matches_on_random_problems(rng):
+    ctx = api.context()
+    n = 0
+    for _ in range(40):
+        try:
+            prob = draw(rng)
+            conv_graph(*prob)
+        except Exception:
+            continue
+        n += _check(prob, ctx) > 0
+    assert n >= 20
+
+
+def test_ranking_matches_on_another_device():
+    """An 8-SM variant of the device is another memo key: its own costs, still the reference's."""
+    ctx = api.context()
+    small = replace(ctx, device=replace(device.current(), sm_count=8))
+    prob = ("fprop", 8, 64, 28, 64, 3, 1, True, "f32", True)
+    assert _check(prob, small) > 0
+    assert _check(prob, ctx) > 0
