@@ -132,15 +132,18 @@ class ConvProblem:
 
 def conv_problem(sub):
     """The memoized :class:`ConvProblem` of a conv subgraph (raises gc.Reject, memoized too)."""
-    memo = sub.__dict__.setdefault("_conv_problem", {})
-    hit = memo.get("p")
+    hit = sub.__dict__.get("_conv_p")
     if hit is None:
-        try:
-            hit = ConvProblem(sub)
-        except gc.Reject as e:
-            hit = e
-        memo["p"] = hit
-    if isinstance(hit, gc.Reject):
+        memo = sub.__dict__.setdefault("_conv_problem", {})
+        hit = memo.get("p")
+        if hit is None:
+            try:
+                hit = ConvProblem(sub)
+            except gc.Reject as e:
+                hit = e
+            memo["p"] = hit
+        sub.__dict__["_conv_p"] = hit
+    if hit.__class__ is not ConvProblem:
         raise hit
     return hit
 
@@ -276,7 +279,7 @@ class ConvEngineBase(TiledGemmEngine):
         plan = []
         for t in self._tiles_for(M, p.gemm[1], p.gemm[2], p.g.G):
             tile = self.TILES[t]
-            tiles = gc.ceil_div(M, tile.cfg.BLOCK_M) * gc.ceil_div(p.gemm[1], tile.cfg.BLOCK_N)
+            tiles = -(-M // tile.cfg.BLOCK_M) * -(-p.gemm[1] // tile.cfg.BLOCK_N)
             if not gc.split_worthwhile(M, p.gemm[1], tiles, p.g.G):
                 plan.append((t, tile, (1,)))
             elif wgrad:
@@ -289,12 +292,12 @@ class ConvEngineBase(TiledGemmEngine):
         strided_dgrad = self.PHASED and p.kind == "dgrad" and any(v > 1 for v in p.g.stride)
         make = self._config
         for t, tile, splits in plan:
+            sw = 8 if -(-M // tile.cfg.BLOCK_M) > 8 else 1     # gc.swizzle_for(M, tile.cfg, (1, 8))
             for s in splits or (1,):
                 for buf in ((1, 0) if wgrad and s > 1 else (1,)):
-                    for sw in (gc.swizzle_for(M, tile.cfg, (1, 8)),):
-                        out.append(make(base, t, s, buf, sw, None))
-                        if strided_dgrad and s == 1:
-                            out.append(make(base, t, s, buf, sw, 1))
+                    out.append(make(base, t, s, buf, sw, None))
+                    if strided_dgrad and s == 1:
+                        out.append(make(base, t, s, buf, sw, 1))
         return out
 
     def _config(self, base, t, s, buf, sw, rs):
@@ -314,8 +317,9 @@ class ConvEngineBase(TiledGemmEngine):
     def _tiles_for(self, M, N, K_, G):
         """gc.useful_tiles, widened when none of those fits the grid's 65535 tile rows (a huge M with
         a tiny N, e.g. the dgrad of a 3-channel stem: M = N*H*W = 1.6 M, N = 3)."""
-        rows_ok = lambda t: gc.ceil_div(M, self.TILES[t].cfg.BLOCK_M) <= gc.MAX_GRID_YZ  # noqa: E731
-        out = [t for t in gc.useful_tiles(self.TILES, M, N, K_, G) if rows_ok(t)]
+        T, big = self.TILES, gc.MAX_GRID_YZ
+        out = [t for t in gc.useful_tiles(T, M, N, K_, G) if -(-M // T[t].cfg.BLOCK_M) <= big]
+        rows_ok = lambda t: -(-M // T[t].cfg.BLOCK_M) <= big  # noqa: E731
         if not out:
             every = [t for t in range(len(self.TILES)) if rows_ok(t)]
             narrow = [t for t in every if self.TILES[t].cfg.BLOCK_N <= 2 * max(N, 16)]

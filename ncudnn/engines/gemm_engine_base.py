@@ -44,12 +44,16 @@ class TiledGemmEngine(Engine):
             hit = d[cfg.knobs] = gc.gemm_config(self.TILES, cfg)
         return hit
 
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        cls._memo_attr = "_tiled_" + cls.name
+
+    _memo_attr = "_tiled_"
+
     def _memo(self, sub, what):
         """This engine's per-subgraph table ``what`` (keep results, costs per device, workspace, notes,
         candidates per device, the cost's shape), keyed by knob values."""
-        attr = self.__dict__.get("_memo_attr")
-        if attr is None:
-            attr = self.__dict__["_memo_attr"] = "_tiled_" + self.name
+        attr = self._memo_attr
         d = sub.__dict__.get(attr)
         if d is None:
             d = sub.__dict__[attr] = {}
@@ -256,13 +260,17 @@ class TiledGemmEngine(Engine):
         memo = self._memo(sub, "workspace")
         hit = memo.get(cfg.knobs)
         if hit is None:
-            try:
-                p = self.problem(sub)
-            except gc.Reject:
-                return 0
-            M, N, _, B = self.gemm_shape(p)
-            hit = memo[cfg.knobs] = max(gc.split_workspace(self.gemm_config(cfg), M, N, B, p.fp64),
-                                        gc.tail_workspace(sub, p.epi.out))
+            shared = memo.get(None)
+            if shared is None:
+                try:
+                    p = self.problem(sub)
+                except gc.Reject:
+                    return 0
+                M, N, _, B = self.gemm_shape(p)
+                shared = memo[None] = (M, N, B, p.fp64, gc.tail_workspace(sub, p.epi.out))
+            M, N, B, fp64, tail = shared
+            ws = gc.split_workspace(self.gemm_config(cfg), M, N, B, fp64)
+            hit = memo[cfg.knobs] = ws if ws > tail else tail
         return hit
 
     def cost(self, sub, cfg, device):
