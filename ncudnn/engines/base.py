@@ -86,7 +86,7 @@ class BuildContext:
 
     device: object = None          # ncudnn device properties (name, cc, sm_count, ...) or None in the simulator
     allow_tf32: bool = False       # math type allows down-converting FP32 inputs
-    allow_tensor_cores: bool = False
+    allow_tensor_cores: bool = True  # BF16/FP16/FP8 on tensor cores (FP32 accumulate); FP32 needs allow_tf32
     deterministic: bool = False    # reject NONDETERMINISTIC configs
     simulator: bool = False
     handle: object = None          # the ncudnn handle (its caches hold the plan cache), or None
