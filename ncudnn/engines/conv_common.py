@@ -233,6 +233,9 @@ class ConvEngineBase(TiledGemmEngine):
     def _keep_extra(self):
         return self._keep_phased if self.PHASED else None
 
+    def _needs_extra(self, cfg):
+        return self.PHASED and cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_RS, 0) == 1
+
     def _keep_phased(self, sub, cfg, p):
         """The GEMM checks passed: SPLIT_RS = 1 needs the dgrad of a strided convolution, unsplit."""
         if cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_RS, 0) != 1:
@@ -253,10 +256,13 @@ class ConvEngineBase(TiledGemmEngine):
     def _cost_many(self, sub, cfgs, device, memo):
         super()._cost_many(sub, cfgs, device, memo)
         if self.PHASED:
+            kst = self.__dict__.get("_kstatic") or {}
             for c in cfgs:
-                t = memo[c.knobs]
-                if self.phased(sub, c) and math.isfinite(t):
-                    memo[c.knobs] = self._phased_cost(sub, t)
+                ks = kst.get(c.knobs)
+                if ks[6] if ks is not None else self.phased(sub, c):
+                    t = memo[c.knobs]
+                    if math.isfinite(t):
+                        memo[c.knobs] = self._phased_cost(sub, t)
 
     def _phased_cost(self, sub, c):
         """The per-phase dgrad's time from the one-GEMM time ``c``: the useful taps' share, 5 % more,
@@ -277,10 +283,12 @@ class ConvEngineBase(TiledGemmEngine):
         M = p.gemm[0]
         out = []
         plan = []
+        # gc.split_worthwhile(M, N, tiles, G): under two waves of one block, unless a simulated tiny problem
+        small = gc.simulated_small(M, p.gemm[1], p.g.G)
         for t in self._tiles_for(M, p.gemm[1], p.gemm[2], p.g.G):
             tile = self.TILES[t]
             tiles = -(-M // tile.cfg.BLOCK_M) * -(-p.gemm[1] // tile.cfg.BLOCK_N)
-            if not gc.split_worthwhile(M, p.gemm[1], tiles, p.g.G):
+            if small or tiles * p.g.G >= 2 * 132:
                 plan.append((t, tile, (1,)))
             elif wgrad:
                 plan.append((t, tile, wgrad_splits(tile, tiles * p.g.G, p.gemm[2])))
@@ -381,8 +389,13 @@ class PhasedPlan(gc.BlockPlan):
 
 def _extremes(terms):
     """(min, max) of sum(coef * i) over a grid of indices 0 <= i < n, ``terms`` (coef, n) with n >= 1."""
-    lo = sum(min(c * (n - 1), 0) for c, n in terms)
-    hi = sum(max(c * (n - 1), 0) for c, n in terms)
+    lo = hi = 0
+    for c, n in terms:
+        v = c * (n - 1)
+        if v < 0:
+            lo += v
+        else:
+            hi += v
     return lo, hi
 
 
@@ -391,7 +404,8 @@ def _packs(coords):
     from ..kernels.conv.table import BITS, LIMIT
 
     for c, n in coords:
-        lo, hi = min(c * (n - 1), 0), max(c * (n - 1), 0)
+        v = c * (n - 1)
+        lo, hi = (v, 0) if v < 0 else (0, v)
         if lo < 0 or hi >= LIMIT:
             return f"conv coordinates up to {hi} do not pack into {BITS} bits (precomputed table); use IMPLICIT_GEMM"
     return ""
@@ -428,7 +442,7 @@ def table_fits(p):
         return False, why
     for terms in cols:
         lo, hi = _extremes(terms)
-        if max(hi, -lo) >= 2 ** 31:
+        if hi >= 2 ** 31 or -lo >= 2 ** 31:
             return False, "conv offsets do not fit the int32 table"
     return True, ""
 

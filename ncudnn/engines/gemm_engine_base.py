@@ -49,14 +49,20 @@ class TiledGemmEngine(Engine):
         cls._memo_attr = "_tiled_" + cls.name
 
     _memo_attr = "_tiled_"
+    _last_memo = None
 
     def _memo(self, sub, what):
         """This engine's per-subgraph table ``what`` (keep results, costs per device, workspace, notes,
         candidates per device, the cost's shape), keyed by knob values."""
-        attr = self._memo_attr
-        d = sub.__dict__.get(attr)
-        if d is None:
-            d = sub.__dict__[attr] = {}
+        last = self._last_memo              # the heuristics ask about one subgraph many times in a row
+        if last is not None and last[0] is sub:
+            d = last[1]
+        else:
+            attr = self._memo_attr
+            d = sub.__dict__.get(attr)
+            if d is None:
+                d = sub.__dict__[attr] = {}
+            self._last_memo = (sub, d)
         t = d.get(what)
         if t is None:
             t = d[what] = {}
@@ -84,15 +90,29 @@ class TiledGemmEngine(Engine):
 
     def _knob_static(self, cfg):
         """Per knob values (remembered on the engine): (the knob values' own status, GemmConfig,
-        TILE_SIZE, SPLIT_K, the kernel check for 4-byte and 8-byte accumulators)."""
+        TILE_SIZE, SPLIT_K, the kernel check for 4-byte and 8-byte accumulators, whether
+        :attr:`_keep_extra` applies, atomic split-K)."""
         d = self.__dict__.get("_kstatic")
         if d is None:
             d = self.__dict__["_kstatic"] = {}
         hit = d.get(cfg.knobs)
         if hit is None:
             gcfg = self.gemm_config(cfg)
+            split = cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1)
             hit = d[cfg.knobs] = (self._knobs_ok(None, cfg, None), gcfg, cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE),
-                                  cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1), check(gcfg, 4), check(gcfg, 8))
+                                  split, check(gcfg, 4), check(gcfg, 8), self._needs_extra(cfg),
+                                  split > 1 and cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 1) == 0)
+        return hit
+
+    def _needs_extra(self, cfg):
+        """Whether :attr:`_keep_extra` has something to say about ``cfg`` (remembered per knob values)."""
+        return self._keep_extra is not None
+
+    def default_config(self, sub):
+        """The default config (the knobs do not depend on the subgraph: made once)."""
+        hit = self.__dict__.get("_default")
+        if hit is None:
+            hit = self.__dict__["_default"] = super().default_config(sub)
         return hit
 
     def _keep_space(self, sub, memo):
@@ -129,7 +149,7 @@ class TiledGemmEngine(Engine):
                 elif split > 1 and g.SPLIT_MODE == "atomic" and not atomic_ok:
                     st = (bad, f"{name}: atomic split-K needs an alpha/beta-only epilogue and an fp32/fp64 output")
                 else:
-                    st = OK if extra is None else extra(sub, c, p)
+                    st = extra(sub, c, p) if ks[6] else OK
                     anyok = anyok or st[0] == success
             memo[c.knobs] = st
         memo[_SPACE] = anyok
@@ -170,7 +190,9 @@ class TiledGemmEngine(Engine):
         return OK if self._keep_extra is None else self._keep_extra(sub, cfg, p)
 
     def config_notes(self, sub, cfg):
-        atomic = cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1) > 1 and cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 1) == 0
+        ks = (self.__dict__.get("_kstatic") or {}).get(cfg.knobs)
+        atomic = ks[7] if ks is not None else \
+            cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1) > 1 and cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 1) == 0
         memo = self._memo(sub, "notes")
         hit = memo.get(atomic)
         if hit is None:
