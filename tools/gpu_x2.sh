@@ -16,7 +16,7 @@ for k in 0 1; do
   job=${!job_var:-}
   [ -n "$job" ] || continue
   (export CUDA_VISIBLE_DEVICES=$k OUT=/tmp/x2/g$k; mkdir -p "$OUT"
-   NCUDNN_DONE_FILE=/tmp/ncudnn-done-$k.txt bash -c "$job" > "$OUT/job.log" 2>&1; echo "job $k rc $?" >> "$OUT/summary.txt") &
+   NCUDNN_DONE_FILE=$OUT/done.txt bash -c "$job" > "$OUT/job.log" 2>&1; echo "job $k rc $?" >> "$OUT/summary.txt") &
 done
 wait
 for k in 0 1; do
