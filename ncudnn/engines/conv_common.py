@@ -308,20 +308,6 @@ class ConvEngineBase(TiledGemmEngine):
                         out.append(make(base, t, s, buf, sw, 1))
         return out
 
-    def _config(self, base, t, s, buf, sw, rs):
-        """``base`` with TILE_SIZE, SPLIT_K, SPLIT_K_BUF, SWIZZLE (and SPLIT_RS unless None) set: one
-        Config object per knob values, shared by every problem (its hash is computed once)."""
-        d = self.__dict__.get("_configs")
-        if d is None:
-            d = self.__dict__["_configs"] = {}
-        key = (base.knobs, t, s, buf, sw, rs)
-        hit = d.get(key)
-        if hit is None:
-            c = base.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, t).with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K, s)
-            c = c.with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, buf).with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, sw)
-            hit = d[key] = c if rs is None else c.with_knob(K.CUDNN_KNOB_TYPE_SPLIT_RS, rs)
-        return hit
-
     def _tiles_for(self, M, N, K_, G):
         """gc.useful_tiles, widened when none of those fits the grid's 65535 tile rows (a huge M with
         a tiny N, e.g. the dgrad of a 3-channel stem: M = N*H*W = 1.6 M, N = 3)."""

@@ -80,3 +80,25 @@ class ConvGemm1x1Engine(GemmEngineBase):
         if sub.kind not in ("conv_fprop", "conv_dgrad"):
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"{self.name}: conv fprop and dgrad only")
         return conv1x1_mapping(sub)
+
+    def _make_space(self, sub):
+        """GemmEngineBase's space (useful tiles x SPLITS when the grid leaves SMs idle x one swizzle),
+        made from shared Config objects without helper calls per tile."""
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return []
+        base, make, T = self.default_config(sub), self._config, self.TILES
+        M, N, nb = p.M, p.N, p.nb
+        small = gc.simulated_small(M, N, nb)          # gc.split_worthwhile, hoisted
+        sws = [w for w in self.SWIZZLES if w != 1]
+        out = []
+        for t in gc.useful_tiles(T, M, N, p.K, nb):
+            c = T[t].cfg
+            rows = -(-M // c.BLOCK_M)
+            splits = self.SPLITS if not small and rows * -(-N // c.BLOCK_N) * nb < 2 * 132 else (1,)
+            sw = max([w for w in sws if rows > w] or [1])     # gc.swizzle_for(M, c, SWIZZLES)
+            for s in splits:
+                for buf in ((1, 0) if self.ATOMIC and s > 1 else (1,)):
+                    out.append(make(base, t, s, buf, sw, None))
+        return out
