@@ -193,7 +193,10 @@ class TiledGemmEngine(Engine):
         ks = (self.__dict__.get("_kstatic") or {}).get(cfg.knobs)
         atomic = ks[7] if ks is not None else \
             cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1) > 1 and cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 1) == 0
-        memo = self._memo(sub, "notes")
+        last = self._last_memo
+        memo = last[1].get("notes") if last is not None and last[0] is sub else None
+        if memo is None:
+            memo = self._memo(sub, "notes")
         hit = memo.get(atomic)
         if hit is None:
             notes = self.numerical_notes
@@ -270,11 +273,14 @@ class TiledGemmEngine(Engine):
                 if cur is None or cost < cur[0]:
                     plain[t] = (cost, len(plain) if cur is None else cur[1])
         if plain:
-            top = {t for _, _, t in sorted((v[0], v[1], t) for t, v in plain.items())[:best_tiles]}
+            order = sorted([(v[0], v[1], t) for t, v in plain.items()])
+            top = set()
+            for r in order[:best_tiles]:
+                top.add(r[2])
+            out = sorted([r for r in rows if r[2] in top])
         else:
-            top = {r[2] for r in rows}
-        out = sorted(r for r in rows if r[2] in top)
-        return tuple(r[3] for r in out[:limit])
+            out = sorted(rows)
+        return tuple([r[3] for r in out[:limit]])
 
     def _cost_many(self, sub, cfgs, device, memo):
         """:meth:`_cost` of each of ``cfgs`` into ``memo`` (knob values -> seconds), the problem's shape
@@ -293,7 +299,10 @@ class TiledGemmEngine(Engine):
             memo[c.knobs] = tile_cost(st, device, M, N, K_, B, in_b, out_b, extra, fp64, eff) + tail
 
     def workspace_size(self, sub, cfg):
-        memo = self._memo(sub, "workspace")
+        last = self._last_memo
+        memo = last[1].get("workspace") if last is not None and last[0] is sub else None
+        if memo is None:
+            memo = self._memo(sub, "workspace")
         hit = memo.get(cfg.knobs)
         if hit is None:
             shared = memo.get(None)
