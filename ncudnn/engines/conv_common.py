@@ -28,6 +28,17 @@ def _pad5(strides):
     return s[:2] + (0,) * (5 - len(s)) + s[2:]
 
 
+_BYTES = {}
+
+
+def _bytes_of(name):
+    """gc.bytes_of, remembered per dtype name."""
+    hit = _BYTES.get(name)
+    if hit is None:
+        hit = _BYTES[name] = gc.bytes_of(name)
+    return hit
+
+
 class ConvProblem:
     def __init__(self, sub):
         node = sub.anchor
@@ -102,9 +113,13 @@ class ConvProblem:
             self.order = "rsc" if nhwc else "crs"
             self.a_fast = "outer" if sy[1] == 1 and g.K > 1 else "k"
             self.b_fast = "outer" if nhwc else "k"
-        self.in_bytes = gc.bytes_of(names[0])
-        self.out_bytes = gc.bytes_of(names[2])
-        self.extra_bytes = sum(t.numel * t.itemsize for t in (self.epi.bias, self.epi.residual) if t is not None)
+        self.in_bytes = _bytes_of(names[0])
+        self.out_bytes = _bytes_of(names[2])
+        extra = 0
+        for t in (self.epi.bias, self.epi.residual):
+            if t is not None and t.dims:
+                extra += math.prod(t.dims) * t.itemsize      # t.numel * t.itemsize, without NumPy
+        self.extra_bytes = extra
 
     def make(self, gcfg, precomp):
         """The kernels' conv object for a GemmConfig."""
