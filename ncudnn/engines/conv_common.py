@@ -313,14 +313,14 @@ class ConvEngineBase(TiledGemmEngine):
             # split candidates only: an unsplit tile would be ranked against split ones unfairly
             plan = [(t, tile, sp) for t, tile, sp in plan if sp and sp != (1,)]
         strided_dgrad = self.PHASED and p.kind == "dgrad" and any(v > 1 for v in p.g.stride)
-        make = self._config
+        make, made, bk = self._config, self.__dict__.get("_configs") or {}, base.knobs
         for t, tile, splits in plan:
             sw = 8 if -(-M // tile.cfg.BLOCK_M) > 8 else 1     # gc.swizzle_for(M, tile.cfg, (1, 8))
             for s in splits or (1,):
                 for buf in ((1, 0) if wgrad and s > 1 else (1,)):
-                    out.append(make(base, t, s, buf, sw, None))
+                    out.append(made.get((bk, t, s, buf, sw, None)) or make(base, t, s, buf, sw, None))
                     if strided_dgrad and s == 1:
-                        out.append(make(base, t, s, buf, sw, 1))
+                        out.append(made.get((bk, t, s, buf, sw, 1)) or make(base, t, s, buf, sw, 1))
         return out
 
     def _tiles_for(self, M, N, K_, G):

@@ -89,6 +89,7 @@ class ConvGemm1x1Engine(GemmEngineBase):
         except gc.Reject:
             return []
         base, make, T = self.default_config(sub), self._config, self.TILES
+        made, bk = self.__dict__.get("_configs") or {}, base.knobs
         M, N, nb = p.M, p.N, p.nb
         small = gc.simulated_small(M, N, nb)          # gc.split_worthwhile, hoisted
         sws = [w for w in self.SWIZZLES if w != 1]
@@ -100,5 +101,5 @@ class ConvGemm1x1Engine(GemmEngineBase):
             sw = max([w for w in sws if rows > w] or [1])     # gc.swizzle_for(M, c, SWIZZLES)
             for s in splits:
                 for buf in ((1, 0) if self.ATOMIC and s > 1 else (1,)):
-                    out.append(make(base, t, s, buf, sw, None))
+                    out.append(made.get((bk, t, s, buf, sw, None)) or make(base, t, s, buf, sw, None))
         return out
