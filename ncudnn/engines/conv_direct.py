@@ -72,8 +72,13 @@ class ConvDirectEngine(Engine):
         return st, why
 
     def candidates(self, sub, ctx):
-        base = self.default_config(sub)
-        return tuple(base.with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b) for b in BLOCKS)
+        """One config per block size in BLOCKS (the same for every problem: made once)."""
+        hit = self.__dict__.get("_candidates_all")
+        if hit is None:
+            base = self.default_config(sub)
+            hit = self.__dict__["_candidates_all"] = tuple(base.with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b)
+                                                           for b in BLOCKS)
+        return hit
 
     def workspace_size(self, sub, cfg):
         return 0
