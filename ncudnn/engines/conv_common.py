@@ -13,7 +13,9 @@ import math
 from ..kernels.conv import geometry, make_conv_dgrad, make_conv_fprop, make_conv_wgrad
 from ..types import (cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnConvolutionMode_t,
                      cudnnStatus_t)
+from . import device as dev_mod
 from . import gemm_common as gc
+from . import heuristics as H
 from .base import OK, KnobSpec
 from .gemm_engine_base import TiledGemmEngine
 
@@ -172,9 +174,6 @@ def wgrad_splits(tile, tiles, reduction, device=None):
     ranking costs each one: a small unsplit grid never hides a tile that wins once split): powers
     of two whose grid holds from half a wave to eight waves of resident blocks, each slice at least
     8 k-tiles long; when no split reaches half a wave, the largest one that keeps 8 k-tiles."""
-    from . import device as dev_mod
-    from . import heuristics as H
-
     dev = device or dev_mod.current()
     c = tile.cfg
     per_sm = max(H.blocks_per_sm(dev, c.num_threads, tile.regs, c.smem_bytes()), 1)
