@@ -29,7 +29,9 @@ def test_nrm_batchnorm_forward_training(rng, layout):
             "INV_VARIANCE": U.t(12, (1, C, 1, 1), name="inv"),
             "OUTPUT_RUNNING_MEAN": U.t(13, (1, C, 1, 1), name="rm"), "OUTPUT_RUNNING_VAR": U.t(14, (1, C, 1, 1), name="rv")}
     g = OpGraph([NormFwd("bn", ins, outs, mode=NM.CUDNN_BATCH_NORM, phase=PH.CUDNN_NORM_FWD_TRAINING)]).finalize()
-    plan = _execute(g, rng, positive=("INPUT_RUNNING_VAR",))
+    # X drawn from [0.5, 2): a per-channel mean of symmetric data over 100 352 values is ~1e-3, and its
+    # relative error then measures cancellation, not the kernel (absolute error ~1e-7 either way)
+    plan = _execute(g, rng, positive=("INPUT_RUNNING_VAR", "X"))
     assert [s.name for s in plan.parts[0].steps][0].startswith("norm_bn_")
 
 
