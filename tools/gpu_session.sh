@@ -20,7 +20,8 @@ if [ "$part" = tests ]; then
   # -v so a killed run still names every test it finished; per-test cap so one hang can't eat the call.
   # A test that breaks the CUDA context stops pytest (rc 3, tests/conftest.py); the run then restarts
   # with the tests not yet finished (NCUDNN_DONE_FILE), up to 4 times, within SUITE_TIMEOUT overall.
-  export NCUDNN_DONE_FILE=${NCUDNN_DONE_FILE:-/tmp/ncudnn-done.txt}; rm -f "$NCUDNN_DONE_FILE" "$OUT/pytest.log"
+  export NCUDNN_DONE_FILE=${NCUDNN_DONE_FILE:-/tmp/ncudnn-done.txt}; rm -f "$OUT/pytest.log"
+  [ -n "${KEEP_DONE:-}" ] || rm -f "$NCUDNN_DONE_FILE"  # KEEP_DONE=1: carry on after an earlier call's finished tests
   deadline=$((SECONDS + ${SUITE_TIMEOUT:-330}))
   for attempt in 1 2 3 4 5; do
     left=$((deadline - SECONDS)); [ $left -gt 10 ] || break
@@ -46,6 +47,19 @@ if [ "$part" = tests ]; then
       > "$OUT/sanitizer_$tool.log" 2>&1
     echo "$tool rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|passed|failed' "$OUT/sanitizer_$tool.log" | tail -n 3 | tr '\n' ' ')" \
       | tee -a "$OUT/summary.txt"
+  done
+elif [ "$part" = sanitize ]; then
+  # compute-sanitizer per test file (tiny shapes, real kernels), each file under its own cap, so one slow
+  # file cannot hide the others' results: SANITIZER_TESTS (files or node ids), SANITIZER_TOOLS, SANITIZER_TIMEOUT
+  for tool in ${SANITIZER_TOOLS-memcheck racecheck}; do
+    for t in ${SANITIZER_TESTS:-tests/engines/test_pointwise_e2e.py}; do
+      NCUDNN_SHAPES=sim timeout "${SANITIZER_TIMEOUT:-40}" compute-sanitizer --tool $tool --print-limit 20 \
+        python3 -m pytest -q -p no:cacheprovider -x $t > /tmp/san.log 2>&1
+      rc=$?
+      cat /tmp/san.log >> "$OUT/sanitizer_$tool.log"
+      echo "$tool rc $rc $t: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|passed|failed' /tmp/san.log | tail -n 2 | tr '\n' ' ')" \
+        | tee -a "$OUT/summary.txt"
+    done
   done
 elif [ "$part" = final ]; then
   if [ -n "${RERUN:-}" ]; then

@@ -1,5 +1,6 @@
 """Implicit-GEMM convolution dgrad and wgrad (ncudnn.kernels.conv) against the float64 oracle."""
 import numpy as np
+from numba import cuda
 import pytest
 
 from ncudnn import reference as R
@@ -97,8 +98,12 @@ def wgrad_case(rng, x_shape, w_shape, layout="nchw", cfg=WCFG, dtype="float32", 
     table = k.make_table(g) if precomp else None
     if precomp:
         assert table.nbytes == k.table_size(g) == 12 * g.N * int(np.prod(g.OPQ))  # 3 int32 per (n, o, p, q)
-    k.run(g, fx, fdy, dw, workspace=ws, table=table)
-    return dt.from_storage(from_layout(dw, w_shape, layout), dtype), ref
+    # device arrays: dw is several launch arguments (output, bias and residual slots); host arrays would
+    # each get their own device copy, copied back in turn over the written result on a real GPU
+    ddw = cuda.to_device(dw)
+    dev = lambda a: None if a is None else cuda.to_device(a)  # noqa: E731
+    k.run(g, dev(fx), dev(fdy), ddw, workspace=dev(ws), table=dev(table))
+    return dt.from_storage(from_layout(ddw.copy_to_host(), w_shape, layout), dtype), ref
 
 
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
