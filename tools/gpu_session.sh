@@ -51,6 +51,7 @@ if [ "$part" = tests ]; then
 elif [ "$part" = sanitize ]; then
   # compute-sanitizer per test file (tiny shapes, real kernels), each file under its own cap, so one slow
   # file cannot hide the others' results: SANITIZER_TESTS (files or node ids), SANITIZER_TOOLS, SANITIZER_TIMEOUT
+  unset NCUDNN_DONE_FILE  # a test run's finished-test list would deselect every test here
   for tool in ${SANITIZER_TOOLS-memcheck racecheck}; do
     for t in ${SANITIZER_TESTS:-tests/engines/test_pointwise_e2e.py}; do
       NCUDNN_SHAPES=sim timeout "${SANITIZER_TIMEOUT:-40}" compute-sanitizer --tool $tool --print-limit 20 \
