@@ -322,7 +322,8 @@ def test_populate_and_update_a_native_cuda_graph(data, rng):
     assert_close(y.copy_to_host(), oracle(x, b), "float32")
     x2 = random(rng, SHAPE)
     y2 = cuda.to_device(np.full(SHAPE, poison_value(np.float32), np.float32))
-    ok(cudnnBackendUpdateCudaGraph(handle(), p, variant_pack({**buffers, UX: cuda.to_device(x2), UY: y2}), cg))
+    x2d = cuda.to_device(x2)  # the caller keeps the graph's buffers alive until it has run
+    ok(cudnnBackendUpdateCudaGraph(handle(), p, variant_pack({**buffers, UX: x2d, UY: y2}), cg))
     err, exe2 = driver.cuGraphInstantiate(cg, 0)
     assert err == driver.CUresult.CUDA_SUCCESS, f"cuGraphInstantiate after update: {err}"
     err = driver.cuGraphLaunch(exe2, 0)[0]

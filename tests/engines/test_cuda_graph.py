@@ -62,7 +62,8 @@ def test_populate_instantiate_update(rng):
     assert_close(out.copy_to_host(), ref, "float32")
     x2, _, _, _ = _case(rng)
     out2 = G.poisoned(DIMS)
-    plan.update_cuda_graph(graph, {**pack, 1: G.device(x2), 4: out2})
+    x2d = G.device(x2)  # the caller keeps the graph's buffers alive until it has run
+    plan.update_cuda_graph(graph, {**pack, 1: x2d, 4: out2})
     err, exe2 = driver.cuGraphInstantiate(graph, 0)
     assert err == driver.CUresult.CUDA_SUCCESS, f"cuGraphInstantiate after update: {err}"
     err = driver.cuGraphLaunch(exe2, 0)[0]

@@ -329,13 +329,17 @@ def test_populate_and_update_cuda_graph(data, rng):
     assert_close(read_strided(y, SHAPE, NHWC), oracle(x, b, scale), "float32")
     x2 = random(rng, SHAPE)
     y2 = poisoned(SHAPE, NHWC)
-    g.update_cuda_graph(None, dict(pack) | {X: strided_device(x2, NHWC), Y: y2}, None, cg)
+    # the caller owns the buffers a graph points at (as with cuDNN): keep x2's device copy alive until
+    # the graph has run, or numba may free it first and the launch reads freed memory
+    x2d = strided_device(x2, NHWC)
+    g.update_cuda_graph(None, dict(pack) | {X: x2d, Y: y2}, None, cg)
     err, exe2 = driver.cuGraphInstantiate(cg, 0)
     assert err == driver.CUresult.CUDA_SUCCESS, f"cuGraphInstantiate after update: {err}"
     err = driver.cuGraphLaunch(exe2, 0)[0]
     assert err == driver.CUresult.CUDA_SUCCESS, f"cuGraphLaunch after update: {err}"
     cuda.synchronize()
     assert_close(read_strided(y2, SHAPE, NHWC), oracle(x2, b, scale), "float32")
+    del x2d
 
 
 def test_half_io_with_float_scalar_and_bfloat16(rng):
