@@ -6,6 +6,9 @@ of ``graph``; nothing runs. ``update(...)`` rebinds to a new pack and rewrites t
 nodes it added (``cuGraphKernelNodeSetParams``), so the graph can be instantiated again or pushed to
 an executable graph with ``cuGraphExecUpdate``. Every part must expose its launches
 (``SubPlan.launches``); the simulator has no CUDA graphs.
+
+As with cuDNN, the nodes hold raw addresses: the caller keeps every buffer of the pack (and the
+workspace) alive for as long as the graph may run. By-value scalars are the plan's own copies.
 """
 import ctypes
 
