@@ -161,8 +161,9 @@ def useful_tiles(tiles, M, N, K_, batch, device_sms=132):
     problem along M or N, and no small tile (< 64x64) once 64x64 tiles fill four waves. Never empty.
     Under the simulator, tiny problems get the one tile of least simulated work (threads x k-steps)."""
     big = gc_tiles(M, N, 64, 64) * batch >= 4 * device_sms
+    lim_m, lim_n = 2 * max(M, 16), 2 * max(N, 16)
     out = [i for i, t in enumerate(tiles)
-           if t.cfg.BLOCK_M <= 2 * max(M, 16) and t.cfg.BLOCK_N <= 2 * max(N, 16)
+           if t.cfg.BLOCK_M <= lim_m and t.cfg.BLOCK_N <= lim_n
            and not (big and t.cfg.BLOCK_M * t.cfg.BLOCK_N < 64 * 64)]
     out = out or [min(range(len(tiles)), key=lambda i: tiles[i].cfg.BLOCK_M * tiles[i].cfg.BLOCK_N)]
     if simulated_small(M, N, batch):
@@ -204,9 +205,24 @@ def split_worthwhile(M, N, tiles_mn, batch, device_sms=132):
     return tiles_mn * batch < 2 * device_sms and not simulated_small(M, N, batch)
 
 
+_CHECKED = {}
+
+
+def checked(gcfg, itemsize):
+    """``kernels.gemm.config.check(gcfg, itemsize)``, remembered per config object (the heuristics
+    ask for every config of every problem; the answer depends on the GemmConfig alone)."""
+    key = (id(gcfg), itemsize)
+    hit = _CHECKED.get(key)
+    if hit is None or hit[0] is not gcfg:
+        if len(_CHECKED) > 4096:
+            _CHECKED.clear()
+        hit = _CHECKED[key] = (gcfg, check(gcfg, itemsize))
+    return hit[1]
+
+
 def keep_config(name, gcfg, fp64, M, N, K_, batch, linear_epilogue, out_dtype):
     """(ok, reason) of a kernel config on a (batch, M, N, K) problem."""
-    ok, why = check(gcfg, 8 if fp64 else 4)
+    ok, why = checked(gcfg, 8 if fp64 else 4)
     if not ok:
         return False, f"{name}: {why}"
     if -(-M // gcfg.BLOCK_M) > MAX_GRID_YZ:
@@ -221,8 +237,24 @@ def keep_config(name, gcfg, fp64, M, N, K_, batch, linear_epilogue, out_dtype):
     return True, ""
 
 
+_STATIC = {}
+
+
 def cost(device, tile, gcfg, m, n, k, batch=1, in_bytes=4, out_bytes=4, extra_bytes=0, fp64=False, factor=1.0):
-    """Predicted seconds (heuristics.gemm_time with the tile's measured efficiency)."""
+    """Predicted seconds (heuristics.gemm_time with the tile's measured efficiency): ``tile_cost``
+    over the (tile, config, device) constants, remembered per those objects."""
+    key = (id(tile), id(gcfg), id(device), fp64)
+    hit = _STATIC.get(key)
+    if hit is None or hit[0] is not tile or hit[1] is not gcfg or hit[2] is not device:
+        if len(_STATIC) > 4096:
+            _STATIC.clear()
+        hit = _STATIC[key] = (tile, gcfg, device, tile_static(tile, gcfg, device, fp64))
+    return tile_cost(hit[3], device, m, n, k, batch, in_bytes, out_bytes, extra_bytes, fp64, factor)
+
+
+def cost_plain(device, tile, gcfg, m, n, k, batch=1, in_bytes=4, out_bytes=4, extra_bytes=0, fp64=False,
+               factor=1.0):
+    """:func:`cost` through ``heuristics.gemm_time`` itself (what ``tile_cost`` writes out)."""
     c = gcfg
     threads, smem = c.num_threads, c.smem_bytes(8 if fp64 else 4)
     # the measured figures already include the tile's occupancy: divide it out, gemm_time applies it
@@ -237,6 +269,63 @@ def cost(device, tile, gcfg, m, n, k, batch=1, in_bytes=4, out_bytes=4, extra_by
                        regs=tile.regs, smem=smem, in_bytes=in_bytes, out_bytes=out_bytes,
                        peak="fp64" if fp64 else "fp32", split_k=c.SPLIT_K, extra_bytes=extra_bytes,
                        compute_eff=min(eff, 1.0))
+
+
+def tile_static(tile, gcfg, device, fp64):
+    """The problem-independent part of ``cost`` (and of the ``heuristics.gemm_time`` it
+    writes out) for a tile and kernel config on ``device``, for :func:`tile_cost`."""
+    c = gcfg
+    threads, smem = c.num_threads, c.smem_bytes(8 if fp64 else 4)
+    per_sm = H.blocks_per_sm(device, threads, tile.regs, smem)
+    occ = H.occupancy_factor(max(per_sm, 1), threads)
+    fast = GENERIC_BK8_TFLOPS / (tile.tflops or tile.estimate) if c.MAINLOOP == "fast" else None
+    split = max(1, int(c.SPLIT_K))
+    occ_eff = min(1.0, max(per_sm * -(-threads // 32), 1) / H.FULL_OCCUPANCY_WARPS)
+    slots = max(device.sm_count * max(per_sm, 1), 1)
+    return (tile.eff, occ, fast, c.STAGES == 1, c.SWIZZLE, c.BLOCK_M, c.BLOCK_N, split, per_sm,
+            device.l2_bytes / 2, math.sqrt(max(device.sm_count * per_sm, 1)), occ_eff, slots,
+            device.peak("fp64" if fp64 else "fp32"), device.mem_bandwidth,
+            (1 + (split > 1)) * H.LAUNCH_OVERHEAD)
+
+
+def tile_cost(st, device, m, n, k, batch, in_bytes, out_bytes, extra_bytes, fp64, factor):
+    """``cost_plain`` (``heuristics.gemm_time`` with the tile's efficiency) from a
+    :func:`tile_static` tuple: the same arithmetic in the same order, so the same float, without a
+    function call (the heuristics cost every config of every engine; tests/engines/test_crank_cost.py
+    holds the two equal)."""
+    teff, occ, fast, single, sw, tm, tn, split, per_sm, half_l2, sqrt_wave, eff, slots, peak, bw, launch = st
+    if per_sm == 0:
+        return math.inf
+    ce = teff * factor / occ
+    if fast is not None and (fp64 or in_bytes != 4):
+        ce *= fast
+    if single:
+        ce *= SINGLE_STAGE_EFF
+    tiles_m, tiles_n = -(-m // tm), -(-n // tn)
+    if sw > 1 and tiles_m > sw:
+        ce *= SWIZZLE_GAIN
+    if ce > 1.0:
+        ce = 1.0
+    blocks = tiles_m * tiles_n * batch * split
+    flops = 2.0 * m * n * k * batch / (ce if ce >= 1e-6 else 1e-6)
+    a_bytes, b_bytes = m * k * batch * in_bytes, k * n * batch * in_bytes
+    unique = a_bytes + b_bytes
+    if unique > half_l2:
+        s = (tiles_n * a_bytes + tiles_m * b_bytes) / sqrt_wave
+        if s > unique:
+            unique = s
+    dram = unique + m * n * batch * out_bytes + extra_bytes
+    if split > 1:
+        dram += 2 * split * m * n * batch * 4
+    nb = blocks if blocks > 1 else 1
+    waves = -(-nb // slots)
+    if blocks < slots * waves:
+        eff *= nb / (waves * slots)
+    if m and n:
+        eff *= (m * n) / (tiles_m * tm * tiles_n * tn)
+    compute = flops / (peak * (eff if eff >= 1e-6 else 1e-6)) if flops else 0.0
+    memory = dram / bw if dram else 0.0
+    return launch + (memory if memory > compute else compute)
 
 
 def split_workspace(gcfg, M, N, batch, fp64):

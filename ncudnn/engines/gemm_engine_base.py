@@ -6,7 +6,6 @@ import math
 
 from ..types import cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
 from . import gemm_common as gc
-from . import heuristics as H
 from ..kernels.gemm.config import check
 from .base import OK, Engine
 
@@ -378,58 +377,5 @@ class TiledGemmEngine(Engine):
         return hit
 
 
-def tile_static(tile, gcfg, device, fp64):
-    """The problem-independent part of ``gemm_common.cost`` (and of the ``heuristics.gemm_time`` it
-    calls) for a tile and kernel config on ``device``, for :func:`tile_cost`."""
-    c = gcfg
-    threads, smem = c.num_threads, c.smem_bytes(8 if fp64 else 4)
-    per_sm = H.blocks_per_sm(device, threads, tile.regs, smem)
-    occ = H.occupancy_factor(max(per_sm, 1), threads)
-    fast = gc.GENERIC_BK8_TFLOPS / (tile.tflops or tile.estimate) if c.MAINLOOP == "fast" else None
-    split = max(1, int(c.SPLIT_K))
-    occ_eff = min(1.0, max(per_sm * -(-threads // 32), 1) / H.FULL_OCCUPANCY_WARPS)
-    slots = max(device.sm_count * max(per_sm, 1), 1)
-    return (tile.eff, occ, fast, c.STAGES == 1, c.SWIZZLE, c.BLOCK_M, c.BLOCK_N, split, per_sm,
-            device.l2_bytes / 2, math.sqrt(max(device.sm_count * per_sm, 1)), occ_eff, slots,
-            device.peak("fp64" if fp64 else "fp32"), device.mem_bandwidth,
-            (1 + (split > 1)) * H.LAUNCH_OVERHEAD)
-
-
-def tile_cost(st, device, m, n, k, batch, in_bytes, out_bytes, extra_bytes, fp64, factor):
-    """``gemm_common.cost`` (``heuristics.gemm_time`` with the tile's efficiency) from a
-    :func:`tile_static` tuple: the same arithmetic in the same order, so the same float, without a
-    function call (the heuristics cost every config of every engine; tests/engines/test_crank_cost.py
-    holds the two equal)."""
-    teff, occ, fast, single, sw, tm, tn, split, per_sm, half_l2, sqrt_wave, eff, slots, peak, bw, launch = st
-    if per_sm == 0:
-        return math.inf
-    ce = teff * factor / occ
-    if fast is not None and (fp64 or in_bytes != 4):
-        ce *= fast
-    if single:
-        ce *= gc.SINGLE_STAGE_EFF
-    tiles_m, tiles_n = -(-m // tm), -(-n // tn)
-    if sw > 1 and tiles_m > sw:
-        ce *= gc.SWIZZLE_GAIN
-    if ce > 1.0:
-        ce = 1.0
-    blocks = tiles_m * tiles_n * batch * split
-    flops = 2.0 * m * n * k * batch / (ce if ce >= 1e-6 else 1e-6)
-    a_bytes, b_bytes = m * k * batch * in_bytes, k * n * batch * in_bytes
-    unique = a_bytes + b_bytes
-    if unique > half_l2:
-        s = (tiles_n * a_bytes + tiles_m * b_bytes) / sqrt_wave
-        if s > unique:
-            unique = s
-    dram = unique + m * n * batch * out_bytes + extra_bytes
-    if split > 1:
-        dram += 2 * split * m * n * batch * 4
-    nb = blocks if blocks > 1 else 1
-    waves = -(-nb // slots)
-    if blocks < slots * waves:
-        eff *= nb / (waves * slots)
-    if m and n:
-        eff *= (m * n) / (tiles_m * tm * tiles_n * tn)
-    compute = flops / (peak * (eff if eff >= 1e-6 else 1e-6)) if flops else 0.0
-    memory = dram / bw if dram else 0.0
-    return launch + (memory if memory > compute else compute)
+#: the per-config cost model (moved to gemm_common: gc.cost uses it too)
+tile_static, tile_cost = gc.tile_static, gc.tile_cost

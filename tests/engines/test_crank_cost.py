@@ -55,6 +55,7 @@ def test_tile_cost_equals_gemm_common_cost(rng):
                         got = tile_cost(st, dev, m, n, k, b, in_b, out_b, extra, fp64, factor)
                         assert got == want, (tile.label, gcfg, dev.sm_count, m, n, k, b, in_b, fp64, factor)
                         assert gc.cost(dev, tile, gcfg, m, n, k, b, in_b, out_b, extra, fp64, factor) == want
+                        assert gc.cost_plain(dev, tile, gcfg, m, n, k, b, in_b, out_b, extra, fp64, factor) == want
                         n_cmp += 1
     assert n_cmp > 3000
 
