@@ -35,6 +35,11 @@ def _run(cmd):
 
 
 def git_commit():
+    """The checkout's commit; ``NCUDNN_GIT_COMMIT`` wins (a copied tree can carry stale git metadata:
+    tools/gpu_session.sh sets it from the .gpustate/commit file written before a device call)."""
+    given = os.environ.get("NCUDNN_GIT_COMMIT")
+    if given:
+        return {"commit": given, "dirty": False, "source": "NCUDNN_GIT_COMMIT"}
     sha = _run(["git", "rev-parse", "HEAD"])
     dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no"]))
     return {"commit": sha or None, "dirty": dirty}

@@ -10,6 +10,8 @@ set -u
 export PYTHONPATH=/tmp/site:$PWD NUMBA_ENABLE_CUDASIM=0 PYTHONUNBUFFERED=1
 # the disk kernel cache travels between calls: carry .kcache (unpacked from the last call's kcache.tgz)
 export NCUDNN_CACHE_DIR=${NCUDNN_CACHE_DIR:-$PWD/.kcache}
+# the commit the tree was sent at (write it before the call: git rev-parse HEAD > .gpustate/commit)
+[ -f .gpustate/commit ] && export NCUDNN_GIT_COMMIT=$(cat .gpustate/commit)
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 part=${1:-tests}
