@@ -23,6 +23,7 @@ import math
 from ..kernels import softmax as ksm
 from ..types import (cudnnBackendKnobType_t, cudnnPointwiseMode_t as PM, cudnnReduceTensorOp_t as RO,
                      cudnnStatus_t)
+from . import heuristics as H
 from .base import OK, Engine, KnobSpec
 from .membound_common import Arg, MemPlan, Step, kdtype, src_key, steps_time, tensor_bytes
 from .registry import register
@@ -209,6 +210,16 @@ class SoftmaxFusedEngine(Engine):
                     [Arg.tensor(y), Arg.tensor(dy), Arg.tensor(dx), Arg.const(outer)], nbytes=tensor_bytes(y, dy, dx))
 
     def cost(self, sub, cfg, device):
+        """Bytes over bandwidth of the one kernel (the Step's timing uses its ``nbytes`` only), from the
+        pattern's tensors alone: no kernel source is generated; 5% more for a forced BLOCK_SIZE."""
+        info, _ = match(sub.nodes)
+        ts = (info["x"], info["y"]) if info["kind"] == "fwd" else (info["y"], info["dy"], info["dx"])
+        nbytes = tensor_bytes(*ts)
+        t = H.kernel_time(device, flops=nbytes * 2.0, nbytes=nbytes, threads=256, regs=40, launches=1)
+        return t * (1.0 if not _block(cfg) else 1.05)
+
+    def cost_plain(self, sub, cfg, device):
+        """The cost through the built Step (generates the kernel source): what :meth:`cost` equals."""
         return steps_time(device, [self._step(sub, cfg)], flops_per_byte=2.0) * (1.0 if not _block(cfg) else 1.05)
 
     def build(self, sub, cfg, ctx):
