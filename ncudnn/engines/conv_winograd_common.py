@@ -13,6 +13,8 @@ Non-fused F(m x m, 3 x 3) (m = 2 or 4, alpha = m + 2, ``A2 = alpha^2`` transform
 ``T = N * ceil(P / m) * ceil(Q / m)`` output tiles. The workspace is exactly U + V + M (float32),
 in that order. The filter transform runs on every execute (no cache: a K*C*9 read, small beside V).
 """
+import math
+
 import numpy as np
 
 from ..kernels import epilogue as ep
@@ -112,9 +114,11 @@ class WinoProblem:
         self.in_bytes = gc.bytes_of(self.dt_x)
         self.out_bytes = gc.bytes_of(self.dt_y)
         self.w_bytes = gc.bytes_of(self.dt_w)
-        self.extra_bytes = sum(t.numel * t.itemsize for t in (self.epi.bias, self.epi.residual) if t is not None)
+        self.extra_bytes = sum((math.prod(t.dims) if t.dims else 0) * t.itemsize
+                               for t in (self.epi.bias, self.epi.residual) if t is not None)   # numel, without NumPy
         self._per_tile = {}           # m -> (tiles, sizes, workspace, gemm): computed once per tile size
         self._transform = {}          # (device, m) -> transform_time
+        self._nf = {}                 # m -> (device, GEMM (M, N, K, batch), transform_time): nonfused_cost's
 
     # ---- the F(m x m, 3 x 3) decomposition (per tile size m, computed once)
     def _tile(self, m):
@@ -205,12 +209,17 @@ class WinogradEngineBase(Engine):
         return tuple(good[:64])
 
     def cost(self, sub, cfg, device):
-        """Predicted seconds (``_cost``), remembered on the subgraph per (engine, config, device)."""
-        memo = sub.__dict__.setdefault("_wino_cost", {})
-        key = (self.name, cfg, device)
-        t = memo.get(key)
+        """Predicted seconds (``_cost``), remembered on the subgraph per engine, device and knob values
+        (the device compared by identity: one ranking costs every config on one device object)."""
+        memo = sub.__dict__.get("_wino_cost")
+        if memo is None:
+            memo = sub.__dict__["_wino_cost"] = {}
+        per = memo.get(self.name)
+        if per is None or per[0] is not device:
+            per = memo[self.name] = (device, {})
+        t = per[1].get(cfg.knobs)
         if t is None:
-            t = memo[key] = self._cost(sub, cfg, device)
+            t = per[1][cfg.knobs] = self._cost(sub, cfg, device)
         return t
 
 
@@ -242,9 +251,20 @@ def _transform_time(device, p, m):
 
 
 def nonfused_cost(device, p, m, tile, gcfg):
+    """Seconds of the four kernels: the batched GEMM (``gc.cost``) plus the transforms."""
     Mg, Ng, Kg, batch = p.gemm(m)
     gemm = gc.cost(device, tile, gcfg, Mg, Ng, Kg, batch, 4, 4, 0, False)
     return gemm + transform_time(device, p, m)
+
+
+def nonfused_cost_static(device, p, m, st):
+    """:func:`nonfused_cost` from the config's ``gc.tile_static`` tuple ``st`` (the same float): the
+    problem's GEMM shape and transform time remembered on the problem per m (device by identity)."""
+    hit = p._nf.get(m)
+    if hit is None or hit[0] is not device:
+        hit = p._nf[m] = (device, p.gemm(m), transform_time(device, p, m))
+    Mg, Ng, Kg, batch = hit[1]
+    return gc.tile_cost(st, device, Mg, Ng, Kg, batch, 4, 4, 0, False, 1.0) + hit[2]
 
 
 def filter_args(p, w, u):

@@ -13,7 +13,8 @@ import math
 from ..types import cudnnBackendLayoutType_t
 from . import gemm_common as gc
 from .base import OK, Config, KnobSpec
-from .conv_winograd_common import NN, K, S, NonfusedPlan, WinogradEngineBase, nonfused_cost, wino_knob
+from .conv_winograd_common import (NN, K, S, NonfusedPlan, WinogradEngineBase, nonfused_cost,
+                                   nonfused_cost_static, wino_knob)
 from .registry import register
 
 #: the engine's knobs (WINO_TILE, TILE_SIZE, SWIZZLE) and the order a Config lists them in (by type)
@@ -68,13 +69,27 @@ class ConvWinogradNonfusedEngine(WinogradEngineBase):
             hit = memo[cfg.knobs] = tuple(cfg.get(k) for k in _KNOBS)
         return hit
 
-    def keep(self, sub, cfg, ctx):
-        """(status, reason) of a config, remembered on the subgraph."""
-        memo = sub.__dict__.setdefault("_wino_keep", {})
-        key = (self.name, cfg)
-        hit = memo.get(key)
+    def static(self, cfg):
+        """Per knob values (remembered on the engine): [WINO_TILE (2 when absent), the GEMM tile, its
+        GemmConfig, (device, ``gc.tile_static``) of the last device costed]."""
+        tiles, memo = self.__dict__.get("_kstatic", (None, None))
+        if tiles is not self.TILES:
+            tiles, memo = self.__dict__["_kstatic"] = (self.TILES, {})
+        hit = memo.get(cfg.knobs)
         if hit is None:
-            hit = memo[key] = self._keep(sub, cfg, ctx)
+            m, t, _ = self.values(cfg)
+            hit = memo[cfg.knobs] = [2 if m is None else m, tiles[0 if t is None else t], self.gemm_config(cfg),
+                                     (None, None)]
+        return hit
+
+    def keep(self, sub, cfg, ctx):
+        """(status, reason) of a config, remembered on the subgraph per knob values."""
+        memo = sub.__dict__.get("_wino_keep")
+        if memo is None:
+            memo = sub.__dict__["_wino_keep"] = {}
+        hit = memo.get(cfg.knobs)
+        if hit is None:
+            hit = memo[cfg.knobs] = self._keep(sub, cfg, ctx)
         return hit
 
     def _keep(self, sub, cfg, ctx):
@@ -110,6 +125,18 @@ class ConvWinogradNonfusedEngine(WinogradEngineBase):
         return self.numerical_notes
 
     def _cost(self, sub, cfg, device):
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return math.inf
+        ks = self.static(cfg)
+        dev_st = ks[3]
+        if dev_st[0] is not device:
+            dev_st = ks[3] = (device, gc.tile_static(ks[1], ks[2], device, False))
+        return nonfused_cost_static(device, p, ks[0], dev_st[1])
+
+    def cost_plain(self, sub, cfg, device):
+        """:meth:`cost` through ``nonfused_cost`` (``gc.cost``): what the static path equals."""
         try:
             p = self.problem(sub)
         except gc.Reject:
