@@ -11,6 +11,7 @@ engine, which runs each subgraph on its own best engine.
 
 ``ctx`` everywhere is a :class:`BuildContext`, a handle (its device and caches), or None.
 """
+import gc
 import math
 import threading
 import time
@@ -176,13 +177,20 @@ def get_heuristics(graph, mode=HM.CUDNN_HEUR_MODE_A, ctx=None):
                 "before for this problem:\n"
                 + "\n".join(f"  {ec.predicted_time * 1e6:10.2f} us  {ec}  ({ec.why})" for ec in hit))
         return list(hit)
-    sub = problem(graph)
-    if isinstance(sub, CompositeSub):
-        out = _rank_composite(graph, sub, mode, ctx, key, explain)
-    else:
-        out = rank_subgraph(sub, mode, ctx, key, explain)
-    if mode == HM.CUDNN_HEUR_MODE_B:
-        out = _winner_first(graph, out, ctx, explain)
+    collect = gc.isenabled()     # no collector pause inside one ranking (its garbage is a few objects)
+    if collect:
+        gc.disable()
+    try:
+        sub = problem(graph)
+        if isinstance(sub, CompositeSub):
+            out = _rank_composite(graph, sub, mode, ctx, key, explain)
+        else:
+            out = rank_subgraph(sub, mode, ctx, key, explain)
+        if mode == HM.CUDNN_HEUR_MODE_B:
+            out = _winner_first(graph, out, ctx, explain)
+    finally:
+        if collect:
+            gc.enable()
     memo[memo_key] = _RANKED.put(sig, tuple(out))
     if explain is not None:
         dt = (time.perf_counter() - t0) * 1e6

@@ -73,7 +73,9 @@ def log(msg):
 def engine_config(engine, sub, cfg, ctx, predicted=math.inf, why=""):
     """The EngineConfig of ``cfg`` on ``sub`` (one subgraph: its scratch is the plan's workspace)."""
     ws = engine.workspace_size(sub, cfg)
-    return EngineConfig(engine, cfg, tuple(engine.config_notes(sub, cfg)), tuple(engine.behavior_notes),
+    notes, behavior = engine.config_notes(sub, cfg), engine.behavior_notes
+    return EngineConfig(engine, cfg, notes if type(notes) is tuple else tuple(notes),
+                        behavior if type(behavior) is tuple else tuple(behavior),
                         _round_up(ws) if ws else 0, predicted, (), why)
 
 
@@ -91,15 +93,28 @@ def _ctx_flags(ctx):
     return (dev, ctx.allow_tf32, ctx.allow_tensor_cores, ctx.deterministic)
 
 
-def support(engine, sub, ctx):
+def support(engine, sub, ctx, memo=None):
     """(status, reason) of ``engine`` on one subgraph, with the subgraph named in the reason
-    (remembered on the subgraph per engine and context flags)."""
-    memo = sub.__dict__.setdefault("_support", {})
-    key = (engine.name, _ctx_flags(ctx))
-    hit = memo.get(key)
+    (remembered on the subgraph per context flags and engine). ``memo``: :func:`support_memo` of
+    (sub, ctx), when the caller already has it (a ranking asks for every engine)."""
+    if memo is None:
+        memo = support_memo(sub, ctx)
+    hit = memo.get(engine.name)
     if hit is None:
-        hit = memo[key] = _support(engine, sub, ctx)
+        hit = memo[engine.name] = _support(engine, sub, ctx)
     return hit
+
+
+def support_memo(sub, ctx):
+    """The subgraph's support verdicts under ``ctx``'s flags: engine name -> (status, reason)."""
+    memo = sub.__dict__.get("_support")
+    if memo is None:
+        memo = sub.__dict__["_support"] = {}
+    flags = _ctx_flags(ctx)
+    per = memo.get(flags)
+    if per is None:
+        per = memo[flags] = {}
+    return per
 
 
 def _support(engine, sub, ctx):
@@ -151,6 +166,8 @@ def rank_subgraph(sub, mode, ctx, graph_key=None, explain=None):
     device = ctx.device
     table = heuristics.table(device) if mode == HM.CUDNN_HEUR_MODE_B else None
     scored = []
+    verdicts = support_memo(sub, ctx)
+    strict = ctx is not None and ctx.deterministic
     for eng in registry.engines():
         if eng.name == "composite":
             continue
@@ -162,12 +179,11 @@ def rank_subgraph(sub, mode, ctx, graph_key=None, explain=None):
             if explain is not None:
                 explain.append(f"  {eng.name}: skipped (not a fallback engine)")
             continue
-        st, why = support(eng, sub, ctx)
+        st, why = support(eng, sub, ctx, verdicts)
         if st != S.CUDNN_STATUS_SUCCESS:
             if explain is not None:
                 explain.append(f"  {eng.name}: {st.name}: {why}")
             continue
-        strict = ctx is not None and ctx.deterministic
         demoted = heuristics.demotion(eng, sub)
         if demoted and explain is not None:
             explain.append(f"  {eng.name}: ranked after the others: {demoted}")
