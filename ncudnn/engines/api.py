@@ -131,7 +131,8 @@ def problem_signature(graph):
                 ports.append((port, rank.setdefault(t.uid, len(rank)), t.dtype, t.dims, t.strides, t.is_virtual,
                               t.is_by_value, t.alignment, t.vector_count, t.vectorized_dim, t.reordering,
                               t.ragged_offset is not None, _value(t.value) if t.is_by_value else None))
-        out.append((node.OP, tuple(_value(getattr(node, k)) for k in node.ATTRS), tuple(ports)))
+        attrs = [getattr(node, k) for k in node.ATTRS]
+        out.append((node.OP, tuple([tuple(v) if isinstance(v, list) else v for v in attrs]), tuple(ports)))
     return tuple(out)
 
 

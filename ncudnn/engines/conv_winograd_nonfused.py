@@ -43,12 +43,18 @@ class ConvWinogradNonfusedEngine(WinogradEngineBase):
         return list(gc.memo(sub, ("configs", self.name), lambda: self._configs(p)))
 
     def _configs(self, p):
+        tiles, made = self.__dict__.get("_made", (None, None))
+        if tiles is not self.TILES:          # one Config object per knob values (its hash computed once)
+            tiles, made = self.__dict__["_made"] = (self.TILES, {})
         out = []
         for m in (2, 4):
             Mg, Ng, Kg, batch = p.gemm(m)
-            for t in gc.useful_tiles(self.TILES, Mg, Ng, Kg, batch):
-                vals = (m, t, gc.swizzle_for(Mg, self.TILES[t].cfg, (1, 8)))
-                out.append(Config(self.name, tuple((_KNOBS[i], vals[i]) for i in _ORDER)))
+            for t in gc.useful_tiles(tiles, Mg, Ng, Kg, batch):
+                vals = (m, t, gc.swizzle_for(Mg, tiles[t].cfg, (1, 8)))
+                c = made.get(vals)
+                if c is None:
+                    c = made[vals] = Config(self.name, tuple((_KNOBS[i], vals[i]) for i in _ORDER))
+                out.append(c)
         return tuple(out)
 
     def gemm_config(self, cfg):
@@ -70,16 +76,22 @@ class ConvWinogradNonfusedEngine(WinogradEngineBase):
         return hit
 
     def static(self, cfg):
-        """Per knob values (remembered on the engine): [WINO_TILE (2 when absent), the GEMM tile, its
-        GemmConfig, (device, ``gc.tile_static``) of the last device costed]."""
+        """Per knob values (remembered on the engine): [WINO_TILE (2 when absent), the GEMM tile (None
+        for a TILE_SIZE outside the table), its GemmConfig (None likewise), (device, ``gc.tile_static``)
+        of the last device costed, whether the knob values are in range (the base class's check),
+        whether SWIZZLE is a power of 2]."""
         tiles, memo = self.__dict__.get("_kstatic", (None, None))
         if tiles is not self.TILES:
             tiles, memo = self.__dict__["_kstatic"] = (self.TILES, {})
         hit = memo.get(cfg.knobs)
         if hit is None:
-            m, t, _ = self.values(cfg)
-            hit = memo[cfg.knobs] = [2 if m is None else m, tiles[0 if t is None else t], self.gemm_config(cfg),
-                                     (None, None)]
+            m, t, sw = self.values(cfg)
+            t_ok = t is None or 0 <= t < len(tiles)
+            in_range = m in (2, 4) and t is not None and t_ok and sw is not None and 1 <= sw <= 8 \
+                and len(cfg.knobs) == 3
+            hit = memo[cfg.knobs] = [2 if m is None else m, tiles[0 if t is None else t] if t_ok else None,
+                                     self.gemm_config(cfg) if t_ok else None, (None, None), in_range,
+                                     sw is not None and gc.is_pow2(sw)]
         return hit
 
     def keep(self, sub, cfg, ctx):
@@ -93,22 +105,21 @@ class ConvWinogradNonfusedEngine(WinogradEngineBase):
         return hit
 
     def _keep(self, sub, cfg, ctx):
-        m, t, sw = self.values(cfg)
-        if m not in (2, 4) or t is None or not 0 <= t < len(self.TILES) or sw is None or not 1 <= sw <= 8 \
-                or len(cfg.knobs) != 3:         # the knob ranges, with the base class's reasons
+        ks = self.static(cfg)
+        if not ks[4]:                           # the knob ranges, with the base class's reasons
             st, why = super().keep(sub, cfg, ctx)
             if st != S.CUDNN_STATUS_SUCCESS:
                 return st, why
-        if not gc.is_pow2(sw):
-            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: SWIZZLE = {sw} is not a power of 2"
+        if not ks[5]:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: SWIZZLE = {self.values(cfg)[2]} is not a power of 2"
         try:
             p = self.problem(sub)
         except gc.Reject as e:
             return e.status, e.reason
-        Mg, Ng, Kg, batch = p.gemm(m)
-        ok, why = gc.keep_config(self.name, self.gemm_config(cfg), False, Mg, Ng, Kg, batch, True, "float32")
-        if ok and p.workspace(m) >= 1 << 40:
-            ok, why = False, f"{self.name}: workspace of {p.workspace(m)} B"
+        _, _, ws, (Mg, Ng, Kg, batch) = p._tile(ks[0])
+        ok, why = gc.keep_config(self.name, ks[2], False, Mg, Ng, Kg, batch, True, "float32")
+        if ok and ws >= 1 << 40:
+            ok, why = False, f"{self.name}: workspace of {ws} B"
         return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, why)
 
     def workspace_size(self, sub, cfg):
@@ -116,8 +127,7 @@ class ConvWinogradNonfusedEngine(WinogradEngineBase):
             p = self.problem(sub)
         except gc.Reject:
             return 0
-        m = self.values(cfg)[0]
-        return p.workspace(2 if m is None else m)
+        return p._tile(self.static(cfg)[0])[2]
 
     def config_notes(self, sub, cfg):
         if self.values(cfg)[0] == 4:
@@ -130,6 +140,8 @@ class ConvWinogradNonfusedEngine(WinogradEngineBase):
         except gc.Reject:
             return math.inf
         ks = self.static(cfg)
+        if ks[1] is None:                       # TILE_SIZE outside the table: the plain path's error
+            return self.cost_plain(sub, cfg, device)
         dev_st = ks[3]
         if dev_st[0] is not device:
             dev_st = ks[3] = (device, gc.tile_static(ks[1], ks[2], device, False))

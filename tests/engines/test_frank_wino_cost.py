@@ -43,3 +43,19 @@ def test_cost_of_another_tile_size_differs():
     for cfg in eng.configs(sub, ctx):
         by_m.setdefault(eng.static(cfg)[0], set()).add(eng.cost(sub, cfg, ctx.device))
     assert set(by_m) == {2, 4} and not by_m[2] & by_m[4]
+
+
+def test_keep_refuses_bad_knob_values_with_reasons():
+    from ncudnn.types import cudnnBackendKnobType_t as K, cudnnStatus_t as S
+
+    eng = registry.by_name("conv_winograd_nonfused")
+    ctx = api.context()
+    sub = api.problem(graph("fprop", 2, 16, 8, 16, True, "f32", True))
+    good = eng.configs(sub, ctx)[0]
+    assert eng.keep(sub, good, ctx)[0] == S.CUDNN_STATUS_SUCCESS
+    st, why = eng.keep(sub, good.with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, 3), ctx)
+    assert st != S.CUDNN_STATUS_SUCCESS and "power of 2" in why
+    for knob, bad in ((K.CUDNN_KNOB_TYPE_TILE_SIZE, 99), (K.CUDNN_KNOB_TYPE_WINO_TILE, 3),
+                      (K.CUDNN_KNOB_TYPE_SWIZZLE, 16)):
+        st, why = eng.keep(sub, good.with_knob(knob, bad), ctx)
+        assert st != S.CUDNN_STATUS_SUCCESS and why
