@@ -19,7 +19,7 @@ from ..types import cudnnStatus_t
 from . import gemm_common as gc
 from . import heuristics as H
 from .base import OK, Engine, KnobSpec
-from .conv_common import ConvProblem
+from .conv_common import conv_problem
 from .matmul_tc import HALF, SIM_SMALL_OUTPUT, _t
 from .registry import register
 
@@ -57,10 +57,11 @@ def _rows(dims, strides, what):
 
 
 class _TcConv:
-    """The conv subgraph as one tc_conv launch: ConvProblem plus the kernel's layout facts."""
+    """The conv subgraph as one tc_conv launch: ConvProblem (the subgraph's shared one, which the
+    implicit-GEMM engines read too) plus the kernel's layout facts."""
 
     def __init__(self, sub):
-        cp = ConvProblem(sub)
+        cp = conv_problem(sub)
         self.cp, self.epi = cp, cp.epi
         node, g = cp.node, cp.g
         where = f"node '{node.name}'"
