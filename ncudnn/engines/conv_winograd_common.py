@@ -119,6 +119,7 @@ class WinoProblem:
         self._per_tile = {}           # m -> (tiles, sizes, workspace, gemm): computed once per tile size
         self._transform = {}          # (device, m) -> transform_time
         self._nf = {}                 # m -> (device, GEMM (M, N, K, batch), transform_time): nonfused_cost's
+        self._fused_filter = (None, 0.0)   # (device, the fused engine's filter-transform time)
 
     # ---- the F(m x m, 3 x 3) decomposition (per tile size m, computed once)
     def _tile(self, m):

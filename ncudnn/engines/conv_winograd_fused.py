@@ -101,21 +101,34 @@ class ConvWinogradFusedEngine(WinogradEngineBase):
             p = self.problem(sub)
         except gc.Reject:
             return math.inf
-        label, fc, tflops, regs = FUSED_TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
+        i = cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)
+        label, fc, tflops, regs = FUSED_TILES[i]
+        per_sm, eff = self._tile_static(i, device)
         T = p.tiles(2)[2]
         flops = 2.0 * 16 * p.K * T * p.C
         blocks = gc.ceil_div(T, fc.BT) * gc.ceil_div(p.K, fc.BK)
         nbytes = (p.N * p.C * p.H * p.W * p.in_bytes * 2 + 16 * p.K * p.C * 4 * gc.ceil_div(T, fc.BT)
                   / max(1, min(blocks, device.sm_count)) + p.N * p.K * p.P * p.Q * p.out_bytes + p.extra_bytes)
-        eff = tflops * 1e12 / device.peak("fp32")
         main = H.kernel_time(device, flops=flops / eff, nbytes=nbytes, blocks=blocks, threads=fc.threads, regs=regs,
-                             smem=fc.smem_bytes(), tile=(fc.BK, fc.BT), problem=(p.K, T))
-        key = (device, "fused_filter")       # the filter transform: the same for every block shape
-        filt = p._transform.get(key)
-        if filt is None:
-            filt = p._transform[key] = H.kernel_time(device, nbytes=p.K * p.C * 9 * 4 + 16 * p.K * p.C * 4,
-                                                     blocks=wk.blocks(p.K * p.C))
+                             smem=fc.smem_bytes(), tile=(fc.BK, fc.BT), problem=(p.K, T), per_sm=per_sm)
+        dev, filt = p._fused_filter      # the filter transform: the same for every block shape
+        if dev is not device:
+            filt = H.kernel_time(device, nbytes=p.K * p.C * 9 * 4 + 16 * p.K * p.C * 4, blocks=wk.blocks(p.K * p.C))
+            p._fused_filter = (device, filt)
         return main + filt
+
+    def _tile_static(self, i, device):
+        """(resident blocks per SM, efficiency against the FP32 peak) of block shape ``i`` on
+        ``device``: remembered per shape for the last device (compared by identity)."""
+        table, memo = self.__dict__.get("_fstatic", (None, None))
+        if table is not FUSED_TILES:
+            table, memo = self.__dict__["_fstatic"] = (FUSED_TILES, {})
+        hit = memo.get(i)
+        if hit is None or hit[0] is not device:
+            _, fc, tflops, regs = FUSED_TILES[i]
+            hit = memo[i] = (device, H.blocks_per_sm(device, fc.threads, regs, fc.smem_bytes()),
+                             tflops * 1e12 / device.peak("fp32"))
+        return hit[1], hit[2]
 
     def build(self, sub, cfg, ctx):
         p = self.problem(sub)
