@@ -206,7 +206,9 @@ class WinogradEngineBase(Engine):
         good = [c for c in self.configs(sub, ctx) if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
         dev = ctx.device if ctx is not None else None
         if dev is not None and len(good) > 1:
-            good.sort(key=lambda c: self.cost(sub, c, dev))    # stable: ties keep configs() order
+            costs = [self.cost(sub, c, dev) for c in good]
+            order = sorted(range(len(good)), key=costs.__getitem__)    # stable: ties keep configs() order
+            good = [good[i] for i in order]
         return tuple(good[:64])
 
     def cost(self, sub, cfg, device):
