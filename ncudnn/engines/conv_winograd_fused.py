@@ -19,7 +19,7 @@ from ..types import cudnnBackendLayoutType_t
 from . import gemm_common as gc
 from . import heuristics as H
 from .base import OK, Config, KnobSpec, SubPlan
-from .conv_winograd_common import K, S, WinogradEngineBase, filter_args
+from .conv_winograd_common import K, S, WinogradEngineBase, WinoProblem, filter_args
 from .registry import register
 
 F32 = np.float32
@@ -54,10 +54,12 @@ class ConvWinogradFusedEngine(WinogradEngineBase):
         return ks
 
     def configs(self, sub, ctx):
-        try:
-            p = self.problem(sub)
-        except gc.Reject:
-            return []
+        p = sub.__dict__.get("_wino_problem")      # the remembered problem, without a call
+        if p.__class__ is not WinoProblem:
+            try:
+                p = self.problem(sub)
+            except gc.Reject:
+                return []
         table, every = self.__dict__.get("_configs", (None, None))
         if table is not FUSED_TILES:       # one Config per block shape, made once per table
             every = tuple(Config(self.name, ((int(K.CUDNN_KNOB_TYPE_TILE_SIZE), i),)) for i in range(len(FUSED_TILES)))
@@ -90,17 +92,21 @@ class ConvWinogradFusedEngine(WinogradEngineBase):
         return self.numerical_notes
 
     def workspace_size(self, sub, cfg):
-        try:
-            p = self.problem(sub)
-        except gc.Reject:
-            return 0
+        p = sub.__dict__.get("_wino_problem")      # the remembered problem, without a call
+        if p.__class__ is not WinoProblem:
+            try:
+                p = self.problem(sub)
+            except gc.Reject:
+                return 0
         return 16 * p.K * p.C * 4
 
     def _cost(self, sub, cfg, device):
-        try:
-            p = self.problem(sub)
-        except gc.Reject:
-            return math.inf
+        p = sub.__dict__.get("_wino_problem")      # the remembered problem, without a call
+        if p.__class__ is not WinoProblem:
+            try:
+                p = self.problem(sub)
+            except gc.Reject:
+                return math.inf
         i = cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)
         label, fc, tflops, regs = FUSED_TILES[i]
         per_sm, eff = self._tile_static(i, device)

@@ -13,7 +13,7 @@ import math
 from ..types import cudnnBackendLayoutType_t
 from . import gemm_common as gc
 from .base import OK, Config, KnobSpec
-from .conv_winograd_common import (NN, K, S, NonfusedPlan, WinogradEngineBase, nonfused_cost,
+from .conv_winograd_common import (NN, K, S, NonfusedPlan, WinogradEngineBase, WinoProblem, nonfused_cost,
                                    nonfused_cost_static, wino_knob)
 from .registry import register
 
@@ -36,10 +36,12 @@ class ConvWinogradNonfusedEngine(WinogradEngineBase):
 
     def configs(self, sub, ctx):
         """WINO_TILE x the useful GEMM tiles (one swizzle each); remembered per subgraph."""
-        try:
-            p = self.problem(sub)
-        except gc.Reject:
-            return []
+        p = sub.__dict__.get("_wino_problem")      # the remembered problem, without a call
+        if p.__class__ is not WinoProblem:
+            try:
+                p = self.problem(sub)
+            except gc.Reject:
+                return []
         return list(gc.memo(sub, ("configs", self.name), lambda: self._configs(p)))
 
     def _configs(self, p):
@@ -112,10 +114,12 @@ class ConvWinogradNonfusedEngine(WinogradEngineBase):
                 return st, why
         if not ks[5]:
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: SWIZZLE = {self.values(cfg)[2]} is not a power of 2"
-        try:
-            p = self.problem(sub)
-        except gc.Reject as e:
-            return e.status, e.reason
+        p = sub.__dict__.get("_wino_problem")      # the remembered problem, without a call
+        if p.__class__ is not WinoProblem:
+            try:
+                p = self.problem(sub)
+            except gc.Reject as e:
+                return e.status, e.reason
         _, _, ws, (Mg, Ng, Kg, batch) = p._tile(ks[0])
         ok, why = gc.keep_config(self.name, ks[2], False, Mg, Ng, Kg, batch, True, "float32")
         if ok and ws >= 1 << 40:
@@ -123,10 +127,12 @@ class ConvWinogradNonfusedEngine(WinogradEngineBase):
         return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, why)
 
     def workspace_size(self, sub, cfg):
-        try:
-            p = self.problem(sub)
-        except gc.Reject:
-            return 0
+        p = sub.__dict__.get("_wino_problem")      # the remembered problem, without a call
+        if p.__class__ is not WinoProblem:
+            try:
+                p = self.problem(sub)
+            except gc.Reject:
+                return 0
         return p._tile(self.static(cfg)[0])[2]
 
     def config_notes(self, sub, cfg):
@@ -135,10 +141,12 @@ class ConvWinogradNonfusedEngine(WinogradEngineBase):
         return self.numerical_notes
 
     def _cost(self, sub, cfg, device):
-        try:
-            p = self.problem(sub)
-        except gc.Reject:
-            return math.inf
+        p = sub.__dict__.get("_wino_problem")      # the remembered problem, without a call
+        if p.__class__ is not WinoProblem:
+            try:
+                p = self.problem(sub)
+            except gc.Reject:
+                return math.inf
         ks = self.static(cfg)
         if ks[1] is None:                       # TILE_SIZE outside the table: the plain path's error
             return self.cost_plain(sub, cfg, device)
@@ -149,10 +157,12 @@ class ConvWinogradNonfusedEngine(WinogradEngineBase):
 
     def cost_plain(self, sub, cfg, device):
         """:meth:`cost` through ``nonfused_cost`` (``gc.cost``): what the static path equals."""
-        try:
-            p = self.problem(sub)
-        except gc.Reject:
-            return math.inf
+        p = sub.__dict__.get("_wino_problem")      # the remembered problem, without a call
+        if p.__class__ is not WinoProblem:
+            try:
+                p = self.problem(sub)
+            except gc.Reject:
+                return math.inf
         m, t, _ = self.values(cfg)
         tile = self.TILES[0 if t is None else t]
         return nonfused_cost(device, p, 2 if m is None else m, tile, self.gemm_config(cfg))
