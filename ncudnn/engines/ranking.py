@@ -6,6 +6,7 @@ engines flagged ``fallback`` (widest support), ranked by the model.
 """
 import math
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Tuple
 
 from .. import log as _log
@@ -157,6 +158,10 @@ def config_status(engine, sub, cfg, ctx, checked=False):
     return S.CUDNN_STATUS_SUCCESS, ""
 
 
+#: a scored row's sort key: (demoted, predicted time, engine global index, candidate position)
+_RANK_KEY = itemgetter(0, 1, 2, 3)
+
+
 def rank_subgraph(sub, mode, ctx, graph_key=None, explain=None):
     """Ranked EngineConfigs for one subgraph (best first; ties keep global-index / candidate order;
     configs :func:`heuristics.demotion` names come after the others, in model order).
@@ -207,7 +212,7 @@ def rank_subgraph(sub, mode, ctx, graph_key=None, explain=None):
             if late:
                 how += "; demoted"
             scored.append((late, t, eng.global_index, i, eng, cfg, how))
-    scored.sort(key=lambda r: r[:4])
+    scored.sort(key=_RANK_KEY)
     out = [engine_config(eng, sub, cfg, ctx, t, how) for _, t, _, _, eng, cfg, how in scored]
     if explain is not None:
         for ec in out:
