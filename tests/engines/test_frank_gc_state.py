@@ -64,3 +64,19 @@ def test_support_memo_per_flags_then_engine(rng):
     name = next(n for n, (st, _) in per.items() if int(st) == 0)
     from ncudnn.engines import registry
     assert ranking.support(registry.by_name(name), sub, ctx) is per[name]
+
+
+def test_engine_config_is_the_dataclass_object(rng):
+    """ranking.engine_config fills the frozen dataclass directly: the same fields, order, equality,
+    hash and repr as the constructor's object."""
+    from dataclasses import fields, replace
+
+    g = _graph(int(rng.integers(1000, 10 ** 6)))
+    for ec in api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A):
+        made = ranking.EngineConfig(ec.engine, ec.config, ec.numerical_notes, ec.behavior_notes, ec.workspace_size,
+                                    ec.predicted_time, ec.parts, ec.why)
+        assert made == ec and hash(made) == hash(ec) and repr(made) == repr(ec)
+        assert list(made.__dict__) == list(ec.__dict__) == [f.name for f in fields(ranking.EngineConfig)]
+        assert replace(ec, predicted_time=1.0).predicted_time == 1.0
+        with pytest.raises(AttributeError):
+            ec.workspace_size = 3
