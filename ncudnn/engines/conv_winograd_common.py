@@ -247,9 +247,10 @@ def _transform_time(device, p, m):
     inp = p.N * p.C * p.H * p.W * p.in_bytes * (a2 / (m * m)) ** 0.5 + nv * 4
     out = nm * 4 + p.N * p.K * p.P * p.Q * p.out_bytes + p.extra_bytes
     t = 0.0
+    per_sm = H.blocks_per_sm(device, wk.THREADS, 64, 0)     # the three kernels' shared launch shape
     for nbytes, threads in ((filt, p.K * p.C), (inp, p.C * T), (out, p.K * T)):
         t += H.kernel_time(device, nbytes=nbytes, blocks=wk.blocks(threads), threads=wk.THREADS, regs=64,
-                           bytes_in_flight=min(threads, device.sm_count * 2048) * 4 * a2)
+                           bytes_in_flight=min(threads, device.sm_count * 2048) * 4 * a2, per_sm=per_sm)
     return t
 
 
