@@ -208,6 +208,12 @@ class Engine:
         """Predicted seconds on ``device`` (the analytic model of heuristic mode A)."""
         return 1.0
 
+    def candidate_costs(self, sub, device):
+        """knob values -> the seconds :meth:`cost` gives on ``device``, for configs of ``sub`` already
+        costed (e.g. while choosing the candidates), so a ranking need not ask :meth:`cost` again; None
+        (the default) when the engine keeps no such table. A config missing from it is asked for."""
+        return None
+
     def build(self, sub, cfg, ctx) -> SubPlan:
         raise NotImplementedError
 

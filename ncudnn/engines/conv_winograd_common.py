@@ -225,6 +225,19 @@ class WinogradEngineBase(Engine):
             t = per[1][cfg.knobs] = self._cost(sub, cfg, device)
         return t
 
+    def candidate_costs(self, sub, device):
+        """The per-subgraph cost table :meth:`cost` reads for ``device`` (filled by :meth:`_candidates`);
+        None when there is none for this device object or ``cost`` is replaced."""
+        if type(self).cost is not _OWN_COST or "cost" in self.__dict__:
+            return None
+        memo = sub.__dict__.get("_wino_cost")
+        per = memo.get(self.name) if memo is not None else None
+        return per[1] if per is not None and per[0] is device else None
+
+
+#: the class's own ``cost`` (candidate_costs answers only while it is the one in use)
+_OWN_COST = WinogradEngineBase.cost
+
 
 # ------------------------------------------------------------------------------- non-fused
 

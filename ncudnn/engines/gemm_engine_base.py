@@ -331,6 +331,13 @@ class TiledGemmEngine(Engine):
 
     _last_cost = None
 
+    def candidate_costs(self, sub, device):
+        """The per-subgraph cost table :meth:`cost` reads (filled by :meth:`_candidates`); None when
+        ``cost`` is replaced on the class or the instance."""
+        if type(self).cost is not _OWN_COST or "cost" in self.__dict__ or device is None:
+            return None
+        return self._memo(sub, device)
+
     def _shape(self, sub):
         """What the cost of every config of ``sub`` shares: (M, N, K, batch, input / output bytes,
         epilogue bytes, fp64, the engine's efficiency, the tail's time); None for a rejected subgraph."""
@@ -379,3 +386,7 @@ class TiledGemmEngine(Engine):
 
 #: the per-config cost model (moved to gemm_common: gc.cost uses it too)
 tile_static, tile_cost = gc.tile_static, gc.tile_cost
+
+
+#: the class's own ``cost`` (candidate_costs answers only while it is the one in use)
+_OWN_COST = TiledGemmEngine.cost

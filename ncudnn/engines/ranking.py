@@ -199,11 +199,14 @@ def rank_subgraph(sub, mode, ctx, graph_key=None, explain=None):
         demoted = heuristics.demotion(eng, sub)
         if demoted and explain is not None:
             explain.append(f"  {eng.name}: ranked after the others: {demoted}")
-        for i, cfg in enumerate(eng.candidates(sub, ctx)):  # valid configs by contract
+        cands = eng.candidates(sub, ctx)  # valid configs by contract
+        known = eng.candidate_costs(sub, device)  # what choosing them already costed: costed once
+        for i, cfg in enumerate(cands):
             if strict and NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC in eng.config_notes(sub, cfg):
                 continue
+            t = known.get(cfg.knobs) if known is not None else None
             try:
-                t = float(eng.cost(sub, cfg, device))
+                t = float(eng.cost(sub, cfg, device) if t is None else t)
             except Exception as e:  # a cost-model bug must not take the heuristics down
                 if explain is not None:
                     explain.append(f"  {cfg}: dropped, cost() raised {type(e).__name__}: {e}")
