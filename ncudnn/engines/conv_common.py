@@ -57,7 +57,8 @@ class ConvProblem:
             return None
 
         wgrad = self.kind == "wgrad"
-        self.epi = gc.epilogue_of(sub, out.dims, classify, allow_bias=not wgrad, allow_residual=not wgrad)
+        self.epi = gc.epilogue_of(sub, out.dims, classify, allow_bias=not wgrad, allow_residual=not wgrad,
+                                    rule=gc.CHANNEL_BIAS)
         fin = self.epi.out
         if tuple(fin.dims) != tuple(out.dims):
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{fin.label}: dims {fin.dims} differ from the "

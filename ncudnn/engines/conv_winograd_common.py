@@ -74,7 +74,7 @@ class WinoProblem:
                 return "col"
             return None
 
-        self.epi = gc.epilogue_of(sub, out.dims, classify)
+        self.epi = gc.epilogue_of(sub, out.dims, classify, rule=gc.CHANNEL_BIAS)
         fin = self.epi.out
         if tuple(fin.dims) != tuple(out.dims):
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{fin.label}: dims {fin.dims} differ from the "

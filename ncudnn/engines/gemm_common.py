@@ -411,12 +411,32 @@ class Epilogue:
         return self.spec.linear
 
 
-def epilogue_of(sub, out_dims, classify_bias, allow_bias=True, allow_residual=True):
+#: epilogue_of ``rule`` of a conv output's bias: same rank, dims 1 except the output's channel count at
+#: dim 1 (ConvProblem and WinoProblem share the Epilogue of a subgraph)
+CHANNEL_BIAS = "conv_channel_bias"
+
+
+def epilogue_of(sub, out_dims, classify_bias, allow_bias=True, allow_residual=True, rule=None):
     """Translate ``sub.epilogue`` (pointwise nodes after the anchor) into an :class:`Epilogue`.
 
     ``classify_bias(t) -> axis | None``: whether a broadcast tensor is a bias ("col" / "row") of the
     anchor's output of dims ``out_dims``. Raises :class:`Reject` naming the node that cannot fuse.
+    ``rule``: a name for what ``classify_bias`` decides; callers passing the same rule, dims and flags
+    for one subgraph share one Epilogue (remembered on the subgraph; a Reject is not remembered).
     """
+    if rule is None:
+        return _epilogue_of(sub, out_dims, classify_bias, allow_bias, allow_residual)
+    memo = sub.__dict__.get("_epilogue_of")
+    if memo is None:
+        memo = sub.__dict__["_epilogue_of"] = {}
+    key = (rule, tuple(out_dims), allow_bias, allow_residual)
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = _epilogue_of(sub, out_dims, classify_bias, allow_bias, allow_residual)
+    return hit
+
+
+def _epilogue_of(sub, out_dims, classify_bias, allow_bias, allow_residual):
     anchor_out = next(iter(sub.anchor.outputs.values()))
     cur, out = anchor_out.uid, anchor_out
     steps, bias, axis, residual = [], None, None, None
