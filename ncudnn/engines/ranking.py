@@ -12,7 +12,7 @@ from typing import Tuple
 from .. import log as _log
 from ..types import cudnnBackendHeurMode_t, cudnnBackendNumericalNote_t, cudnnSeverity_t, cudnnStatus_t
 from . import heuristics, registry
-from .base import Config
+from .base import Config, Engine
 from .plan import _round_up
 
 S = cudnnStatus_t
@@ -165,6 +165,9 @@ def config_status(engine, sub, cfg, ctx, checked=False):
     return S.CUDNN_STATUS_SUCCESS, ""
 
 
+#: the base class's candidate_costs (no table)
+_NO_TABLE = Engine.candidate_costs
+
 #: a scored row's sort key: (demoted, predicted time, engine global index, candidate position)
 _RANK_KEY = itemgetter(0, 1, 2, 3)
 
@@ -200,7 +203,8 @@ def rank_subgraph(sub, mode, ctx, graph_key=None, explain=None):
         if demoted and explain is not None:
             explain.append(f"  {eng.name}: ranked after the others: {demoted}")
         cands = eng.candidates(sub, ctx)  # valid configs by contract
-        known = eng.candidate_costs(sub, device)  # what choosing them already costed: costed once
+        # what choosing them already costed (each config costed once; no call for an engine without a table)
+        known = eng.candidate_costs(sub, device) if type(eng).candidate_costs is not _NO_TABLE else None
         for i, cfg in enumerate(cands):
             if strict and NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC in eng.config_notes(sub, cfg):
                 continue
