@@ -206,7 +206,10 @@ class WinogradEngineBase(Engine):
         good = [c for c in self.configs(sub, ctx) if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
         dev = ctx.device if ctx is not None else None
         if dev is not None and len(good) > 1:
-            costs = [self.cost(sub, c, dev) for c in good]
+            if type(self).cost is _OWN_COST and "cost" not in self.__dict__:
+                costs = self._cost_many(sub, good, dev)
+            else:
+                costs = [self.cost(sub, c, dev) for c in good]
             order = sorted(range(len(good)), key=costs.__getitem__)    # stable: ties keep configs() order
             good = [good[i] for i in order]
         return tuple(good[:64])
@@ -224,6 +227,22 @@ class WinogradEngineBase(Engine):
         if t is None:
             t = per[1][cfg.knobs] = self._cost(sub, cfg, device)
         return t
+
+    def _cost_many(self, sub, cfgs, device):
+        """:meth:`cost` of each of ``cfgs`` (through the same table, looked up once)."""
+        memo = sub.__dict__.get("_wino_cost")
+        if memo is None:
+            memo = sub.__dict__["_wino_cost"] = {}
+        per = memo.get(self.name)
+        if per is None or per[0] is not device:
+            per = memo[self.name] = (device, {})
+        table, out = per[1], []
+        for c in cfgs:
+            t = table.get(c.knobs)
+            if t is None:
+                t = table[c.knobs] = self._cost(sub, c, device)
+            out.append(t)
+        return out
 
     def candidate_costs(self, sub, device):
         """The per-subgraph cost table :meth:`cost` reads for ``device`` (filled by :meth:`_candidates`);

@@ -97,3 +97,28 @@ def test_replaced_cost_is_asked(monkeypatch):
     for e in out:
         if isinstance(e.engine, TiledGemmEngine):
             assert e.predicted_time == orig(e.engine, sub, e.config, ctx.device) * scale
+
+
+def test_winograd_candidates_same_through_cost(rng, monkeypatch):
+    """The Winograd engines' candidates, costed through their table in one loop, are those ``cost`` per
+    config gives (the loop's path is off while ``cost`` is replaced)."""
+    ctx = api.context()
+    probs = _problems(rng, 8)
+    names = ("conv_winograd_nonfused", "conv_winograd_fused")
+
+    def cands():
+        out = []
+        for p in probs:
+            sub = api.problem(conv_graph(*p))
+            for n in names:
+                eng = registry.by_name(n)
+                cs = eng.candidates(sub, ctx)
+                out.append([(c.knobs, repr(eng.cost(sub, c, ctx.device))) for c in cs])
+        return out
+
+    fast = cands()
+    orig = WinogradEngineBase.cost
+    monkeypatch.setattr(WinogradEngineBase, "cost", lambda self, s, c, d: orig(self, s, c, d))
+    slow = cands()
+    assert fast == slow
+    assert sum(len(x) > 1 for x in fast) >= 4
