@@ -19,6 +19,10 @@ def pytest_report_header(config):
 #: on a GPU run, the nodeids of finished tests go here (one per line), so a run restarted after a
 #: test broke the CUDA context carries on with the tests not yet run (tools/gpu_session.sh does that)
 DONE_FILE = os.environ.get("NCUDNN_DONE_FILE")
+#: on a GPU run, each failure's traceback is appended here as it happens (a run killed by its time cap
+#: still leaves them), and each test's call duration goes to NCUDNN_TIMES_FILE ("seconds nodeid")
+FAIL_LOG = os.environ.get("NCUDNN_FAIL_LOG")
+TIMES_FILE = os.environ.get("NCUDNN_TIMES_FILE")
 
 
 def _done_ids():
@@ -47,6 +51,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_sim_only)
         if "slow" in item.keywords and not slow_on:
             item.add_marker(skip_slow)
+
+
+def pytest_runtest_logreport(report):
+    if TIMES_FILE and report.when == "call":
+        with open(TIMES_FILE, "a") as f:
+            f.write(f"{report.duration:.3f} {report.nodeid}\n")
+    if FAIL_LOG and report.failed:
+        with open(FAIL_LOG, "a") as f:
+            f.write(f"==== {report.nodeid} ({report.when})\n{report.longreprtext[-6000:]}\n")
 
 
 @pytest.fixture
