@@ -1,6 +1,6 @@
-"""Engine "data_movement": concat and reshape (which covers transposes: same dims, other strides) as
-strided copy kernels (:mod:`ncudnn.kernels.datamove_copy`), with a dtype cast where the output's
-dtype differs.
+"""Engine "data_movement": concat, reshape (which covers transposes: same dims, other strides) and
+slice as strided copy kernels (:mod:`ncudnn.kernels.datamove_copy`), with a dtype cast where the
+output's dtype differs.
 
 Semantics:
   CONCAT   Y = the inputs X0, X1, ... laid end to end along ``axis``; each input is one copy launch
@@ -13,13 +13,24 @@ Semantics:
            VIEW_ONLY: Y is X's storage seen with Y's dims and strides; its values are those of the
            logical reshape, so it runs the same copy, and nothing at all when Y's address is X's and
            the two layouts put every element at the same offset (a true view).
-Both dim lists are merged where row-major contiguous on that side, then split into one common shape
-(a dim of one side must divide the other's at each step, else NOT_SUPPORTED_SHAPE). No knobs, no
-workspace.
+  SLICE    Y = X[start:limit:stride per dim]: one copy reading X at an element offset
+           (sum start_i * xstride_i) with strides xstride_i * stride_i.
+Both reshape dim lists are merged where row-major contiguous on that side, then split into one
+common shape (a dim of one side must divide the other's at each step, else NOT_SUPPORTED_SHAPE).
+
+Aliasing (checked per set of buffer addresses, before any launch): a copy whose source and
+destination byte ranges overlap would race (threads read elements others already overwrote).
+A VIEW_ONLY reshape that is not a true view stages through the workspace (X copied packed into it,
+then to Y: ``workspace_size`` = X's element count x its element size, the only workspace this engine
+asks for); any other overlapping copy (concat input outside its in-place slab, logical reshape,
+slice, a view-only reshape onto a shifted address) is refused with CUDNN_STATUS_BAD_PARAM naming
+the node and the two tensors. No knobs.
 """
 import dataclasses
 import math
 
+from ..errors import BadParamError
+from ..ir.tensor import packed_strides
 from ..kernels import datamove_copy as kdm
 from ..types import cudnnBackendReshapeMode_t as RM, cudnnStatus_t
 from .base import OK, Engine
@@ -110,20 +121,52 @@ def _tensor_arg(t, word):
     return _WordArg("tensor", t=t, dtype="int64", nbtype=array_type("int64"))
 
 
+def _scratch_arg(n, dtype, word):
+    """The staging area (workspace offset 0) holding ``n`` elements of ``dtype`` (as words if ``word``)."""
+    if not word:
+        return Arg.scratch(0, n, dtype)
+    return Arg.scratch(0, n * abi_dtype(dtype).itemsize // 8, "int64")
+
+
 def _copy_step(x, y, spec, name):
+    """One copy launch; ``x`` / ``y`` are tensor descriptors, or ``None`` for the staging area."""
     ck = kdm.build_copy(spec)
     xo, yo = ck.offsets()
     # offsets are launch arguments: pieces differing only in offsets share one compiled kernel
     key = f"data_movement:{name}:" + src_key(dataclasses.replace(ck.spec, x_offset=0, y_offset=0), ck.source, ck.word)
-    nbytes = math.prod(spec.dims) * (x.itemsize + y.itemsize)
-    return Step(key, lambda: ck.kernel, ck.grid, ck.block,
-                [_tensor_arg(x, ck.word), _tensor_arg(y, ck.word), Arg.const(xo), Arg.const(yo)], nbytes=nbytes)
+    n = math.prod(spec.dims)
+    isz = [abi_dtype(spec.x_dtype).itemsize, abi_dtype(spec.y_dtype).itemsize]
+    xa = _tensor_arg(x, ck.word) if x is not None else _scratch_arg(n, spec.x_dtype, ck.word)
+    ya = _tensor_arg(y, ck.word) if y is not None else _scratch_arg(n, spec.y_dtype, ck.word)
+    return Step(key, lambda: ck.kernel, ck.grid, ck.block, [xa, ya, Arg.const(xo), Arg.const(yo)],
+                nbytes=n * sum(isz))
+
+
+class _Copy:
+    """What one launch reads and writes: the tensors and the element ranges the spec touches."""
+
+    def __init__(self, x, y, spec):
+        self.x, self.y, self.spec = x, y, spec
+
+    def ranges(self, views):
+        """((x start, x end), (y start, y end)) in bytes at ``views``' addresses."""
+        sp = self.spec
+        out = []
+        for t, strides, off in ((self.x, sp.x_strides, sp.x_offset), (self.y, sp.y_strides, sp.y_offset)):
+            isz = t.itemsize
+            lo = views[t.uid].ptr + off * isz
+            out.append((lo, lo + extent(sp.dims, strides) * isz))
+        return out
+
+
+def _overlap(a, b):
+    return a[0] < b[1] and b[0] < a[1]
 
 
 @register
 class DataMovementEngine(Engine):
     name = "data_movement"
-    kinds = ("concat", "reshape")
+    kinds = ("concat", "reshape", "slice")
     fallback = True
 
     def check_support(self, sub, ctx):
@@ -131,7 +174,7 @@ class DataMovementEngine(Engine):
         if st != S.CUDNN_STATUS_SUCCESS:
             return st, why
         if len(sub.nodes) != 1:
-            return S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"{self.name}: one concat / reshape node per subgraph"
+            return S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"{self.name}: one concat / reshape / slice node per subgraph"
         node = sub.nodes[0]
         for port, t in list(node.inputs.items()) + list(node.outputs.items()):
             st, why = _layout_ok(node, port, t)
@@ -148,54 +191,102 @@ class DataMovementEngine(Engine):
         return ()
 
     def _plan(self, sub):
-        """(steps, skips): skips are (step index, x uid, y uid, y byte offset, x strides == y's)."""
+        """(copies, skips, staged): copies are :class:`_Copy` s, one launch each; skips are (copy index,
+        x uid, y uid, y byte offset) for copies that are no-ops when X's address is Y's plus the
+        offset; staged is the (x -> workspace, workspace -> y) copy pair of a VIEW_ONLY reshape that
+        is not a true view (run instead when X and Y overlap), else None."""
         node = sub.nodes[0]
         y = node.outputs["Y"]
+        if node.OP == "slice":
+            x = node.inputs["X"]
+            spec = kdm.CopySpec(tuple(y.dims), node.x_view_strides(), tuple(y.strides), kdtype(x), kdtype(y),
+                                node.x_offset(), 0)
+            return [_Copy(x, y, spec)], [], None
         if node.OP == "reshape":
             x = node.inputs["X"]
             (dims, sx, sy), _ = common_shape(x.dims, x.strides, y.dims, y.strides)
             spec = kdm.CopySpec(dims, sx, sy, kdtype(x), kdtype(y))
-            skip = []
-            if int(node.mode) == int(RM.CUDNN_RESHAPE_VIEW_ONLY) and sx == sy and x.itemsize == y.itemsize \
-                    and kdtype(x) == kdtype(y):
-                skip.append((0, x.uid, y.uid, 0))
-            return [_copy_step(x, y, spec, "reshape")], skip
+            skip, staged = [], None
+            if int(node.mode) == int(RM.CUDNN_RESHAPE_VIEW_ONLY):
+                if sx == sy and x.itemsize == y.itemsize and kdtype(x) == kdtype(y):
+                    skip.append((0, x.uid, y.uid, 0))
+                else:
+                    packed = packed_strides(dims)
+                    staged = (kdm.CopySpec(dims, sx, packed, kdtype(x), kdtype(x)),
+                              kdm.CopySpec(dims, packed, sy, kdtype(x), kdtype(y)))
+            return [_Copy(x, y, spec)], skip, staged
         ax = int(node.axis)
-        steps, skip, start = [], [], 0
+        copies, skip, start = [], [], 0
         for k, x in enumerate(node.xs()):
             off = start * int(y.strides[ax])
             spec = kdm.CopySpec(tuple(x.dims), tuple(x.strides), tuple(y.strides), kdtype(x), kdtype(y), 0, off)
             if node.in_place_index is not None and int(node.in_place_index) == k and \
                     tuple(x.strides) == tuple(y.strides) and kdtype(x) == kdtype(y):
-                skip.append((len(steps), x.uid, y.uid, off * y.itemsize))
-            steps.append(_copy_step(x, y, spec, "concat"))
+                skip.append((len(copies), x.uid, y.uid, off * y.itemsize))
+            copies.append(_Copy(x, y, spec))
             start += int(x.dims[ax])
-        return steps, skip
+        return copies, skip, None
+
+    def workspace_size(self, sub, cfg):
+        _, _, staged = self._plan(sub)
+        if staged is None:
+            return 0
+        x = sub.nodes[0].inputs["X"]
+        return math.prod(x.dims) * abi_dtype(kdtype(x)).itemsize
 
     def cost(self, sub, cfg, device):
-        steps, _ = self._plan(sub)
-        return steps_time(device, steps, flops_per_byte=0.0)
+        copies, _, _ = self._plan(sub)
+        return steps_time(device, [_copy_step(c.x, c.y, c.spec, sub.kind) for c in copies], flops_per_byte=0.0)
 
     def build(self, sub, cfg, ctx):
-        steps, skip = self._plan(sub)
-        return DataMovementPlan(self, sub, cfg, steps, skip)
+        copies, skip, staged = self._plan(sub)
+        return DataMovementPlan(self, sub, cfg, copies, skip, staged, self.workspace_size(sub, cfg))
 
 
 class DataMovementPlan(MemPlan):
     """The copy launches, less those whose source already is the destination (in-place concat input,
-    view-only reshape onto its own storage), decided per set of buffer addresses."""
+    view-only reshape onto its own storage), decided per set of buffer addresses; overlapping source
+    and destination stage through the workspace (view-only reshape) or are refused (BAD_PARAM)."""
 
-    def __init__(self, engine, sub, cfg, steps, skip):
-        super().__init__(engine, sub, cfg, steps, 0)
-        self.skip = skip
+    def __init__(self, engine, sub, cfg, copies, skip, staged, workspace_size):
+        name = sub.kind
+        steps = [_copy_step(c.x, c.y, c.spec, name) for c in copies]
+        if staged is not None:
+            steps += [_copy_step(copies[0].x, None, staged[0], name), _copy_step(None, copies[0].y, staged[1], name)]
+        super().__init__(engine, sub, cfg, steps, workspace_size)
+        self.copies, self.skip, self.staged = copies, skip, staged is not None
 
     def _skipped(self, views):
         return {i for i, xu, yu, off in self.skip if views[xu].ptr == views[yu].ptr + off}
 
-    def launches(self, views, scratch):
-        out = super().launches(views, scratch)
+    def _chosen(self, views):
+        """Indices of the steps to launch at ``views``' addresses (raises on a racing overlap)."""
         drop = self._skipped(views)
-        return [p for i, p in enumerate(out) if i not in drop]
+        node = self.sub.nodes[0]
+        n = len(self.copies)
+        for i, c in enumerate(self.copies):
+            if i in drop:
+                continue
+            xr, yr = c.ranges(views)
+            if not _overlap(xr, yr):
+                continue
+            if self.staged:
+                return [n, n + 1]
+            xport = next(p for p, t in node.inputs.items() if t is c.x)
+            raise BadParamError(
+                f"node '{node.name}' ({node.OP}): {xport} (uid {c.x.uid}) and Y (uid {c.y.uid}) overlap in memory "
+                f"(bytes [{xr[0]:#x}, {xr[1]:#x}) and [{yr[0]:#x}, {yr[1]:#x})): the copy would race; give Y its "
+                f"own buffer (in place run only: a view-only reshape, a true view at X's address, a concat "
+                f"input at its slab named by in_place_index)", S.CUDNN_STATUS_BAD_PARAM)
+        return [i for i in range(n) if i not in drop]
+
+    def launches(self, views, scratch):
+        out = []
+        for i in self._chosen(views):
+            step, ck = self.steps[i], self.compiled[i]
+            args = tuple(a.bind(views, scratch) for a in step.args)
+            out.append(ck.prepare(step.grid, step.block, args, step.shared))
+        return out
 
     def prepare(self, views, scratch):
         launches = self.launches(views, scratch)

@@ -4,7 +4,7 @@ from .bn_finalize import BnFinalize
 from .conv_dgrad import ConvDgrad
 from .conv_fprop import ConvFprop
 from .conv_wgrad import ConvWgrad
-from .data_movement import Concat, Reshape
+from .data_movement import Concat, Reshape, Slice
 from .genstats import GenStats
 from .matmul import Matmul
 from .misc import BlockScaleDequantize, BlockScaleQuantize, PagedCacheLoad, Rng, Signal
@@ -21,4 +21,7 @@ NODE_TYPES = {cls.OP: cls for cls in (
     NormFwd, NormBwd, ResampleFwd, ResampleBwd, Concat, Reshape, Rng, Signal, BlockScaleQuantize,
     BlockScaleDequantize, PagedCacheLoad, SdpaFwd, SdpaBwd)}
 
-__all__ = [c.__name__ for c in NODE_TYPES.values()] + ["NODE_TYPES"]
+# Slice joins NODE_TYPES (plan JSON round trip) once ncudnn.reference.ops has a "slice" oracle
+# (tests/reference/test_ref_ops.py requires one for every registered op).
+
+__all__ = [c.__name__ for c in NODE_TYPES.values()] + ["Slice", "NODE_TYPES"]
