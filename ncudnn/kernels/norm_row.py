@@ -21,11 +21,11 @@ import math
 from numba import cuda
 
 from . import pointwise_ops as po
-from .dtypes import compute_type, loader, placeholder, storer
+from .dtypes import compute_type, dtype_name, loader, placeholder, storer
 from .primitives import block_sum, block_sum2, launch, warp_sum
 from .reduce import ReduceSpec, Term, run_reduce
 
-__all__ = ["row_config", "row_fwd_kernel", "row_bwd_kernel", "row_norm_forward", "row_norm_backward",
+__all__ = ["row_config", "vec_ok", "row_fwd_kernel", "row_fwd_vec_kernel", "row_bwd_kernel", "row_norm_forward", "row_norm_backward",
            "VPT_MAX", "BWD_VPT_MAX"]
 
 VPT_MAX = 32
@@ -33,14 +33,15 @@ VPT_MAX = 32
 BWD_VPT_MAX = 16
 
 
-def row_config(n, block=0, rows_per_block=0, vpt_max=VPT_MAX):
+def row_config(n, block=0, rows_per_block=0, vpt_max=VPT_MAX, vec=1):
     """(threads per block, element stride, VPT, rows per block) for rows of n elements.
 
     ``block`` 32 is warp-per-row mode (warp shuffles only, ``rows_per_block`` warps per block,
     4 by default; chosen for n <= 1024); larger blocks give one row per block (block reductions),
     chosen with about ``VPT_MAX`` values per thread (4096: 128 threads; few warps per block keep
     the reduction short and many blocks resident; 1024-thread blocks keep at most 16 values, within
-    64 registers). VPT 0 selects the looped (long-row) path.
+    64 registers). VPT 0 selects the looped (long-row) path. ``vec`` > 1 (elements per 16-byte access, see
+    :func:`vec_ok`): VPT counts vectors, each thread owns vectors ``t + k * BLOCK`` of the row.
     """
     if not block:
         block = 32 if n <= 32 * vpt_max else \
@@ -49,7 +50,17 @@ def row_config(n, block=0, rows_per_block=0, vpt_max=VPT_MAX):
     vpt = math.ceil(n / block)
     if block * rpb >= 1024:    # 64 registers a thread at most: 16 values stay in registers
         vpt_max = min(vpt_max, 16)
+    if vec > 1:                # registers hold vpt * vec values: the same budget, counted in vectors
+        nv = math.ceil(n / (block * vec))
+        return block * rpb, block, (nv if nv * vec <= vpt_max else 0), rpb
     return block * rpb, block, (vpt if vpt <= vpt_max else 0), rpb
+
+
+def vec_ok(n, itemsizes, vec):
+    """True when rows of n elements can be read / written ``vec`` elements per access: n % vec == 0
+    and each access of the widest tensor is 16 bytes at most (buffers aligned to ``vec * itemsize``
+    is the caller's check)."""
+    return vec > 1 and n % vec == 0 and vec * max(itemsizes) <= 16
 
 
 def _frame(args, block, rpb, ct):
@@ -135,6 +146,66 @@ def _row_fwd_source(n, block, vpt, center, has_bias, write_stats, ct, rpb=1, eps
     return "\n".join(s) + "\n"
 
 
+def _row_fwd_vec_source(n, block, vpt, vec, center, has_bias, write_stats, ct, rpb=1, eps_array=False):
+    """Register path with ``vec`` elements per access: thread t owns vectors ``q = t + k * block``
+    (elements ``q * vec ..``), loaded / stored with one 16-byte access each; statistics as the scalar
+    path (warp: two-pass; block: one reduction of sums shifted by the row's first element)."""
+    L = po.lit
+    zero, one, inv_n, nv = L(0.0, ct), L(1.0, ct), L(1.0 / n, ct), n // vec
+    s, RS, RS2 = _frame("x, scale, bias, y, s_mean, s_inv, eps_in", block, rpb, ct)
+    s += ["    eps = ld_eps(eps_in, 0)" if eps_array else f"    eps = {ct}(eps_in)", f"    base = row * {n}"]
+    guard = [(k + 1) * block > nv for k in range(vpt)]
+    els = [[f"v{k}_{j}" for j in range(vec)] for k in range(vpt)]
+    for k in range(vpt):
+        s.append(f"    q{k} = t + {k * block}")
+        ind = "    "
+        if guard[k]:
+            s.append(f"    if q{k} < {nv}:")
+            ind = "        "
+        s.append(f"{ind}{', '.join('r' + e for e in els[k])} = ldvx(x, base + q{k} * {vec})")
+        s += [f"{ind}{e} = cx(r{e})" for e in els[k]]
+        if guard[k]:
+            s.append("    else:")
+            s += [f"        {e} = {zero}" for e in els[k]]
+    flat = [e for g in els for e in g]
+    if center and block == 32:
+        s.append(f"    mean = {RS(' + '.join(flat))} * {inv_n}")
+        for k in range(vpt):
+            for e in els[k]:
+                s.append(f"    d{e} = {e} - mean" + (f" if q{k} < {nv} else {zero}" if guard[k] else ""))
+        s.append(f"    var = {RS(' + '.join(f'd{e} * d{e}' for e in flat))} * {inv_n}")
+    elif center:
+        s.append("    kk = cx(x[base])")
+        for k in range(vpt):
+            for e in els[k]:
+                s.append(f"    e{e} = {e} - kk" + (f" if q{k} < {nv} else {zero}" if guard[k] else ""))
+        s.append(f"    sa, sb = {RS2(' + '.join(f'e{e}' for e in flat), ' + '.join(f'e{e} * e{e}' for e in flat))}")
+        s += [f"    m1 = sa * {inv_n}", "    mean = kk + m1", f"    var = sb * {inv_n} - m1 * m1",
+              f"    var = var if var > {zero} else {zero}"]
+        s += [f"    d{e} = {e} - mean" for e in flat]
+    else:
+        s.append(f"    mean = {zero}")
+        s += [f"    d{e} = {e}" for e in flat]
+        s.append(f"    var = {RS(' + '.join(f'd{e} * d{e}' for e in flat))} * {inv_n}")
+    s.append(f"    inv = {one} / math.sqrt(var + eps)")
+    if write_stats:
+        s.append("    if t == 0:")
+        if center:
+            s.append("        sts(s_mean, row, mean)")
+        s.append("        sts(s_inv, row, inv)")
+    for k in range(vpt):
+        ind = "    "
+        if guard[k]:
+            s.append(f"    if q{k} < {nv}:")
+            ind = "        "
+        s.append(f"{ind}{', '.join('g' + e for e in els[k])} = ldvp(scale, q{k} * {vec})")
+        if has_bias:
+            s.append(f"{ind}{', '.join('b' + e for e in els[k])} = ldvp(bias, q{k} * {vec})")
+        vals = [f"cy(d{e} * inv * cp(g{e})" + (f" + cp(b{e}))" if has_bias else ")") for e in els[k]]
+        s.append(f"{ind}stvy(y, base + q{k} * {vec}, ({', '.join(vals)}))")
+    return "\n".join(s) + "\n"
+
+
 def _row_bwd_source(n, block, vpt, center, ct, rpb=1):
     L = po.lit
     zero, inv_n = L(0.0, ct), L(1.0 / n, ct)
@@ -199,6 +270,21 @@ def row_fwd_kernel(n, block, vpt, center, has_bias, write_stats, x_dt, p_dt, y_d
 
 
 @functools.lru_cache(maxsize=None)
+def row_fwd_vec_kernel(n, block, vpt, vec, center, has_bias, write_stats, x_dt, p_dt, y_dt, s_dt, rpb=1,
+                       eps_dt=None):
+    """Forward row kernel reading / writing ``vec`` elements per access (``vpt`` vectors a thread from
+    ``row_config(..., vec=vec)``, n % vec == 0, every buffer aligned to one vector). Same arguments
+    as :func:`row_fwd_kernel`. Returns (dispatcher, source)."""
+    from .pointwise import _to_compute, _to_storage, vector_load, vector_store
+    ct = compute_type([x_dt, p_dt, y_dt])
+    src = _row_fwd_vec_source(n, block, vpt, vec, center, has_bias, write_stats, ct, rpb, eps_dt is not None)
+    return _jit_source(src, "row-fwd-vec", ldvx=vector_load(vec), ldvp=vector_load(vec), stvy=vector_store(vec),
+                       cx=_to_compute(dtype_name(x_dt), ct), cp=_to_compute(dtype_name(p_dt), ct),
+                       cy=_to_storage(dtype_name(y_dt)), sts=storer(s_dt),
+                       ld_eps=loader(eps_dt or "float32", ct)), src
+
+
+@functools.lru_cache(maxsize=None)
 def row_bwd_kernel(n, block, vpt, center, x_dt, dy_dt, p_dt, dx_dt, s_dt, rpb=1):
     """Backward row kernel (dx only). Arguments ``(x, dy, scale, s_mean, s_inv, dx, nrows)``."""
     ct = compute_type([x_dt, dy_dt, p_dt, dx_dt])
@@ -213,17 +299,24 @@ def _dummy(dtype="float32"):
 
 def row_norm_forward(x, scale, bias, y, mean, inv_std, rows, n, eps, *, rms=False,
                      x_dtype="float32", param_dtype="float32", y_dtype="float32",
-                     stat_dtype="float32", block=0, vpt_max=VPT_MAX, stream=0):
+                     stat_dtype="float32", block=0, vpt_max=VPT_MAX, rows_per_block=0, vec=1, stream=0):
     """Layer norm (``rms=False``) or RMS norm (``rms=True``) of each row of a (rows, n) tensor.
 
     x, y: device arrays with rows * n elements, row-major; scale (and bias, or None) n elements;
     mean (layer norm only) and inv_std: rows elements each, or None to skip writing statistics
-    (inference). ``block`` / ``vpt_max``: see :func:`row_config`. y = scale * (x - mean) * inv_std + bias; RMS: y = scale * x * inv_rms (+ bias).
+    (inference). ``block`` / ``vpt_max`` / ``rows_per_block`` / ``vec``: see :func:`row_config`
+    (``vec`` > 1 needs :func:`vec_ok` and buffers aligned to one vector; rows too long for registers
+    take the scalar looped path). y = scale * (x - mean) * inv_std + bias; RMS: y = scale * x * inv_rms (+ bias).
     """
-    threads, blk, vpt, rpb = row_config(n, block, vpt_max=vpt_max)
+    threads, blk, vpt, rpb = row_config(n, block, rows_per_block, vpt_max=vpt_max, vec=vec)
     write = inv_std is not None
-    kern, _ = row_fwd_kernel(n, blk, vpt, not rms, bias is not None, write, x_dtype,
-                              param_dtype, y_dtype, stat_dtype, rpb)
+    if vec > 1 and vpt:
+        kern, _ = row_fwd_vec_kernel(n, blk, vpt, vec, not rms, bias is not None, write, x_dtype,
+                                     param_dtype, y_dtype, stat_dtype, rpb)
+    else:
+        threads, blk, vpt, rpb = row_config(n, block, rows_per_block, vpt_max=vpt_max)
+        kern, _ = row_fwd_kernel(n, blk, vpt, not rms, bias is not None, write, x_dtype,
+                                 param_dtype, y_dtype, stat_dtype, rpb)
     d = _dummy(stat_dtype)
     launch(kern, math.ceil(rows / rpb), threads, stream,
            x.reshape(x.size), scale.reshape(scale.size),
