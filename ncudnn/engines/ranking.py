@@ -71,16 +71,78 @@ def log(msg):
     _log.log(INFO, msg)
 
 
-def engine_config(engine, sub, cfg, ctx, predicted=math.inf, why=""):
-    """The EngineConfig of ``cfg`` on ``sub`` (one subgraph: its scratch is the plan's workspace)."""
+class _Pending:
+    """What an EngineConfig from :func:`engine_config` needs to fill its numerical notes and
+    workspace size on first read: the subgraph (engine and config are the object's own fields)."""
+
+    __slots__ = ("sub",)
+
+    def __init__(self, sub):
+        self.sub = sub
+
+
+class _LazyField:
+    """A data descriptor for the EngineConfig fields a ranking leaves pending (numerical_notes,
+    workspace_size): the instance dict holds the value, or a :class:`_Pending` that the first read
+    replaces with the engine's answer (both fields at once, dropping the subgraph). Reading from the
+    class gives the field's default."""
+
+    __slots__ = ("name", "default")
+
+    def __init__(self, name, default):
+        self.name, self.default = name, default
+
+    def __get__(self, ec, owner=None):
+        if ec is None:
+            return self.default
+        d = ec.__dict__
+        v = d[self.name]
+        if v.__class__ is _Pending:
+            _resolve(ec, v.sub)
+            v = d[self.name]
+        return v
+
+    def __set__(self, ec, value):       # the dataclass __init__ (object.__setattr__) lands here
+        ec.__dict__[self.name] = value
+
+
+def _resolve(ec, sub):
+    d = ec.__dict__
+    engine, cfg = d["engine"], d["config"]
+    notes = engine.config_notes(sub, cfg)
     ws = engine.workspace_size(sub, cfg)
-    notes, behavior = engine.config_notes(sub, cfg), engine.behavior_notes
+    d["numerical_notes"] = notes if type(notes) is tuple else tuple(notes)
+    d["workspace_size"] = _round_up(ws) if ws else 0
+
+
+EngineConfig.numerical_notes = _LazyField("numerical_notes", ())
+EngineConfig.workspace_size = _LazyField("workspace_size", 0)
+
+
+def _getstate(self):
+    """The fields' values (pending ones filled: a pickle carries no subgraph)."""
+    return {f: getattr(self, f) for f in _FIELDS}
+
+
+EngineConfig.__getstate__ = _getstate
+_FIELDS = ("engine", "config", "numerical_notes", "behavior_notes", "workspace_size", "predicted_time", "parts",
+           "why")
+
+
+def engine_config(engine, sub, cfg, ctx, predicted=math.inf, why=""):
+    """The EngineConfig of ``cfg`` on ``sub`` (one subgraph: its scratch is the plan's workspace).
+
+    Its numerical notes and workspace size are asked of the engine when first read (a ranking hands
+    out every config; a caller reads these of the one or two it builds): the same values, equality,
+    hash and repr as the constructor's object once read."""
+    behavior = engine.behavior_notes
     # the frozen dataclass's __init__ sets each field through object.__setattr__: filling __dict__
     # makes the same object (same fields, order, equality, hash) in half the time
     ec = _new(EngineConfig)
-    ec.__dict__.update(engine=engine, config=cfg, numerical_notes=notes if type(notes) is tuple else tuple(notes),
+    pend = _Pending(sub)
+    ec.__dict__.update(engine=engine, config=cfg, numerical_notes=pend,
                        behavior_notes=behavior if type(behavior) is tuple else tuple(behavior),
-                       workspace_size=_round_up(ws) if ws else 0, predicted_time=predicted, parts=(), why=why)
+                       workspace_size=pend, predicted_time=predicted, parts=(), why=why)
     return ec
 
 
