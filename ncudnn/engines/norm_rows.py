@@ -11,8 +11,10 @@ Backward: dx in one row kernel; dscale (and dbias) as ordered column sums over t
 Layouts: each sample's block must be dense (any order of the non-batch dims: NCHW, NHWC, ...) with
 the batch stride equal to n; Y / DY / DX share X's strides; SCALE / BIAS / DSCALE / DBIAS have X's
 strides on the normalized dims (elements line up in memory order); statistics are one value per row.
-Knob: BLOCK_SIZE (0: the kernel layer's choice; 32 = warp per row). EPSILON by value or as a
-one-element device tensor (read in the kernel).
+Knobs: BLOCK_SIZE (0: the kernel layer's choice; 32 = warp per row); TILE_ROWS (forward, warp per row:
+rows a block, 0 = the kernel layer's 4); LOAD_SIZE (forward: 0 = an element per access, 16 = 16-byte
+vector accesses when n divides into vectors and X, Y, SCALE, BIAS declare >= 16-byte alignment).
+EPSILON by value or as a one-element device tensor (read in the kernel).
 """
 import math
 
@@ -35,6 +37,7 @@ NM = cudnnBackendNormMode_t
 PH = cudnnBackendNormFwdPhase_t
 MODES = (NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM)
 BLOCKS = (0, 32, 128, 256, 512, 1024)
+ROWS = (0, 1, 2, 4, 8)
 
 
 def _dense_rows(x):
@@ -77,6 +80,44 @@ def _block(cfg):
     return cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 0)
 
 
+def _rows(cfg):
+    return cfg.get(K.CUDNN_KNOB_TYPE_TILE_ROWS, 0)
+
+
+def _load(cfg):
+    return cfg.get(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 0)
+
+
+def _fwd_vec(sub):
+    """Elements per 16-byte access of the forward (0: the layout or alignment does not allow it)."""
+    if sub.kind != "norm_fwd":
+        return 0
+    node = sub.anchor
+    x = node.inputs["X"]
+    ts = [t for t in (x, node.inputs["SCALE"], node.inputs.get("BIAS"), node.outputs["Y"]) if t is not None]
+    mem = [t for t in ts if not t.is_virtual]
+    if tuple(x.strides[1:]) != tuple(packed_strides_of(x.dims)[1:]) or any(t.alignment < 16 for t in mem):
+        return 0
+    if any(tuple(t.strides[1:]) != tuple(packed_strides_of(t.dims)[1:]) for t in ts if t is not x and not t.is_virtual):
+        return 0
+    sizes = [kprim_itemsize(kdtype(t)) for t in mem] + ([4] if sub.epilogue else [])
+    vec = 16 // max(sizes)
+    return vec if kn.vec_ok(math.prod(x.dims[1:]), sizes, vec) else 0
+
+
+def packed_strides_of(dims):
+    out, acc = [], 1
+    for d in reversed(dims):
+        out.append(acc)
+        acc *= d
+    return tuple(reversed(out))
+
+
+def kprim_itemsize(dt):
+    from ..kernels.dtypes import storage_dtype
+    return storage_dtype(dt).itemsize
+
+
 def _forward(sub, cfg):
     node = sub.anchor
     i = node.inputs
@@ -99,14 +140,24 @@ def _forward(sub, cfg):
     else:
         y_arg, y_dt = Arg.tensor(y), kdtype(y)
     p_dt = kdtype(scale)
-    threads, blk, vpt, rpb = kn.row_config(n, _block(cfg))
+    vec = _fwd_vec(sub) if _load(cfg) else 0
+    threads, blk, vpt, rpb = kn.row_config(n, _block(cfg), _rows(cfg), vec=vec or 1)
+    if vec and not vpt:        # too long for registers: the scalar looped path
+        vec = 0
+        threads, blk, vpt, rpb = kn.row_config(n, _block(cfg), _rows(cfg))
     eps = i["EPSILON"]
     eps_dt = None if eps.is_by_value else kdtype(eps)
-    fargs = (n, blk, vpt, not rms, bias is not None, write, kdtype(x), p_dt, y_dt, s_dt, rpb, eps_dt)
     args = [Arg.tensor(x), Arg.tensor(scale), Arg.tensor(bias) if bias is not None else Arg.dummy(p_dt),
             y_arg, mean_arg, inv_arg, Arg.scalar(eps) if eps_dt is None else Arg.tensor(eps), Arg.const(rows)]
-    steps = [Step("norm_rows_fwd:" + src_key(fargs), lambda: kn.row_fwd_kernel(*fargs)[0],
-                  math.ceil(rows / rpb), threads, args, nbytes=tensor_bytes(x, y, scale, bias))]
+    if vec:
+        fargs = (n, blk, vpt, vec, not rms, bias is not None, write, kdtype(x), p_dt, y_dt, s_dt, rpb, eps_dt)
+        step = Step("norm_rows_fwd_vec:" + src_key(fargs), lambda: kn.row_fwd_vec_kernel(*fargs)[0],
+                    math.ceil(rows / rpb), threads, args, nbytes=tensor_bytes(x, y, scale, bias))
+    else:
+        fargs = (n, blk, vpt, not rms, bias is not None, write, kdtype(x), p_dt, y_dt, s_dt, rpb, eps_dt)
+        step = Step("norm_rows_fwd:" + src_key(fargs), lambda: kn.row_fwd_kernel(*fargs)[0],
+                    math.ceil(rows / rpb), threads, args, nbytes=tensor_bytes(x, y, scale, bias))
+    steps = [step]
     if fused:
         from .norm_batch import epilogue_output
 
@@ -191,16 +242,35 @@ class NormRowsEngine(Engine):
         return OK
 
     def knobs(self, sub):
-        return (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 0, 1024, 32, 0),)
+        return (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 0, 1024, 32, 0),
+                KnobSpec(K.CUDNN_KNOB_TYPE_TILE_ROWS, 0, 8, 1, 0),
+                KnobSpec(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 0, 16, 16, 0))
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
-        if st == S.CUDNN_STATUS_SUCCESS and _block(cfg) not in BLOCKS:
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        if _block(cfg) not in BLOCKS:
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: BLOCK_SIZE {_block(cfg)} is not one of {BLOCKS}"
-        return st, why
+        if _rows(cfg) not in ROWS:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: TILE_ROWS {_rows(cfg)} is not one of {ROWS}"
+        if _rows(cfg) and sub.kind == "norm_fwd":
+            n = math.prod(sub.anchor.inputs["X"].dims[1:])
+            if kn.row_config(n, _block(cfg))[1] != 32:
+                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: TILE_ROWS {_rows(cfg)} needs warp-per-row mode " \
+                    f"(BLOCK_SIZE 32, or 0 with rows of <= {32 * kn.VPT_MAX} elements)"
+        elif _rows(cfg):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: TILE_ROWS is a forward knob"
+        if _load(cfg) and not _fwd_vec(sub):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: LOAD_SIZE 16 needs a forward whose rows divide " \
+                "into 16-byte vectors and X, Y, SCALE, BIAS packed with >= 16-byte alignment"
+        return OK
 
     def candidates_key(self, sub):
-        return ()
+        if sub.kind != "norm_fwd":
+            return ("bwd",)
+        n = math.prod(sub.anchor.inputs["X"].dims[1:])
+        return ("fwd", kn.row_config(n)[1] == 32, bool(_fwd_vec(sub)))
 
     def _steps(self, sub, cfg):
         memo = sub.__dict__.setdefault("_norm_rows_steps", {})
@@ -212,7 +282,8 @@ class NormRowsEngine(Engine):
         return self._steps(sub, cfg)[1]
 
     def cost(self, sub, cfg, device):
-        return steps_time(device, self._steps(sub, cfg)[0]) * (1.0 if not _block(cfg) else 1.05)
+        forced = _block(cfg) or _rows(cfg) or _load(cfg)
+        return steps_time(device, self._steps(sub, cfg)[0]) * (1.05 if forced else 1.0)
 
     def build(self, sub, cfg, ctx):
         steps, ws = self._steps(sub, cfg)
