@@ -11,7 +11,7 @@ NHWC = (0, 2, 3, 1)
 
 def _slice(xd, start, limit, steps=None, order=None, y_dtype=None, y_dims=None):
     x = TensorDesc(1, tuple(xd), packed_strides(xd, order), DT.CUDNN_DATA_HALF, name="x")
-    y = TensorDesc(2, y_dims, None, y_dtype, name="y")
+    y = TensorDesc(2, y_dims, y_dims and packed_strides(y_dims), y_dtype, name="y")
     node = Slice("cut", {"X": x}, {"Y": y}, start_indices=start, limit_indices=limit, strides=steps)
     OpGraph([node]).finalize()
     return node, x, y
