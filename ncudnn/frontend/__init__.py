@@ -7,8 +7,8 @@ it into :mod:`ncudnn.ir` at ``validate``, plans and builds it through :mod:`ncud
 shape overrides (:mod:`.overrides`), CUDA-graph recording (:mod:`.cudagraph`), and the ``graph`` /
 ``jit`` / ``graph_cache`` / ``Graph`` conveniences (:mod:`.sugar`).
 
-Not yet: ``slice`` and ``transpose`` of intermediate tensors (the IR has no node for them; of graph
-inputs they run as a copy, see :mod:`.ops_view`); batch-norm ``peer_stats``; attention options beyond
+Not yet: ``transpose`` of intermediate tensors (of graph inputs it runs as a copy; ``slice`` of any
+tensor runs, see :mod:`.ops_view`); batch-norm ``peer_stats``; attention options beyond
 masks, bias, sequence lengths and dropout.
 """
 from .enums import (attention_implementation, behavior_note, build_plan_policy, convolution_mode,

@@ -1,15 +1,17 @@
 """``slice`` and ``transpose`` of pygraph.
 
-The IR has no slice / transpose node yet, so a slice or transpose of a graph *input* is lowered as an
-IDENTITY pointwise node (a real copy kernel) reading a hidden *view* tensor: the input's memory seen
-with the sliced / permuted dims and strides (and an element offset for slices). At execute the view is
-bound to the input's buffer (offset applied). A slice or transpose of an intermediate (virtual) tensor
-is refused with NOT_SUPPORTED until the IR has nodes for them.
+A slice or transpose of a graph *input* is lowered as an IDENTITY pointwise node (a real copy kernel,
+which can fuse with pointwise consumers) reading a hidden *view* tensor: the input's memory seen with
+the sliced / permuted dims and strides (and an element offset for slices). At execute the view is
+bound to the input's buffer (offset applied). A slice of an intermediate (virtual or produced) tensor
+is the IR :class:`~ncudnn.ir.Slice` node (:class:`FeSlice`: the Python slices are resolved against
+the input's dims once they are inferred); a transpose of one is refused with NOT_SUPPORTED.
 
 * ``transpose(input, permutation) -> Y``: Y dims are ``[input.dim[p] for p in permutation]``;
 * ``slice(input, slices) -> Y``: ``slices`` is one Python ``slice`` per dim (steps >= 1).
 Y is packed row-major unless its strides are set; its data type is the input's.
 """
+from ..ir import Slice
 from ..ir.tensor import packed_strides
 from ..types import cudnnPointwiseMode_t, cudnnStatus_t
 from .builder import op_method
@@ -28,27 +30,62 @@ def _transpose_geometry(rec, d):
     return [d.dims[p] for p in perm], [d.strides[p] for p in perm], 0
 
 
-def _slice_geometry(rec, d):
-    sls = list(rec.params.get("slices") or [])
-    if len(sls) > d.ndim:
-        raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"node '{rec.name}' (slice): {len(sls)} slices for "
-                          f"{d.ndim} dims")
-    sls += [slice(None)] * (d.ndim - len(sls))
-    dims, strides, offset = [], [], 0
-    for i, (sl, n, st) in enumerate(zip(sls, d.dims, d.strides)):
+def _resolve_slices(name, sls, dims):
+    """(start, stop, step) per dim of ``dims`` from Python slices (missing trailing dims: whole; an int
+    i: i:i+1; negative indices count from the end); BAD_PARAM for too many slices or an empty one,
+    NOT_SUPPORTED for a step < 1."""
+    sls = list(sls or [])
+    if len(sls) > len(dims):
+        raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"node '{name}' (slice): {len(sls)} slices for "
+                          f"{len(dims)} dims")
+    sls += [slice(None)] * (len(dims) - len(sls))
+    out = []
+    for i, (sl, n) in enumerate(zip(sls, dims)):
         if not isinstance(sl, slice):
             sl = slice(*sl) if isinstance(sl, (list, tuple)) else slice(int(sl), int(sl) + 1)
-        start, stop, step = sl.indices(int(n))
-        if step < 1:
-            raise graph_error(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{rec.name}' (slice): dim {i}: step {step} "
+        if sl.step is not None and sl.step < 1:
+            raise graph_error(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{name}' (slice): dim {i}: step {sl.step} "
                               "(only positive steps)")
-        size = len(range(start, stop, step))
-        if size < 1:
-            raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"node '{rec.name}' (slice): dim {i}: {sl} is empty")
-        dims.append(size)
+        start, stop, step = sl.indices(int(n))
+        if len(range(start, stop, step)) < 1:
+            raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"node '{name}' (slice): dim {i}: {sl} is empty")
+        out.append((start, stop, step))
+    return out
+
+
+def _slice_geometry(rec, d):
+    dims, strides, offset = [], [], 0
+    for (start, stop, step), st in zip(_resolve_slices(rec.name, rec.params.get("slices"), d.dims), d.strides):
+        dims.append(len(range(start, stop, step)))
         strides.append(st * step)
         offset += start * st
     return dims, strides, offset
+
+
+class FeSlice(Slice):
+    """The IR slice node built from pygraph's Python slices, resolved when the input's dims are known."""
+
+    def __init__(self, name, inputs, outputs, compute_dtype, slices):
+        super().__init__(name, inputs, outputs, compute_dtype, start_indices=(), limit_indices=())
+        self.slices = list(slices or [])
+
+    def pre_validate(self, ctx):
+        x = self.inputs.get("X")
+        if x is not None and x.dims is not None:
+            r = _resolve_slices(self.name, self.slices, x.dims)
+            self.start_indices = tuple(a for a, _, _ in r)
+            self.limit_indices = tuple(b for _, b, _ in r)
+            self.strides = tuple(k for _, _, k in r)
+        super().pre_validate(ctx)
+
+
+def _lower_slice(graph, rec):
+    src = rec.tensors["input"]
+    produced = {t.get_uid() for r in graph._records for t in r.outputs if t is not None}
+    if src.desc.is_virtual or src.get_uid() in produced:
+        return FeSlice(rec.name, {"X": src.desc}, {"Y": rec.outputs[0].desc}, graph._compute_dtype(rec),
+                       rec.params.get("slices"))
+    return _lower_view(_slice_geometry)(graph, rec)
 
 
 def _lower_view(geometry):
@@ -97,6 +134,6 @@ class ViewOps:
     transpose = op_method("transpose", ("input",), ("permutation",), ("OUT_0",), _lower_view(_transpose_geometry),
                           required=("input", "permutation"),
                           doc="transpose(input, permutation) -> Y (of a graph input; see the module docstring)")
-    slice = op_method("slice", ("input",), ("slices",), ("OUT_0",), _lower_view(_slice_geometry),
+    slice = op_method("slice", ("input",), ("slices",), ("OUT_0",), _lower_slice,
                       required=("input", "slices"),
-                      doc="slice(input, slices) -> Y (of a graph input; see the module docstring)")
+                      doc="slice(input, slices) -> Y (see the module docstring)")
