@@ -8,24 +8,15 @@ Knobs (cudnnBackendKnobType_t): TILE_SIZE indexes :data:`TILES`, STAGES (2-4), S
 3-D, CONVOLUTION mode (flipped filter), NCHW activations, C % 8 != 0, non-KRSC filters, output or
 residual rows that are not ``m * stride`` over the (n, p, q) pixels, math types without tensor cores.
 """
-import math
-
-from ..errors import BadParamError
-from ..kernels import kcache
 from ..kernels.tc_conv import check_conv, conv_args, conv_grid, make_tc_conv_fprop
-from ..kernels.tc_gemm import check, smem_bytes
-from ..types import cudnnBackendKnobType_t, cudnnBackendLayoutType_t, cudnnBackendNumericalNote_t
-from ..types import cudnnStatus_t
+from ..types import cudnnBackendLayoutType_t, cudnnStatus_t
 from . import gemm_common as gc
-from . import heuristics as H
-from .base import OK, Engine, KnobSpec
 from .conv_common import conv_problem
-from .matmul_tc import HALF, SIM_SMALL_OUTPUT, _t
 from .registry import register
+from .tc_engine_base import HALF, TcEngineBase, check_aligned, epilogue_flats, tile_config
+from .tc_engine_base import tile as _t
 
 S = cudnnStatus_t
-K = cudnnBackendKnobType_t
-NN = cudnnBackendNumericalNote_t
 
 #: block tiles, best first for large problems (eff: estimates from the matmul figure less the gather;
 #: 128x256 ranks below 128x128 until measured; 256x128 spilled in the sm_90 compile check: left out)
@@ -39,9 +30,7 @@ TILES = (
 
 
 def tc_config(cfg):
-    tile = TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
-    return tile.cfg.replace(STAGES=cfg.get(K.CUDNN_KNOB_TYPE_STAGES, tile.stages),
-                            GROUP_M=cfg.get(K.CUDNN_KNOB_TYPE_SWIZZLE, 8))
+    return tile_config(TILES, cfg)
 
 
 def _rows(dims, strides, what):
@@ -105,119 +94,23 @@ class _TcConv:
 
 
 @register
-class ConvTcEngine(Engine):
+class ConvTcEngine(TcEngineBase):
     name = "conv_tc"
     kinds = ("conv_fprop", "conv_dgrad", "conv_wgrad")
-    numerical_notes = (NN.CUDNN_NUMERICAL_NOTE_TENSOR_CORE,)
     preferred_layout = cudnnBackendLayoutType_t.CUDNN_LAYOUT_TYPE_PREFERRED_NHWC
+    TILES = TILES
+    PROBLEM_MEMO = "_conv_problem"
+    EDGE_LABEL = "predicated edges, zero-filled padding"
 
-    def problem(self, sub):
-        memo = sub.__dict__.setdefault("_conv_problem", {})
-        hit = memo.get(self.name)
-        if hit is None:
-            try:
-                hit = _TcConv(sub)
-            except gc.Reject as e:
-                hit = e
-            memo[self.name] = hit
-        if isinstance(hit, gc.Reject):
-            raise hit
-        return hit
+    def _problem(self, sub):
+        return _TcConv(sub)
 
-    def check_support(self, sub, ctx):
-        st, why = super().check_support(sub, ctx)
-        if st != S.CUDNN_STATUS_SUCCESS:
-            return st, why
-        if ctx is not None and not ctx.allow_tensor_cores:
-            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: the math type does not allow tensor cores " \
-                "(FMA_MATH)"
-        dev = ctx.device if ctx is not None else None
-        if dev is not None and tuple(dev.cc) < (8, 0):
-            return S.CUDNN_STATUS_ARCH_MISMATCH, f"{self.name}: mma.sync needs sm_80+"
-        try:
-            p = self.problem(sub)
-            gc.tail_of(sub, p.epi.out, ctx)
-        except gc.Reject as e:
-            return e.status, e.reason
-        return OK
+    def gemm_shape(self, p):
+        return p.M, p.N, p.K, 1
 
-    def knobs(self, sub):
-        return (KnobSpec(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0, len(TILES) - 1, 1, 0, tuple(t.label for t in TILES)),
-                KnobSpec(K.CUDNN_KNOB_TYPE_STAGES, 2, 4, 1, TILES[0].stages),
-                KnobSpec(K.CUDNN_KNOB_TYPE_SWIZZLE, 1, 8, 1, 8),
-                KnobSpec(K.CUDNN_KNOB_TYPE_EDGE, 1, 1, 1, 1, ("predicated edges, zero-filled padding",)))
-
-    def keep(self, sub, cfg, ctx):
-        st, why = super().keep(sub, cfg, ctx)
-        if st != S.CUDNN_STATUS_SUCCESS:
-            return st, why
-        sw = cfg.get(K.CUDNN_KNOB_TYPE_SWIZZLE)
-        if sw & (sw - 1):
-            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: SWIZZLE = {sw} is not a power of 2"
-        ok, why = check(tc_config(cfg))
-        return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}")
-
-    def config_notes(self, sub, cfg):
-        try:
-            out = self.problem(sub).epi.out
-        except gc.Reject:
-            return self.numerical_notes
-        return tuple(dict.fromkeys(self.numerical_notes + gc.tail_notes(sub, out)))
-
-    def candidates(self, sub, ctx):
-        from ..platform import simulator_enabled
-
-        try:
-            p = self.problem(sub)
-        except gc.Reject:
-            return ()
-        base = self.default_config(sub)
-        idx = [i for i, t in enumerate(TILES)
-               if t.cfg.BLOCK_M <= 2 * max(p.M, 16) and t.cfg.BLOCK_N <= 2 * max(p.N, 16)] or [len(TILES) - 1]
-        if simulator_enabled() and p.M * p.N <= SIM_SMALL_OUTPUT:
-            idx = [len(TILES) - 1]
-        out = []
-        for i in idx:
-            t = TILES[i]
-            sw = 8 if gc.ceil_div(p.M, t.cfg.BLOCK_M) > 8 else 1
-            out.append(base.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, i).with_knob(K.CUDNN_KNOB_TYPE_STAGES, t.stages)
-                       .with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, sw))
-        out = [c for c in out if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
-        dev = ctx.device if ctx is not None else None
-        if dev is not None:
-            out.sort(key=lambda c: self.cost(sub, c, dev))
-        return tuple(out)
-
-    def workspace_size(self, sub, cfg):
-        try:
-            p = self.problem(sub)
-        except gc.Reject:
-            return 0
-        return gc.tail_workspace(sub, p.epi.out)
-
-    def cost(self, sub, cfg, device):
-        return gc.memo(sub, ("cost", self.name, cfg, device), lambda: self._cost(sub, cfg, device))
-
-    def _cost(self, sub, cfg, device):
-        try:
-            p = self.problem(sub)
-        except gc.Reject:
-            return math.inf
-        tile = TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
-        c = tc_config(cfg)
-        smem = smem_bytes(c)
-        if smem > device.smem_per_block:
-            return math.inf
-        per_sm = max(H.blocks_per_sm(device, c.threads, tile.regs, smem), 1)
-        eff = tile.eff / H.occupancy_factor(per_sm, c.threads)
-        if c.GROUP_M == 1 and gc.ceil_div(p.M, c.BLOCK_M) > 8:
-            eff /= gc.SWIZZLE_GAIN
-        if c.STAGES == 2:
-            eff *= 0.8
+    def cost_terms(self, p):
         cp = p.cp
-        return H.gemm_time(device, p.M, p.N, p.K, tile=(c.BLOCK_M, c.BLOCK_N), threads=c.threads, regs=tile.regs,
-                           smem=smem, in_bytes=cp.in_bytes, out_bytes=cp.out_bytes, peak="bf16",
-                           extra_bytes=cp.extra_bytes, compute_eff=min(eff, 1.0)) + gc.tail_time(sub, p.epi.out)
+        return cp.in_bytes, cp.out_bytes, cp.extra_bytes, "bf16"
 
     def build(self, sub, cfg, ctx):
         p = self.problem(sub)
@@ -227,9 +120,7 @@ class ConvTcEngine(Engine):
         tf = gc.typing_flat
         typing = self._args(p, kern, tf(dts[0]), tf(dts[1]), tf(dts[2]), tf(dts[3]), tf(dts[4]), 1.0)
         key = gc.key_text("tc_conv_fprop", c, dts, kern.epi)
-        ck = kcache.get_or_compile(key, lambda: kern.kernel, gc.argtypes(typing))
-        return TcConvPlan(self, sub, cfg, p, kern, ck, self.workspace_size(sub, cfg),
-                          tail=gc.tail_build(sub, p.epi.out, ctx))
+        return self._plan(TcConvPlan, sub, cfg, ctx, p, kern, key, typing)
 
     @staticmethod
     def _args(p, kern, x, w, y, bias, res, alpha):
@@ -245,14 +136,10 @@ class TcConvPlan(gc.BlockPlan):
 
     def _own(self, views, scratch):
         p, kern = self.p, self.kern
-        cp, e = p.cp, p.epi
+        cp = p.cp
         x, w = gc.flat(views[cp.x.uid], cp.x), gc.flat(views[cp.w.uid], cp.w)
-        for port, f in (("x", x), ("w", w)):
-            if f.ptr % 16:
-                raise BadParamError(f"conv_tc: {port} at {f.ptr:#x} is not 16-byte aligned", S.CUDNN_STATUS_BAD_PARAM)
-        out = gc.flat(views[e.out.uid], e.out)
-        bias = gc.flat(views[e.bias.uid], e.bias) if e.bias is not None else out
-        res = gc.flat(views[e.residual.uid], e.residual) if e.residual is not None else out
-        args = ConvTcEngine._args(p, kern, x, w, out, bias, res, gc.alpha_of(e, views, cp.alpha, self.sub))
+        check_aligned("conv_tc", (("x", x), ("w", w)))
+        out, bias, res = epilogue_flats(p.epi, views)
+        args = ConvTcEngine._args(p, kern, x, w, out, bias, res, gc.alpha_of(p.epi, views, cp.alpha, self.sub))
         g = cp.g
         return [self.bl.prepare(conv_grid(kern, g.N, p.P, p.Q, g.K), kern.cfg.threads, args, kern.smem)]

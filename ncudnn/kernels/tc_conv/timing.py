@@ -10,12 +10,12 @@ in channels_last of the same dtype (cuDNN; its relu is not timed, ours is). TFLO
 """
 import argparse
 import math
-import statistics
 
 import numpy as np
 
 from .. import epilogue as ep
 from ..tc_gemm.launch import _compiled
+from ..tc_timing import median_seconds
 from .fprop import CONV_CONFIGS, conv_args, conv_grid, make_tc_conv_fprop
 
 #: (C, H, K, R, stride) of every distinct ResNet-50 (v1.5) conv after conv1; H = W, pad = R // 2
@@ -28,21 +28,6 @@ RESNET50 = (
     (1024, 14, 512, 1, 1), (512, 14, 512, 3, 2), (512, 7, 2048, 1, 1), (1024, 14, 2048, 1, 2),
     (2048, 7, 512, 1, 1), (512, 7, 512, 3, 1),
 )
-
-
-def _time(go, iters, torch):
-    for _ in range(3):
-        go()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        go()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) / 1e3)
-    return statistics.median(times)
 
 
 def layer(N, C, H, K, R, stride, cfgs, iters=20, dtype="bf16"):
@@ -79,11 +64,11 @@ def layer(N, C, H, K, R, stride, cfgs, iters=20, dtype="bf16"):
         launch.run(None, 0)
         torch.cuda.synchronize()
         err = float((y.float() - ref).norm() / ref.norm())
-        t = _time(lambda: launch.run(None, 0), iters, torch)
+        t = median_seconds(lambda: launch.run(None, 0), iters)
         if err < 2e-2 and (best is None or t < best[0]):
             best = (t, cfg, err)
         print(f"    {cfg.name:28s} {t * 1e6:9.1f} us  rel_err {err:.1e}", flush=True)
-    t_ref = _time(lambda: F.conv2d(x, w, b, stride, pad), iters, torch)
+    t_ref = median_seconds(lambda: F.conv2d(x, w, b, stride, pad), iters)
     return best, t_ref, 2.0 * N * P * P * K * C * R * R
 
 

@@ -11,34 +11,18 @@ the plain one. A torch line (``torch.matmul`` on the same dtype, same timing) cl
 each config prints its ratio to it. TFLOP/s = 2 * M * N * K / median seconds / 1e12.
 """
 import argparse
-import statistics
 
 import ml_dtypes
 import numpy as np
 
 from .. import epilogue as ep
+from ..tc_timing import median_seconds
 from .config import CONFIGS
 from .kernel import make_tc_gemm
 from .launch import _compiled, fused_args, fused_grid, run_tc_gemm
 
 _DT = {"bf16": ("bfloat16", ml_dtypes.bfloat16, np.uint16), "fp16": ("float16", np.float16, np.float16),
        "tf32": ("float32", np.float32, np.float32)}
-
-
-def _median_seconds(go, iters):
-    from numba import cuda
-
-    for _ in range(3):
-        go()
-    times = []
-    for _ in range(iters):
-        e0, e1 = cuda.event(), cuda.event()
-        e0.record()
-        go()
-        e1.record()
-        e1.synchronize()
-        times.append(max(e0.elapsed_time(e1), 1e-6) / 1e3)
-    return statistics.median(times)
 
 
 def _operands(M, N, K, a_kmajor, b_kmajor, dtype, seed=0, check_rows=256):
@@ -95,7 +79,7 @@ def time_config(cfg, M, N, K, a_kmajor=True, b_kmajor=False, iters=20, check_row
     if fused:
         ref = np.maximum(ref, 0)
     err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
-    return 2.0 * M * N * K / _median_seconds(go, iters) / 1e12, err
+    return 2.0 * M * N * K / median_seconds(go, iters) / 1e12, err
 
 
 def time_torch(M, N, K, dtype="bf16", iters=20):
@@ -112,18 +96,7 @@ def time_torch(M, N, K, dtype="bf16", iters=20):
 
     def go():
         torch.matmul(a, b, out=c)
-    for _ in range(3):
-        go()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        go()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) / 1e3)
-    return 2.0 * M * N * K / statistics.median(times) / 1e12
+    return 2.0 * M * N * K / median_seconds(go, iters) / 1e12
 
 
 def main(argv=None):
