@@ -72,6 +72,7 @@ class CompileResult:
 
 _CASES = {}
 _PTX_CACHE = {}  # (py_func, signature, cc, options) -> PTX: cases sharing a kernel compile it once
+_LINK_CACHE = {}  # (py_func, signature, cc, options, max_registers) -> parsed ptxas resources
 
 
 def register_compile_case(name, pyfunc_or_dispatcher, signature, max_registers=255, max_local_bytes=0):
@@ -186,7 +187,14 @@ def compile_case(case, cc=TARGET_CC):
         return res
     res.ptx_local_bytes = ptx_local_bytes(ptx)
     try:
-        funcs = parse_ptxas_log(link_info_log(ptx, cc, opts.get("max_registers")))
+        # one link per (PTX, options) in a process: a second identical link may be served from a JIT
+        # cache that prints no ptxas lines (seen on the H200 with two budgets over one kernel)
+        lkey = key + (opts.get("max_registers"),)
+        funcs = _LINK_CACHE.get(lkey)
+        if funcs is None:
+            funcs = parse_ptxas_log(link_info_log(ptx, cc, opts.get("max_registers")))
+            if funcs:
+                _LINK_CACHE[lkey] = funcs
     except Exception as e:
         funcs = {}
         link_problem = f"no cubin info ({' '.join(str(e).split())[:300]}): judged on the PTX"

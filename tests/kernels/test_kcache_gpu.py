@@ -28,10 +28,13 @@ k = kcache.get_or_compile("gpu-test/scale", build, "void(float32[::1], float32[:
 seconds = time.perf_counter() - t
 x = np.random.default_rng().uniform(-1, 1, 300).astype(np.float32)
 out = cuda.to_device(np.full(300, np.nan, np.float32))
-k.prepare(3, 128, (cuda.to_device(x), out, np.float32(3))).run()
+dx = cuda.to_device(x)
+k.prepare(3, 128, (dx, out, np.float32(3))).run()
 got = out.copy_to_host()
+want = x * np.float32(3) + np.float32(2.5)
 print("R " + json.dumps(dict(stats=kcache.stats(), seconds=seconds, from_cubin=k.module is not None,
-                             attrs=k.attrs, ok=bool(np.allclose(got, x * np.float32(3) + np.float32(2.5))))))
+                             attrs=k.attrs, ok=bool(np.allclose(got, want)),
+                             got=[float(v) for v in got[:4]], want=[float(v) for v in want[:4]])))
 '''
 
 

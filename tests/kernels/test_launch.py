@@ -206,10 +206,10 @@ class _TorchLike:
         return (host.__array_interface__ if host is not None else self._arr.__cuda_array_interface__)["data"][0]
 
     def stride(self):
-        return tuple(s // self._arr.itemsize for s in self._arr.strides)
+        return tuple(s // self._arr.dtype.itemsize for s in self._arr.strides)
 
     def element_size(self):
-        return self._arr.itemsize
+        return self._arr.dtype.itemsize  # numba's GPU DeviceNDArray has no .itemsize
 
 
 def test_torch_like_tensors(rng):
