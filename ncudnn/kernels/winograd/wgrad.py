@@ -1,0 +1,208 @@
+"""Winograd weight gradient of a 3x3, stride-1, undilated convolution: F(3x3, r x r), r = 2 or 4.
+
+``dw[k, c, i, j] = sum_{n, p, q} dy[n, k, p, q] x[n, c, p + i - pad_h, q + j - pad_w]`` is a
+correlation of x with dy giving a 3x3 result, so it runs as the minimal filtering algorithm F(3, r)
+with the *dy tile* (r x r, tiles stepping by r over P x Q) as the "filter" and the x window
+(alpha x alpha, alpha = r + 2, at ``(th * r - pad_h, tw * r - pad_w)``) as the "data":
+
+1. dy transform   U[xi, k, t] = (G dy_t G^T)[xi]        (alpha x r G; NHWC: U[xi, t, k])
+2. x transform    V[xi, c, t] = (B^T x_t B)[xi]         (NHWC: V[xi, t, c])
+3. alpha^2 x S batched GEMMs  M[xi, s] (K x C) = U[xi, :, chunk s] @ V[xi, :, chunk s]^T
+   (the tile index t is the reduction; it is cut into S chunks of TC tiles, a multiple of 16, so
+   that K x C tiles x alpha^2 x S fill the SMs: split-K as a batch dimension, no atomics)
+4. output         dw = alpha * A^T (sum_s M[xi, s]) A + beta * dw   per (k, c), 3 x alpha A^T
+
+Tiles are padded to ``TPAD = S * TC`` with zeros (t >= T: all loads predicated off), out-of-image
+x and out-of-range dy elements are predicated zeros (any padding). F(3, 2) uses points 0, 1, -1
+and F(3, 4) 0, 1, -1, 2, -2 (plus infinity), derived exactly (:func:`.transforms.derive`).
+
+Signatures (pointers / sizes / strides / scalars), 1-D grids of ``THREADS``:
+``dy(dy, u, K, P, Q, TH, TW, T, TPAD, s_n, s_k, s_h, s_w)``   (idx over K x TPAD);
+``x(x, v, C, H, W, TH, TW, T, TPAD, pad_h, pad_w, s_n, s_c, s_h, s_w)``   (idx over C x TPAD);
+``out(mb, dw, K, C, S, base, s_k, s_c, s_r, s_s, alpha, beta)``   (idx over K x C; M is
+[alpha^2, S, K, C]; negative r / s strides write the filter flipped: CONVOLUTION mode).
+"""
+import numpy as np
+
+from .. import dtypes
+from .kernels import THREADS, _compile, _lincomb, blocks  # noqa: F401  (blocks: the launchers' grid)
+from .transforms import derive
+
+#: dy tile sizes r of F(3x3, r x r) and their interpolation points (plus infinity)
+POINTS = {2: (0, 1, -1), 4: (0, 1, -1, 2, -2)}
+#: the chunk length TC of the split reduction is a multiple of this (the GEMM's BLOCK_K)
+CHUNK = 16
+_T = {}
+
+
+def transform(r):
+    """The F(3, r) matrices (BT alpha x alpha, G alpha x r, AT 3 x alpha), exact fractions."""
+    if r not in _T:
+        if r not in POINTS:
+            raise ValueError(f"F(3x3, {r}x{r}) wgrad: r must be one of {sorted(POINTS)}")
+        _T[r] = derive(3, r, POINTS[r])
+    return _T[r]
+
+
+def _tile_index(L):
+    L += ["    nimg = t // (TH * TW)",
+          "    rem = t - nimg * (TH * TW)",
+          "    th = rem // TW",
+          "    tw = rem - th * TW",
+          "    live = t < T"]
+
+
+def dy_source(r, cfast):
+    t = transform(r)
+    a, G = t.alpha, t.G
+    L = ["def wgrad_dy(dy, u, K, P, Q, TH, TW, T, TPAD, s_n, s_k, s_h, s_w):",
+         "    idx = cuda.grid(1)",
+         "    n_all = K * TPAD",
+         "    if idx >= n_all:",
+         "        return"]
+    L += ["    t = idx // K", "    k = idx - t * K"] if cfast else ["    k = idx // TPAD", "    t = idx - k * TPAD"]
+    _tile_index(L)
+    L += [f"    p0 = th * {r}", f"    q0 = tw * {r}", "    base = nimg * s_n + k * s_k + p0 * s_h + q0 * s_w"]
+    for i in range(r):
+        L.append(f"    rv_{i} = live and p0 + {i} < P")
+        L.append(f"    cv_{i} = q0 + {i} < Q")
+    for i in range(r):
+        for j in range(r):
+            L.append(f"    g_{i}_{j} = ld(dy, uint64(base + {i} * s_h + {j} * s_w)) "
+                     f"if rv_{i} and cv_{j} else float32(0.0)")
+    for i in range(a):            # Z = G g  (alpha x r)
+        for j in range(r):
+            L.append(f"    z_{i}_{j} = {_lincomb(G[i], [f'g_{k}_{j}' for k in range(r)])}")
+    for i in range(a):            # U = Z G^T (alpha x alpha)
+        for j in range(a):
+            L.append(f"    u[uint64({i * a + j} * n_all + idx)] = {_lincomb(G[j], [f'z_{i}_{k}' for k in range(r)])}")
+    return "\n".join(L) + "\n"
+
+
+def x_source(r, cfast):
+    t = transform(r)
+    a, BT = t.alpha, t.BT
+    L = ["def wgrad_x(x, v, C, H, W, TH, TW, T, TPAD, pad_h, pad_w, s_n, s_c, s_h, s_w):",
+         "    idx = cuda.grid(1)",
+         "    n_all = C * TPAD",
+         "    if idx >= n_all:",
+         "        return"]
+    L += ["    t = idx // C", "    c = idx - t * C"] if cfast else ["    c = idx // TPAD", "    t = idx - c * TPAD"]
+    _tile_index(L)
+    L += [f"    h0 = th * {r} - pad_h", f"    w0 = tw * {r} - pad_w", "    base = nimg * s_n + c * s_c"]
+    for i in range(a):
+        L.append(f"    rv_{i} = live and h0 + {i} >= 0 and h0 + {i} < H")
+        L.append(f"    cv_{i} = w0 + {i} >= 0 and w0 + {i} < W")
+    for i in range(a):
+        for j in range(a):
+            L.append(f"    d_{i}_{j} = ld(x, uint64(base + (h0 + {i}) * s_h + (w0 + {j}) * s_w)) "
+                     f"if rv_{i} and cv_{j} else float32(0.0)")
+    for i in range(a):            # Z = B^T d
+        for j in range(a):
+            L.append(f"    z_{i}_{j} = {_lincomb(BT[i], [f'd_{k}_{j}' for k in range(a)])}")
+    for i in range(a):            # V = Z B
+        for j in range(a):
+            L.append(f"    v[uint64({i * a + j} * n_all + idx)] = {_lincomb(BT[j], [f'z_{i}_{k}' for k in range(a)])}")
+    return "\n".join(L) + "\n"
+
+
+def out_source(r):
+    t = transform(r)
+    a, AT = t.alpha, t.AT
+    L = ["def wgrad_out(mb, dw, K, C, S, base, s_k, s_c, s_r, s_s, alpha, beta):",
+         "    idx = cuda.grid(1)",
+         "    KC = K * C",
+         "    if idx >= KC:",
+         "        return",
+         "    k = idx // C",
+         "    c = idx - k * C"]
+    for xi in range(a * a):
+        L.append(f"    m_{xi} = float32(0.0)")
+    L += ["    for s in range(S):"]
+    for xi in range(a * a):
+        L.append(f"        m_{xi} += mb[uint64(({xi} * S + s) * KC + idx)]")
+    for i in range(3):            # Z = A^T M (3 x alpha)
+        for j in range(a):
+            L.append(f"    z_{i}_{j} = {_lincomb(AT[i], [f'm_{k * a + j}' for k in range(a)])}")
+    L.append("    o = base + k * s_k + c * s_c")
+    for i in range(3):            # O = Z A (3 x 3)
+        for j in range(3):
+            L.append(f"    v = alpha * ({_lincomb(AT[j], [f'z_{i}_{k}' for k in range(a)])})")
+            L.append(f"    off = uint64(o + {i} * s_r + {j} * s_s)")
+            L.append("    if beta != float32(0.0):")
+            L.append("        v += beta * ld(dw, off)")
+            L.append("    st(dw, off, v)")
+    return "\n".join(L) + "\n"
+
+
+def make_dy(r, dtype="float32", cfast=False):
+    """The dy-transform kernel of F(3x3, r x r) wgrad for dy stored as ``dtype``."""
+    dtype = dtypes.dtype_name(dtype)
+    return _compile(("wgrad_dy", r, dtype, bool(cfast)), dy_source(r, cfast), "wgrad_dy", {"ld": dtypes.loader(dtype)})
+
+
+def make_x(r, dtype="float32", cfast=False):
+    """The x-transform kernel of F(3x3, r x r) wgrad for x stored as ``dtype``."""
+    dtype = dtypes.dtype_name(dtype)
+    return _compile(("wgrad_x", r, dtype, bool(cfast)), x_source(r, cfast), "wgrad_x", {"ld": dtypes.loader(dtype)})
+
+
+def make_out(r, dtype="float32"):
+    """The output-transform kernel of F(3x3, r x r) wgrad writing dw as ``dtype``."""
+    dtype = dtypes.dtype_name(dtype)
+    return _compile(("wgrad_out", r, dtype), out_source(r), "wgrad_out",
+                    {"ld": dtypes.loader(dtype), "st": dtypes.storer(dtype)})
+
+
+# ------------------------------------------------------------------------------ decomposition
+
+def tiles(P, Q, N, r):
+    """(tile rows, tile columns, T) of dy for tile r."""
+    th, tw = -(-P // r), -(-Q // r)
+    return th, tw, N * th * tw
+
+
+def splits(K, C, T, a2, block_m, block_n, slots, max_splits=64, min_chunk=128):
+    """(S, TC): chunks of the reduction over T (TC a multiple of :data:`CHUNK`) minimising
+    waves x chunk length for ``K/BLOCK_M x C/BLOCK_N x alpha^2 x S`` GEMM blocks on ``slots``
+    concurrent blocks (SMs x blocks per SM); ties keep the fewer chunks (less output traffic)."""
+    base = -(-K // block_m) * -(-C // block_n) * a2
+    best = None
+    for s in range(1, max_splits + 1):
+        tc = -(-(-(-T // s)) // CHUNK) * CHUNK
+        if s > 1 and tc < min_chunk:
+            break
+        waves = -(-(base * s) // slots)
+        score = waves * (tc + 32)         # + a k-tile-sized cost of each block's prologue / epilogue
+        if best is None or score < best[0]:
+            best = (score, s, tc)
+    return best[1], best[2]
+
+
+def sizes(K, C, TPAD, S, r):
+    """(U, V, M) float32 element counts of the workspace."""
+    a2 = (r + 2) ** 2
+    return a2 * K * TPAD, a2 * C * TPAD, a2 * S * K * C
+
+
+def gemm_strides(K, C, TPAD, TC, S, r, cfast):
+    """(A, B, C) strides (batch1 = xi, batch2 = chunk s, row, col) of the batched GEMM
+    ``M[xi, s] (K x C) = U[xi, :, s] (K x TC) @ V[xi, :, s] (TC x C)``, and the (A, B) layouts."""
+    if cfast:      # U [xi, t, k] ("km"), V [xi, t, c] ("kn")
+        a_st, b_st, lay = (TPAD * K, TC * K, 1, K), (TPAD * C, TC * C, C, 1), ("km", "kn")
+    else:          # U [xi, k, t] ("mk"), V [xi, c, t] ("nk")
+        a_st, b_st, lay = (K * TPAD, TC, TPAD, 1), (C * TPAD, TC, 1, TPAD), ("mk", "nk")
+    return a_st, b_st, (S * K * C, K * C, C, 1), lay
+
+
+def dw_addressing(dw_strides, flip):
+    """(base, s_k, s_c, s_r, s_s) of the output kernel; ``flip``: write the filter rotated by 180
+    degrees (CONVOLUTION mode)."""
+    s_k, s_c, s_r, s_s = dw_strides
+    if flip:
+        return 2 * s_r + 2 * s_s, s_k, s_c, -s_r, -s_s
+    return 0, s_k, s_c, s_r, s_s
+
+
+def f32(v):
+    return np.float32(v)

@@ -1,0 +1,108 @@
+"""Winograd wgrad kernels (kernels/winograd/wgrad.py) launched by wgrad_launch.run_wgrad against the
+float64 oracle (reference.conv_wgrad) at tiny odd shapes in the simulator: both tiles, padding 0 / 1 /
+2, NCHW / NHWC, split reductions, beta blending, CONVOLUTION mode; the F(3, r) matrices exact; the
+split choice; the kernels compile for sm_90."""
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from ncudnn.kernels.gemm.config import GemmConfig
+from ncudnn.kernels.winograd import wgrad as ww
+from ncudnn.kernels.winograd.wgrad_launch import WgradShape, run_wgrad
+from ncudnn.reference import conv as ref
+from ncudnn.testing import poison_value, rel_err, size
+
+#: a few-thread GEMM tile for the simulator; the GPU run takes the engine's 128x128 tile
+SIM_CFG = GemmConfig(BLOCK_M=8, BLOCK_N=8, BLOCK_K=4, THREAD_M=2, THREAD_N=2, WARP_M=0, WARP_N=0, UNROLL_K=1)
+GPU_CFG = GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=8, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64, VEC=4)
+#: max relative error (L2) of fp32 I/O per tile (docs/winograd.md)
+TOL = {2: 1e-5, 4: 5e-5}
+
+
+def _strides(dims, nhwc):
+    n, c, h, w = dims
+    return (h * w * c, 1, w * c, c) if nhwc else (c * h * w, h * w, w, 1)
+
+
+def _dev(a, nhwc):
+    return cuda.to_device(np.ascontiguousarray(a.transpose(0, 2, 3, 1) if nhwc else a).reshape(-1))
+
+
+def _run(rng, N, C, H, W, K, pad, r, nhwc, splits=None, beta=0.0, flip=False, cfg=None):
+    cfg = cfg or size(SIM_CFG, GPU_CFG)
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    P, Q = H + 2 * pad - 2, W + 2 * pad - 2
+    dy = rng.standard_normal((N, K, P, Q)).astype(np.float32)
+    w_shape = (K, C, 3, 3)
+    sh = WgradShape(N, C, H, W, K, P, Q, (pad, pad), _strides(x.shape, nhwc), _strides(dy.shape, nhwc),
+                    _strides(w_shape, nhwc), r, cfg, cfast=nhwc, flip=flip, splits=splits)
+    if beta:
+        dw0 = rng.standard_normal(w_shape).astype(np.float32)
+    else:
+        dw0 = np.full(w_shape, poison_value(np.float32), np.float32)
+    d_dw = _dev(dw0, nhwc)
+    ws = cuda.to_device(np.full(sh.workspace_elems, np.nan, np.float32))
+    run_wgrad(sh, _dev(x, nhwc), _dev(dy, nhwc), d_dw, ws, alpha=1.5, beta=beta)
+    out = d_dw.copy_to_host().reshape((K, 3, 3, C) if nhwc else w_shape)
+    if nhwc:
+        out = out.transpose(0, 3, 1, 2)
+    want = 1.5 * ref.conv_wgrad(x, dy, w_shape, pre_pad=pad, post_pad=pad, cross_correlation=not flip)
+    if beta:
+        want = want + beta * dw0.astype(np.float64)
+    return rel_err(out, want), sh
+
+
+@pytest.mark.parametrize("r", [2, 4])
+@pytest.mark.parametrize("nhwc", [False, True])
+@pytest.mark.parametrize("pad", [0, 1, 2])
+def test_wgrad_oracle(rng, r, nhwc, pad):
+    dims = size((2, 3, 5, 6, 5), (32, 64, 28, 28, 64))
+    err, _ = _run(rng, *dims, pad, r, nhwc)
+    assert err < TOL[r], err
+
+
+@pytest.mark.parametrize("r", [2, 4])
+def test_wgrad_split_beta_flip(rng, r):
+    err, sh = _run(rng, 3, 2, 7, 5, 3, 1, r, False, splits=2, beta=0.5, flip=True)
+    assert sh.S == 2 and sh.TPAD >= sh.T
+    assert err < TOL[r], err
+
+
+@pytest.mark.parametrize("r", [2, 4])
+def test_transform_exact(rng, r):
+    """A^T [(G g G^T) * (B^T d B)] A is the 3x3 correlation of an alpha x alpha d with an r x r g."""
+    t = ww.transform(r)
+    a = t.alpha
+    mat = lambda p, q: [[sum(x * y for x, y in zip(row, col)) for col in zip(*q)] for row in p]  # noqa: E731
+    tr = lambda p: [list(v) for v in zip(*p)]  # noqa: E731
+    d = [[Fraction(int(v), 5) for v in row] for row in rng.integers(-40, 40, (a, a))]
+    g = [[Fraction(int(v), 3) for v in row] for row in rng.integers(-40, 40, (r, r))]
+    U, V = mat(mat(t.G, g), tr(t.G)), mat(mat(t.BT, d), tr(t.BT))
+    Y = mat(mat(t.AT, [[U[i][j] * V[i][j] for j in range(a)] for i in range(a)]), tr(t.AT))
+    for i in range(3):
+        for j in range(3):
+            assert Y[i][j] == sum(g[p][q] * d[p + i][q + j] for p in range(r) for q in range(r))
+
+
+def test_splits_fill_the_machine():
+    # ResNet-50 C256 14x14, F(3x3, 4x4): 144 GEMM blocks; splitting fills 264 slots better
+    s, tc = ww.splits(256, 256, 512, 36, 128, 128, 264)
+    assert s > 1 and tc % ww.CHUNK == 0 and s * tc >= 512
+    # a reduction too short to split stays whole
+    assert ww.splits(256, 256, 100, 36, 128, 128, 264) == (1, 112)
+
+
+@pytest.mark.slow
+def test_compile_sm90():
+    """The transforms compile for sm_90 without spills or local memory (subprocess, no simulator)."""
+    from ncudnn.kernels import compile_check
+    from ncudnn.kernels.winograd import wgrad_cases  # noqa: F401  (registers)
+
+    names = [n for n in compile_check.registered_cases() if n.startswith("wgrad_f3r")]
+    assert len(names) == 10
+    res = compile_check.run_compile_check(names, jobs=2, timeout=600)
+    bad = [r.summary() for r in res if not r.ok]
+    assert not bad, "\n".join(bad)
+    assert all(r.spill_stores == 0 and r.stack_frame == 0 for r in res if r.cubin_info)
