@@ -273,6 +273,16 @@ def _reshape(op, T):
                    mode=op.value(A.CUDNN_ATTR_OPERATION_RESHAPE_MODE))
 
 
+def _slice(op, T):
+    from ..ir import Slice
+    P = "CUDNN_ATTR_OPERATION_SLICE_"
+    steps = op.values(A[P + "STRIDES"]) if op.is_set(A[P + "STRIDES"]) else None
+    return Slice(name="slice", inputs={"X": T(op, A[P + "XDESC"])}, outputs={"Y": T(op, A[P + "YDESC"])},
+                 start_indices=tuple(int(v) for v in op.values(A[P + "START_INDICES"])),
+                 limit_indices=tuple(int(v) for v in op.values(A[P + "LIMIT_INDICES"])),
+                 strides=None if steps is None else tuple(int(v) for v in steps))
+
+
 def _rng(op, T):
     from ..ir import Rng
     rng = op.value(A.CUDNN_ATTR_OPERATION_RNG_DESC)
@@ -353,6 +363,7 @@ LOWER = {
         (("DY", "DYDESC"), ("X", "XDESC"), ("Y", "YDESC"), ("IDX", "IDXDESC")), (("DX", "DXDESC"),)),
     D.CUDNN_BACKEND_OPERATION_CONCAT_DESCRIPTOR: _concat,
     D.CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR: _reshape,
+    D.CUDNN_BACKEND_OPERATION_SLICE_DESCRIPTOR: _slice,
     D.CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR: _rng,
     D.CUDNN_BACKEND_OPERATION_SIGNAL_DESCRIPTOR: _signal,
     D.CUDNN_BACKEND_OPERATION_PAGED_CACHE_LOAD_DESCRIPTOR: _paged,

@@ -1,10 +1,10 @@
 """Schema of the remaining operation descriptors: norm forward/backward, resample forward/backward,
-concat, signal, reshape, RNG, paged cache load, block-scale quantize/dequantize. Data only."""
+concat, signal, reshape, slice, RNG, paged cache load, block-scale quantize/dequantize. Data only."""
 from ..types import cudnnBackendAttributeName_t as A
 from ..types import cudnnBackendAttributeType_t as T
 from ..types import cudnnBackendDescriptorType_t as D
 from ..types import cudnnBackendReshapeMode_t as RS
-from .attrs import FLOATS, ONE_OR_MORE, Attr, OPTIONAL, desc, opt, req, tensor
+from .attrs import FLOATS, ONE_OR_MORE, UP_TO_MAX_DIMS, Attr, OPTIONAL, desc, opt, req, tensor
 
 _NF = "CUDNN_ATTR_OPERATION_NORM_FWD_"
 NORM_FORWARD = {
@@ -68,6 +68,14 @@ RESHAPE = {
     A.CUDNN_ATTR_OPERATION_RESHAPE_MODE: opt(T.CUDNN_TYPE_RESHAPE_MODE, default=RS.CUDNN_RESHAPE_LOGICAL),
 }
 
+SLICE = {
+    A.CUDNN_ATTR_OPERATION_SLICE_XDESC: tensor(),
+    A.CUDNN_ATTR_OPERATION_SLICE_YDESC: tensor(),
+    A.CUDNN_ATTR_OPERATION_SLICE_START_INDICES: req(T.CUDNN_TYPE_INT64, UP_TO_MAX_DIMS),
+    A.CUDNN_ATTR_OPERATION_SLICE_LIMIT_INDICES: req(T.CUDNN_TYPE_INT64, UP_TO_MAX_DIMS),
+    A.CUDNN_ATTR_OPERATION_SLICE_STRIDES: opt(T.CUDNN_TYPE_INT64, UP_TO_MAX_DIMS),   # unset: all 1
+}
+
 RNG_OP = {
     A.CUDNN_ATTR_OPERATION_RNG_DESC: desc(D.CUDNN_BACKEND_RNG_DESCRIPTOR),
     A.CUDNN_ATTR_OPERATION_RNG_YDESC: tensor(),
@@ -109,6 +117,7 @@ SCHEMAS = {
     D.CUDNN_BACKEND_OPERATION_CONCAT_DESCRIPTOR: CONCAT,
     D.CUDNN_BACKEND_OPERATION_SIGNAL_DESCRIPTOR: SIGNAL,
     D.CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR: RESHAPE,
+    D.CUDNN_BACKEND_OPERATION_SLICE_DESCRIPTOR: SLICE,
     D.CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR: RNG_OP,
     D.CUDNN_BACKEND_OPERATION_PAGED_CACHE_LOAD_DESCRIPTOR: PAGED_CACHE_LOAD,
     D.CUDNN_BACKEND_OPERATION_BLOCK_SCALE_QUANTIZE_DESCRIPTOR: BLOCK_SCALE_QUANTIZE,

@@ -1,4 +1,4 @@
-"""Finalize checks of concat, signal, reshape, RNG and paged-cache-load operations."""
+"""Finalize checks of concat, signal, reshape, slice, RNG and paged-cache-load operations."""
 from ...types import cudnnBackendAttributeName_t as A
 from ...types import cudnnBackendDescriptorType_t as D
 from ...types import cudnnDataType_t as DT
@@ -45,6 +45,30 @@ def finalize_reshape(d):
     if x.numel != y.numel:
         bad(d, A.CUDNN_ATTR_OPERATION_RESHAPE_YDESC,
             f"{list(y.dims)} holds {y.numel} elements, X {list(x.dims)} holds {x.numel}")
+
+
+def finalize_slice(d):
+    """One start / limit (/ stride) per dim of X, 0 <= start < limit <= extent, stride >= 1, and Y's dims
+    ceil((limit - start) / stride) per dim; BAD_PARAM naming the attribute."""
+    P = "CUDNN_ATTR_OPERATION_SLICE_"
+    x = tensor_of(d, A[P + "XDESC"])
+    y = tensor_of(d, A[P + "YDESC"])
+    start = [int(v) for v in d.values(A[P + "START_INDICES"])]
+    limit = [int(v) for v in d.values(A[P + "LIMIT_INDICES"])]
+    steps = [int(v) for v in d.values(A[P + "STRIDES"])] if d.is_set(A[P + "STRIDES"]) else [1] * x.rank
+    for name, v in (("START_INDICES", start), ("LIMIT_INDICES", limit), ("STRIDES", steps)):
+        if len(v) != x.rank:
+            bad(d, A[P + name], f"{len(v)} values, X has {x.rank} dimensions")
+    for i, (a, b, k, n) in enumerate(zip(start, limit, steps, x.dims)):
+        if k < 1:
+            bad(d, A[P + "STRIDES"], f"dimension {i}: stride {k} (must be >= 1)")
+        if not 0 <= a < n:
+            bad(d, A[P + "START_INDICES"], f"dimension {i}: start {a} outside [0, {n})")
+        if not a < b <= n:
+            bad(d, A[P + "LIMIT_INDICES"], f"dimension {i}: limit {b} outside ({a}, {n}]")
+    want = [-(-(b - a) // k) for a, b, k in zip(start, limit, steps)]
+    if list(y.dims) != want:
+        bad(d, A[P + "YDESC"], f"dims {list(y.dims)}, the slice of X {list(x.dims)} gives {want}")
 
 
 def _all_ones(d, name, t):
@@ -97,6 +121,7 @@ FINALIZERS = {
     D.CUDNN_BACKEND_OPERATION_CONCAT_DESCRIPTOR: finalize_concat,
     D.CUDNN_BACKEND_OPERATION_SIGNAL_DESCRIPTOR: finalize_signal,
     D.CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR: finalize_reshape,
+    D.CUDNN_BACKEND_OPERATION_SLICE_DESCRIPTOR: finalize_slice,
     D.CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR: finalize_rng_op,
     D.CUDNN_BACKEND_OPERATION_PAGED_CACHE_LOAD_DESCRIPTOR: finalize_paged_cache_load,
 }
