@@ -27,7 +27,8 @@ from . import pointwise_ops as po
 from .dtypes import compute_type, dtype_name, loader, storage_dtype, storer
 from .primitives import SIM, block_max, block_sum, launch, shfl_xor, warp_max, warp_sum
 
-__all__ = ["softmax_forward", "softmax_backward", "softmax_config"]
+__all__ = ["softmax_forward", "softmax_backward", "softmax_config", "softmax_vec_config", "fwd_vec_kernel",
+           "vec_ok"]
 
 #: most row elements a thread keeps in registers (32 spills at the 64-register cap of 1024 threads)
 VPT_MAX = 16
@@ -178,6 +179,134 @@ def _row_fwd_source(n, block, vpt, log, ct, rpb=1):
                      [f"sty(y, base + c + {k * block}, {val(f'v{k}')})" for k in range(UNROLL)],
                      ["v = ldx(x, base + c)", f"sty(y, base + c, {val('v')})"])
     return "\n".join(s) + "\n"
+
+
+def _row_fwd_vec_source(n, block, vpt, vec, log, ct, rpb=1, unroll=4):
+    """Row kernel with ``vec`` elements per access (n % vec == 0, buffers aligned to one vector):
+    thread t owns vectors ``t + k * block``. ``vpt`` > 0: ``vpt`` vectors a thread in registers (one
+    read, one write); ``vpt`` 0: the online path, ``unroll`` vectors in flight per thread per trip,
+    then a second read (of a row just read: mostly L2 hits) that writes y."""
+    ninf, zero, one = po.lit(-math.inf, ct), po.lit(0.0, ct), po.lit(1.0, ct)
+    s, RMAX, RSUM = _head("x, y", ct, block, rpb)
+    nv = n // vec
+    s.append(f"    base = row * {n}")
+    out = (lambda v: f"{v} - m - r") if log else (lambda v: f"math.exp({v} - m) * r")
+    if vpt:
+        guard = [(k + 1) * block > nv for k in range(vpt)]
+        els = [[f"v{k}_{j}" for j in range(vec)] for k in range(vpt)]
+        for k in range(vpt):
+            s.append(f"    q{k} = t + {k * block}")
+            ind = "    "
+            if guard[k]:
+                s.append(f"    if q{k} < {nv}:")
+                ind = "        "
+            s.append(f"{ind}{', '.join('r' + e for e in els[k])} = ldvx(x, u64(base + q{k} * {vec}))")
+            s += [f"{ind}{e} = cx(r{e})" for e in els[k]]
+            if guard[k]:
+                s.append("    else:")
+                s += [f"        {e} = {ninf}" for e in els[k]]
+        flat = [e for g in els for e in g]
+        s.append("    m = v0_0")
+        s += [f"    m = m if (m != m or m >= {e}) else {e}" for e in flat[1:]]
+        s.append(f"    m = {RMAX('m')}")
+        for k in range(vpt):
+            for e in els[k]:
+                s.append(f"    e{e} = math.exp({e} - m)" + (f" if q{k} < {nv} else {zero}" if guard[k] else ""))
+        s.append(f"    ssum = {RSUM(' + '.join('e' + e for e in flat))}")
+        s.append("    r = math.log(ssum)" if log else f"    r = {one} / ssum")
+        for k in range(vpt):
+            ind = "    "
+            if guard[k]:
+                s.append(f"    if q{k} < {nv}:")
+                ind = "        "
+            vals = [f"cy({e} - m - r)" if log else f"cy(e{e} * r)" for e in els[k]]
+            s.append(f"{ind}stvy(y, u64(base + q{k} * {vec}), ({', '.join(vals)}))")
+        return "\n".join(s) + "\n"
+    U = unroll
+    step = U * block
+    full = nv // step
+
+    def loads(ind, count, q="q"):
+        b = []
+        for k in range(count):
+            names = [f"v{k}_{j}" for j in range(vec)]
+            b.append(f"{ind}{', '.join('r' + e for e in names)} = ldvx(x, u64(base + ({q} + {k * block}) * {vec}))")
+            b += [f"{ind}{e} = cx(r{e})" for e in names]
+        return b
+
+    flat = [f"v{k}_{j}" for k in range(U) for j in range(vec)]
+    one_vec = [f"v0_{j}" for j in range(vec)]
+    s += [f"    m = {ninf}", f"    s = {zero}"]
+    if full:
+        s += [f"    for jj in range({full}):", f"        q = t + jj * {step}"]
+        s += loads("        ", U)
+        s.append("        mx = v0_0")
+        s += [f"        mx = mx if mx >= {e} else {e}" for e in flat[1:]]
+        s += ["        if mx > m:", f"            s = s * math.exp(m - mx) if m > {ninf} else {zero}",
+              "            m = mx", f"        if m > {ninf}:",
+              "            s += " + " + ".join(f"math.exp({e} - m)" for e in flat)]
+    s += [f"    q = t + {full * step}", f"    while q < {nv}:"]
+    s += loads("        ", 1)
+    s.append("        mx = v0_0")
+    s += [f"        mx = mx if mx >= {e} else {e}" for e in one_vec[1:]]
+    s += ["        if mx > m:", f"            s = s * math.exp(m - mx) if m > {ninf} else {zero}",
+          "            m = mx", f"        if m > {ninf}:",
+          "            s += " + " + ".join(f"math.exp({e} - m)" for e in one_vec), f"        q += {block}"]
+    for msk in (16, 8, 4, 2, 1):
+        s += [f"    mo = shfl_xor(m, {msk})", f"    so = shfl_xor(s, {msk})"]
+        s += ["    " + ln for ln in _pair_combine("m", "s", "mo", "so", ninf, zero)]
+    if block > 32:
+        s += ["    if t % 32 == 0:", "        sm[t // 32] = m", "        sm2[t // 32] = s", "    cuda.syncthreads()",
+              "    m = sm[0]", "    s = sm2[0]", f"    for w in range(1, {block // 32}):", "        mo = sm[w]",
+              "        so = sm2[w]"]
+        s += ["        " + ln for ln in _pair_combine("m", "s", "mo", "so", ninf, zero)]
+    s.append("    r = math.log(s)" if log else f"    r = {one} / s")
+
+    def writes(ind, count, q="q"):
+        b = loads(ind, count, q)
+        for k in range(count):
+            vals = [f"cy({out(f'v{k}_{j}')})" for j in range(vec)]
+            b.append(f"{ind}stvy(y, u64(base + ({q} + {k * block}) * {vec}), ({', '.join(vals)}))")
+        return b
+    if full:
+        s += [f"    for jj in range({full}):", f"        q = t + jj * {step}"] + writes("        ", U)
+    s += [f"    q = t + {full * step}", f"    while q < {nv}:"] + writes("        ", 1) + [f"        q += {block}"]
+    return "\n".join(s) + "\n"
+
+
+def softmax_vec_config(n, vec, block=0, rows_per_block=0, online=False):
+    """(threads, element stride in vectors, VPT in vectors (0: online path), rows per block) of the
+    vector row kernel: warp per row up to WARP_ROW_MAX elements (WARP_VPT_MAX a lane), else a block
+    per row (``block`` or 512 threads) with VPT_MAX elements a thread in registers, else (or with
+    ``online``) the online path."""
+    if not block:
+        block = 32 if n <= WARP_ROW_MAX else 512
+    rpb = (rows_per_block or 4) if block == 32 else 1
+    cap = WARP_VPT_MAX if block == 32 else VPT_MAX
+    nvt = math.ceil(n / (vec * block))
+    return block * rpb, block, (nvt if nvt * vec <= cap and not online else 0), rpb
+
+
+@functools.lru_cache(maxsize=None)
+def fwd_vec_kernel(outer, n, log, vec, block, rows_per_block, unroll, x_dt, y_dt, online=False):
+    """Forward row kernel (inner == 1) with ``vec``-element accesses; returns (dispatcher, (grid,
+    threads, 0), source). Arguments ``(x, y, nrows)`` like the scalar kernel."""
+    from .pointwise import _to_compute, _to_storage, vector_load, vector_store
+    ct = compute_type([x_dt, y_dt])
+    threads, blk, vpt, rpb = softmax_vec_config(n, vec, block, rows_per_block, online)
+    src = _row_fwd_vec_source(n, blk, vpt, vec, log, ct, rpb, unroll)
+    ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, block_sum=block_sum, block_max=block_max,
+              shfl_xor=shfl_xor, warp_sum=warp_sum, warp_max=warp_max, u64=numba.uint64,
+              ldvx=vector_load(vec), stvy=vector_store(vec), cx=_to_compute(dtype_name(x_dt), ct),
+              cy=_to_storage(dtype_name(y_dt)))
+    exec(compile(src, "<softmax fwd-vec>", "exec"), ns)
+    kern = cuda.jit(ns["kernel"]) if SIM else cuda.jit(ns["kernel"], max_registers=_reg_budget(threads))
+    return kern, (math.ceil(outer / rpb), threads, 0), src
+
+
+def vec_ok(n, itemsizes, vec):
+    """Rows of n elements split into ``vec``-element accesses of at most 16 bytes."""
+    return vec > 1 and n % vec == 0 and vec * max(itemsizes) <= 16
 
 
 def _row_smem_fwd_source(n, block, log, ct, keep_exp=False):
@@ -363,8 +492,15 @@ def _bwd_kernel(outer, n, inner, log, block, y_dt, dy_dt, dx_dt):
 
 
 def softmax_forward(x, y, outer, n, inner=1, *, log=False, x_dtype="float32", y_dtype="float32",
-                    block=0, stream=0):
-    """y = softmax (or log-softmax) of x over n, both packed (outer, n, inner) device arrays."""
+                    block=0, vec=1, rows_per_block=0, unroll=4, online=False, stream=0):
+    """y = softmax (or log-softmax) of x over n, both packed (outer, n, inner) device arrays.
+    ``vec`` > 1 (inner == 1, :func:`vec_ok`, buffers aligned to one vector): the vector row kernel
+    (:func:`fwd_vec_kernel`: registers, or online with ``unroll`` vectors in flight)."""
+    if vec > 1 and inner == 1:
+        kern, (grid, blk, _), _ = fwd_vec_kernel(outer, n, log, vec, block, rows_per_block, unroll, x_dtype, y_dtype,
+                                                 online)
+        launch(kern, grid, blk, stream, x.reshape(x.size), y.reshape(y.size), outer)
+        return
     kern, (grid, blk, shared), _ = _fwd_kernel(outer, n, inner, log, block, x_dtype, y_dtype)
     args = (x.reshape(x.size), y.reshape(y.size), outer)
     if not shared:
