@@ -28,7 +28,7 @@ from .base import OK, BuildContext, Config
 from .composite import CompositeSub, make_composite
 from .plan import ExecutionPlan, layout
 from .plancache import cache_for, graph_identity, plan_key
-from .ranking import (EngineConfig, _ctx_flags, config_status, engine_config, log, log_enabled, rank_subgraph,
+from .ranking import (_MODES, EngineConfig, _ctx_flags, config_status, engine_config, log, log_enabled, rank_subgraph,
                       support)
 
 S = cudnnStatus_t
@@ -151,7 +151,8 @@ def get_heuristics(graph, mode=HM.CUDNN_HEUR_MODE_A, ctx=None):
     """
     t0 = time.perf_counter()
     ctx = context(ctx)
-    mode = HM(int(mode))
+    m = _MODES.get(mode)
+    mode = HM(int(mode)) if m is None else m
     if mode == HM.CUDNN_HEUR_MODES_COUNT:
         raise error_for(S.CUDNN_STATUS_BAD_PARAM, "CUDNN_HEUR_MODES_COUNT is not a heuristic mode")
     # mode B looks timings up by graph key; the model's modes need no key (it costs ~0.1 ms)

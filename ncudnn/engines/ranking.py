@@ -193,8 +193,40 @@ def _support(engine, sub, ctx):
     except Exception as e:  # an engine's check must never take the API down
         st, why = S.CUDNN_STATUS_INTERNAL_ERROR, f"{engine.name}: check_support raised {type(e).__name__}: {e}"
     if st != S.CUDNN_STATUS_SUCCESS:
-        return S(st), f"{sub.describe()}: {why}"
-    return S.CUDNN_STATUS_SUCCESS, ""
+        return S(st), f"{describe(sub)}: {why}"
+    return _OK
+
+
+_OK = (S.CUDNN_STATUS_SUCCESS, "")
+
+
+def describe(sub):
+    """``sub.describe()``, remembered on the subgraph (refusal reasons name it)."""
+    d = sub.__dict__
+    hit = d.get("_described")
+    if hit is None:
+        hit = d["_described"] = sub.describe()
+    return hit
+
+
+#: heuristic modes by value (an IntEnum member hashes and compares as its int)
+_MODES = {m: m for m in HM}
+
+_BY_KIND = {}
+
+
+def engines_for(kind):
+    """``registry.engines()`` that may accept a ``kind`` subgraph (no ``kinds``, or ``kind`` among
+    them), in global-index order; remembered per registry state (generation, engine table, its size)."""
+    key = (registry.generation, id(registry._ENGINES), len(registry._ENGINES), kind)
+    hit = _BY_KIND.get(key)
+    if hit is None:
+        engs = registry.engines()
+        key = (registry.generation, id(registry._ENGINES), len(registry._ENGINES), kind)
+        if len(_BY_KIND) > 256:
+            _BY_KIND.clear()
+        hit = _BY_KIND[key] = tuple([e for e in engs if not e.kinds or kind in e.kinds])
+    return hit
 
 
 def refusal(reasons):
@@ -239,13 +271,14 @@ def rank_subgraph(sub, mode, ctx, graph_key=None, explain=None):
     configs :func:`heuristics.demotion` names come after the others, in model order).
 
     ``explain``: a list that receives one line per candidate (and per rejected engine)."""
-    mode = HM(int(mode))
+    m = _MODES.get(mode)
+    mode = HM(int(mode)) if m is None else m
     device = ctx.device
     table = heuristics.table(device) if mode == HM.CUDNN_HEUR_MODE_B else None
     scored = []
     verdicts = support_memo(sub, ctx)
     strict = ctx is not None and ctx.deterministic
-    for eng in registry.engines():
+    for eng in (registry.engines() if explain is not None else engines_for(sub.kind)):
         if eng.name == "composite":
             continue
         if eng.kinds and sub.kind not in eng.kinds:  # the base check_support's refusal, without the call
