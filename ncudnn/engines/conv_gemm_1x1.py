@@ -6,13 +6,48 @@ pixels collapse into one M = N*H*W GEMM; NCHW is a GEMM batched over images (m c
 Dilation does not matter for a 1x1 filter, nor does the mode (a 1x1 filter flips onto itself).
 Same fused epilogue (alpha / beta, per-channel bias, pointwise chain, one residual or backward
 activation operand) as the implicit-GEMM engines, on the GEMM kernel's plain strided loaders.
+
+wgrad (dw[k, c] = sum over pixels of dy[., k, .] x[., c, .]): rows are the output channels K, columns
+the input channels C, the reduction the (n, spatial) pixels. When the pixels of dy and x collapse into
+one strided dim (NHWC, or one image) it is one GEMM (NHWC: both operands contiguous along K / C, the
+fast mainloop's st.shared.v4 path); otherwise (NCHW) a batch of per-image GEMMs (each contiguous along
+its pixels) summed into dw through the deterministic split-K workspace (``sum_batch``). wgrad ranks
+the fast-mainloop tiles (WGRAD_TILES) with SPLIT_K up to 256 to fill the SMs.
 """
-from ..types import cudnnBackendLayoutType_t, cudnnStatus_t
+import math
+
+from ..kernels.gemm import make_gemm
+from ..platform import simulator_enabled
+from ..types import cudnnBackendKnobType_t, cudnnBackendLayoutType_t, cudnnStatus_t
 from . import gemm_common as gc
-from .matmul_common import GemmEngineBase, GemmMapping, batch2, merge_dims
+from .base import OK
+from .matmul_common import GemmEngineBase, GemmMapping, batch2, merge_dims, _typing_arg
 from .registry import register
 
 S = cudnnStatus_t
+KT = cudnnBackendKnobType_t
+
+
+def _fast(bm, bn, tm, tn, wm, wn):
+    return gc._g(bm, bn, 8, tm, tn, wm, wn, 4, "fast").replace(MAX_REGS=128)
+
+
+#: fast-mainloop tiles (fp32 16-byte global quads; 128 registers), appended after the conv table (its
+#: indices unchanged): wgrad ranks only these, fprop / dgrad rank them beside the generic ones. TFLOP/s are estimates until measured on the H200
+#: (tools/probe_wgrad_1x1.py): the 128x128 one as gemm_common.FAST_TILES, smaller blocks a little less.
+WGRAD_TILES = (
+    gc.FAST_TILES[0],
+    gc.Tile("128x64x8 t8x8 vec4 fast", _fast(128, 64, 8, 8, 32, 64), None, 33.0, 128),
+    gc.Tile("64x128x8 t8x8 vec4 fast", _fast(64, 128, 8, 8, 32, 64), None, 33.0, 128),
+    gc.Tile("64x64x8 t8x8 vec4 fast", _fast(64, 64, 8, 8, 32, 64), None, 28.0, 128),
+)
+TILES_1X1 = gc.CONV_TILES + WGRAD_TILES
+FIRST_WGRAD_TILE = len(gc.CONV_TILES)
+#: SPLIT_K values ranked for wgrad (powers of 2), and the fraction of the fast mainloop's rate with
+#: "k"-fast operands (NCHW: quads transposed into shared memory by scalar stores)
+WGRAD_MAX_SPLIT = 1024
+KFAST_EFF = 0.85
+SIM_SMALL_MACS = 1 << 20
 
 
 def conv1x1_mapping(sub):
@@ -66,20 +101,180 @@ def conv1x1_mapping(sub):
     return GemmMapping(M, y.dims[1], x.dims[1], batch, x, w, a_st, b_st, c_st, epi, bias_st, res_st, alpha, beta)
 
 
+def wgrad1x1_mapping(sub):
+    """The GemmMapping of a 1x1 stride-1 unpadded ungrouped conv_wgrad (``sum_batch`` set on it: True
+    when the per-image GEMMs are summed through the workspace)."""
+    node = sub.anchor
+    x, dw, dy = node.conv_tensors()
+    for port, t in (("X", x), ("DW", dw), ("DY", dy)):
+        gc.check_tensor(node, port, t)
+    if any(d != 1 for d in dw.dims[2:]):
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': DW: filter {dw.dims[2:]} is not 1x1")
+    if any(s != 1 for s in node.stride):
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': stride {node.stride} is not 1 (a "
+                        "strided x has no single-stride pixel dim: implicit-GEMM engines)")
+    if any(node.pre_padding) or any(node.post_padding):
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': padding {node.pre_padding} / "
+                        f"{node.post_padding} is not 0")
+    if node.groups != 1:
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': {node.groups} groups (one GEMM "
+                        "needs groups = 1)")
+    if tuple(x.dims[2:]) != tuple(dy.dims[2:]) or x.dims[0] != dy.dims[0]:
+        raise gc.Reject(S.CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, f"node '{node.name}': X {x.dims} and DY "
+                        f"{dy.dims} pixels differ")
+    epi = gc.epilogue_of(sub, dw.dims, lambda t: None, allow_bias=False, allow_residual=False)
+    out = epi.out
+    if tuple(out.dims) != tuple(dw.dims):
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{out.label}: dims {out.dims} differ from DW's "
+                        f"{dw.dims}")
+    gc.check_tensor(node, "output", out)
+    alpha, beta = float(node.alpha), float(node.beta)
+    if beta != 0 and sub.epilogue:
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': beta = {beta} blends with a "
+                        "virtual output (a fused epilogue follows): not supported")
+    pix = [0] + list(range(2, len(dy.dims)))
+    sizes, (sy, sx) = merge_dims([dy.dims[i] for i in pix], [[t.strides[i] for i in pix] for t in (dy, x)])
+    if not sizes:
+        sizes, sy, sx = [1], [0], [0]
+    if len(sizes) > 2:
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"node '{node.name}': pixels {tuple(sizes)} of "
+                        "DY / X do not collapse into (images, pixels)")
+    c_st = (0, 0, out.strides[0], out.strides[1])
+    if len(sizes) == 1:         # one GEMM over every pixel
+        p = GemmMapping(dw.dims[0], dw.dims[1], sizes[0], (1, 1), dy, x, (0, 0, dy.strides[1], sy[0]),
+                        (0, 0, sx[0], x.strides[1]), c_st, epi, alpha=alpha, beta=beta)
+        p.sum_batch = False
+    else:                       # per-image GEMMs summed over the batch
+        p = GemmMapping(dw.dims[0], dw.dims[1], sizes[1], (sizes[0], 1), dy, x, (sy[0], 0, dy.strides[1], sy[1]),
+                        (sx[0], 0, sx[1], x.strides[1]), c_st, epi, alpha=alpha, beta=beta)
+        p.sum_batch = True
+    p.fast_ok = _fast_possible(p)
+    return p
+
+
+def _fast_possible(p):
+    """Whether the fast mainloop's stride / size conditions (kernels/gemm/fastloop.fast_ok, bar the base
+    address) can hold for every wgrad tile (BLOCK_K 8)."""
+    def operand(st, outer):
+        if st[0] % 4 or st[1] % 4:
+            return False
+        if st[3] == 1:                       # contiguous along the reduction ("k"-fast)
+            return st[2] % 4 == 0
+        return st[2] == 1 and st[3] % 4 == 0 and outer % 4 == 0
+    a, b = p.a_strides, (p.b_strides[0], p.b_strides[1], p.b_strides[3], p.b_strides[2])
+    return p.K % 8 == 0 and operand(a, p.M) and operand(b, p.N)
+
+
+class _WgradLaunch(gc.BlockLaunch):
+    """BlockLaunch whose reduce sums the batch's partials too when ``bk.sum_batch`` (kernels/gemm/launch.py),
+    through the wide reduce (splitk.make_reduce_wide) from WIDE_FROM slices."""
+
+    def __init__(self, key, bk, typing_packed):
+        super().__init__(key, bk, typing_packed)
+        self.wide = None
+        if self.reduce is not None:
+            _, _, _, _, _, _, o_args, bias_args, r_args = typing_packed
+            ws = gc.Flat(0, 1, bk.ftype)
+            f = self.f
+            self.wide = gc.kcache.get_or_compile(key + "|reduce_wide", lambda: bk.reduce_wide, gc.argtypes(
+                (ws, 1, o_args, bias_args, r_args, 1, 1, 1, f(1), f(0))))
+
+    def launches(self, packed, alpha, beta, scratch):
+        out = super().launches(packed, alpha, beta, scratch)
+        if self.reduce is None:
+            return out
+        bk, f = self.bk, self.f
+        M, N, _, nb, _, _, o_args, bias_args, r_args = packed
+        ws = gc.Flat(scratch.ptr, scratch.nbytes // (8 if bk.ftype == "float64" else 4), bk.ftype)
+        slices, out_nb = bk.reduce_shape(nb)
+        args = (ws, slices, o_args, bias_args, r_args, out_nb, M, N, f(alpha), f(beta))
+        if slices >= gc.splitk.WIDE_FROM:
+            out[-1] = self.wide.prepare(*gc.splitk.wide_grid(out_nb * M * N), args)
+        else:
+            blocks = max(1, -(-(out_nb * M * N) // gc.splitk.REDUCE_THREADS))
+            out[-1] = self.reduce.prepare(blocks, gc.splitk.REDUCE_THREADS, args)
+        return out
+
+
 @register
 class ConvGemm1x1Engine(GemmEngineBase):
     name = "conv_gemm_1x1"
-    kinds = ("conv_fprop", "conv_dgrad")
-    TILES = gc.CONV_TILES
+    kinds = ("conv_fprop", "conv_dgrad", "conv_wgrad")
+    TILES = TILES_1X1
     SPLITS = (1, 4)
     SWIZZLES = (1, 8)
-    MAX_SPLIT = 16
+    MAX_SPLIT = WGRAD_MAX_SPLIT
     preferred_layout = cudnnBackendLayoutType_t.CUDNN_LAYOUT_TYPE_PREFERRED_NHWC
 
     def mapping(self, sub):
+        if sub.kind == "conv_wgrad":
+            return wgrad1x1_mapping(sub)
         if sub.kind not in ("conv_fprop", "conv_dgrad"):
-            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"{self.name}: conv fprop and dgrad only")
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"{self.name}: conv fprop, dgrad and "
+                            "wgrad only")
         return conv1x1_mapping(sub)
+
+    # ---- wgrad: sum_batch workspace, atomic refusal, fast-tile cost
+
+    def _keep_extra(self, sub, cfg, p):
+        if sub.kind != "conv_wgrad":
+            return OK
+        if p.sum_batch and cfg.get(KT.CUDNN_KNOB_TYPE_SPLIT_K, 1) > 1 and \
+                cfg.get(KT.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 1) == 0:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{sub.anchor.name}': NCHW wgrad sums images through the " \
+                "split-K workspace (atomic SPLIT_K_BUF = 0 not supported)"
+        return OK
+
+    def workspace_size(self, sub, cfg):
+        if sub.kind != "conv_wgrad":
+            return super().workspace_size(sub, cfg)
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return 0
+        g = self.gemm_config(cfg)
+        item = 8 if p.fp64 else 4
+        if p.sum_batch:
+            ws = p.nb * g.SPLIT_K * p.M * p.N * item
+        else:
+            ws = gc.split_workspace(g, p.M, p.N, p.nb, p.fp64)
+        return max(ws, gc.tail_workspace(sub, p.epi.out))
+
+    def _cost_many(self, sub, cfgs, device, memo):
+        if sub.kind != "conv_wgrad":
+            return super()._cost_many(sub, cfgs, device, memo)
+        for c in cfgs:
+            memo[c.knobs] = self._cost(sub, c, device)
+
+    def _cost(self, sub, cfg, device):
+        t = super()._cost(sub, cfg, device)
+        if sub.kind != "conv_wgrad" or math.isinf(t):
+            return t
+        p = self.problem(sub)
+        g = self.gemm_config(cfg)
+        if g.MAINLOOP == "fast":
+            tile = self.TILES[cfg.get(KT.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
+            rate = tile.tflops or tile.estimate
+            if not p.fast_ok:          # the generic mainloop of the same tile runs
+                t *= rate / gc.GENERIC_BK8_TFLOPS
+            elif p.a_strides[3] == 1 or p.b_strides[2] == 1:
+                t /= KFAST_EFF
+        if p.sum_batch:                # partials of every image written and read back once
+            part = p.nb * g.SPLIT_K * p.M * p.N * 4
+            t += (2 * part if g.SPLIT_K == 1 else 0) / device.mem_bandwidth
+            t += 0 if g.SPLIT_K > 1 else gc.H.LAUNCH_OVERHEAD
+        return t
+
+    def build(self, sub, cfg, ctx):
+        if sub.kind != "conv_wgrad":
+            return super().build(sub, cfg, ctx)
+        p = self.problem(sub)
+        gcfg = self.gemm_config(cfg)
+        kern = make_gemm(gcfg, p.a_layout, p.b_layout, p.dtypes, p.epi.spec, sum_batch=p.sum_batch)
+        key = gc.key_text("gemm", gcfg, p.a_layout, p.b_layout, p.dtypes, kern.spec, "sum_batch" * p.sum_batch)
+        bl = _WgradLaunch(key, kern.bk, p.pack(kern, _typing_arg))
+        return gc.BlockPlan(self, sub, cfg, p, kern, bl, self.workspace_size(sub, cfg),
+                            tail=gc.tail_build(sub, p.epi.out, ctx))
 
     def _make_space(self, sub):
         """GemmEngineBase's space (useful tiles x SPLITS when the grid leaves SMs idle x one swizzle),
@@ -88,6 +283,8 @@ class ConvGemm1x1Engine(GemmEngineBase):
             p = self.problem(sub)
         except gc.Reject:
             return []
+        if sub.kind == "conv_wgrad":
+            return self._wgrad_space(sub, p)
         base, make, T = self.default_config(sub), self._config, self.TILES
         made, bk = self.__dict__.get("_configs") or {}, base.knobs
         M, N, nb = p.M, p.N, p.nb
@@ -102,4 +299,31 @@ class ConvGemm1x1Engine(GemmEngineBase):
             for s in splits:
                 for buf in ((1, 0) if self.ATOMIC and s > 1 else (1,)):
                     out.append(made.get((bk, t, s, buf, sw, None)) or make(base, t, s, buf, sw, None))
+        return out
+
+    def _wgrad_space(self, sub, p):
+        """The fast tiles (useful ones) x SPLIT_K: 1 and the powers of 2 whose grid holds half a wave to
+        eight waves of resident blocks with slices of at least 8 k-tiles (the cost picks)."""
+        base = self.default_config(sub)
+        out = []
+        # under the simulator a tiny problem (M*N*K*batch, the CI shapes) gets one tile, unsplit
+        small = simulator_enabled() and p.M * p.N * p.K * p.nb <= SIM_SMALL_MACS
+        useful = [i for i, t in enumerate(WGRAD_TILES)
+                  if t.cfg.BLOCK_M <= 2 * max(p.M, 16) and t.cfg.BLOCK_N <= 2 * max(p.N, 16)] or [len(WGRAD_TILES) - 1]
+        for i in (useful[-1:] if small else useful):
+            t = FIRST_WGRAD_TILE + i
+            c = WGRAD_TILES[i].cfg
+            tiles = gc.ceil_div(p.M, c.BLOCK_M) * gc.ceil_div(p.N, c.BLOCK_N) * p.nb
+            slots = 132 * max(1, min(2048 // c.num_threads, 65536 // (128 * c.num_threads)))
+            feasible, sp = [], 2
+            while not small and sp <= WGRAD_MAX_SPLIT and p.K >= sp * c.BLOCK_K * 8:
+                feasible.append(sp)
+                sp *= 2
+            splits = [sp for sp in feasible if slots // 2 <= tiles * sp <= 8 * slots]
+            if not splits and feasible and tiles * feasible[-1] < slots // 2:
+                splits = feasible[-2:]          # the longest splits the reduction allows
+            splits = [1] + splits
+            sw = gc.swizzle_for(p.M, c, self.SWIZZLES)
+            for sp in splits:
+                out.append(self._config(base, t, sp, 1, sw, None))
         return out

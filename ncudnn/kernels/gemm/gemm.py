@@ -27,7 +27,7 @@ B_LAYOUTS = {"nk": "k", "kn": "outer"}
 class GemmKernel:
     """A specialised GEMM: layouts, dtypes, epilogue and its :class:`BlockKernels`."""
 
-    def __init__(self, cfg, a_layout, b_layout, dtypes, spec):
+    def __init__(self, cfg, a_layout, b_layout, dtypes, spec, sum_batch=False):
         if a_layout not in A_LAYOUTS or b_layout not in B_LAYOUTS:
             raise ValueError(f"layouts: A in {sorted(A_LAYOUTS)}, B in {sorted(B_LAYOUTS)}")
         self.cfg, self.a_layout, self.b_layout = cfg, a_layout, b_layout
@@ -40,7 +40,8 @@ class GemmKernel:
         self.A = strided_operand(A_LAYOUTS[a_layout], a_dt, self.ftype)
         self.B = strided_operand(B_LAYOUTS[b_layout], b_dt, self.ftype)
         self.OUT = strided_output()
-        self.bk = BlockKernels(cfg, self.A, self.B, self.OUT, self.spec, bias_dt, res_dt)
+        self.sum_batch = sum_batch
+        self.bk = BlockKernels(cfg, self.A, self.B, self.OUT, self.spec, bias_dt, res_dt, sum_batch)
         self.kernel = self.bk.kernel
         self.split = self.bk.split
 
@@ -54,16 +55,17 @@ class GemmKernel:
 
 
 def make_gemm(cfg=GemmConfig(), a_layout="mk", b_layout="kn", dtypes=("float32",) * 3,
-              epilogue=ep.EpilogueSpec()):
+              epilogue=ep.EpilogueSpec(), sum_batch=False):
     """The cached :class:`GemmKernel` for these compile-time choices.
 
     ``dtypes``: (a, b, c[, bias[, residual]]) storage dtype names; fp32 accumulation unless all of
-    a, b, c are float64 (then fp64 accumulation and epilogue).
+    a, b, c are float64 (then fp64 accumulation and epilogue). ``sum_batch``: C = sum over the batch
+    of A[z] @ B[z] (one output; workspace partials per batch and split, see launch.py).
     """
     dtypes = tuple(dt.dtype_name(d) for d in dtypes)
-    key = (cfg, a_layout, b_layout, dtypes, epilogue)
+    key = (cfg, a_layout, b_layout, dtypes, epilogue) + ((True,) if sum_batch else ())
     if key not in _KERNELS:
-        _KERNELS[key] = GemmKernel(cfg, a_layout, b_layout, dtypes, epilogue)
+        _KERNELS[key] = GemmKernel(cfg, a_layout, b_layout, dtypes, epilogue, sum_batch)
     return _KERNELS[key]
 
 

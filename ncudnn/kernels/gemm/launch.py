@@ -3,6 +3,10 @@
 GEMM and the convolutions build a :class:`BlockKernels` from their operands / output / epilogue and
 call :func:`launch` with their argument tuples; split-K (workspace + reduce, or prescale + atomics)
 is handled here once.
+
+``sum_batch=True`` (a reduction over the batch too, e.g. an NCHW 1x1 weight gradient summed over
+images): every (batch, split) block writes raw partials to the workspace, even at SPLIT_K = 1, and
+the reduce sums all ``batch * SPLIT_K`` slices in a fixed order into one output (batch index 0).
 """
 import numpy as np
 
@@ -32,13 +36,16 @@ def _block_kernel(cfg, A, B, OUT, EPI, ftype):
 
 
 class BlockKernels:
-    def __init__(self, cfg, A, B, OUT, spec, bias_dtype, res_dtype):
+    def __init__(self, cfg, A, B, OUT, spec, bias_dtype, res_dtype, sum_batch=False):
         ok, why = check(cfg, 8 if spec.ftype == "float64" else 4)
         if not ok:
             raise ValueError(f"bad config {cfg}: {why}")
+        if sum_batch and cfg.SPLIT_K > 1 and cfg.SPLIT_MODE == "atomic":
+            raise ValueError("sum_batch needs workspace split-K (deterministic partials)")
         self.cfg, self.spec, self.ftype = cfg, spec, spec.ftype
+        self.sum_batch = bool(sum_batch)
         self.EPI = ep.build(spec, bias_dtype, res_dtype)
-        self.split = cfg.SPLIT_K > 1
+        self.split = cfg.SPLIT_K > 1 or self.sum_batch
         self.atomic = self.split and cfg.SPLIT_MODE == "atomic"
         # the main kernel stages its accumulators through local memory when its epilogue is big
         # (see mainloop.py): that many bytes of stack are expected, the mainloop stays in registers
@@ -55,6 +62,7 @@ class BlockKernels:
             # partials go to a plain [batch*SPLITS, M, N] workspace, whatever the real output is
             self.kernel, self.fallback = _block_kernel(cfg, A, B, strided_output(), ep.raw(self.ftype), self.ftype)
             self.reduce = splitk.make_reduce(OUT, self.EPI, self.ftype)
+            self.reduce_wide = splitk.make_reduce_wide(OUT, self.EPI, self.ftype)
         else:
             self.kernel, self.fallback = _block_kernel(cfg, A, B, OUT, self.EPI, self.ftype)
         self.A, self.B = A, B
@@ -69,7 +77,13 @@ class BlockKernels:
         return self.fallback is not None and not fast_ok(self.cfg, self.A, self.B, M, N, K, a_args, b_args)
 
     def workspace_elems(self, M, N, batch):
-        return splitk.workspace_elems(batch, M, N, self.cfg.SPLIT_K) if self.split and not self.atomic else 0
+        if not self.split or self.atomic:
+            return 0
+        return batch * self.cfg.SPLIT_K * M * N
+
+    def reduce_shape(self, nb):
+        """(slices summed per output, output batch) of the split-K reduce over a batch of ``nb``."""
+        return (nb * self.cfg.SPLIT_K, 1) if self.sum_batch else (self.cfg.SPLIT_K, nb)
 
 
 def kernel_args(bk, M, N, K, nb, a_args, b_args, o_args, bias_args, r_args, alpha, beta,
@@ -122,5 +136,10 @@ def launch(bk, M, N, K, nb, a_args, b_args, o_args, bias_args, r_args, alpha, be
     kernel = bk.fallback if bk.uses_fallback(M, N, K, a_args, b_args) else bk.kernel
     kernel[grid, cfg.num_threads, stream](*args)
     if bk.split and not bk.atomic:
-        splitk.launch_1d(bk.reduce, nb * M * N, stream, workspace, splits, o_args, bias_args,
-                         r_args, nb, M, N, f(alpha), f(beta))
+        slices, out_nb = bk.reduce_shape(nb)
+        args = (workspace, slices, o_args, bias_args, r_args, out_nb, M, N, f(alpha), f(beta))
+        if slices >= splitk.WIDE_FROM:
+            blocks, threads = splitk.wide_grid(out_nb * M * N)
+            bk.reduce_wide[blocks, threads, stream](*args)
+        else:
+            splitk.launch_1d(bk.reduce, out_nb * M * N, stream, *args)
