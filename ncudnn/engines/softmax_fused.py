@@ -15,8 +15,12 @@ and LOG forward patterns today). The engine re-checks the nodes with :func:`matc
 the FAST and backward patterns for when the partitioner emits them (until then those graphs run as
 reduction + pointwise subgraphs on the "reduction" and "pointwise_fused" engines). Layout: x / y
 (dy / dx) share strides and are packed; the reduced axes are consecutive in memory order, so the
-tensor is an (outer, n, inner) view. Knob: BLOCK_SIZE (0: the kernel layer's choice; rows of the
-shared-memory path get the Step's dynamic shared memory). No workspace. Math in float32.
+tensor is an (outer, n, inner) view. Knobs: BLOCK_SIZE (0: the kernel layer's choice; rows of the
+shared-memory path get the Step's dynamic shared memory); forward rows (inner == 1) also LOAD_SIZE
+(16: the 16-byte vector kernel, when n divides into vectors and X / Y declare >= 16-byte alignment:
+registers, or the online path for long rows -- never shared memory), TILE_ROWS (rows a warp-per-row
+block, 0 = 4) and ARRAY_SIZE_PER_THREAD (vectors in flight per thread on the vector online path,
+0 = 4). No workspace. Math in float32.
 """
 import math
 
@@ -31,6 +35,8 @@ from .registry import register
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t
 BLOCKS = (0, 32, 128, 256, 512, 1024)
+ROWS = (0, 1, 2, 4, 8)
+UNROLLS = (0, 2, 4, 8)
 
 
 # --------------------------------------------------------------------------- pattern (pure IR)
@@ -160,6 +166,44 @@ def _block(cfg):
     return cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 0)
 
 
+def _load(cfg):
+    return cfg.get(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 0)
+
+
+def _rows(cfg):
+    return cfg.get(K.CUDNN_KNOB_TYPE_TILE_ROWS, 0)
+
+
+def _unroll(cfg):
+    return cfg.get(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 0)
+
+
+def _forced(cfg):
+    return bool(_block(cfg) or _load(cfg) or _rows(cfg) or _unroll(cfg))
+
+
+def _vec_geometry(sub):
+    """(outer, n, vec, warp_mode) of a forward row softmax that can take 16-byte accesses, else None."""
+    info, _ = match(sub.nodes)
+    if info is None or info["kind"] != "fwd":
+        return None
+    geo, _ = geometry(info)
+    if geo is None or geo[2] != 1:
+        return None
+    outer, n, _ = geo
+    x, y = info["x"], info["y"]
+    sizes = [storage_itemsize(kdtype(t)) for t in (x, y)]
+    vec = 16 // max(sizes)
+    if min(x.alignment, y.alignment) < 16 or not ksm.vec_ok(n, sizes, vec):
+        return None
+    return outer, n, vec
+
+
+def storage_itemsize(dt):
+    from ..kernels.dtypes import storage_dtype
+    return storage_dtype(dt).itemsize
+
+
 @register
 class SoftmaxFusedEngine(Engine):
     name = "softmax_fused"
@@ -183,21 +227,55 @@ class SoftmaxFusedEngine(Engine):
         return OK
 
     def knobs(self, sub):
-        return (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 0, 1024, 32, 0),)
+        return (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 0, 1024, 32, 0),
+                KnobSpec(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 0, 16, 16, 0),
+                KnobSpec(K.CUDNN_KNOB_TYPE_TILE_ROWS, 0, 8, 1, 0),
+                KnobSpec(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 0, 8, 2, 0))
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
-        if st == S.CUDNN_STATUS_SUCCESS and _block(cfg) not in BLOCKS:
-            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: BLOCK_SIZE {_block(cfg)} is not one of {BLOCKS}"
-        return st, why
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        no = S.CUDNN_STATUS_NOT_SUPPORTED
+        if _block(cfg) not in BLOCKS:
+            return no, f"{self.name}: BLOCK_SIZE {_block(cfg)} is not one of {BLOCKS}"
+        if _rows(cfg) not in ROWS:
+            return no, f"{self.name}: TILE_ROWS {_rows(cfg)} is not one of {ROWS}"
+        if _unroll(cfg) not in UNROLLS:
+            return no, f"{self.name}: ARRAY_SIZE_PER_THREAD {_unroll(cfg)} is not one of {UNROLLS}"
+        if not (_load(cfg) or _rows(cfg) or _unroll(cfg)):
+            return OK
+        vg = _vec_geometry(sub)
+        if not _load(cfg) or vg is None:
+            return no, f"{self.name}: LOAD_SIZE / TILE_ROWS / ARRAY_SIZE_PER_THREAD select the 16-byte vector " \
+                "kernel: a forward over the innermost axis, n a multiple of one vector, X and Y >= 16-byte aligned"
+        _, blk, vpt, _ = ksm.softmax_vec_config(vg[1], vg[2], _block(cfg))
+        if _rows(cfg) and blk != 32:
+            return no, f"{self.name}: TILE_ROWS {_rows(cfg)} needs warp-per-row mode (BLOCK_SIZE 32, or 0 with " \
+                f"rows of <= {ksm.WARP_ROW_MAX} elements)"
+        if _unroll(cfg) and vpt:
+            return no, f"{self.name}: ARRAY_SIZE_PER_THREAD is for rows too long for registers (the online path)"
+        return OK
 
     def candidates_key(self, sub):
-        return ()
+        vg = _vec_geometry(sub)
+        if vg is None:
+            return ()
+        _, n, vec = vg
+        return (n <= ksm.WARP_ROW_MAX, ksm.softmax_vec_config(n, vec)[2] > 0,
+                ksm.softmax_vec_config(n, vec, 32)[2] > 0, ksm.softmax_vec_config(n, vec, 1024)[2] > 0)
 
     def _step(self, sub, cfg):
         info, _ = match(sub.nodes)
         (outer, n, inner), _ = geometry(info)
         block = _block(cfg)
+        if info["kind"] == "fwd" and _load(cfg):
+            x, y = info["x"], info["y"]
+            vec = _vec_geometry(sub)[2]
+            fargs = (outer, n, info["log"], vec, block, _rows(cfg), _unroll(cfg) or 4, kdtype(x), kdtype(y))
+            _, (grid, threads, _), _ = ksm.fwd_vec_kernel(*fargs)
+            return Step("softmax_fwd_vec:" + src_key(fargs), lambda: ksm.fwd_vec_kernel(*fargs)[0], grid, threads,
+                        [Arg.tensor(x), Arg.tensor(y), Arg.const(outer)], nbytes=tensor_bytes(x, y))
         if info["kind"] == "fwd":
             x, y = info["x"], info["y"]
             fargs = (outer, n, inner, info["log"], block, kdtype(x), kdtype(y))
@@ -222,11 +300,11 @@ class SoftmaxFusedEngine(Engine):
             nbytes = tensor_bytes(*ts)
             self._last_bytes = (sub, nbytes)
         t = H.kernel_time(device, flops=nbytes * 2.0, nbytes=nbytes, threads=256, regs=40, launches=1)
-        return t * (1.0 if not _block(cfg) else 1.05)
+        return t * (1.05 if _forced(cfg) else 1.0)
 
     def cost_plain(self, sub, cfg, device):
         """The cost through the built Step (generates the kernel source): what :meth:`cost` equals."""
-        return steps_time(device, [self._step(sub, cfg)], flops_per_byte=2.0) * (1.0 if not _block(cfg) else 1.05)
+        return steps_time(device, [self._step(sub, cfg)], flops_per_byte=2.0) * (1.05 if _forced(cfg) else 1.0)
 
     def build(self, sub, cfg, ctx):
         return MemPlan(self, sub, cfg, [self._step(sub, cfg)], 0)
