@@ -22,6 +22,7 @@ from ..kernels import kcache
 from ..kernels.gemm import make_gemm
 from ..kernels.gemm.gemm import dummy, gemm_args
 from ..kernels.winograd import kernels as wk
+from ..kernels.winograd import wgrad as ww
 from ..types import (cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnConvolutionMode_t,
                      cudnnStatus_t)
 from . import gemm_common as gc
@@ -164,7 +165,7 @@ class WinogradEngineBase(Engine):
         hit = sub.__dict__.get("_wino_problem")
         if hit is None:
             try:
-                hit = WinoProblem(sub)
+                hit = (WgradProblem if sub.kind == "conv_wgrad" else WinoProblem)(sub)
             except gc.Reject as e:
                 hit = e
             sub.__dict__["_wino_problem"] = hit
@@ -271,6 +272,8 @@ def transform_time(device, p, m):
 
 
 def _transform_time(device, p, m):
+    if p.kind == "wgrad":
+        return _wgrad_transform_time(device, p, m)
     nu, nv, nm = p.sizes(m)
     T = p.tiles(m)[2]
     a2 = (m + 2) ** 2
@@ -403,3 +406,171 @@ class NonfusedPlan(SubPlan):
         self.prepare(views, ws)(stream)
 
 
+
+
+# ------------------------------------------------------------------------------- weight gradient
+
+class WgradProblem:
+    """A conv_wgrad subgraph the non-fused engine runs as Winograd F(3x3, r x r) (kernels/winograd/
+    wgrad.py; WINO_TILE = r = 2 or 4), or :class:`gc.Reject` naming the field: 3x3, stride 1,
+    dilation 1, one group, any padding, no fused epilogue (alpha / beta only). Shares
+    :class:`WinoProblem`'s per-tile interface: ``gemm(m)`` is (K, C, TC, alpha^2 x S), the reduction
+    over the T dy tiles cut into S chunks of TC (``ww.splits`` for 128x128 blocks on 132 SMs)."""
+
+    kind = "wgrad"
+
+    def __init__(self, sub):
+        node = sub.anchor
+        where = f"node '{node.name}'"
+        if sub.kind != "conv_wgrad":
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"{where}: {sub.kind}: not conv_wgrad")
+        if sub.tail is not None or sub.epilogue:
+            n = sub.tail if sub.tail is not None else sub.epilogue[0]
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
+                            f"node '{n.name}': Winograd wgrad fuses no epilogue (alpha / beta only)")
+        x, dw, dy = node.conv_tensors()
+        for port, t in (("X", x), ("DY", dy), ("DW", dw)):
+            gc.check_tensor(node, port, t, IO_DTYPES)
+            if t.is_virtual:
+                raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: {port} is virtual")
+        if node.spatial_dims != 2:
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: spatial_dims = {node.spatial_dims} (2-D only)")
+        if tuple(dw.dims[2:]) != (3, 3):
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: DW: filter {tuple(dw.dims[2:])} is not 3x3")
+        if tuple(node.stride) != (1, 1):
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: stride {tuple(node.stride)} is not 1")
+        if tuple(node.dilation) != (1, 1):
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: dilation {tuple(node.dilation)} is not 1")
+        if int(node.groups) != 1:
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: groups = {node.groups} (1 only)")
+        self.N, self.C, self.H, self.W = x.dims
+        self.K, self.P, self.Q = dy.dims[1:]
+        pre, post = tuple(node.pre_padding), tuple(node.post_padding)
+        if (dy.dims[0], dw.dims[0], dw.dims[1]) != (self.N, self.K, self.C) or \
+                (self.P, self.Q) != (self.H + pre[0] + post[0] - 2, self.W + pre[1] + post[1] - 2):
+            raise gc.Reject(S.CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, f"{where}: X {x.dims}, DY {dy.dims} and DW "
+                            f"{dw.dims} do not match a 3x3 stride-1 convolution at padding {pre} / {post}")
+        self.node, self.x, self.dy, self.w = node, x, dy, dw
+        self.pad = pre
+        self.alpha, self.beta = float(node.alpha), float(node.beta)
+        self.flip = node.mode != cudnnConvolutionMode_t.CUDNN_CROSS_CORRELATION
+        self.G, self.Cg, self.Kg = 1, self.C, self.K
+        self.cfast = x.strides[1] == 1 and self.C > 1     # channels-last activations
+        self.x_strides, self.dy_strides, self.w_strides = tuple(x.strides), tuple(dy.strides), tuple(dw.strides)
+        self.dt_x, self.dt_dy, self.dt_w = gc.kdtype(x), gc.kdtype(dy), gc.kdtype(dw)
+        self.in_bytes, self.dy_bytes = gc.bytes_of(self.dt_x), gc.bytes_of(self.dt_dy)
+        self.w_bytes = gc.bytes_of(self.dt_w)
+        self._per_tile, self._split, self._transform, self._nf = {}, {}, {}, {}
+
+    def _tile(self, m):
+        """((TH, TW, T), (U, V, M) sizes, workspace bytes, GEMM (M, N, K, batch)) for F(3x3, m x m);
+        (S, TC, TPAD) in ``split(m)``."""
+        hit = self._per_tile.get(m)
+        if hit is None:
+            th, tw, T = ww.tiles(self.P, self.Q, self.N, m)
+            a2 = (m + 2) ** 2
+            S_, TC = ww.splits(self.K, self.C, T, a2, 128, 128, 132)
+            sizes = ww.sizes(self.K, self.C, S_ * TC, S_, m)
+            self._split[m] = (S_, TC, S_ * TC)
+            hit = self._per_tile[m] = ((th, tw, T), sizes, 4 * sum(sizes), (self.K, self.C, TC, a2 * S_))
+        return hit
+
+    def split(self, m):
+        """(S, TC, TPAD) of tile m."""
+        self._tile(m)
+        return self._split[m]
+
+    def tiles(self, m):
+        return self._tile(m)[0]
+
+    def sizes(self, m):
+        return self._tile(m)[1]
+
+    def workspace(self, m):
+        return self._tile(m)[2]
+
+    def gemm(self, m):
+        return self._tile(m)[3]
+
+
+def _wgrad_transform_time(device, p, m):
+    """The wgrad transforms (memory-bound): dy and x read (x windows overlap: L1 / L2 re-reads), U and
+    V written, M read once more by the output transform, dw written."""
+    nu, nv, nm = p.sizes(m)
+    a2 = (m + 2) ** 2
+    tpad = p.split(m)[2]
+    dy_b = p.N * p.K * p.P * p.Q * p.dy_bytes + nu * 4
+    x_b = p.N * p.C * p.H * p.W * p.in_bytes * (a2 / (m * m)) ** 0.5 + nv * 4
+    out_b = nm * 4 + p.K * p.C * 9 * p.w_bytes
+    per_sm = H.blocks_per_sm(device, wk.THREADS, 64, 0)
+    t = 0.0
+    for nbytes, threads in ((dy_b, p.K * tpad), (x_b, p.C * tpad), (out_b, p.K * p.C)):
+        t += H.kernel_time(device, nbytes=nbytes, blocks=wk.blocks(threads), threads=wk.THREADS, regs=64,
+                           bytes_in_flight=min(threads, device.sm_count * 2048) * 4 * a2, per_sm=per_sm)
+    return t
+
+
+class WgradPlan(SubPlan):
+    """dy transform -> x transform -> alpha^2 x S batched GEMM -> output transform (alpha / beta)."""
+
+    def __init__(self, engine, sub, cfg, p, m, gcfg, ws):
+        super().__init__(engine, sub, cfg, ws)
+        self.p, self.m = p, m
+        self.sizes = p.sizes(m)
+        self.th, self.tw, self.T = p.tiles(m)
+        self.S, self.TC, self.TPAD = p.split(m)
+        self.a_st, self.b_st, self.c_st, lay = ww.gemm_strides(p.K, p.C, self.TPAD, self.TC, self.S, m, p.cfast)
+        self.gk = make_gemm(gcfg, lay[0], lay[1], ("float32",) * 3, ep.EpilogueSpec())
+        tx, tdy, tdw = (gc.typing_flat(t, t.span_elements()) for t in (p.x, p.dy, p.w))
+        tu, tv, tm = (gc.Flat(0, n, F32) for n in self.sizes)
+        key = gc.key_text("winograd_wgrad", m, p.cfast)
+        self.kdy = kcache.get_or_compile(gc.key_text(key, "dy", p.dt_dy), lambda: ww.make_dy(m, p.dt_dy, p.cfast),
+                                         gc.argtypes(self._dy_args(tdy, tu)))
+        self.kx = kcache.get_or_compile(gc.key_text(key, "x", p.dt_x), lambda: ww.make_x(m, p.dt_x, p.cfast),
+                                        gc.argtypes(self._x_args(tx, tv)))
+        self.kout = kcache.get_or_compile(gc.key_text(key, "out", p.dt_w), lambda: ww.make_out(m, p.dt_w),
+                                          gc.argtypes(self._out_args(tm, tdw, 1.0)))
+        self.bl = gc.BlockLaunch(gc.key_text("gemm", gcfg, lay[0], lay[1], ("float32",) * 3, self.gk.spec),
+                                 self.gk.bk, self._gemm_pack(tu, tv, tm))
+
+    def _dy_args(self, dy, u):
+        p = self.p
+        return (dy, u, p.K, p.P, p.Q, self.th, self.tw, self.T, self.TPAD) + p.dy_strides
+
+    def _x_args(self, x, v):
+        p = self.p
+        return (x, v, p.C, p.H, p.W, self.th, self.tw, self.T, self.TPAD, p.pad[0], p.pad[1]) + p.x_strides
+
+    def _out_args(self, mb, dw, alpha):
+        p = self.p
+        return (mb, dw, p.K, p.C, self.S) + ww.dw_addressing(p.w_strides, p.flip) + (F32(alpha), F32(p.beta))
+
+    def _gemm_pack(self, u, v, mb):
+        p = self.p
+        return gemm_args(self.gk, u, v, mb, M=p.K, N=p.C, K=self.TC, a_strides=self.a_st, b_strides=self.b_st,
+                         c_strides=self.c_st, batch=((self.m + 2) ** 2, self.S))
+
+    def launches(self, views, scratch):
+        p = self.p
+        nu, nv, nm = self.sizes
+        base = scratch.ptr
+        u = gc.Flat(base, nu, F32)
+        v = gc.Flat(base + 4 * nu, nv, F32)
+        mb = gc.Flat(base + 4 * (nu + nv), nm, F32)
+        x, dy, dw = (gc.flat(views[t.uid], t) for t in (p.x, p.dy, p.w))
+        T = wk.THREADS
+        out = [self.kdy.prepare(wk.blocks(p.K * self.TPAD), T, self._dy_args(dy, u)),
+               self.kx.prepare(wk.blocks(p.C * self.TPAD), T, self._x_args(x, v))]
+        out += self.bl.launches(self._gemm_pack(u, v, mb), 1.0, 0.0, None)
+        out.append(self.kout.prepare(wk.blocks(p.K * p.C), T, self._out_args(mb, dw, p.alpha)))
+        return out
+
+    def prepare(self, views, scratch):
+        return gc.runner(self.launches(views, scratch))
+
+    def execute(self, buffers, workspace, stream):
+        from .. import memory
+
+        views = {u: (memory.as_view(a) if not isinstance(a, (int, float)) else a) for u, a in buffers.items()}
+        ws = memory.as_view(workspace) if workspace is not None else None
+        self.prepare(views, ws)(stream)

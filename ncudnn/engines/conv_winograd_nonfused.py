@@ -13,8 +13,8 @@ import math
 from ..types import cudnnBackendLayoutType_t
 from . import gemm_common as gc
 from .base import OK, Config, KnobSpec
-from .conv_winograd_common import (NN, K, S, NonfusedPlan, WinogradEngineBase, WinoProblem, nonfused_cost,
-                                   nonfused_cost_static, wino_knob)
+from .conv_winograd_common import (NN, K, S, NonfusedPlan, WgradPlan, WinogradEngineBase, WinoProblem,
+                                   nonfused_cost, nonfused_cost_static, wino_knob)
 from .registry import register
 
 #: the engine's knobs (WINO_TILE, TILE_SIZE, SWIZZLE) and the order a Config lists them in (by type)
@@ -25,6 +25,7 @@ _ORDER = tuple(sorted(range(3), key=lambda i: _KNOBS[i]))
 @register
 class ConvWinogradNonfusedEngine(WinogradEngineBase):
     name = "conv_winograd_nonfused"
+    kinds = ("conv_fprop", "conv_dgrad", "conv_wgrad")
     preferred_layout = cudnnBackendLayoutType_t.CUDNN_LAYOUT_TYPE_PREFERRED_NCHW
 
     def knobs(self, sub):
@@ -170,4 +171,6 @@ class ConvWinogradNonfusedEngine(WinogradEngineBase):
     def build(self, sub, cfg, ctx):
         p = self.problem(sub)
         m = cfg.get(K.CUDNN_KNOB_TYPE_WINO_TILE, 2)
+        if p.kind == "wgrad":
+            return WgradPlan(self, sub, cfg, p, m, self.gemm_config(cfg), self.workspace_size(sub, cfg))
         return NonfusedPlan(self, sub, cfg, p, m, self.gemm_config(cfg), self.workspace_size(sub, cfg))
