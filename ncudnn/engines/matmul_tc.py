@@ -20,6 +20,7 @@ from ..types import cudnnBackendLayoutType_t, cudnnBackendNumericalNote_t, cudnn
 from . import gemm_common as gc
 from .base import OK
 from .matmul_common import matmul_mapping
+from .matmul_tc_fp8 import FP8, fp8_halves, fp8_mapping
 from .registry import register
 from .tc_engine_base import HALF, TcEngineBase, check_aligned, epilogue_flats
 from .tc_engine_base import tile as _t
@@ -51,7 +52,9 @@ class _Layout:
 
 def _halves(p):
     """(K, A strides, B strides) as the kernel counts them: in 16-bit halves for TF32 (every A / B
-    stride except the unit k stride doubles), in elements otherwise."""
+    stride except the unit k stride doubles) and FP8 (halved), in elements otherwise."""
+    if getattr(p, "tc_fp8", False):
+        return p.tc_fp8_halves
     if not getattr(p, "tc_tf32", False):
         return p.K, p.a_strides, p.b_strides
     a, b = p.a_strides, p.b_strides
@@ -75,17 +78,20 @@ class MatmulTcEngine(TcEngineBase):
     # ---------------------------------------------------------------- problem
     def _problem(self, sub):
         """The GemmMapping of ``sub`` plus the tensor-core checks (raises gc.Reject)."""
-        p = matmul_mapping(sub)
+        p = fp8_mapping(sub) or matmul_mapping(sub)
         node = sub.anchor
         a_dt, b_dt, out_dt = p.dtypes[:3]
         where = f"node '{node.name}'"
         p.tc_tf32 = a_dt == b_dt == "float32"
-        if (a_dt not in HALF and not p.tc_tf32) or b_dt != a_dt:
+        p.tc_fp8 = a_dt in FP8
+        if (a_dt not in HALF + FP8 and not p.tc_tf32) or b_dt != a_dt:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"{where}: A {a_dt} / B {b_dt}: tensor "
-                            "cores need A and B both bfloat16, both float16 or both float32 (TF32)")
-        if out_dt not in HALF + ("float32",):
+                            "cores need A and B both bfloat16, both float16, both float32 (TF32), both "
+                            "float8_e4m3fn or both float8_e5m2")
+        if out_dt not in HALF + ("float32",) + (FP8 if p.tc_fp8 else ()):
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"{where}: output {out_dt} is not "
-                            "bfloat16, float16 or float32")
+                            "bfloat16, float16 or float32" + (" or FP8" if p.tc_fp8 else " (FP8 outputs need "
+                                                              "FP8 A and B)"))
         a_st, b_st = p.a_strides, p.b_strides
         if a_st[3] != 1 and a_st[2] != 1:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{where}: A strides {a_st[2:]}: "
@@ -95,10 +101,13 @@ class MatmulTcEngine(TcEngineBase):
                             "neither the k nor the n stride is 1")
         p.tc_a_kmajor = a_st[3] == 1
         p.tc_b_kmajor = b_st[2] == 1 and not (b_st[3] == 1 and p.N > 1)
-        if p.tc_tf32 and not (p.tc_a_kmajor and p.tc_b_kmajor):
-            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{where}: TF32 needs k-contiguous A and B "
+        if (p.tc_tf32 or p.tc_fp8) and not (p.tc_a_kmajor and p.tc_b_kmajor):
+            kind, bits = ("TF32", 32) if p.tc_tf32 else ("FP8", 8)
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{where}: {kind} needs k-contiguous A and B "
                             f"(B stored (n, k)); A strides {a_st[2:]}, B strides {b_st[2:]}: transposing "
-                            "32-bit fragment loads are not implemented")
+                            f"{bits}-bit fragment loads are not implemented")
+        if p.tc_fp8:
+            p.tc_fp8_halves = fp8_halves(p, where)
         ok, why = check_fused(_Layout(p.tc_a_kmajor, p.tc_b_kmajor), p.M, p.N, *_halves(p))
         if not ok:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{where}: {why}")
@@ -112,17 +121,25 @@ class MatmulTcEngine(TcEngineBase):
         return p
 
     def gemm_shape(self, p):
-        return p.M, p.N, p.K, p.nb
+        # FP8: the kernel's GEMM is the 16-bit one over K / 2 halves (the same mma count and bytes)
+        return p.M, p.N, p.tc_fp8_halves[0] if p.tc_fp8 else p.K, p.nb
 
     def cost_terms(self, p):
         # TF32: the same shared bytes as the 16-bit tile (half the k extent in 4-byte elements)
+        if p.tc_fp8:
+            return 2, p.out_bytes, p.extra_bytes, "bf16"
         return p.in_bytes, p.out_bytes, p.extra_bytes, "tf32" if p.tc_tf32 else "bf16"
 
     def _support_pre(self, sub, ctx):
         try:
-            tf32 = self.problem(sub).tc_tf32
+            p = self.problem(sub)
+            tf32, fp8 = p.tc_tf32, p.tc_fp8
         except gc.Reject:
-            tf32 = False
+            tf32 = fp8 = False
+        dev = ctx.device if ctx is not None else None
+        if fp8 and dev is not None and tuple(dev.cc) < (8, 9):
+            return S.CUDNN_STATUS_ARCH_MISMATCH, f"{self.name}: FP8 mma.sync (m16n8k32 e4m3 / e5m2) needs " \
+                f"sm_89+, device is sm_{dev.cc[0]}{dev.cc[1]}"
         if tf32 and ctx is not None and not ctx.allow_tf32:
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: FP32 operands need TF32, and the math type " \
                 "does not allow down-converting inputs"
@@ -147,11 +164,13 @@ class MatmulTcEngine(TcEngineBase):
         c = tc_config(cfg)
         if p.tc_tf32:   # BLOCK_K of the tile counts 16-bit halves: the kernel's k tile is half as many FP32
             c = c.replace(BLOCK_K=c.BLOCK_K // 2)
+        elif p.tc_fp8:  # ... and twice as many FP8
+            c = c.replace(BLOCK_K=c.BLOCK_K * 2)
         out_dt, bias_dt, res_dt = p.dtypes[2], p.dtypes[3], p.dtypes[4]
         kern = make_tc_gemm(c, p.tc_a_kmajor, p.tc_b_kmajor, p.dtypes[0], out_dt, epi=p.epi.spec,
                             bias_dtype=bias_dt, res_dtype=res_dt)
         tf = gc.typing_flat
-        op_t = "bfloat16" if p.tc_tf32 else p.dtypes[0]      # TF32 operands travel as 16-bit halves
+        op_t = "bfloat16" if p.tc_tf32 or p.tc_fp8 else p.dtypes[0]   # TF32 / FP8 travel as 16-bit halves
         K_, a_st, b_st = _halves(p)
         typing = fused_args(kern, tf(op_t), tf(op_t), tf(out_dt), tf(bias_dt), tf(res_dt),
                             p.M, p.N, K_, p.batch, a_st, b_st, p.c_strides)
@@ -167,6 +186,8 @@ class TcPlan(gc.BlockPlan):
         a, b = gc.flat(views[p.A.uid], p.A), gc.flat(views[p.B.uid], p.B)
         if p.tc_tf32:   # FP32 storage as 16-bit halves
             a, b = (gc.Flat(f.ptr, 2 * f.shape[0], np.uint16) for f in (a, b))
+        elif p.tc_fp8:  # FP8 pairs as 16-bit halves
+            a, b = (gc.Flat(f.ptr, (f.shape[0] + 1) // 2, np.uint16) for f in (a, b))
         K_, a_st, b_st = _halves(p)
         check_aligned("matmul_tc", (("A", a), ("B", b)), " (the plan's cp.async loads need it)")
         out, bias, res = epilogue_flats(p.epi, views)

@@ -1,0 +1,91 @@
+"""The FP8 side of engine matmul_tc (no engine of its own): the GemmMapping of a matmul subgraph whose
+A / B (e4m3 or e5m2) or written output are FP8, and the operands' 16-bit-halves view.
+
+FP8 graph pattern (cudnn-frontend's FP8 matmul): ``C = matmul(A, B)`` (FP32 compute), then the
+pointwise chain ``C * descale_a * descale_b * scale_d`` with by-value scalars (leading scales fold into
+the kernel's alpha, later ones compile in as constants), optionally bias / activation, cast to the
+output type (FP8, BF16, FP16 or FP32) by the epilogue's store (RNE). A trailing AMAX reduction of the
+written output runs as the subgraph's tail. Device-tensor scales are refused by the epilogue
+translation (only by-value scalars fuse as scales).
+
+The mapping is :func:`matmul_common.matmul_mapping`'s: every dim and stride it reads is in elements,
+so it maps a copy of the subgraph whose FP8 tensors are relabeled BF16 (its dtype checks know no
+FP8), and the FP8 names, byte sizes and the original tensors are put back.
+"""
+import copy
+import dataclasses
+
+from ..types import cudnnDataType_t, cudnnStatus_t
+from . import gemm_common as gc
+from .matmul_common import matmul_mapping
+
+S = cudnnStatus_t
+FP8 = ("float8_e4m3fn", "float8_e5m2")
+_STANDIN = cudnnDataType_t.CUDNN_DATA_BFLOAT16
+
+
+def _relabel(node, ports, which):
+    """A shallow copy of ``node`` whose ``which`` ("inputs" / "outputs") tensors at ``ports`` are BF16."""
+    n = copy.copy(node)
+    d = dict(getattr(node, which))
+    for p in ports:
+        d[p] = d[p].copy(dtype=_STANDIN)
+    setattr(n, which, d)
+    return n
+
+
+def fp8_mapping(sub):
+    """The GemmMapping of the matmul subgraph ``sub`` when A, B or the written output is FP8 (A / B
+    dtypes, ``in_bytes``, ``out_bytes``, the epilogue's output dtype and tensor as the graph has them);
+    None when no FP8 tensor is involved. Raises gc.Reject as matmul_mapping does."""
+    node = sub.anchor
+    last = sub.epilogue[-1] if sub.epilogue else node
+    oport = next(iter(last.outputs))
+    out = last.outputs[oport]
+    a_dt, b_dt, out_dt = gc.kdtype(node.inputs["A"]), gc.kdtype(node.inputs["B"]), gc.kdtype(out)
+    ins = [p for p, dt in (("A", a_dt), ("B", b_dt)) if dt in FP8]
+    out_fp8 = out_dt in FP8 and not out.is_virtual
+    if not ins and not out_fp8:
+        return None
+    anchor = _relabel(node, ins, "inputs")
+    epilogue = list(sub.epilogue)
+    if out_fp8:
+        if epilogue:
+            epilogue[-1] = _relabel(last, [oport], "outputs")
+        else:
+            anchor = _relabel(anchor, [oport], "outputs")
+    # the epilogue's nodes read the anchor's output by uid: the copies keep every uid
+    proxy = dataclasses.replace(sub, anchor=anchor, epilogue=epilogue,
+                                nodes=[anchor] + epilogue + ([sub.tail] if sub.tail is not None else []))
+    if hasattr(sub, "materialize"):
+        proxy.materialize = sub.materialize
+    p = matmul_mapping(proxy)
+    p.A, p.B = node.inputs["A"], node.inputs["B"]
+    e = p.epi
+    names = [a_dt, b_dt, e.spec.out_dtype]
+    if out_fp8:
+        names[2] = out_dt
+        e = dataclasses.replace(e, spec=dataclasses.replace(e.spec, out_dtype=out_dt), out=out)
+        p.epi = e
+    bias_dt = gc.kdtype(e.bias) if e.bias is not None else names[2]     # absent: the output stands in
+    res_dt = gc.kdtype(e.residual) if e.residual is not None else names[2]
+    p.dtypes = tuple(names) + (bias_dt, res_dt)
+    p.in_bytes = gc.bytes_of(a_dt) if a_dt in FP8 else p.in_bytes
+    p.out_bytes = gc.bytes_of(names[2])
+    return p
+
+
+def fp8_halves(p, where):
+    """(K, A strides, B strides) in 16-bit halves of k-contiguous FP8 A (b1, b2, m, k) and B
+    (b1, b2, k, n) (k stride 1); raises gc.Reject when one is odd."""
+    if p.K % 16:
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{where}: FP8 K = {p.K} is not a multiple of 16 "
+                        "(16-byte cp.async chunks of FP8)")
+    a, b = p.a_strides, p.b_strides
+    odd = [name for name, v in (("K", p.K), ("A batch stride", a[0]), ("A batch stride 2", a[1]),
+                                ("lda", a[2]), ("B batch stride", b[0]), ("B batch stride 2", b[1]),
+                                ("ldb", b[3])) if v % 2]
+    if odd:
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{where}: FP8 {odd[0]} is odd (the kernel reads "
+                        "FP8 pairs as 16-bit halves)")
+    return p.K // 2, (a[0] // 2, a[1] // 2, a[2] // 2, 1), (b[0] // 2, b[1] // 2, 1, b[3] // 2)
