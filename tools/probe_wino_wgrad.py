@@ -21,10 +21,10 @@ import time
 
 #: name: (C, K, H = W), 3x3, stride 1, pad 1
 LAYERS = {
-    "c2_64": (64, 64, 56),
-    "c3_128": (128, 128, 28),
     "c4_256": (256, 256, 14),
+    "c3_128": (128, 128, 28),
     "c5_512": (512, 512, 7),
+    "c2_64": (64, 64, 56),
     "c128_k256_56": (128, 256, 56),
 }
 
@@ -35,7 +35,7 @@ def gemm_variants():
     g8 = g16.replace(BLOCK_K=8)
     fast = g8.replace(MAINLOOP="fast", MAX_REGS=128)
     # (label, config, concurrent blocks per SM: 167 registers -> 1, fast's 128 -> 2)
-    return (("g128x16", g16, 1), ("g128x8", g8, 1), ("fast128x8", fast, 2))
+    return {"g128x16": (g16, 1), "g128x8": (g8, 1), "fast128x8": (fast, 2)}
 
 
 def time_gpu(fn, reps, trials):
@@ -93,9 +93,10 @@ def main():
     ap.add_argument("--layers", nargs="*", default=list(LAYERS))
     ap.add_argument("--layouts", nargs="*", default=["nchw", "nhwc"])
     ap.add_argument("--tiles", nargs="*", type=int, default=[2, 4])
+    ap.add_argument("--gemms", nargs="*", default=["g128x16", "fast128x8"], help="of g128x16 g128x8 fast128x8")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--trials", type=int, default=5)
-    ap.add_argument("--budget", type=float, default=110.0)
+    ap.add_argument("--budget", type=float, default=100.0, help="seconds (JIT included) before skipping the rest")
     ap.add_argument("--no-engine", action="store_true")
     a = ap.parse_args()
 
@@ -133,7 +134,8 @@ def main():
             xf, dyf, dwf = flat(xs), flat(dys), flat(dws)
             st = lambda t: tuple(t.stride())  # noqa: E731
             for r in a.tiles:
-                for label, gcfg, per_sm in gemm_variants():
+                for label in a.gemms:
+                    gcfg, per_sm = gemm_variants()[label]
                     if time.time() - t0 > a.budget:
                         break
                     sh = WgradShape(N, C, H, H, K, H, H, (1, 1), st(x), st(dy), st(dw), r, gcfg, cfast=nhwc,
