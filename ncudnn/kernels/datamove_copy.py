@@ -10,7 +10,10 @@ across them. Then one of two kernels:
   (every warp access to y is coalesced), all loads issued before the stores (bytes in flight). The
   linear index is split into coordinates by compile-time extents (div / mod by constants). Same-dtype
   copies whose innermost run is contiguous on both sides move whole 8-byte words (the arrays are
-  re-typed as int64 by the launcher: :attr:`CopyKernel.word`), so a pure memcpy is 8 bytes a lane.
+  re-typed as int64 by the launcher: :attr:`CopyKernel.word`), so a pure memcpy is 8 bytes a lane;
+  with ``vec=True`` and everything a multiple of 16 bytes, 16 bytes a lane (``ld/st.global.v2.u64``,
+  :attr:`CopyKernel.vec16`): the caller then guarantees both base addresses (plus the offsets) are
+  16-byte aligned, and runs the ``vec=False`` kernel when they are not.
 * **tiled transpose** — when the output's innermost dim is not the input's: TILE x TILE (64 x 64)
   tiles through shared memory (rows padded by one element: no bank conflicts for 4-byte types), a
   64 x 8 block, 8 elements a thread in flight, read along the input's contiguous dim, written along
@@ -29,15 +32,73 @@ import numpy as np
 from numba import cuda
 from numba.cuda.np import numpy_support
 
+from ..platform import simulator_enabled
 from .dtypes import compute_type, dtype_name, loader, storage_dtype, storer
 
-__all__ = ["CopySpec", "normalize", "build_copy", "CopyKernel", "copy_strided"]
+__all__ = ["CopySpec", "normalize", "build_copy", "CopyKernel", "copy_strided", "ld16", "st16"]
 
 TILE = 64
 TILE_ROWS = 8
 BLOCK = 256
 UNROLL = 4
 WORD = 8   # bytes a lane moves per access on the word path
+VEC = 16   # bytes a lane moves per access on the 16-byte path
+
+if simulator_enabled():
+    def ld16(arr, i):
+        """``(arr[i], arr[i + 1])`` of an int64 array, i even, as one 16-byte load."""
+        return arr[i], arr[i + 1]
+
+    def st16(arr, i, a, b):
+        """``arr[i], arr[i + 1] = a, b`` of an int64 array, i even, as one 16-byte store."""
+        arr[i] = a
+        arr[i + 1] = b
+else:
+    from llvmlite import ir
+    from numba.cuda import cgutils, types as nbtypes
+    from numba.cuda.extending import intrinsic
+
+    _V2 = ir.VectorType(ir.IntType(64), 2)
+
+    def _global_v2(context, builder, aryty, ary_val, idx, idxty):
+        ary = context.make_array(aryty)(context, builder, value=ary_val)
+        i = context.cast(builder, idx, idxty, nbtypes.intp)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [i], wraparound=False)
+        return builder.bitcast(builder.addrspacecast(ptr, ir.PointerType(ir.IntType(64), 1)), _V2.as_pointer(1))
+
+    @intrinsic
+    def _ld16(typingctx, arr, i):
+        if not isinstance(arr, nbtypes.Array) or arr.dtype != nbtypes.int64 or arr.ndim != 1:
+            return None
+        sig = nbtypes.UniTuple(nbtypes.int64, 2)(arr, i)
+
+        def codegen(context, builder, sig, args):
+            vec = builder.load(_global_v2(context, builder, sig.args[0], args[0], args[1], sig.args[1]), align=16)
+            vals = [builder.extract_element(vec, ir.Constant(ir.IntType(32), j)) for j in range(2)]
+            return context.make_tuple(builder, sig.return_type, vals)
+        return sig, codegen
+
+    @intrinsic
+    def _st16(typingctx, arr, i, a, b):
+        if not isinstance(arr, nbtypes.Array) or arr.dtype != nbtypes.int64 or arr.ndim != 1:
+            return None
+        sig = nbtypes.none(arr, i, nbtypes.int64, nbtypes.int64)
+
+        def codegen(context, builder, sig, args):
+            vec = ir.Constant(_V2, ir.Undefined)
+            for j in range(2):
+                vec = builder.insert_element(vec, args[2 + j], ir.Constant(ir.IntType(32), j))
+            builder.store(vec, _global_v2(context, builder, sig.args[0], args[0], args[1], sig.args[1]), align=16)
+            return context.get_dummy_value()
+        return sig, codegen
+
+    @cuda.jit(device=True, inline=True)
+    def ld16(arr, i):
+        return _ld16(arr, i)
+
+    @cuda.jit(device=True, inline=True)
+    def st16(arr, i, a, b):
+        _st16(arr, i, a, b)
 
 
 @dataclass(frozen=True)
@@ -72,13 +133,13 @@ def normalize(spec):
                     spec.x_offset, spec.y_offset)
 
 
-def _word_ratio(n):
-    """Elements per 8-byte word when the copy can move words (same dtype, innermost run contiguous
-    and whole words on both sides, all strides and offsets word-aligned), else 1."""
+def _word_ratio(n, word=WORD):
+    """Elements per ``word``-byte word when the copy can move words (same dtype, innermost run
+    contiguous and whole words on both sides, all strides and offsets word-aligned), else 1."""
     if n.x_dtype != n.y_dtype:
         return 1
     isz = storage_dtype(n.x_dtype).itemsize
-    r = WORD // isz
+    r = word // isz
     if r <= 1 or n.x_strides[-1] != 1 or n.y_strides[-1] != 1 or n.dims[-1] % r:
         return 1
     vals = list(n.x_strides[:-1]) + list(n.y_strides[:-1]) + [n.x_offset, n.y_offset]
@@ -97,11 +158,13 @@ def _transpose_axes(n):
 
 class CopyKernel:
     """A compiled-on-demand copy: ``kernel(x, y, x_offset, y_offset)`` on ``grid`` x ``block``.
-    ``word``: the arrays must be passed re-typed as int64 (offsets then in words)."""
+    ``word`` (elements per 8 bytes, nonzero): the arrays must be passed re-typed as int64 (offsets
+    then in int64 words). ``vec16``: 16-byte accesses; both arrays' base addresses plus offsets must
+    be 16-byte aligned."""
 
-    def __init__(self, spec, source, namespace, grid, block, word, kind):
+    def __init__(self, spec, source, namespace, grid, block, word, kind, vec16=False):
         self.spec, self.source, self._ns = spec, source, namespace
-        self.grid, self.block, self.word, self.kind = grid, block, word, kind
+        self.grid, self.block, self.word, self.kind, self.vec16 = grid, block, word, kind, vec16
 
     @functools.cached_property
     def kernel(self):
@@ -124,7 +187,8 @@ def _split(dims, var="i"):
     return out
 
 
-def _strided_source(dims, xs, ys, total, raw):
+def _strided_source(dims, xs, ys, total, raw, vec16=False):
+    """``vec16``: dims / strides count 16-byte pairs of int64 words, offsets count int64 words."""
     s = ["def kernel(x, y, xoff, yoff):",
          f"    base = cuda.blockIdx.x * {BLOCK * UNROLL} + cuda.threadIdx.x"]
     for u in range(UNROLL):
@@ -133,11 +197,18 @@ def _strided_source(dims, xs, ys, total, raw):
         s += ["        " + ln for ln in _split(dims, f"i{u}")]
         xo = " + ".join(f"c{k} * {xs[k]}" for k in range(len(dims)))
         yo = " + ".join(f"c{k} * {ys[k]}" for k in range(len(dims)))
+        if vec16:
+            s.append(f"        o{u} = yoff + 2 * ({yo})")
+            s.append(f"        a{u}, b{u} = ld16(x, u64(xoff + 2 * ({xo})))")
+            continue
         s.append(f"        o{u} = yoff + {yo}")
         s.append(f"        v{u} = " + (f"x[u64(xoff + {xo})]" if raw else f"ldx(x, u64(xoff + {xo}))"))
     for u in range(UNROLL):
         s.append(f"    if i{u} < {total}:")
-        s.append(f"        y[u64(o{u})] = v{u}" if raw else f"        sty(y, u64(o{u}), v{u})")
+        if vec16:
+            s.append(f"        st16(y, u64(o{u}), a{u}, b{u})")
+        else:
+            s.append(f"        y[u64(o{u})] = v{u}" if raw else f"        sty(y, u64(o{u}), v{u})")
     return "\n".join(s) + "\n"
 
 
@@ -175,12 +246,14 @@ def _tiled_source(dims, xs, ys, a, b, raw):
 
 
 @functools.lru_cache(maxsize=None)
-def build_copy(spec):
-    """The :class:`CopyKernel` for ``spec`` (normalized here); source generated, compiled lazily."""
+def build_copy(spec, vec=False):
+    """The :class:`CopyKernel` for ``spec`` (normalized here); source generated, compiled lazily.
+    ``vec``: use 16-byte accesses where the spec allows (see :class:`CopyKernel`)."""
     n = normalize(spec)
     raw = n.x_dtype == n.y_dtype
     ct = compute_type([n.x_dtype, n.y_dtype])
-    ns = dict(cuda=cuda, __name__=__name__, u64=numba.uint64)   # unsigned indices: no wraparound select
+    ns = dict(cuda=cuda, __name__=__name__, u64=numba.uint64,   # unsigned indices: no wraparound select
+              ld16=ld16, st16=st16)
     if raw:
         ns["tdt"] = numpy_support.from_dtype(storage_dtype(n.x_dtype))
     else:
@@ -190,8 +263,17 @@ def build_copy(spec):
     if ab is not None:
         src, grid = _tiled_source(n.dims, n.x_strides, n.y_strides, ab[0], ab[1], raw)
         return CopyKernel(n, src, ns, grid, (TILE, TILE_ROWS), 0, "tiled")
-    r = _word_ratio(n)
     dims, xs, ys = list(n.dims), list(n.x_strides), list(n.y_strides)
+    r16 = _word_ratio(n, VEC) if vec else 1
+    if r16 > 1:
+        dims[-1] //= r16
+        xs = [v // r16 for v in xs[:-1]] + [1]
+        ys = [v // r16 for v in ys[:-1]] + [1]
+        total = math.prod(dims)
+        src = _strided_source(dims, xs, ys, total, raw, vec16=True)
+        return CopyKernel(n, src, ns, max(1, -(-total // (BLOCK * UNROLL))), BLOCK, max(1, r16 // 2), "strided16",
+                          vec16=True)
+    r = _word_ratio(n)
     if r > 1:
         dims[-1] //= r
         xs = [v // r for v in xs[:-1]] + [1]
@@ -201,9 +283,10 @@ def build_copy(spec):
     return CopyKernel(n, src, ns, max(1, -(-total // (BLOCK * UNROLL))), BLOCK, r if r > 1 else 0, "strided")
 
 
-def copy_strided(x, y, spec, stream=0):
-    """Run ``spec`` on flat device arrays ``x`` / ``y`` (storage dtypes, offsets from their start)."""
-    ck = build_copy(spec)
+def copy_strided(x, y, spec, stream=0, vec=False):
+    """Run ``spec`` on flat device arrays ``x`` / ``y`` (storage dtypes, offsets from their start;
+    ``vec``: 16-byte path where allowed, the arrays' start 16-byte aligned)."""
+    ck = build_copy(spec, vec)
     if ck.word:
         x, y = x.view(np.int64), y.view(np.int64)
     xo, yo = ck.offsets()
@@ -223,8 +306,11 @@ def _register_compile_cases():
                                                "bfloat16", "float32"),
              "concat_piece_f16": CopySpec((64, 96, 1024), (96 * 1024, 1024, 1), (192 * 1024, 1024, 1),
                                           "float16", "float16", 0, 96 * 1024)}
-    for name, spec in cases.items():
-        ck = build_copy(spec)
+    vec = {"memcpy16_f32": CopySpec((8192, 8192), (8192, 1), (8192, 1)),
+           "slice16_bf16": CopySpec((64, 192, 4096), (256 * 4096, 4096, 1), (192 * 4096, 4096, 1),
+                                    "bfloat16", "bfloat16", 32 * 4096, 0)}
+    for name, spec in list(cases.items()) + list(vec.items()):
+        ck = build_copy(spec, name in vec)
         xd = "int64" if ck.word else spec.x_dtype
         yd = "int64" if ck.word else spec.y_dtype
         register_compile_case(f"copy_{name}", ck.kernel, f"void({a(xd)}, {a(yd)}, int64, int64)",
