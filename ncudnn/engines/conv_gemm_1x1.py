@@ -17,6 +17,7 @@ the fast-mainloop tiles (WGRAD_TILES) with SPLIT_K up to 256 to fill the SMs.
 import math
 
 from ..kernels.gemm import make_gemm
+from ..kernels.gemm.config import FAST_SMALL
 from ..platform import simulator_enabled
 from ..types import cudnnBackendKnobType_t, cudnnBackendLayoutType_t, cudnnStatus_t
 from . import gemm_common as gc
@@ -28,18 +29,14 @@ S = cudnnStatus_t
 KT = cudnnBackendKnobType_t
 
 
-def _fast(bm, bn, tm, tn, wm, wn):
-    return gc._g(bm, bn, 8, tm, tn, wm, wn, 4, "fast").replace(MAX_REGS=128)
-
-
 #: fast-mainloop tiles (fp32 16-byte global quads; 128 registers), appended after the conv table (its
 #: indices unchanged): wgrad ranks only these, fprop / dgrad rank them beside the generic ones. TFLOP/s are estimates until measured on the H200
 #: (tools/probe_wgrad_1x1.py): the 128x128 one as gemm_common.FAST_TILES, smaller blocks a little less.
 WGRAD_TILES = (
     gc.FAST_TILES[0],
-    gc.Tile("128x64x8 t8x8 vec4 fast", _fast(128, 64, 8, 8, 32, 64), None, 33.0, 128),
-    gc.Tile("64x128x8 t8x8 vec4 fast", _fast(64, 128, 8, 8, 32, 64), None, 33.0, 128),
-    gc.Tile("64x64x8 t8x8 vec4 fast", _fast(64, 64, 8, 8, 32, 64), None, 28.0, 128),
+    gc.Tile("128x64x8 t8x8 vec4 fast", FAST_SMALL[0], None, 33.0, 128),
+    gc.Tile("64x128x8 t8x8 vec4 fast", FAST_SMALL[1], None, 33.0, 128),
+    gc.Tile("64x64x8 t8x8 vec4 fast", FAST_SMALL[2], None, 28.0, 128),
 )
 TILES_1X1 = gc.CONV_TILES + WGRAD_TILES
 FIRST_WGRAD_TILE = len(gc.CONV_TILES)

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import epilogue as ep
-from .config import CONFIGS
+from .config import CONFIGS, FAST_SMALL
 from .gemm import gemm_args, make_gemm
 from .launch import kernel_args, signature
 
@@ -47,6 +47,14 @@ GEMM_CASES = (
        ("gemm_f64_64x64_t4x4", CONFIGS[5], "mk", "kn", ("float64",) * 3, ep.EpilogueSpec())])
 
 
+#: 1x1 conv wgrad (engines/conv_gemm_1x1.py): NHWC one GEMM with both operands outer-fast ("km", "kn"),
+#: NCHW per-image GEMMs (both k-fast: "mk", "nk") summed over the batch (sum_batch)
+WGRAD_CASES = (
+    [(f"gemm_fast_{c.BLOCK_M}x{c.BLOCK_N}_km_kn", c, "km", "kn", False) for c in FAST_SMALL]
+    + [("gemm_fast_64x64_mk_nk_sumbatch", FAST_SMALL[2], "mk", "nk", True),
+       ("gemm_fast_128x128_km_kn_splitk", FAST.replace(SPLIT_K=2), "km", "kn", False)])
+
+
 def _zeros(dtype):
     return np.zeros(1, dt.storage_dtype(dtype))
 
@@ -59,6 +67,12 @@ def register_gemm_cases():
                            bias=_zeros(dts[2]), residual=_zeros(dts[2]))
         ws = np.zeros(1, kern.ftype)
         register_block_cases(name, kern.bk, packed, ws)
+    for name, cfg, al, bl, sum_batch in WGRAD_CASES:
+        kern = make_gemm(cfg, al, bl, ("float32",) * 3, ep.EpilogueSpec(), sum_batch=sum_batch)
+        z = _zeros("float32")
+        packed = gemm_args(kern, z, z, z, M=1, N=1, K=1, a_strides=(1, 1), b_strides=(1, 1), c_strides=(1, 1),
+                           bias=z, residual=z)
+        register_block_cases(name, kern.bk, packed, np.zeros(1, kern.ftype))
 
 
 def _owned(kernel, owner):
@@ -70,7 +84,8 @@ def _owned(kernel, owner):
 
 def register_block_cases(name, bk, packed, ws, owner=__name__):
     """Register a BlockKernels' main kernel (and its split-K reduce / prescale kernel)."""
-    for k in (bk.kernel, getattr(bk, "reduce", None), getattr(bk, "prescale", None)):
+    for k in (bk.kernel, getattr(bk, "reduce", None), getattr(bk, "reduce_wide", None),
+              getattr(bk, "prescale", None)):
         if k is not None:
             _owned(k, owner)
     args = kernel_args(bk, *packed, 1.0, 0.0, ws)
@@ -79,8 +94,9 @@ def register_block_cases(name, bk, packed, ws, owner=__name__):
     M, N, K, nb, a_args, b_args, o_args, bias_args, r_args = packed
     f = np.dtype(bk.ftype).type
     if bk.split and not bk.atomic:
-        register_compile_case(name + "_reduce", bk.reduce, signature(
-            (ws, 1, o_args, bias_args, r_args, 1, 1, 1, f(1), f(0))), max_registers=255)
+        red_sig = signature((ws, 1, o_args, bias_args, r_args, 1, 1, 1, f(1), f(0)))
+        register_compile_case(name + "_reduce", bk.reduce, red_sig, max_registers=255)
+        register_compile_case(name + "_reduce_wide", bk.reduce_wide, red_sig, max_registers=255)
     elif bk.atomic:
         register_compile_case(name + "_prescale", bk.prescale, signature((o_args, 1, 1, 1, f(0))),
                               max_registers=255)

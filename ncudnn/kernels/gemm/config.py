@@ -138,3 +138,15 @@ def keep(cfg, problem):
     if cfg.BLOCK_M > 2 * max(M, 16) or cfg.BLOCK_N > 2 * max(N, 16):
         return False
     return True
+
+
+#: smaller fast-mainloop blocks (8x8 accumulators per thread, 128 registers) for GEMMs whose M or N is
+#: under 128 or whose grid must split K many ways (1x1 conv wgrad: conv_gemm_1x1.WGRAD_TILES)
+FAST_SMALL = (
+    GemmConfig(BLOCK_M=128, BLOCK_N=64, BLOCK_K=8, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64, VEC=4,
+               UNROLL_K=2, MAINLOOP="fast", MAX_REGS=128),
+    GemmConfig(BLOCK_M=64, BLOCK_N=128, BLOCK_K=8, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64, VEC=4,
+               UNROLL_K=2, MAINLOOP="fast", MAX_REGS=128),
+    GemmConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=8, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64, VEC=4,
+               UNROLL_K=2, MAINLOOP="fast", MAX_REGS=128),
+)
