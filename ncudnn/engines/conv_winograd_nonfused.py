@@ -7,6 +7,11 @@ residual). Any padding, NCHW / NHWC / any strides, CROSS_CORRELATION and CONVOLU
 FP32 / FP16 / BF16 I/O with FP32 math. WINOGRAD_NONFUSED semantics: the workspace holds the
 transformed filter, input and products (conv_winograd_common). Notes: WINOGRAD, and
 WINOGRAD_TILE_4x4 for F(4x4, 3x3) (less accurate: docs/winograd.md).
+
+Weight gradient (conv_wgrad, one group, alpha / beta only): F(3x3, r x r) with WINO_TILE = r = 2 | 4
+(the r x r dy tile is the "filter"): dy transform, x transform, alpha^2 x S batched GEMMs over chunks
+of the dy tiles, output transform (conv_winograd_common.WgradProblem / WgradPlan, kernels/winograd/
+wgrad.py).
 """
 import math
 
