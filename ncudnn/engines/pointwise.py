@@ -3,8 +3,10 @@
 The subgraph's nodes become a :class:`~ncudnn.kernels.pointwise.PointwiseSpec`: tensors read from
 outside are kernel inputs (broadcast dims get stride 0 over the output shape; by-value scalars are a
 one-element device array), virtual tensors inside stay in registers, non-virtual (and materialized)
-tensors written are kernel outputs. Knobs: BLOCK_SIZE (threads per block) and
-ARRAY_SIZE_PER_THREAD (elements per thread per loop trip, the generator's ``unroll``).
+tensors written are kernel outputs. Knobs: BLOCK_SIZE (threads per block),
+ARRAY_SIZE_PER_THREAD (elements per thread per loop trip, the generator's ``unroll``) and CTA_COUNT
+(the grid-stride grid's cap in waves of resident blocks, ``PointwiseSpec.waves``: 4 by default;
+0 = no cap, every thread one trip).
 """
 import functools
 import math
@@ -27,6 +29,8 @@ from .registry import register
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t
 NN = cudnnBackendNumericalNote_t
+#: CTA_COUNT knob default: the grid-stride grid covers 4 waves of resident blocks at most
+WAVES_DEFAULT = 4
 
 #: node attributes passed to the generator as params (the lower-cased backend attribute names)
 PARAMS = ("relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope", "elu_alpha", "softplus_beta",
@@ -99,7 +103,7 @@ class _Layout:
             self._vec = v
         return v
 
-    def spec(self, block, unroll, vec=1):
+    def spec(self, block, unroll, vec=1, waves=4):
         ins = tuple(kpw.TensorSpec(_kernel_dtype(t), self.strides(t)) for t in self.inputs)
         nodes = []
         for n in self.nodes:
@@ -111,7 +115,8 @@ class _Layout:
                     params[p] = int(v) if p in ("axis", "nan_propagation") else float(v)
             nodes.append(kpw.NodeSpec.make(int(n.mode), [self.ref[n.inputs[p].uid] for p in ports], **params))
         outs = tuple(kpw.OutputSpec(self.ref[t.uid], _kernel_dtype(t), self.strides(t)) for t in self.outputs)
-        return kpw.PointwiseSpec(self.shape, ins, tuple(nodes), outs, block=block, unroll=unroll, vec=vec)
+        return kpw.PointwiseSpec(self.shape, ins, tuple(nodes), outs, block=block, unroll=unroll, vec=vec,
+                                 waves=waves)
 
 
 def _layout(sub):
@@ -163,14 +168,15 @@ class PointwiseFusedEngine(Engine):
 
     def knobs(self, sub):
         return (KnobSpec(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 1, 8, 1, 4),
-                KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128, 1024, 128, 256))
+                KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128, 1024, 128, 256),
+                KnobSpec(K.CUDNN_KNOB_TYPE_CTA_COUNT, 0, 8, 1, WAVES_DEFAULT))
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
         if st != S.CUDNN_STATUS_SUCCESS:
             return st, why
-        for k in (K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, K.CUDNN_KNOB_TYPE_BLOCK_SIZE):
-            v = cfg.get(k)
+        for k in (K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, K.CUDNN_KNOB_TYPE_BLOCK_SIZE, K.CUDNN_KNOB_TYPE_CTA_COUNT):
+            v = cfg.get(k, WAVES_DEFAULT)
             if v & (v - 1):
                 return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {k.name} = {v} is not a power of 2"
         return OK
@@ -188,8 +194,9 @@ class PointwiseFusedEngine(Engine):
             block = cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 256)
             regs = min(255, 24 + unroll * n_io)  # sm_90: 40 at unroll 4, 4 tensors (compile check)
             per_sm = H.blocks_per_sm(device, block, regs)
+            waves = _waves(cfg)
             static = self._static[key] = (unroll, block, regs, per_sm,
-                                          device.sm_count * max(1, 2048 // block) * 4)
+                                          device.sm_count * max(1, 2048 // block) * waves if waves else 1 << 40)
         unroll, block, regs, per_sm, max_blocks = static
         n, nbytes, vec = lay.numel, lay.nbytes, lay.vec
         # vector path: index math once per vector (none for dense); general path: per element and dim
@@ -202,13 +209,17 @@ class PointwiseFusedEngine(Engine):
         t = H.kernel_time(device, flops=flops, nbytes=nbytes, blocks=blocks, threads=block, regs=regs,
                           bytes_in_flight=resident * per_thread * nbytes / max(n, 1), per_sm=per_sm)
         # a trip of the grid-stride loop processes block*unroll elements: idle lanes on the tail
-        return t / (n / (-(-n // chunk) * chunk)) ** 0.25
+        return t / (n / (-(-n // chunk) * chunk)) ** 0.25 * (1.0 if _waves(cfg) == WAVES_DEFAULT else 1.05)
 
     def build(self, sub, cfg, ctx):
         lay = _layout(sub)
         spec = lay.spec(cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 256), cfg.get(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 4),
-                        vec=lay.vec)
+                        vec=lay.vec, waves=_waves(cfg))
         return PointwisePlan(self, sub, cfg, lay, *_compiled(spec))
+
+
+def _waves(cfg):
+    return cfg.get(K.CUDNN_KNOB_TYPE_CTA_COUNT, WAVES_DEFAULT)
 
 
 def _compiled(spec):

@@ -81,6 +81,7 @@ class PointwiseSpec:
     unroll: int = 0         # elements per thread per pass; 0: 8 for <= 2-byte I/O, else 4
     pack: int = 1           # 2: dense bf16 tensors moved as 32-bit words (two elements per access)
     vec: int = 1            # > 1: elements per vector access on the vector path (see auto_vec)
+    waves: int = 4          # grid cap: waves * (2048 // block) blocks an SM; 0: no cap (one trip a thread)
 
     def __post_init__(self):
         if not self.unroll:
@@ -724,7 +725,7 @@ class PointwiseKernel:
             chunk = spec.block * vec_unroll(spec) * spec.vec
         else:
             chunk = spec.block * spec.unroll * spec.pack
-        return max(1, min(math.ceil(self.numel / chunk), _max_blocks(spec.block)))
+        return max(1, min(math.ceil(self.numel / chunk), _max_blocks(spec.block, spec.waves)))
 
     def vec_ok(self, pointers):
         """True when the vector kernel can run on buffers at ``pointers`` (inputs then outputs; None
@@ -779,10 +780,14 @@ def _aligned(a, nbytes):
     return ptr is None or ptr % nbytes == 0
 
 
-def _max_blocks(block):
+def _max_blocks(block, waves=4):
+    """Grid cap of the grid-stride loop: ``waves`` times the blocks of ``block`` threads an SM holds
+    (by threads) on every SM; ``waves`` 0: no cap."""
     if SIM:
-        return 4
-    return sm_count() * max(1, 2048 // block) * 4
+        return 4 if waves else 1 << 30
+    if not waves:
+        return 1 << 30
+    return sm_count() * max(1, 2048 // block) * waves
 
 
 def build_pointwise(spec):
