@@ -79,11 +79,13 @@ def engine_runner(x, dy, dw, nhwc):
         cands = list(eng.candidates(sub, api.context()))
         if not cands:
             return None, "engine: no wgrad candidates"
+        from ncudnn.types import cudnnBackendHeurMode_t as HM
+        first = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)[0]
         plan = api.build_plan(g, cands[0])
         ws = cuda.device_array(max(plan.workspace_size, 1), np.uint8)
         pack = {1: x, 2: dw, 3: dy}
         api.execute(plan, pack, ws)
-        return (lambda: api.execute(plan, pack, ws)), f"engine {cands[0]}"
+        return (lambda: api.execute(plan, pack, ws)), f"{cands[0]}; mode A first: {first.name}"
     except Exception as e:       # noqa: BLE001  (the probe reports and goes on)
         return None, f"engine: {type(e).__name__}: {e}"[:200]
 
@@ -162,11 +164,15 @@ def main():
                 if run is None:
                     print(f"{name:14s} {lay:4s} {label}")
                 else:
-                    dw.fill_(float("nan"))
-                    run()
-                    torch.cuda.synchronize()
-                    e = rel(dw, ref)
-                    ms = time_gpu(run, a.reps, a.trials)
+                    try:
+                        dw.fill_(float("nan"))
+                        run()
+                        torch.cuda.synchronize()
+                        e = rel(dw, ref)
+                        ms = time_gpu(run, a.reps, a.trials)
+                    except Exception as ex:     # noqa: BLE001
+                        print(f"{name:14s} {lay:4s} engine FAILED {type(ex).__name__}: {ex}"[:300])
+                        continue
                     print(f"{name:14s} {lay:4s} {'engine (ranked #1)':22s} {ms:8.4f} {flops / ms / 1e9:6.1f} "
                           f"{t_ms / ms:6.2f} {e:9.2e}  {label}")
     if best:
