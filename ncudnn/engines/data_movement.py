@@ -18,6 +18,10 @@ Semantics:
 Both reshape dim lists are merged where row-major contiguous on that side, then split into one
 common shape (a dim of one side must divide the other's at each step, else NOT_SUPPORTED_SHAPE).
 
+Copies whose runs are whole 16-byte pieces are built with 16-byte accesses; when, at execution, X
+or Y (plus its offset) is not 16-byte aligned, the copy's 8-byte twin runs instead (compiled the first
+time it is needed).
+
 Aliasing (checked per set of buffer addresses, before any launch): a copy whose source and
 destination byte ranges overlap would race (threads read elements others already overwrote).
 A VIEW_ONLY reshape that is not a true view stages through the workspace (X copied packed into it,
@@ -128,9 +132,10 @@ def _scratch_arg(n, dtype, word):
     return Arg.scratch(0, n * abi_dtype(dtype).itemsize // 8, "int64")
 
 
-def _copy_step(x, y, spec, name):
-    """One copy launch; ``x`` / ``y`` are tensor descriptors, or ``None`` for the staging area."""
-    ck = kdm.build_copy(spec)
+def _copy_step(x, y, spec, name, vec=True):
+    """One copy launch; ``x`` / ``y`` are tensor descriptors, or ``None`` for the staging area.
+    ``vec``: 16-byte accesses where the spec allows (``step.vec16``; needs aligned addresses)."""
+    ck = kdm.build_copy(spec, vec)
     xo, yo = ck.offsets()
     # offsets are launch arguments: pieces differing only in offsets share one compiled kernel
     key = f"data_movement:{name}:" + src_key(dataclasses.replace(ck.spec, x_offset=0, y_offset=0), ck.source, ck.word)
@@ -138,8 +143,21 @@ def _copy_step(x, y, spec, name):
     isz = [abi_dtype(spec.x_dtype).itemsize, abi_dtype(spec.y_dtype).itemsize]
     xa = _tensor_arg(x, ck.word) if x is not None else _scratch_arg(n, spec.x_dtype, ck.word)
     ya = _tensor_arg(y, ck.word) if y is not None else _scratch_arg(n, spec.y_dtype, ck.word)
-    return Step(key, lambda: ck.kernel, ck.grid, ck.block, [xa, ya, Arg.const(xo), Arg.const(yo)],
+    step = Step(key, lambda: ck.kernel, ck.grid, ck.block, [xa, ya, Arg.const(xo), Arg.const(yo)],
                 nbytes=n * sum(isz))
+    step.vec16 = ck.vec16
+    step.copy = (x, y, spec, name)
+    return step
+
+
+def _aligned16(step, views, scratch):
+    """Whether both sides of a 16-byte step start 16-byte aligned at these addresses."""
+    x, y, spec, _ = step.copy
+    for t, off, dt in ((x, spec.x_offset, spec.x_dtype), (y, spec.y_offset, spec.y_dtype)):
+        base = views[t.uid].ptr if t is not None else scratch.ptr
+        if (base + off * abi_dtype(dt).itemsize) % kdm.VEC:
+            return False
+    return True
 
 
 class _Copy:
@@ -255,6 +273,7 @@ class DataMovementPlan(MemPlan):
             steps += [_copy_step(copies[0].x, None, staged[0], name), _copy_step(None, copies[0].y, staged[1], name)]
         super().__init__(engine, sub, cfg, steps, workspace_size)
         self.copies, self.skip, self.staged = copies, skip, staged is not None
+        self._narrow = {}
 
     def _skipped(self, views):
         return {i for i, xu, yu, off in self.skip if views[xu].ptr == views[yu].ptr + off}
@@ -280,10 +299,23 @@ class DataMovementPlan(MemPlan):
                 f"input at its slab named by in_place_index)", S.CUDNN_STATUS_BAD_PARAM)
         return [i for i in range(n) if i not in drop]
 
-    def launches(self, views, scratch):
+    def selected(self, views, scratch):
+        """(step, compiled) per launch at these addresses: a 16-byte step whose addresses are not
+        16-byte aligned is swapped for its 8-byte twin (compiled on first need)."""
         out = []
         for i in self._chosen(views):
             step, ck = self.steps[i], self.compiled[i]
+            if step.vec16 and not _aligned16(step, views, scratch):
+                if i not in self._narrow:
+                    twin = _copy_step(*step.copy, vec=False)
+                    self._narrow[i] = (twin, twin.compile())
+                step, ck = self._narrow[i]
+            out.append((step, ck))
+        return out
+
+    def launches(self, views, scratch):
+        out = []
+        for step, ck in self.selected(views, scratch):
             args = tuple(a.bind(views, scratch) for a in step.args)
             out.append(ck.prepare(step.grid, step.block, args, step.shared))
         return out

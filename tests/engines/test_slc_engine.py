@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
+from ncudnn import memory
 from ncudnn.engines import api, registry
 from ncudnn.errors import CudnnError
 from ncudnn.ir import OpGraph, Slice
@@ -95,3 +96,29 @@ def test_slice_unsupported_layout_reason():
     eng = registry.by_name("data_movement")
     st, why = eng.check_support(Subgraph(kind="slice", nodes=list(g.nodes)), api.context())
     assert st == S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT and "node 'sl'" in why and "negative" in why
+
+
+def _plan(g):
+    eng = registry.by_name("data_movement")
+    sub = Subgraph(kind=g.nodes[0].OP, nodes=list(g.nodes))
+    return eng.build(sub, eng.default_config(sub), api.context())
+
+
+@pytest.mark.parametrize("shift", [0, 1], ids=["aligned", "misaligned"])
+def test_slice_16_byte_path_and_its_misaligned_twin(rng, shift):
+    """Whole 16-byte runs (f32, an inner window of 8 from column 4): the 16-byte kernel when X and Y
+    start 16-byte aligned, its 8-byte twin when X starts 4 bytes past an aligned address; both exact."""
+    xd, start, limit = (5, 16), (1, 4), (5, 12)
+    g, x, y = slice_graph(xd, start, limit)
+    a = rng.uniform(-2, 2, xd)
+    host = np.full(88, np.nan, np.float32)
+    host[4 + shift:84 + shift] = U.cast(a, F32).ravel()
+    whole = cuda.to_device(host)
+    assert memory.as_view(whole).ptr % 16 == 0
+    xb = whole[4 + shift:4 + shift + 80]
+    out = U.poisoned(y)
+    plan = _plan(g)
+    views = {x.uid: memory.as_view(xb), y.uid: memory.as_view(out)}
+    assert [s.vec16 for s, _ in plan.selected(views, None)] == [shift == 0]
+    plan.execute({x.uid: xb, y.uid: out}, None, 0)
+    np.testing.assert_array_equal(U.download(out, y), oracle(U.cast(a, F32), start, limit))
