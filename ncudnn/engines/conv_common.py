@@ -10,7 +10,7 @@ activations, else "crs") and the per-operand coalescing hints.
 
 import math
 
-from ..kernels.conv import geometry, make_conv_dgrad, make_conv_fprop, make_conv_wgrad
+from ..kernels.conv import ConvGeometry, geometry, make_conv_dgrad, make_conv_fprop, make_conv_wgrad
 from ..types import (cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnConvolutionMode_t,
                      cudnnStatus_t)
 from . import device as dev_mod
@@ -39,6 +39,64 @@ def _bytes_of(name):
     if hit is None:
         hit = _BYTES[name] = gc.bytes_of(name)
     return hit
+
+
+_new = object.__new__
+_INT = int
+
+
+def _ints(v, n):
+    """``v`` as a tuple of ``n`` plain ints, or None (anything else: the general path decides)."""
+    if type(v) is not tuple:
+        if type(v) is not list:
+            return None
+        v = tuple(v)
+    if len(v) != n:
+        return None
+    for x in v:
+        if type(x) is not _INT:
+            return None
+    return v
+
+
+def conv_geometry(x_t, w_t, y_t, node):
+    """``kernels.conv.geometry`` of a conv node with its tensors (x, w, y as the node reads them):
+    for plain-int shapes, parameters and strides of 1-3 spatial dims, a valid geometry is written out
+    (the same :class:`ConvGeometry` fields); anything else (lists of other numbers, scalars, invalid
+    values) goes through ``geometry`` itself, which raises its ValueError.
+    ``tests/engines/test_qrank_geometry.py`` holds the two equal."""
+    xd, wd = x_t.dims, w_t.dims
+    nd = len(xd)
+    nsp = nd - 2
+    cross = node.mode == cudnnConvolutionMode_t.CUDNN_CROSS_CORRELATION
+    groups = node.groups
+    xd, wd = _ints(xd, nd), _ints(wd, nd)
+    s, pre, post, d = (_ints(node.stride, nsp), _ints(node.pre_padding, nsp), _ints(node.post_padding, nsp),
+                       _ints(node.dilation, nsp))
+    xs, ws, ys = _ints(x_t.strides, nd), _ints(w_t.strides, nd), _ints(y_t.strides, nd)
+    if (1 <= nsp <= 3 and xd is not None and wd is not None and s is not None and pre is not None
+            and post is not None and d is not None and xs is not None and ws is not None and ys is not None
+            and type(groups) is _INT):
+        N, C, K, Cg = xd[0], xd[1], wd[0], wd[1]
+        ok = groups >= 1 and not C % groups and not K % groups and Cg == C // groups
+        out = []
+        if ok and min(s) >= 1 and min(d) >= 1 and min(pre) >= 0 and min(post) >= 0:
+            for i in range(nsp):
+                o = (xd[2 + i] + pre[i] + post[i] - ((wd[2 + i] - 1) * d[i] + 1)) // s[i] + 1
+                if o < 1:
+                    break
+                out.append(o)
+            else:
+                one, zero = (1,) * (3 - nsp), (0,) * (3 - nsp)
+                g = _new(ConvGeometry)
+                g.__dict__.update(N=N, C=C, K=K, G=groups, DHW=one + xd[2:], TRS=one + wd[2:],
+                                  OPQ=one + tuple(out), stride=one + s, pad=zero + pre, dil=one + d,
+                                  flip=not cross, x_strides=xs[:2] + zero + xs[2:],
+                                  w_strides=ws[:2] + zero + ws[2:], y_strides=ys[:2] + zero + ys[2:])
+                return g
+    return geometry(x_t.dims, w_t.dims, stride=node.stride, pre_pad=node.pre_padding,
+                    post_pad=node.post_padding, dilation=node.dilation, groups=node.groups,
+                    cross_correlation=cross, x_strides=x_t.strides, w_strides=w_t.strides, y_strides=y_t.strides)
 
 
 class ConvProblem:
@@ -86,10 +144,7 @@ class ConvProblem:
         self.dtypes = tuple(names) + ((bias_dt, res_dt) if not wgrad else ())
         nsp = node.spatial_dims
         try:
-            self.g = geometry(x_t.dims, w_t.dims, stride=node.stride, pre_pad=node.pre_padding,
-                              post_pad=node.post_padding, dilation=node.dilation, groups=node.groups,
-                              cross_correlation=node.mode == cudnnConvolutionMode_t.CUDNN_CROSS_CORRELATION,
-                              x_strides=x_t.strides, w_strides=w_t.strides, y_strides=y_t.strides)
+            self.g = conv_geometry(x_t, w_t, y_t, node)
         except ValueError as e:
             raise gc.Reject(S.CUDNN_STATUS_BAD_PARAM, f"node '{node.name}': {e}") from None
         if tuple(self.g.OPQ[3 - nsp:]) != tuple(y_t.dims[2:]):

@@ -436,21 +436,40 @@ def epilogue_of(sub, out_dims, classify_bias, allow_bias=True, allow_residual=Tr
     return hit
 
 
+#: pointwise modes by value (an IntEnum member hashes and compares as its int)
+_MODE_OF = {m: m for m in PM}
+_FACTS = {}
+
+
+def _mode_facts(n, mode):
+    """(``n.operand_ports()``, whether the mode is a supported float-valued one), remembered per
+    (node class, mode): both depend on nothing else."""
+    key = (n.__class__, mode)
+    hit = _FACTS.get(key)
+    if hit is None:
+        hit = _FACTS[key] = (n.operand_ports(),
+                             int(mode) in po.SUPPORTED_MODES and po.result_kind(mode) == "float")
+    return hit
+
+
 def _epilogue_of(sub, out_dims, classify_bias, allow_bias, allow_residual):
     anchor_out = next(iter(sub.anchor.outputs.values()))
     cur, out = anchor_out.uid, anchor_out
     steps, bias, axis, residual = [], None, None, None
     alpha_uids, consts = [], []
     for n in sub.epilogue:
-        mode = PM(int(n.mode))
-        ports, oport = n.operand_ports()
+        mode = _MODE_OF.get(n.mode)
+        if mode is None:
+            mode = PM(int(n.mode))
+        mk = _mode_facts(n, mode)
+        ports, oport = mk[0]
         ins = [n.inputs[p] for p in ports]
         pos = [i for i, t in enumerate(ins) if t.uid == cur]
         where = f"node '{n.name}' ({mode.name})"
         if len(pos) != 1:
             raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"{where}: reads the chain value "
                          f"{len(pos)} times")
-        if int(mode) not in po.SUPPORTED_MODES or po.result_kind(mode) != "float":
+        if not mk[1]:
             raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: not a float-valued pointwise mode")
         if len(ins) == 1:
             try:
