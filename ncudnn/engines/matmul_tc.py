@@ -159,7 +159,8 @@ class MatmulTcEngine(TcEngineBase):
         return sorted(idx, key=work)[:1]
 
     # ---------------------------------------------------------------- build
-    def build(self, sub, cfg, ctx):
+    def kernel(self, sub, cfg):
+        """(TcGemmKernel, argument typing, kernel-cache key) the plan of ``cfg`` launches."""
         p = self.problem(sub)
         c = tc_config(cfg)
         if p.tc_tf32:   # BLOCK_K of the tile counts 16-bit halves: the kernel's k tile is half as many FP32
@@ -174,8 +175,11 @@ class MatmulTcEngine(TcEngineBase):
         K_, a_st, b_st = _halves(p)
         typing = fused_args(kern, tf(op_t), tf(op_t), tf(out_dt), tf(bias_dt), tf(res_dt),
                             p.M, p.N, K_, p.batch, a_st, b_st, p.c_strides)
-        key = gc.key_text("tc_gemm", c, p.tc_a_kmajor, p.tc_b_kmajor, p.dtypes, kern.epi)
-        return self._plan(TcPlan, sub, cfg, ctx, p, kern, key, typing)
+        return kern, typing, gc.key_text("tc_gemm", c, p.tc_a_kmajor, p.tc_b_kmajor, p.dtypes, kern.epi)
+
+    def build(self, sub, cfg, ctx):
+        kern, typing, key = self.kernel(sub, cfg)
+        return self._plan(TcPlan, sub, cfg, ctx, self.problem(sub), kern, key, typing)
 
 
 class TcPlan(gc.BlockPlan):

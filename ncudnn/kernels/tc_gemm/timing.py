@@ -1,9 +1,11 @@
 """Quick GPU timing of the tensor-core GEMM configs beside torch (cuBLAS); not a benchmark (bench/ owns
 those).
 
-``python -m ncudnn.kernels.tc_gemm.timing [M N K] [--dtype bf16 fp16 tf32] [--layout mk_kn] [--iters 20]
-[--configs 0 1 ...] [--fused]`` (tf32: FP32 storage, always mk_nk, the config's BLOCK_K halved so the
-shared footprint matches; plain kernel only) checks every config against a float64 product on a 256-row slice (rel
+``python -m ncudnn.kernels.tc_gemm.timing [M N K] [--dtype bf16 fp16 tf32 e4m3 e5m2] [--layout mk_kn]
+[--iters 20] [--configs 0 1 ...] [--fused]`` (tf32: FP32 storage, always mk_nk, the config's BLOCK_K halved so the
+shared footprint matches; plain kernel only; e4m3 / e5m2: FP8 storage, always mk_nk, BLOCK_K doubled, BF16
+output, plain kernel only, torch line ``torch._scaled_mm`` with unit scales, e5m2 x e5m2 has none in
+cuBLASLt) checks every config against a float64 product on a 256-row slice (rel
 err printed), then times it with CUDA events: median of ``--iters`` launches after 3 warm-ups, inputs
 fixed (L2 not flushed; at 8192^3 the 16-bit operands are 256 MiB, far past the 50 MB L2). Output in
 the input dtype (as cuBLAS). ``--fused``: the engine's fused kernel (bias + relu epilogue) instead of
@@ -22,7 +24,11 @@ from .kernel import make_tc_gemm
 from .launch import _compiled, fused_args, fused_grid, run_tc_gemm
 
 _DT = {"bf16": ("bfloat16", ml_dtypes.bfloat16, np.uint16), "fp16": ("float16", np.float16, np.float16),
-       "tf32": ("float32", np.float32, np.float32)}
+       "tf32": ("float32", np.float32, np.float32),
+       "e4m3": ("float8_e4m3fn", ml_dtypes.float8_e4m3fn, np.uint8),
+       "e5m2": ("float8_e5m2", ml_dtypes.float8_e5m2, np.uint8)}
+#: dtypes read as 16-bit halves: FP32 (TF32) and FP8 (k-contiguous A and B only)
+_HALVES = ("tf32", "e4m3", "e5m2")
 
 
 def _operands(M, N, K, a_kmajor, b_kmajor, dtype, seed=0, check_rows=256):
@@ -34,7 +40,7 @@ def _operands(M, N, K, a_kmajor, b_kmajor, dtype, seed=0, check_rows=256):
     a = A if a_kmajor else np.ascontiguousarray(A.T)
     b = np.ascontiguousarray(B.T) if b_kmajor else B
     ref = A[:check_rows].astype(np.float64) @ B.astype(np.float64)
-    if dtype == "tf32":     # the kernel reads FP32 storage as 16-bit halves
+    if dtype in _HALVES:    # the kernel reads FP32 / FP8 storage as 16-bit halves
         store = np.uint16
     return a.view(store).reshape(-1), b.view(store).reshape(-1), ref
 
@@ -47,10 +53,13 @@ def time_config(cfg, M, N, K, a_kmajor=True, b_kmajor=False, iters=20, check_row
     name, npdt, store = _DT[dtype]
     a, b, ref = data or _operands(M, N, K, a_kmajor, b_kmajor, dtype, check_rows=check_rows)
     d_a, d_b = cuda.to_device(a), cuda.to_device(b)
+    fp8 = dtype in ("e4m3", "e5m2")
+    if fp8:                 # FP8 in, BF16 out
+        npdt, store = ml_dtypes.bfloat16, np.uint16
     d_c = cuda.device_array(M * N, store)
     sa = (K, 1) if a_kmajor else (1, M)
     sb = (1, K) if b_kmajor else (N, 1)
-    fused = fused and dtype != "tf32"
+    fused = fused and dtype not in _HALVES
     if fused:
         spec = ep.EpilogueSpec((ep.bias("col"), ep.relu()), name)
         kern = make_tc_gemm(cfg, a_kmajor, b_kmajor, name, epi=spec, bias_dtype=name, res_dtype=name)
@@ -68,6 +77,13 @@ def time_config(cfg, M, N, K, a_kmajor=True, b_kmajor=False, iters=20, check_row
 
         def go():
             run_tc_gemm(kern, d_a, d_b, d_c, M, N, 2 * K, (2 * K, 1), (1, 2 * K), (N, 1))
+    elif fp8:               # K, leading dims in halves; BLOCK_K in FP8 elements: the same shared bytes
+        if not (a_kmajor and b_kmajor):
+            raise ValueError("fp8 needs --layout mk_nk")
+        kern = make_tc_gemm(cfg.replace(BLOCK_K=cfg.BLOCK_K * 2), True, True, name, "bfloat16")
+
+        def go():
+            run_tc_gemm(kern, d_a, d_b, d_c, M, N, K // 2, (K // 2, 1), (1, K // 2), (N, 1))
     else:
         kern = make_tc_gemm(cfg, a_kmajor, b_kmajor, name, name)
 
@@ -88,6 +104,8 @@ def time_torch(M, N, K, dtype="bf16", iters=20):
         import torch
     except ImportError:
         return None
+    if dtype in ("e4m3", "e5m2"):
+        return _time_torch_fp8(M, N, K, dtype, iters, torch)
     tdt = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}[dtype]
     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
     a = torch.randn(M, K, device="cuda", dtype=tdt)
@@ -96,6 +114,23 @@ def time_torch(M, N, K, dtype="bf16", iters=20):
 
     def go():
         torch.matmul(a, b, out=c)
+    return 2.0 * M * N * K / median_seconds(go, iters) / 1e12
+
+
+def _time_torch_fp8(M, N, K, dtype, iters, torch):
+    """TFLOP/s of ``torch._scaled_mm`` (cuBLASLt FP8, unit scales, BF16 out), or None where it refuses."""
+    tdt = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}[dtype]
+    a = torch.randn(M, K, device="cuda").to(tdt)
+    b = torch.randn(N, K, device="cuda").to(tdt).t()        # (K, N) column-major, as _scaled_mm wants
+    one = torch.ones((), device="cuda")
+
+    def go():
+        torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16)
+    try:
+        go()
+    except RuntimeError as e:
+        print(f"{dtype} torch._scaled_mm: {str(e).splitlines()[0]}", flush=True)
+        return None
     return 2.0 * M * N * K / median_seconds(go, iters) / 1e12
 
 
@@ -112,16 +147,17 @@ def main(argv=None):
     cfgs = [CONFIGS[i] for i in args.configs] if args.configs is not None else list(CONFIGS)
     for dtype in args.dtype:
         ref = time_torch(M, N, K, dtype, args.iters)
-        layout = "mk_nk" if dtype == "tf32" else args.layout
+        layout = "mk_nk" if dtype in _HALVES else args.layout
         ak, bk = layout.split("_")[0] == "mk", layout.split("_")[1] == "nk"
         data = _operands(M, N, K, ak, bk, dtype)
         for cfg in cfgs:
             tf, err = time_config(cfg, M, N, K, ak, bk, args.iters, dtype=dtype, fused=args.fused, data=data)
             ratio = f"  {tf / ref:5.2f}x torch" if ref else ""
-            print(f"{dtype} {cfg.name:28s} {layout}{' fused' if args.fused and dtype != 'tf32' else ''} {M}x{N}x{K}: "
+            print(f"{dtype} {cfg.name:28s} {layout}{' fused' if args.fused and dtype not in _HALVES else ''} {M}x{N}x{K}: "
                   f"{tf:7.1f} TFLOP/s  rel_err {err:.2e}{ratio}", flush=True)
         if ref:
-            print(f"{dtype} torch.matmul (cuBLAS)        {M}x{N}x{K}: {ref:7.1f} TFLOP/s", flush=True)
+            what = "torch._scaled_mm (cuBLASLt)" if dtype in ("e4m3", "e5m2") else "torch.matmul (cuBLAS)       "
+            print(f"{dtype} {what} {M}x{N}x{K}: {ref:7.1f} TFLOP/s", flush=True)
 
 
 if __name__ == "__main__":
