@@ -12,7 +12,11 @@ the input channels C, the reduction the (n, spatial) pixels. When the pixels of 
 one strided dim (NHWC, or one image) it is one GEMM (NHWC: both operands contiguous along K / C, the
 fast mainloop's st.shared.v4 path); otherwise (NCHW) a batch of per-image GEMMs (each contiguous along
 its pixels) summed into dw through the deterministic split-K workspace (``sum_batch``). wgrad ranks
-the fast-mainloop tiles (WGRAD_TILES) with SPLIT_K up to 256 to fill the SMs.
+the fast-mainloop tiles (WGRAD_TILES) with SPLIT_K up to 1024 to fill the SMs (the cost picks;
+many slices are summed by the wide split-K reduce).
+
+Stride-2 1x1 wgrad stays with the implicit-GEMM engines: its x pixels (n, p, q) keep three strides, so
+a plain GEMM would reduce over q alone (7-28 pixels) per (n, p) row and sum N*P partial dw's.
 """
 import math
 
@@ -30,8 +34,9 @@ KT = cudnnBackendKnobType_t
 
 
 #: fast-mainloop tiles (fp32 16-byte global quads; 128 registers), appended after the conv table (its
-#: indices unchanged): wgrad ranks only these, fprop / dgrad rank them beside the generic ones. TFLOP/s are estimates until measured on the H200
-#: (tools/probe_wgrad_1x1.py): the 128x128 one as gemm_common.FAST_TILES, smaller blocks a little less.
+#: indices unchanged): wgrad ranks only these, fprop / dgrad rank them beside the generic ones.
+#: TFLOP/s are estimates until measured on the H200 (tools/probe_wgrad_1x1.py): the 128x128 one as
+#: gemm_common.FAST_TILES, smaller blocks a little less.
 WGRAD_TILES = (
     gc.FAST_TILES[0],
     gc.Tile("128x64x8 t8x8 vec4 fast", FAST_SMALL[0], None, 33.0, 128),
