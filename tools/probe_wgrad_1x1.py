@@ -3,8 +3,8 @@ conv_gemm_1x1 (fast-mainloop tiles, SPLIT_K, NCHW images summed through the work
 (cuDNN) in the same process.
 
 Per (layer, layout) it times torch.nn.grad.conv2d_weight, then: the ranking's pick (mode A, first
-config), the first ``--top`` conv_gemm_1x1 candidates, and the best other conv engine (what ran before
-this engine took wgrad). Each is checked against torch first (relative L2 error) and timed with CUDA
+config), the first ``--top`` conv_gemm_1x1 candidates, the best other conv engine (what ran before
+this engine took wgrad), and the best conv_gemm_1x1 tile at a quarter and half its SPLIT_K ("var"). Each is checked against torch first (relative L2 error) and timed with CUDA
 events (median of ``--reps`` runs of ``--inner`` launches; L2 not flushed: operands are 3-26 MB, the
 50 MB L2 holds some of them). Prints ms, TFLOP/s (2*N*K*C*H*W / time), ratio = torch ms / ours
 (> 1: ncudnn faster), workspace, the predicted time, and whether the fast mainloop ran (``fast``) or
@@ -57,6 +57,13 @@ def label(ec):
         buf = "a" if c.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF) == 0 else ""
         return f"{c.engine} {tiles[t].label} split{c.get(K.CUDNN_KNOB_TYPE_SPLIT_K)}{buf}"
     return c.engine + " " + " ".join(f"{K(k).name.replace('CUDNN_KNOB_TYPE_', '')}={v}" for k, v in c.knobs)
+
+
+class Variant:
+    """A hand-made config timed beside the ranked ones (no prediction)."""
+
+    def __init__(self, config):
+        self.config, self.predicted_time = config, None
 
 
 def timed(fn, reps, inner):
@@ -131,15 +138,20 @@ def main():
             pick = ecs[:1]
             pick += [e for e in ecs if e.config.engine == "conv_gemm_1x1" and e not in pick][:args.top]
             pick += [e for e in ecs if e.config.engine in OTHERS and e not in pick][:1]
+            mine = [e for e in ecs if e.config.engine == "conv_gemm_1x1"][:1]
+            for e in mine:                   # the best conv_gemm_1x1 tile at a quarter and half its split
+                sk = e.config.get(K.CUDNN_KNOB_TYPE_SPLIT_K)
+                for s in sorted({max(1, sk // 4), max(1, sk // 2)} - {sk}):
+                    pick.append(Variant(e.config.with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K, s)))
             ratios = []
             for i, ec in enumerate(pick):
-                what = "PICK " if i == 0 else "     "
+                what = "PICK " if i == 0 else ("var  " if isinstance(ec, Variant) else "     ")
                 if time.time() - t_start > args.budget:
                     print(f"{tag} {what}{label(ec)}: skipped (budget)", flush=True)
                     continue
                 try:
                     t0 = time.time()
-                    plan = api.build_plan(g, ec)
+                    plan = api.build_plan(g, ec.config if isinstance(ec, Variant) else ec)
                     ws = torch.empty(max(plan.workspace_size, 1), dtype=torch.uint8, device="cuda")
                     dw.fill_(float("nan"))
                     api.execute(plan, {1: x, 2: dw, 3: dy}, ws)
