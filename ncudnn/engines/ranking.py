@@ -300,7 +300,26 @@ def rank_subgraph(sub, mode, ctx, graph_key=None, explain=None):
         cands = eng.candidates(sub, ctx)  # valid configs by contract
         # what choosing them already costed (each config costed once; no call for an engine without a table)
         known = eng.candidate_costs(sub, device) if type(eng).candidate_costs is not _NO_TABLE else None
-        for i, cfg in enumerate(cands):
+        if known is not None and table is None and not strict:
+            # the common case written out: every candidate's cost known, no correction, no filter
+            late, gi, how = bool(demoted), eng.global_index, "model; demoted" if demoted else "model"
+            get = known.get
+            for i, cfg in enumerate(cands):
+                t = get(cfg.knobs)
+                if type(t) is not float:
+                    break
+                if t - t != 0.0:     # inf or nan: not math.isfinite
+                    if explain is not None:
+                        explain.append(f"  {cfg}: dropped, the model says a block cannot fit on an SM")
+                    continue
+                scored.append((late, t, gi, i, eng, cfg, how))
+            else:
+                continue
+            cands = cands[i:]       # from the first candidate without a known float cost: the general loop
+            first = i
+        else:
+            first = 0
+        for i, cfg in enumerate(cands, first):
             if strict and NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC in eng.config_notes(sub, cfg):
                 continue
             t = known.get(cfg.knobs) if known is not None else None
@@ -322,7 +341,15 @@ def rank_subgraph(sub, mode, ctx, graph_key=None, explain=None):
                 how += "; demoted"
             scored.append((late, t, eng.global_index, i, eng, cfg, how))
     scored.sort(key=_RANK_KEY)
-    out = [engine_config(eng, sub, cfg, ctx, t, how) for _, t, _, _, eng, cfg, how in scored]
+    # engine_config per row, written out: one pending marker for the subgraph's configs
+    pend, new, out = _Pending(sub), _new, []
+    for _, t, _, _, eng, cfg, how in scored:
+        behavior = eng.behavior_notes
+        ec = new(EngineConfig)
+        ec.__dict__.update(engine=eng, config=cfg, numerical_notes=pend,
+                           behavior_notes=behavior if type(behavior) is tuple else tuple(behavior),
+                           workspace_size=pend, predicted_time=t, parts=(), why=how)
+        out.append(ec)
     if explain is not None:
         for ec in out:
             explain.append(f"  {ec.predicted_time * 1e6:10.2f} us  {ec.config}  ({ec.why}; "
