@@ -106,3 +106,18 @@ def test_compile_sm90():
     bad = [r.summary() for r in res if not r.ok]
     assert not bad, "\n".join(bad)
     assert all(r.spill_stores == 0 and r.stack_frame == 0 for r in res if r.cubin_info)
+
+
+@pytest.mark.slow
+def test_gemm_layouts_compile_sm90():
+    """The batched GEMM in the wgrad layouts compiles for sm_90 without spills."""
+    from ncudnn.kernels import compile_check
+    from ncudnn.kernels.winograd import wgrad_cases  # noqa: F401  (registers)
+
+    names = [n for n in compile_check.registered_cases() if n.startswith("wgrad_gemm_")]
+    assert len(names) == 4
+    res = compile_check.run_compile_check(names, jobs=2, timeout=900)
+    print("\n".join(r.summary() for r in res))
+    bad = [r.summary() for r in res if not r.ok]
+    assert not bad, "\n".join(bad)
+    assert all(r.spill_stores == 0 for r in res if r.cubin_info)
