@@ -10,7 +10,7 @@ from ncudnn.engines import api, registry
 from ncudnn.ir import ConvWgrad, OpGraph, Pointwise, TensorDesc, packed_strides
 from ncudnn.ir.tensor import nhwc_order
 from ncudnn.reference import conv as ref
-from ncudnn.testing import poison_value, rel_err
+from ncudnn.testing import poison_value, rel_err, size
 from ncudnn.types import cudnnBackendHeurMode_t as HM, cudnnBackendKnobType_t as K
 from ncudnn.types import cudnnBackendNumericalNote_t as NN
 from ncudnn.types import cudnnConvolutionMode_t as CM, cudnnDataType_t as DT, cudnnPointwiseMode_t as PM
@@ -79,7 +79,7 @@ def run_case(rng, g, x, dy, dw, m, pre, beta=0.0, alpha=1.0, cross=True):
 @pytest.mark.parametrize("m,nhwc,pad", [(2, False, 0), (2, True, 1), (2, False, 2), (4, True, 0), (4, False, 1),
                                         (4, True, 2)])
 def test_wgrad_oracle(rng, m, nhwc, pad):
-    g, x, dy, dw = wgrad_graph(2, 3, 5, 6, 4, pad, nhwc=nhwc)
+    g, x, dy, dw = wgrad_graph(*size((2, 3, 5, 6, 4), (8, 64, 15, 13, 48)), pad, nhwc=nhwc)
     err, _ = run_case(rng, g, x, dy, dw, m, pad)
     assert err < TOL[m], err
 
