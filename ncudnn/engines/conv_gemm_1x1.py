@@ -164,7 +164,8 @@ def _fast_possible(p):
             return st[2] % 4 == 0
         return st[2] == 1 and st[3] % 4 == 0 and outer % 4 == 0
     a, b = p.a_strides, (p.b_strides[0], p.b_strides[1], p.b_strides[3], p.b_strides[2])
-    return p.K % 8 == 0 and operand(a, p.M) and operand(b, p.N)
+    fp32 = p.dtypes[:2] == ("float32", "float32") and not p.fp64
+    return fp32 and p.K % 8 == 0 and operand(a, p.M) and operand(b, p.N)
 
 
 class _WgradLaunch(gc.BlockLaunch):
@@ -257,9 +258,9 @@ class ConvGemm1x1Engine(GemmEngineBase):
         if g.MAINLOOP == "fast":
             tile = self.TILES[cfg.get(KT.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
             rate = tile.tflops or tile.estimate
-            if not p.fast_ok:          # the generic mainloop of the same tile runs
-                t *= rate / gc.GENERIC_BK8_TFLOPS
-            elif p.a_strides[3] == 1 or p.b_strides[2] == 1:
+            if not p.fast_ok and p.in_bytes == 4 and not p.fp64:    # fp32 misaligned: the generic
+                t *= rate / gc.GENERIC_BK8_TFLOPS                       # mainloop of the same tile runs
+            elif p.fast_ok and (p.a_strides[3] == 1 or p.b_strides[2] == 1):
                 t /= KFAST_EFF
         if p.sum_batch:                # partials of every image written and read back once
             part = p.nb * g.SPLIT_K * p.M * p.N * 4
