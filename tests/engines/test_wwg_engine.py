@@ -131,3 +131,28 @@ def test_mode_a_ranks_winograd_wgrad_first(c, h, k, nhwc):
     g, *_ = wgrad_graph(32, c, h, h, k, 1, nhwc=nhwc)
     ecs = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)
     assert ecs[0].name == ENGINE, [str(e) for e in ecs[:3]]
+
+
+@pytest.mark.parametrize("dt,np_name,tol", [(DT.CUDNN_DATA_HALF, "float16", 3e-3), (DT.CUDNN_DATA_BFLOAT16, "bfloat16",
+                                                                                      1.5e-2)])
+def test_half_io_fp32_math(rng, dt, np_name, tol):
+    """FP16 / BF16 X, DY, DW: converted on load, FP32 transforms / GEMM, rounded on the dw store."""
+    import ml_dtypes
+
+    np_dt = ml_dtypes.bfloat16 if np_name == "bfloat16" else np.float16
+    store = np.uint16 if np_name == "bfloat16" else np_dt
+    mk = lambda uid, dims: TensorDesc(uid, dims, packed_strides(dims), dt, name=f"t{uid}")  # noqa: E731
+    x, dy, dw = mk(1, (2, 3, 5, 6)), mk(3, (2, 4, 5, 6)), mk(2, (4, 3, 3, 3))
+    g = OpGraph([ConvWgrad("wgrad", {"X": x, "DY": dy}, {"DW": dw}, spatial_dims=2, stride=(1, 1),
+                           pre_padding=(1, 1), post_padding=(1, 1), dilation=(1, 1),
+                           mode=CM.CUDNN_CROSS_CORRELATION)]).finalize()
+    xv, dyv = rng.uniform(-1, 1, x.dims).astype(np_dt), rng.uniform(-1, 1, dy.dims).astype(np_dt)
+    xd, dyd = (cuda.to_device(np.ascontiguousarray(v).view(store).reshape(-1)) for v in (xv, dyv))
+    out = cuda.to_device(np.full(dw.span_elements(), 0x7FC0 if store is np.uint16 else np.nan, store))
+    cfg = config(g, 4)
+    plan = api.build_plan(g, cfg)
+    ws = cuda.to_device(np.full(max(plan.workspace_size, 1), 0xFF, np.uint8))
+    api.execute(plan, {1: xd, 3: dyd, 2: out}, ws)
+    got = out.copy_to_host().view(np_dt).reshape(dw.dims).astype(np.float64)
+    want = ref.conv_wgrad(xv.astype(np.float64), dyv.astype(np.float64), dw.dims, pre_pad=1, post_pad=1)
+    assert rel_err(got, want) < tol
