@@ -1,5 +1,5 @@
-"""Data-movement nodes: concatenation and reshape (view-only or logical, which covers transposes
-and slices expressed through strides)."""
+"""Data-movement nodes: concatenation, reshape (view-only or logical, which covers transposes) and
+slice (a strided window per dim)."""
 from ...types import cudnnBackendReshapeMode_t, cudnnStatus_t
 from ..node import REQUIRED, Node
 
