@@ -91,3 +91,25 @@ def test_row_norm_vec_compiles_sm90(monkeypatch, n, rms, dt, vec, rpb):
                                          cc=(9, 0))
     assert r["spill_stores"] == 0 and r["spill_loads"] == 0 and r["local"] == 0, r
     assert r["registers"] <= 128, r
+
+
+@pytest.mark.parametrize("kind", ["warp", "block"])
+def test_row_norm_vec_bench_shape(rng, kind):
+    """The bench shapes on a GPU (8192 x 1024 warp per row, 8192 x 4096 block per row), tiny here."""
+    from ncudnn.testing import size
+    rows, n = size((3, 64), (8192, 1024)) if kind == "warp" else size((2, 256), (8192, 4096))
+    block = 32 if kind == "warp" else size(64, 256)
+    x = (rng.standard_normal((rows, n)) + 1.0).astype(np.float32)
+    scale = rng.uniform(0.5, 1.5, n).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    for rms in (False, True):
+        y, mean, inv = _poisoned(rows * n), _poisoned(rows), _poisoned(rows)
+        kn.row_norm_forward(_dev(x), _dev(scale), _dev(bias), y, None if rms else mean, inv, rows, n, 1e-5, rms=rms,
+                            block=block, vec=4)
+        if rms:
+            ey, einv = ref.rmsnorm_forward(x, scale, 1e-5, norm_axes=1, bias=bias)
+        else:
+            ey, emean, einv = ref.layernorm_forward(x, scale, bias, 1e-5, norm_axes=1)
+            assert_close(_host(mean).reshape(rows, 1), emean, "float32", name="mean")
+        assert_close(_host(y).reshape(rows, n), ey, "float32", name="y")
+        assert_close(_host(inv).reshape(rows, 1), einv, "float32", name="inv_std")

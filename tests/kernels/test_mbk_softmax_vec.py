@@ -69,3 +69,19 @@ def test_softmax_vec_compiles_sm90(monkeypatch, n, vec, block, rpb, unroll, onli
                                          args=(n, vec, block, rpb, unroll, online), cc=(9, 0))
     assert r["spill_stores"] == 0 and r["spill_loads"] == 0 and r["local"] == 0, r
     print(r)
+
+
+@pytest.mark.parametrize("kind", ["warp-registers", "block-online"])
+def test_softmax_vec_bench_shape(rng, kind):
+    """The bench shapes on a GPU (8192 x 1024 warp rows, 8192 x 32768 online rows), tiny here."""
+    from ncudnn.testing import size
+    if kind == "warp-registers":
+        rows, n = size((3, 64), (8192, 1024))
+        kw = dict(block=32, rows_per_block=4)
+    else:
+        rows, n = size((2, 640), (8192, 32768))
+        kw = dict(block=size(64, 512), unroll=size(2, 4), online=True)
+    x = (rng.standard_normal((rows, n)) * 3).astype(np.float32)
+    y = _dev(np.full(rows * n, np.nan, np.float32))
+    ksm.softmax_forward(_dev(x), y, rows, n, vec=4, **kw)
+    assert_close(y.copy_to_host().astype(np.float64).reshape(rows, n), _oracle(x, False), "float32", name="y")
