@@ -192,7 +192,8 @@ class DataMovementEngine(Engine):
         if st != S.CUDNN_STATUS_SUCCESS:
             return st, why
         if len(sub.nodes) != 1:
-            return S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"{self.name}: one concat / reshape / slice node per subgraph"
+            return S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, \
+                f"{self.name}: one concat / reshape / slice node per subgraph"
         node = sub.nodes[0]
         for port, t in list(node.inputs.items()) + list(node.outputs.items()):
             st, why = _layout_ok(node, port, t)

@@ -10,7 +10,8 @@ from numba import cuda
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "backend"))
 
-from backend_build import A, D, S, T, create, expect, finalize, get, graph, handle, make, ok, set_attr, tensor  # noqa: E402,E501
+from backend_build import (A, D, S, T, create, expect, finalize, get, graph, handle, make, ok,  # noqa: E402
+                           set_attr, tensor)
 from ncudnn.backend import cudnnBackendExecute  # noqa: E402
 from ncudnn.testing import poison_value, random  # noqa: E402
 
