@@ -90,11 +90,11 @@ def pointwise_graph(dims, act):
 
 def _norm_variants(cols):
     if cols <= 1024:
-        out = [dict()]
-        out += [{KB: 32, KR: r, KL: l} for l in (0, 16) for r in (2, 4, 8)]
-        out += [{KB: 128}] + [{KB: b, KL: 16} for b in (128, 256)]
+        out = [dict()]                                             # most important first (time budget)
+        out += [{KB: 32, KR: r, KL: 16} for r in (4, 2, 8)] + [{KB: b, KL: 16} for b in (128, 256)]
+        out += [{KB: 32, KR: r} for r in (2, 8)] + [{KB: 128}]
         return out
-    return [dict(), {KB: 256}, {KB: 512}, {KB: 1024}] + [{KB: b, KL: 16} for b in (128, 256, 512, 1024)]
+    return [dict()] + [{KB: b, KL: 16} for b in (128, 256, 512, 1024)] + [{KB: 256}, {KB: 512}, {KB: 1024}]
 
 
 def _softmax_variants(cols):
@@ -104,7 +104,7 @@ def _softmax_variants(cols):
 
 
 def _pw_variants():
-    out = [dict()]
+    out = [dict()] + [{KW: w} for w in (0, 2, 8)]
     for b in (128, 256, 512):
         for u in (2, 4):
             for w in (0, 2, 4, 8):
