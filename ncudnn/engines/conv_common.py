@@ -352,6 +352,30 @@ class ConvEngineBase(TiledGemmEngine):
         wgrad = p.kind == "wgrad"
         M = p.gemm[0]
         out = []
+        plan = self._plan(p)
+        strided_dgrad = self.PHASED and p.kind == "dgrad" and any(v > 1 for v in p.g.stride)
+        make, made, bk = self._config, self.__dict__.get("_configs") or {}, base.knobs
+        for t, tile, splits in plan:
+            sw = 8 if -(-M // tile.cfg.BLOCK_M) > 8 else 1     # gc.swizzle_for(M, tile.cfg, (1, 8))
+            for s in splits or (1,):
+                for buf in ((1, 0) if wgrad and s > 1 else (1,)):
+                    out.append(made.get((bk, t, s, buf, sw, None)) or make(base, t, s, buf, sw, None))
+                    if strided_dgrad and s == 1:
+                        out.append(made.get((bk, t, s, buf, sw, 1)) or make(base, t, s, buf, sw, 1))
+        return out
+
+    def _plan(self, p):
+        """(tile index, tile, SPLIT_K values) of the space: remembered on the problem per tile table
+        and ``_tiles_for`` (conv_implicit_gemm and conv_implicit_precomp share it)."""
+        plans = p.__dict__.get("_plans")
+        if plans is None:
+            plans = p.__dict__["_plans"] = {}
+        key = (id(self.TILES), type(self)._tiles_for)
+        hit = plans.get(key)
+        if hit is not None and hit[0] is self.TILES:
+            return hit[1]
+        wgrad = p.kind == "wgrad"
+        M = p.gemm[0]
         plan = []
         # gc.split_worthwhile(M, N, tiles, G): under two waves of one block, unless a simulated tiny problem
         small = gc.simulated_small(M, p.gemm[1], p.g.G)
@@ -367,16 +391,9 @@ class ConvEngineBase(TiledGemmEngine):
         if wgrad and any(sp and sp != (1,) for _, _, sp in plan):
             # split candidates only: an unsplit tile would be ranked against split ones unfairly
             plan = [(t, tile, sp) for t, tile, sp in plan if sp and sp != (1,)]
-        strided_dgrad = self.PHASED and p.kind == "dgrad" and any(v > 1 for v in p.g.stride)
-        make, made, bk = self._config, self.__dict__.get("_configs") or {}, base.knobs
-        for t, tile, splits in plan:
-            sw = 8 if -(-M // tile.cfg.BLOCK_M) > 8 else 1     # gc.swizzle_for(M, tile.cfg, (1, 8))
-            for s in splits or (1,):
-                for buf in ((1, 0) if wgrad and s > 1 else (1,)):
-                    out.append(made.get((bk, t, s, buf, sw, None)) or make(base, t, s, buf, sw, None))
-                    if strided_dgrad and s == 1:
-                        out.append(made.get((bk, t, s, buf, sw, 1)) or make(base, t, s, buf, sw, 1))
-        return out
+        plan = tuple(plan)
+        plans[key] = (self.TILES, plan)
+        return plan
 
     def _tiles_for(self, M, N, K_, G):
         """gc.useful_tiles, widened when none of those fits the grid's 65535 tile rows (a huge M with
