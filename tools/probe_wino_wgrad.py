@@ -97,10 +97,21 @@ def engine_runners(x, dy, dw, tiles):
             tile = eng.TILES[cfg.get(KN.CUDNN_KNOB_TYPE_TILE_SIZE)].label
             S, TC, _ = p.split(r)
             run = (lambda plan=plan, ws=ws: api.execute(plan, pack, ws))
-            out.append((f"eng F{r} {tile}", run, f"{S} x {TC}, predicted {eng.cost(sub, cfg, api.context().device) * 1e3:.4f} ms"))
+            out.append((f"eng F{r} {tile}", run, f"{S} x {TC}, predicted {eng.cost(sub, cfg, api.context().device) * 1e3:.4f} ms",
+                        lambda plan=plan, ws=ws: kernel_launches(plan, pack, ws)))
         except Exception as e:   # noqa: BLE001
             out.append((f"engine F{r}: {type(e).__name__}: {e}"[:200], None))
     return out
+
+
+def kernel_launches(plan, pack, ws):
+    """[(name, run)] of the plan's single launches (dy transform, x transform, GEMM [+ reduce], output)."""
+    from ncudnn import memory
+    sp = plan.parts[0]
+    views = {u: memory.as_view(t) for u, t in pack.items()}
+    launches = sp.launches(views, memory.as_view(ws))
+    names = ["dy", "x"] + [f"gemm{i}" for i in range(len(launches) - 3)] + ["out"]
+    return [(n, (lambda l=l: l.run(None, 0))) for n, l in zip(names, launches)]
 
 
 def main():
@@ -114,6 +125,7 @@ def main():
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--budget", type=float, default=100.0, help="seconds (JIT included) before skipping the rest")
     ap.add_argument("--no-engine", action="store_true")
+    ap.add_argument("--no-breakdown", dest="breakdown", action="store_false", help="skip the per-kernel times")
     a = ap.parse_args()
 
     import torch
@@ -179,7 +191,7 @@ def main():
                 if item[1] is None:
                     print(f"{name:14s} {lay:4s} {item[0]}")
                     continue
-                label, run, extra = item
+                label, run, extra, parts = item
                 if time.time() - t0 > a.budget:
                     print(f"budget spent: skipping {name} {lay} {label}")
                     continue
@@ -197,6 +209,12 @@ def main():
                     best[(name, lay)] = max(best.get((name, lay), 0.0), t_ms / ms)
                 print(f"{name:14s} {lay:4s} {label:22s} {ms:8.4f} {flops / ms / 1e9:6.1f} {t_ms / ms:6.2f} "
                       f"{e:9.2e}  {extra}{'' if ok else '  (error too large: not counted)'}")
+                if a.breakdown:
+                    try:
+                        each = [(n, time_gpu(f, a.reps, 3)) for n, f in parts()]
+                        print(f"{'':19s}   per kernel ms: " + ", ".join(f"{n} {t:.4f}" for n, t in each))
+                    except Exception as ex:     # noqa: BLE001
+                        print(f"{'':19s}   per kernel: {type(ex).__name__}: {ex}"[:200])
     if best:
         g = math.exp(sum(math.log(v) for v in best.values()) / len(best))
         print(f"geomean of the best ratio over {len(best)} layer/layouts: {g:.3f}")
