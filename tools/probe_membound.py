@@ -58,8 +58,8 @@ def norm_graph(rows, cols, rms):
            "EPSILON": TensorDesc(4, (1,), (1,), F32, is_by_value=True, value=1e-5, name="eps")}
     if not rms:
         ins["BIAS"] = _t(3, (1, cols), "bias")
-    node = NormFwd("norm", ins, {"Y": _t(10, (rows, cols), "y")}, mode=NM.CUDNN_RMS_NORM if rms else NM.CUDNN_LAYER_NORM,
-                   phase=PH.CUDNN_NORM_FWD_INFERENCE)
+    mode = NM.CUDNN_RMS_NORM if rms else NM.CUDNN_LAYER_NORM
+    node = NormFwd("norm", ins, {"Y": _t(10, (rows, cols), "y")}, mode=mode, phase=PH.CUDNN_NORM_FWD_INFERENCE)
     return OpGraph([node]).finalize()
 
 

@@ -25,7 +25,8 @@ from .dtypes import compute_type, dtype_name, loader, placeholder, storer
 from .primitives import block_sum, block_sum2, launch, warp_sum
 from .reduce import ReduceSpec, Term, run_reduce
 
-__all__ = ["row_config", "vec_ok", "row_fwd_kernel", "row_fwd_vec_kernel", "row_bwd_kernel", "row_norm_forward", "row_norm_backward",
+__all__ = ["row_config", "vec_ok", "row_fwd_kernel", "row_fwd_vec_kernel", "row_bwd_kernel", "row_norm_forward",
+           "row_norm_backward",
            "VPT_MAX", "BWD_VPT_MAX"]
 
 VPT_MAX = 32
