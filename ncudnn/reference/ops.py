@@ -219,6 +219,13 @@ def _concat(ins, a, shp, dts):
     return {"Y": np.concatenate(xs, axis=int(a["axis"]))}
 
 
+def _slice(ins, a, shp, dts):
+    x = f64(ins["X"])
+    steps = a.get("strides") or [1] * x.ndim
+    return {"Y": x[tuple(slice(int(b), int(e), int(st))
+                         for b, e, st in zip(a["start_indices"], a["limit_indices"], steps))]}
+
+
 _RUN = {
     "pointwise": _pointwise,
     "reduction": lambda ins, a, shp, dts: {"Y": reduction(a["mode"], ins["X"],
@@ -243,6 +250,7 @@ _RUN = {
     "concat": _concat,
     "reshape": lambda ins, a, shp, dts: {"Y": f64(ins["X"]).reshape(tuple(shp["Y"]))},
     "signal": lambda ins, a, shp, dts: {"Y": f64(ins["X"])} if "X" in ins else {},
+    "slice": _slice,
 }
 
 #: op names run_op understands

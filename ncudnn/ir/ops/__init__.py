@@ -19,9 +19,6 @@ from .sdpa import SdpaBwd, SdpaFwd
 NODE_TYPES = {cls.OP: cls for cls in (
     ConvFprop, ConvDgrad, ConvWgrad, Matmul, Pointwise, Reduction, GenStats, BnFinalize, BnBwdWeights,
     NormFwd, NormBwd, ResampleFwd, ResampleBwd, Concat, Reshape, Rng, Signal, BlockScaleQuantize,
-    BlockScaleDequantize, PagedCacheLoad, SdpaFwd, SdpaBwd)}
+    BlockScaleDequantize, PagedCacheLoad, SdpaFwd, SdpaBwd, Slice)}
 
-# Slice joins NODE_TYPES (plan JSON round trip) once ncudnn.reference.ops has a "slice" oracle
-# (tests/reference/test_ref_ops.py requires one for every registered op).
-
-__all__ = [c.__name__ for c in NODE_TYPES.values()] + ["Slice", "NODE_TYPES"]
+__all__ = [c.__name__ for c in NODE_TYPES.values()] + ["NODE_TYPES"]
