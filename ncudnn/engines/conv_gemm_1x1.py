@@ -41,7 +41,8 @@ WGRAD_TILES = (
     gc.FAST_TILES[0],
     gc.Tile("128x64x8 t8x8 vec4 fast", FAST_SMALL[0], None, 33.0, 128),
     gc.Tile("64x128x8 t8x8 vec4 fast", FAST_SMALL[1], None, 33.0, 128),
-    gc.Tile("64x64x8 t8x8 vec4 fast", FAST_SMALL[2], None, 28.0, 128),
+    gc.Tile("64x64x8 t8x8 vec4 fast", FAST_SMALL[2], None, 28.0, 168),
+    gc.Tile("64x64x8 t8x4 vec4 fast", FAST_SMALL[3], None, 26.0, 112),
 )
 TILES_1X1 = gc.CONV_TILES + WGRAD_TILES
 FIRST_WGRAD_TILE = len(gc.CONV_TILES)
@@ -317,7 +318,8 @@ class ConvGemm1x1Engine(GemmEngineBase):
             t = FIRST_WGRAD_TILE + i
             c = WGRAD_TILES[i].cfg
             tiles = gc.ceil_div(p.M, c.BLOCK_M) * gc.ceil_div(p.N, c.BLOCK_N) * p.nb
-            slots = 132 * max(1, min(2048 // c.num_threads, 65536 // (128 * c.num_threads)))
+            regs = -(-WGRAD_TILES[i].regs // 8) * 8
+            slots = 132 * max(1, min(2048 // c.num_threads, 65536 // (regs * c.num_threads)))
             feasible, sp = [], 2
             while not small and sp <= WGRAD_MAX_SPLIT and p.K >= sp * c.BLOCK_K * 8:
                 feasible.append(sp)

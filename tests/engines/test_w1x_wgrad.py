@@ -18,6 +18,7 @@ from ncudnn.types import cudnnDataType_t as DT, cudnnStatus_t as S
 F32 = DT.CUDNN_DATA_FLOAT
 ENG = "conv_gemm_1x1"
 T64 = c1.FIRST_WGRAD_TILE + 3          # "64x64x8 t8x8 vec4 fast"
+T64B = c1.FIRST_WGRAD_TILE + 4         # "64x64x8 t8x4 vec4 fast" (128 threads)
 
 
 def tensor(uid, dims, nhwc):
@@ -47,12 +48,12 @@ def read(buf, t):
     return np.lib.stride_tricks.as_strided(h, t.dims, [s * h.itemsize for s in t.strides]).copy()
 
 
-def run_case(rng, n, c, k, hw, nhwc, split, alpha=1.0, beta=0.0):
+def run_case(rng, n, c, k, hw, nhwc, split, alpha=1.0, beta=0.0, tile=T64):
     g, x, dy, dw = wgrad_graph(n, c, k, hw, nhwc, alpha, beta)
     eng = registry.by_name(ENG)
     sub = api.problem(g)
-    cfg = eng.default_config(sub).with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, T64).with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K,
-                                                                                         split)
+    cfg = eng.default_config(sub).with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, tile).with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K,
+                                                                                          split)
     assert api.check_support(g, cfg) == (S.CUDNN_STATUS_SUCCESS, "")
     plan = api.build_plan(g, cfg)
     p = eng.problem(sub)
@@ -81,6 +82,12 @@ def run_case(rng, n, c, k, hw, nhwc, split, alpha=1.0, beta=0.0):
 def test_w1x_wgrad_layouts_and_splits(rng, nhwc, split):
     p = run_case(rng, 2, 8, 8, 4, nhwc, split)
     assert p.fast_ok                     # NPQ / PQ multiples of 8, channels multiples of 4: fast mainloop
+
+
+@pytest.mark.parametrize("nhwc", [True, False])
+def test_w1x_wgrad_t8x4_tile(rng, nhwc):
+    p = run_case(rng, 2, 8, 8, 4, nhwc, 1, tile=T64B)
+    assert p.fast_ok
 
 
 def test_w1x_wgrad_alpha_beta_unaligned(rng):

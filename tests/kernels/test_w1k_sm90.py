@@ -27,6 +27,7 @@ print("STATS " + json.dumps(out))
 """
 
 NAMES = [c[0] for c in cases.WGRAD_CASES]
+CAP = {c[0]: c[1].MAX_REGS for c in cases.WGRAD_CASES}
 
 
 def test_w1k_cases_registered():
@@ -48,7 +49,7 @@ def test_w1k_wgrad_kernels_spill_free_on_sm90():
     for name, st in stats.items():
         assert st["ok"] and st["spills"] == 0 and st["ld.local"] == 0 and st["st.local"] == 0, (name, st)
         if not name.endswith("_reduce_wide"):
-            assert st["fma.rn.f32"] >= 64 * 8, (name, st)            # 8x8 accumulators, every k-step
+            assert st["fma.rn.f32"] >= 32 * 8, (name, st)            # every k-step written out
             assert st["ld.global.v4.f32"] >= 2, (name, st)           # 16-byte global quads
-            assert st["regs"] <= 128, (name, st)                      # 2+ blocks per SM
-    assert stats["gemm_fast_64x64_km_kn"]["st.shared.v4.f32"] >= 1     # outer-fast quads: one 16-byte store
+            assert st["regs"] <= CAP[name], (name, st)
+    assert stats["gemm_fast_64x64_t8x8_km_kn"]["st.shared.v4.f32"] >= 1  # outer-fast quads: one 16-byte store

@@ -50,7 +50,8 @@ GEMM_CASES = (
 #: 1x1 conv wgrad (engines/conv_gemm_1x1.py): NHWC one GEMM with both operands outer-fast ("km", "kn"),
 #: NCHW per-image GEMMs (both k-fast: "mk", "nk") summed over the batch (sum_batch)
 WGRAD_CASES = (
-    [(f"gemm_fast_{c.BLOCK_M}x{c.BLOCK_N}_km_kn", c, "km", "kn", False) for c in FAST_SMALL]
+    [(f"gemm_fast_{c.BLOCK_M}x{c.BLOCK_N}_t{c.THREAD_M}x{c.THREAD_N}_km_kn", c, "km", "kn", False)
+     for c in FAST_SMALL]
     + [("gemm_fast_64x64_mk_nk_sumbatch", FAST_SMALL[2], "mk", "nk", True),
        ("gemm_fast_128x128_km_kn_splitk", FAST.replace(SPLIT_K=2), "km", "kn", False)])
 

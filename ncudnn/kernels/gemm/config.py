@@ -140,13 +140,17 @@ def keep(cfg, problem):
     return True
 
 
-#: smaller fast-mainloop blocks (8x8 accumulators per thread, 128 registers) for GEMMs whose M or N is
-#: under 128 or whose grid must split K many ways (1x1 conv wgrad: conv_gemm_1x1.WGRAD_TILES)
+#: smaller fast-mainloop blocks for GEMMs whose M or N is under 128 or whose grid must split K many ways
+#: (1x1 conv wgrad: conv_gemm_1x1.WGRAD_TILES). sm_90 (nvJitLink, km / kn operands): 128x64 and 64x128 at
+#: 128 registers spill-free; 64x64 t8x8 (64 threads, two quads per operand per thread) spills 196 B at
+#: 128 and takes 166 at a cap of 168 (6 blocks / SM); 64x64 t8x4 (128 threads) 109.
 FAST_SMALL = (
     GemmConfig(BLOCK_M=128, BLOCK_N=64, BLOCK_K=8, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64, VEC=4,
                UNROLL_K=2, MAINLOOP="fast", MAX_REGS=128),
     GemmConfig(BLOCK_M=64, BLOCK_N=128, BLOCK_K=8, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64, VEC=4,
                UNROLL_K=2, MAINLOOP="fast", MAX_REGS=128),
     GemmConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=8, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64, VEC=4,
+               UNROLL_K=2, MAINLOOP="fast", MAX_REGS=168),
+    GemmConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=8, THREAD_M=8, THREAD_N=4, WARP_M=32, WARP_N=32, VEC=4,
                UNROLL_K=2, MAINLOOP="fast", MAX_REGS=128),
 )
