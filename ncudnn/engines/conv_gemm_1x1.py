@@ -244,6 +244,21 @@ class ConvGemm1x1Engine(GemmEngineBase):
             ws = gc.split_workspace(g, p.M, p.N, p.nb, p.fp64)
         return max(ws, gc.tail_workspace(sub, p.epi.out))
 
+    def _candidates(self, sub, ctx):
+        """wgrad: every valid config by cost alone (an unsplit wgrad tile's cost says nothing about the
+        tile: the base class's top-4-tiles-unsplit filter would drop good tiles)."""
+        dev = ctx.device if ctx is not None else None
+        if sub.kind != "conv_wgrad" or dev is None:
+            return super()._candidates(sub, ctx)
+        ok = S.CUDNN_STATUS_SUCCESS
+        good = [c for c in self._space(sub) if self.keep(sub, c, ctx)[0] == ok]
+        memo = self._memo(sub, dev)
+        todo = [c for c in good if c.knobs not in memo]
+        if todo:
+            self._cost_many(sub, todo, dev, memo)
+        order = sorted(range(len(good)), key=lambda i: (memo[good[i].knobs], i))
+        return tuple(good[i] for i in order[:24])
+
     def _cost_many(self, sub, cfgs, device, memo):
         if sub.kind != "conv_wgrad":
             return super()._cost_many(sub, cfgs, device, memo)
