@@ -180,7 +180,7 @@ def gc_tiles(M, N, bm, bn):
 
 def swizzle_for(M, gcfg, allowed):
     """The one SWIZZLE ranked per tile: the largest allowed group that still spans several tile rows."""
-    rows = ceil_div(M, gcfg.BLOCK_M)
+    rows = -(-M // gcfg.BLOCK_M)      # ceil_div
     return max([w for w in allowed if w == 1 or rows > w] or [1])
 
 
@@ -222,7 +222,8 @@ def checked(gcfg, itemsize):
 
 def keep_config(name, gcfg, fp64, M, N, K_, batch, linear_epilogue, out_dtype):
     """(ok, reason) of a kernel config on a (batch, M, N, K) problem."""
-    ok, why = checked(gcfg, 8 if fp64 else 4)
+    hit = _CHECKED.get((id(gcfg), 8 if fp64 else 4))       # checked(), its hit written out
+    ok, why = hit[1] if hit is not None and hit[0] is gcfg else checked(gcfg, 8 if fp64 else 4)
     if not ok:
         return False, f"{name}: {why}"
     if -(-M // gcfg.BLOCK_M) > MAX_GRID_YZ:

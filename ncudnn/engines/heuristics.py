@@ -97,11 +97,15 @@ def kernel_time(device, flops=0.0, nbytes=0.0, peak="fp32", blocks=None, threads
         per_sm = blocks_per_sm(device, threads, regs, smem)
     if per_sm == 0:
         return math.inf
-    # occupancy_factor, wave_efficiency and tile_efficiency, written out (called for every config)
-    eff = min(1.0, max(per_sm * -(-threads // 32), 1) / FULL_OCCUPANCY_WARPS)
+    # occupancy_factor, wave_efficiency and tile_efficiency, written out (called for every config);
+    # ``b if b > a else a`` is max(a, b) and ``b if b < a else a`` min(a, b), NaN included
+    w = per_sm * -(-threads // 32)
+    eff = (1 if 1 > w else w) / FULL_OCCUPANCY_WARPS
+    eff = eff if eff < 1.0 else 1.0
     if blocks is not None:
-        slots = max(device.sm_count * max(per_sm, 1), 1)
-        nb = max(blocks, 1)
+        slots = device.sm_count * (1 if 1 > per_sm else per_sm)
+        slots = 1 if 1 > slots else slots
+        nb = 1 if 1 > blocks else blocks
         waves = -(-nb // slots)
         if blocks < slots * waves:
             eff *= nb / (waves * slots)
@@ -109,11 +113,13 @@ def kernel_time(device, flops=0.0, nbytes=0.0, peak="fp32", blocks=None, threads
         m, n = problem
         if m and n:
             eff *= (m * n) / (-(-m // tile[0]) * tile[0] * -(-n // tile[1]) * tile[1])
-    compute = flops / (device.peak(peak) * max(eff, 1e-6)) if flops else 0.0
+    compute = flops / (device.peak(peak) * (1e-6 if 1e-6 > eff else eff)) if flops else 0.0
     memory = nbytes / device.mem_bandwidth if nbytes else 0.0
     if nbytes and bytes_in_flight is not None:
-        memory = max(memory, DRAM_LATENCY * nbytes / max(min(bytes_in_flight, nbytes), 1))
-    return launches * LAUNCH_OVERHEAD + max(compute, memory)
+        inflight = nbytes if nbytes < bytes_in_flight else bytes_in_flight
+        lat = DRAM_LATENCY * nbytes / (1 if 1 > inflight else inflight)
+        memory = lat if lat > memory else memory
+    return launches * LAUNCH_OVERHEAD + (memory if memory > compute else compute)
 
 
 def gemm_time(device, m, n, k, batch=1, tile=(128, 128), threads=256, regs=64, smem=0, in_bytes=4,
