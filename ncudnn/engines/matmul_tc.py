@@ -15,7 +15,7 @@ refused with a reason.
 """
 import numpy as np
 
-from ..kernels.tc_gemm import check_fused, fused_args, fused_grid, make_tc_gemm
+from ..kernels.tc_gemm import check, check_fused, fused_args, fused_grid, make_tc_gemm
 from ..types import cudnnBackendKnobType_t, cudnnBackendLayoutType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
 from . import gemm_common as gc
 from .base import OK
@@ -63,6 +63,14 @@ def _halves(p):
         return p.K, p.a_strides, p.b_strides
     a, b = p.a_strides, p.b_strides
     return 2 * p.K, (2 * a[0], 2 * a[1], 2 * a[2], 1), (2 * b[0], 2 * b[1], 1, 2 * b[3])
+
+
+def fp8_config(c):
+    """The FP8 kernel config (BLOCK_K in FP8 elements) of a 16-bit tile config: BLOCK_K FP8 elements (half
+    the tile's shared bytes: fewer k16 steps and lane offsets live, the large tiles spill otherwise), at
+    least one m16n8k32 step; twice that where the halves tile would not split among the threads."""
+    c8 = c.replace(BLOCK_K=max(c.BLOCK_K, 32))
+    return c8 if check(c8.replace(BLOCK_K=c8.BLOCK_K // 2))[0] else c.replace(BLOCK_K=2 * c.BLOCK_K)
 
 
 def tc_config(cfg):
@@ -184,17 +192,19 @@ class MatmulTcEngine(TcEngineBase):
         c = tc_config(cfg)
         if p.tc_tf32:   # BLOCK_K of the tile counts 16-bit halves: the kernel's k tile is half as many FP32
             c = c.replace(BLOCK_K=c.BLOCK_K // 2)
-        elif p.tc_fp8:  # ... and twice as many FP8
-            c = c.replace(BLOCK_K=c.BLOCK_K * 2)
+        elif p.tc_fp8:
+            c = fp8_config(c)
         out_dt, bias_dt, res_dt = p.dtypes[2], p.dtypes[3], p.dtypes[4]
+        ds = getattr(p, "dscales", ())
         kern = make_tc_gemm(c, p.tc_a_kmajor, p.tc_b_kmajor, p.dtypes[0], out_dt, epi=p.epi.spec,
-                            bias_dtype=bias_dt, res_dtype=res_dt)
+                            bias_dtype=bias_dt, res_dtype=res_dt, dscales=len(ds))
         tf = gc.typing_flat
         op_t = "bfloat16" if p.tc_tf32 or p.tc_fp8 else p.dtypes[0]   # TF32 / FP8 travel as 16-bit halves
         K_, a_st, b_st = _halves(p)
         typing = fused_args(kern, tf(op_t), tf(op_t), tf(out_dt), tf(bias_dt), tf(res_dt),
-                            p.M, p.N, K_, p.batch, a_st, b_st, p.c_strides)
-        return kern, typing, gc.key_text("tc_gemm", c, p.tc_a_kmajor, p.tc_b_kmajor, p.dtypes, kern.epi)
+                            p.M, p.N, K_, p.batch, a_st, b_st, p.c_strides) + tuple(tf("float32") for _ in ds)
+        return kern, typing, gc.key_text("tc_gemm", c, p.tc_a_kmajor, p.tc_b_kmajor, p.dtypes, kern.epi,
+                                      *((len(ds),) if ds else ()))
 
     def build(self, sub, cfg, ctx):
         kern, typing, key = self.kernel(sub, cfg)
@@ -217,4 +227,5 @@ class TcPlan(gc.BlockPlan):
         alpha = gc.alpha_of(p.epi, views, p.alpha, self.sub)
         args = fused_args(kern, a, b, out, bias, res, p.M, p.N, K_, p.batch, a_st, b_st, p.c_strides,
                           p.bias_strides, p.res_strides or (0, 0, 0, 0), alpha, p.beta)
+        args += tuple(gc.flat(views[t.uid], t) for t in getattr(p, "dscales", ()))    # FP8 device scales
         return [self.bl.prepare(fused_grid(kern, p.M, p.N, p.batch), kern.cfg.threads, args, kern.smem)]

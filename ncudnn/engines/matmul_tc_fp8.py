@@ -2,11 +2,11 @@
 A / B (e4m3 or e5m2) or written output are FP8, and the operands' 16-bit-halves view.
 
 FP8 graph pattern (cudnn-frontend's FP8 matmul): ``C = matmul(A, B)`` (FP32 compute), then the
-pointwise chain ``C * descale_a * descale_b * scale_d`` with by-value scalars (leading scales fold into
-the kernel's alpha, later ones compile in as constants), optionally bias / activation, cast to the
-output type (FP8, BF16, FP16 or FP32) by the epilogue's store (RNE). A trailing AMAX reduction of the
-written output runs as the subgraph's tail. Device-tensor scales are refused by the epilogue
-translation (only by-value scalars fuse as scales).
+pointwise chain ``C * descale_a * descale_b * scale_d``, optionally bias / activation, cast to the
+output type (FP8, BF16, FP16 or FP32) by the epilogue's store (RNE). Leading MULs by a device tensor of
+one element (FP32, every dim 1: cudnn-frontend's descale / scale tensors) fold into the kernel's alpha
+at run time (``dscales``: the kernel reads element 0 of each); by-value scalars fold into alpha at
+launch (leading) or compile in as constants (later). No AMAX output yet (see docs/tensor_cores.md).
 
 The mapping is :func:`matmul_common.matmul_mapping`'s: every dim and stride it reads is in elements,
 so it maps a copy of the subgraph whose FP8 tensors are relabeled BF16 (its dtype checks know no
@@ -34,6 +34,23 @@ def _relabel(node, ports, which):
     return n
 
 
+def _device_scalar(n, cur):
+    """The one-element FP32 device tensor ``n`` multiplies the chain value ``cur`` by, or None."""
+    from ..types import cudnnPointwiseMode_t as PM
+
+    if getattr(n, "OP", "") != "pointwise" or int(n.mode) != int(PM.CUDNN_POINTWISE_MUL):
+        return None
+    if getattr(n, "alpha1", None) not in (None, 1.0) or getattr(n, "alpha2", None) not in (None, 1.0):
+        return None
+    others = [t for t in n.inputs.values() if t.uid != cur]
+    if len(others) != 1 or len(n.inputs) != 2:
+        return None
+    t = others[0]
+    if t.is_virtual or t.is_by_value or gc.kdtype(t) != "float32" or any(d != 1 for d in t.dims):
+        return None
+    return t
+
+
 def fp8_mapping(sub):
     """The GemmMapping of the matmul subgraph ``sub`` when A, B or the written output is FP8 (A / B
     dtypes, ``in_bytes``, ``out_bytes``, the epilogue's output dtype and tensor as the graph has them);
@@ -49,11 +66,21 @@ def fp8_mapping(sub):
         return None
     anchor = _relabel(node, ins, "inputs")
     epilogue = list(sub.epilogue)
+    dscales = []                    # leading MULs by device scalars: the anchor "writes" their result
+    cur = next(iter(node.outputs.values()))
+    while ins and epilogue and cur.is_virtual:
+        t = _device_scalar(epilogue[0], cur.uid)
+        if t is None:
+            break
+        dscales.append(t)
+        n = epilogue.pop(0)
+        cur = next(iter(n.outputs.values()))
+        anchor.outputs = {"C": cur}
     if out_fp8:
         if epilogue:
             epilogue[-1] = _relabel(last, [oport], "outputs")
         else:
-            anchor = _relabel(anchor, [oport], "outputs")
+            anchor = _relabel(anchor, ["C"], "outputs")
     # the epilogue's nodes read the anchor's output by uid: the copies keep every uid
     proxy = dataclasses.replace(sub, anchor=anchor, epilogue=epilogue,
                                 nodes=[anchor] + epilogue + ([sub.tail] if sub.tail is not None else []))
@@ -61,6 +88,7 @@ def fp8_mapping(sub):
         proxy.materialize = sub.materialize
     p = matmul_mapping(proxy)
     p.A, p.B = node.inputs["A"], node.inputs["B"]
+    p.dscales = tuple(dscales)
     e = p.epi
     names = [a_dt, b_dt, e.spec.out_dtype]
     if out_fp8:

@@ -38,8 +38,9 @@ def scalar(uid, v):
 
 
 def fp8_graph(bsz, m, n, k, in_dt, out_dt, scales=(0.5, 0.25, 2.0), bias_relu=False, a_dt=None, a_strides=None,
-              b_strides=None):
-    """matmul(A, B stored (n, k)) * descale_a * descale_b * scale_d [+ bias, relu] -> out."""
+              b_strides=None, device_scales=0):
+    """matmul(A, B stored (n, k)) * descale_a * descale_b * scale_d [+ bias, relu] -> out; the first
+    ``device_scales`` scales are one-element FP32 device tensors (uids 5, 6, ...), the rest by value."""
     a = tensor(1, (bsz, m, k), a_dt or in_dt, a_strides)
     b = tensor(2, (bsz, k, n), in_dt, b_strides or (n * k, 1, k))
     out = tensor(4, (bsz, m, n), out_dt)
@@ -50,7 +51,10 @@ def fp8_graph(bsz, m, n, k, in_dt, out_dt, scales=(0.5, 0.25, 2.0), bias_relu=Fa
     for i, (name, v) in enumerate(steps):
         last = i == len(steps) - 1 and not bias_relu
         nxt = out if last else TensorDesc(11 + i, is_virtual=True)
-        nodes.append(Pointwise(name, {"X": cur, "B": scalar(5 + i, v)}, {"Y": nxt}, mode=PM.CUDNN_POINTWISE_MUL))
+        st = tensor(5 + i, (1, 1, 1), F32) if i < device_scales else scalar(5 + i, v)
+        if i < device_scales:
+            tensors[f"scale{i}"] = st
+        nodes.append(Pointwise(name, {"X": cur, "B": st}, {"Y": nxt}, mode=PM.CUDNN_POINTWISE_MUL))
         cur = nxt
     if bias_relu:
         bias = tensor(3, (1, 1, n), F32)
@@ -92,6 +96,9 @@ def run(rng, g, ts, in_dt, scales, bias_relu=False, tile=None):
     bufs = {1: to_dev(av, a), 2: to_dev(bv, b), 4: cuda.to_device(np.full(out.span_elements(), POISON[out.dtype],
                                                                             STORE[out.dtype]))}
     d = np.float64(scales[0]) * scales[1] * scales[2] * np.matmul(av.astype(np.float64), bv.astype(np.float64))
+    for i in range(3):
+        if f"scale{i}" in ts:
+            bufs[5 + i] = cuda.to_device(np.full(1, scales[i], np.float32))
     if bias_relu:
         biasv = rng.uniform(-1, 1, ts["bias"].dims).astype(np.float32)
         bufs[3] = to_dev(biasv, ts["bias"])
@@ -114,6 +121,17 @@ def test_fp8_scales_fp8_out(rng, in_dt):
     scales = (0.5, 0.25, 2.0)
     g, ts = fp8_graph(bsz, m, n, k, in_dt, in_dt, scales)
     run(rng, g, ts, in_dt, scales)
+
+
+@pytest.mark.parametrize("n_dev", [2, 3])
+def test_fp8_device_tensor_scales(rng, n_dev):
+    """descale_a, descale_b (and scale_d) as one-element FP32 device tensors: read by the kernel into alpha."""
+    bsz, m, n, k = size((1, 16, 24, 32), (2, 520, 392, 1024))
+    scales = (0.5, 0.25, 4.0)
+    g, ts = fp8_graph(bsz, m, n, k, E4, E4, scales, device_scales=n_dev)
+    p = registry.by_name("matmul_tc").problem(api.problem(g))
+    assert [t.uid for t in p.dscales] == [5, 6, 7][:n_dev] and len(p.epi.alpha_scalars) == 3 - n_dev
+    run(rng, g, ts, E4, scales)
 
 
 def test_e4m3_bias_relu_bf16_out_batched(rng):

@@ -9,7 +9,8 @@ from ncudnn.kernels import kcache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: (tile index, fp8 kind, output) compiled: the two largest tiles matmul_tc offers FP8 (FP8_SPILLS left out)
-CASES = [(3, "e4m3", "fp8"), (4, "e5m2", "fp8"), (3, "e4m3", "bf16"), (4, "e4m3", "bf16")]
+#: ("fp8ds": FP8 output, descale_a / descale_b as device tensors read by the kernel)
+CASES = [(3, "e4m3", "fp8"), (4, "e5m2", "fp8"), (3, "e4m3", "bf16"), (4, "e4m3", "bf16"), (3, "e4m3", "fp8ds")]
 
 
 def _engine_kernel(tile, kind, out):
@@ -23,8 +24,8 @@ def _engine_kernel(tile, kind, out):
     from test_tce_fp8 import fp8_graph
 
     in_dt = {"e4m3": DT.CUDNN_DATA_FP8_E4M3, "e5m2": DT.CUDNN_DATA_FP8_E5M2}[kind]
-    out_dt = in_dt if out == "fp8" else DT.CUDNN_DATA_BFLOAT16
-    g, _ = fp8_graph(1, 1024, 1024, 1024, in_dt, out_dt)
+    out_dt = in_dt if out.startswith("fp8") else DT.CUDNN_DATA_BFLOAT16
+    g, _ = fp8_graph(1, 1024, 1024, 1024, in_dt, out_dt, device_scales=2 if out == "fp8ds" else 0)
     eng = registry.by_name("matmul_tc")
     sub = api.problem(g)
     cx = replace(api.context(), allow_tensor_cores=True)

@@ -128,7 +128,7 @@ def _conv_a_load(w, ind, i, BK):
     _conv_a_normalize(w, ind, i)
 
 
-def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False):
+def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False, dscales=0):
     BM, BN, BK, ST = cfg.BLOCK_M, cfg.BLOCK_N, cfg.BLOCK_K, cfg.STAGES
     NT = cfg.threads
     WTM, WTN = BM // cfg.WARPS_M, BN // cfg.WARPS_N
@@ -146,7 +146,7 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False)
     elif epi is None:
         w("def tc_gemm(a, b, c, M, N, K, lda, ldb, ldc_m, ldc_n, a_z, b_z, c_z, alpha):")
     else:
-        w(f"def tc_gemm({', '.join(FUSED_ARGS + (('amax',) if amax else ()))}):")
+        w(f"def tc_gemm({', '.join(fused_arg_names(amax, dscales))}):")
     # 16-byte rows for ldmatrix / cp.async (the simulator refuses an alignment argument)
     w("    sm = cuda.shared.array(0, uint16)" if ptx.SIM else
       "    sm = cuda.shared.array(0, uint16, alignment=128)")
@@ -259,7 +259,7 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False)
                 acc = f"c{i}_{n}_0, c{i}_{n}_1, c{i}_{n}_2, c{i}_{n}_3"
                 w(f"        {acc} = ptx.{mma_name}(a{i}_0, a{i}_1, a{i}_2, a{i}_3, b{n}_0, b{n}_1, {acc})")
     if epi is not None:
-        _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax)
+        _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax, dscales)
         return "\n".join(L) + "\n"
     # epilogue
     w("    g = lane >> 2")
@@ -289,7 +289,13 @@ def staging_bytes(cfg):
     return cfg.WARPS_M * cfg.WARPS_N * 16 * (cfg.BLOCK_N // cfg.WARPS_N + STAGE_PAD) * 4
 
 
-def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False):
+def fused_arg_names(amax=False, dscales=0):
+    """The fused kernel's parameters: :data:`FUSED_ARGS`, then ``amax`` (if any), then the ``dscales``
+    device scale arrays ``ds0``, ``ds1``, ..."""
+    return FUSED_ARGS + (("amax",) if amax else ()) + tuple(f"ds{i}" for i in range(dscales))
+
+
+def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False, dscales=0):
     """The shared epilogue ``epi(v, c, o, bias, b_off, res, r_off, alpha, beta)`` (kernels/epilogue.py:
     alpha / beta blend, bias, pointwise chain, residual, cast, store) on every output element.
 
@@ -302,6 +308,8 @@ def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False):
     bias = epi.bias_axis
     res = epi.has_residual
     RS = WTN + STAGE_PAD
+    for i in range(dscales):   # FP8 descale / scale tensors in device memory (element 0) fold into alpha
+        w(f"    alpha = alpha * ds{i}[0]")
     if amax:
         w("    am = float32(0.0)")
     w("    ptx.cp_async_wait_all()")
@@ -341,7 +349,7 @@ def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False):
 
 
 def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", out_dtype="bfloat16",
-                 epi=None, bias_dtype="float32", res_dtype="float32", conv=False, amax=False):
+                 epi=None, bias_dtype="float32", res_dtype="float32", conv=False, amax=False, dscales=0):
     """The kernel for ``cfg`` (default: the first of CONFIGS) and these layouts / dtypes, cached.
 
     ``epi``: an :class:`~ncudnn.kernels.epilogue.EpilogueSpec` (its ``out_dtype`` replaces
@@ -350,22 +358,25 @@ def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", o
     both operands k-major): the implicit-GEMM conv fprop kernel (signature :data:`CONV_ARGS`).
     ``amax=True`` (fused only): one more argument, a float32 array whose element 0 receives the max of
     ``|alpha * acc|`` (atomic max; the caller zeroes it). FP32 inputs run as TF32, FP8 (e4m3 / e5m2)
-    inputs on m16n8k32: both need k-contiguous A and B (see :func:`_make_halves`)."""
+    inputs on m16n8k32: both need k-contiguous A and B (see :func:`_make_halves`). ``dscales`` (fused
+    only): that many float32 arrays appended last (:func:`fused_arg_names`) whose element 0 multiplies
+    alpha (per-tensor FP8 descale / scale factors held in device memory)."""
     if conv and (epi is None or not a_kmajor or not b_kmajor):
         raise ValueError("the conv kernel needs an epilogue spec and k-major A (NHWC) and B (KRSC)")
     cfg = cfg or TcGemmConfig()
     in_name = in_dtype if in_dtype in _HALVES_MMA else dt.dtype_name(in_dtype)
     if in_name in _HALVES:
-        return _make_halves(cfg, in_name, a_kmajor, b_kmajor, out_dtype, epi, bias_dtype, res_dtype, conv, amax)
-    if amax and epi is None:
-        raise ValueError("amax needs the fused kernel (an epilogue spec)")
+        return _make_halves(cfg, in_name, a_kmajor, b_kmajor, out_dtype, epi, bias_dtype, res_dtype, conv, amax,
+                            dscales)
+    if (amax or dscales) and epi is None:
+        raise ValueError("amax / dscales need the fused kernel (an epilogue spec)")
     if epi is not None:
         epi = ep.EpilogueSpec(epi.steps, dt.dtype_name(epi.out_dtype), "float32")
         out_dtype = epi.out_dtype
         bias_dtype, res_dtype = dt.dtype_name(bias_dtype), dt.dtype_name(res_dtype)
     out_name = dt.dtype_name(out_dtype)
     key = (cfg, bool(a_kmajor), bool(b_kmajor), in_name, out_name, epi,
-           (bias_dtype, res_dtype) if epi is not None else None, bool(conv), bool(amax))
+           (bias_dtype, res_dtype) if epi is not None else None, bool(conv), bool(amax), int(dscales))
     if key in _CACHE:
         return _CACHE[key]
     ok, why = check(cfg)
@@ -379,7 +390,7 @@ def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", o
     if out_name not in outs:
         raise ValueError(f"tc_gemm output must be one of {outs}, got {out_name}")
     mma_name = {"bfloat16": "mma_m16n8k16_bf16", "float16": "mma_m16n8k16_f16", **_HALVES_MMA}[in_name]
-    src = _source(cfg, a_kmajor, b_kmajor, mma_name, epi, conv, amax)
+    src = _source(cfg, a_kmajor, b_kmajor, mma_name, epi, conv, amax, dscales)
     g = {"cuda": cuda, "ptx": ptx, "float32": float32, "int32": int32, "int64": int64,
          "uint16": uint16, "store": dt.storer(out_name), "warp_max": prim.warp_max}
     if epi is not None:
@@ -398,7 +409,7 @@ _HALVES = {"float32": ("tf32", 0.5), "float8_e4m3fn": ("e4m3", 2), "float8_e5m2"
 _HALVES_MMA = {"tf32": "mma_m16n8k8_tf32", "e4m3": "mma_m16n8k32_e4m3", "e5m2": "mma_m16n8k32_e5m2"}
 
 
-def _make_halves(cfg, in_name, a_kmajor, b_kmajor, out_dtype, epi, bias_dtype, res_dtype, conv, amax):
+def _make_halves(cfg, in_name, a_kmajor, b_kmajor, out_dtype, epi, bias_dtype, res_dtype, conv, amax, dscales=0):
     """FP32 (TF32) or FP8 operands, both k-contiguous: the 16-bit kernel over their storage viewed as
     16-bit halves. A 16-byte chunk is 4 FP32 or 16 FP8 values, so one k16 step in halves is one
     m16n8k8 tf32 / m16n8k32 fp8 step, and ldmatrix.x4 (no .trans) yields exactly those fragments
@@ -410,4 +421,4 @@ def _make_halves(cfg, in_name, a_kmajor, b_kmajor, out_dtype, epi, bias_dtype, r
                          "elements and the conv gather are not implemented)")
     tag, per_half = _HALVES[in_name]
     return make_tc_gemm(cfg.replace(BLOCK_K=int(cfg.BLOCK_K / per_half)), True, True, tag, out_dtype, epi,
-                        bias_dtype, res_dtype, amax=amax)
+                        bias_dtype, res_dtype, amax=amax, dscales=dscales)
