@@ -97,7 +97,8 @@ def engine_runners(x, dy, dw, tiles):
             tile = eng.TILES[cfg.get(KN.CUDNN_KNOB_TYPE_TILE_SIZE)].label
             S, TC, _ = p.split(r)
             run = (lambda plan=plan, ws=ws: api.execute(plan, pack, ws))
-            out.append((f"eng F{r} {tile}", run, f"{S} x {TC}, predicted {eng.cost(sub, cfg, api.context().device) * 1e3:.4f} ms",
+            pred = eng.cost(sub, cfg, api.context().device) * 1e3
+            out.append((f"eng F{r} {tile}", run, f"{S} x {TC}, predicted {pred:.4f} ms",
                         lambda plan=plan, ws=ws: kernel_launches(plan, pack, ws)))
         except Exception as e:   # noqa: BLE001
             out.append((f"engine F{r}: {type(e).__name__}: {e}"[:200], None))
@@ -156,7 +157,8 @@ def main():
             tw = lambda: torch.nn.grad.conv2d_weight(x, (K, C, 3, 3), dy, padding=1)  # noqa: E731
             e_t = rel(tw(), ref)
             t_ms = time_gpu(tw, a.reps, a.trials)
-            print(f"{name:14s} {lay:4s} {'torch cudnn':22s} {t_ms:8.4f} {flops / t_ms / 1e9:6.1f} {1.0:6.2f} {e_t:9.2e}")
+            print(f"{name:14s} {lay:4s} {'torch cudnn':22s} {t_ms:8.4f} {flops / t_ms / 1e9:6.1f} {1.0:6.2f} "
+                  f"{e_t:9.2e}")
             xs, dys, dws = (cuda.as_cuda_array(t.permute(0, 2, 3, 1) if nhwc else t) for t in (x, dy, dw))
             flat = lambda arr: arr.reshape(arr.size) if arr.is_c_contiguous() else None  # noqa: E731
             xf, dyf, dwf = flat(xs), flat(dys), flat(dws)

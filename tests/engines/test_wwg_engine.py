@@ -114,8 +114,8 @@ def test_rejects_stride_filter(kw, word):
 
 def test_rejects_epilogue():
     x, dy = tensor(1, (1, 4, 6, 6)), tensor(3, (1, 4, 6, 6))
-    node = ConvWgrad("wgrad", {"X": x, "DY": dy}, {"DW": TensorDesc(10, (4, 4, 3, 3), packed_strides((4, 4, 3, 3)), F32, is_virtual=True,
-                                                          name="v10")}, spatial_dims=2,
+    vdw = TensorDesc(10, (4, 4, 3, 3), packed_strides((4, 4, 3, 3)), F32, is_virtual=True, name="v10")
+    node = ConvWgrad("wgrad", {"X": x, "DY": dy}, {"DW": vdw}, spatial_dims=2,
                      stride=(1, 1), pre_padding=(1, 1), post_padding=(1, 1), dilation=(1, 1),
                      mode=CM.CUDNN_CROSS_CORRELATION)
     scale = Pointwise("scale", {"X": node.outputs["DW"]}, {"Y": tensor(2, (4, 4, 3, 3))},
