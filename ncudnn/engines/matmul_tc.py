@@ -42,8 +42,8 @@ TILES = (
     _t(32, 32, 32, 2, 2, 0.08, 64, 2),
     _t(16, 16, 16, 1, 1, 0.03, 40, 2),
 )
-#: tiles whose FP8 kernels spill on sm_90 (nvJitLink, 2026-11-30: 128x256 and 256x128 112 bytes with an FP8
-#: output, 128x256 8 with BF16; 128x128 w2x2 8 with either): not offered for FP8 operands
+#: tiles whose FP8 kernels (fp8_config, FP8 output) spill on sm_90 (nvJitLink, 2026-11-30: 128x256 12 bytes,
+#: 128x128 w2x2 8, 256x128 36): not offered for FP8 operands
 FP8_SPILLS = frozenset({0, 1, 2})
 
 

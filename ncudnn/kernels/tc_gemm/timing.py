@@ -3,7 +3,7 @@ those).
 
 ``python -m ncudnn.kernels.tc_gemm.timing [M N K] [--dtype bf16 fp16 tf32 e4m3 e5m2] [--layout mk_kn]
 [--iters 20] [--configs 0 1 ...] [--fused]`` (tf32: FP32 storage, always mk_nk, the config's BLOCK_K halved so the
-shared footprint matches; plain kernel only; e4m3 / e5m2: FP8 storage, always mk_nk, BLOCK_K doubled, BF16
+shared footprint matches; plain kernel only; e4m3 / e5m2: FP8 storage, always mk_nk, BLOCK_K in FP8 elements, BF16
 output, plain kernel only, torch line ``torch._scaled_mm`` with unit scales, e5m2 x e5m2 has none in
 cuBLASLt) checks every config against a float64 product on a 256-row slice (rel
 err printed), then times it with CUDA events: median of ``--iters`` launches after 3 warm-ups, inputs
@@ -77,10 +77,10 @@ def time_config(cfg, M, N, K, a_kmajor=True, b_kmajor=False, iters=20, check_row
 
         def go():
             run_tc_gemm(kern, d_a, d_b, d_c, M, N, 2 * K, (2 * K, 1), (1, 2 * K), (N, 1))
-    elif fp8:               # K, leading dims in halves; BLOCK_K in FP8 elements: the same shared bytes
+    elif fp8:               # K, leading dims in halves; BLOCK_K in FP8 elements (as engine matmul_tc)
         if not (a_kmajor and b_kmajor):
             raise ValueError("fp8 needs --layout mk_nk")
-        kern = make_tc_gemm(cfg.replace(BLOCK_K=cfg.BLOCK_K * 2), True, True, name, "bfloat16")
+        kern = make_tc_gemm(cfg, True, True, name, "bfloat16")
 
         def go():
             run_tc_gemm(kern, d_a, d_b, d_c, M, N, K // 2, (K // 2, 1), (1, K // 2), (N, 1))
