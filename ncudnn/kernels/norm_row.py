@@ -311,6 +311,8 @@ def row_norm_forward(x, scale, bias, y, mean, inv_std, rows, n, eps, *, rms=Fals
     """
     threads, blk, vpt, rpb = row_config(n, block, rows_per_block, vpt_max=vpt_max, vec=vec)
     write = inv_std is not None
+    if write and not rms and mean is None:
+        raise ValueError("layer norm writes mean and inv_std together: pass a mean buffer (rows elements)")
     if vec > 1 and vpt:
         kern, _ = row_fwd_vec_kernel(n, blk, vpt, vec, not rms, bias is not None, write, x_dtype,
                                      param_dtype, y_dtype, stat_dtype, rpb)

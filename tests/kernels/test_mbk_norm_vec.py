@@ -113,3 +113,16 @@ def test_row_norm_vec_bench_shape(rng, kind):
             assert_close(_host(mean).reshape(rows, 1), emean, "float32", name="mean")
         assert_close(_host(y).reshape(rows, n), ey, "float32", name="y")
         assert_close(_host(inv).reshape(rows, 1), einv, "float32", name="inv_std")
+
+
+def test_layer_norm_refuses_inv_std_without_mean():
+    """Layer norm writes both statistics: an inv_std buffer with no mean buffer is refused, not an
+    out-of-bounds write into a one-element dummy."""
+    from numba import cuda
+
+    from ncudnn.kernels.norm_row import row_norm_forward
+    x = cuda.to_device(np.ones((4, 8), np.float32))
+    y = cuda.to_device(np.zeros((4, 8), np.float32))
+    inv = cuda.to_device(np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match="mean"):
+        row_norm_forward(x, None, None, y, None, inv, 4, 8, 1e-5)
