@@ -11,7 +11,9 @@ leading dims, the contiguous extents and the batch strides of A and B multiples 
 aligned A / B. Math: refused unless the build context allows tensor cores (legacy FMA_MATH does not).
 FP32 A and B run as TF32 (m16n8k8; the mma drops the low 13 mantissa bits; note DOWN_CONVERT_INPUTS)
 when the context allows TF32, for k-contiguous A and B only (B stored (n, k)); other FP32 layouts are
-refused with a reason.
+refused with a reason. FP8 A and B (both e4m3 or both e5m2, k-contiguous, K % 16 == 0, sm_89+) run on
+m16n8k32 with the descale / scale chain in alpha and an FP8, BF16, FP16 or FP32 output
+(:mod:`.matmul_tc_fp8`); tiles in :data:`FP8_SPILLS` are not offered to them.
 """
 import numpy as np
 
