@@ -183,8 +183,9 @@ def test_engine_config_knobs_and_notes():
     g = bias_relu_graph()
     eng = engine(g, registry.by_name("pointwise_fused").global_index)
     count, infos = get(eng, A.CUDNN_ATTR_ENGINE_KNOB_INFO, DESC)
-    assert count == len(infos) == 2
+    assert count == len(infos) == 3  # ARRAY_SIZE_PER_THREAD, BLOCK_SIZE, CTA_COUNT (grid cap in waves)
     knobs = {get(i, A.CUDNN_ATTR_KNOB_INFO_TYPE, T.CUDNN_TYPE_KNOB_TYPE)[1][0]: i for i in infos}
+    assert K.CUDNN_KNOB_TYPE_CTA_COUNT in knobs
     block = knobs[K.CUDNN_KNOB_TYPE_BLOCK_SIZE]
     lo = get(block, A.CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, T.CUDNN_TYPE_INT64)[1][0]
     hi = get(block, A.CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, T.CUDNN_TYPE_INT64)[1][0]
