@@ -22,6 +22,7 @@ import math
 
 from ..kernels.gemm import make_gemm
 from ..kernels.gemm.config import FAST_SMALL
+from ..kernels.gemm.transpose import grid as pixels_last_grid, make_pixels_last
 from ..platform import simulator_enabled
 from ..types import cudnnBackendKnobType_t, cudnnBackendLayoutType_t, cudnnStatus_t
 from . import gemm_common as gc
@@ -147,12 +148,70 @@ def wgrad1x1_mapping(sub):
         p = GemmMapping(dw.dims[0], dw.dims[1], sizes[0], (1, 1), dy, x, (0, 0, dy.strides[1], sy[0]),
                         (0, 0, sx[0], x.strides[1]), c_st, epi, alpha=alpha, beta=beta)
         p.sum_batch = False
+    elif _pixels_last_wins(sizes, dy, x):    # NCHW, H*W not a multiple of 8: copy to NHWC, one GEMM
+        M, N = dw.dims[0], dw.dims[1]
+        p = GemmMapping(M, N, sizes[0] * sizes[1], (1, 1), dy, x, (0, 0, 1, M), (0, 0, N, 1), c_st, epi,
+                        alpha=alpha, beta=beta)
+        p.sum_batch = False
+        p.pixels_last = (sizes[0], sizes[1], tuple(sy), tuple(sx))
     else:                       # per-image GEMMs summed over the batch
         p = GemmMapping(dw.dims[0], dw.dims[1], sizes[1], (sizes[0], 1), dy, x, (sy[0], 0, dy.strides[1], sy[1]),
                         (sx[0], 0, sx[1], x.strides[1]), c_st, epi, alpha=alpha, beta=beta)
         p.sum_batch = True
+    if not hasattr(p, "pixels_last"):
+        p.pixels_last = None
     p.fast_ok = _fast_possible(p)
     return p
+
+
+def _pixels_last_wins(sizes, dy, x):
+    """NCHW images whose pixel count is not a multiple of the fast mainloop's k-tile (7², 14²): copying dy
+    and x pixels-last into the workspace (kernels/gemm/transpose.py) gives one fast GEMM over N*H*W
+    instead of unaligned per-image GEMMs summed through an N*K*C workspace. fp32, channels % 4."""
+    return (len(sizes) == 2 and sizes[1] % 8 != 0 and gc.kdtype(dy) == "float32" and gc.kdtype(x) == "float32"
+            and dy.dims[1] % 4 == 0 and x.dims[1] % 4 == 0)
+
+
+def _round256(n):
+    return -(-n // 256) * 256
+
+
+def pixels_last_bytes(p):
+    """(bytes of dy pixels-last, bytes of x pixels-last) in the workspace (each rounded to 256)."""
+    return _round256(p.K * p.M * 4), _round256(p.K * p.N * 4)
+
+
+class _Part:
+    """A byte range of the scratch buffer (what BlockLaunch.launches reads: ptr, nbytes)."""
+
+    def __init__(self, ptr, nbytes):
+        self.ptr, self.nbytes = int(ptr), int(nbytes)
+
+
+class _PixelsLastPlan(gc.BlockPlan):
+    """Two pixels-last copies (dy, x -> workspace) then the GEMM over them (and its split-K reduce)."""
+
+    def __init__(self, engine, sub, cfg, p, kern, bl, ws, tail=None):
+        super().__init__(engine, sub, cfg, p, kern, bl, ws, tail=tail)
+        f = gc.Flat(0, 1, "float32")
+        self.copy = gc.kcache.get_or_compile("pixels_last_f32", make_pixels_last, gc.argtypes((f, f, 1, 1, 1, 1, 1)))
+
+    def _own(self, views, scratch):
+        p = self.p
+        n_img, pq, sy, sx = p.pixels_last
+        ya, xa = pixels_last_bytes(p)
+        dyt = gc.Flat(scratch.ptr, p.K * p.M, "float32")
+        xt = gc.Flat(scratch.ptr + ya, p.K * p.N, "float32")
+        rest = _Part(scratch.ptr + ya + xa, scratch.nbytes - ya - xa)
+        out = []
+        for t, dst, ch, st in ((p.A, dyt, p.M, sy), (p.B, xt, p.N, sx)):
+            g, b = pixels_last_grid(n_img, ch, pq)
+            out.append(self.copy.prepare(g, b, (gc.flat(views[t.uid], t), dst, ch, pq, st[0], t.strides[1], st[1])))
+
+        def arg(t):
+            return dyt if t is p.A else xt if t is p.B else gc.flat(views[t.uid], t)
+        packed = p.pack(self.kern, arg)
+        return out + list(self.bl.launches(packed, gc.alpha_of(p.epi, views, p.alpha, self.sub), p.beta, rest))
 
 
 def _fast_possible(p):
@@ -242,6 +301,8 @@ class ConvGemm1x1Engine(GemmEngineBase):
             ws = p.nb * g.SPLIT_K * p.M * p.N * item
         else:
             ws = gc.split_workspace(g, p.M, p.N, p.nb, p.fp64)
+        if p.pixels_last is not None:
+            ws += sum(pixels_last_bytes(p))
         return max(ws, gc.tail_workspace(sub, p.epi.out))
 
     def _candidates(self, sub, ctx):
@@ -278,6 +339,8 @@ class ConvGemm1x1Engine(GemmEngineBase):
                 t *= rate / gc.GENERIC_BK8_TFLOPS                       # mainloop of the same tile runs
             elif p.fast_ok and (p.a_strides[3] == 1 or p.b_strides[2] == 1):
                 t /= KFAST_EFF
+        if p.pixels_last is not None:  # dy and x read and written once more
+            t += 2 * p.K * (p.M + p.N) * 4 / device.mem_bandwidth + 2 * gc.H.LAUNCH_OVERHEAD
         if p.sum_batch:                # partials of every image written and read back once
             part = p.nb * g.SPLIT_K * p.M * p.N * 4
             t += (2 * part if g.SPLIT_K == 1 else 0) / device.mem_bandwidth
@@ -292,7 +355,8 @@ class ConvGemm1x1Engine(GemmEngineBase):
         kern = make_gemm(gcfg, p.a_layout, p.b_layout, p.dtypes, p.epi.spec, sum_batch=p.sum_batch)
         key = gc.key_text("gemm", gcfg, p.a_layout, p.b_layout, p.dtypes, kern.spec, "sum_batch" * p.sum_batch)
         bl = _WgradLaunch(key, kern.bk, p.pack(kern, _typing_arg))
-        return gc.BlockPlan(self, sub, cfg, p, kern, bl, self.workspace_size(sub, cfg),
+        plan = _PixelsLastPlan if p.pixels_last is not None else gc.BlockPlan
+        return plan(self, sub, cfg, p, kern, bl, self.workspace_size(sub, cfg),
                             tail=gc.tail_build(sub, p.epi.out, ctx))
 
     def _make_space(self, sub):

@@ -57,9 +57,12 @@ def run_case(rng, n, c, k, hw, nhwc, split, alpha=1.0, beta=0.0, tile=T64):
     assert api.check_support(g, cfg) == (S.CUDNN_STATUS_SUCCESS, "")
     plan = api.build_plan(g, cfg)
     p = eng.problem(sub)
-    assert p.sum_batch == (not nhwc and n > 1)
+    if p.pixels_last is None:
+        assert p.sum_batch == (not nhwc and n > 1)
     item = 4
     want_ws = (n if p.sum_batch else 1) * split * k * c * item if (split > 1 or p.sum_batch) else 0
+    if p.pixels_last is not None:          # dy and x copied pixels-last first (256-byte rounded each)
+        want_ws += sum(-(-n * hw * hw * ch * 4 // 256) * 256 for ch in (k, c))
     assert eng.workspace_size(sub, cfg) == want_ws <= plan.workspace_size
     xv = rng.uniform(-1, 1, x.dims).astype(np.float32)
     dyv = rng.uniform(-1, 1, dy.dims).astype(np.float32)
@@ -88,6 +91,14 @@ def test_w1x_wgrad_layouts_and_splits(rng, nhwc, split):
 def test_w1x_wgrad_t8x4_tile(rng, nhwc):
     p = run_case(rng, 2, 8, 8, 4, nhwc, 1, tile=T64B)
     assert p.fast_ok
+
+
+@pytest.mark.parametrize("n,hw,split", [(2, 6, 1), (2, 6, 2), (3, 3, 1)])
+def test_w1x_wgrad_nchw_pixels_last(rng, n, hw, split):
+    # NCHW with H*W % 8 != 0 (7², 14² at real sizes): dy and x copied pixels-last, one GEMM over N*H*W
+    p = run_case(rng, n, 8, 4, hw, False, split, alpha=0.75, beta=0.5)
+    assert p.pixels_last is not None and not p.sum_batch
+    assert p.fast_ok == (n * hw * hw % 8 == 0)
 
 
 def test_w1x_wgrad_alpha_beta_unaligned(rng):

@@ -10,6 +10,7 @@ from .. import epilogue as ep
 from .config import CONFIGS, FAST_SMALL
 from .gemm import gemm_args, make_gemm
 from .launch import kernel_args, signature
+from .transpose import make_pixels_last
 
 try:
     from ..compile_check import register_compile_case
@@ -74,6 +75,9 @@ def register_gemm_cases():
         packed = gemm_args(kern, z, z, z, M=1, N=1, K=1, a_strides=(1, 1), b_strides=(1, 1), c_strides=(1, 1),
                            bias=z, residual=z)
         register_block_cases(name, kern.bk, packed, np.zeros(1, kern.ftype))
+    z = _zeros("float32")
+    register_compile_case("pixels_last_f32", _owned(make_pixels_last(), __name__), signature((z, z, 1, 1, 1, 1, 1)),
+                          max_registers=255)
 
 
 def _owned(kernel, owner):

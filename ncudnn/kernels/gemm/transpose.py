@@ -1,0 +1,50 @@
+"""Pixels-last copy of a (batch, channels, pixels) fp32 tensor: ``dst[n, p, c] = src[n, c, p]`` with
+``dst`` packed [N, P, C] (an NCHW activation made NHWC, e.g. for a 1x1 wgrad GEMM whose image size is
+not a multiple of the fast mainloop's k-tile).
+
+A block of 32 x ROWS threads moves a 32-channel x 32-pixel tile through shared memory (rows padded to
+33 words: conflict-free both ways): global reads coalesced along the pixels (``s_p`` = 1), writes
+along the channels. Grid ``(ceil(P / 32), ceil(C / 32), N)``.
+"""
+from numba import cuda, float32
+
+_CACHE = {}
+TILE = 32
+ROWS = 8
+PADDED = TILE + 1
+
+
+def make_pixels_last():
+    """kernel(src, dst, C, P, s_n, s_c, s_p) over :func:`grid` (fp32)."""
+    if "k" in _CACHE:
+        return _CACHE["k"]
+
+    @cuda.jit
+    def pixels_last(src, dst, C, P, s_n, s_c, s_p):
+        tile = cuda.shared.array((TILE, PADDED), float32)
+        n = cuda.blockIdx.z
+        p0 = cuda.blockIdx.x * TILE
+        c0 = cuda.blockIdx.y * TILE
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        base = n * s_n
+        for r in range(ty, TILE, ROWS):
+            c = c0 + r
+            p = p0 + tx
+            if c < C and p < P:
+                tile[r, tx] = src[base + c * s_c + p * s_p]
+        cuda.syncthreads()
+        out = n * P * C
+        for r in range(ty, TILE, ROWS):
+            p = p0 + r
+            c = c0 + tx
+            if p < P and c < C:
+                dst[out + p * C + c] = tile[tx, r]
+
+    _CACHE["k"] = pixels_last
+    return pixels_last
+
+
+def grid(N, C, P):
+    """(grid, block) of :func:`make_pixels_last` for an (N, C, P) source."""
+    return (-(-P // TILE), -(-C // TILE), N), (TILE, ROWS)
