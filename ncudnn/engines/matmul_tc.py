@@ -138,6 +138,11 @@ class MatmulTcEngine(TcEngineBase):
         # FP8: the kernel's GEMM is the 16-bit one over K / 2 halves (the same mma count and bytes)
         return p.M, p.N, p.tc_fp8_halves[0] if p.tc_fp8 else p.K, p.nb
 
+    def cost_config(self, p, cfg):
+        # FP8: BLOCK_K counts FP8 elements, smem_bytes counts 16-bit ones: the halves tile's shared bytes
+        c = tc_config(cfg)
+        return fp8_config(c).replace(BLOCK_K=fp8_config(c).BLOCK_K // 2) if p.tc_fp8 else c
+
     def cost_terms(self, p):
         # TF32: the same shared bytes as the 16-bit tile (half the k extent in 4-byte elements)
         if p.tc_fp8:

@@ -133,6 +133,10 @@ class TcEngineBase(Engine):
     def tc_config(self, cfg):
         return tile_config(self.TILES, cfg)
 
+    def cost_config(self, p, cfg):
+        """The TcGemmConfig whose shared bytes and threads the cost counts (default: the tile's)."""
+        return self.tc_config(cfg)
+
     def knobs(self, sub):
         tiles = self.TILES
         return (KnobSpec(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0, len(tiles) - 1, 1, 0, tuple(t.label for t in tiles)),
@@ -208,7 +212,7 @@ class TcEngineBase(Engine):
         except gc.Reject:
             return math.inf
         t = self.TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
-        c = self.tc_config(cfg)
+        c = self.cost_config(p, cfg)
         smem = smem_bytes(c)
         if smem > device.smem_per_block:
             return math.inf
