@@ -7,8 +7,9 @@ the plan's operand checks.
 
 A subclass supplies ``TILES``, ``PROBLEM_MEMO`` / ``_problem(sub)`` (raises gc.Reject),
 ``gemm_shape(p) -> (M, N, K, batch)``, ``cost_terms(p)``, the EDGE knob's label and ``build``; it may
-override ``_support_pre`` (refusals before the math-type check), ``_arch_reason``, ``extra_notes``
-and ``_sim_pick`` (the simulator's tile for tiny problems).
+override ``_support_pre`` (refusals before the math-type check), ``_arch_reason``, ``extra_notes``,
+``_sim_pick`` (the simulator's tile for tiny problems) and ``cost_config`` (the kernel config the cost
+counts shared bytes of).
 """
 import math
 from dataclasses import dataclass
