@@ -15,8 +15,9 @@ its pixels) summed into dw through the deterministic split-K workspace (``sum_ba
 the fast-mainloop tiles (WGRAD_TILES) with SPLIT_K up to 1024 to fill the SMs (the cost picks;
 many slices are summed by the wide split-K reduce).
 
-Stride-2 1x1 wgrad stays with the implicit-GEMM engines: its x pixels (n, p, q) keep three strides, so
-a plain GEMM would reduce over q alone (7-28 pixels) per (n, p) row and sum N*P partial dw's.
+NCHW with H*W % 8 != 0 (7², 14²) and strided 1x1 wgrad (2-D, fp32, channels % 4): dy and x are first
+copied pixels-last into the workspace (kernels/gemm/transpose.py; x's strided pixels gathered), then
+one NHWC-style GEMM over N*P*Q runs on them.
 """
 import math
 
@@ -106,24 +107,27 @@ def conv1x1_mapping(sub):
 
 
 def wgrad1x1_mapping(sub):
-    """The GemmMapping of a 1x1 stride-1 unpadded ungrouped conv_wgrad (``sum_batch`` set on it: True
-    when the per-image GEMMs are summed through the workspace)."""
+    """The GemmMapping of a 1x1 unpadded ungrouped conv_wgrad, with ``sum_batch`` (per-image GEMMs summed
+    through the workspace) and ``pixels_last`` (None, or (images, pixels, row length, dy strides, x
+    strides) of the copies the plan makes first) set on it."""
     node = sub.anchor
     x, dw, dy = node.conv_tensors()
     for port, t in (("X", x), ("DW", dw), ("DY", dy)):
         gc.check_tensor(node, port, t)
     if any(d != 1 for d in dw.dims[2:]):
         raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': DW: filter {dw.dims[2:]} is not 1x1")
-    if any(s != 1 for s in node.stride):
-        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': stride {node.stride} is not 1 (a "
-                        "strided x has no single-stride pixel dim: implicit-GEMM engines)")
+    strided = any(s != 1 for s in node.stride)
+    if strided and not (len(dy.dims) == 4 and _copyable(dy, x)):
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': stride {node.stride} needs a 2-D fp32 "
+                        "conv with channels % 4 == 0 (x's strided pixels are copied pixels-last)")
     if any(node.pre_padding) or any(node.post_padding):
         raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': padding {node.pre_padding} / "
                         f"{node.post_padding} is not 0")
     if node.groups != 1:
         raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': {node.groups} groups (one GEMM "
                         "needs groups = 1)")
-    if tuple(x.dims[2:]) != tuple(dy.dims[2:]) or x.dims[0] != dy.dims[0]:
+    if tuple((h - 1) // st + 1 for h, st in zip(x.dims[2:], node.stride)) != tuple(dy.dims[2:]) or \
+            x.dims[0] != dy.dims[0]:
         raise gc.Reject(S.CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, f"node '{node.name}': X {x.dims} and DY "
                         f"{dy.dims} pixels differ")
     epi = gc.epilogue_of(sub, dw.dims, lambda t: None, allow_bias=False, allow_residual=False)
@@ -140,20 +144,29 @@ def wgrad1x1_mapping(sub):
     sizes, (sy, sx) = merge_dims([dy.dims[i] for i in pix], [[t.strides[i] for i in pix] for t in (dy, x)])
     if not sizes:
         sizes, sy, sx = [1], [0], [0]
-    if len(sizes) > 2:
+    if len(sizes) > 2 and not strided:
         raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"node '{node.name}': pixels {tuple(sizes)} of "
                         "DY / X do not collapse into (images, pixels)")
     c_st = (0, 0, out.strides[0], out.strides[1])
-    if len(sizes) == 1:         # one GEMM over every pixel
+    M, N = dw.dims[0], dw.dims[1]
+    if strided:                 # x's pixels (and dy's) copied pixels-last, one GEMM over N*P*Q
+        n_img, P, Q = dy.dims[0], dy.dims[2], dy.dims[3]
+        sh, sw = node.stride
+        p = GemmMapping(M, N, n_img * P * Q, (1, 1), dy, x, (0, 0, 1, M), (0, 0, N, 1), c_st, epi, alpha=alpha,
+                        beta=beta)
+        p.sum_batch = False
+        p.pixels_last = (n_img, P * Q, Q, (dy.strides[0], dy.strides[1], dy.strides[2], dy.strides[3]),
+                         (x.strides[0], x.strides[1], x.strides[2] * sh, x.strides[3] * sw))
+    elif len(sizes) == 1:       # one GEMM over every pixel
         p = GemmMapping(dw.dims[0], dw.dims[1], sizes[0], (1, 1), dy, x, (0, 0, dy.strides[1], sy[0]),
                         (0, 0, sx[0], x.strides[1]), c_st, epi, alpha=alpha, beta=beta)
         p.sum_batch = False
-    elif _pixels_last_wins(sizes, dy, x):    # NCHW, H*W not a multiple of 8: copy to NHWC, one GEMM
-        M, N = dw.dims[0], dw.dims[1]
+    elif sizes[1] % 8 and _copyable(dy, x):    # NCHW, H*W not a multiple of 8: copy to NHWC, one GEMM
         p = GemmMapping(M, N, sizes[0] * sizes[1], (1, 1), dy, x, (0, 0, 1, M), (0, 0, N, 1), c_st, epi,
                         alpha=alpha, beta=beta)
         p.sum_batch = False
-        p.pixels_last = (sizes[0], sizes[1], tuple(sy), tuple(sx))
+        p.pixels_last = (sizes[0], sizes[1], sizes[1], (sy[0], dy.strides[1], 0, sy[1]),
+                         (sx[0], x.strides[1], 0, sx[1]))
     else:                       # per-image GEMMs summed over the batch
         p = GemmMapping(dw.dims[0], dw.dims[1], sizes[1], (sizes[0], 1), dy, x, (sy[0], 0, dy.strides[1], sy[1]),
                         (sx[0], 0, sx[1], x.strides[1]), c_st, epi, alpha=alpha, beta=beta)
@@ -164,12 +177,13 @@ def wgrad1x1_mapping(sub):
     return p
 
 
-def _pixels_last_wins(sizes, dy, x):
-    """NCHW images whose pixel count is not a multiple of the fast mainloop's k-tile (7², 14²): copying dy
-    and x pixels-last into the workspace (kernels/gemm/transpose.py) gives one fast GEMM over N*H*W
-    instead of unaligned per-image GEMMs summed through an N*K*C workspace. fp32, channels % 4."""
-    return (len(sizes) == 2 and sizes[1] % 8 != 0 and gc.kdtype(dy) == "float32" and gc.kdtype(x) == "float32"
-            and dy.dims[1] % 4 == 0 and x.dims[1] % 4 == 0)
+def _copyable(dy, x):
+    """Whether dy and x can be copied pixels-last (kernels/gemm/transpose.py: fp32) into a fast GEMM
+    (channels % 4). Used for NCHW images whose pixel count is not a multiple of the fast mainloop's k-tile
+    (7², 14²: one fast GEMM over N*H*W instead of unaligned per-image GEMMs summed through an N*K*C
+    workspace) and for strided x (stride-2 1x1)."""
+    return (gc.kdtype(dy) == "float32" and gc.kdtype(x) == "float32" and dy.dims[1] % 4 == 0
+            and x.dims[1] % 4 == 0)
 
 
 def _round256(n):
@@ -194,11 +208,12 @@ class _PixelsLastPlan(gc.BlockPlan):
     def __init__(self, engine, sub, cfg, p, kern, bl, ws, tail=None):
         super().__init__(engine, sub, cfg, p, kern, bl, ws, tail=tail)
         f = gc.Flat(0, 1, "float32")
-        self.copy = gc.kcache.get_or_compile("pixels_last_f32", make_pixels_last, gc.argtypes((f, f, 1, 1, 1, 1, 1)))
+        self.copy = gc.kcache.get_or_compile("pixels_last_f32", make_pixels_last,
+                                             gc.argtypes((f, f, 1, 1, 1, 1, 1, 1, 1)))
 
     def _own(self, views, scratch):
         p = self.p
-        n_img, pq, sy, sx = p.pixels_last
+        n_img, pq, q, sy, sx = p.pixels_last
         ya, xa = pixels_last_bytes(p)
         dyt = gc.Flat(scratch.ptr, p.K * p.M, "float32")
         xt = gc.Flat(scratch.ptr + ya, p.K * p.N, "float32")
@@ -206,7 +221,7 @@ class _PixelsLastPlan(gc.BlockPlan):
         out = []
         for t, dst, ch, st in ((p.A, dyt, p.M, sy), (p.B, xt, p.N, sx)):
             g, b = pixels_last_grid(n_img, ch, pq)
-            out.append(self.copy.prepare(g, b, (gc.flat(views[t.uid], t), dst, ch, pq, st[0], t.strides[1], st[1])))
+            out.append(self.copy.prepare(g, b, (gc.flat(views[t.uid], t), dst, ch, pq, q, *st)))
 
         def arg(t):
             return dyt if t is p.A else xt if t is p.B else gc.flat(views[t.uid], t)

@@ -32,7 +32,8 @@ def attrs(stride=1):
 
 
 def wgrad_graph(n, c, k, hw, nhwc, alpha=1.0, beta=0.0, stride=1):
-    x, dy = tensor(1, (n, c, hw, hw), nhwc), tensor(2, (n, k, hw // stride, hw // stride), nhwc)
+    po = (hw - 1) // stride + 1
+    x, dy = tensor(1, (n, c, hw, hw), nhwc), tensor(2, (n, k, po, po), nhwc)
     dw = tensor(3, (k, c, 1, 1), nhwc)
     node = ConvWgrad("wgrad", {"X": x, "DY": dy}, {"DW": dw}, alpha=alpha, beta=beta, **attrs(stride))
     return OpGraph([node]).finalize(), x, dy, dw
@@ -48,8 +49,8 @@ def read(buf, t):
     return np.lib.stride_tricks.as_strided(h, t.dims, [s * h.itemsize for s in t.strides]).copy()
 
 
-def run_case(rng, n, c, k, hw, nhwc, split, alpha=1.0, beta=0.0, tile=T64):
-    g, x, dy, dw = wgrad_graph(n, c, k, hw, nhwc, alpha, beta)
+def run_case(rng, n, c, k, hw, nhwc, split, alpha=1.0, beta=0.0, tile=T64, stride=1):
+    g, x, dy, dw = wgrad_graph(n, c, k, hw, nhwc, alpha, beta, stride)
     eng = registry.by_name(ENG)
     sub = api.problem(g)
     cfg = eng.default_config(sub).with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, tile).with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K,
@@ -62,7 +63,8 @@ def run_case(rng, n, c, k, hw, nhwc, split, alpha=1.0, beta=0.0, tile=T64):
     item = 4
     want_ws = (n if p.sum_batch else 1) * split * k * c * item if (split > 1 or p.sum_batch) else 0
     if p.pixels_last is not None:          # dy and x copied pixels-last first (256-byte rounded each)
-        want_ws += sum(-(-n * hw * hw * ch * 4 // 256) * 256 for ch in (k, c))
+        po = (hw - 1) // stride + 1
+        want_ws += sum(-(-n * po * po * ch * 4 // 256) * 256 for ch in (k, c))
     assert eng.workspace_size(sub, cfg) == want_ws <= plan.workspace_size
     xv = rng.uniform(-1, 1, x.dims).astype(np.float32)
     dyv = rng.uniform(-1, 1, dy.dims).astype(np.float32)
@@ -73,7 +75,7 @@ def run_case(rng, n, c, k, hw, nhwc, split, alpha=1.0, beta=0.0, tile=T64):
     api.execute(plan, {1: dev(xv, x), 2: dev(dyv, dy), 3: out}, ws)
     bl = plan.parts[0].bl
     assert bl.bk.fallback is not None and (bl._fallback is None) == p.fast_ok   # fast mainloop iff it fits
-    want = alpha * ref.conv_wgrad(xv, dyv, dw.dims, stride=(1, 1), pre_pad=(0, 0), post_pad=(0, 0),
+    want = alpha * ref.conv_wgrad(xv, dyv, dw.dims, stride=(stride, stride), pre_pad=(0, 0), post_pad=(0, 0),
                                   dilation=(1, 1), cross_correlation=True)
     if beta:
         want = want + beta * dw0.astype(np.float64)
@@ -111,8 +113,15 @@ def test_w1x_wgrad_alpha_beta_nhwc(rng):
     run_case(rng, 1, 4, 8, 4, True, 2, alpha=2.0, beta=0.25)
 
 
+@pytest.mark.parametrize("nhwc,hw", [(True, 4), (False, 5)])
+def test_w1x_wgrad_stride2(rng, nhwc, hw):
+    # stride-2 1x1 (ResNet downsample): x's strided pixels and dy copied pixels-last, one GEMM
+    p = run_case(rng, 2, 8, 4, hw, nhwc, 1, alpha=1.0, beta=0.5, stride=2)
+    assert p.pixels_last is not None and p.fast_ok == (2 * ((hw + 1) // 2) ** 2 % 8 == 0)
+
+
 def test_w1x_wgrad_refuses_stride2_and_atomic_nchw():
-    g, *_ = wgrad_graph(2, 4, 4, 4, True, stride=2)
+    g, *_ = wgrad_graph(2, 6, 4, 4, True, stride=2)        # C = 6: no pixels-last copy
     eng = registry.by_name(ENG)
     st, why = eng.check_support(api.problem(g), None)
     assert st != S.CUDNN_STATUS_SUCCESS and "stride" in why

@@ -76,8 +76,8 @@ def register_gemm_cases():
                            bias=z, residual=z)
         register_block_cases(name, kern.bk, packed, np.zeros(1, kern.ftype))
     z = _zeros("float32")
-    register_compile_case("pixels_last_f32", _owned(make_pixels_last(), __name__), signature((z, z, 1, 1, 1, 1, 1)),
-                          max_registers=255)
+    register_compile_case("pixels_last_f32", _owned(make_pixels_last(), __name__),
+                          signature((z, z, 1, 1, 1, 1, 1, 1, 1)), max_registers=255)
 
 
 def _owned(kernel, owner):
