@@ -1,16 +1,18 @@
 """GPU probe: FP32 weight gradient of ResNet-50 1x1 layers (N = 32, TF32 off), NCHW and NHWC: ncudnn's
-conv_gemm_1x1 (fast-mainloop tiles, SPLIT_K, NCHW images summed through the workspace) beside torch
-(cuDNN) in the same process.
+conv_gemm_1x1 (fast-mainloop tiles, SPLIT_K; NCHW 56² images summed through the workspace, NCHW 7² /
+14² and stride-2 x copied pixels-last first) beside torch (cuDNN) in the same process.
 
 Per (layer, layout) it times torch.nn.grad.conv2d_weight, then: the ranking's pick (mode A, first
 config), the first ``--top`` conv_gemm_1x1 candidates, the best other conv engine (what ran before
-this engine took wgrad), and the best conv_gemm_1x1 tile at a quarter and half its SPLIT_K ("var"). Each is checked against torch first (relative L2 error) and timed with CUDA
-events (median of ``--reps`` runs of ``--inner`` launches; L2 not flushed: operands are 3-26 MB, the
-50 MB L2 holds some of them). Prints ms, TFLOP/s (2*N*K*C*H*W / time), ratio = torch ms / ours
-(> 1: ncudnn faster), workspace, the predicted time, and whether the fast mainloop ran (``fast``) or
-its generic fallback (``generic``). A wall-clock budget (``--budget`` s, JIT included) skips the rest.
+this engine took wgrad), and the best conv_gemm_1x1 tile at a quarter and half its SPLIT_K ("var").
+Each is checked against torch first (relative L2 error) and timed with CUDA events (median of
+``--reps`` runs of ``--inner`` launches; L2 not flushed: operands are 3-26 MB, the 50 MB L2 holds some
+of them). Prints ms, TFLOP/s (2*N*K*C*P*Q / time, P*Q = dy's pixels), ratio = torch ms / ours (> 1:
+ncudnn faster), workspace, the predicted time, and whether the fast mainloop ran (``fast``) or its
+generic fallback (``generic``). A wall-clock budget (``--budget`` s, JIT included) skips the rest.
 
-    python3 tools/probe_wgrad_1x1.py                    # 6 layers x 2 layouts, < 2 min
+    python3 tools/probe_wgrad_1x1.py                    # 6 stride-1 layers x 2 layouts, < 2 min
+    python3 tools/probe_wgrad_1x1.py --layers c1024_2048_14_s2 c512_1024_28_s2 c256_512_56_s2
     python3 tools/probe_wgrad_1x1.py --layers c64_64_56 --top 6 --layouts nchw
 """
 import argparse
@@ -19,15 +21,20 @@ import time
 
 import numpy as np
 
-#: name: (C, K, H = W); stride 1, unpadded
+#: name: (C, K, H = W of x, stride); unpadded
 LAYERS = {
-    "c256_64_56": (256, 64, 56),
-    "c64_256_56": (64, 256, 56),
-    "c64_64_56": (64, 64, 56),
-    "c512_2048_7": (512, 2048, 7),
-    "c2048_512_7": (2048, 512, 7),
-    "c1024_256_14": (1024, 256, 14),
+    "c256_64_56": (256, 64, 56, 1),
+    "c64_256_56": (64, 256, 56, 1),
+    "c64_64_56": (64, 64, 56, 1),
+    "c512_2048_7": (512, 2048, 7, 1),
+    "c2048_512_7": (2048, 512, 7, 1),
+    "c1024_256_14": (1024, 256, 14, 1),
+    # stride-2 downsample 1x1 (run with --layers ...: not in the default list)
+    "c1024_2048_14_s2": (1024, 2048, 14, 2),
+    "c512_1024_28_s2": (512, 1024, 28, 2),
+    "c256_512_56_s2": (256, 512, 56, 2),
 }
+DEFAULT = [n for n, v in LAYERS.items() if v[3] == 1]
 OTHERS = ("conv_implicit_precomp", "conv_implicit_gemm", "conv_tc", "conv_direct")
 
 
@@ -37,10 +44,10 @@ def desc(uid, t, name):
     return TensorDesc(uid, tuple(t.shape), tuple(t.stride()), DT.CUDNN_DATA_FLOAT, name=name)
 
 
-def graph(x, dw, dy):
+def graph(x, dw, dy, stride=1):
     from ncudnn.ir import ConvWgrad, OpGraph
     from ncudnn.types import cudnnConvolutionMode_t as CM
-    attrs = dict(spatial_dims=2, stride=(1, 1), pre_padding=(0, 0), post_padding=(0, 0), dilation=(1, 1),
+    attrs = dict(spatial_dims=2, stride=(stride, stride), pre_padding=(0, 0), post_padding=(0, 0), dilation=(1, 1),
                  mode=CM.CUDNN_CROSS_CORRELATION)
     return OpGraph([ConvWgrad("wgrad", {"X": desc(1, x, "x"), "DY": desc(3, dy, "dy")},
                               {"DW": desc(2, dw, "dw")}, **attrs)]).finalize()
@@ -97,7 +104,7 @@ def path(plan):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--layers", nargs="*", default=list(LAYERS))
+    ap.add_argument("--layers", nargs="*", default=DEFAULT)
     ap.add_argument("--layouts", nargs="*", default=["nhwc", "nchw"])
     ap.add_argument("--top", type=int, default=3, help="conv_gemm_1x1 candidates timed per problem")
     ap.add_argument("--n", type=int, default=32)
@@ -117,22 +124,23 @@ def main():
           f"  N={args.n} FP32 wgrad 1x1, TF32 off", flush=True)
     best = {lay: [] for lay in args.layouts}
     for name in args.layers:
-        C, K_, H = LAYERS[name]
+        C, K_, H, st = LAYERS[name]
         N = args.n
-        flops = 2.0 * N * K_ * C * H * H
+        P = (H - 1) // st + 1
+        flops = 2.0 * N * K_ * C * P * P
         for lay in args.layouts:
             mf = torch.channels_last if lay == "nhwc" else torch.contiguous_format
             gen = torch.Generator(device="cuda").manual_seed(0)
             x = torch.randn(N, C, H, H, device="cuda", generator=gen).to(memory_format=mf)
-            dy = torch.randn(N, K_, H, H, device="cuda", generator=gen).to(memory_format=mf)
+            dy = torch.randn(N, K_, P, P, device="cuda", generator=gen).to(memory_format=mf)
             dw = torch.empty(K_, C, 1, 1, device="cuda").to(memory_format=mf)
             wshape = dw.shape
-            ref_fn = lambda: torch.nn.grad.conv2d_weight(x, wshape, dy, 1, 0)  # noqa: E731
+            ref_fn = lambda: torch.nn.grad.conv2d_weight(x, wshape, dy, st, 0)  # noqa: E731
             expect = ref_fn()
             t_ref = timed(ref_fn, args.reps, args.inner)
             tag = f"{name:13s} {lay}"
             print(f"{tag} torch/cuDNN {'':40s} {t_ref:8.4f} ms {flops / t_ref / 1e9:6.1f} TFLOP/s", flush=True)
-            g = graph(x, dw, dy)
+            g = graph(x, dw, dy, st)
             ecs = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A)
             ecs = [e for e in ecs if e.config.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF) != 0]   # deterministic only
             pick = ecs[:1]
