@@ -19,8 +19,8 @@ Both reshape dim lists are merged where row-major contiguous on that side, then 
 common shape (a dim of one side must divide the other's at each step, else NOT_SUPPORTED_SHAPE).
 
 Copies whose runs are whole 16-byte pieces are built with 16-byte accesses; when, at execution, X
-or Y (plus its offset) is not 16-byte aligned, the copy's 8-byte twin runs instead (compiled the first
-time it is needed).
+or Y (plus its offset) is not 16-byte aligned, the copy's 8-byte twin runs instead, and where it is not
+8-byte aligned either, an element-by-element twin (each compiled the first time it is needed).
 
 Aliasing (checked per set of buffer addresses, before any launch): a copy whose source and
 destination byte ranges overlap would race (threads read elements others already overwrote).
@@ -132,10 +132,11 @@ def _scratch_arg(n, dtype, word):
     return Arg.scratch(0, n * abi_dtype(dtype).itemsize // 8, "int64")
 
 
-def _copy_step(x, y, spec, name, vec=True):
+def _copy_step(x, y, spec, name, vec=True, word=True):
     """One copy launch; ``x`` / ``y`` are tensor descriptors, or ``None`` for the staging area.
-    ``vec``: 16-byte accesses where the spec allows (``step.vec16``; needs aligned addresses)."""
-    ck = kdm.build_copy(spec, vec)
+    ``vec``: 16-byte accesses where the spec allows (``step.vec16``; needs aligned addresses);
+    ``word``: 8-byte words where the spec allows (``step.word``; needs 8-byte aligned addresses)."""
+    ck = kdm.build_copy(spec, vec, word)
     xo, yo = ck.offsets()
     # offsets are launch arguments: pieces differing only in offsets share one compiled kernel
     key = f"data_movement:{name}:" + src_key(dataclasses.replace(ck.spec, x_offset=0, y_offset=0), ck.source, ck.word)
@@ -146,16 +147,17 @@ def _copy_step(x, y, spec, name, vec=True):
     step = Step(key, lambda: ck.kernel, ck.grid, ck.block, [xa, ya, Arg.const(xo), Arg.const(yo)],
                 nbytes=n * sum(isz))
     step.vec16 = ck.vec16
+    step.word = bool(ck.word) and not ck.vec16
     step.copy = (x, y, spec, name)
     return step
 
 
-def _aligned16(step, views, scratch):
-    """Whether both sides of a 16-byte step start 16-byte aligned at these addresses."""
+def _aligned(step, views, scratch, nbytes):
+    """Whether both sides of ``step`` start ``nbytes``-aligned at these addresses."""
     x, y, spec, _ = step.copy
     for t, off, dt in ((x, spec.x_offset, spec.x_dtype), (y, spec.y_offset, spec.y_dtype)):
         base = views[t.uid].ptr if t is not None else scratch.ptr
-        if (base + off * abi_dtype(dt).itemsize) % kdm.VEC:
+        if (base + off * abi_dtype(dt).itemsize) % nbytes:
             return False
     return True
 
@@ -302,17 +304,23 @@ class DataMovementPlan(MemPlan):
 
     def selected(self, views, scratch):
         """(step, compiled) per launch at these addresses: a 16-byte step whose addresses are not
-        16-byte aligned is swapped for its 8-byte twin (compiled on first need)."""
+        16-byte aligned is swapped for its 8-byte twin, and an 8-byte step whose addresses are not 8-byte
+        aligned for its element-by-element twin (each compiled on first need)."""
         out = []
         for i in self._chosen(views):
             step, ck = self.steps[i], self.compiled[i]
-            if step.vec16 and not _aligned16(step, views, scratch):
-                if i not in self._narrow:
-                    twin = _copy_step(*step.copy, vec=False)
-                    self._narrow[i] = (twin, twin.compile())
-                step, ck = self._narrow[i]
+            if step.vec16 and not _aligned(step, views, scratch, kdm.VEC):
+                step, ck = self._twin(i, step, "w8")
+            if step.word and not _aligned(step, views, scratch, kdm.WORD):
+                step, ck = self._twin(i, step, "elem")
             out.append((step, ck))
         return out
+
+    def _twin(self, i, step, kind):
+        if (i, kind) not in self._narrow:
+            twin = _copy_step(*step.copy, vec=False, word=kind == "w8")
+            self._narrow[(i, kind)] = (twin, twin.compile())
+        return self._narrow[(i, kind)]
 
     def launches(self, views, scratch):
         out = []

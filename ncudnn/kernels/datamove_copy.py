@@ -246,9 +246,10 @@ def _tiled_source(dims, xs, ys, a, b, raw):
 
 
 @functools.lru_cache(maxsize=None)
-def build_copy(spec, vec=False):
+def build_copy(spec, vec=False, word=True):
     """The :class:`CopyKernel` for ``spec`` (normalized here); source generated, compiled lazily.
-    ``vec``: use 16-byte accesses where the spec allows (see :class:`CopyKernel`)."""
+    ``vec``: use 16-byte accesses where the spec allows (see :class:`CopyKernel`); ``word=False``:
+    element by element even where 8-byte words would do (for base addresses not 8-byte aligned)."""
     n = normalize(spec)
     raw = n.x_dtype == n.y_dtype
     ct = compute_type([n.x_dtype, n.y_dtype])
@@ -273,7 +274,7 @@ def build_copy(spec, vec=False):
         src = _strided_source(dims, xs, ys, total, raw, vec16=True)
         return CopyKernel(n, src, ns, max(1, -(-total // (BLOCK * UNROLL))), BLOCK, max(1, r16 // 2), "strided16",
                           vec16=True)
-    r = _word_ratio(n)
+    r = _word_ratio(n) if word else 1
     if r > 1:
         dims[-1] //= r
         xs = [v // r for v in xs[:-1]] + [1]

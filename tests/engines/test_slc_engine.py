@@ -104,10 +104,11 @@ def _plan(g):
     return eng.build(sub, eng.default_config(sub), api.context())
 
 
-@pytest.mark.parametrize("shift", [0, 1], ids=["aligned", "misaligned"])
+@pytest.mark.parametrize("shift", [0, 2, 1], ids=["aligned", "8-byte", "4-byte"])
 def test_slice_16_byte_path_and_its_misaligned_twin(rng, shift):
     """Whole 16-byte runs (f32, an inner window of 8 from column 4): the 16-byte kernel when X and Y
-    start 16-byte aligned, its 8-byte twin when X starts 4 bytes past an aligned address; both exact."""
+    start 16-byte aligned, its 8-byte twin when X starts 8 bytes past an aligned address, the
+    element-by-element twin when 4 bytes past (an 8-byte access there faults on a GPU); all exact."""
     xd, start, limit = (5, 16), (1, 4), (5, 12)
     g, x, y = slice_graph(xd, start, limit)
     a = rng.uniform(-2, 2, xd)
@@ -119,6 +120,6 @@ def test_slice_16_byte_path_and_its_misaligned_twin(rng, shift):
     out = U.poisoned(y)
     plan = _plan(g)
     views = {x.uid: memory.as_view(xb), y.uid: memory.as_view(out)}
-    assert [s.vec16 for s, _ in plan.selected(views, None)] == [shift == 0]
+    assert [(s.vec16, s.word) for s, _ in plan.selected(views, None)] == [(shift == 0, shift == 2)]
     plan.execute({x.uid: xb, y.uid: out}, None, 0)
     np.testing.assert_array_equal(U.download(out, y), oracle(U.cast(a, F32), start, limit))
