@@ -59,12 +59,12 @@ def graph(direction, x, w, y, b, stride, pad, groups):
 
 
 def label(ec):
-    from ncudnn.engines import gemm_common as gc
+    from ncudnn.engines import registry
     from ncudnn.types import cudnnBackendKnobType_t as K
     c = ec.config
     parts = [c.engine]
     if c.engine in ("conv_implicit_precomp", "conv_implicit_gemm", "conv_gemm_1x1"):
-        parts.append(gc.CONV_TILES[c.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)].label)
+        parts.append(registry.by_name(c.engine).TILES[c.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)].label)
         parts.append(f"split{c.get(K.CUDNN_KNOB_TYPE_SPLIT_K)}{'a' if c.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF) == 0 else ''}"
                      + (" phased" if c.get(K.CUDNN_KNOB_TYPE_SPLIT_RS) == 1 else ""))
     else:
