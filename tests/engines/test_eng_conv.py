@@ -209,7 +209,12 @@ def test_unsupported_cases_name_the_node_and_field():
     x, dy, dw = tensor(1, (1, 2, 4, 4)), tensor(2, (1, 3, 4, 4)), tensor(3, (3, 2, 3, 3))
     g = OpGraph([ConvWgrad("wg", {"X": x, "DY": dy}, {"DW": dw}, **attrs)]).finalize()
     st, why = api.check_support(g, "conv_gemm_1x1")
-    assert st == S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN
+    assert st == S.CUDNN_STATUS_NOT_SUPPORTED and "'wg'" in why and "DW" in why and "not 1x1" in why
+    # a 1x1 wgrad is supported unpadded only: the padding is named
+    dw1 = tensor(3, (3, 2, 1, 1))
+    g1 = OpGraph([ConvWgrad("wg", {"X": x, "DY": tensor(2, (1, 3, 6, 6))}, {"DW": dw1}, **attrs)]).finalize()
+    st, why = api.check_support(g1, "conv_gemm_1x1")
+    assert st == S.CUDNN_STATUS_NOT_SUPPORTED and "'wg'" in why and "padding" in why
     # a per-channel MUL (scale) does not fuse: the epilogue has an additive bias slot only
     x, w, s, y = tensor(1, (1, 2, 4, 4)), tensor(2, (3, 2, 3, 3)), tensor(3, (1, 3, 1, 1)), tensor(4, (1, 3, 4, 4))
     conv = ConvFprop("conv", {"X": x, "W": w}, {"Y": virt(10)}, **attrs)
@@ -285,9 +290,12 @@ def test_deterministic_context_drops_atomic_split_k():
     assert any(NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC in e.numerical_notes for e in loose)
     strict = api.get_heuristics(g, HM.CUDNN_HEUR_MODE_A, BuildContext(deterministic=True))
     assert strict and all(NN.CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC not in e.numerical_notes for e in strict)
-    for e in strict:
-        if e.config.get(K.CUDNN_KNOB_TYPE_SPLIT_K) > 1:
-            assert e.workspace_size > 0  # deterministic split-K: partials in the workspace
+    # (engines without a SPLIT_K knob, e.g. conv_winograd_nonfused, are checked by the notes above)
+    split = [e for e in strict if (e.config.get(K.CUDNN_KNOB_TYPE_SPLIT_K) or 1) > 1]
+    assert split  # the rule below is exercised: split-K candidates remain when deterministic
+    for e in split:
+        assert e.config.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 1) == 1, e.name
+        assert e.workspace_size > 0, e.name  # deterministic split-K: partials in the workspace
 
 
 @pytest.mark.parametrize("nhwc", [True, False])
