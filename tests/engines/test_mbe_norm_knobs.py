@@ -35,7 +35,7 @@ def test_forward_vec_with_epilogue_half(rng):
     assert plan.parts[0].steps[0].key.startswith("norm_rows_fwd_vec:")
 
 
-def test_default_config_unchanged_and_refusals():
+def test_default_config_and_refusals():
     from ncudnn.engines import registry
     from ncudnn.ir.partition import partition
 
@@ -52,3 +52,38 @@ def test_default_config_unchanged_and_refusals():
     sub2 = partition(g2)[0][0]
     st, why = eng.keep(sub2, api.get_heuristics(g2)[0].config.with_knob(KR, 2), None)
     assert st != S.CUDNN_STATUS_SUCCESS and "warp-per-row" in why
+
+
+def _first(mode, dims, **kw):
+    c = api.get_heuristics(fwd_graph(mode, dims=dims, **kw))[0].config
+    return c.engine, (c.get(KB), c.get(KR), c.get(KL))
+
+
+@pytest.mark.parametrize("mode", [NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM], ids=["layer", "rms"])
+def test_default_is_the_measured_vector_config(mode):
+    """The heuristic's first config (no kernel runs: the shapes are the H200 benchmark's)."""
+    assert _first(mode, (8192, 1024)) == ("norm_rows", (128, 0, 16))
+    assert _first(mode, (8192, 2048)) == ("norm_rows", (128, 0, 16))
+    assert _first(mode, (8192, 4096)) == ("norm_rows", (256, 0, 16))
+    assert _first(mode, (64, 8, 16)) == ("norm_rows", (32, 0, 16))        # 128 floats: warp per row
+    assert _first(mode, (8, 16384)) == ("norm_rows", (0, 0, 0))           # too long for registers
+    assert _first(mode, (64, 1022)) == ("norm_rows", (0, 0, 0))           # no 16-byte vectors
+
+
+def test_backward_default_unchanged():
+    from ncudnn.ir import OpGraph, NormBwd
+
+    d, st = (64, 1024), (64, 1)
+    ins = {"X": U.t(1, d, name="x"), "DY": U.t(2, d, name="dy"), "SCALE": U.t(3, (1, 1024), name="scale"),
+           "MEAN": U.t(4, st, name="mean"), "INV_VARIANCE": U.t(5, st, name="inv")}
+    g = OpGraph([NormBwd("bwd", ins, {"DX": U.t(10, d, name="dx")}, mode=NM.CUDNN_LAYER_NORM)]).finalize()
+    c = api.get_heuristics(g)[0].config
+    assert c.engine == "norm_rows" and (c.get(KB), c.get(KR), c.get(KL)) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("mode", [NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM], ids=["layer", "rms"])
+def test_default_runs_the_vector_kernel(rng, mode):
+    g = fwd_graph(mode, dims=(3, 512), bias=mode == NM.CUDNN_LAYER_NORM)     # 128 vectors: 128 threads
+    plan = _execute(g, rng, ec=api.get_heuristics(g)[0])
+    assert plan.parts[0].steps[0].key.startswith("norm_rows_fwd_vec:")
+    assert plan.parts[0].steps[0].block == 128
