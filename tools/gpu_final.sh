@@ -16,13 +16,13 @@ SAN_TESTS=${SAN_TESTS:-"tests/engines/test_slc_engine.py tests/engines/test_dmv_
  tests/engines/test_eng_rng.py tests/engines/test_eng_conv.py"}
 export SAN_TESTS
 JOB0='export PYTHONPATH=/tmp/site:$PWD NUMBA_ENABLE_CUDASIM=0
-  timeout ${BENCH0_TIMEOUT:-300} python3 -m ncudnn bench --shard 0/2 --overhead --no-charts --max-minutes ${BENCH_MINUTES:-4.2} --out $OUT/full0 > $OUT/bench0.log 2>&1
+  timeout ${BENCH0_TIMEOUT:-320} python3 -m ncudnn bench --shard 0/2 --overhead --no-charts --max-minutes ${BENCH0_MINUTES:-3.9} --out $OUT/full0 > $OUT/bench0.log 2>&1
   echo "bench shard 0 rc $?" >> $OUT/summary.txt; tail -n 4 $OUT/bench0.log >> $OUT/summary.txt
-  PAR=14 SUITE_TIMEOUT=${SAN_SUITE_TIMEOUT:-110} SANITIZER_TIMEOUT=100 SANITIZER_TESTS="$SAN_TESTS" bash tools/gpu_par_sanitize.sh
-  timeout ${TUNE_TIMEOUT:-120} python3 -m ncudnn bench --quick --tune --no-charts --max-minutes ${TUNE_MINUTES:-1.5} \
+  PAR=14 SUITE_TIMEOUT=${SAN_SUITE_TIMEOUT:-100} SANITIZER_TIMEOUT=100 SANITIZER_TESTS="$SAN_TESTS" bash tools/gpu_par_sanitize.sh
+  timeout ${TUNE_TIMEOUT:-90} python3 -m ncudnn bench --quick --tune --no-charts --max-minutes ${TUNE_MINUTES:-1.1} \
     --out $OUT/quick_tune > $OUT/tune.log 2>&1; echo "quick --tune rc $?" >> $OUT/summary.txt'
 JOB1='export PYTHONPATH=/tmp/site:$PWD NUMBA_ENABLE_CUDASIM=0
-  timeout ${BENCH1_TIMEOUT:-300} python3 -m ncudnn bench --shard 1/2 --no-charts --max-minutes ${BENCH_MINUTES:-4.4} --out $OUT/full1 > $OUT/bench1.log 2>&1
+  timeout ${BENCH1_TIMEOUT:-300} python3 -m ncudnn bench --shard 1/2 --no-charts --max-minutes ${BENCH1_MINUTES:-4.4} --out $OUT/full1 > $OUT/bench1.log 2>&1
   echo "bench shard 1 rc $?" >> $OUT/summary.txt; tail -n 4 $OUT/bench1.log >> $OUT/summary.txt
   PAR=14 SUITE_TIMEOUT=${TEST_SUITE_TIMEOUT:-250} FILE_TIMEOUT=250 TIMEOUT_ARG=--timeout=240 bash tools/gpu_par_tests.sh'
 export JOB0 JOB1
