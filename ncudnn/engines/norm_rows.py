@@ -292,6 +292,8 @@ class NormRowsEngine(Engine):
     def default_config(self, sub):
         """The heuristic's first config: :func:`preferred_knobs` (the 16-byte kernel where it applies),
         else the kernel layer's choice (every knob 0)."""
+        if sub is None:                         # the knob space alone: every knob 0
+            return super().default_config(sub)
         memo = sub.__dict__.setdefault("_norm_rows_default", {})
         if "cfg" not in memo:
             b, r, l = preferred_knobs(sub)

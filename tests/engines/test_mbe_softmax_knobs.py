@@ -39,7 +39,7 @@ def test_forward_vec_knobs(rng, dims, want, algo):
     assert_close(U.download(out, y), _softmax_ref(a, (1,), algo == "log"), "float32")
 
 
-def test_default_unchanged_and_refusals():
+def test_short_row_default_and_refusals():
     g, _, _ = fwd_graph((3, 48), (3, 1))
     first = api.get_heuristics(g)[0].config
     assert (first.get(KB), first.get(KL), first.get(KR), first.get(KU)) == (0, 0, 0, 0)
@@ -50,3 +50,31 @@ def test_default_unchanged_and_refusals():
     assert st != S.CUDNN_STATUS_SUCCESS and "online" in why
     g2, _, _ = fwd_graph((3, 6), (3, 1))                                  # 6 floats: no vectors
     assert not any(e.config.get(KL) for e in api.get_heuristics(g2))
+
+
+def _first(dims, dtype=U.F32, algo="accurate"):
+    c = api.get_heuristics(fwd_graph(dims, dims[:-1] + (1,), dtype=dtype, algo=algo)[0])[0].config
+    return c.engine, (c.get(KB), c.get(KL), c.get(KR), c.get(KU))
+
+
+def test_default_is_the_measured_config():
+    """The heuristic's first config (no kernel runs: the shapes are the H200 benchmark's)."""
+    online = ("softmax_fused", (512, 16, 0, 8))
+    assert _first((8192, 32768)) == online
+    assert _first((8192, 32768), algo="log") == online
+    assert _first((64, 65536), dtype=U.DT.CUDNN_DATA_HALF) == online
+    assert _first((8192, 1024)) == ("softmax_fused", (0, 0, 0, 0))        # warp per row, registers
+    assert _first((256, 16384)) == ("softmax_fused", (0, 0, 0, 0))        # block per row, registers
+    assert _first((64, 32770)) == ("softmax_fused", (0, 0, 0, 0))         # no 16-byte vectors
+
+
+def test_long_row_default_runs_the_online_kernel(rng):
+    dims = (1, 16400)                     # > 16384: past the scalar kernel's registers
+    g, x, y = fwd_graph(dims, (1, 1))
+    ec = api.get_heuristics(g)[0]
+    assert (ec.config.get(KB), ec.config.get(KL), ec.config.get(KU)) == (512, 16, 8)
+    a = rng.uniform(-4, 4, dims)
+    out = U.poisoned(y)
+    plan = U.run_ec(g, {1: U.upload(a, x), 2: out}, ec.config)
+    assert plan.parts[0].steps[0].key.startswith("softmax_fwd_vec:") and plan.parts[0].steps[0].block == 512
+    assert_close(U.download(out, y), _softmax_ref(a, (1,), False), "float32")
