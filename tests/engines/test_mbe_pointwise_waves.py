@@ -19,7 +19,7 @@ KW, KB, KU = K.CUDNN_KNOB_TYPE_CTA_COUNT, K.CUDNN_KNOB_TYPE_BLOCK_SIZE, K.CUDNN_
 def test_bias_dag_every_grid_cap(rng, waves):
     g = G.bias_relu_mul(DIMS)
     cfg = api.get_heuristics(g)[0].config
-    assert cfg.engine == "pointwise_fused" and cfg.get(KW) == 4          # the default cap is unchanged
+    assert cfg.engine == "pointwise_fused" and (cfg.get(KB), cfg.get(KU), cfg.get(KW)) == (128, 2, 0)
     cfg = cfg.with_knob(KW, waves).with_knob(KB, 128).with_knob(KU, 1)
     plan = api.build_plan(g, cfg)
     (part,) = plan.parts
@@ -39,3 +39,26 @@ def test_grid_cap_values_checked():
     eng, sub = registry.by_name("pointwise_fused"), partition(g)[0][0]
     st, why = eng.keep(sub, api.get_heuristics(g)[0].config.with_knob(KW, 3), None)
     assert st != S.CUDNN_STATUS_SUCCESS and "CTA_COUNT" in why
+
+
+@pytest.mark.parametrize("dims", [(16, 256, 128, 128), (64, 64, 56, 56), (3, 5, 7, 9)], ids=["537MB", "resnet", "odd"])
+def test_default_config_ranks_first(dims):
+    """128 threads, 2 vectors a trip, uncapped grid: the heuristic's first config (no kernel runs)."""
+    cfg = api.get_heuristics(G.bias_relu_mul(dims))[0].config
+    assert cfg.engine == "pointwise_fused" and (cfg.get(KB), cfg.get(KU), cfg.get(KW)) == (128, 2, 0)
+
+
+def test_default_config_runs_uncapped(rng):
+    g = G.bias_relu_mul(DIMS)
+    ec = api.get_heuristics(g)[0]
+    plan = api.build_plan(g, ec)
+    (part,) = plan.parts
+    spec = part.meta.spec
+    assert (spec.block, spec.unroll, spec.waves, spec.vec) == (128, 2, 0, 4)
+    assert part.grid == 4              # 1024 vectors, 128 threads of 2 vectors each: 4 blocks, one trip
+    x, y = (rng.uniform(-1, 1, DIMS).astype(np.float32) for _ in range(2))
+    b = rng.uniform(-1, 1, (1, DIMS[1], 1, 1)).astype(np.float32)
+    out = G.poisoned(x.size)
+    api.execute(plan, {1: G.device(x), 2: G.device(b), 3: G.device(y), 4: out})
+    want = ref_pw(PM.CUDNN_POINTWISE_MUL, ref_pw(PM.CUDNN_POINTWISE_ADD, x, b), ref_pw(PM.CUDNN_POINTWISE_RELU_FWD, y))
+    assert_close(out.copy_to_host().reshape(DIMS), want, "float32")
