@@ -51,4 +51,10 @@ FIXED = [("fprop", 32, 128, 28, 128, 3, 1, True, "f32", True), ("fprop", 32, 64,
          ("fprop", 32, 256, 56, 128, 3, 2, True, "f32", True), ("fprop", 32, 3, 224, 64, 7, 2, True, "f32", True),
          ("dgrad", 8, 64, 28, 64, 3, 2, False, "f16", False), ("wgrad", 32, 64, 56, 64, 3, 1, True, "f32", False),
          ("wgrad", 1, 16, 7, 16, 1, 1, False, "bf16", False), ("dgrad", 128, 512, 7, 512, 1, 1, True, "bf16", False),
-         ("fprop", 1, 16, 7, 16, 3, 1, False, "f32", False), ("wgrad", 128, 3, 224, 64, 7, 2, True, "f16", False)]
+         ("fprop", 1, 16, 7, 16, 3, 1, False, "f32", False), ("wgrad", 128, 3, 224, 64, 7, 2, True, "f16", False),
+         # 1x1 wgrad, each conv_gemm_1x1 route: one GEMM (NHWC), per-image sum (NCHW, H*W % 8 == 0),
+         # pixels-last copies (NCHW 7x7; stride 2), stride 2 unsupported (fp16), misaligned channels
+         ("wgrad", 32, 256, 56, 64, 1, 1, True, "f32", False), ("wgrad", 32, 64, 56, 256, 1, 1, False, "f32", False),
+         ("wgrad", 32, 512, 7, 2048, 1, 1, False, "f32", False), ("wgrad", 8, 256, 56, 512, 1, 2, False, "f32", False),
+         ("wgrad", 8, 256, 56, 512, 1, 2, True, "f16", False), ("wgrad", 4, 3, 28, 64, 1, 1, True, "f32", False),
+         ("wgrad", 2, 16, 7, 16, 1, 1, False, "f16", False), ("wgrad", 16, 256, 14, 256, 1, 1, False, "f32", False)]

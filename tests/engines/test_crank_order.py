@@ -4,7 +4,9 @@ and the support verdict are what the straightforward computation gives (a fresh 
 precomp table built, every config made with Config.with_knob, checked with gemm_common.keep_config
 and costed with gemm_common.cost, ranked with gemm_common.rank_candidates, no memo), on conv
 problems drawn fresh each run: fprop (+ bias + relu) / dgrad / wgrad, 1x1 / 3x3 / 7x7, stride 1 / 2,
-NCHW / NHWC, FP32 / FP16 / BF16, N 1..128; and on an 8-SM variant of the device."""
+NCHW / NHWC, FP32 / FP16 / BF16, N 1..128; and on an 8-SM variant of the device. conv_gemm_1x1's 1x1
+wgrad: its route (one GEMM / per-image sum / pixels-last copies) worked out from the tensors and held equal
+to its mapping, its space, keep, cost and exact workspace written out, candidates by cost alone (<= 24)."""
 import math
 from dataclasses import replace
 
@@ -109,6 +111,19 @@ def _reference_1x1(eng, sub, dev):
     from ncudnn.engines.conv_gemm_1x1 import conv1x1_mapping
     from ncudnn.engines.matmul_common import GemmEngineBase
 
+    def keep(c, p):
+        st = Engine.keep(eng, sub, c, None)
+        if st[0] != S.CUDNN_STATUS_SUCCESS:
+            return st
+        for k in (K.CUDNN_KNOB_TYPE_SPLIT_K, K.CUDNN_KNOB_TYPE_SWIZZLE):
+            if not gc.is_pow2(c.get(k)):
+                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{eng.name}: {k.name} = {c.get(k)} is not a power of 2"
+        ok, why = gc.keep_config(eng.name, gc.gemm_config(eng.TILES, c), p.fp64, p.M, p.N, p.K, p.nb, p.epi.linear,
+                                 p.epi.spec.out_dtype)
+        return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, why)
+
+    if sub.kind == "conv_wgrad":
+        return _reference_wgrad_1x1(eng, sub, dev, keep)
     try:
         if sub.kind not in eng.kinds:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, "kind")
@@ -117,24 +132,136 @@ def _reference_1x1(eng, sub, dev):
         return False, [], {}
     space = GemmEngineBase._make_space(eng, sub)
 
-    def keep(c):
-        st = Engine.keep(eng, sub, c, None)
-        if st[0] != S.CUDNN_STATUS_SUCCESS:
-            return st
-        ok, why = gc.keep_config(eng.name, gc.gemm_config(eng.TILES, c), p.fp64, p.M, p.N, p.K, p.nb, p.epi.linear,
-                                 p.epi.spec.out_dtype)
-        return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, why)
-
     def cost(c):
         return gc.cost(dev, eng.TILES[c.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)], gc.gemm_config(eng.TILES, c), p.M, p.N,
                        p.K, p.nb, p.in_bytes, p.out_bytes, p.extra_bytes, p.fp64, 1.0)
 
-    keeps = {c.knobs: keep(c) for c in space}
+    keeps = {c.knobs: keep(c, p) for c in space}
     good = [c for c in space if keeps[c.knobs][0] == S.CUDNN_STATUS_SUCCESS]
     if len(good) > 1:
         costs = {c: cost(c) for c in good}
         good = list(gc.rank_candidates(good, costs.__getitem__))
     return bool(good), [(c, cost(c)) for c in good[:64]], keeps
+
+
+def _wgrad_route(sub):
+    """(route, M, N, K, batch, fast_ok, k_fast) of a conv_wgrad as conv_gemm_1x1 maps it, worked out from
+    the tensors: None when unsupported (filter not 1x1, padding, groups, a strided conv that cannot be
+    copied). Routes: "one" (NHWC or one image: one GEMM over the pixels), "copy" (dy and x copied
+    pixels-last first: strided, or NCHW with H*W % 8 != 0; fp32 with channels % 4 == 0), "sum"
+    (per-image GEMMs summed through the workspace)."""
+    node = sub.anchor
+    x, dw, dy = node.conv_tensors()
+    if any(d != 1 for d in dw.dims[2:]) or any(node.pre_padding) or any(node.post_padding) or node.groups != 1:
+        return None
+    n, c, k = x.dims[0], x.dims[1], dy.dims[1]
+    pix = math.prod(dy.dims[2:])
+    fp32 = gc.kdtype(x) == "float32" and gc.kdtype(dy) == "float32"
+    copyable = fp32 and c % 4 == 0 and k % 4 == 0
+    nhwc = dy.strides[1] == 1 and x.strides[1] == 1
+    if any(v != 1 for v in node.stride):
+        if not copyable:
+            return None
+        route = "copy"
+    elif nhwc or n == 1:
+        route = "one"
+    elif pix % 8 and copyable:
+        route = "copy"
+    else:
+        route = "sum"
+    red, nb = (pix, n) if route == "sum" else (n * pix, 1)
+    if route == "copy" or (route == "one" and nhwc):     # both operands contiguous along K / C
+        fast, k_fast = fp32 and red % 8 == 0 and c % 4 == 0 and k % 4 == 0, False
+    else:                                                 # NCHW: contiguous along the pixels
+        fast, k_fast = fp32 and red % 8 == 0 and pix % 4 == 0, True
+    return route, k, c, red, nb, fast, k_fast
+
+
+def _wgrad_workspace(sub, c):
+    """conv_gemm_1x1's exact wgrad workspace: the partials of every (image, slice) when summing images or
+    splitting K, plus the two pixels-last copies (each rounded up to 256 bytes)."""
+    route, M, N, red, nb, _, _ = _wgrad_route(sub)
+    split = c.get(K.CUDNN_KNOB_TYPE_SPLIT_K)
+    ws = nb * split * M * N * 4 if route == "sum" or split > 1 else 0
+    if route == "copy":
+        ws += -(-red * M * 4 // 256) * 256 + -(-red * N * 4 // 256) * 256
+    return ws
+
+
+def _reference_wgrad_1x1(eng, sub, dev, keep_of):
+    """conv_gemm_1x1 on a 1x1 conv_wgrad: the fast tiles that are useful (or the last one), SPLIT_K 1 plus the
+    powers of 2 giving half a wave to 8 waves of resident blocks (slices of >= 8 k-tiles; else the two
+    longest when even the longest leaves SMs idle), one tile unsplit under the simulator for tiny problems;
+    costed as gemm_common.cost with the route's corrections; cheapest first (stable), at most 24."""
+    from ncudnn.engines import conv_gemm_1x1 as m
+    from ncudnn.platform import simulator_enabled
+
+    want = _wgrad_route(sub)
+    try:
+        p = m.wgrad1x1_mapping(sub)
+    except gc.Reject:
+        assert want is None, want
+        return False, [], {}
+    assert want is not None
+    route, M, N, red, nb, fast_ok, k_fast = want
+    assert (p.M, p.N, p.K, p.nb, p.fast_ok) == (M, N, red, nb, fast_ok), (want, p)
+    assert p.sum_batch == (route == "sum") and (p.pixels_last is not None) == (route == "copy"), route
+    T = m.WGRAD_TILES
+    small = simulator_enabled() and M * N * red * nb <= m.SIM_SMALL_MACS
+    useful = [i for i, t in enumerate(T) if t.cfg.BLOCK_M <= 2 * max(M, 16) and t.cfg.BLOCK_N <= 2 * max(N, 16)]
+    useful = useful or [len(T) - 1]
+    base, space = eng.default_config(sub), []
+    for i in (useful[-1:] if small else useful):
+        g = T[i].cfg
+        tiles = math.ceil(M / g.BLOCK_M) * math.ceil(N / g.BLOCK_N) * nb
+        regs = math.ceil(T[i].regs / 8) * 8
+        slots = 132 * max(1, min(2048 // g.num_threads, 65536 // (regs * g.num_threads)))
+        feasible = [] if small else [2 ** e for e in range(1, 11) if red >= 2 ** e * g.BLOCK_K * 8]
+        splits = [s for s in feasible if slots // 2 <= tiles * s <= 8 * slots]
+        if not splits and feasible and tiles * feasible[-1] < slots // 2:
+            splits = feasible[-2:]
+        for s in [1] + splits:
+            c = base.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, m.FIRST_WGRAD_TILE + i)
+            c = c.with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K, s).with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, 1)
+            space.append(c.with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, 8 if math.ceil(M / g.BLOCK_M) > 8 else 1))
+
+    def cost(c):
+        tile = eng.TILES[c.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)]
+        g = gc.gemm_config(eng.TILES, c)
+        t = gc.cost(dev, tile, g, M, N, red, nb, p.in_bytes, p.out_bytes, p.extra_bytes, p.fp64, 1.0)
+        if math.isinf(t):
+            return t
+        if g.MAINLOOP == "fast":
+            if not fast_ok and p.in_bytes == 4 and not p.fp64:     # fp32, misaligned: the generic mainloop
+                t *= (tile.tflops or tile.estimate) / gc.GENERIC_BK8_TFLOPS
+            elif fast_ok and k_fast:
+                t /= m.KFAST_EFF
+        if route == "copy":
+            t += 2 * red * (M + N) * 4 / dev.mem_bandwidth + 2 * heuristics.LAUNCH_OVERHEAD
+        if route == "sum":
+            t += (2 * nb * M * N * 4 if g.SPLIT_K == 1 else 0) / dev.mem_bandwidth
+            t += 0 if g.SPLIT_K > 1 else heuristics.LAUNCH_OVERHEAD
+        return t
+
+    keeps = {}
+    for c in space:
+        st = keep_of(c, p)
+        if st[0] == S.CUDNN_STATUS_SUCCESS and route == "sum" and c.get(K.CUDNN_KNOB_TYPE_SPLIT_K) > 1 and \
+                c.get(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF) == 0:
+            st = S.CUDNN_STATUS_NOT_SUPPORTED, "atomic"
+        keeps[c.knobs] = st
+    good = [c for c in space if keeps[c.knobs][0] == S.CUDNN_STATUS_SUCCESS]
+    costs = [cost(c) for c in good]
+    order = sorted(range(len(good)), key=lambda i: costs[i])
+    return bool(good), [(good[i], costs[i]) for i in order[:24]], keeps
+
+
+def _workspace(name, sub, c):
+    """The exact workspace of ``c`` (bytes, before rounding)."""
+    if name == "conv_gemm_1x1" and sub.kind == "conv_wgrad":
+        return _wgrad_workspace(sub, c)
+    M, N, B, fp64 = _gemm_dims(name, sub)
+    return gc.split_workspace(gc.gemm_config(registry.by_name(name).TILES, c), M, N, B, fp64)
 
 
 def _gemm_dims(name, sub):
@@ -194,8 +321,7 @@ def _check(prob, ctx):
     from ncudnn.engines.ranking import _round_up
     want = []
     for t, _, _, name, c in rows:
-        M, N, B, fp64 = _gemm_dims(name, sub)
-        ws = gc.split_workspace(gc.gemm_config(registry.by_name(name).TILES, c), M, N, B, fp64)
+        ws = _workspace(name, sub, c)
         want.append((name, c.knobs, t, _round_up(ws) if ws else 0))
     assert got == want, f"{prob}:\n  got  {got[:3]}\n  want {want[:3]}"
     return len(want)
