@@ -3,6 +3,7 @@ accesses) through the engine API against the float64 oracle."""
 import pytest
 
 from ncudnn.engines import api
+from ncudnn.testing import size
 from ncudnn.types import cudnnBackendKnobType_t as K, cudnnBackendNormMode_t as NM, cudnnStatus_t as S
 
 import mb_util as U
@@ -81,9 +82,11 @@ def test_backward_default_unchanged():
     assert c.engine == "norm_rows" and (c.get(KB), c.get(KR), c.get(KL)) == (0, 0, 0)
 
 
+@pytest.mark.parametrize("dims,threads", [(size((3, 512), (8192, 1024)), 128), (size((2, 2560), (8192, 4096)), 256)],
+                         ids=["128", "256"])
 @pytest.mark.parametrize("mode", [NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM], ids=["layer", "rms"])
-def test_default_runs_the_vector_kernel(rng, mode):
-    g = fwd_graph(mode, dims=(3, 512), bias=mode == NM.CUDNN_LAYER_NORM)     # 128 vectors: 128 threads
+def test_default_runs_the_vector_kernel(rng, mode, dims, threads):
+    g = fwd_graph(mode, dims=dims, bias=mode == NM.CUDNN_LAYER_NORM)
     plan = _execute(g, rng, ec=api.get_heuristics(g)[0])
     assert plan.parts[0].steps[0].key.startswith("norm_rows_fwd_vec:")
-    assert plan.parts[0].steps[0].block == 128
+    assert plan.parts[0].steps[0].block == threads

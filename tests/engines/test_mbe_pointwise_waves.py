@@ -1,12 +1,14 @@
 """pointwise_fused CTA_COUNT knob (grid cap in waves; 0 = one trip a thread) through the engine API:
 an NCHW per-channel bias DAG on the vector path, every cap against the float64 oracle."""
+import math
+
 import numpy as np
 import pytest
 
 from ncudnn.engines import api, registry
 from ncudnn.ir.partition import partition
 from ncudnn.reference.pointwise import pointwise as ref_pw
-from ncudnn.testing import assert_close
+from ncudnn.testing import assert_close, size
 from ncudnn.types import cudnnBackendKnobType_t as K, cudnnPointwiseMode_t as PM, cudnnStatus_t as S
 
 import engine_graphs as G
@@ -49,16 +51,17 @@ def test_default_config_ranks_first(dims):
 
 
 def test_default_config_runs_uncapped(rng):
-    g = G.bias_relu_mul(DIMS)
+    dims = size(DIMS, (16, 256, 64, 64))
+    g = G.bias_relu_mul(dims)
     ec = api.get_heuristics(g)[0]
     plan = api.build_plan(g, ec)
     (part,) = plan.parts
     spec = part.meta.spec
     assert (spec.block, spec.unroll, spec.waves, spec.vec) == (128, 2, 0, 4)
-    assert part.grid == 4              # 1024 vectors, 128 threads of 2 vectors each: 4 blocks, one trip
-    x, y = (rng.uniform(-1, 1, DIMS).astype(np.float32) for _ in range(2))
-    b = rng.uniform(-1, 1, (1, DIMS[1], 1, 1)).astype(np.float32)
+    assert part.grid == math.prod(dims) // (4 * 128 * 2)    # 128 threads of 2 vectors each: one trip
+    x, y = (rng.uniform(-1, 1, dims).astype(np.float32) for _ in range(2))
+    b = rng.uniform(-1, 1, (1, dims[1], 1, 1)).astype(np.float32)
     out = G.poisoned(x.size)
     api.execute(plan, {1: G.device(x), 2: G.device(b), 3: G.device(y), 4: out})
     want = ref_pw(PM.CUDNN_POINTWISE_MUL, ref_pw(PM.CUDNN_POINTWISE_ADD, x, b), ref_pw(PM.CUDNN_POINTWISE_RELU_FWD, y))
-    assert_close(out.copy_to_host().reshape(DIMS), want, "float32")
+    assert_close(out.copy_to_host().reshape(dims), want, "float32")
