@@ -293,6 +293,8 @@ def nonfused_cost(device, p, m, tile, gcfg):
     """Seconds of the four kernels: the batched GEMM (``gc.cost``) plus the transforms."""
     Mg, Ng, Kg, batch = p.gemm(m)
     gemm = gc.cost(device, tile, gcfg, Mg, Ng, Kg, batch, 4, 4, 0, False)
+    if p.kind == "wgrad":
+        gemm *= wgrad_gemm_factor(p, m)
     return gemm + transform_time(device, p, m)
 
 
@@ -301,9 +303,10 @@ def nonfused_cost_static(device, p, m, st):
     problem's GEMM shape and transform time remembered on the problem per m (device by identity)."""
     hit = p._nf.get(m)
     if hit is None or hit[0] is not device:
-        hit = p._nf[m] = (device, p.gemm(m), transform_time(device, p, m))
+        f = wgrad_gemm_factor(p, m) if p.kind == "wgrad" else 1.0
+        hit = p._nf[m] = (device, p.gemm(m), transform_time(device, p, m), f)
     Mg, Ng, Kg, batch = hit[1]
-    return gc.tile_cost(st, device, Mg, Ng, Kg, batch, 4, 4, 0, False, 1.0) + hit[2]
+    return gc.tile_cost(st, device, Mg, Ng, Kg, batch, 4, 4, 0, False, 1.0) * hit[3] + hit[2]
 
 
 def filter_args(p, w, u):
@@ -469,7 +472,7 @@ class WgradProblem:
         if hit is None:
             th, tw, T = ww.tiles(self.P, self.Q, self.N, m)
             a2 = (m + 2) ** 2
-            S_, TC = ww.splits(self.K, self.C, T, a2, 128, 128, 132)
+            S_, TC = ww.splits(self.K, self.C, T, a2, 128, 128, 132, l2_bytes=L2_TARGET)
             sizes = ww.sizes(self.K, self.C, S_ * TC, S_, m)
             self._split[m] = (S_, TC, S_ * TC)
             hit = self._per_tile[m] = ((th, tw, T), sizes, 4 * sum(sizes), (self.K, self.C, TC, a2 * S_))
@@ -493,21 +496,60 @@ class WgradProblem:
         return self._tile(m)[3]
 
 
-def _wgrad_transform_time(device, p, m):
-    """The wgrad transforms (memory-bound): dy and x read (x windows overlap: L1 / L2 re-reads), U and
-    V written, M read once more by the output transform, dw written."""
+#: the part of the L2 that keeps M between the GEMM and the output kernel (measured: 37.7 MB stays,
+#: 51.9 MB does not on the H200's 50 MiB)
+WG_L2_KEEP = 0.8
+#: the H200's L2 kept for M (bytes): the split choice is made without a device (WgradProblem._tile)
+L2_TARGET = int(WG_L2_KEEP * 50 * 1024 * 1024)
+#: measured / model time of the dy and x transforms at ResNet-50 sizes (H200, 2026-11-30: 1.26 - 1.37
+#: for transforms past the L2, ~1.0 - 1.3 below it)
+WG_TRANSFORM_SLOW = 1.3
+#: the batched GEMM: measured / ``gc.tile_cost`` -> WG_GEMM_EFF x (TC + ww.FIXED_K) / TC (128x128x16,
+#: TC = 128 .. 6272, 2026-11-30)
+WG_GEMM_EFF = 0.8
+#: output kernel, per alpha^2: (seconds per pass over the S splits with M in L2 (doubled past it),
+#: its bandwidth reading M as a fraction of the device's): measured 2026-11-30 (docs/winograd.md)
+WG_OUT = {16: (1.2e-6, 0.83), 36: (5.5e-6, 0.35)}
+#: the output kernel's dw stores: coalesced (c fastest, KRSC) / 9 scattered per thread (KCRS), fraction
+#: of the device bandwidth (measured: ~4.2 / ~0.45 TB/s)
+WG_STORE = (0.875, 0.094)
+
+
+def wgrad_gemm_factor(p, m):
+    """Measured / modelled batched-GEMM time of tile m: a fixed per-block cost of ``ww.FIXED_K``
+    reduction elements over the chunk of TC (few k-steps: prologue and epilogue dominate)."""
+    tc = p.split(m)[1]
+    return WG_GEMM_EFF * (tc + ww.FIXED_K) / tc
+
+
+def wgrad_transform_parts(device, p, m):
+    """Seconds of the (dy, x, out) kernels of tile m. dy / x: memory-bound (dy and x read, x windows
+    overlapping in L1 / L2; U and V written) x WG_TRANSFORM_SLOW. out: the larger of S latency-bound
+    passes over M (doubled when M exceeds the L2) and M read + dw written at the measured bandwidths."""
     nu, nv, nm = p.sizes(m)
     a2 = (m + 2) ** 2
-    tpad = p.split(m)[2]
+    S_, _, tpad = p.split(m)
     dy_b = p.N * p.K * p.P * p.Q * p.dy_bytes + nu * 4
     x_b = p.N * p.C * p.H * p.W * p.in_bytes * (a2 / (m * m)) ** 0.5 + nv * 4
-    out_b = nm * 4 + p.K * p.C * 9 * p.w_bytes
     per_sm = H.blocks_per_sm(device, wk.THREADS, 64, 0)
-    t = 0.0
-    for nbytes, threads in ((dy_b, p.K * tpad), (x_b, p.C * tpad), (out_b, p.K * p.C)):
-        t += H.kernel_time(device, nbytes=nbytes, blocks=wk.blocks(threads), threads=wk.THREADS, regs=64,
-                           bytes_in_flight=min(threads, device.sm_count * 2048) * 4 * a2, per_sm=per_sm)
-    return t
+    out = []
+    for nbytes, threads in ((dy_b, p.K * tpad), (x_b, p.C * tpad)):
+        out.append(WG_TRANSFORM_SLOW * H.kernel_time(
+            device, nbytes=nbytes, blocks=wk.blocks(threads), threads=wk.THREADS, regs=64,
+            bytes_in_flight=min(threads, device.sm_count * 2048) * 4 * a2, per_sm=per_sm))
+    lat, frac = WG_OUT.get(a2, WG_OUT[36])
+    m_bytes = nm * 4
+    passes = S_ * lat * (2 if m_bytes > WG_L2_KEEP * device.l2_bytes else 1)
+    coalesced = abs(p.w_strides[1]) == 1
+    bw = device.mem_bandwidth
+    stream = m_bytes / (frac * bw) + p.K * p.C * 9 * p.w_bytes / (WG_STORE[0 if coalesced else 1] * bw)
+    out.append(H.LAUNCH_OVERHEAD + (passes if passes > stream else stream))
+    return tuple(out)
+
+
+def _wgrad_transform_time(device, p, m):
+    """The wgrad transforms' seconds (:func:`wgrad_transform_parts`, summed)."""
+    return sum(wgrad_transform_parts(device, p, m))
 
 
 class WgradPlan(SubPlan):

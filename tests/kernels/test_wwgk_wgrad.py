@@ -87,11 +87,26 @@ def test_transform_exact(rng, r):
 
 
 def test_splits_fill_the_machine():
-    # ResNet-50 C256 14x14, F(3x3, 4x4): 144 GEMM blocks; splitting fills 264 slots better
-    s, tc = ww.splits(256, 256, 512, 36, 128, 128, 264)
+    # ResNet-50 C256 14x14, F(3x3, 4x4): 144 GEMM blocks; with a small fixed cost per block and free
+    # output passes, splitting fills 264 slots better
+    s, tc = ww.splits(256, 256, 512, 36, 128, 128, 264, fixed_k=32, iter_k=0)
     assert s > 1 and tc % ww.CHUNK == 0 and s * tc >= 512
     # a reduction too short to split stays whole
     assert ww.splits(256, 256, 100, 36, 128, 128, 264) == (1, 112)
+
+
+def test_splits_pay_for_output_passes():
+    """Each split is one more latency-bound pass of the output kernel over M (OUT_ITER_K) and each
+    block a fixed FIXED_K: C128 28x28 F(3x3, 4x4) (T = 1568) splits less than by waves alone, and an M
+    past the L2 (doubled pass cost) splits less again."""
+    free = ww.splits(128, 128, 1568, 36, 128, 128, 132, fixed_k=32, iter_k=0)
+    paid = ww.splits(128, 128, 1568, 36, 128, 128, 132)
+    assert paid[0] < free[0] and paid[0] * paid[1] >= 1568 and paid[1] % ww.CHUNK == 0
+    assert ww.OUT_ITER_K[36] > ww.OUT_ITER_K[16] > 0
+    # C128 -> K256 56x56 F(3x3, 4x4): M of 36 x S x 256 x 128 floats; a small L2 makes splits dearer
+    roomy = ww.splits(256, 128, 6272, 36, 128, 128, 132, l2_bytes=1 << 40)
+    tight = ww.splits(256, 128, 6272, 36, 128, 128, 132, l2_bytes=1 << 20)
+    assert tight[0] < roomy[0] and tight[0] * tight[1] >= 6272
 
 
 @pytest.mark.slow

@@ -33,6 +33,13 @@ POINTS = {2: (0, 1, -1), 4: (0, 1, -1, 2, -2)}
 #: the chunk length TC of the split reduction is a multiple of this (the GEMM's BLOCK_K)
 CHUNK = 16
 _T = {}
+#: the batched GEMM's fixed cost per block (prologue, epilogue, pipeline fill) in reduction elements:
+#: H200, FP32, 128x128x16 VEC=4, measured 2026-11-30 (docs/winograd.md: GEMM time / model ~ 0.8 x
+#: (TC + 96) / TC for TC = 128 .. 6272)
+FIXED_K = 96
+#: one more split's cost to the output kernel (a latency-bound pass over M) in the 128x128 block's
+#: reduction elements (~132 ns each on the H200), per alpha^2: ~1.2 us (F(3x3,2x2)), ~5.5 us (F(3x3,4x4))
+OUT_ITER_K = {16: 9, 36: 42}
 
 
 def transform(r):
@@ -162,10 +169,16 @@ def tiles(P, Q, N, r):
     return th, tw, N * th * tw
 
 
-def splits(K, C, T, a2, block_m, block_n, slots, max_splits=64, min_chunk=128):
+def splits(K, C, T, a2, block_m, block_n, slots, max_splits=64, min_chunk=128, fixed_k=FIXED_K, iter_k=None,
+           l2_bytes=None):
     """(S, TC): chunks of the reduction over T (TC a multiple of :data:`CHUNK`) minimising
-    waves x chunk length for ``K/BLOCK_M x C/BLOCK_N x alpha^2 x S`` GEMM blocks on ``slots``
-    concurrent blocks (SMs x blocks per SM); ties keep the fewer chunks (less output traffic)."""
+    ``waves x (TC + fixed_k) + S x iter_k`` for ``K/BLOCK_M x C/BLOCK_N x alpha^2 x S`` GEMM blocks on
+    ``slots`` concurrent blocks (SMs x blocks per SM). ``fixed_k``: each block's prologue / epilogue in
+    reduction elements; ``iter_k``: what one more split costs the output kernel (one more pass over
+    M, latency-bound, :data:`OUT_ITER_K`), doubled once M (a2 x S x K x C floats) exceeds ``l2_bytes``.
+    Ties keep the fewer chunks (less output traffic)."""
+    if iter_k is None:
+        iter_k = OUT_ITER_K.get(a2, 0)
     base = -(-K // block_m) * -(-C // block_n) * a2
     best = None
     for s in range(1, max_splits + 1):
@@ -173,7 +186,8 @@ def splits(K, C, T, a2, block_m, block_n, slots, max_splits=64, min_chunk=128):
         if s > 1 and tc < min_chunk:
             break
         waves = -(-(base * s) // slots)
-        score = waves * (tc + 32)         # + a k-tile-sized cost of each block's prologue / epilogue
+        miss = 2 if l2_bytes is not None and 4 * a2 * s * K * C > l2_bytes else 1
+        score = waves * (tc + fixed_k) + s * iter_k * miss
         if best is None or score < best[0]:
             best = (score, s, tc)
     return best[1], best[2]
