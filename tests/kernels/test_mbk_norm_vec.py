@@ -64,22 +64,24 @@ def test_row_norm_vec_no_bias_no_stats(rng):
 
 # ------------------------------------------------------------------ sm_90 compile (no GPU needed)
 
-def sm90_factory(n, rms, dt, vec, rpb):
+def sm90_factory(n, rms, dt, vec, rpb, block=0):
     """The forward kernel of the real shape (a child process without the simulator compiles it)."""
-    threads, blk, vpt, rpb = kn.row_config(n, 0, rpb, vec=vec)
+    threads, blk, vpt, rpb = kn.row_config(n, block, rpb, vec=vec)
     if vec > 1:
         return kn.row_fwd_vec_kernel(n, blk, vpt, vec, not rms, True, True, dt, "float32", dt, "float32", rpb)[0]
     return kn.row_fwd_kernel(n, blk, vpt, not rms, True, True, dt, "float32", dt, "float32", rpb)[0]
 
 
-SM90 = [(1024, False, "float32", 4, 4), (1024, True, "float32", 4, 8), (4096, False, "float32", 4, 0),
-        (4096, True, "bfloat16", 8, 0)]
+#: (n, rms, dtype, vec, rows a block, BLOCK_SIZE): the last four are the engine's default configs
+SM90 = [(1024, False, "float32", 4, 4, 0), (1024, True, "float32", 4, 8, 0), (4096, False, "float32", 4, 0, 0),
+        (4096, True, "bfloat16", 8, 0, 0), (1024, False, "float32", 4, 0, 128), (4096, False, "float32", 4, 0, 256),
+        (4096, True, "float32", 4, 0, 256), (8192, False, "float32", 4, 0, 256)]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n,rms,dt,vec,rpb", SM90, ids=[f"{c[0]}-{'rms' if c[1] else 'ln'}-{c[2]}-v{c[3]}-r{c[4]}"
-                                                      for c in SM90])
-def test_row_norm_vec_compiles_sm90(monkeypatch, n, rms, dt, vec, rpb):
+@pytest.mark.parametrize("n,rms,dt,vec,rpb,block", SM90,
+                         ids=[f"{c[0]}-{'rms' if c[1] else 'ln'}-{c[2]}-v{c[3]}-r{c[4]}-b{c[5]}" for c in SM90])
+def test_row_norm_vec_compiles_sm90(monkeypatch, n, rms, dt, vec, rpb, block):
     import os
 
     from ncudnn.kernels import kcache
@@ -87,7 +89,7 @@ def test_row_norm_vec_compiles_sm90(monkeypatch, n, rms, dt, vec, rpb):
     here = os.path.dirname(os.path.abspath(__file__))
     monkeypatch.setenv("PYTHONPATH", here + os.pathsep + os.environ.get("PYTHONPATH", ""))
     sig = f"void({a(dt)}, {a('float32')}, {a('float32')}, {a(dt)}, {a('float32')}, {a('float32')}, float64, int64)"
-    r = kcache.resource_usage_subprocess("test_mbk_norm_vec:sm90_factory", sig, args=(n, rms, dt, vec, rpb),
+    r = kcache.resource_usage_subprocess("test_mbk_norm_vec:sm90_factory", sig, args=(n, rms, dt, vec, rpb, block),
                                          cc=(9, 0))
     assert r["spill_stores"] == 0 and r["spill_loads"] == 0 and r["local"] == 0, r
     assert r["registers"] <= 128, r

@@ -54,7 +54,8 @@ def sm90_factory(n, vec, block, rpb, unroll, online):
     return ksm.fwd_vec_kernel(8192, n, False, vec, block, rpb, unroll, "float32", "float32", online)[0]
 
 
-SM90 = [(1024, 4, 32, 4, 4, False), (32768, 4, 512, 0, 4, True), (32768, 4, 1024, 0, 4, True)]
+SM90 = [(1024, 4, 32, 4, 4, False), (32768, 4, 512, 0, 4, True), (32768, 4, 1024, 0, 4, True),
+        (32768, 4, 512, 0, 8, True)]           # the last: the engine's default for long rows
 
 
 @pytest.mark.slow
