@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Dict, Tuple
 
-SUITES = ("conv", "gemm", "norm", "pool", "softmax", "pointwise", "attention")
+SUITES = ("conv", "gemm", "norm", "pool", "softmax", "pointwise", "reduce", "attention")
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 
 # ResNet-50 v1.5 distinct conv layers: (name, C, K, H=W of the input, R=S, stride, count per forward).
@@ -251,6 +251,18 @@ def pointwise_cases():
     ]
 
 
+def reduce_cases():
+    """Large reductions (issue 4: >= 90% of copy bandwidth): a sum per row, a sum per column, a global
+    amax; bytes = the input read once (the outputs are tiny)."""
+    r, c = 8192, 32768
+    return [mem_case("reduce", "reduce_sum_rows", f"{r}x{c}", dict(rows=r, cols=c, axis=1), r * c, r, 1, quick=True,
+                     source="bandwidth"),
+            mem_case("reduce", "reduce_sum_cols", f"{c}x{r}", dict(rows=c, cols=r, axis=0), r * c, r, 1,
+                     source="bandwidth (column sums, e.g. dbias)"),
+            mem_case("reduce", "reduce_amax", f"{r}x{c}", dict(rows=r, cols=c, axis=-1), r * c, 1, 2,
+                     source="FP8 amax")]
+
+
 def attention_cases():
     out = []
     for b, hd, s, d, causal in ((4, 16, 2048, 128, True), (8, 16, 1024, 64, False)):
@@ -267,7 +279,7 @@ def all_cases():
     suites, then the plain ResNet-50 passes at N=32 and at N=128."""
     conv = conv_cases()
     return (fused_cases() + gemm_cases() + norm_cases() + pool_cases() + softmax_cases() + pointwise_cases()
-            + attention_cases() + [c for c in conv if c.params["n"] == 32] + [c for c in conv if c.params["n"] != 32])
+            + reduce_cases() + attention_cases() + [c for c in conv if c.params["n"] == 32] + [c for c in conv if c.params["n"] != 32])
 
 
 def sim_cases():
@@ -280,6 +292,9 @@ def sim_cases():
                     q=3), 72, 18, 1, layout="nhwc", source="sim smoke"),
            mem_case("softmax", "softmax", "4x8", dict(rows=4, cols=8), 32, 32, 5, source="sim smoke"),
            mem_case("pointwise", "relu", "256", dict(elems=256), 256, 256, 1, source="sim smoke"),
+           mem_case("reduce", "reduce_sum_rows", "4x24", dict(rows=4, cols=24, axis=1), 96, 4, 1, source="sim smoke"),
+           mem_case("reduce", "reduce_sum_cols", "24x4", dict(rows=24, cols=4, axis=0), 96, 4, 1, source="sim smoke"),
+           mem_case("reduce", "reduce_amax", "4x24", dict(rows=4, cols=24, axis=-1), 96, 1, 2, source="sim smoke"),
            mem_case("pointwise", "bias_relu", "n1c4h3_nhwc", dict(n=1, c=4, h=3, w=3), 36, 36, 2, layout="nhwc",
                     source="sim smoke")]
     for c in out:

@@ -92,6 +92,11 @@ def specs(case) -> Tuple[Dict[str, Spec], Dict[str, Spec]]:
         return ({"x": row, "dy": like("dy"), "scale": _vec(c, "scale"), "mean": stat("mean"),
                  "inv_var": stat("inv_var")},
                 {"dx": like("dx"), "dscale": _vec(c, "dscale"), "dbias": _vec(c, "dbias")})
+    if case.suite == "reduce":
+        r, c = p["rows"], p["cols"]
+        x = Spec("x", (r, c, 1, 1), packed((r, c, 1, 1)), dt)
+        out = {1: (r, 1, 1, 1), 0: (1, c, 1, 1), -1: (1, 1, 1, 1)}[p["axis"]]
+        return {"x": x}, {"y": Spec("y", out, packed(out), "float32")}
     if case.suite == "pool":
         return ({"x": _img((p["n"], p["c"], p["h"], p["w"]), lay, dt, "x")},
                 {"y": _img((p["n"], p["c"], p["p"], p["q"]), lay, dt, "y")})

@@ -88,6 +88,9 @@ def build(mod, case, handle=None):
         s = g.reduction(input=e, mode=mod.reduction_mode.ADD)
         s.set_dim([rows, 1, 1, 1]).set_stride([1, 1, 1, 1]).set_data_type(f)
         res["y"] = g.div(a=e, b=s)
+    elif case.suite == "reduce":
+        mode = mod.reduction_mode.AMAX if op == "reduce_amax" else mod.reduction_mode.ADD
+        res["y"] = g.reduction(input=T["x"], mode=mode)
     elif op == "relu":
         res["y"] = g.relu(input=T["x"])
     elif op == "bias_relu":

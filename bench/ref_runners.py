@@ -115,6 +115,12 @@ def torch_op(case, t, tf32=False):
             return lambda: {"y": torch.softmax(x2, -1).view(rows, cols, 1, 1)}
         b = t["bias"].view(cols)
         return lambda: {"y": F.gelu(x2 + b).view(rows, cols, 1, 1)}
+    if case.suite == "reduce":
+        x2, ax = t["x"].view(p["rows"], p["cols"]), p["axis"]
+        if op == "reduce_amax":
+            return lambda: {"y": torch.amax(torch.abs(x2)).view(1, 1, 1, 1)}
+        shape = (p["rows"], 1, 1, 1) if ax == 1 else (1, p["cols"], 1, 1)
+        return lambda: {"y": torch.sum(x2, dim=ax).view(shape)}
     if case.suite == "pool":
         pool = F.max_pool2d if op == "max_pool" else F.avg_pool2d
         return lambda: {"y": pool(t["x"], p["r"], p["stride"], p["pad"])}
@@ -294,6 +300,11 @@ def truth(case, t):
         return {"y": (x - mean) * inv * d["scale"] + d["bias"], "mean": mean, "inv_var": inv}
     if op == "softmax":
         return {"y": torch.softmax(d["x"], dim=1)}
+    if case.suite == "reduce":
+        x = d["x"].reshape(p["rows"], p["cols"])
+        if op == "reduce_amax":
+            return {"y": x.abs().amax().reshape(1, 1, 1, 1)}
+        return {"y": x.sum(dim=p["axis"], keepdim=True).reshape(data.specs(case)[1]["y"].dims)}
     if case.suite == "pool":
         pool = F.max_pool2d if op == "max_pool" else F.avg_pool2d
         return {"y": pool(d["x"], p["r"], p["stride"], p["pad"])}

@@ -1,6 +1,6 @@
 """``ncudnn bench``: ncudnn beside cuDNN (through torch and cudnn-frontend) and cuBLAS, in one run.
 
-    ncudnn bench [--suite conv|gemm|norm|pool|softmax|pointwise|attention|all] [--quick] [--sim] [--tune]
+    ncudnn bench [--suite conv|gemm|norm|pool|softmax|pointwise|reduce|attention|all] [--quick] [--sim] [--tune]
                  [--overhead] [--filter TEXT] [--out DIR] [--max-minutes M] [--list] [--report DIR] [--no-charts]
 
 Runs the runners of the repository's ``bench/`` directly (not through pytest) and writes
@@ -33,7 +33,7 @@ def _bench():
 def build_parser(ap=None):
     ap = ap or argparse.ArgumentParser(prog="ncudnn bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--suite", default="all",
-                    choices=("conv", "gemm", "norm", "pool", "softmax", "pointwise", "attention", "all"))
+                    choices=("conv", "gemm", "norm", "pool", "softmax", "pointwise", "reduce", "attention", "all"))
     ap.add_argument("--quick", action="store_true", help="the representative subset (< 5 min on the H200)")
     ap.add_argument("--sim", action="store_true", help="without a GPU: a tiny smoke run in the CUDA simulator")
     ap.add_argument("--tune", action="store_true", help="also time ncudnn's autotuned best (ncudnn-tuned)")
