@@ -3,7 +3,7 @@
 #   bash tools/gpu_final.sh
 # GPU 0: `ncudnn bench` shard 0/2 with the host-overhead benchmarks, compute-sanitizer (memcheck and
 #        racecheck, SAN_TESTS below), then `ncudnn bench --quick --tune` for the autotuned column (TUNE_MINUTES).
-# GPU 1: `ncudnn bench` shard 1/2, then the whole test suite at real shapes (tools/gpu_par_tests.sh).
+# GPU 1: the cold-ranking benchmark (CPU), `ncudnn bench` shard 1/2, then the whole test suite at real shapes (tools/gpu_par_tests.sh).
 # Results under $OUT (all.tgz, summary.txt); merge the two shards here with
 #   ncudnn bench --merge g0/full0 g1/full1 --out bench/results/<gpu>/<date>/full
 # On one GPU run the same steps one after another (about 15 minutes).
@@ -22,6 +22,7 @@ JOB0='export PYTHONPATH=/tmp/site:$PWD NUMBA_ENABLE_CUDASIM=0
   timeout ${TUNE_TIMEOUT:-90} python3 -m ncudnn bench --quick --tune --no-charts --max-minutes ${TUNE_MINUTES:-1.1} \
     --out $OUT/quick_tune > $OUT/tune.log 2>&1; echo "quick --tune rc $?" >> $OUT/summary.txt'
 JOB1='export PYTHONPATH=/tmp/site:$PWD NUMBA_ENABLE_CUDASIM=0
+  timeout 60 python3 bench/bench_ranking.py --reps 15 > $OUT/ranking.log 2>&1; tail -n 14 $OUT/ranking.log >> $OUT/summary.txt
   timeout ${BENCH1_TIMEOUT:-300} python3 -m ncudnn bench --shard 1/2 --no-charts --max-minutes ${BENCH1_MINUTES:-4.4} --out $OUT/full1 > $OUT/bench1.log 2>&1
   echo "bench shard 1 rc $?" >> $OUT/summary.txt; tail -n 4 $OUT/bench1.log >> $OUT/summary.txt
   PAR=14 SUITE_TIMEOUT=${TEST_SUITE_TIMEOUT:-250} FILE_TIMEOUT=250 TIMEOUT_ARG=--timeout=240 bash tools/gpu_par_tests.sh'
