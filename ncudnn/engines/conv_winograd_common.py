@@ -510,8 +510,9 @@ WG_GEMM_EFF = 0.8
 #: output kernel, per alpha^2: (seconds per pass over the S splits with M in L2 (doubled past it),
 #: its bandwidth reading M as a fraction of the device's): measured 2026-11-30 (docs/winograd.md)
 WG_OUT = {16: (1.2e-6, 0.83), 36: (5.5e-6, 0.35)}
-#: the output kernel's dw stores: coalesced (c fastest, KRSC) / 9 scattered per thread (KCRS), fraction
-#: of the device bandwidth (measured: ~4.2 / ~0.45 TB/s)
+#: the output kernel's dw stores: coalesced (c fastest, KRSC; or KCRS-packed through shared memory,
+#: ``ww.packed_dw``) / 9 scattered per thread (other strides), fraction of the device bandwidth
+#: (measured: ~4.2 / ~0.45 TB/s; the packed KCRS path is not measured yet)
 WG_STORE = (0.875, 0.094)
 
 
@@ -540,7 +541,7 @@ def wgrad_transform_parts(device, p, m):
     lat, frac = WG_OUT.get(a2, WG_OUT[36])
     m_bytes = nm * 4
     passes = S_ * lat * (2 if m_bytes > WG_L2_KEEP * device.l2_bytes else 1)
-    coalesced = abs(p.w_strides[1]) == 1
+    coalesced = abs(p.w_strides[1]) == 1 or ww.packed_dw(p.w_strides, p.C)
     bw = device.mem_bandwidth
     stream = m_bytes / (frac * bw) + p.K * p.C * 9 * p.w_bytes / (WG_STORE[0 if coalesced else 1] * bw)
     out.append(H.LAUNCH_OVERHEAD + (passes if passes > stream else stream))
@@ -570,7 +571,9 @@ class WgradPlan(SubPlan):
                                          gc.argtypes(self._dy_args(tdy, tu)))
         self.kx = kcache.get_or_compile(gc.key_text(key, "x", p.dt_x), lambda: ww.make_x(m, p.dt_x, p.cfast),
                                         gc.argtypes(self._x_args(tx, tv)))
-        self.kout = kcache.get_or_compile(gc.key_text(key, "out", p.dt_w), lambda: ww.make_out(m, p.dt_w),
+        packed = ww.packed_dw(p.w_strides, p.C)
+        self.kout = kcache.get_or_compile(gc.key_text(key, "out", p.dt_w, packed),
+                                          lambda: ww.make_out(m, p.dt_w, packed),
                                           gc.argtypes(self._out_args(tm, tdw, 1.0)))
         self.bl = gc.BlockLaunch(gc.key_text("gemm", gcfg, lay[0], lay[1], ("float32",) * 3, self.gk.spec),
                                  self.gk.bk, self._gemm_pack(tu, tv, tm))

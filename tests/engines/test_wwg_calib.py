@@ -22,13 +22,15 @@ MEASURED = {("c4_256", 2): (2, .1511, .1162, .0094), ("c4_256", 4): (4, .2079, .
 
 
 def predicted_at(monkeypatch, name, r, S):
-    """(total, GEMM, output kernel) predicted seconds of tile r's first candidate with the split forced to S."""
+    """(total, GEMM, output kernel) predicted seconds of tile r's first candidate with the split forced to S
+    and the output kernel that was measured (KCRS dw stored 9 scattered floats per thread)."""
     c, k, h = LAYERS[name]
 
     def forced(K_, C_, T, a2, *a, **kw):
         return S, -(-(-(-T // S)) // ww.CHUNK) * ww.CHUNK
 
     monkeypatch.setattr(ww, "splits", forced)
+    monkeypatch.setattr(ww, "packed_dw", lambda *a: False)     # measured: the scattered KCRS dw stores
     g, *_ = wgrad_graph(32, c, h, h, k, 1)
     eng, dev = registry.by_name(ENGINE), api.context().device
     sub = api.problem(g)
@@ -48,6 +50,18 @@ def test_prediction_near_measured(monkeypatch, name, r):
         assert abs(g / gemm - 1) < 0.12, (g, gemm)
     if out is not None:
         assert 0.6 < o / out < 1.6, (o, out)
+
+
+def test_packed_dw_store_is_cheaper():
+    """KCRS dw through the packed output kernel (coalesced stores) is predicted cheaper than scattered."""
+    g, *_ = wgrad_graph(32, 512, 7, 7, 512, 1)
+    eng, dev = registry.by_name(ENGINE), api.context().device
+    p = eng.problem(api.problem(g))
+    assert ww.packed_dw(p.w_strides, p.C)
+    packed = cwc.wgrad_transform_parts(dev, p, 2)[2]
+    p.w_strides = (9 * p.C + 1, 9, 3, 1)     # a padded filter row: not packed, scattered stores
+    assert not ww.packed_dw(p.w_strides, p.C)
+    assert cwc.wgrad_transform_parts(dev, p, 2)[2] > 2 * packed
 
 
 def test_output_kernel_cost_grows_with_splits_and_tile(monkeypatch):

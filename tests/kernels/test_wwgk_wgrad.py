@@ -70,6 +70,41 @@ def test_wgrad_split_beta_flip(rng, r):
     assert err < TOL[r], err
 
 
+@pytest.mark.parametrize("r,flip,beta", [(2, True, 0.5), (4, False, 0.0)])
+def test_wgrad_packed_out_multiblock(rng, r, flip, beta):
+    """The packed output kernel (KCRS dw through shared memory, coalesced stores) on K x C = 306 filters
+    = two blocks of 256, the second partial, S = 2 splits: dw = alpha A^T (sum_s M_s) A + beta dw
+    (float64 from the exact A^T), flipped for CONVOLUTION mode."""
+    K_, C_, S_ = 17, 18, 2
+    a = r + 2
+    AT = np.array([[float(v) for v in row] for row in ww.transform(r).AT])
+    mb = rng.standard_normal((a * a, S_, K_, C_)).astype(np.float32)
+    dw0 = rng.standard_normal((K_, C_, 3, 3)).astype(np.float32) if beta else \
+        np.full((K_, C_, 3, 3), poison_value(np.float32), np.float32)
+    strides = (9 * C_, 9, 3, 1)
+    assert ww.packed_dw(strides, C_) and K_ * C_ > ww.THREADS
+    d_dw = cuda.to_device(dw0.reshape(-1))
+    kern = ww.make_out(r, "float32", packed=True)
+    kern[ww.blocks(K_ * C_), ww.THREADS](cuda.to_device(mb.reshape(-1)), d_dw, K_, C_, S_,
+                                         *ww.dw_addressing(strides, flip), np.float32(1.5), np.float32(beta))
+    msum = mb.astype(np.float64).sum(axis=1).reshape(a, a, K_, C_)
+    want = 1.5 * np.einsum("ix,xykc,jy->kcij", AT, msum, AT)
+    if flip:
+        want = want[:, :, ::-1, ::-1]
+    if beta:
+        want = want + beta * dw0.astype(np.float64)
+    err = rel_err(d_dw.copy_to_host().reshape(K_, C_, 3, 3), want)
+    assert err < 1e-6, err
+
+
+def test_packed_dw_detects_kcrs_only():
+    C = 5
+    assert ww.packed_dw((9 * C, 9, 3, 1), C) and ww.packed_dw((9 * C, 9, 1, 3), C)
+    assert not ww.packed_dw((9 * C, 1, 3 * C, C), C)          # KRSC (already coalesced)
+    assert not ww.packed_dw((10 * C, 10, 3, 1), C)            # padded filters
+    assert not ww.packed_dw((9, 9 * 7, 3, 1), C)              # CKRS
+
+
 @pytest.mark.parametrize("r", [2, 4])
 def test_transform_exact(rng, r):
     """A^T [(G g G^T) * (B^T d B)] A is the 3x3 correlation of an alpha x alpha d with an r x r g."""
@@ -111,12 +146,13 @@ def test_splits_pay_for_output_passes():
 
 @pytest.mark.slow
 def test_compile_sm90():
-    """The transforms compile for sm_90 without spills or local memory (subprocess, no simulator)."""
+    """The transforms (the output kernel also KCRS-packed) compile for sm_90 without spills or local
+    memory (subprocess, no simulator)."""
     from ncudnn.kernels import compile_check
     from ncudnn.kernels.winograd import wgrad_cases  # noqa: F401  (registers)
 
     names = [n for n in compile_check.registered_cases() if n.startswith("wgrad_f3r")]
-    assert len(names) == 10
+    assert len(names) == 12
     res = compile_check.run_compile_check(names, jobs=2, timeout=600)
     bad = [r.summary() for r in res if not r.ok]
     assert not bad, "\n".join(bad)

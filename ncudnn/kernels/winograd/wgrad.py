@@ -113,33 +113,66 @@ def x_source(r, cfast):
     return "\n".join(L) + "\n"
 
 
-def out_source(r):
+def out_source(r, packed=False):
+    """The output kernel. ``packed``: dw is KCRS-packed (``s_c = 9``, ``s_k = 9 C``; the flip and the r / s
+    order only move the 9 values inside a filter), so a block's 256 (k, c) filters are 2304 consecutive
+    floats: each thread puts its 9 into shared memory (``tid * 9 + pos``, 9 odd: no bank conflicts) and
+    the block stores them coalesced (beta read the same way)."""
     t = transform(r)
     a, AT = t.alpha, t.AT
+    ind = "        " if packed else "    "
     L = ["def wgrad_out(mb, dw, K, C, S, base, s_k, s_c, s_r, s_s, alpha, beta):",
          "    idx = cuda.grid(1)",
-         "    KC = K * C",
-         "    if idx >= KC:",
-         "        return",
-         "    k = idx // C",
-         "    c = idx - k * C"]
+         "    KC = K * C"]
+    if packed:
+        L += [f"    sm = cuda.shared.array({9 * THREADS}, float32)",
+              "    tid = cuda.threadIdx.x",
+              "    if idx < KC:"]
+    else:
+        L += ["    if idx >= KC:",
+              "        return",
+              "    k = idx // C",
+              "    c = idx - k * C"]
     for xi in range(a * a):
-        L.append(f"    m_{xi} = float32(0.0)")
-    L += ["    for s in range(S):"]
+        L.append(f"{ind}m_{xi} = float32(0.0)")
+    L += [f"{ind}for s in range(S):"]
     for xi in range(a * a):
-        L.append(f"        m_{xi} += mb[uint64(({xi} * S + s) * KC + idx)]")
+        L.append(f"{ind}    m_{xi} += mb[uint64(({xi} * S + s) * KC + idx)]")
     for i in range(3):            # Z = A^T M (3 x alpha)
         for j in range(a):
-            L.append(f"    z_{i}_{j} = {_lincomb(AT[i], [f'm_{k * a + j}' for k in range(a)])}")
-    L.append("    o = base + k * s_k + c * s_c")
+            L.append(f"{ind}z_{i}_{j} = {_lincomb(AT[i], [f'm_{k * a + j}' for k in range(a)])}")
+    if not packed:
+        L.append("    o = base + k * s_k + c * s_c")
     for i in range(3):            # O = Z A (3 x 3)
         for j in range(3):
-            L.append(f"    v = alpha * ({_lincomb(AT[j], [f'z_{i}_{k}' for k in range(a)])})")
+            L.append(f"{ind}v = alpha * ({_lincomb(AT[j], [f'z_{i}_{k}' for k in range(a)])})")
+            if packed:
+                L.append(f"{ind}sm[tid * 9 + base + {i} * s_r + {j} * s_s] = v")
+                continue
             L.append(f"    off = uint64(o + {i} * s_r + {j} * s_s)")
             L.append("    if beta != float32(0.0):")
             L.append("        v += beta * ld(dw, off)")
             L.append("    st(dw, off, v)")
+    if packed:
+        L += ["    cuda.syncthreads()",
+              f"    o0 = cuda.blockIdx.x * {9 * THREADS}",
+              "    lim = KC * 9 - o0",
+              "    for q in range(9):",
+              f"        e = q * {THREADS} + tid",
+              "        if e < lim:",
+              "            off = uint64(o0 + e)",
+              "            v = sm[e]",
+              "            if beta != float32(0.0):",
+              "                v += beta * ld(dw, off)",
+              "            st(dw, off, v)"]
     return "\n".join(L) + "\n"
+
+
+def packed_dw(dw_strides, C):
+    """Is dw KCRS-packed (``s_k = 9 C``, ``s_c = 9``, the r / s strides 3 and 1 in either order)? Then
+    the packed output kernel (coalesced stores) writes it."""
+    s_k, s_c, s_r, s_s = dw_strides
+    return s_c == 9 and s_k == 9 * C and sorted((abs(s_r), abs(s_s))) == [1, 3]
 
 
 def make_dy(r, dtype="float32", cfast=False):
@@ -154,10 +187,11 @@ def make_x(r, dtype="float32", cfast=False):
     return _compile(("wgrad_x", r, dtype, bool(cfast)), x_source(r, cfast), "wgrad_x", {"ld": dtypes.loader(dtype)})
 
 
-def make_out(r, dtype="float32"):
-    """The output-transform kernel of F(3x3, r x r) wgrad writing dw as ``dtype``."""
+def make_out(r, dtype="float32", packed=False):
+    """The output-transform kernel of F(3x3, r x r) wgrad writing dw as ``dtype`` (``packed``: KCRS
+    dw, :func:`packed_dw`; launched with :data:`THREADS` per block)."""
     dtype = dtypes.dtype_name(dtype)
-    return _compile(("wgrad_out", r, dtype), out_source(r), "wgrad_out",
+    return _compile(("wgrad_out", r, dtype, bool(packed)), out_source(r, packed), "wgrad_out",
                     {"ld": dtypes.loader(dtype), "st": dtypes.storer(dtype)})
 
 

@@ -1,5 +1,5 @@
 """The Winograd wgrad kernels (wgrad.py) registered with the sm_90 compile check: dy / x transforms of
-F(3x3, 2x2) and F(3x3, 4x4) for NCHW and NHWC, the output transforms (fp32) (``wgrad_f3r*``), and the
+F(3x3, 2x2) and F(3x3, 4x4) for NCHW and NHWC, the output transforms (fp32; any dw / KCRS-packed) (``wgrad_f3r*``), and the
 batched GEMM in the wgrad layouts (mk x nk for NCHW, km x kn for NHWC) on the engine's 128x128x16
 VEC=4 tile and the fast-mainloop 128x128x8 tile (``wgrad_gemm_*``)."""
 import numpy as np
@@ -32,8 +32,9 @@ def register_wgrad_cases():
                                   signature((_z(), _z()) + (1,) * 11), max_registers=MAX_REGS)
             register_compile_case(f"wgrad_f3r{r}_x_{lay}", _own(ww.make_x(r, "float32", cfast)),
                                   signature((_z(), _z()) + (1,) * 13), max_registers=MAX_REGS)
-        register_compile_case(f"wgrad_f3r{r}_out", _own(ww.make_out(r)),
-                              signature((_z(), _z()) + (1,) * 8 + (f(1), f(0))), max_registers=MAX_REGS)
+        for packed in (False, True):
+            register_compile_case(f"wgrad_f3r{r}_out" + ("_packed" if packed else ""), _own(ww.make_out(r, "float32", packed)),
+                                  signature((_z(), _z()) + (1,) * 8 + (f(1), f(0))), max_registers=MAX_REGS)
 
     big = GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=16, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64, VEC=4)
     fast = big.replace(BLOCK_K=8, MAINLOOP="fast", MAX_REGS=128)

@@ -45,7 +45,7 @@ def kernels(shape, x_dtype="float32", dy_dtype="float32", dw_dtype="float32"):
     """(dy kernel, x kernel, GemmKernel, out kernel) of a shape."""
     s = shape
     gk = make_gemm(s.gcfg, s.layouts[0], s.layouts[1], ("float32",) * 3, ep.EpilogueSpec())
-    return (ww.make_dy(s.r, dy_dtype, s.cfast), ww.make_x(s.r, x_dtype, s.cfast), gk, ww.make_out(s.r, dw_dtype))
+    return (ww.make_dy(s.r, dy_dtype, s.cfast), ww.make_x(s.r, x_dtype, s.cfast), gk, ww.make_out(s.r, dw_dtype, ww.packed_dw(s.dw_strides, s.C)))
 
 
 def run_wgrad(shape, x, dy, dw, workspace=None, alpha=1.0, beta=0.0, stream=0, dtypes=("float32",) * 3):
