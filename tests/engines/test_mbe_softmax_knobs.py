@@ -70,7 +70,7 @@ def test_default_is_the_measured_config():
 
 def test_long_row_default_runs_the_online_kernel(rng):
     dims = size((1, 16400), (256, 32768))     # > 16384: past the scalar kernel's registers
-    g, x, y = fwd_graph(dims, (1, 1))
+    g, x, y = fwd_graph(dims, (dims[0], 1))   # per-row statistics (a (1, 1) pair would normalize globally)
     ec = api.get_heuristics(g)[0]
     assert (ec.config.get(KB), ec.config.get(KL), ec.config.get(KU)) == (512, 16, 8)
     a = rng.uniform(-4, 4, dims)
