@@ -63,7 +63,8 @@ RESNET50_QUICK = ("c2_3x3_64", "c2_1x1_256_64", "c3_3x3_128_s2", "c4_3x3_256", "
 
 GEMM_CUBES = (1024, 2048, 4096, 8192)
 # skinny (M, N, K): decode-like GEMV-ish rows, small token batches, wide-and-short, small K
-GEMM_SKINNY = ((16, 8192, 8192), (128, 8192, 8192), (8192, 128, 8192), (8192, 8192, 128), (65536, 1024, 64))
+GEMM_SKINNY = ((16, 8192, 8192), (128, 8192, 8192), (8192, 128, 8192), (8192, 8192, 128), (65536, 1024, 64),
+               (8192, 8192, 256), (16384, 64, 4096))   # the last two: issue 5's skinny targets (m, n, k)
 
 
 @dataclass
