@@ -15,6 +15,8 @@ SAN_TESTS=${SAN_TESTS:-"tests/engines/test_slc_engine.py tests/engines/test_dmv_
  tests/kernels/test_resample_direct.py tests/kernels/test_norm_bn_cols.py tests/kernels/test_norm_bn_planes.py
  tests/engines/test_eng_rng.py tests/engines/test_eng_conv.py"}
 export SAN_TESTS
+# the commit the tree was sent at (write it before the call: git rev-parse HEAD > .gpustate/commit)
+[ -f .gpustate/commit ] && export NCUDNN_GIT_COMMIT=$(cat .gpustate/commit)
 JOB0='export PYTHONPATH=/tmp/site:$PWD NUMBA_ENABLE_CUDASIM=0
   timeout ${BENCH0_TIMEOUT:-320} python3 -m ncudnn bench --shard 0/2 --overhead --no-charts --max-minutes ${BENCH0_MINUTES:-3.9} --out $OUT/full0 > $OUT/bench0.log 2>&1
   echo "bench shard 0 rc $?" >> $OUT/summary.txt; tail -n 4 $OUT/bench0.log >> $OUT/summary.txt
