@@ -176,9 +176,12 @@ def fused_cases():
     return out
 
 
-def gemm_case(m, n, k, dtype="float32", quick=False, source="GEMM sweep"):
-    return Case("gemm", "matmul", f"{m}x{n}x{k}", dict(m=m, n=n, k=k), dtype, "rowmajor", gemm_flops(m, n, k),
-                gemm_bytes(m, n, k, ITEMSIZE[dtype]), quick, source)
+def gemm_case(m, n, k, dtype="float32", quick=False, source="GEMM sweep", tf32=False):
+    """``tf32``: FP32 operands on TF32 tensor cores (both libraries opt in through the DOWN_CONVERT_INPUTS
+    note; the fair reference is cuBLAS with TF32), B stored (n, k) as TF32 kernels read it."""
+    params = dict(m=m, n=n, k=k, **({"tf32": 1} if tf32 else {}))
+    return Case("gemm", "matmul", f"{m}x{n}x{k}" + ("_tf32" if tf32 else ""), params, dtype, "rowmajor",
+                gemm_flops(m, n, k), gemm_bytes(m, n, k, ITEMSIZE[dtype]), quick, source)
 
 
 def gemm_cases():
@@ -189,6 +192,8 @@ def gemm_cases():
         for m, n, k in GEMM_SKINNY:
             out.append(gemm_case(m, n, k, dt, quick=(m, n, k) == (128, 8192, 8192) and dt == "float32",
                                  source="skinny GEMM"))
+    for s in (4096, 8192):   # issue 7's TF32 target
+        out.append(gemm_case(s, s, s, "float32", quick=s == 8192, source="TF32 tensor cores", tf32=True))
     return out
 
 

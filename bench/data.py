@@ -61,7 +61,8 @@ def specs(case) -> Tuple[Dict[str, Spec], Dict[str, Spec]]:
         return {"x": X, "dy": _img(y, lay, dt, "dy")}, {"dw": _img(w, lay, dt, "dw")}
     if op == "matmul":
         m, n, k = p["m"], p["n"], p["k"]
-        return ({"a": Spec("a", (1, m, k), packed((1, m, k)), dt), "b": Spec("b", (1, k, n), packed((1, k, n)), dt)},
+        b_str = (k * n, 1, k) if p.get("tf32") else packed((1, k, n))   # TF32 cases: B stored (n, k), k-contiguous
+        return ({"a": Spec("a", (1, m, k), packed((1, m, k)), dt), "b": Spec("b", (1, k, n), b_str, dt)},
                 {"c": Spec("c", (1, m, n), packed((1, m, n)), dt)})
     if op.startswith("batchnorm"):
         x = (p["n"], p["c"], p["h"], p["w"])

@@ -60,6 +60,8 @@ def build(mod, case, handle=None):
             res["dw"] = g.conv_wgrad(image=T["x"], loss=T["dy"], out_dims=list(outs["dw"].dims), **kw)
     elif op == "matmul":
         res["c"] = g.matmul(A=T["a"], B=T["b"], compute_data_type=f)
+        if p.get("tf32"):   # opt in to TF32 tensor-core plans (both libraries: plans without the note are barred)
+            g.select_numeric_notes([mod.numerical_note.DOWN_CONVERT_INPUTS])
     elif op == "batchnorm_fwd":
         r = g.batchnorm(input=T["x"], scale=T["scale"], bias=T["bias"], in_running_mean=T["running_mean"],
                         in_running_var=T["running_var"], epsilon=scalar("epsilon", 1e-5),

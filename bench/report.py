@@ -24,7 +24,10 @@ FAIR_REF = {"conv": "torch-nhwc", "gemm": "cublas", "attention": "torch-sdpa-cud
 OK = ("ok", "not checked")
 
 
-def fair_ref(suite):
+def fair_ref(suite, case=None):
+    """The fair reference's name: per suite; a TF32 GEMM case compares with cuBLAS TF32."""
+    if case is not None and case.suite == "gemm" and case.params.get("tf32"):
+        return "cublas-tf32"
     return FAIR_REF.get(suite, "torch")
 
 
@@ -33,6 +36,8 @@ def group_of(case):
     if case.suite == "conv":
         dt = "" if case.dtype == "float32" else f"_{case.dtype}"
         return f"{case.op}_{case.name.rsplit('_', 1)[-1]}{dt}"
+    if case.suite == "gemm":   # FP32 (FMA), TF32 and BF16 GEMMs are different races
+        return f"gemm_{'tf32' if case.params.get('tf32') else case.dtype}"
     return case.suite
 
 
@@ -102,7 +107,7 @@ def summarize(cases, rows, peaks=None, bw_tbps=None):
     for c in cases:
         impls = by.get(c.id, {})
         nc, tuned = impls.get("ncudnn"), impls.get("ncudnn-tuned")
-        fair = impls.get(fair_ref(c.suite))
+        fair = impls.get(fair_ref(c.suite, c))
         refs = [r for r in impls.values() if r["kind"] == "reference" and _ok(r)]
         best = min(refs, key=lambda r: r["median_ms"]) if refs else None
         mine = min([r for r in (nc, tuned) if _ok(r)], key=lambda r: r["median_ms"], default=None)
@@ -259,6 +264,7 @@ def charts(out_dir, per_case, peaks, bw_tbps):
     for grp in dict.fromkeys(p["group"] for p in per_case):
         pc = [p for p in per_case if p["group"] == grp]
         s = pc[0]["suite"]
+        ref = "cublas-tf32" if grp == "gemm_tf32" else fair_ref(s)
         fig, ax = plt.subplots(figsize=(max(6, 0.32 * len(pc) + 2), 4.5))
         xs = list(range(len(pc)))
         vals = [p["speed_vs_fair"] if p["speed_vs_fair"] else float("nan") for p in pc]
@@ -272,8 +278,8 @@ def charts(out_dir, per_case, peaks, bw_tbps):
             ax.set_yscale("log")
         ax.set_xticks(xs)
         ax.set_xticklabels([f"{p['name']} {p['op'].replace('conv_', '')}" for p in pc], rotation=90, fontsize=6)
-        ax.set_ylabel(f"speed vs {fair_ref(s)} (ref time / ncudnn time)")
-        ax.set_title(f"ncudnn vs {fair_ref(s)}: {grp}")
+        ax.set_ylabel(f"speed vs {ref} (ref time / ncudnn time)")
+        ax.set_title(f"ncudnn vs {ref}: {grp}")
         fig.tight_layout()
         f = out_dir / f"ratio_{grp}.png"
         fig.savefig(f, dpi=120)

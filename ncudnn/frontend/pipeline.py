@@ -10,9 +10,10 @@ reasons, when none is left; ``build_plans`` builds the first supported plan (HEU
 """
 import dataclasses
 import numbers
+import os
 
 from ..errors import CudnnError
-from ..types import cudnnBackendHeurMode_t as HM, cudnnStatus_t
+from ..types import cudnnBackendHeurMode_t as HM, cudnnBackendNumericalNote_t, cudnnStatus_t
 from . import log_steps
 from .enums import build_plan_policy, enum_value, heur_mode
 from .plan_queries import PlanQueryMixin
@@ -22,7 +23,8 @@ from .ops_view import view_value
 from .values import host_scalar
 
 S = cudnnStatus_t
-
+_TF32_NOTES = {int(cudnnBackendNumericalNote_t.CUDNN_NUMERICAL_NOTE_TENSOR_CORE),
+               int(cudnnBackendNumericalNote_t.CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)}
 
 _API = None
 
@@ -61,7 +63,18 @@ class PipelineMixin(PlanQueryMixin):
             dev = dataclasses.replace(dev, sm_count=int(self.sm_count))
         if dev is not ctx.device:
             ctx = dataclasses.replace(ctx, device=dev)
+        if not ctx.allow_tf32 and self._asks_tf32():
+            ctx = dataclasses.replace(ctx, allow_tf32=True)
         return ctx
+
+    def _asks_tf32(self):
+        """TF32 is opt-in: FP32 operands reach tensor cores only when the graph selects the TENSOR_CORE or
+        DOWN_CONVERT_INPUTS numerical note (``select_numeric_notes``; plans without it are barred anyway),
+        and never under ``NVIDIA_TF32_OVERRIDE=0`` (cuDNN's switch)."""
+        if os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
+            return False
+        return any(kind == "numeric" and keep and notes & _TF32_NOTES
+                   for kind, notes, keep in self._filters["notes"])
 
     def _require(self, what, ok):
         if not ok:
@@ -100,6 +113,7 @@ class PipelineMixin(PlanQueryMixin):
                     out.append(ec)
         self._reset_plans()
         self._op_graph_built = True
+        self._plan_modes, self._plans_tf32 = list(modes), ctx.allow_tf32
         self._candidates = out
         self._planned = True
         names = [heur_mode(int(enum_value(m, heur_mode, "heur_mode"))).name for m in modes]

@@ -38,6 +38,8 @@ class PlanQueryMixin:
     def _add_note_filter(self, kind, notes, keep, enum_cls):
         self._filters["notes"].append((kind, {int(enum_value(n, enum_cls, kind)) for n in notes}, keep))
         self._support.clear()
+        if self._planned and not getattr(self, "_plans_tf32", True) and self._ctx().allow_tf32:
+            self.create_execution_plans(self._plan_modes)   # the TF32 opt-in admits tensor-core plans: ask again
         return self
 
     def deselect_numeric_notes(self, notes):
