@@ -1,0 +1,153 @@
+"""``wgmma`` (sm_90a) PTX from numba: inline-PTX intrinsics, with the simulator model bound under the
+CUDA simulator (:mod:`.sim`), so kernels import these names and never branch on the simulator.
+
+* ``get_wgmma(n, ab="bf16", trans_a=False, trans_b=False)`` -> ``wgmma(sm, acc, desc_a, desc_b,
+  scale_d) -> acc``: ``wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab}``, D(64 x n, f32) =
+  A(64 x 16) @ B(16 x n) + (scale_d != 0) * D, issued by the 128 threads of a warpgroup. ``acc`` is a
+  tuple of n / 2 float32 (the thread's accumulator fragment, below), ``desc_a`` / ``desc_b`` 64-bit
+  shared-memory descriptors (:mod:`.layout`), ``sm`` the shared array the descriptors point into
+  (unused on the GPU; the simulator reads it). ``trans_a`` / ``trans_b``: the operand is MN-major
+  (transpose immediates, 16-bit types only). Asynchronous: the result is defined after
+  ``wgmma_commit()`` and a ``wgmma_wait(N)`` that retires its group; consecutive wgmmas on the same
+  accumulator need no wait in between.
+* Accumulator fragment (thread ``tid`` of the warpgroup, ``w = tid >> 5``, ``g = (tid & 31) >> 2``,
+  ``t = tid & 3``): for 8-column block j, ``acc[4j + 0..3]`` = D[16w + g, 8j + 2t], D[16w + g, 8j + 2t + 1],
+  D[16w + g + 8, 8j + 2t], D[16w + g + 8, 8j + 2t + 1].
+* ``wgmma_fence()`` (``wgmma.fence.sync.aligned``: before the first wgmma and after registers of an
+  accumulator were written by other instructions), ``wgmma_commit()``, ``wgmma_wait(N)`` (N literal),
+  ``wgmma_wait_acc(N, acc) -> acc`` (the same wait, with the accumulator tied through it so that the
+  compiler cannot read it earlier), ``acc_zeros(R)`` (R literal: a tuple of R float32 zeros; a long
+  tuple literal trips numba's bytecode front end), ``fence_proxy_async()`` (``fence.proxy.async.shared::cta``: make
+  generic-proxy writes to shared memory visible to wgmma; then a barrier).
+"""
+from ...platform import simulator_enabled
+
+__all__ = ["get_wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_wait_acc",
+           "fence_proxy_async", "acc_zeros", "SIM", "WGMMA_N"]
+
+SIM = simulator_enabled()
+#: the n extents this module emits (multiples of 8 up to 256 are legal PTX)
+WGMMA_N = (8, 16, 32, 64, 96, 128, 192, 256)
+
+_CACHE = {}
+
+if SIM:
+    from .sim import (acc_zeros, fence_proxy_async, make_wgmma, wgmma_commit, wgmma_fence,  # noqa: F401
+                      wgmma_wait, wgmma_wait_acc)
+
+    def get_wgmma(n, ab="bf16", trans_a=False, trans_b=False):
+        key = (int(n), ab, bool(trans_a), bool(trans_b))
+        if key not in _CACHE:
+            _CACHE[key] = make_wgmma(*key)
+        return _CACHE[key]
+else:
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.core.errors import NumbaTypeError
+    from numba.cuda.extending import _intrinsic, intrinsic
+
+    _I32 = ir.IntType(32)
+    _I64 = ir.IntType(64)
+    _F32 = ir.FloatType()
+
+    def _asm(builder, ret, args, text, constraints, side_effect):
+        fnty = ir.FunctionType(ret, [a.type for a in args])
+        return builder.asm(fnty, text, constraints, args, side_effect)
+
+    def _acc_values(builder, acc, n):
+        return [builder.extract_value(acc, i) for i in range(n)]
+
+    def _check_acc(name, acc, nreg):
+        if not (isinstance(acc, types.UniTuple) and acc.count == nreg and acc.dtype == types.float32):
+            raise NumbaTypeError(f"{name}: accumulator must be a tuple of {nreg} float32, got {acc}")
+
+    def get_wgmma(n, ab="bf16", trans_a=False, trans_b=False):
+        """The wgmma intrinsic for m64n{n}k16, {ab} inputs (bf16 / f16), f32 accumulation."""
+        key = (int(n), ab, bool(trans_a), bool(trans_b))
+        if key in _CACHE:
+            return _CACHE[key]
+        if n % 8 or not 8 <= n <= 256:
+            raise ValueError(f"wgmma n must be a multiple of 8 in 8..256, got {n}")
+        if ab not in ("bf16", "f16"):
+            raise ValueError(f"wgmma inputs must be bf16 or f16, got {ab}")
+        nreg = n // 2
+        outs = ",".join(f"${i}" for i in range(nreg))
+        text = (f"{{ .reg .pred p; setp.ne.b32 p, ${nreg + 2}, 0; "
+                f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{outs}}}, ${nreg}, ${nreg + 1}, "
+                f"p, 1, 1, {int(trans_a)}, {int(trans_b)}; }}")
+        cons = ",".join(["=f"] * nreg + ["l", "l", "r"] + [str(i) for i in range(nreg)] + ["~{memory}"])
+        name = f"wgmma_m64n{n}k16_{ab}"
+
+        @intrinsic
+        def wgmma(typingctx, sm, acc, desc_a, desc_b, scale_d):
+            _check_acc(name, acc, nreg)
+            for t in (desc_a, desc_b, scale_d):
+                if not isinstance(t, types.Integer):
+                    raise NumbaTypeError(f"{name}: integer descriptors / scale_d expected, got {t}")
+            sig = acc(sm, acc, desc_a, desc_b, scale_d)
+
+            def codegen(context, builder, sig, args):
+                da = context.cast(builder, args[2], sig.args[2], types.int64)
+                db = context.cast(builder, args[3], sig.args[3], types.int64)
+                sc = context.cast(builder, args[4], sig.args[4], types.int32)
+                ops = [da, db, sc] + _acc_values(builder, args[1], nreg)
+                res = _asm(builder, ir.LiteralStructType([_F32] * nreg), ops, text, cons, True)
+                return context.make_tuple(builder, sig.return_type,
+                                          [builder.extract_value(res, i) for i in range(nreg)])
+            return sig, codegen
+
+        _CACHE[key] = wgmma
+        return wgmma
+
+    def _void_asm(text):
+        @intrinsic
+        def f(typingctx):
+            def codegen(context, builder, sig, args):
+                _asm(builder, ir.VoidType(), [], text, "~{memory}", True)
+                return context.get_dummy_value()
+            return types.void(), codegen
+        return f
+
+    wgmma_fence = _void_asm("wgmma.fence.sync.aligned;")
+    wgmma_commit = _void_asm("wgmma.commit_group.sync.aligned;")
+    fence_proxy_async = _void_asm("fence.proxy.async.shared::cta;")
+
+    @_intrinsic(target="cuda", prefer_literal=True)
+    def wgmma_wait(typingctx, n):
+        if not isinstance(n, types.IntegerLiteral):
+            raise NumbaTypeError(f"wgmma_wait: N must be a compile-time literal, got {n}")
+        text = f"wgmma.wait_group.sync.aligned {int(n.literal_value)};"
+
+        def codegen(context, builder, sig, args):
+            _asm(builder, ir.VoidType(), [], text, "~{memory}", True)
+            return context.get_dummy_value()
+        return types.void(n), codegen
+
+    @_intrinsic(target="cuda", prefer_literal=True)
+    def wgmma_wait_acc(typingctx, n, acc):
+        if not isinstance(n, types.IntegerLiteral):
+            raise NumbaTypeError(f"wgmma_wait_acc: N must be a compile-time literal, got {n}")
+        if not (isinstance(acc, types.UniTuple) and acc.dtype == types.float32):
+            raise NumbaTypeError(f"wgmma_wait_acc: accumulator must be a float32 tuple, got {acc}")
+        nreg = acc.count
+        text = f"wgmma.wait_group.sync.aligned {int(n.literal_value)};"
+        cons = ",".join(["=f"] * nreg + [str(i) for i in range(nreg)] + ["~{memory}"])
+
+        def codegen(context, builder, sig, args):
+            res = _asm(builder, ir.LiteralStructType([_F32] * nreg), _acc_values(builder, args[1], nreg),
+                       text, cons, True)
+            return context.make_tuple(builder, sig.return_type,
+                                      [builder.extract_value(res, i) for i in range(nreg)])
+        return acc(n, acc), codegen
+
+    @_intrinsic(target="cuda", prefer_literal=True)
+    def acc_zeros(typingctx, n):
+        if not isinstance(n, types.IntegerLiteral):
+            raise NumbaTypeError(f"acc_zeros: the count must be a compile-time literal, got {n}")
+        count = int(n.literal_value)
+        ret = types.UniTuple(types.float32, count)
+
+        def codegen(context, builder, sig, args):
+            zero = context.get_constant(types.float32, 0.0)
+            return context.make_tuple(builder, ret, [zero] * count)
+        return ret(n), codegen

@@ -1,0 +1,105 @@
+"""CUDA-simulator model of the ``wgmma`` intrinsics of :mod:`.ptx` (same names, same semantics).
+
+Each thread computes its own accumulator fragment at issue time from the shared array, decoding the
+descriptors exactly as the layout model of :mod:`.layout` says (a valid schedule: on the hardware the
+operands are read between issue and the ``wait_group`` that retires the group, and kernels must not
+write them in between). Products are exact and summed in float64, then rounded to float32.
+
+Addresses: numba's simulator has no shared window, so ``cvta_shared`` returns the byte offset in the
+array; descriptors built from it address the same array passed as ``sm``. The swizzle XORs byte-address
+bits 4-6 with bits 7-9 (128-byte), 7-8 (64-byte) or bit 7 (32-byte), as the hardware does on the
+absolute shared address (hence the 1024-byte alignment of swizzle atoms).
+"""
+import threading
+
+import numpy as np
+
+from .layout import decode_desc
+
+__all__ = ["make_wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_wait_acc",
+           "fence_proxy_async", "acc_zeros", "operand_offsets", "read_operand"]
+
+_ROW_BYTES = {0: 16, 1: 128, 2: 64, 3: 32}
+_SW_MASK = {0: 0, 1: 7, 2: 3, 3: 1}
+
+
+def operand_offsets(desc, rows, k, mn_major):
+    """Byte addresses (rows x k int64 array) of the elements (row, kk) of a wgmma operand: A is
+    (64 rows = m) x 16, B is (n rows) x 16, both indexed [m|n, k]."""
+    addr, lbo, sbo, swz, _ = decode_desc(desc)
+    r = np.arange(rows, dtype=np.int64)[:, None]
+    kk = np.arange(k, dtype=np.int64)[None, :]
+    if not mn_major:
+        kstride = lbo if swz == 0 else 16
+        off = (r >> 3) * sbo + (r & 7) * _ROW_BYTES[swz] + (kk >> 3) * kstride + (kk & 7) * 2
+    elif swz == 0:
+        off = (kk & 7) * 16 + (r & 7) * 2 + (r >> 3) * sbo + (kk >> 3) * lbo
+    else:
+        per = _ROW_BYTES[swz] // 2          # elements of one swizzle-atom row
+        off = (kk >> 3) * sbo + (kk & 7) * _ROW_BYTES[swz] + (r // per) * lbo + (r % per) * 2
+    phys = addr + off
+    return phys ^ (((phys >> 7) & _SW_MASK[swz]) << 4)
+
+
+def read_operand(sm, desc, rows, k, mn_major, ab):
+    """The operand as float64 (rows x k), read from the shared array ``sm`` through ``desc``."""
+    a = getattr(sm, "_ary", sm)
+    u16 = np.asarray(a).reshape(-1).view(np.uint16)
+    phys = operand_offsets(desc, rows, k, mn_major)
+    bits = u16[phys >> 1]
+    if ab == "bf16":
+        return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return bits.view(np.float16).astype(np.float64)
+
+
+def _warpgroup_tid():
+    return threading.current_thread().thread_id % 128
+
+
+def make_wgmma(n, ab="bf16", trans_a=False, trans_b=False):
+    nreg = n // 2
+
+    def wgmma(sm, acc, desc_a, desc_b, scale_d):
+        if len(acc) != nreg:
+            raise ValueError(f"wgmma m64n{n}k16: accumulator of {len(acc)} registers, expected {nreg}")
+        tid = _warpgroup_tid()
+        w, g, t = tid >> 5, (tid & 31) >> 2, tid & 3
+        A = read_operand(sm, desc_a, 64, 16, trans_a, ab)
+        B = read_operand(sm, desc_b, n, 16, trans_b, ab)
+        rows = A[[16 * w + g, 16 * w + g + 8]]                # 2 x 16
+        cols = np.arange(n).reshape(-1, 8)[:, [2 * t, 2 * t + 1]].reshape(-1)   # 8j + 2t, 8j + 2t + 1
+        prod = rows @ B[cols].T                               # 2 x (n / 4)
+        d = np.empty(nreg, dtype=np.float64)
+        d[0::4] = prod[0, 0::2]
+        d[1::4] = prod[0, 1::2]
+        d[2::4] = prod[1, 0::2]
+        d[3::4] = prod[1, 1::2]
+        if scale_d:
+            d += np.asarray(acc, dtype=np.float64)
+        return tuple(np.float32(v) for v in d)
+    wgmma.__name__ = f"wgmma_m64n{n}k16_{ab}"
+    return wgmma
+
+
+def wgmma_fence():
+    pass
+
+
+def wgmma_commit():
+    pass
+
+
+def wgmma_wait(n):
+    pass
+
+
+def wgmma_wait_acc(n, acc):
+    return acc
+
+
+def fence_proxy_async():
+    pass
+
+
+def acc_zeros(n):
+    return (np.float32(0.0),) * int(n)
