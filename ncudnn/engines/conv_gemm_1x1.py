@@ -243,37 +243,6 @@ def _fast_possible(p):
     return fp32 and p.K % 8 == 0 and operand(a, p.M) and operand(b, p.N)
 
 
-class _WgradLaunch(gc.BlockLaunch):
-    """BlockLaunch whose reduce sums the batch's partials too when ``bk.sum_batch`` (kernels/gemm/launch.py),
-    through the wide reduce (splitk.make_reduce_wide) from WIDE_FROM slices."""
-
-    def __init__(self, key, bk, typing_packed):
-        super().__init__(key, bk, typing_packed)
-        self.wide = None
-        if self.reduce is not None:
-            _, _, _, _, _, _, o_args, bias_args, r_args = typing_packed
-            ws = gc.Flat(0, 1, bk.ftype)
-            f = self.f
-            self.wide = gc.kcache.get_or_compile(key + "|reduce_wide", lambda: bk.reduce_wide, gc.argtypes(
-                (ws, 1, o_args, bias_args, r_args, 1, 1, 1, f(1), f(0))))
-
-    def launches(self, packed, alpha, beta, scratch):
-        out = super().launches(packed, alpha, beta, scratch)
-        if self.reduce is None:
-            return out
-        bk, f = self.bk, self.f
-        M, N, _, nb, _, _, o_args, bias_args, r_args = packed
-        ws = gc.Flat(scratch.ptr, scratch.nbytes // (8 if bk.ftype == "float64" else 4), bk.ftype)
-        slices, out_nb = bk.reduce_shape(nb)
-        args = (ws, slices, o_args, bias_args, r_args, out_nb, M, N, f(alpha), f(beta))
-        if slices >= gc.splitk.WIDE_FROM:
-            out[-1] = self.wide.prepare(*gc.splitk.wide_grid(out_nb * M * N), args)
-        else:
-            blocks = max(1, -(-(out_nb * M * N) // gc.splitk.REDUCE_THREADS))
-            out[-1] = self.reduce.prepare(blocks, gc.splitk.REDUCE_THREADS, args)
-        return out
-
-
 @register
 class ConvGemm1x1Engine(GemmEngineBase):
     name = "conv_gemm_1x1"
@@ -369,7 +338,7 @@ class ConvGemm1x1Engine(GemmEngineBase):
         gcfg = self.gemm_config(cfg)
         kern = make_gemm(gcfg, p.a_layout, p.b_layout, p.dtypes, p.epi.spec, sum_batch=p.sum_batch)
         key = gc.key_text("gemm", gcfg, p.a_layout, p.b_layout, p.dtypes, kern.spec, "sum_batch" * p.sum_batch)
-        bl = _WgradLaunch(key, kern.bk, p.pack(kern, _typing_arg))
+        bl = gc.BlockLaunch(key, kern.bk, p.pack(kern, _typing_arg))
         plan = _PixelsLastPlan if p.pixels_last is not None else gc.BlockPlan
         return plan(self, sub, cfg, p, kern, bl, self.workspace_size(sub, cfg),
                             tail=gc.tail_build(sub, p.epi.out, ctx))

@@ -593,7 +593,10 @@ def argtypes(args):
 
 
 class BlockLaunch:
-    """A BlockKernels compiled through the kernel cache; :meth:`launches` prepares its launch sequence."""
+    """A BlockKernels compiled through the kernel cache; :meth:`launches` prepares its launch sequence.
+    The split-K reduce sums ``bk.reduce_shape(nb)`` slices (the batch's too with ``bk.sum_batch``):
+    from ``splitk.WIDE_FROM`` slices through the wide reduce (``splitk.make_reduce_wide``: 32 outputs x
+    16 slice rows a block, 4 loads in flight per thread), below that one thread per output."""
 
     def __init__(self, key, bk, typing_packed):
         self.bk, self.cfg = bk, bk.cfg
@@ -603,14 +606,22 @@ class BlockLaunch:
         self.main = kcache.get_or_compile(key + "|main", lambda: bk.kernel, argtypes(args))
         self._key, self._types, self._fallback = key, argtypes(args), None
         M, N, K_, nb, a_args, b_args, o_args, bias_args, r_args = typing_packed
-        self.reduce = self.prescale = None
+        self.reduce = self.prescale = self.wide = None
         f = self.f
         if bk.split and not bk.atomic:
-            self.reduce = kcache.get_or_compile(key + "|reduce", lambda: bk.reduce, argtypes(
-                (ws, 1, o_args, bias_args, r_args, 1, 1, 1, f(1), f(0))))
+            self._reduce_types = argtypes((ws, 1, o_args, bias_args, r_args, 1, 1, 1, f(1), f(0)))
+            self.reduce = kcache.get_or_compile(key + "|reduce", lambda: bk.reduce, self._reduce_types)
+            if bk.reduce_shape(nb)[0] >= splitk.WIDE_FROM:
+                self._wide()
         elif bk.atomic:
             self.prescale = kcache.get_or_compile(key + "|prescale", lambda: bk.prescale,
                                                   argtypes((o_args, 1, 1, 1, f(0))))
+
+    def _wide(self):
+        if self.wide is None:
+            bk = self.bk
+            self.wide = kcache.get_or_compile(self._key + "|reduce_wide", lambda: bk.reduce_wide, self._reduce_types)
+        return self.wide
 
     def launches(self, packed, alpha, beta, scratch):
         """PreparedLaunches of one run over ``packed`` (the kernels' pack output) with ``scratch``
@@ -629,14 +640,20 @@ class BlockLaunch:
             main = self._fallback
         grid = (-(-N // cfg.BLOCK_N), -(-M // cfg.BLOCK_M), nb * cfg.SPLIT_K)
         out = []
-        total = nb * M * N
-        blocks = max(1, -(-total // splitk.REDUCE_THREADS))
         if self.prescale is not None:
+            total = nb * M * N
+            blocks = max(1, -(-total // splitk.REDUCE_THREADS))
             out.append(self.prescale.prepare(blocks, splitk.REDUCE_THREADS, (o_args, nb, M, N, f(beta))))
         out.append(main.prepare(grid, cfg.num_threads, args))
         if self.reduce is not None:
-            out.append(self.reduce.prepare(blocks, splitk.REDUCE_THREADS, (ws, cfg.SPLIT_K, o_args, bias_args, r_args,
-                                                                            nb, M, N, f(alpha), f(beta))))
+            slices, out_nb = bk.reduce_shape(nb)
+            total = out_nb * M * N
+            r_args_ = (ws, slices, o_args, bias_args, r_args, out_nb, M, N, f(alpha), f(beta))
+            if slices >= splitk.WIDE_FROM:
+                out.append(self._wide().prepare(*splitk.wide_grid(total), r_args_))
+            else:
+                out.append(self.reduce.prepare(max(1, -(-total // splitk.REDUCE_THREADS)), splitk.REDUCE_THREADS,
+                                               r_args_))
         return out
 
 

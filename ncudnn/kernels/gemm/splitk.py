@@ -33,14 +33,38 @@ def workspace_args(ws, M, N):
     return (ws, M * N, 0, 1, N, 1)
 
 
+def make_store(OUT, EPI, ftype="float32"):
+    """Device function ``store(v, z, m, n, o_args, bias_args, r_args, alpha, beta)``: the epilogue of one
+    summed output (batch z, row m, column n): bias / residual / output addressing, then ``EPI.fn``.
+    Both reduce kernels end in it."""
+    key = ("store", OUT.key, EPI.key, ftype)
+    if key in _CACHE:
+        return _CACHE[key]
+    o_row, o_col, epi = OUT.row, OUT.col, EPI.fn
+    BIAS_ROW, BIAS_COL, RESIDUAL = EPI.BIAS == "row", EPI.BIAS == "col", EPI.RESIDUAL
+
+    @cuda.jit(device=True, inline=True)
+    def store(v, z, m, n, o_args, bias_args, r_args, alpha, beta):
+        b_off = z * bias_args[1]
+        if BIAS_ROW:
+            b_off += m * bias_args[2]
+        if BIAS_COL:
+            b_off += n * bias_args[2]
+        r_off = o_row(r_args, z, m) + o_col(r_args, z, n) if RESIDUAL else 0
+        epi(v, o_args[0], o_row(o_args, z, m) + o_col(o_args, z, n), bias_args[0], b_off,
+            r_args[0], r_off, alpha, beta)
+
+    _CACHE[key] = store
+    return store
+
+
 def make_reduce(OUT, EPI, ftype="float32"):
     """kernel(ws, splits, o_args, bias_args, r_args, batch, M, N, alpha, beta): grid over batch*M*N."""
     key = ("reduce", OUT.key, EPI.key, ftype)
     if key in _CACHE:
         return _CACHE[key]
     ACC = float64 if ftype == "float64" else float32
-    o_row, o_col, epi = OUT.row, OUT.col, EPI.fn
-    BIAS_ROW, BIAS_COL, RESIDUAL = EPI.BIAS == "row", EPI.BIAS == "col", EPI.RESIDUAL
+    store = make_store(OUT, EPI, ftype)
 
     @cuda.jit
     def reduce_kernel(ws, SPLITS, o_args, bias_args, r_args, BATCH, M, N, alpha, beta):
@@ -55,14 +79,7 @@ def make_reduce(OUT, EPI, ftype="float32"):
         v = ACC(0)
         for s in range(SPLITS):
             v += ws[base + s * MN]
-        b_off = z * bias_args[1]
-        if BIAS_ROW:
-            b_off += m * bias_args[2]
-        if BIAS_COL:
-            b_off += n * bias_args[2]
-        r_off = o_row(r_args, z, m) + o_col(r_args, z, n) if RESIDUAL else 0
-        epi(v, o_args[0], o_row(o_args, z, m) + o_col(o_args, z, n), bias_args[0], b_off,
-            r_args[0], r_off, alpha, beta)
+        store(v, z, m, n, o_args, bias_args, r_args, alpha, beta)
 
     _CACHE[key] = reduce_kernel
     return reduce_kernel
@@ -82,8 +99,7 @@ def make_reduce_wide(OUT, EPI, ftype="float32", rows=WIDE_ROWS):
         return _CACHE[key]
     ACC = float64 if ftype == "float64" else float32
     ROWS = rows
-    o_row, o_col, epi = OUT.row, OUT.col, EPI.fn
-    BIAS_ROW, BIAS_COL, RESIDUAL = EPI.BIAS == "row", EPI.BIAS == "col", EPI.RESIDUAL
+    store = make_store(OUT, EPI, ftype)
 
     @cuda.jit
     def reduce_wide_kernel(ws, SPLITS, o_args, bias_args, r_args, BATCH, M, N, alpha, beta):
@@ -124,16 +140,7 @@ def make_reduce_wide(OUT, EPI, ftype="float32", rows=WIDE_ROWS):
             v = ACC(0)
             for j in range(ROWS):
                 v += part[j, tx]
-            n = r % N
-            m = r // N
-            b_off = z * bias_args[1]
-            if BIAS_ROW:
-                b_off += m * bias_args[2]
-            if BIAS_COL:
-                b_off += n * bias_args[2]
-            r_off = o_row(r_args, z, m) + o_col(r_args, z, n) if RESIDUAL else 0
-            epi(v, o_args[0], o_row(o_args, z, m) + o_col(o_args, z, n), bias_args[0], b_off,
-                r_args[0], r_off, alpha, beta)
+            store(v, z, r // N, r % N, o_args, bias_args, r_args, alpha, beta)
 
     _CACHE[key] = reduce_wide_kernel
     return reduce_wide_kernel
