@@ -55,24 +55,59 @@ KFAST_EFF = 0.85
 SIM_SMALL_MACS = 1 << 20
 
 
-def conv1x1_mapping(sub):
-    node = sub.anchor
-    x, w, y = node.conv_tensors()
-    dgrad = sub.kind == "conv_dgrad"
-    if dgrad:
-        x, y = y, x        # the GEMM reads dy (the "input") and writes dx (the "output")
-    for port, t in (("X", x), ("W", w), ("Y", y)):
+def _checked_1x1(node, ports, filt_port, stride_refusal):
+    """The checks both 1x1 mappings start with, in this order: the tensors at ``ports`` ((port, tensor)
+    pairs), a 1x1 filter at ``filt_port``, the strides (a stride other than 1 is refused when
+    ``stride_refusal()`` says why: ``stride ... <why>``; None: allowed), no padding, one group."""
+    for port, t in ports:
         gc.check_tensor(node, port, t)
-    if any(d != 1 for d in w.dims[2:]):
-        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': W: filter {w.dims[2:]} is not 1x1")
-    if any(s != 1 for s in node.stride):
-        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': stride {node.stride} is not 1")
+    f = dict(ports)[filt_port]
+    if any(d != 1 for d in f.dims[2:]):
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': {filt_port}: filter {f.dims[2:]} is "
+                        "not 1x1")
+    why = stride_refusal() if any(s != 1 for s in node.stride) else None
+    if why is not None:
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': stride {node.stride} {why}")
     if any(node.pre_padding) or any(node.post_padding):
         raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': padding {node.pre_padding} / "
                         f"{node.post_padding} is not 0")
     if node.groups != 1:
         raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': {node.groups} groups (one GEMM "
                         "needs groups = 1)")
+
+
+def _checked_output(sub, epi, dims, whose):
+    """(output tensor, alpha, beta) of the GEMM whose epilogue is ``epi``: the output has ``dims`` (else
+    the Reject says they differ from ``whose``), a supported dtype, and beta blends a real output only."""
+    node, out = sub.anchor, epi.out
+    if tuple(out.dims) != tuple(dims):
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{out.label}: dims {out.dims} differ from {whose} "
+                        f"{dims}")
+    gc.check_tensor(node, "output", out)
+    alpha, beta = float(node.alpha), float(node.beta)
+    if beta != 0 and sub.epilogue:
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': beta = {beta} blends with a "
+                        "virtual output (a fused epilogue follows): not supported")
+    return out, alpha, beta
+
+
+def _pixels(dims, tensors):
+    """(sizes, per-tensor strides) of the (n, spatial) dims of ``dims`` merged where every tensor allows
+    (one size-1 dim when all are 1)."""
+    pix = [0] + list(range(2, len(dims)))
+    sizes, strides = merge_dims([dims[i] for i in pix], [[t.strides[i] for i in pix] for t in tensors])
+    if not sizes:
+        return [1], [[0] for _ in tensors]
+    return sizes, strides
+
+
+def conv1x1_mapping(sub):
+    node = sub.anchor
+    x, w, y = node.conv_tensors()
+    dgrad = sub.kind == "conv_dgrad"
+    if dgrad:
+        x, y = y, x        # the GEMM reads dy (the "input") and writes dx (the "output")
+    _checked_1x1(node, (("X", x), ("W", w), ("Y", y)), "W", lambda: "is not 1")
     rank = len(y.dims)
 
     def classify(t):
@@ -81,20 +116,9 @@ def conv1x1_mapping(sub):
         return None
 
     epi = gc.epilogue_of(sub, y.dims, classify)
-    out = epi.out
-    if tuple(out.dims) != tuple(y.dims):
-        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{out.label}: dims {out.dims} differ from the "
-                        f"conv output's {y.dims}")
-    gc.check_tensor(node, "output", out)
-    alpha, beta = float(node.alpha), float(node.beta)
-    if beta != 0 and sub.epilogue:
-        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': beta = {beta} blends with a "
-                        "virtual output (a fused epilogue follows): not supported")
-    pix = [0] + list(range(2, rank))          # the (n, spatial) dims: GEMM rows
+    out, alpha, beta = _checked_output(sub, epi, y.dims, "the conv output's")
     tensors = [x, out] + ([epi.residual] if epi.residual is not None else [])
-    sizes, strides = merge_dims([y.dims[i] for i in pix], [[t.strides[i] for i in pix] for t in tensors])
-    if not sizes:
-        sizes, strides = [1], [[0] for _ in tensors]
+    sizes, strides = _pixels(y.dims, tensors)
     M = sizes[-1]
     batch, bs = batch2(sizes[:-1], [s[:-1] for s in strides], f"node '{node.name}'")
     a_st = bs[0] + (strides[0][-1], x.strides[1])
@@ -112,38 +136,16 @@ def wgrad1x1_mapping(sub):
     strides) of the copies the plan makes first) set on it."""
     node = sub.anchor
     x, dw, dy = node.conv_tensors()
-    for port, t in (("X", x), ("DW", dw), ("DY", dy)):
-        gc.check_tensor(node, port, t)
-    if any(d != 1 for d in dw.dims[2:]):
-        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': DW: filter {dw.dims[2:]} is not 1x1")
     strided = any(s != 1 for s in node.stride)
-    if strided and not (len(dy.dims) == 4 and _copyable(dy, x)):
-        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': stride {node.stride} needs a 2-D fp32 "
-                        "conv with channels % 4 == 0 (x's strided pixels are copied pixels-last)")
-    if any(node.pre_padding) or any(node.post_padding):
-        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': padding {node.pre_padding} / "
-                        f"{node.post_padding} is not 0")
-    if node.groups != 1:
-        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': {node.groups} groups (one GEMM "
-                        "needs groups = 1)")
+    _checked_1x1(node, (("X", x), ("DW", dw), ("DY", dy)), "DW", lambda: None if len(dy.dims) == 4 and _copyable(
+        dy, x) else "needs a 2-D fp32 conv with channels % 4 == 0 (x's strided pixels are copied pixels-last)")
     if tuple((h - 1) // st + 1 for h, st in zip(x.dims[2:], node.stride)) != tuple(dy.dims[2:]) or \
             x.dims[0] != dy.dims[0]:
         raise gc.Reject(S.CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, f"node '{node.name}': X {x.dims} and DY "
                         f"{dy.dims} pixels differ")
     epi = gc.epilogue_of(sub, dw.dims, lambda t: None, allow_bias=False, allow_residual=False)
-    out = epi.out
-    if tuple(out.dims) != tuple(dw.dims):
-        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{out.label}: dims {out.dims} differ from DW's "
-                        f"{dw.dims}")
-    gc.check_tensor(node, "output", out)
-    alpha, beta = float(node.alpha), float(node.beta)
-    if beta != 0 and sub.epilogue:
-        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': beta = {beta} blends with a "
-                        "virtual output (a fused epilogue follows): not supported")
-    pix = [0] + list(range(2, len(dy.dims)))
-    sizes, (sy, sx) = merge_dims([dy.dims[i] for i in pix], [[t.strides[i] for i in pix] for t in (dy, x)])
-    if not sizes:
-        sizes, sy, sx = [1], [0], [0]
+    out, alpha, beta = _checked_output(sub, epi, dw.dims, "DW's")
+    sizes, (sy, sx) = _pixels(dy.dims, (dy, x))
     if len(sizes) > 2 and not strided:
         raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"node '{node.name}': pixels {tuple(sizes)} of "
                         "DY / X do not collapse into (images, pixels)")
