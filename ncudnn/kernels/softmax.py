@@ -28,7 +28,7 @@ from .dtypes import compute_type, dtype_name, loader, storage_dtype, storer
 from .primitives import SIM, block_max, block_sum, launch, shfl_xor, warp_max, warp_sum
 
 __all__ = ["softmax_forward", "softmax_backward", "softmax_config", "softmax_vec_config", "fwd_vec_kernel",
-           "vec_ok"]
+           "vec_ok", "persist_config", "persist_kernel", "persist_ok", "persist_grid", "softmax_forward_persist"]
 
 #: most row elements a thread keeps in registers (32 spills at the 64-register cap of 1024 threads)
 VPT_MAX = 16
@@ -428,6 +428,156 @@ def _col_bwd_source(n, inner, total, log, ct):
          "            stx(dx, o, " + ("ldd(dy, o) - math.exp(ldy(y, o)) * dot)" if log else
                                     "ldy(y, o) * (ldd(dy, o) - dot))")]
     return "\n".join(s) + "\n"
+
+
+# ------------------------------------------------------------------ persistent row kernel (long rows)
+
+#: most bytes of one row the persistent kernel prefetches into dynamic shared memory (x's storage type)
+PERSIST_SMEM_MAX = 200 * 1024
+
+
+def persist_config(n, vec, block=0):
+    """(threads, vectors a thread holds) of the persistent row kernel for rows of n elements with
+    ``vec``-element (16-byte) accesses, or None when the row does not fit in the block's registers
+    (at most 32 float32 values a thread at 1024 threads, 64 below: the 64K-register file of an SM).
+    ``block`` 0 picks the most threads with VPT <= 32 (n = 32768: 1024 threads x 8 vectors of 4)."""
+    nv = n // vec
+    if not block:
+        block = 1024
+        while block > 128 and math.ceil(nv / (block // 2)) * vec <= 32:
+            block //= 2
+    if block % 32 or not 64 <= block <= 1024:
+        return None
+    vpt = math.ceil(nv / block)
+    cap = 32 if block > 512 else 64
+    return (block, vpt) if vpt * vec <= cap else None
+
+
+def _row_persist_source(n, block, vpt, vec, log, ct, prefetch):
+    """Persistent row kernel: block b handles rows b, b + gridDim.x, ...; thread t holds vectors
+    ``q = t + k * block`` (k < vpt) of the current row in registers: one block max, exp in place,
+    one block sum, one store from registers. ``prefetch``: while a row is reduced and stored, the
+    NEXT row streams into dynamic shared memory with cp.async (16 bytes, L2 only); each thread copies
+    exactly the vectors it later reads, so only its own cp.async.wait_group guards the buffer, and
+    the copies are issued after the thread's local max has consumed the registers loaded from it."""
+    ninf, zero, one = po.lit(-math.inf, ct), po.lit(0.0, ct), po.lit(1.0, ct)
+    nv, nw = n // vec, block // 32
+    guard = [(k + 1) * block > nv for k in range(vpt)]
+    els = [[f"v{k}_{j}" for j in range(vec)] for k in range(vpt)]
+    flat = [e for g in els for e in g]
+    s = ["def kernel(x, y, nrows):", f"    smx = cuda.shared.array(32, {ct})", f"    ssm = cuda.shared.array(32, {ct})"]
+    if prefetch:
+        s.append("    buf = cuda.shared.array(0, sdt)")
+    s += ["    t = cuda.threadIdx.x", "    lane = t % 32", "    wid = t // 32", "    row = cuda.blockIdx.x",
+          "    step = cuda.gridDim.x", f"    o0 = u64(t) * u64({vec})"]
+    s += [f"    o{k} = o0 + u64({k * block * vec})" for k in range(1, vpt)]
+    s += [f"    ok{k} = t < {nv - k * block}" for k in range(vpt) if guard[k]]
+
+    def copies(ind, b):
+        out = []
+        for k in range(vpt):
+            i2 = ind
+            if guard[k]:
+                out.append(f"{ind}if ok{k}:")
+                i2 = ind + "    "
+            out.append(f"{i2}cpa(buf, o{k} + zo, x, {b} + o{k})")
+        return out + [f"{ind}cp_async_commit()"]
+
+    if prefetch:
+        s += ["    if row < nrows:", f"        nb = u64(row) * u64({n})", "        zo = u64(0)"] + copies("        ", "nb")
+    s += ["    while row < nrows:", f"        base = u64(row) * u64({n})", "        nxt = row + step"]
+    if prefetch:
+        s.append("        cp_async_wait_group(0)")
+    for k in range(vpt):
+        ind = "        "
+        if guard[k]:
+            s.append(f"        if ok{k}:")
+            ind += "    "
+        src = f"ldvx(buf, o{k})" if prefetch else f"ldvx(x, base + o{k})"
+        s.append(f"{ind}{', '.join('r' + e for e in els[k])} = {src}")
+        s += [f"{ind}{e} = cx(r{e})" for e in els[k]]
+        if guard[k]:
+            s.append("        else:")
+            s += [f"            {e} = {ninf}" for e in els[k]]
+    s.append("        m = v0_0")
+    s += [f"        m = m if (m != m or m >= {e}) else {e}" for e in flat[1:]]
+    if prefetch:
+        # zo (0, opaque to the compiler) keeps the shared addresses of the copies in the loop: hoisted,
+        # they would hold vpt registers across it (spills at 1024 threads)
+        s += ["        if nxt < nrows:", f"            nb = u64(nxt) * u64({n})", "            zo = u64(nxt) >> u64(48)"] + \
+            copies("            ", "nb")
+    s += ["        m = warp_max(m)", "        if lane == 0:", "            smx[wid] = m", "        cuda.syncthreads()",
+          f"        m = warp_max(smx[lane] if lane < {nw} else {ninf})" if nw < 32 else "        m = warp_max(smx[lane])"]
+    if log:
+        s.append("        a = " + " + ".join(f"math.exp({e} - m)" for e in flat))
+    else:
+        s += [f"        {e} = math.exp({e} - m)" for e in flat]
+        s.append("        a = " + " + ".join(flat))
+    s += ["        a = warp_sum(a)", "        if lane == 0:", "            ssm[wid] = a", "        cuda.syncthreads()",
+          f"        a = warp_sum(ssm[lane] if lane < {nw} else {zero})" if nw < 32 else "        a = warp_sum(ssm[lane])",
+          "        r = m + math.log(a)" if log else f"        r = {one} / a"]
+    for k in range(vpt):
+        ind = "        "
+        if guard[k]:
+            s.append(f"        if ok{k}:")
+            ind += "    "
+        vals = [f"cy({e} - r)" if log else f"cy({e} * r)" for e in els[k]]
+        s.append(f"{ind}stvy(y, base + o{k}, ({', '.join(vals)}))")
+    s.append("        row = nxt")
+    return "\n".join(s) + "\n"
+
+
+@functools.lru_cache(maxsize=None)
+def persist_kernel(n, log, vec, block, prefetch, x_dt, y_dt):
+    """The persistent row kernel (:func:`_row_persist_source`) for rows of n elements, ``vec`` elements
+    per access (n % vec == 0, x / y aligned to 16 bytes); returns (dispatcher, threads, dynamic shared
+    bytes, source). Arguments ``(x, y, nrows)``; any grid (see :func:`persist_grid`)."""
+    from .pointwise import _to_compute, _to_storage, vector_load, vector_store
+    from .ptx import cp_async_cg_16, cp_async_commit, cp_async_wait_group
+    ct = compute_type([x_dt, y_dt])
+    threads, vpt = persist_config(n, vec, block)
+    src = _row_persist_source(n, threads, vpt, vec, log, ct, prefetch)
+    ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, shfl_xor=shfl_xor, warp_sum=warp_sum,
+              warp_max=warp_max, u64=numba.uint64, ldvx=vector_load(vec), stvy=vector_store(vec),
+              cx=_to_compute(dtype_name(x_dt), ct), cy=_to_storage(dtype_name(y_dt)), cpa=cp_async_cg_16,
+              cp_async_commit=cp_async_commit, cp_async_wait_group=cp_async_wait_group,
+              sdt=numpy_support.from_dtype(storage_dtype(x_dt)))
+    exec(compile(src, "<softmax persist>", "exec"), ns)
+    kern = cuda.jit(ns["kernel"]) if SIM else cuda.jit(ns["kernel"], max_registers=_reg_budget(threads))
+    shared = n * storage_dtype(x_dt).itemsize if prefetch else 0
+    return kern, threads, shared, src
+
+
+def persist_ok(n, itemsizes, x_itemsize, block=0, prefetch=True):
+    """Rows of n elements run on the persistent kernel: 16-byte vectors divide the row, it fits in
+    the block's registers and (``prefetch``) its storage in PERSIST_SMEM_MAX bytes of shared memory."""
+    vec = 16 // max(itemsizes)
+    return vec_ok(n, itemsizes, vec) and persist_config(n, vec, block) is not None and \
+        (not prefetch or n * x_itemsize <= PERSIST_SMEM_MAX)
+
+
+def persist_grid(nrows, ctas=0, sms=0):
+    """Blocks of a persistent launch: ``ctas`` (> 0) or one per SM, never more than the rows."""
+    from .primitives import sm_count
+    return max(1, min(nrows, ctas or (sms or sm_count())))
+
+
+def softmax_forward_persist(x, y, rows, n, *, log=False, x_dtype="float32", y_dtype="float32", block=0,
+                            prefetch=True, ctas=0, stream=0):
+    """y = softmax (log-softmax) of the rows of x, both packed (rows, n) device arrays aligned to 16
+    bytes, on the persistent kernel (:func:`persist_ok` must hold); ``ctas`` blocks (0: one per SM)."""
+    vec = 16 // max(storage_dtype(x_dtype).itemsize, storage_dtype(y_dtype).itemsize)
+    kern, threads, shared, _ = persist_kernel(n, log, vec, block, prefetch, x_dtype, y_dtype)
+    grid = persist_grid(rows, ctas)
+    args = (x.reshape(x.size), y.reshape(y.size), rows)
+    if not shared:
+        launch(kern, grid, threads, stream, *args)
+        return
+    from . import kcache
+    from .dtypes import array_sig
+    sig = f"void({array_sig(x_dtype)}, {array_sig(y_dtype)}, int64)"
+    ck = kcache.get_or_compile(f"softmax_persist:{n}:{log}:{vec}:{threads}:{x_dtype}:{y_dtype}", lambda: kern, sig)
+    ck.launch(grid, threads, args, stream, shared)
 
 
 _LOAD_IDX = re.compile(r"\b(ldx|ldy|ldd)\((\w+), ([^()]+?)\)")
