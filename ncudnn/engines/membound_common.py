@@ -142,6 +142,8 @@ class Step:
         self.args = tuple(args)
         self.nbytes = nbytes          # DRAM bytes this launch moves (cost model)
         self.name = name or key.split(":", 1)[0]
+        self.fallback = None          # a Step run instead when an ``align`` argument is misaligned
+        self.align = {}               # argument index -> byte alignment this step's kernel needs
 
     def signature(self):
         return tuple(a.nbtype for a in self.args)
@@ -162,6 +164,10 @@ class MemPlan(SubPlan):
         out = []
         for step, ck in zip(self.steps, self.compiled):
             args = tuple(a.bind(views, scratch) for a in step.args)
+            if step.align and any(getattr(args[k], "ptr", None) is not None and args[k].ptr % n
+                                  for k, n in step.align.items()):
+                step = step.fallback    # misaligned buffers: the element-load twin (compiled on first need)
+                ck = step.compile()
             out.append(ck.prepare(step.grid, step.block, args, step.shared))
         return out
 
@@ -225,18 +231,30 @@ def io_dtypes_ok(node, allowed=("float32", "float16", "bfloat16", "float64")):
 
 def reduce_steps(spec, scratch, in_args, out_args, name="reduce"):
     """Steps running :class:`ncudnn.kernels.reduce.ReduceSpec` ``spec``: the main kernel and, when
-    the launcher splits the reduced range, the fixed-order combine (partials in ``scratch``)."""
+    the launcher splits the reduced range, the fixed-order combine (partials in ``scratch``). A
+    vector kernel's main step carries its element-load twin as ``fallback`` (misaligned inputs)."""
     from ..kernels import reduce as kr
 
     rk = kr.build_reduce(spec)  # source generated; numba compiles only on a kernel-cache miss
     ws = scratch.take(rk.workspace_elems(), rk.ctype) if rk.workspace_elems() else Arg.dummy(rk.ctype)
+    steps = _reduce_kernel_steps(rk, ws, in_args, out_args, name)
+    if rk.vec > 1:
+        twin = rk.scalar_twin()
+        fb = _reduce_kernel_steps(twin, ws, in_args, out_args, name)
+        steps[0].fallback = fb[0]
+        steps[0].align = {k: rk.vec * storage_dtype(dt).itemsize for k, (dt, _) in enumerate(spec.inputs)}
+    return steps
+
+
+def _reduce_kernel_steps(rk, ws, in_args, out_args, name):
+    spec = rk.spec
     key = src_key(spec, rk.source)
     in_bytes = sum(extent(spec.shape, st) * storage_dtype(dt).itemsize for dt, st in spec.inputs)
     out_bytes = rk.n_out * sum(storage_dtype(dt).itemsize for dt, _ in spec.outputs)
     steps = [Step(f"{name}:main:{key}", lambda: rk.main, rk.grid, rk.threads, list(in_args) + list(out_args) + [ws],
                   nbytes=in_bytes + (out_bytes if rk.split == 1 else 0))]
     if rk.combine is not None:
-        steps.append(Step(f"{name}:combine:{key}", lambda: rk.combine, math.ceil(rk.n_out / 128), 128,
+        steps.append(Step(f"{name}:combine:{key}", lambda: rk.combine, rk.combine_grid, rk.combine_threads,
                           [ws] + list(out_args), nbytes=out_bytes + rk.workspace_elems() * 4))
     return steps
 

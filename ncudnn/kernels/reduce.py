@@ -32,7 +32,8 @@ import numpy as np
 from numba import cuda
 
 from . import pointwise_ops as po
-from .dtypes import compute_type, loader, placeholder, storer
+from .dtypes import compute_type, dtype_name, loader, placeholder, storage_dtype, storer
+from .pointwise import _to_compute as to_compute, vector_load
 from .primitives import SIM, launch, shfl_xor, sm_count
 from ..types import cudnnReduceTensorOp_t as RO
 
@@ -69,6 +70,10 @@ class ReduceSpec:
     outputs: tuple          # ((dtype, strides over out_shape), ...), one per term
     block: int = 0          # 0: chosen by the launcher
     split: int = 0          # 0: chosen by the launcher
+    vec: int = 1            # row kernel loads: 1 one element; 0 auto (16-byte vectors if the layout allows)
+    rows: int = 0           # vector row kernel: rows per block (1: a block per row; block // 32: a warp per row)
+    unroll: int = 0         # vector row kernel: vectors in flight per thread per trip (0: auto)
+    ctas: int = 0           # vector row kernel, split grids: blocks per SM the split targets (0: auto)
 
     def __post_init__(self):
         if len(self.out_shape) != len(self.shape):
@@ -370,27 +375,202 @@ def _combine_source(spec, kept, split, ctype):
 
 
 # --------------------------------------------------------------------------------------------
+# vector row kernel: the reduced elements of an output are one contiguous run (stride 1), read as
+# 16-byte vectors (V elements); GS threads per output (GS = 32: a warp per row, ``rows`` rows a
+# block; GS = block: a block per row), UNROLL vectors in flight per thread per trip; the range of
+# an output may be split over grid.y (contiguous chunks, partials combined in split order)
+
+def vec_width(spec, kept=None, red=None):
+    """Elements per 16-byte access the vector row kernel can use for ``spec`` (1: not applicable:
+    not a row reduction over one contiguous run, odd extents or strides, 1-byte or bool inputs)."""
+    if kept is None:
+        kept, red = _layout(spec)
+    if not red or len(red) != 1 or not _is_row(kept, red) or any(s != 1 for s in red[0][1]):
+        return 1
+    sizes = [storage_dtype(dt).itemsize for dt, _ in spec.inputs]
+    if min(sizes) < 2 or any(storage_dtype(dt) == np.bool_ for dt, _ in spec.inputs):
+        return 1
+    v = 16 // max(sizes)
+    while v > 1 and (red[0][0] % v or any(x % v for d in kept for x in d[1])):
+        v //= 2
+    return v
+
+
+def _choose_vec(spec, kept, red, v):
+    """(block, rows per block, split, unroll) of the vector row kernel (knobs in the spec win)."""
+    n_out, nv = _numel(kept), _numel(red) // v
+    unroll = spec.unroll or (2 if SIM else 4)
+    if SIM:
+        block = spec.block or 32
+    else:
+        block = spec.block or min(256, max(32, _pow2(nv // (unroll * 4))))
+    rows = spec.rows or 1
+    if rows > 1 and block // rows != 32:
+        raise ValueError(f"rows={rows}: a warp per row needs block = 32 * rows (block {block})")
+    gs = block // rows
+    blocks = math.ceil(n_out / rows)
+    cap = max(1, min(1024, math.ceil(nv / (gs * unroll))))
+    if spec.split:
+        return block, rows, min(spec.split, cap), unroll
+    ctas = spec.ctas or (1 if SIM else max(1, 1024 // block))
+    target = (2 if SIM else _sm_count()) * ctas
+    split = 1 if blocks >= target else max(1, min(math.ceil(target / blocks), cap))
+    return block, rows, split, unroll
+
+
+def _vrow_source(spec, kept, red, v, block, rows, split, unroll, ctype):
+    n_out, nv = _numel(kept), _numel(red) // v
+    nt, ni = len(spec.terms), len(spec.inputs)
+    gs = block // rows
+    chunk = math.ceil(nv / split)
+    L = [f"def kernel({', '.join(f'x{i}' for i in range(ni))}, "
+         f"{', '.join(f'y{j}' for j in range(nt))}, ws):"]
+    if gs > 32:
+        L.append(f"    sm = cuda.shared.array(({nt}, {gs // 32}), {ctype})")
+    L += ["    tid = cuda.threadIdx.x", "    s = cuda.blockIdx.y"]
+    if gs == 32:
+        L += ["    lane = tid & 31", f"    o = cuda.blockIdx.x * {rows} + (tid >> 5)"]
+    else:
+        L += ["    lane = tid", "    o = cuda.blockIdx.x"]
+    L += [f"    a{j} = {po.lit(t.init_value(), ctype)}" for j, t in enumerate(spec.terms)]
+    L.append(f"    if o < {n_out}:")
+    dec, koffs = _decompose(kept, "o", "k_", 1) if kept else ([], ["0"] * ni)
+    L += ["        " + ln for ln in dec]
+    L += [f"        kx{i} = {koffs[i]}" for i in range(ni)]
+    if split == 1:
+        L += ["        r = lane", f"        hi = {nv}"]
+    else:
+        L += [f"        r = s * {chunk} + lane", f"        hi = min(s * {chunk} + {chunk}, {nv})"]
+
+    def trip(n_u, indent):
+        lines, pres = [], []
+        for u in range(n_u):
+            for i in range(ni):
+                raw = ", ".join(f"w{i}_{u}_{e}" for e in range(v))
+                idx = f"(r + {u * gs}) * {v}" if u else f"r * {v}"
+                lines.append(f"{raw} = ldv{i}(x{i}, kx{i} + {idx})" if v > 1
+                             else f"w{i}_{u}_0 = x{i}[kx{i} + {idx}]")
+            for e in range(v):
+                for j, t in enumerate(spec.terms):
+                    pre = t.pre
+                    for i in reversed(range(ni)):
+                        pre = pre.replace(f"v{i}", f"cin{i}(w{i}_{u}_{e})")
+                    pres.append(f"p{j}_{u}_{e} = {ctype}({pre})")
+        combs = [f"a{j} = {_combine(t, f'a{j}', f'p{j}_{u}_{e}')}"
+                 for u in range(n_u) for e in range(v) for j, t in enumerate(spec.terms)]
+        return [" " * indent + ln for ln in lines + pres + combs]
+
+    L.append(f"        while r + {(unroll - 1) * gs} < hi:")
+    L += trip(unroll, 12)
+    L.append(f"            r += {unroll * gs}")
+    L.append("        while r < hi:")
+    L += trip(1, 12)
+    L.append(f"            r += {gs}")
+    for j, t in enumerate(spec.terms):
+        for m in (16, 8, 4, 2, 1):
+            L.append(f"    h{j} = shfl_xor(a{j}, {m})")
+            L.append(f"    a{j} = {_combine(t, f'a{j}', f'h{j}')}")
+    if gs > 32:
+        L.append("    if lane % 32 == 0:")
+        L += [f"        sm[{j}, lane // 32] = a{j}" for j in range(nt)]
+        L.append("    cuda.syncthreads()")
+        L.append("    if lane == 0:")
+        L += [f"        a{j} = sm[{j}, 0]" for j in range(nt)]
+        L.append(f"        for w in range(1, {gs // 32}):")
+        L += [f"            a{j} = {_combine(t, f'a{j}', f'sm[{j}, w]')}"
+              for j, t in enumerate(spec.terms)]
+    L.append(f"    if lane == 0 and o < {n_out}:")
+    if split == 1:
+        d2, ooffs = _decompose(kept, "o", "ko_", 2) if kept else ([], ["0"] * nt)
+        L += ["        " + ln for ln in d2]
+        L += _final_lines(spec, ctype, _numel(red), lambda j, x: f"st{j}(y{j}, {ooffs[j]}, {x})", 8)
+    else:
+        L += [f"        ws[({j} * {split} + s) * {n_out} + o] = a{j}" for j in range(nt)]
+    return "\n".join(L) + "\n"
+
+
+#: the block combine (one block per output, its threads over the partials) below this many outputs
+BLOCK_COMBINE_MAX_OUT = 64
+
+
+def _bcombine_threads(split):
+    return 32 if SIM else min(1024, max(32, _pow2(split)))
+
+
+def _bcombine_source(spec, kept, split, ctype):
+    """Combine for few outputs: a block per output, thread t takes partials t, t + T, ... in order,
+    then a fixed butterfly and warp order (deterministic)."""
+    n_out, n_red = _numel(kept), _numel(_layout(spec)[1])
+    nt, th = len(spec.terms), _bcombine_threads(split)
+    L = [f"def combine(ws, {', '.join(f'y{j}' for j in range(nt))}):",
+         f"    sm = cuda.shared.array(({nt}, 32), {ctype})",
+         "    o = cuda.blockIdx.x",
+         "    tid = cuda.threadIdx.x"]
+    L += [f"    a{j} = {po.lit(_INIT[t.combine], ctype)}" for j, t in enumerate(spec.terms)]
+    L += ["    s = tid", f"    while s < {split}:"]
+    L += [f"        a{j} = {_combine(t, f'a{j}', f'ws[({j * split} + s) * {n_out} + o]')}"
+          for j, t in enumerate(spec.terms)]
+    L.append(f"        s += {th}")
+    for j, t in enumerate(spec.terms):
+        for m in (16, 8, 4, 2, 1):
+            L.append(f"    h{j} = shfl_xor(a{j}, {m})")
+            L.append(f"    a{j} = {_combine(t, f'a{j}', f'h{j}')}")
+    if th > 32:
+        L.append("    if tid % 32 == 0:")
+        L += [f"        sm[{j}, tid // 32] = a{j}" for j in range(nt)]
+        L.append("    cuda.syncthreads()")
+    L.append("    if tid == 0:")
+    if th > 32:
+        L += [f"        a{j} = sm[{j}, 0]" for j in range(nt)]
+        L.append(f"        for w in range(1, {th // 32}):")
+        L += [f"            a{j} = {_combine(t, f'a{j}', f'sm[{j}, w]')}"
+              for j, t in enumerate(spec.terms)]
+    d2, ooffs = _decompose(kept, "o", "ko_", 2) if kept else ([], ["0"] * nt)
+    L += ["        " + ln for ln in d2]
+    L += _final_lines(spec, ctype, n_red, lambda j, x: f"st{j}(y{j}, {ooffs[j]}, {x})", 8)
+    return "\n".join(L) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
 # build / launch
 
 class ReduceKernel:
-    """Compiled reduction: ``main`` (+ ``combine`` when split > 1), sources and launch shape."""
+    """Compiled reduction: ``main`` (+ ``combine`` when split > 1), sources and launch shape.
+
+    ``vec`` > 1: the vector row kernel (16-byte loads); its buffers must be aligned to one vector
+    (:meth:`aligned`), else :meth:`launch` runs the ``vec=1`` twin."""
 
     def __init__(self, spec):
         self.spec = spec
         kept, red = _layout(spec)
-        self.row, self.block, self.split = _choose(spec)
         self.n_out, self.n_red = _numel(kept), _numel(red)
         self.ctype = compute_type([d for d, _ in spec.inputs] + [d for d, _ in spec.outputs])
-        if self.row:
-            self.source = _row_source(spec, kept, red, self.block, self.split, self.ctype,
-                                      unroll=4 if SIM else 8)
-            self.grid, self.threads = (self.n_out, self.split), self.block
+        self.vec = vec_width(spec, kept, red) if spec.vec != 1 else 1
+        if spec.vec > 1:
+            self.vec = min(self.vec, spec.vec)
+        self.rows = 1
+        if self.vec > 1:
+            self.row = True
+            self.block, self.rows, self.split, self.unroll = _choose_vec(spec, kept, red, self.vec)
+            self.source = _vrow_source(spec, kept, red, self.vec, self.block, self.rows, self.split,
+                                       self.unroll, self.ctype)
+            self.grid, self.threads = (math.ceil(self.n_out / self.rows), self.split), self.block
         else:
-            self.source = _col_source(spec, kept, red, self.block, self.split, self.ctype)
-            self.grid, self.threads = (math.ceil(self.n_out / 32), self.split), (32, self.block)
+            self.row, self.block, self.split = _choose(spec)
+            self.unroll = 4 if SIM or not self.row else 8
+            if self.row:
+                self.source = _row_source(spec, kept, red, self.block, self.split, self.ctype,
+                                          unroll=self.unroll)
+                self.grid, self.threads = (self.n_out, self.split), self.block
+            else:
+                self.source = _col_source(spec, kept, red, self.block, self.split, self.ctype)
+                self.grid, self.threads = (math.ceil(self.n_out / 32), self.split), (32, self.block)
         ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, shfl_xor=shfl_xor, min=min)
         for i, (dt, _) in enumerate(spec.inputs):
             ns[f"ld{i}"] = loader(dt, self.ctype)
+            if self.vec > 1:
+                ns[f"ldv{i}"] = vector_load(self.vec)
+                ns[f"cin{i}"] = to_compute(dtype_name(dt), self.ctype)
         for j, (dt, _) in enumerate(spec.outputs):
             ns[f"st{j}"] = storer(dt)
         key = hashlib.sha1(repr(spec).encode()).hexdigest()[:12]
@@ -398,16 +578,36 @@ class ReduceKernel:
         self.main = cuda.jit(ns["kernel"])
         self.combine = None
         if self.split > 1:
-            self.combine_source = _combine_source(spec, kept, self.split, self.ctype)
+            if self.n_out <= BLOCK_COMBINE_MAX_OUT:
+                self.combine_source = _bcombine_source(spec, kept, self.split, self.ctype)
+                self.combine_grid, self.combine_threads = self.n_out, _bcombine_threads(self.split)
+            else:
+                self.combine_source = _combine_source(spec, kept, self.split, self.ctype)
+                self.combine_grid, self.combine_threads = math.ceil(self.n_out / 128), 128
             exec(compile(self.combine_source, f"<reduce-combine {key}>", "exec"), ns)
             self.combine = cuda.jit(ns["combine"])
 
     def workspace_elems(self):
         return len(self.spec.terms) * self.split * self.n_out if self.split > 1 else 0
 
+    def aligned(self, pointers):
+        """True when input buffers at ``pointers`` (None: unknown) suit this kernel's vectors."""
+        if self.vec == 1:
+            return True
+        return all(p is None or p % (self.vec * storage_dtype(dt).itemsize) == 0
+                   for p, (dt, _) in zip(pointers, self.spec.inputs))
+
+    def scalar_twin(self):
+        """The same reduction with element loads (for misaligned buffers); same split."""
+        from dataclasses import replace
+        return build_reduce(replace(self.spec, vec=1, split=self.split))
+
     def launch(self, inputs, outputs, workspace=None, stream=0):
         flat_in = [a.reshape(a.size) for a in inputs]
         flat_out = [a.reshape(a.size) for a in outputs]
+        if not self.aligned([getattr(getattr(a, "device_ctypes_pointer", None), "value", None)
+                             for a in flat_in]):
+            return self.scalar_twin().launch(inputs, outputs, workspace, stream)
         need = self.workspace_elems()
         if need:
             if workspace is None:
@@ -419,7 +619,7 @@ class ReduceKernel:
             ws = placeholder(self.ctype) if workspace is None else workspace.reshape(workspace.size)
         launch(self.main, self.grid, self.threads, stream, *flat_in, *flat_out, ws)
         if self.combine is not None:
-            launch(self.combine, math.ceil(self.n_out / 128), 128, stream, ws, *flat_out)
+            launch(self.combine, self.combine_grid, self.combine_threads, stream, ws, *flat_out)
 
 
 _CACHE = {}
@@ -464,26 +664,27 @@ _OP_TERMS = {
 
 
 def reduce_spec(mode, shape, x_dtype, x_strides, out_shape, out_dtype, out_strides, block=0,
-                split=0):
-    """The :class:`ReduceSpec` of cuDNN reduction ``mode`` (cudnnReduceTensorOp_t)."""
+                split=0, vec=1, rows=0, unroll=0, ctas=0):
+    """The :class:`ReduceSpec` of cuDNN reduction ``mode`` (cudnnReduceTensorOp_t); ``vec`` ...
+    ``ctas``: the vector row kernel's knobs (see :class:`ReduceSpec`)."""
     term = _OP_TERMS[RO(mode)]
     ctype = compute_type([x_dtype, out_dtype])
     if "ONE" in term.pre:
         term = Term(term.pre.replace("ONE", po.lit(1.0, ctype)), term.combine, term.final,
                     term.init)
     return ReduceSpec(tuple(shape), ((x_dtype, tuple(x_strides)),), tuple(out_shape), (term,),
-                      ((out_dtype, tuple(out_strides)),), block, split)
+                      ((out_dtype, tuple(out_strides)),), block, split, vec, rows, unroll, ctas)
 
 
 def reduce_tensor(mode, x, y, shape, x_dtype, x_strides, out_shape, out_dtype, out_strides,
-                  workspace=None, stream=0, block=0, split=0):
+                  workspace=None, stream=0, block=0, split=0, **knobs):
     """y = reduction ``mode`` of x over the axes where ``out_shape`` is 1 (or a group divisor).
 
     x, y: numba device arrays in storage dtype, flat layout by their strides (elements).
     Accumulates in float32 (float64 for all-fp64 I/O); NaN propagates; deterministic.
     """
     spec = reduce_spec(mode, shape, x_dtype, x_strides, out_shape, out_dtype, out_strides,
-                       block, split)
+                       block, split, **knobs)
     run_reduce(spec, [x], [y], workspace, stream)
 
 
@@ -536,13 +737,25 @@ def _register_compile_cases():
         "genstats_nhwc_bf16": genstats_spec((32, 56, 56, 64), "bfloat16", cs((32, 56, 56, 64)),
                                             channel_axis=3, block=8, split=256),
     }
+    big = (8192, 32768)
+    for name, (mode, out, kw) in {
+        "reduce_vrow_add_f32_block": (RO.CUDNN_REDUCE_TENSOR_ADD, (8192, 1), dict(block=256, unroll=4, split=1)),
+        "reduce_vrow_add_f32_warp": (RO.CUDNN_REDUCE_TENSOR_ADD, (8192, 1), dict(block=128, rows=4, unroll=4, split=1)),
+        "reduce_vrow_add_f32_warp_u8": (RO.CUDNN_REDUCE_TENSOR_ADD, (8192, 1), dict(block=128, rows=4, unroll=8, split=1)),
+        "reduce_vfull_amax_f32": (RO.CUDNN_REDUCE_TENSOR_AMAX, (1, 1), dict(block=256, unroll=4, split=528)),
+        "reduce_vfull_amax_f32_u8": (RO.CUDNN_REDUCE_TENSOR_AMAX, (1, 1), dict(block=512, unroll=8, split=528)),
+    }.items():
+        specs[name] = reduce_spec(mode, big, "float32", cs(big), out, "float32", cs(out), vec=4, **kw)
+    specs["reduce_vrow_norm2_bf16"] = reduce_spec(RO.CUDNN_REDUCE_TENSOR_NORM2, rows, "bfloat16", cs(rows),
+                                                  (64, 1), "float32", (1, 0), vec=0, block=256, split=1)
     for name, spec in specs.items():
         k = build_reduce(spec)
         main_sig, comb_sig = _signatures(k)
         threads = k.threads if isinstance(k.threads, int) else k.threads[0] * k.threads[1]
         register_compile_case(name, k.main, main_sig, max_registers=min(255, 65536 // threads))
         if k.combine is not None:
-            register_compile_case(name + "_combine", k.combine, comb_sig, max_registers=64)
+            register_compile_case(name + "_combine", k.combine, comb_sig,
+                                  max_registers=min(64, 65536 // k.combine_threads))
 
 
 _register_compile_cases()
