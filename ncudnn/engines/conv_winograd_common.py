@@ -37,6 +37,24 @@ F32 = np.float32
 IO_DTYPES = ("float32", "float16", "bfloat16")
 
 
+def check_3x3_s1(node, where, port, w):
+    """Raises :class:`gc.Reject` naming the field unless ``node`` is a 2-D, 3x3 (filter tensor ``w`` at
+    ``port``), stride-1, undilated convolution: what every Winograd engine needs."""
+    if node.spatial_dims != 2:
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: spatial_dims = {node.spatial_dims} (2-D only)")
+    if tuple(w.dims[2:]) != (3, 3):
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: {port}: filter {tuple(w.dims[2:])} is not 3x3")
+    if tuple(node.stride) != (1, 1):
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: stride {tuple(node.stride)} is not 1")
+    if tuple(node.dilation) != (1, 1):
+        raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: dilation {tuple(node.dilation)} is not 1")
+
+
+def channels_last(t, C):
+    """Whether activation ``t`` with ``C`` channels is channels-last (the transforms' ``cfast``)."""
+    return t.strides[1] == 1 and C > 1
+
+
 class WinoProblem:
     """A conv_fprop / conv_dgrad subgraph the Winograd engines can run, or :class:`gc.Reject` naming
     the field. Both become one stride-1 3x3 correlation ``out[n, ko] = sum_ci corr(in[n, ci], f[ko, ci])``:
@@ -60,14 +78,7 @@ class WinoProblem:
         src_port = "DY" if dgrad else "X"
         for port, t in ((src_port, src), ("W", w)):
             gc.check_tensor(node, port, t, IO_DTYPES)
-        if node.spatial_dims != 2:
-            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: spatial_dims = {node.spatial_dims} (2-D only)")
-        if tuple(w.dims[2:]) != (3, 3):
-            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: W: filter {tuple(w.dims[2:])} is not 3x3")
-        if tuple(node.stride) != (1, 1):
-            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: stride {tuple(node.stride)} is not 1")
-        if tuple(node.dilation) != (1, 1):
-            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: dilation {tuple(node.dilation)} is not 1")
+        check_3x3_s1(node, where, "W", w)
         rank = len(out.dims)
 
         def classify(t):
@@ -108,7 +119,7 @@ class WinoProblem:
         else:         # w[g*Kg + kl, c]
             self.filt = (self.Kg, self.Kg * s_k, s_k, s_c, s_r, s_s)
         self.x_strides, self.y_strides = tuple(src.strides), tuple(fin.strides)
-        self.cfast = src.strides[1] == 1 and self.C > 1     # channels-last activations
+        self.cfast = channels_last(src, self.C)
         self.dt_x, self.dt_w, self.dt_y = gc.kdtype(src), gc.kdtype(w), self.epi.spec.out_dtype
         self.dt_bias = gc.kdtype(self.epi.bias) if self.epi.bias is not None else self.dt_y
         self.dt_res = gc.kdtype(self.epi.residual) if self.epi.residual is not None else self.dt_y
@@ -436,14 +447,7 @@ class WgradProblem:
             gc.check_tensor(node, port, t, IO_DTYPES)
             if t.is_virtual:
                 raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: {port} is virtual")
-        if node.spatial_dims != 2:
-            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: spatial_dims = {node.spatial_dims} (2-D only)")
-        if tuple(dw.dims[2:]) != (3, 3):
-            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: DW: filter {tuple(dw.dims[2:])} is not 3x3")
-        if tuple(node.stride) != (1, 1):
-            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: stride {tuple(node.stride)} is not 1")
-        if tuple(node.dilation) != (1, 1):
-            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: dilation {tuple(node.dilation)} is not 1")
+        check_3x3_s1(node, where, "DW", dw)
         if int(node.groups) != 1:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: groups = {node.groups} (1 only)")
         self.N, self.C, self.H, self.W = x.dims
@@ -458,7 +462,7 @@ class WgradProblem:
         self.alpha, self.beta = float(node.alpha), float(node.beta)
         self.flip = node.mode != cudnnConvolutionMode_t.CUDNN_CROSS_CORRELATION
         self.G, self.Cg, self.Kg = 1, self.C, self.K
-        self.cfast = x.strides[1] == 1 and self.C > 1     # channels-last activations
+        self.cfast = channels_last(x, self.C)
         self.x_strides, self.dy_strides, self.w_strides = tuple(x.strides), tuple(dy.strides), tuple(dw.strides)
         self.dt_x, self.dt_dy, self.dt_w = gc.kdtype(x), gc.kdtype(dy), gc.kdtype(dw)
         self.in_bytes, self.dy_bytes = gc.bytes_of(self.dt_x), gc.bytes_of(self.dt_dy)

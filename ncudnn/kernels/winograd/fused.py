@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from numba import cuda, float32, int64, uint64
 
 from .. import dtypes
-from .kernels import _lincomb
+from .kernels import input_window, sandwich, tile_origin
 from .transforms import transform
 
 _CACHE = {}
@@ -114,27 +114,10 @@ def _source(cfg, cfast, has_res):
     L += [f"            c = c0 + cc",
           f"            tg = t0 + ti",
           f"            ok = c < C and tg < T",
-          f"            nimg = tg // (TH * TW)",
-          f"            rem = tg - nimg * (TH * TW)",
-          f"            th = rem // TW",
-          f"            tw = rem - th * TW",
-          f"            h0 = th * 2 - pad_h",
-          f"            w0 = tw * 2 - pad_w",
-          f"            base = nimg * s_n + c * s_c"]
-    for i in range(4):
-        L.append(f"            rv_{i} = ok and h0 + {i} >= 0 and h0 + {i} < H")
-        L.append(f"            cv_{i} = w0 + {i} >= 0 and w0 + {i} < W")
-    for i in range(4):
-        for j in range(4):
-            L.append(f"            d_{i}_{j} = ld(x, uint64(base + (h0 + {i}) * s_h + (w0 + {j}) * s_w)) "
-                     f"if rv_{i} and cv_{j} else float32(0.0)")
-    for i in range(4):
-        for j in range(4):
-            L.append(f"            t_{i}_{j} = {_lincomb(BT_[i], [f'd_{k}_{j}' for k in range(4)])}")
+          ] + tile_origin("tg", " " * 12) + input_window(BT_, 2, "ok", " " * 12)
     L.append(f"            vo = {VOFF} + cc * {VST} + ti")
-    for i in range(4):
-        for j in range(4):
-            L.append(f"            sm[uint64(vo + {(i * 4 + j) * BC * VST})] = {_lincomb(BT_[j], [f't_{i}_{k}' for k in range(4)])}")
+    L += sandwich(BT_, lambda k, j: f"d_{k}_{j}", "t",
+                  lambda i, j, e: f"            sm[uint64(vo + {(i * 4 + j) * BC * VST})] = {e}", " " * 12)
     L += [f"        cuda.syncthreads()",
           f"        ub = xi * {BC * UST} + tk",
           f"        vb = {VOFF} + xi * {BC * VST} + tt",
@@ -164,16 +147,9 @@ def _source(cfg, cfast, has_res):
     for i in range(4):
         for j in range(4):
             L.append(f"                m_{i}_{j} = sm[uint64(({i * 4 + j} * {ROWS} + rho) * {MST} + ti)]")
-    for i in range(2):
-        for j in range(4):
-            L.append(f"                s_{i}_{j} = {_lincomb(AT[i], [f'm_{k}_{j}' for k in range(4)])}")
-    for i in range(2):
-        for j in range(2):
-            L.append(f"                o_{i}_{j} = {_lincomb(AT[j], [f's_{i}_{k}' for k in range(4)])}")
-    L += [f"                nimg = tg // (TH * TW)",
-          f"                rem = tg - nimg * (TH * TW)",
-          f"                th = rem // TW",
-          f"                tw = rem - th * TW",
+    L += sandwich(AT, lambda k, j: f"m_{k}_{j}", "s", lambda i, j, e: f"                o_{i}_{j} = {e}", " " * 16)
+    L += tile_origin("tg", " " * 16)
+    L += [
           f"                p0 = th * 2",
           f"                q0 = tw * 2",
           f"                yb = nimg * sy_n + k * sy_k + p0 * sy_h + q0 * sy_w",

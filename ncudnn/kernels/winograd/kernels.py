@@ -66,6 +66,54 @@ def _compile(key, src, name, g):
     return _CACHE[key]
 
 
+def sandwich(mat, src, mid, dst, ind="    "):
+    """Lines of ``mat S mat^T`` for a rows x cols ``mat``: ``{mid}_i_j = (mat S)[i, j]`` over ``S[k, j] =
+    src(k, j)``, then ``dst(i, j, text of (mat S mat^T)[i, j])`` (a line, or lines) for i, j < rows.
+    Every transform is one: G g G^T, B^T d B, A^T M A."""
+    rows, cols = len(mat), len(mat[0])
+    L = []
+    for i in range(rows):
+        for j in range(cols):
+            L.append(f"{ind}{mid}_{i}_{j} = {_lincomb(mat[i], [src(k, j) for k in range(cols)])}")
+    for i in range(rows):
+        for j in range(rows):
+            L.append(dst(i, j, _lincomb(mat[j], [f"{mid}_{i}_{k}" for k in range(cols)])))
+    return L
+
+
+def tile_origin(t="t", ind="    "):
+    """Lines placing tile ``t`` (tiles numbered image by image, row by row): ``nimg``, ``th``, ``tw``."""
+    return [f"{ind}nimg = {t} // (TH * TW)",
+            f"{ind}rem = {t} - nimg * (TH * TW)",
+            f"{ind}th = rem // TW",
+            f"{ind}tw = rem - th * TW"]
+
+
+def split_index(cfast, inner, count):
+    """Lines splitting ``idx`` into tile ``t`` and ``inner`` (a channel): ``t`` slowest when ``cfast``
+    (consecutive threads: consecutive channels), else the channel slowest over ``count`` tiles."""
+    if cfast:
+        return [f"    t = idx // {inner.upper()}", f"    {inner} = idx - t * {inner.upper()}"]
+    return [f"    {inner} = idx // {count}", f"    t = idx - {inner} * {count}"]
+
+
+def input_window(BT, m, guard="", ind="    "):
+    """Lines loading the alpha x alpha input window ``d_i_j`` (alpha = len(BT)) of tile (nimg, th, tw) and
+    channel c at ``(th * m - pad_h, tw * m - pad_w)``: out-of-image elements are predicated zeros (all of
+    them where the condition ``guard`` is false)."""
+    a = len(BT)
+    L = [f"{ind}h0 = th * {m} - pad_h", f"{ind}w0 = tw * {m} - pad_w", f"{ind}base = nimg * s_n + c * s_c"]
+    g = f"{guard} and " if guard else ""
+    for i in range(a):
+        L.append(f"{ind}rv_{i} = {g}h0 + {i} >= 0 and h0 + {i} < H")
+        L.append(f"{ind}cv_{i} = w0 + {i} >= 0 and w0 + {i} < W")
+    for i in range(a):
+        for j in range(a):
+            L.append(f"{ind}d_{i}_{j} = ld(x, uint64(base + (h0 + {i}) * s_h + (w0 + {j}) * s_w)) "
+                     f"if rv_{i} and cv_{j} else float32(0.0)")
+    return L
+
+
 def filter_source(m, kfast=False):
     t = transform(m)
     a, G = t.alpha, t.G
@@ -83,12 +131,8 @@ def filter_source(m, kfast=False):
     for r in range(3):
         for s in range(3):
             L.append(f"    g_{r}_{s} = ld(w, uint64(o + {r} * s_r + {s} * s_s))")
-    for i in range(a):            # T = G g   (alpha x 3)
-        for s in range(3):
-            L.append(f"    t_{i}_{s} = {_lincomb(G[i], [f'g_{r}_{s}' for r in range(3)])}")
-    for i in range(a):            # U = T G^T (alpha x alpha)
-        for j in range(a):
-            L.append(f"    u[uint64({i * a + j} * n + idx)] = {_lincomb(G[j], [f't_{i}_{s}' for s in range(3)])}")
+    # T = G g (alpha x 3), U = T G^T (alpha x alpha)
+    L += sandwich(G, lambda k, j: f"g_{k}_{j}", "t", lambda i, j, e: f"    u[uint64({i * a + j} * n + idx)] = {e}")
     return "\n".join(L) + "\n"
 
 
@@ -100,38 +144,27 @@ def make_filter(m, w_dtype="float32", kfast=False):
                     {"ld": dtypes.loader(w_dtype)})
 
 
-def input_source(m, cfast):
-    t = transform(m)
-    a, BT = t.alpha, t.BT
-    L = ["def wino_input(x, v, C, H, W, TH, TW, T, pad_h, pad_w, s_n, s_c, s_h, s_w):",
+def input_source(m, cfast, BT=None, name="wino_input", padded=False):
+    """The input transform ``V[xi, c, t] = (B^T d B)[xi]`` (``BT``: F(m x m, 3 x 3)'s unless given).
+    ``padded``: the tiles are counted to ``TPAD >= T`` (an extra ``TPAD`` argument after ``T``; tiles
+    past T write zeros), the layout of the Winograd weight gradient's x operand."""
+    if BT is None:
+        BT = transform(m).BT
+    a = len(BT)
+    count = "TPAD" if padded else "T"
+    L = [f"def {name}(x, v, C, H, W, TH, TW, T, {'TPAD, ' if padded else ''}pad_h, pad_w, s_n, s_c, s_h, s_w):",
          "    idx = cuda.grid(1)",
-         "    n_all = C * T",
+         f"    n_all = C * {count}",
          "    if idx >= n_all:",
          "        return"]
-    if cfast:
-        L += ["    t = idx // C", "    c = idx - t * C"]
-    else:
-        L += ["    c = idx // T", "    t = idx - c * T"]
-    L += ["    nimg = t // (TH * TW)",
-          "    rem = t - nimg * (TH * TW)",
-          "    th = rem // TW",
-          "    tw = rem - th * TW",
-          f"    h0 = th * {m} - pad_h",
-          f"    w0 = tw * {m} - pad_w",
-          "    base = nimg * s_n + c * s_c"]
-    for i in range(a):
-        L.append(f"    rv_{i} = h0 + {i} >= 0 and h0 + {i} < H")
-        L.append(f"    cv_{i} = w0 + {i} >= 0 and w0 + {i} < W")
-    for i in range(a):
-        for j in range(a):
-            L.append(f"    d_{i}_{j} = ld(x, uint64(base + (h0 + {i}) * s_h + (w0 + {j}) * s_w)) "
-                     f"if rv_{i} and cv_{j} else float32(0.0)")
-    for i in range(a):            # T = B^T d
-        for j in range(a):
-            L.append(f"    t_{i}_{j} = {_lincomb(BT[i], [f'd_{k}_{j}' for k in range(a)])}")
-    for i in range(a):            # V = T B
-        for j in range(a):
-            L.append(f"    v[uint64({i * a + j} * n_all + idx)] = {_lincomb(BT[j], [f't_{i}_{k}' for k in range(a)])}")
+    L += split_index(cfast, "c", count)
+    L += tile_origin()
+    if padded:
+        L.append("    live = t < T")
+    L += input_window(BT, m, "live" if padded else "")
+    # T = B^T d, V = T B
+    L += sandwich(BT, lambda k, j: f"d_{k}_{j}", "z",
+                  lambda i, j, e: f"    v[uint64({i * a + j} * n_all + idx)] = {e}")
     return "\n".join(L) + "\n"
 
 
@@ -151,24 +184,14 @@ def output_source(m, cfast, epi):
          "    n_all = K * T",
          "    if idx >= n_all:",
          "        return"]
-    if cfast:
-        L += ["    t = idx // K", "    k = idx - t * K"]
-    else:
-        L += ["    k = idx // T", "    t = idx - k * T"]
+    L += split_index(cfast, "k", "T")
     for i in range(a):
         for j in range(a):
             L.append(f"    m_{i}_{j} = mb[uint64({i * a + j} * n_all + idx)]")
-    for i in range(m):            # S = A^T M  (m x alpha)
-        for j in range(a):
-            L.append(f"    s_{i}_{j} = {_lincomb(AT[i], [f'm_{k}_{j}' for k in range(a)])}")
-    for i in range(m):            # O = S A    (m x m)
-        for j in range(m):
-            L.append(f"    o_{i}_{j} = {_lincomb(AT[j], [f's_{i}_{k}' for k in range(a)])}")
-    L += ["    nimg = t // (TH * TW)",
-          "    rem = t - nimg * (TH * TW)",
-          "    th = rem // TW",
-          "    tw = rem - th * TW",
-          f"    p0 = th * {m}",
+    # S = A^T M (m x alpha), O = S A (m x m)
+    L += sandwich(AT, lambda k, j: f"m_{k}_{j}", "s", lambda i, j, e: f"    o_{i}_{j} = {e}")
+    L += tile_origin()
+    L += [f"    p0 = th * {m}",
           f"    q0 = tw * {m}",
           "    yb = nimg * sy_n + k * sy_k + p0 * sy_h + q0 * sy_w",
           "    b_off = uint64(k * b_s)"]

@@ -25,7 +25,8 @@ Signatures (pointers / sizes / strides / scalars), 1-D grids of ``THREADS``:
 import numpy as np
 
 from .. import dtypes
-from .kernels import THREADS, _compile, _lincomb, blocks  # noqa: F401  (blocks: the launchers' grid)
+from .kernels import THREADS, _compile, blocks, input_source, sandwich, split_index, tile_origin  # noqa: F401
+# (blocks: the launchers' grid)
 from .transforms import derive
 
 #: dy tile sizes r of F(3x3, r x r) and their interpolation points (plus infinity)
@@ -51,14 +52,6 @@ def transform(r):
     return _T[r]
 
 
-def _tile_index(L):
-    L += ["    nimg = t // (TH * TW)",
-          "    rem = t - nimg * (TH * TW)",
-          "    th = rem // TW",
-          "    tw = rem - th * TW",
-          "    live = t < T"]
-
-
 def dy_source(r, cfast):
     t = transform(r)
     a, G = t.alpha, t.G
@@ -67,8 +60,7 @@ def dy_source(r, cfast):
          "    n_all = K * TPAD",
          "    if idx >= n_all:",
          "        return"]
-    L += ["    t = idx // K", "    k = idx - t * K"] if cfast else ["    k = idx // TPAD", "    t = idx - k * TPAD"]
-    _tile_index(L)
+    L += split_index(cfast, "k", "TPAD") + tile_origin() + ["    live = t < T"]
     L += [f"    p0 = th * {r}", f"    q0 = tw * {r}", "    base = nimg * s_n + k * s_k + p0 * s_h + q0 * s_w"]
     for i in range(r):
         L.append(f"    rv_{i} = live and p0 + {i} < P")
@@ -77,40 +69,14 @@ def dy_source(r, cfast):
         for j in range(r):
             L.append(f"    g_{i}_{j} = ld(dy, uint64(base + {i} * s_h + {j} * s_w)) "
                      f"if rv_{i} and cv_{j} else float32(0.0)")
-    for i in range(a):            # Z = G g  (alpha x r)
-        for j in range(r):
-            L.append(f"    z_{i}_{j} = {_lincomb(G[i], [f'g_{k}_{j}' for k in range(r)])}")
-    for i in range(a):            # U = Z G^T (alpha x alpha)
-        for j in range(a):
-            L.append(f"    u[uint64({i * a + j} * n_all + idx)] = {_lincomb(G[j], [f'z_{i}_{k}' for k in range(r)])}")
+    # Z = G g (alpha x r), U = Z G^T (alpha x alpha)
+    L += sandwich(G, lambda k, j: f"g_{k}_{j}", "z", lambda i, j, e: f"    u[uint64({i * a + j} * n_all + idx)] = {e}")
     return "\n".join(L) + "\n"
 
 
 def x_source(r, cfast):
-    t = transform(r)
-    a, BT = t.alpha, t.BT
-    L = ["def wgrad_x(x, v, C, H, W, TH, TW, T, TPAD, pad_h, pad_w, s_n, s_c, s_h, s_w):",
-         "    idx = cuda.grid(1)",
-         "    n_all = C * TPAD",
-         "    if idx >= n_all:",
-         "        return"]
-    L += ["    t = idx // C", "    c = idx - t * C"] if cfast else ["    c = idx // TPAD", "    t = idx - c * TPAD"]
-    _tile_index(L)
-    L += [f"    h0 = th * {r} - pad_h", f"    w0 = tw * {r} - pad_w", "    base = nimg * s_n + c * s_c"]
-    for i in range(a):
-        L.append(f"    rv_{i} = live and h0 + {i} >= 0 and h0 + {i} < H")
-        L.append(f"    cv_{i} = w0 + {i} >= 0 and w0 + {i} < W")
-    for i in range(a):
-        for j in range(a):
-            L.append(f"    d_{i}_{j} = ld(x, uint64(base + (h0 + {i}) * s_h + (w0 + {j}) * s_w)) "
-                     f"if rv_{i} and cv_{j} else float32(0.0)")
-    for i in range(a):            # Z = B^T d
-        for j in range(a):
-            L.append(f"    z_{i}_{j} = {_lincomb(BT[i], [f'd_{k}_{j}' for k in range(a)])}")
-    for i in range(a):            # V = Z B
-        for j in range(a):
-            L.append(f"    v[uint64({i * a + j} * n_all + idx)] = {_lincomb(BT[j], [f'z_{i}_{k}' for k in range(a)])}")
-    return "\n".join(L) + "\n"
+    """The fprop input transform (kernels.input_source) over the F(3, r) window, tiles padded to TPAD."""
+    return input_source(r, cfast, BT=transform(r).BT, name="wgrad_x", padded=True)
 
 
 def out_source(r, packed=False):
@@ -138,21 +104,17 @@ def out_source(r, packed=False):
     L += [f"{ind}for s in range(S):"]
     for xi in range(a * a):
         L.append(f"{ind}    m_{xi} += mb[uint64(({xi} * S + s) * KC + idx)]")
-    for i in range(3):            # Z = A^T M (3 x alpha)
-        for j in range(a):
-            L.append(f"{ind}z_{i}_{j} = {_lincomb(AT[i], [f'm_{k * a + j}' for k in range(a)])}")
     if not packed:
         L.append("    o = base + k * s_k + c * s_c")
-    for i in range(3):            # O = Z A (3 x 3)
-        for j in range(3):
-            L.append(f"{ind}v = alpha * ({_lincomb(AT[j], [f'z_{i}_{k}' for k in range(a)])})")
-            if packed:
-                L.append(f"{ind}sm[tid * 9 + base + {i} * s_r + {j} * s_s] = v")
-                continue
-            L.append(f"    off = uint64(o + {i} * s_r + {j} * s_s)")
-            L.append("    if beta != float32(0.0):")
-            L.append("        v += beta * ld(dw, off)")
-            L.append("    st(dw, off, v)")
+
+    def store(i, j, e):
+        v = f"{ind}v = alpha * ({e})"
+        if packed:
+            return f"{v}\n{ind}sm[tid * 9 + base + {i} * s_r + {j} * s_s] = v"
+        return "\n".join([v, f"    off = uint64(o + {i} * s_r + {j} * s_s)", "    if beta != float32(0.0):",
+                          "        v += beta * ld(dw, off)", "    st(dw, off, v)"])
+    # Z = A^T M (3 x alpha), O = Z A (3 x 3)
+    L += sandwich(AT, lambda k, j: f"m_{k * a + j}", "z", store, ind)
     if packed:
         L += ["    cuda.syncthreads()",
               f"    o0 = cuda.blockIdx.x * {9 * THREADS}",
