@@ -180,8 +180,15 @@ class GemmEngineBase(TiledGemmEngine):
                             tail=gc.tail_build(sub, p.epi.out, ctx))
 
 
-def matmul_mapping(sub):
-    """The GemmMapping of a matmul subgraph (raises gc.Reject with the node and the reason)."""
+#: the FP8 storage types :func:`matmul_mapping` takes with ``fp8=True`` (A, B, the written output)
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
+
+
+def matmul_mapping(sub, fp8=False):
+    """The GemmMapping of a matmul subgraph (raises gc.Reject with the node and the reason). ``fp8``: A, B
+    and the written output may also be FP8 (:data:`FP8_DTYPES`, for the FP8 tensor-core kernels); the
+    mapping's dtypes and byte sizes are then the FP8 ones (every dim and stride is in elements)."""
+    kinds = gc.KERNEL_DTYPES + FP8_DTYPES if fp8 else gc.KERNEL_DTYPES
     node = sub.anchor
     for port in ("M_OVERRIDE", "N_OVERRIDE", "K_OVERRIDE"):
         if port in node.inputs:
@@ -193,7 +200,7 @@ def matmul_mapping(sub):
     A, B = node.inputs["A"], node.inputs["B"]
     C = node.outputs["C"]
     for port, t in (("A", A), ("B", B), ("C", C)):
-        gc.check_tensor(node, port, t)
+        gc.check_tensor(node, port, t, kinds)
     M, N, K_ = node.mnk()
     rank = len(C.dims)
     bdims = tuple(C.dims[:-2])
@@ -215,7 +222,7 @@ def matmul_mapping(sub):
     if tuple(out.dims) != tuple(C.dims):
         raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{out.label}: dims {out.dims} differ from the "
                         f"matmul output's {C.dims} (the epilogue does not broadcast the output)")
-    gc.check_tensor(node, "C", out)
+    gc.check_tensor(node, "C", out, kinds)
     tensors = [A, B, out] + [t for t in (epi.residual,) if t is not None]
     bias_batched = epi.bias is not None and any(d != 1 for d in epi.bias.dims[:-2])
     if bias_batched:
