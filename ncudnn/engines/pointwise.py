@@ -228,6 +228,28 @@ _DEFAULT_KNOBS = tuple(sorted(((int(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD), AS
                               (int(K.CUDNN_KNOB_TYPE_CTA_COUNT), WAVES_DEFAULT))))
 
 
+def resident_grid(meta, compiled):
+    """The launch grid: a grid-stride config (``waves`` > 0) gets ``waves`` times the blocks that are
+    resident at once on every SM, counted from the compiled kernel's registers (a 2048-thread
+    estimate would make a 1-wave grid 1.3 waves at 40 registers); else one trip a thread."""
+    spec, grid = meta.spec, meta.grid()
+    regs = (getattr(compiled, "attrs", None) or {}).get("regs")
+    if not spec.waves or not regs:
+        return grid
+    from ..kernels.primitives import sm_count
+
+    warps = spec.block // 32
+    per_warp = -(-regs * 32 // 256) * 256           # registers are allocated per warp, 256 at a time
+    per_sm = max(1, min(2048 // spec.block, 32, 65536 // (per_warp * warps)))
+    return max(1, min(-(-meta.numel // _chunk(spec)), sm_count() * per_sm * spec.waves))
+
+
+def _chunk(spec):
+    if kpw._uses_vec_path(spec):
+        return spec.block * kpw.vec_unroll(spec) * spec.vec
+    return spec.block * spec.unroll * spec.pack
+
+
 def _waves(cfg):
     return cfg.get(K.CUDNN_KNOB_TYPE_CTA_COUNT, WAVES_DEFAULT)
 
@@ -250,7 +272,7 @@ class PointwisePlan(SubPlan):
     def __init__(self, engine, sub, cfg, lay, meta, compiled):
         super().__init__(engine, sub, cfg, 0)
         self.lay, self.meta, self.compiled = lay, meta, compiled
-        self.grid = meta.grid()
+        self.grid = resident_grid(meta, compiled)
         self.block = meta.spec.block
         self._scalar = None
 
@@ -277,7 +299,7 @@ class PointwisePlan(SubPlan):
                 args.append(cuda.to_device(host))  # kept alive by the prepared launch
             else:
                 args.append(ArgView(v.ptr, (max(ext, 1),), (st.itemsize,), st.itemsize, _abi(st)))
-        return [compiled.prepare(meta.grid(), self.block, tuple(args) + (meta.numel,))]
+        return [compiled.prepare(resident_grid(meta, compiled), self.block, tuple(args) + (meta.numel,))]
 
     def prepare(self, views, scratch):
         (prepared,) = self.launches(views, scratch)

@@ -6,9 +6,17 @@ reduced elements (row kernel); otherwise 32 outputs per block read coalesced (co
 there are too few outputs to fill the GPU the reduced range is split over ``grid.y`` and a second
 fixed-order kernel combines the partials (workspace). Deterministic: no atomics, fixed combine order.
 
-Knobs: BLOCK_SIZE (0: the kernel layer's choice; else threads of the row kernel, or 32 x
-BLOCK_SIZE/32 for the column kernel) and SPLIT_K (0: automatic; 1: never split, no workspace).
-Accumulates in float32 (float64 for all-fp64 I/O); NaN propagates through MIN / MAX / AMAX.
+When the reduced elements of each output are one contiguous run (rows of a row-major tensor, or
+the whole tensor), the vector row kernel reads them as 16-byte vectors, a warp or a block per row;
+a split grid has a fixed number of blocks per SM and the partials of a few outputs are combined by
+one block each (fixed order).
+
+Knobs (0: the kernel layer's choice): BLOCK_SIZE (threads of the row kernel, or 32 x BLOCK_SIZE/32
+for the column kernel), SPLIT_K (1: never split, no workspace), LOAD_SIZE (1: element loads, no
+vectors), TILE_ROWS (vector kernel: rows per block; > 1 is a warp per row, BLOCK_SIZE = 32 x rows),
+ARRAY_SIZE_PER_THREAD (vector kernel: vectors in flight per thread) and CTA_COUNT (vector kernel,
+split grids: blocks per SM). Accumulates in float32 (float64 for all-fp64 I/O); NaN propagates
+through MIN / MAX / AMAX.
 """
 from ..kernels import reduce as kr
 from ..types import cudnnBackendKnobType_t, cudnnReduceTensorOp_t, cudnnStatus_t
@@ -46,6 +54,49 @@ def spec_knobs(spec, cfg):
     return replace(spec, block=b, split=split)
 
 
+KB, KS, KL, KR, KU, KC = (K.CUDNN_KNOB_TYPE_BLOCK_SIZE, K.CUDNN_KNOB_TYPE_SPLIT_K, K.CUDNN_KNOB_TYPE_LOAD_SIZE,
+                          K.CUDNN_KNOB_TYPE_TILE_ROWS, K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD,
+                          K.CUDNN_KNOB_TYPE_CTA_COUNT)
+#: the hand-picked configs ranked after the automatic one (knob -> value; others 0)
+SEARCH = ([{}, {KS: 1}, {KL: 1}, {KL: 1, KS: 1}]
+          + [{KB: b} for b in BLOCKS[1:]]
+          + [{KB: b, KU: u} for b in (128, 256, 512, 1024) for u in (2, 4, 8)]
+          + [{KB: 32 * r, KR: r, KU: u} for r in (2, 4, 8) for u in (2, 4, 8)]
+          + [{KB: b, KC: c} for b in (256, 512) for c in (1, 2, 4, 8)])
+
+
+def reduction_knobs():
+    return (KnobSpec(KB, 0, 1024, 32, 0), KnobSpec(KS, 0, 1, 1, 0), KnobSpec(KL, 0, 1, 1, 0),
+            KnobSpec(KR, 0, 32, 1, 0), KnobSpec(KU, 0, 8, 1, 0), KnobSpec(KC, 0, 16, 1, 0))
+
+
+def keep_reduction(engine, cfg):
+    b, r, u = cfg.get(KB, 0), cfg.get(KR, 0), cfg.get(KU, 0)
+    if b and (b & (b - 1)):
+        return S.CUDNN_STATUS_NOT_SUPPORTED, f"{engine.name}: BLOCK_SIZE = {b} is not a power of 2"
+    if r > 1 and (b or 32 * r) != 32 * r:
+        return S.CUDNN_STATUS_NOT_SUPPORTED, \
+            f"{engine.name}: TILE_ROWS = {r} (a warp per row) needs BLOCK_SIZE = {32 * r}, not {b}"
+    if u & (u - 1):
+        return S.CUDNN_STATUS_NOT_SUPPORTED, f"{engine.name}: ARRAY_SIZE_PER_THREAD = {u} is not a power of 2"
+    return OK
+
+
+def reduction_spec_knobs(spec, cfg):
+    """``spec`` with every knob of the config (0 keeps the kernel layer's automatic choice)."""
+    from dataclasses import replace
+
+    spec = spec_knobs(spec, cfg)
+    r = cfg.get(KR, 0)
+    block = spec.block or (32 * r if r > 1 else 0)
+    if cfg.get(KL, 0) == 1:
+        return replace(spec, vec=1)
+    kept, red = kr._layout(spec)
+    if kr.vec_width(replace(spec, vec=0), kept, red) > 1:   # the vector kernel: threads, not column rows
+        block = cfg.get(KB, 0) or block
+    return replace(spec, vec=0, block=block, rows=r, unroll=cfg.get(KU, 0), ctas=cfg.get(KC, 0))
+
+
 def auto_penalty(cfg):
     """Hand-picked knobs rank just behind the kernel layer's own choice (autotuning may promote them)."""
     return 1.0 if not any(v for _, v in cfg.knobs) else 1.05
@@ -80,11 +131,22 @@ class ReductionEngine(Engine):
         return OK
 
     def knobs(self, sub):
-        return block_knobs()
+        return reduction_knobs()
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
-        return (st, why) if st != S.CUDNN_STATUS_SUCCESS else keep_block(self, cfg)
+        return (st, why) if st != S.CUDNN_STATUS_SUCCESS else keep_reduction(self, cfg)
+
+    def configs(self, sub, ctx):
+        base = self.default_config(sub)
+        out = []
+        for knobs in SEARCH:
+            cfg = base
+            for k, v in knobs.items():
+                cfg = cfg.with_knob(k, v)
+            if self.keep(sub, cfg, ctx)[0] == S.CUDNN_STATUS_SUCCESS:
+                out.append(cfg)
+        return out
 
     def candidates_key(self, sub):
         return ()
@@ -94,7 +156,7 @@ class ReductionEngine(Engine):
         if cfg not in memo:
             node = sub.nodes[0]
             scratch = Scratch()
-            steps = reduce_steps(spec_knobs(_spec(node), cfg), scratch, [Arg.tensor(node.inputs["X"])],
+            steps = reduce_steps(reduction_spec_knobs(_spec(node), cfg), scratch, [Arg.tensor(node.inputs["X"])],
                                  [Arg.tensor(node.outputs["Y"])], name="reduction")
             memo[cfg] = (steps, scratch.size)
         return memo[cfg]
