@@ -61,10 +61,21 @@ def _variants(rows, n, dt, log, sms):
             return ck, ksm.persist_grid(rows, ctas, sms), threads, shared
         return f
 
+    def scalar():
+        def f():
+            kern, (grid, threads, shared), _ = ksm._fwd_kernel(rows, n, 1, log, 0, dt, dt)
+            return kcache.get_or_compile(f"probe_sm_scalar:{rows}:{n}:{log}:{dt}", lambda: kern, sig), grid, \
+                threads, shared
+        return f
+
     out = []
     short = n <= ksm.WARP_ROW_MAX
-    out.append(("warp regs v32 rows4 (today's default)", regs_vec(32, 4)) if short else
-               ("online v512 u8 (session-3 best)", online(512, 8)))
+    if short:
+        out.append(("warp regs v32 rows4 (today's default)", regs_vec(32, 4)))
+    elif ksm.softmax_config(n)[2]:
+        out.append(("scalar regs (today's default)", scalar()))
+    else:
+        out.append(("online v512 u8 (session-3 best)", online(512, 8)))
     for block in (1024, 512, 256, 128):
         cfg = ksm.persist_config(n, vec, block)
         if cfg is None or block > n // vec:
@@ -75,7 +86,7 @@ def _variants(rows, n, dt, log, sms):
                         for k in ((4, 8, 16) if block == 128 else (4, 8))]
             continue
         out.append((f"persist pf B{block} vpt{cfg[1]} ctas=SMs", persist(block, True, sms)))
-        if block >= 512 and not log and dt == "float32":
+        if block >= 512 and not log and dt == "float32" and n > 16384:
             out.append((f"persist regs B{block} vpt{cfg[1]} ctas=SMs", persist(block, False, sms)))
             out.append((f"persist regs B{block} vpt{cfg[1]} ctas=rows", persist(block, False, rows)))
     return out
