@@ -17,13 +17,17 @@ CUDA simulator (:mod:`.sim`), so kernels import these names and never branch on 
   accumulator were written by other instructions), ``wgmma_commit()``, ``wgmma_wait(N)`` (N literal),
   ``wgmma_wait_acc(N, acc) -> acc`` (the same wait, with the accumulator tied through it so that the
   compiler cannot read it earlier), ``acc_zeros(R)`` (R literal: a tuple of R float32 zeros; a long
-  tuple literal trips numba's bytecode front end), ``fence_proxy_async()`` (``fence.proxy.async.shared::cta``: make
+  tuple literal trips numba's bytecode front end), ``udiv32(a, b)`` (``div.u32``: numba's int64
+  division is a called subroutine in SASS, and any call serializes every wgmma of the kernel),
+  ``store_acc(arr, off, acc, row_stride)`` (the fragment into a float32 array, fragment-shaped:
+  acc[4j + q] -> arr[off + (q >> 1) * 8 * row_stride + 8j + (q & 1)]; one call instead of n / 2
+  statements, which numba's front end types and lowers one by one), ``fence_proxy_async()`` (``fence.proxy.async.shared::cta``: make
   generic-proxy writes to shared memory visible to wgmma; then a barrier).
 """
 from ...platform import simulator_enabled
 
 __all__ = ["get_wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_wait_acc",
-           "fence_proxy_async", "acc_zeros", "SIM", "WGMMA_N"]
+           "fence_proxy_async", "acc_zeros", "udiv32", "store_acc", "SIM", "WGMMA_N"]
 
 SIM = simulator_enabled()
 #: the n extents this module emits (multiples of 8 up to 256 are legal PTX)
@@ -32,7 +36,7 @@ WGMMA_N = (8, 16, 32, 64, 96, 128, 192, 256)
 _CACHE = {}
 
 if SIM:
-    from .sim import (acc_zeros, fence_proxy_async, make_wgmma, wgmma_commit, wgmma_fence,  # noqa: F401
+    from .sim import (acc_zeros, fence_proxy_async, make_wgmma, store_acc, udiv32, wgmma_commit, wgmma_fence,  # noqa: F401
                       wgmma_wait, wgmma_wait_acc)
 
     def get_wgmma(n, ab="bf16", trans_a=False, trans_b=False):
@@ -151,3 +155,35 @@ else:
             zero = context.get_constant(types.float32, 0.0)
             return context.make_tuple(builder, ret, [zero] * count)
         return ret(n), codegen
+
+    @intrinsic
+    def udiv32(typingctx, a, b):
+        if not (isinstance(a, types.Integer) and isinstance(b, types.Integer)):
+            raise NumbaTypeError(f"udiv32: integers expected, got ({a}, {b})")
+
+        def codegen(context, builder, sig, args):
+            x = context.cast(builder, args[0], sig.args[0], types.uint32)
+            y = context.cast(builder, args[1], sig.args[1], types.uint32)
+            return _asm(builder, _I32, [x, y], "div.u32 $0, $1, $2;", "=r,r,r", False)
+        return types.int32(a, b), codegen
+
+    @_intrinsic(target="cuda", prefer_literal=True)
+    def store_acc(typingctx, arr, off, acc, row_stride):
+        if not (isinstance(arr, types.Array) and arr.dtype == types.float32):
+            raise NumbaTypeError(f"store_acc: a float32 array expected, got {arr}")
+        if not isinstance(row_stride, types.IntegerLiteral):
+            raise NumbaTypeError(f"store_acc: row_stride must be a compile-time literal, got {row_stride}")
+        if not (isinstance(acc, types.UniTuple) and acc.dtype == types.float32 and acc.count % 4 == 0):
+            raise NumbaTypeError(f"store_acc: accumulator must be a float32 tuple, got {acc}")
+        rs = int(row_stride.literal_value)
+        nreg = acc.count
+
+        def codegen(context, builder, sig, args):
+            a = context.make_array(sig.args[0])(context, builder, value=args[0])
+            base = context.cast(builder, args[1], sig.args[1], types.int64)
+            for r in range(nreg):
+                j, q = divmod(r, 4)
+                o = builder.add(base, ir.Constant(_I64, (q >> 1) * 8 * rs + 8 * j + (q & 1)))
+                builder.store(builder.extract_value(args[2], r), builder.gep(a.data, [o]))
+            return context.get_dummy_value()
+        return types.void(arr, off, acc, row_stride), codegen

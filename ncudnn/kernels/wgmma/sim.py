@@ -17,7 +17,7 @@ import numpy as np
 from .layout import decode_desc
 
 __all__ = ["make_wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_wait_acc",
-           "fence_proxy_async", "acc_zeros", "operand_offsets", "read_operand"]
+           "fence_proxy_async", "acc_zeros", "udiv32", "store_acc", "operand_offsets", "read_operand"]
 
 _ROW_BYTES = {0: 16, 1: 128, 2: 64, 3: 32}
 _SW_MASK = {0: 0, 1: 7, 2: 3, 3: 1}
@@ -103,3 +103,13 @@ def fence_proxy_async():
 
 def acc_zeros(n):
     return (np.float32(0.0),) * int(n)
+
+
+def udiv32(a, b):
+    return np.int32(int(a) // int(b))
+
+
+def store_acc(arr, off, acc, row_stride):
+    for r, v in enumerate(acc):
+        j, q = divmod(r, 4)
+        arr[int(off) + (q >> 1) * 8 * row_stride + 8 * j + (q & 1)] = v

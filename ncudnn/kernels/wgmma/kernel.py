@@ -1,0 +1,236 @@
+"""The wgmma GEMM block kernel: cp.async ring -> 128-byte-swizzled shared tiles -> wgmma.mma_async.
+
+``make_wgmma_gemm(cfg, a_kmajor, b_kmajor, in_dtype, epi, bias_dtype, res_dtype)`` returns a
+:class:`WgmmaKernel` whose kernel computes, for each batch index z = z1 * B2 + z2 (grid y) and output
+tile (grid x, GROUP_M order), ``C = epi(alpha * A @ B (+ beta * C), bias, residual)`` with f32
+accumulation. Signature: :data:`~ncudnn.kernels.tc_gemm.kernel.FUSED_ARGS` (the mma.sync kernel's
+fused signature, so the launch helpers of :mod:`ncudnn.kernels.tc_gemm.launch` apply unchanged).
+
+* A (M, K): unit k stride (``a_kmajor``, "mk") or unit m stride ("km", read with the transpose flag);
+  B (K, N): unit k stride (``b_kmajor``, "nk") or unit n stride ("kn", transpose flag). 16-bit inputs
+  (bf16 as uint16 storage, fp16 as float16), K, lda, ldb and the A / B batch strides multiples of 8.
+* grid ``(tiles_m * tiles_n, batch)``, block ``cfg.threads``, dynamic shared ``smem_bytes(cfg)``.
+
+Per block:
+
+1. setup: each thread's cp.async slots (16-byte chunks: shared byte offset, global offset at k = 0,
+   in-bounds flag), the descriptors' constant parts and start addresses (the ring starts at the first
+   1024-byte aligned shared address: swizzle atoms are 1024-byte aligned);
+2. prologue: k tiles 0 .. STAGES - 3 issued (cp.async.cg 16 bytes, zero-fill past M / N / K), one
+   commit group each;
+3. k loop, tile kt: wait for its group, ``fence.proxy.async`` (cp.async writes -> async proxy),
+   barrier; ``wgmma.fence``, 4 k16 steps x MI wgmma per warpgroup, commit; issue tile kt + STAGES - 2
+   into the slot of tile kt - 2 (free: every thread passed the barrier after its ``wait_group 1`` that
+   retired tile kt - 2's wgmma); ``wgmma.wait_group 1`` (tile kt's wgmma keeps running under the next
+   iteration's wait and barrier);
+4. epilogue: ``wait_group 0``, the f32 tile staged in shared memory (rows padded by STAGE_PAD), then
+   each thread walks the tile (consecutive threads, consecutive columns) through ``epi``.
+
+Shared layouts (:mod:`.layout`): K-major operands as rows of 64 k (128 bytes, chunk c of row r at
+c ^ (r % 8)), SBO = 1024; MN-major operands as 64-element panels of 64 k rows, LBO = 8192 (next panel),
+SBO = 1024 (next 8 k rows). A warpgroup's m64 slice starts 8192 bytes after the previous one in both.
+"""
+from dataclasses import dataclass
+
+from numba import cuda, float32, int32, int64, uint16
+
+from .. import dtypes as dt
+from .. import epilogue as ep
+from .. import ptx
+from ..tc_gemm.kernel import FUSED_ARGS
+from . import ptx as wp
+from .config import BLOCK_K, STAGE_PAD, WgmmaConfig, check, smem_bytes, stage_bytes
+from .layout import SWIZZLE_128B, desc_const
+
+__all__ = ["WgmmaKernel", "make_wgmma_gemm", "KMAJOR_DESC", "MNMAJOR_DESC"]
+
+#: (LBO, SBO, swizzle) of the two operand layouts
+KMAJOR_DESC = (16, 1024, SWIZZLE_128B)
+MNMAJOR_DESC = (64 * 128, 1024, SWIZZLE_128B)
+#: bytes a k16 step moves the start address: K-major (32 bytes along the row), MN-major (16 k rows)
+KSTEP_BYTES = {True: 32, False: 2048}
+_SLICE = 64 * BLOCK_K * 2      # bytes of one m64 (or n64) slice of a stage
+
+_CACHE = {}
+
+
+@dataclass(frozen=True)
+class WgmmaKernel:
+    kernel: object
+    cfg: WgmmaConfig
+    a_kmajor: bool
+    b_kmajor: bool
+    in_dtype: str
+    out_dtype: str
+    smem: int
+    source: str
+    epi: object
+    bias_dtype: str = "float32"
+    res_dtype: str = "float32"
+
+
+def _slot_setup(w, op, kmaj, NT, outer0, bound, ld, base):
+    """Setup lines of one operand's load slots (slot i = chunk tid + i * NT of the tile): per thread the
+    slot-0 shared byte offset, global element offset at k = 0 and the bounds terms, from which slot i's
+    are affine (:func:`_slot_lines`)."""
+    if kmaj:   # chunk q: row q >> 3, 16-byte column q & 7; slot i: NT / 8 rows further (same swizzle)
+        w(f"    {op}_r0 = tid >> 3")
+        w(f"    {op}_so0 = {base} + {op}_r0 * 128 + (((tid & 7) ^ ({op}_r0 & 7)) << 4)")
+        w(f"    {op}_go0 = {op}_zo + int64({outer0} + {op}_r0) * {ld} + (tid & 7) * 8")
+        w(f"    {op}_lim = {bound} - {outer0} - {op}_r0")
+    else:      # chunk q: k row (q >> 3) & 63, 64-wide panel q >> 9, 16-byte column q & 7
+        w(f"    {op}_o0 = {outer0} + (tid & 7) * 8")
+
+
+def _slot_lines(w, ind, op, kmaj, i, NT, ld, base):
+    """Lines issuing slot i of one operand for the k tile at ``k0`` into the stage at element ``sb``."""
+    if kmaj:
+        w(f"{ind}ok = ({op}_lim > {i * NT // 8}) & (k0 + kch < K)")
+        w(f"{ind}src = ({op}_go0 + {i * NT // 8} * {ld} + k0) * ok")
+        w(f"{ind}ptx.cp_async_cg_16_zfill(sm, sb + (({op}_so0 + {i * NT // 8 * 128}) >> 1), {op}, src, 16 * ok)")
+    else:
+        w(f"{ind}q_ = tid + {i * NT}")
+        w(f"{ind}kr = (q_ >> 3) & 63")
+        w(f"{ind}o_ = {op}_o0 + (q_ >> 9) * 64")
+        w(f"{ind}ok = (o_ < {'M' if op == 'a' else 'N'}) & (k0 + kr < K)")
+        w(f"{ind}src = ({op}_zo + int64(k0 + kr) * {ld} + o_) * ok")
+        w(f"{ind}so = {base} + (q_ >> 9) * {_SLICE} + kr * 128 + (((q_ & 7) ^ (kr & 7)) << 4)")
+        w(f"{ind}ptx.cp_async_cg_16_zfill(sm, sb + (so >> 1), {op}, src, 16 * ok)")
+
+
+def _source(cfg, a_kmajor, b_kmajor):
+    BM, BN, ST, NT, MI = cfg.BLOCK_M, cfg.BLOCK_N, cfg.STAGES, cfg.threads, cfg.MI
+    SB = stage_bytes(cfg)
+    A_BYTES = BM * BLOCK_K * 2
+    NREG = BN // 2
+    L = []
+    w = L.append
+    w(f"def wgmma_gemm({', '.join(FUSED_ARGS)}):")
+    w("    sm = cuda.shared.array(0, uint16)")
+    w("    tid = cuda.threadIdx.x")
+    w("    wg = tid >> 7")
+    w("    base = int64(ptx.cvta_shared(sm, 0))")
+    w("    pad = (1024 - (base & 1023)) & 1023")
+    w("    sa = base + pad")
+    w("    pe = pad >> 1")
+    # tile order (GROUP_M block rows at a time); 32-bit divisions only (see ptx.udiv32)
+    w(f"    npm = (M + {BM - 1}) >> {BM.bit_length() - 1}" if BM & (BM - 1) == 0 else
+      f"    npm = wp.udiv32(M + {BM - 1}, {BM})")
+    w(f"    npn = wp.udiv32(N + {BN - 1}, {BN})")
+    w("    pid = cuda.blockIdx.x")
+    w(f"    width = {cfg.GROUP_M} * npn")
+    w("    grp = wp.udiv32(pid, width)")
+    w(f"    first = grp * {cfg.GROUP_M}")
+    w(f"    gsize = min(npm - first, {cfg.GROUP_M})")
+    w("    pw = pid - grp * width")
+    w("    col = wp.udiv32(pw, gsize)")
+    w(f"    m0 = (first + pw - col * gsize) * {BM}")
+    w(f"    n0 = col * {BN}")
+    w("    zi = cuda.blockIdx.y")
+    w("    z1i = wp.udiv32(zi, B2)")
+    w("    z = int64(zi)")
+    w("    z1 = int64(z1i)")
+    w("    z2 = int64(zi - z1i * B2)")
+    w("    a_zo = z1 * a_z1 + z2 * a_z2")
+    w("    b_zo = z1 * b_z1 + z2 * b_z2")
+    w("    kch = (tid & 7) * 8")
+    ops = (("a", a_kmajor, BM, "m0", "M", "lda", 0), ("b", b_kmajor, BN, "n0", "N", "ldb", A_BYTES))
+    for op, kmaj, rows, outer0, bound, ld, base in ops:
+        _slot_setup(w, op, kmaj, NT, outer0, bound, ld, base)
+    da, db = desc_const(*(KMAJOR_DESC if a_kmajor else MNMAJOR_DESC)), \
+        desc_const(*(KMAJOR_DESC if b_kmajor else MNMAJOR_DESC))
+    w(f"    da0 = int64({da}) | ((sa + wg * {MI * _SLICE}) >> 4)")
+    w(f"    db0 = int64({db}) | ((sa + {A_BYTES}) >> 4)")
+    for i in range(MI):
+        w(f"    acc{i} = wp.acc_zeros({NREG})")
+
+    def load_stage(ind, stage_expr, k0_expr):
+        w(f"{ind}sb = pe + ({stage_expr}) * {SB // 2}")
+        w(f"{ind}k0 = {k0_expr}")
+        for op, kmaj, rows, outer0, bound, ld, base in ops:
+            for i in range(rows * 8 // NT):
+                _slot_lines(w, ind, op, kmaj, i, NT, ld, base)
+
+    w(f"    ktiles = (K + {BLOCK_K - 1}) // {BLOCK_K}")
+    w(f"    for s in range({ST - 2}):")
+    w("        if s < ktiles:")
+    load_stage("            ", "s", f"s * {BLOCK_K}")
+    w("        ptx.cp_async_commit()")
+    w("    for kt in range(ktiles):")
+    w(f"        ptx.cp_async_wait_group({ST - 3})")
+    w("        wp.fence_proxy_async()")
+    w("        cuda.syncthreads()")
+    w(f"        so = (kt - wp.udiv32(kt, {ST}) * {ST}) * {SB >> 4}")
+    w("        wp.wgmma_fence()")
+    ka, kb = KSTEP_BYTES[bool(a_kmajor)], KSTEP_BYTES[bool(b_kmajor)]
+    for kk in range(BLOCK_K // 16):
+        for i in range(MI):
+            w(f"        acc{i} = mma(sm, acc{i}, da0 + so + {(i * _SLICE + kk * ka) >> 4}, "
+              f"db0 + so + {(kk * kb) >> 4}, 1)")
+    w("        wp.wgmma_commit()")
+    w(f"        nk = kt + {ST - 2}")
+    w("        if nk < ktiles:")
+    load_stage("            ", f"nk - wp.udiv32(nk, {ST}) * {ST}", f"nk * {BLOCK_K}")
+    w("        ptx.cp_async_commit()")
+    w("        wp.wgmma_wait(1)")
+    for i in range(MI):
+        w(f"    acc{i} = wp.wgmma_wait_acc(0, acc{i})")
+    # epilogue: stage the f32 tile, then walk it through epi
+    RS = BN + STAGE_PAD
+    w("    ptx.cp_async_wait_all()")
+    w("    cuda.syncthreads()")
+    w("    smf = cuda.shared.array(0, float32)")
+    w("    fe = pad >> 2")
+    w(f"    fo = fe + (wg * {MI * 64} + ((tid >> 5) & 3) * 16 + ((tid & 31) >> 2)) * {RS} + 2 * (tid & 3)")
+    for i in range(MI):
+        w(f"    wp.store_acc(smf, fo + {i * 64 * RS}, acc{i}, {RS})")
+    w("    cuda.syncthreads()")
+    w("    zc = z1 * c_z1 + z2 * c_z2")
+    w("    zb = z * bias_z")
+    w("    zr = z1 * res_z1 + z2 * res_z2")
+    w(f"    for e in range(tid, {BM * BN}, {NT}):")
+    w(f"        rl = e // {BN}")
+    w(f"        cl = e - rl * {BN}")
+    w("        rr = m0 + rl")
+    w("        cc = n0 + cl")
+    w("        if (rr < M) & (cc < N):")
+    w(f"            v = smf[fe + rl * {RS} + cl]")
+    return L
+
+
+def make_wgmma_gemm(cfg=None, a_kmajor=True, b_kmajor=True, in_dtype="bfloat16", epi=None,
+                    bias_dtype="float32", res_dtype="float32"):
+    """The kernel for ``cfg`` (default: the first of CONFIGS), these layouts / dtypes and epilogue spec
+    (default: ``alpha * A @ B`` stored as bfloat16), cached."""
+    cfg = cfg or WgmmaConfig()
+    in_name = dt.dtype_name(in_dtype)
+    epi = epi or ep.EpilogueSpec((), "bfloat16")
+    epi = ep.EpilogueSpec(epi.steps, dt.dtype_name(epi.out_dtype), "float32")
+    key = (cfg, bool(a_kmajor), bool(b_kmajor), in_name, epi, dt.dtype_name(bias_dtype),
+           dt.dtype_name(res_dtype))
+    if key in _CACHE:
+        return _CACHE[key]
+    ok, why = check(cfg)
+    if not ok:
+        raise ValueError(f"wgmma config {cfg.name}: {why}")
+    ab = {"bfloat16": "bf16", "float16": "f16"}.get(in_name)
+    if ab is None:
+        raise ValueError(f"wgmma GEMM inputs must be bfloat16 or float16, got {in_name}")
+    if epi.out_dtype not in ("bfloat16", "float16", "float32"):
+        raise ValueError(f"wgmma GEMM output must be bfloat16, float16 or float32, got {epi.out_dtype}")
+    L = _source(cfg, a_kmajor, b_kmajor)
+    bias = epi.bias_axis
+    bo = {"col": "zb + int64(cc) * bias_i", "row": "zb + int64(rr) * bias_i"}.get(bias, "zb")
+    ro = "zr + int64(rr) * res_m + int64(cc) * res_n" if epi.has_residual else "zr"
+    L.append(f"            epi(v, c, zc + int64(rr) * ldc_m + int64(cc) * ldc_n, bias, {bo}, res, {ro}, alpha, beta)")
+    src = "\n".join(L) + "\n"
+    g = {"cuda": cuda, "ptx": ptx, "wp": wp, "float32": float32, "int32": int32, "int64": int64,
+         "uint16": uint16, "mma": wp.get_wgmma(cfg.BLOCK_N, ab, not a_kmajor, not b_kmajor),
+         "epi": ep.build(epi, bias_dtype, res_dtype).fn}
+    exec(compile(src, f"<wgmma_gemm {cfg.name}>", "exec"), g)
+    fn = g["wgmma_gemm"]
+    fn.__module__ = __name__
+    wk = WgmmaKernel(cuda.jit(fn), cfg, bool(a_kmajor), bool(b_kmajor), in_name, epi.out_dtype,
+                     smem_bytes(cfg), src, epi, dt.dtype_name(bias_dtype), dt.dtype_name(res_dtype))
+    _CACHE[key] = wk
+    return wk
