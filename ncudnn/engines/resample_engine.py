@@ -17,6 +17,7 @@ import math
 from ..errors import BadParamError
 from ..kernels import resample as krs
 from ..kernels import resample_direct as rd
+from ..kernels import resample_vec as rv
 from ..types import cudnnBackendKnobType_t, cudnnNanPropagation_t, cudnnResampleMode_t, cudnnStatus_t
 from .base import OK, Engine, KnobSpec
 from .membound_common import Arg, MemPlan, Step, io_dtypes_ok, kdtype, src_key, steps_time, tensor_bytes
@@ -27,6 +28,13 @@ K = cudnnBackendKnobType_t
 RM = cudnnResampleMode_t
 _POOL = (RM.CUDNN_RESAMPLE_MAXPOOL, RM.CUDNN_RESAMPLE_AVGPOOL, RM.CUDNN_RESAMPLE_AVGPOOL_EXCLUDE_PADDING)
 _INT = ("int8", "int32", "int64", "uint8")
+KC, KTR, KTC = K.CUDNN_KNOB_TYPE_KERNEL_CFG, K.CUDNN_KNOB_TYPE_TILE_ROWS, K.CUDNN_KNOB_TYPE_TILE_COLS
+AUTO, DIRECT, TILED = 0, 1, 2     # KERNEL_CFG values
+#: KERNEL_CFG AUTO: tiles tried in order per (direction, layout); the first the problem supports wins, none
+#: supported (or an empty list) runs the direct kernel.
+AUTO_TILES = {("fwd", "nchw"): ((1, 4), (1, 8)), ("fwd", "nhwc"): (),
+              ("bwd", "nchw"): ((2, 8), (4, 8)), ("bwd", "nhwc"): ((2, 2),)}
+TILE_BLOCK = 256
 
 
 def _geom(node):
@@ -56,6 +64,25 @@ def _direct_bwd(node, mode, w, s, pre):
     return rd.bwd_supported(mode, int(node.padding_mode), pre, w, s, idx is not None, "X" in node.inputs)
 
 
+def _tile_choice(direction, node, mode, w, s, pre, cfg, ts, has_index):
+    """(layout, TH, TW) of the tiled kernel this config runs, or None for the direct kernel."""
+    kc = cfg.get(KC, AUTO)
+    if kc == DIRECT or any(t is not None and kdtype(t) != ("int32" if p == "IDX" else "float32") for p, t in ts):
+        return None
+    lays = {rv.tile_layout(tuple(t.dims), tuple(t.strides)) for _, t in ts if t is not None}
+    if len(lays) != 1 or None in lays or any(t.alignment < 16 for _, t in ts if t is not None):
+        return None
+    lay = lays.pop()
+    x_shape = tuple(node.inputs["X"].dims) if direction == "fwd" else tuple(node.outputs["DX"].dims)
+    y_shape = tuple(node.outputs["Y"].dims) if direction == "fwd" else tuple(node.inputs["DY"].dims)
+    tiles = AUTO_TILES[direction, lay] if kc == AUTO else ((cfg.get(KTR, 1), cfg.get(KTC, 1)),)
+    for th, tw in tiles:
+        if rv.tile_supported(direction, mode, lay, th, tw, x_shape, y_shape, w, s, pre, int(node.padding_mode),
+                             has_index)[0]:
+            return lay, th, tw
+    return None
+
+
 def _steps(sub, cfg):
     """(steps, workspace bytes, uids that must be 16-byte aligned) of the subgraph's one node."""
     node = sub.nodes[0]
@@ -72,6 +99,17 @@ def _steps(sub, cfg):
         i_dt = kdtype(idx) if idx is not None else "int32"
         args = [Arg.tensor(x), Arg.tensor(y), i_arg]
         nbytes = tensor_bytes(x, y, idx)
+        tile = _tile_choice("fwd", node, mode, w, s, pre, cfg, (("X", x), ("Y", y), ("IDX", idx)), idx is not None) \
+            if node.spatial_dims == 2 and mode in _POOL else None
+        if tile is not None:
+            lay, th, tw = tile
+            i_st = tuple(idx.strides) if idx is not None else tuple(y.strides)
+            fargs = (mode, lay, th, tw, tuple(x.dims), tuple(x.strides), tuple(y.dims), tuple(y.strides), i_st, w, s,
+                     pre, pad, propagate, idx is not None, block)
+            total = _tiles(y.dims, lay, th, tw)
+            return [Step("resample_tile_fwd:" + src_key(fargs), lambda: rv.fwd_tile_kernel(*fargs)[0],
+                         rd.grid(total, block), block, args, nbytes=nbytes)], 0, \
+                (x.uid, y.uid) + ((idx.uid,) if idx is not None else ())
         if _direct_fwd(node, mode, w):
             vec = 4 if _vec4(x, y) else 1
             index = None if idx is None else ("vec" if vec == 4 and _vec4(idx, dtype="int32") else "scalar")
@@ -90,6 +128,21 @@ def _steps(sub, cfg):
     if mode != RM.CUDNN_RESAMPLE_MAXPOOL:
         idx = None
     ok, _ = _direct_bwd(node, mode, w, s, pre)
+    xin = node.inputs.get("X") if (mode == RM.CUDNN_RESAMPLE_MAXPOOL and idx is None) else None
+    tile = _tile_choice("bwd", node, mode, w, s, pre, cfg, (("DY", dy), ("DX", dx), ("IDX", idx), ("X", xin)),
+                        idx is not None) if ok and node.spatial_dims == 2 else None
+    if tile is not None:
+        lay, th, tw = tile
+        i_st = tuple(idx.strides) if idx is not None else tuple(dy.strides)
+        x_st = tuple(xin.strides) if xin is not None else tuple(dx.strides)
+        fargs = (mode, lay, th, tw, tuple(dx.dims), tuple(dx.strides), tuple(dy.dims), tuple(dy.strides), i_st, x_st,
+                 w, s, pre, pad, propagate, idx is not None, block)
+        args = [Arg.tensor(dy), Arg.tensor(idx) if idx is not None else Arg.dummy("int32"),
+                Arg.tensor(xin) if xin is not None else Arg.dummy("float32"), Arg.tensor(dx)]
+        aligned = tuple(t.uid for t in (dy, dx, idx, xin) if t is not None)
+        return [Step("resample_tile_bwd:" + src_key(fargs), lambda: rv.bwd_tile_kernel(*fargs)[0],
+                     rd.grid(_tiles(dx.dims, lay, th, tw), block), block, args,
+                     nbytes=tensor_bytes(dy, dx, idx, xin))], 0, aligned
     if ok:
         x = node.inputs.get("X") if (mode == RM.CUDNN_RESAMPLE_MAXPOOL and idx is None) else None
         vec = 4 if _vec4(dy, dx, *((x,) if x is not None else ())) else 1
@@ -116,6 +169,37 @@ def _steps(sub, cfg):
     return [Step("resample_bwd:" + src_key(fargs, kdtype(idx) if idx is not None else "int32"),
                  lambda: krs._bwd_kernel(*fargs)[0], krs._grid(total, block), block, args,
                  nbytes=tensor_bytes(dy, dx, idx))], 0, ()
+
+
+def _tiles(dims, lay, th, tw):
+    """Threads of a tiled kernel: one per TH x TW tile and channel vector (4 channels in NHWC)."""
+    n, c, h, w = dims
+    return n * (c // (4 if lay == "nhwc" else 1)) * (h // th) * (w // tw)
+
+
+def _tile_reason(node, th, tw):
+    """Why the tiled kernel does not take this node with this tile."""
+    d = "fwd" if node.OP == "resample_fwd" else "bwd"
+    mode = RM(int(node.mode))
+    if node.spatial_dims != 2 or mode not in _POOL:
+        return "tiled kernels are 2-D pooling only"
+    w, s, pre = _geom(node)
+    ts = dict(node.inputs, **node.outputs)
+    if d == "bwd" and mode == RM.CUDNN_RESAMPLE_MAXPOOL and "IDX" in ts:
+        ts.pop("X", None)
+    bad = [p for p, t in ts.items() if kdtype(t) != ("int32" if p == "IDX" else "float32") or t.alignment < 16]
+    if bad:
+        return f"{bad}: tiled kernels need float32 data, int32 IDX, 16-byte alignment"
+    lays = {p: rv.tile_layout(tuple(t.dims), tuple(t.strides)) for p, t in ts.items()}
+    if len(set(lays.values())) != 1 or None in lays.values():
+        return f"layouts {lays}: all tensors packed NCHW (W % 4 == 0) or NHWC (C % 4 == 0) alike"
+    lay = next(iter(lays.values()))
+    xs = tuple((ts["X"] if d == "fwd" else ts["DX"]).dims)
+    ys = tuple((ts["Y"] if d == "fwd" else ts["DY"]).dims)
+    ok, why = rv.tile_supported(d, mode, lay, th, tw, xs, ys, w, s, pre, int(node.padding_mode), "IDX" in ts)
+    if ok and d == "bwd":
+        ok, why = _direct_bwd(node, mode, w, s, pre)
+    return why or "not taken"
 
 
 class _ResamplePlan(MemPlan):
@@ -172,17 +256,46 @@ class ResampleEngine(Engine):
         return OK
 
     def knobs(self, sub):
-        return (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 64, 512, 64, 128),)
+        return (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 64, 512, 64, 128),
+                KnobSpec(KC, AUTO, TILED, 1, AUTO, labels=("auto", "direct", "tiled")),
+                KnobSpec(KTR, 1, 4, 1, 1), KnobSpec(KTC, 1, 8, 1, 1))
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
         b = cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE)
         if st == S.CUDNN_STATUS_SUCCESS and b & (b - 1):
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: BLOCK_SIZE {b} is not a power of 2"
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        kc = cfg.get(KC)
+        if kc != TILED and (cfg.get(KTR) != 1 or cfg.get(KTC) != 1):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: TILE_ROWS / TILE_COLS apply to KERNEL_CFG=tiled only"
+        if kc == TILED and not self._memo(sub, cfg)[0][0].key.startswith("resample_tile"):
+            th, tw = cfg.get(KTR), cfg.get(KTC)
+            return S.CUDNN_STATUS_NOT_SUPPORTED, \
+                f"node '{sub.nodes[0].name}': tile {th}x{tw}: " + _tile_reason(sub.nodes[0], th, tw)
         return st, why
 
     def candidates_key(self, sub):
-        return ()
+        return None
+
+    def candidates(self, sub, ctx):
+        """AUTO (the measured default) first, then the direct kernel, then every tiled kernel that applies."""
+        memo = sub.__dict__.setdefault("_resample_cands", {})   # keep() does not look at ctx
+        if "c" in memo:
+            return memo["c"]
+        base = self.default_config(sub)
+        out = [base.with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b).with_knob(KC, kc)
+               for kc in (AUTO, DIRECT) for b in (128, 256)]
+        if sub.nodes[0].spatial_dims == 2:
+            for th in (1, 2, 4):
+                for tw in (1, 2, 4, 8):
+                    for b in (128, 256):
+                        out.append(base.with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b).with_knob(KC, TILED)
+                                   .with_knob(KTR, th).with_knob(KTC, tw))
+        out = tuple(c for c in out if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS)
+        memo["c"] = out
+        return out
 
     def _memo(self, sub, cfg):
         memo = sub.__dict__.setdefault("_resample_steps", {})
@@ -195,8 +308,9 @@ class ResampleEngine(Engine):
         D = node.spatial_dims
         taps = math.prod(int(math.ceil(float(v))) for v in node.window[:D])
         b = cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128)
+        pref = 1.0 if cfg.get(KC, AUTO) == AUTO else 1.01   # equal bytes: the measured default first
         return steps_time(device, self._memo(sub, cfg)[0], flops_per_byte=taps / 2.0, threads=b) \
-            * (1.0 + abs(b - 256) / 1e4)
+            * (1.0 + abs(b - 256) / 1e4) * pref
 
     def workspace_size(self, sub, cfg):
         return self._memo(sub, cfg)[1]

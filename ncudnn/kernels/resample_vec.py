@@ -508,3 +508,41 @@ def bwd_tile_kernel(mode, layout, TH, TW, x_shape, dx_st, y_shape, dy_st, i_st, 
     src, total = _bwd_tile_source(_RM(mode), layout, TH, TW, x_shape, dx_st, y_shape, dy_st, i_st, x_st, w, s,
                                   pre, _PAD(pad), propagate, index, block)
     return _tjit(src, "bwd"), src, total
+
+
+def _register_compile_cases():
+    try:
+        from .compile_check import register_compile_case
+    except ImportError:
+        return
+    sig = "void(float32[::1], float32[::1], int32[::1])"
+    bsig = "void(float32[::1], int32[::1], float32[::1], float32[::1])"
+    xs, ys = (32, 256, 112, 112), (32, 256, 56, 56)
+
+    def packed(shape, order):
+        st, acc = [0] * 4, 1
+        for d in reversed(order):
+            st[d] = acc
+            acc *= shape[d]
+        return tuple(st)
+
+    geo = ((3, 3), (2, 2), (1, 1))
+    for lay, order, ftiles, btiles in (("nchw", (0, 1, 2, 3), ((1, 4), (2, 4), (1, 8)), ((2, 8), (4, 8))),
+                                        ("nhwc", (0, 2, 3, 1), ((1, 1), (1, 2), (2, 2)), ((2, 2), (2, 4)))):
+        xst, yst = packed(xs, order), packed(ys, order)
+        for mode, tag, pad in ((_TMAX, "max", _PAD.CUDNN_NEG_INF_PAD), (_TAVG_IN, "avg", _PAD.CUDNN_ZERO_PAD),
+                               (_TAVG_EX, "avgex", _PAD.CUDNN_ZERO_PAD)):
+            for th, tw in ftiles:
+                for index in ((False, True) if mode == _TMAX else (False,)):
+                    k = fwd_tile_kernel(mode, lay, th, tw, xs, xst, ys, yst, yst, *geo, pad, False, index, 256)[0]
+                    register_compile_case(f"rstile_{tag}3x3s2_{lay}_fwd{th}x{tw}{'_idx' if index else ''}", k, sig,
+                                          max_registers=128)
+            for th, tw in btiles:
+                for index in ((False, True) if mode == _TMAX else (False,)):
+                    k = bwd_tile_kernel(mode, lay, th, tw, xs, xst, ys, yst, yst, xst, *geo, pad, False, index,
+                                        256)[0]
+                    register_compile_case(f"rstile_{tag}3x3s2_{lay}_bwd{th}x{tw}{'_idx' if index else ''}", k,
+                                          bsig, max_registers=255)
+
+
+_register_compile_cases()
