@@ -4,12 +4,15 @@ Mode mapping (reference/resample.py documents the same): MAX and MAX_DETERMINIST
 NEG_INF_PAD (padding never wins), AVERAGE_COUNT_INCLUDE_PADDING -> AVGPOOL with ZERO_PAD,
 AVERAGE_COUNT_EXCLUDE_PADDING -> AVGPOOL_EXCLUDE_PADDING; symmetric padding (pre = post = pad).
 y's dims must be the descriptor's output dims (BAD_PARAM otherwise). Max-pooling backward routes dy to
-each window's first maximum: the forward is recomputed from x with its index output (y is not read).
+each window's first maximum (y is not read): the backward gather recomputes the winners from x itself
+where the resample engine's direct gather can (:func:`recomputes_from_x`: windows of at most 256 taps
+over their covering outputs, padding below the window), else a forward with an index output runs first.
 """
 from ..errors import BadParamError, c_api
 from ..handle import get_handle_or_raise
 from ..ir import ResampleBwd, ResampleFwd
 from ..ir.tensor import packed_strides
+from ..kernels.resample_direct import bwd_supported
 from ..types import cudnnDataType_t, cudnnPaddingMode_t, cudnnPoolingMode_t, cudnnResampleMode_t
 from . import lower as L
 from ._util import desc_arg, host_scalar, need_ptr
@@ -30,6 +33,14 @@ def resample_attrs(p):
         mode, pad = RM.CUDNN_RESAMPLE_AVGPOOL_EXCLUDE_PADDING, PAD.CUDNN_ZERO_PAD
     return dict(mode=mode, spatial_dims=p.nbDims, window=p.window, stride=p.stride, pre_padding=p.pad,
                 post_padding=p.pad, padding_mode=pad, nan_propagation=p.nan_opt)
+
+
+def recomputes_from_x(p):
+    """Whether the max-pooling backward of ``p`` reads x directly (the gather recomputes each covering
+    window's first maximum, as the forward's index would name it) instead of a forward writing an index."""
+    a = resample_attrs(p)
+    return bwd_supported(a["mode"], int(a["padding_mode"]), tuple(a["pre_padding"]), tuple(a["window"]),
+                         tuple(a["stride"]), False, True)[0]
 
 
 def _check_out(p, xd, yd, xn, yn):
@@ -79,10 +90,13 @@ def cudnnPoolingBackward(handle, poolingDesc, alpha, yDesc, y, dyDesc, dy, xDesc
     if xd.dims != dxd.dims or yd.dims != dyd.dims:
         raise BadParamError(f"xDesc {xd.dims} / yDesc {yd.dims} must match dxDesc {dxd.dims} / dyDesc {dyd.dims}")
     sdt = L.scalar_dtype(dxd.dtype)
+    from_x = is_max and recomputes_from_x(p)
 
     def build(b):
         ins = {"DY": b.tensor("dy", dyd)}
-        if is_max:  # the window winners: the forward recomputed from x with its index output
+        if from_x:  # the gather recomputes the window winners from x
+            ins["X"] = b.tensor("x", xd)
+        elif is_max:  # the window winners: the forward recomputed from x with its index output
             idx = b.scratch_tensor("argmax", yd.dims, packed_strides(yd.dims), cudnnDataType_t.CUDNN_DATA_INT32)
             ys = b.scratch_tensor("y_recomputed", yd.dims, packed_strides(yd.dims), yd.dtype)
             b.add(ResampleFwd("pooling_index", {"X": b.tensor("x", xd)}, {"Y": ys, "IDX": idx}, **resample_attrs(p)))
