@@ -26,6 +26,7 @@ from numba.cuda.np import numpy_support
 from . import pointwise_ops as po
 from .dtypes import compute_type, dtype_name, loader, storage_dtype, storer
 from .primitives import SIM, block_max, block_sum, launch, shfl_xor, warp_max, warp_sum
+from .vector_rows import load_row_vectors, row_vector_guards, vec_ok, vector_names
 
 __all__ = ["softmax_forward", "softmax_backward", "softmax_config", "softmax_vec_config", "fwd_vec_kernel",
            "vec_ok", "persist_config", "persist_kernel", "persist_ok", "persist_grid", "softmax_forward_persist"]
@@ -192,19 +193,8 @@ def _row_fwd_vec_source(n, block, vpt, vec, log, ct, rpb=1, unroll=4):
     s.append(f"    base = row * {n}")
     out = (lambda v: f"{v} - m - r") if log else (lambda v: f"math.exp({v} - m) * r")
     if vpt:
-        guard = [(k + 1) * block > nv for k in range(vpt)]
-        els = [[f"v{k}_{j}" for j in range(vec)] for k in range(vpt)]
-        for k in range(vpt):
-            s.append(f"    q{k} = t + {k * block}")
-            ind = "    "
-            if guard[k]:
-                s.append(f"    if q{k} < {nv}:")
-                ind = "        "
-            s.append(f"{ind}{', '.join('r' + e for e in els[k])} = ldvx(x, u64(base + q{k} * {vec}))")
-            s += [f"{ind}{e} = cx(r{e})" for e in els[k]]
-            if guard[k]:
-                s.append("    else:")
-                s += [f"        {e} = {ninf}" for e in els[k]]
+        lines, els, guard = load_row_vectors(vpt, block, nv, vec, ninf, addr=lambda k: f"u64(base + q{k} * {vec})")
+        s += lines
         flat = [e for g in els for e in g]
         s.append("    m = v0_0")
         s += [f"    m = m if (m != m or m >= {e}) else {e}" for e in flat[1:]]
@@ -291,22 +281,15 @@ def softmax_vec_config(n, vec, block=0, rows_per_block=0, online=False):
 def fwd_vec_kernel(outer, n, log, vec, block, rows_per_block, unroll, x_dt, y_dt, online=False):
     """Forward row kernel (inner == 1) with ``vec``-element accesses; returns (dispatcher, (grid,
     threads, 0), source). Arguments ``(x, y, nrows)`` like the scalar kernel."""
-    from .pointwise import _to_compute, _to_storage, vector_load, vector_store
     ct = compute_type([x_dt, y_dt])
     threads, blk, vpt, rpb = softmax_vec_config(n, vec, block, rows_per_block, online)
     src = _row_fwd_vec_source(n, blk, vpt, vec, log, ct, rpb, unroll)
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, block_sum=block_sum, block_max=block_max,
               shfl_xor=shfl_xor, warp_sum=warp_sum, warp_max=warp_max, u64=numba.uint64,
-              ldvx=vector_load(vec), stvy=vector_store(vec), cx=_to_compute(dtype_name(x_dt), ct),
-              cy=_to_storage(dtype_name(y_dt)))
+              **vector_names(vec, x_dt, y_dt, ct))
     exec(compile(src, "<softmax fwd-vec>", "exec"), ns)
     kern = cuda.jit(ns["kernel"]) if SIM else cuda.jit(ns["kernel"], max_registers=_reg_budget(threads))
     return kern, (math.ceil(outer / rpb), threads, 0), src
-
-
-def vec_ok(n, itemsizes, vec):
-    """Rows of n elements split into ``vec``-element accesses of at most 16 bytes."""
-    return vec > 1 and n % vec == 0 and vec * max(itemsizes) <= 16
 
 
 def _row_smem_fwd_source(n, block, log, ct, keep_exp=False):
@@ -462,9 +445,7 @@ def _row_persist_source(n, block, vpt, vec, log, ct, prefetch):
     the copies are issued after the thread's local max has consumed the registers loaded from it."""
     ninf, zero, one = po.lit(-math.inf, ct), po.lit(0.0, ct), po.lit(1.0, ct)
     nv, nw = n // vec, block // 32
-    guard = [(k + 1) * block > nv for k in range(vpt)]
-    els = [[f"v{k}_{j}" for j in range(vec)] for k in range(vpt)]
-    flat = [e for g in els for e in g]
+    guard = row_vector_guards(vpt, block, nv)
     s = ["def kernel(x, y, nrows):", f"    smx = cuda.shared.array(32, {ct})", f"    ssm = cuda.shared.array(32, {ct})"]
     if prefetch:
         s.append("    buf = cuda.shared.array(0, sdt)")
@@ -488,17 +469,11 @@ def _row_persist_source(n, block, vpt, vec, log, ct, prefetch):
     s += ["    while row < nrows:", f"        base = u64(row) * u64({n})", "        nxt = row + step"]
     if prefetch:
         s.append("        cp_async_wait_group(0)")
-    for k in range(vpt):
-        ind = "        "
-        if guard[k]:
-            s.append(f"        if ok{k}:")
-            ind += "    "
-        src = f"ldvx(buf, o{k})" if prefetch else f"ldvx(x, base + o{k})"
-        s.append(f"{ind}{', '.join('r' + e for e in els[k])} = {src}")
-        s += [f"{ind}{e} = cx(r{e})" for e in els[k]]
-        if guard[k]:
-            s.append("        else:")
-            s += [f"            {e} = {ninf}" for e in els[k]]
+    lines, els, _ = load_row_vectors(vpt, block, nv, vec, ninf, src="buf" if prefetch else "x", define_q=False,
+                                     addr=(lambda k: f"o{k}") if prefetch else (lambda k: f"base + o{k}"),
+                                     cond=lambda k: f"ok{k}", ind="        ")
+    s += lines
+    flat = [e for g in els for e in g]
     s.append("        m = v0_0")
     s += [f"        m = m if (m != m or m >= {e}) else {e}" for e in flat[1:]]
     if prefetch:
@@ -532,14 +507,12 @@ def persist_kernel(n, log, vec, block, prefetch, x_dt, y_dt):
     """The persistent row kernel (:func:`_row_persist_source`) for rows of n elements, ``vec`` elements
     per access (n % vec == 0, x / y aligned to 16 bytes); returns (dispatcher, threads, dynamic shared
     bytes, source). Arguments ``(x, y, nrows)``; any grid (see :func:`persist_grid`)."""
-    from .pointwise import _to_compute, _to_storage, vector_load, vector_store
     from .ptx import cp_async_cg_16, cp_async_commit, cp_async_wait_group
     ct = compute_type([x_dt, y_dt])
     threads, vpt = persist_config(n, vec, block)
     src = _row_persist_source(n, threads, vpt, vec, log, ct, prefetch)
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, shfl_xor=shfl_xor, warp_sum=warp_sum,
-              warp_max=warp_max, u64=numba.uint64, ldvx=vector_load(vec), stvy=vector_store(vec),
-              cx=_to_compute(dtype_name(x_dt), ct), cy=_to_storage(dtype_name(y_dt)), cpa=cp_async_cg_16,
+              warp_max=warp_max, u64=numba.uint64, **vector_names(vec, x_dt, y_dt, ct), cpa=cp_async_cg_16,
               cp_async_commit=cp_async_commit, cp_async_wait_group=cp_async_wait_group,
               sdt=numpy_support.from_dtype(storage_dtype(x_dt)))
     exec(compile(src, "<softmax persist>", "exec"), ns)
