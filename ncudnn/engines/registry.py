@@ -36,6 +36,7 @@ ENGINE_ORDER = [
     "conv_tc",                # implicit-GEMM conv on tensor cores (NHWC preferred)
     "data_movement",          # concat, reshape, transpose, slice: strided copy kernels
     "conv_direct",            # direct convolution: depthwise and tiny channel counts
+    "matmul_wgmma",           # batched matmul on Hopper warpgroup MMA (wgmma.mma_async bf16 / f16, sm_90a)
 ]
 
 #: modules of the package that are machinery, not engines

@@ -94,8 +94,8 @@ def _slot_lines(w, ind, op, kmaj, i, NT, ld, base):
         w(f"{ind}o_ = {op}_o0 + (q_ >> 9) * 64")
         w(f"{ind}ok = (o_ < {'M' if op == 'a' else 'N'}) & (k0 + kr < K)")
         w(f"{ind}src = ({op}_zo + int64(k0 + kr) * {ld} + o_) * ok")
-        w(f"{ind}so = {base} + (q_ >> 9) * {_SLICE} + kr * 128 + (((q_ & 7) ^ (kr & 7)) << 4)")
-        w(f"{ind}ptx.cp_async_cg_16_zfill(sm, sb + (so >> 1), {op}, src, 16 * ok)")
+        w(f"{ind}sso = {base} + (q_ >> 9) * {_SLICE} + kr * 128 + (((q_ & 7) ^ (kr & 7)) << 4)")
+        w(f"{ind}ptx.cp_async_cg_16_zfill(sm, sb + (sso >> 1), {op}, src, 16 * ok)")
 
 
 def _source(cfg, a_kmajor, b_kmajor):

@@ -1,0 +1,108 @@
+"""Engine "matmul_wgmma": batched strided BF16 / FP16 matmul on Hopper warpgroup MMA (``wgmma.mma_async``,
+sm_90a), FP32 accumulation, BF16 / FP16 / FP32 output, the subgraph's pointwise chain in the epilogue.
+
+Kernel: :mod:`ncudnn.kernels.wgmma` (cp.async ring into 128-byte-swizzled stages, wgmma m64nNk16 with
+shared-memory descriptors, two consumer warpgroups, asynchronous issue with one group in flight, epilogue
+staged through shared memory). Knobs (cudnnBackendKnobType_t): TILE_SIZE indexes :data:`TILES`, STAGES
+the ring depth (3-6), SWIZZLE the tile-row group of the rasterization (GROUP_M 1 or 8), EDGE fixed.
+
+Support: what engine matmul_tc supports for 16-bit A and B (each with a unit stride on one of its two
+matrix dims: k-contiguous operands are read K-major, the others MN-major through wgmma's transpose
+flag; K, the leading dims, the contiguous extents and the batch strides multiples of 8 elements; 16-byte
+aligned A / B), on compute capability 9.0 only (wgmma is an sm_90a instruction: refused elsewhere with
+ARCH_MISMATCH). FP32 (TF32) and FP8 operands are refused (matmul_tc runs them).
+"""
+from ..kernels.wgmma.config import WgmmaConfig
+from ..kernels.wgmma.config import check as wg_check
+from ..kernels.wgmma.kernel import make_wgmma_gemm
+from ..kernels.wgmma.launch import fused_args
+from ..types import cudnnBackendKnobType_t, cudnnStatus_t
+from . import gemm_common as gc
+from .base import OK, Engine, KnobSpec
+from .matmul_tc import MatmulTcEngine, TcPlan
+from .registry import register
+from .tc_engine_base import TcTile
+
+S = cudnnStatus_t
+K = cudnnBackendKnobType_t
+
+
+def _t(bn, wgs, mi, stages, eff, regs):
+    c = WgmmaConfig(bn, wgs, mi, stages, 8)
+    return TcTile(f"{c.BLOCK_M}x{bn}x64 wg{wgs}x{mi}", c, eff, regs, stages)
+
+
+#: block tiles, best first for large problems. eff: fraction of the BF16 tensor-core peak (estimates until
+#: measured on the H200); regs: sm_90a ptxas (nvJitLink, 2026-11-30)
+TILES = (
+    _t(256, 2, 1, 4, 0.26, 233),
+    _t(128, 2, 1, 5, 0.25, 168),
+    _t(128, 2, 2, 4, 0.25, 233),
+    _t(128, 1, 1, 6, 0.2, 168),
+    _t(64, 1, 1, 6, 0.15, 96),
+)
+SIM_TILE = len(TILES) - 1
+
+
+@register
+class MatmulWgmmaEngine(MatmulTcEngine):
+    name = "matmul_wgmma"
+    TILES = TILES
+    PROBLEM_MEMO = "_gemm_mapping"
+    EDGE_LABEL = "predicated M / N edges, zero-filled K tail"
+
+    def _problem(self, sub):
+        p = super()._problem(sub)
+        if p.tc_tf32 or p.tc_fp8:
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"node '{sub.anchor.name}': A / B "
+                            f"{p.dtypes[0]}: wgmma kernel takes bfloat16 or float16 operands (matmul_tc runs "
+                            "TF32 / FP8)")
+        return p
+
+    def _support_pre(self, sub, ctx):
+        dev = ctx.device if ctx is not None else None
+        if dev is not None and tuple(dev.cc)[:2] != (9, 0):
+            return S.CUDNN_STATUS_ARCH_MISMATCH, f"{self.name}: wgmma.mma_async is an sm_90a instruction, " \
+                f"device is sm_{dev.cc[0]}{dev.cc[1]}"
+        return OK
+
+    def _arch_reason(self, dev):
+        return f"{self.name}: wgmma needs sm_90a, device is sm_{dev.cc[0]}{dev.cc[1]}"
+
+    def knobs(self, sub):
+        return (KnobSpec(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0, len(TILES) - 1, 1, 0, tuple(t.label for t in TILES)),
+                KnobSpec(K.CUDNN_KNOB_TYPE_STAGES, 3, 6, 1, TILES[0].stages),
+                KnobSpec(K.CUDNN_KNOB_TYPE_SWIZZLE, 1, 8, 1, 8),
+                KnobSpec(K.CUDNN_KNOB_TYPE_EDGE, 1, 1, 1, 1, (self.EDGE_LABEL,)))
+
+    def keep(self, sub, cfg, ctx):
+        st, why = Engine.keep(self, sub, cfg, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        sw = cfg.get(K.CUDNN_KNOB_TYPE_SWIZZLE)
+        if sw & (sw - 1):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: SWIZZLE = {sw} is not a power of 2"
+        ok, why = wg_check(self.tc_config(cfg))
+        return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}")
+
+    def cost_config(self, p, cfg):
+        return self.tc_config(cfg)
+
+    def _sim_pick(self, p, idx):
+        return [SIM_TILE]
+
+    def kernel(self, sub, cfg):
+        """(WgmmaKernel, argument typing, kernel-cache key) the plan of ``cfg`` launches."""
+        p = self.problem(sub)
+        c = self.tc_config(cfg)
+        bias_dt, res_dt = p.dtypes[3], p.dtypes[4]
+        kern = make_wgmma_gemm(c, p.tc_a_kmajor, p.tc_b_kmajor, p.dtypes[0], epi=p.epi.spec, bias_dtype=bias_dt,
+                               res_dtype=res_dt)
+        tf = gc.typing_flat
+        typing = fused_args(kern, tf(p.dtypes[0]), tf(p.dtypes[0]), tf(p.dtypes[2]), tf(bias_dt), tf(res_dt),
+                            p.M, p.N, p.K, p.batch, p.a_strides, p.b_strides, p.c_strides)
+        return kern, typing, gc.key_text("wgmma_gemm", c, p.tc_a_kmajor, p.tc_b_kmajor, p.dtypes, kern.epi)
+
+    def build(self, sub, cfg, ctx):
+        kern, typing, key = self.kernel(sub, cfg)
+        return self._plan(TcPlan, sub, cfg, ctx, self.problem(sub), kern, key, typing)
