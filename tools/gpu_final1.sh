@@ -25,12 +25,13 @@ if [ "${PHASE:-tests}" = tests ]; then
   grep -E "^(FAILED|ERROR) " "$OUT/suite/pytest.log" | head -40 >> "$OUT/summary.txt"
 else
   timeout ${BENCH_TIMEOUT:-480} python3 -m ncudnn bench --overhead --no-charts --max-minutes ${BENCH_MINUTES:-7.6} \
-    --out "$OUT/full" > "$OUT/bench.log" 2>&1
+    ${BENCH_ARGS:-} --out "$OUT/full" > "$OUT/bench.log" 2>&1
   echo "bench rc $?" >> "$OUT/summary.txt"; tail -n 6 "$OUT/bench.log" >> "$OUT/summary.txt"
-  left=$(( ${CALL_LIMIT:-590} - SECONDS - 15 ))
-  [ $left -gt 40 ] && { timeout $left python3 -m ncudnn bench --quick --tune --no-charts \
-      --max-minutes $(python3 -c "print(round(($left - 25) / 60, 2))") --out "$OUT/quick_tune" > "$OUT/tune.log" 2>&1
-    echo "quick --tune rc $? (cap $left s)" >> "$OUT/summary.txt"; }
 fi
+# the GPU is idle now: the autotuned column of the quick set with the time left in the call
+left=$(( ${CALL_LIMIT:-590} - SECONDS - 20 ))
+[ $left -gt 45 ] && { timeout $left python3 -m ncudnn bench --quick --tune --no-charts ${TUNE_ARGS:-} \
+    --max-minutes $(python3 -c "print(round(($left - 25) / 60, 2))") --out "$OUT/quick_tune" > "$OUT/tune.log" 2>&1
+  echo "quick --tune rc $? (cap $left s)" >> "$OUT/summary.txt"; }
 tar czf "$OUT/kcache.tgz" -C "$NCUDNN_CACHE_DIR" . 2>/dev/null
 cat "$OUT/summary.txt"
