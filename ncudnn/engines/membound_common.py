@@ -142,6 +142,7 @@ class Step:
         self.args = tuple(args)
         self.nbytes = nbytes          # DRAM bytes this launch moves (cost model)
         self.name = name or key.split(":", 1)[0]
+        self.inflight = 0             # bytes a thread keeps in flight (cost model; 0: unknown)
         self.fallback = None          # a Step run instead when an ``align`` argument is misaligned
         self.align = {}               # argument index -> byte alignment this step's kernel needs
 
@@ -253,10 +254,29 @@ def _reduce_kernel_steps(rk, ws, in_args, out_args, name):
     out_bytes = rk.n_out * sum(storage_dtype(dt).itemsize for dt, _ in spec.outputs)
     steps = [Step(f"{name}:main:{key}", lambda: rk.main, rk.grid, rk.threads, list(in_args) + list(out_args) + [ws],
                   nbytes=in_bytes + (out_bytes if rk.split == 1 else 0))]
+    # bytes each thread keeps in flight (cost model): its unrolled loads of every input
+    per_load = 16 if rk.vec > 1 else max(storage_dtype(dt).itemsize for dt, _ in spec.inputs)
+    steps[0].inflight = rk.unroll * per_load * len(spec.inputs)
     if rk.combine is not None:
         steps.append(Step(f"{name}:combine:{key}", lambda: rk.combine, rk.combine_grid, rk.combine_threads,
                           [ws] + list(out_args), nbytes=out_bytes + rk.workspace_elems() * 4))
+        steps[-1].inflight = 4 * len(spec.terms)
     return steps
+
+
+def grid_steps_time(device, steps, regs=32):
+    """Predicted seconds of a step sequence, each step by its grid: bytes over bandwidth or over what
+    its resident threads keep in flight (``Step.inflight`` bytes a thread), waves of blocks, launches."""
+    t = 0.0
+    for s in steps:
+        g = s.grid if isinstance(s.grid, tuple) else (s.grid,)
+        b = s.block if isinstance(s.block, tuple) else (s.block,)
+        blocks, threads = math.prod(g), math.prod(b)
+        per_sm = H.blocks_per_sm(device, threads, regs)
+        resident = min(blocks, device.sm_count * max(per_sm, 1)) * threads
+        t += H.kernel_time(device, flops=s.nbytes * 0.25, nbytes=s.nbytes, blocks=blocks, threads=threads, regs=regs,
+                           per_sm=per_sm, bytes_in_flight=resident * (s.inflight or 4))
+    return t
 
 
 # ------------------------------------------------------------- kernels.pointwise as a step

@@ -21,7 +21,7 @@ through MIN / MAX / AMAX.
 from ..kernels import reduce as kr
 from ..types import cudnnBackendKnobType_t, cudnnReduceTensorOp_t, cudnnStatus_t
 from .base import OK, Engine, KnobSpec
-from .membound_common import Arg, MemPlan, Scratch, io_dtypes_ok, kdtype, reduce_steps, steps_time
+from .membound_common import Arg, MemPlan, Scratch, grid_steps_time, io_dtypes_ok, kdtype, reduce_steps
 from .registry import register
 
 S = cudnnStatus_t
@@ -88,12 +88,12 @@ def reduction_spec_knobs(spec, cfg):
 
     spec = spec_knobs(spec, cfg)
     r = cfg.get(KR, 0)
-    block = spec.block or (32 * r if r > 1 else 0)
+    block = 32 * r if r > 1 else spec.block   # keep() refuses TILE_ROWS > 1 with another BLOCK_SIZE
     if cfg.get(KL, 0) == 1:
         return replace(spec, vec=1)
     kept, red = kr._layout(spec)
-    if kr.vec_width(replace(spec, vec=0), kept, red) > 1:   # the vector kernel: threads, not column rows
-        block = cfg.get(KB, 0) or block
+    if r <= 1 and kr.vec_width(replace(spec, vec=0), kept, red) > 1:   # vector kernel: threads, not column rows
+        block = cfg.get(KB, 0)
     return replace(spec, vec=0, block=block, rows=r, unroll=cfg.get(KU, 0), ctas=cfg.get(KC, 0))
 
 
@@ -165,7 +165,7 @@ class ReductionEngine(Engine):
         return self._steps(sub, cfg)[1]
 
     def cost(self, sub, cfg, device):
-        return steps_time(device, self._steps(sub, cfg)[0]) * auto_penalty(cfg)
+        return grid_steps_time(device, self._steps(sub, cfg)[0]) * auto_penalty(cfg)
 
     def build(self, sub, cfg, ctx):
         steps, ws = self._steps(sub, cfg)
