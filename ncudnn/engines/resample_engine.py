@@ -30,10 +30,15 @@ _POOL = (RM.CUDNN_RESAMPLE_MAXPOOL, RM.CUDNN_RESAMPLE_AVGPOOL, RM.CUDNN_RESAMPLE
 _INT = ("int8", "int32", "int64", "uint8")
 KC, KTR, KTC = K.CUDNN_KNOB_TYPE_KERNEL_CFG, K.CUDNN_KNOB_TYPE_TILE_ROWS, K.CUDNN_KNOB_TYPE_TILE_COLS
 AUTO, DIRECT, TILED = 0, 1, 2     # KERNEL_CFG values
-#: KERNEL_CFG AUTO: tiles tried in order per (direction, layout); the first the problem supports wins, none
-#: supported (or an empty list) runs the direct kernel.
-AUTO_TILES = {("fwd", "nchw"): ((1, 4), (1, 8)), ("fwd", "nhwc"): (),
-              ("bwd", "nchw"): ((2, 8), (4, 8)), ("bwd", "nhwc"): ((2, 2),)}
+#: KERNEL_CFG AUTO: tiles tried in order per (direction, layout, backward source: "idx" routed by IDX, "x"
+#: max-pool winners recomputed from X, "dy" average); the first the problem supports wins, none supported
+#: (or an empty list) runs the direct kernel. NHWC forward (direct at ~90% of copy bandwidth on the H200)
+#: and NHWC backward from IDX / average (direct 2.2x / 8.5x torch) keep the direct kernels: not measured
+#: against the tiles yet (tools/probe_pool.py does).
+AUTO_TILES = {("fwd", "nchw", ""): ((1, 4), (1, 8)), ("fwd", "nhwc", ""): (),
+              ("bwd", "nchw", "idx"): ((2, 8), (4, 8)), ("bwd", "nchw", "x"): ((2, 8), (4, 8)),
+              ("bwd", "nchw", "dy"): ((2, 8), (4, 8)),
+              ("bwd", "nhwc", "idx"): (), ("bwd", "nhwc", "x"): ((2, 2),), ("bwd", "nhwc", "dy"): ()}
 TILE_BLOCK = 256
 
 
@@ -75,7 +80,8 @@ def _tile_choice(direction, node, mode, w, s, pre, cfg, ts, has_index):
     lay = lays.pop()
     x_shape = tuple(node.inputs["X"].dims) if direction == "fwd" else tuple(node.outputs["DX"].dims)
     y_shape = tuple(node.outputs["Y"].dims) if direction == "fwd" else tuple(node.inputs["DY"].dims)
-    tiles = AUTO_TILES[direction, lay] if kc == AUTO else ((cfg.get(KTR, 1), cfg.get(KTC, 1)),)
+    src = "" if direction == "fwd" else ("idx" if has_index else ("x" if mode == RM.CUDNN_RESAMPLE_MAXPOOL else "dy"))
+    tiles = AUTO_TILES[direction, lay, src] if kc == AUTO else ((cfg.get(KTR, 1), cfg.get(KTC, 1)),)
     for th, tw in tiles:
         if rv.tile_supported(direction, mode, lay, th, tw, x_shape, y_shape, w, s, pre, int(node.padding_mode),
                              has_index)[0]:

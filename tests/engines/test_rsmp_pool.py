@@ -59,6 +59,7 @@ def _kernel_names(plan):
     return [st.key.split(":")[0] for sp in plan.parts for st in getattr(sp, "steps", ())]
 
 
+FAST_FWD, FAST_BWD = ("resample_direct_fwd", "resample_tile_fwd"), ("resample_direct_bwd", "resample_tile_bwd")
 CASES = {
     "max_negpad_nhwc_idx": (MAX, (3, 3), (2, 2), (1, 1), PAD.CUDNN_NEG_INF_PAD, "nhwc", "idx"),
     "max_zeropad_nchw_x": (MAX, (3, 3), (2, 2), (1, 1), PAD.CUDNN_ZERO_PAD, "nchw", "x"),
@@ -75,8 +76,8 @@ def test_pool_fwd_bwd_direct(rng, case):
     mode, w, s, p, pad, layout, bwd = CASES[case]
     g = pool_graph(mode, SHAPE2D, w, s, p, pad, layout, idx=bwd == "idx", bwd=bwd)
     plan = _execute(g, rng)
-    names = _kernel_names(plan)
-    assert names == ["resample_direct_fwd", "resample_direct_bwd"], names
+    names = _kernel_names(plan)   # the tiled kernels where the shape fits them (NCHW W % 4 == 0 at GPU sizes)
+    assert names[0] in FAST_FWD and names[1] in FAST_BWD, names
     assert plan.workspace_size == 0
 
 
@@ -94,7 +95,7 @@ def test_maxpool_fwd_no_index_nhwc_vec(rng):
 def test_pool3d_fwd_bwd(rng, layout, mode):
     g = pool_graph(mode, SHAPE3D, (2, 3, 3), (2, 2, 2), (0, 1, 1), PAD.CUDNN_NEG_INF_PAD if mode == MAX else
                    PAD.CUDNN_ZERO_PAD, layout, idx=mode == MAX, bwd="idx" if mode == MAX else "dy")
-    assert _kernel_names(_execute(g, rng)) == ["resample_direct_fwd", "resample_direct_bwd"]
+    assert _kernel_names(_execute(g, rng)) == ["resample_direct_fwd", "resample_direct_bwd"]   # 3-D: direct
 
 
 def test_edge_pad_max_backward_uses_generic_gather(rng):
@@ -166,7 +167,9 @@ def test_gpu_pool_issue4_timing(op, layout):
     ms = ms_all - ms_fwd if ms_fwd is not None else ms_all
     nbytes = 4 * (nx + ny) + (4 * ny if bwd == "idx" else 0) + (4 * nx if bwd == "x" else 0) \
         if bwd else 4 * (nx + ny)
-    line = f"ncudnn {op} {layout}: {ms:.4f} ms ({nbytes / ms / 1e6:.0f} GB/s; fwd+bwd {ms_all:.4f} ms)"
+    kind = _kernel_names(plan)
+    line = (f"ncudnn {op} {layout}: {ms:.4f} ms ({nbytes / ms / 1e6:.0f} GB/s, {nbytes / ms / 4.21e7:.0f}% of copy; "
+            f"fwd+bwd {ms_all:.4f} ms) [{','.join(kind)}]")
     try:
         import torch
         import torch.nn.functional as F
@@ -187,8 +190,7 @@ def test_gpu_pool_issue4_timing(op, layout):
     if os.environ.get("OUT"):
         with open(os.path.join(os.environ["OUT"], "rsmp_timing.txt"), "a") as f:
             f.write(line + "\n")
-    kind = _kernel_names(plan)
-    assert kind[-1] in ("resample_direct_fwd", "resample_direct_bwd"), kind
+    assert kind[-1] in FAST_FWD + FAST_BWD, kind
 
 
 @pytest.mark.parametrize("mode", [RM.CUDNN_RESAMPLE_NEAREST, RM.CUDNN_RESAMPLE_BILINEAR])
