@@ -19,9 +19,13 @@ tensor is an (outer, n, inner) view. Knobs: BLOCK_SIZE (0: the kernel layer's ch
 shared-memory path get the Step's dynamic shared memory); forward rows (inner == 1) also LOAD_SIZE
 (16: the 16-byte vector kernel, when n divides into vectors and X / Y declare >= 16-byte alignment:
 registers, or the online path for long rows -- never shared memory), TILE_ROWS (rows a warp-per-row
-block, 0 = 4) and ARRAY_SIZE_PER_THREAD (vectors in flight per thread on the vector online path,
-0 = 4). The default config (:func:`preferred_knobs`) takes the vector online path for long forward
-rows; the cost model ranks every other config 5% behind it. No workspace. Math in float32.
+block, 0 = 4), ARRAY_SIZE_PER_THREAD (vectors in flight per thread on the vector online path,
+0 = 4) and STAGES (with LOAD_SIZE 16: the persistent kernel, one block per SM looping over rows, a
+row in registers; 1: rows loaded straight into registers, 2: the next row prefetched into shared
+memory by cp.async while the current one is reduced and stored). The default config
+(:func:`preferred_knobs`) takes the persistent kernel with prefetch for forward rows too long for the
+one-block-per-row register kernels that still fit a block's registers, the vector online path for
+longer ones; the cost model ranks every other config 5% behind it. No workspace. Math in float32.
 """
 import math
 
@@ -38,6 +42,7 @@ K = cudnnBackendKnobType_t
 BLOCKS = (0, 32, 128, 256, 512, 1024)
 ROWS = (0, 1, 2, 4, 8)
 UNROLLS = (0, 2, 4, 8)
+STAGES = (0, 1, 2)
 
 
 # --------------------------------------------------------------------------- pattern (pure IR)
@@ -179,24 +184,44 @@ def _unroll(cfg):
     return cfg.get(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 0)
 
 
+def _stages(cfg):
+    return cfg.get(K.CUDNN_KNOB_TYPE_STAGES, 0)
+
+
 #: long forward rows (not in registers on the scalar kernel): the vector online path with this many
 #: threads and vectors in flight per thread (H200, FP32 8192 x 32768: 1.18x torch vs 0.77x for the
 #: shared-memory row kernel)
 LONG_BLOCK, LONG_UNROLL = 512, 8
+#: long forward rows that fit a block's registers: the persistent kernel with these threads (0: the
+#: kernel layer's choice, 1024 for FP32 32768) and stages (2: next row prefetched into shared memory)
+PERSIST_BLOCK, PERSIST_STAGES = 0, 2
 
 
 def preferred_knobs(sub):
-    """(BLOCK_SIZE, LOAD_SIZE, TILE_ROWS, ARRAY_SIZE_PER_THREAD) of the default config: forward rows
-    that take 16-byte accesses and are too long for the scalar kernel's registers run the vector
-    online path (LONG_BLOCK threads, LONG_UNROLL vectors in flight); every other problem (rows in
-    registers, e.g. 1024, columns, backward, no vectors) the kernel layer's choice, all knobs 0."""
+    """(BLOCK_SIZE, LOAD_SIZE, TILE_ROWS, ARRAY_SIZE_PER_THREAD, STAGES) of the default config:
+    forward rows that take 16-byte accesses and are too long for the one-block-per-row register
+    kernels run the persistent kernel (PERSIST_BLOCK, PERSIST_STAGES) where the row fits a block's
+    registers, else the vector online path (LONG_BLOCK threads, LONG_UNROLL vectors in flight);
+    every other problem (rows in registers, e.g. 1024, columns, backward, no vectors) the kernel
+    layer's choice, all knobs 0."""
     vg = _vec_geometry(sub)
     if vg is None:
-        return 0, 0, 0, 0
+        return 0, 0, 0, 0, 0
     _, n, vec = vg
     if ksm.softmax_config(n)[2] or ksm.softmax_vec_config(n, vec, LONG_BLOCK)[2]:
-        return 0, 0, 0, 0
-    return LONG_BLOCK, 16, 0, LONG_UNROLL
+        return 0, 0, 0, 0, 0
+    if _persist_fits(sub, PERSIST_BLOCK, PERSIST_STAGES):
+        return PERSIST_BLOCK, 16, 0, 0, PERSIST_STAGES
+    return LONG_BLOCK, 16, 0, LONG_UNROLL, 0
+
+
+def _persist_fits(sub, block, stages):
+    """The persistent kernel takes this forward row softmax with ``block`` threads (0: its choice):
+    16-byte vectors, the row in the block's registers, and (``stages`` 2) in shared memory."""
+    info, _ = match(sub.nodes)
+    (_, n, _), _ = geometry(info)
+    sx, sy = (storage_itemsize(kdtype(info[k])) for k in ("x", "y"))
+    return ksm.persist_ok(n, [sx, sy], sx, block, prefetch=stages == 2)
 
 
 def _vec_geometry(sub):
@@ -248,7 +273,8 @@ class SoftmaxFusedEngine(Engine):
         return (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 0, 1024, 32, 0),
                 KnobSpec(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 0, 16, 16, 0),
                 KnobSpec(K.CUDNN_KNOB_TYPE_TILE_ROWS, 0, 8, 1, 0),
-                KnobSpec(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 0, 8, 2, 0))
+                KnobSpec(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 0, 8, 2, 0),
+                KnobSpec(K.CUDNN_KNOB_TYPE_STAGES, 0, 2, 1, 0))
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
@@ -261,7 +287,21 @@ class SoftmaxFusedEngine(Engine):
             return no, f"{self.name}: TILE_ROWS {_rows(cfg)} is not one of {ROWS}"
         if _unroll(cfg) not in UNROLLS:
             return no, f"{self.name}: ARRAY_SIZE_PER_THREAD {_unroll(cfg)} is not one of {UNROLLS}"
-        if not (_load(cfg) or _rows(cfg) or _unroll(cfg)):
+        if _stages(cfg) not in STAGES:
+            return no, f"{self.name}: STAGES {_stages(cfg)} is not one of {STAGES}"
+        if not (_load(cfg) or _rows(cfg) or _unroll(cfg) or _stages(cfg)):
+            return OK
+        if _stages(cfg):
+            if _load(cfg) != 16 or _vec_geometry(sub) is None:
+                return no, f"{self.name}: STAGES {_stages(cfg)} selects the persistent kernel: LOAD_SIZE 16, a " \
+                    "forward over the innermost axis, n a multiple of one vector, X and Y >= 16-byte aligned"
+            if _rows(cfg) or _unroll(cfg):
+                return no, f"{self.name}: TILE_ROWS / ARRAY_SIZE_PER_THREAD are not knobs of the persistent kernel " \
+                    "(STAGES > 0)"
+            if not _persist_fits(sub, _block(cfg), _stages(cfg)):
+                return no, f"{self.name}: STAGES {_stages(cfg)}: a row does not fit the persistent kernel with " \
+                    f"BLOCK_SIZE {_block(cfg)} (whole warps, 64..1024 threads, <= 32 values a thread at 1024 " \
+                    f"threads, <= 64 below; STAGES 2: <= {ksm.PERSIST_SMEM_MAX} bytes of shared memory)"
             return OK
         vg = _vec_geometry(sub)
         if not _load(cfg) or vg is None:
@@ -282,10 +322,10 @@ class SoftmaxFusedEngine(Engine):
             return last[1]
         if sub is None:                         # the knob space alone: every knob 0
             return super().default_config(sub)
-        b, l, r, u = preferred_knobs(sub)
+        b, l, r, u, st = preferred_knobs(sub)
         cfg = super().default_config(sub).with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b) \
             .with_knob(K.CUDNN_KNOB_TYPE_LOAD_SIZE, l).with_knob(K.CUDNN_KNOB_TYPE_TILE_ROWS, r) \
-            .with_knob(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, u)
+            .with_knob(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, u).with_knob(K.CUDNN_KNOB_TYPE_STAGES, st)
         self._last_default = (sub, cfg)
         return cfg
 
@@ -296,7 +336,7 @@ class SoftmaxFusedEngine(Engine):
         _, n, vec = vg
         return (n <= ksm.WARP_ROW_MAX, ksm.softmax_vec_config(n, vec)[2] > 0,
                 ksm.softmax_vec_config(n, vec, 32)[2] > 0, ksm.softmax_vec_config(n, vec, 1024)[2] > 0,
-                preferred_knobs(sub))
+                preferred_knobs(sub), tuple(_persist_fits(sub, b, st) for b in BLOCKS for st in (1, 2)))
 
     def _off(self, sub, cfg):
         """5% more for every config other than the default: the measured-best default ranks first."""
@@ -306,6 +346,13 @@ class SoftmaxFusedEngine(Engine):
         info, _ = match(sub.nodes)
         (outer, n, inner), _ = geometry(info)
         block = _block(cfg)
+        if info["kind"] == "fwd" and _stages(cfg):
+            x, y = info["x"], info["y"]
+            fargs = (n, info["log"], _vec_geometry(sub)[2], block, _stages(cfg) == 2, kdtype(x), kdtype(y))
+            _, threads, shared, _ = ksm.persist_kernel(*fargs)
+            return Step("softmax_persist:" + src_key(fargs), lambda: ksm.persist_kernel(*fargs)[0],
+                        ksm.persist_grid(outer), threads, [Arg.tensor(x), Arg.tensor(y), Arg.const(outer)],
+                        shared=shared, nbytes=tensor_bytes(x, y))
         if info["kind"] == "fwd" and _load(cfg):
             x, y = info["x"], info["y"]
             vec = _vec_geometry(sub)[2]

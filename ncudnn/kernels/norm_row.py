@@ -24,6 +24,7 @@ from . import pointwise_ops as po
 from .dtypes import compute_type, dtype_name, loader, placeholder, storer
 from .primitives import block_sum, block_sum2, launch, warp_sum
 from .reduce import ReduceSpec, Term, run_reduce
+from .vector_rows import load_row_vectors, vec_ok
 
 __all__ = ["row_config", "vec_ok", "row_fwd_kernel", "row_fwd_vec_kernel", "row_bwd_kernel", "row_norm_forward",
            "row_norm_backward",
@@ -55,13 +56,6 @@ def row_config(n, block=0, rows_per_block=0, vpt_max=VPT_MAX, vec=1):
         nv = math.ceil(n / (block * vec))
         return block * rpb, block, (nv if nv * vec <= vpt_max else 0), rpb
     return block * rpb, block, (vpt if vpt <= vpt_max else 0), rpb
-
-
-def vec_ok(n, itemsizes, vec):
-    """True when rows of n elements can be read / written ``vec`` elements per access: n % vec == 0
-    and each access of the widest tensor is 16 bytes at most (buffers aligned to ``vec * itemsize``
-    is the caller's check)."""
-    return vec > 1 and n % vec == 0 and vec * max(itemsizes) <= 16
 
 
 def _frame(args, block, rpb, ct):
@@ -155,19 +149,8 @@ def _row_fwd_vec_source(n, block, vpt, vec, center, has_bias, write_stats, ct, r
     zero, one, inv_n, nv = L(0.0, ct), L(1.0, ct), L(1.0 / n, ct), n // vec
     s, RS, RS2 = _frame("x, scale, bias, y, s_mean, s_inv, eps_in", block, rpb, ct)
     s += ["    eps = ld_eps(eps_in, 0)" if eps_array else f"    eps = {ct}(eps_in)", f"    base = row * {n}"]
-    guard = [(k + 1) * block > nv for k in range(vpt)]
-    els = [[f"v{k}_{j}" for j in range(vec)] for k in range(vpt)]
-    for k in range(vpt):
-        s.append(f"    q{k} = t + {k * block}")
-        ind = "    "
-        if guard[k]:
-            s.append(f"    if q{k} < {nv}:")
-            ind = "        "
-        s.append(f"{ind}{', '.join('r' + e for e in els[k])} = ldvx(x, base + q{k} * {vec})")
-        s += [f"{ind}{e} = cx(r{e})" for e in els[k]]
-        if guard[k]:
-            s.append("    else:")
-            s += [f"        {e} = {zero}" for e in els[k]]
+    lines, els, guard = load_row_vectors(vpt, block, nv, vec, zero)
+    s += lines
     flat = [e for g in els for e in g]
     if center and block == 32:
         s.append(f"    mean = {RS(' + '.join(flat))} * {inv_n}")

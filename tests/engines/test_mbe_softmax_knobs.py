@@ -10,13 +10,13 @@ from ncudnn.types import cudnnBackendKnobType_t as K, cudnnStatus_t as S
 import mb_util as U
 from test_eng_softmax import _softmax_ref, fwd_graph
 
-KB, KL, KR, KU = (K.CUDNN_KNOB_TYPE_BLOCK_SIZE, K.CUDNN_KNOB_TYPE_LOAD_SIZE, K.CUDNN_KNOB_TYPE_TILE_ROWS,
-                  K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD)
+KB, KL, KR, KU, KS = (K.CUDNN_KNOB_TYPE_BLOCK_SIZE, K.CUDNN_KNOB_TYPE_LOAD_SIZE, K.CUDNN_KNOB_TYPE_TILE_ROWS,
+                      K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, K.CUDNN_KNOB_TYPE_STAGES)
 
 
 def _pick(g, **want):
     """The default config with the given knobs (built directly: the ranked list is capped)."""
-    keys = dict(block=KB, load=KL, rows=KR, unroll=KU)
+    keys = dict(block=KB, load=KL, rows=KR, unroll=KU, stages=KS)
     cfg = api.get_heuristics(g)[0].config
     for k, v in want.items():
         cfg = cfg.with_knob(keys[k], v)
@@ -54,27 +54,26 @@ def test_short_row_default_and_refusals():
 
 def _first(dims, dtype=U.F32, algo="accurate"):
     c = api.get_heuristics(fwd_graph(dims, dims[:-1] + (1,), dtype=dtype, algo=algo)[0])[0].config
-    return c.engine, (c.get(KB), c.get(KL), c.get(KR), c.get(KU))
+    return c.engine, (c.get(KB), c.get(KL), c.get(KR), c.get(KU), c.get(KS))
 
 
 def test_default_is_the_measured_config():
-    """The heuristic's first config (no kernel runs: the shapes are the H200 benchmark's)."""
-    online = ("softmax_fused", (512, 16, 0, 8))
-    assert _first((8192, 32768)) == online
-    assert _first((8192, 32768), algo="log") == online
-    assert _first((64, 65536), dtype=U.DT.CUDNN_DATA_HALF) == online
-    assert _first((8192, 1024)) == ("softmax_fused", (0, 0, 0, 0))        # warp per row, registers
-    assert _first((256, 16384)) == ("softmax_fused", (0, 0, 0, 0))        # block per row, registers
-    assert _first((64, 32770)) == ("softmax_fused", (0, 0, 0, 0))         # no 16-byte vectors
+    """The heuristic's first config (no kernel runs: the shapes are the H200 benchmark's); the persistent
+    kernel's defaults are in test_esm_persist."""
+    online = ("softmax_fused", (512, 16, 0, 8, 0))
+    assert _first((64, 65536), dtype=U.DT.CUDNN_DATA_HALF) == online       # too long for a block's registers
+    assert _first((8192, 32768))[1][4] == 2                                 # the persistent kernel
+    assert _first((8192, 1024)) == ("softmax_fused", (0, 0, 0, 0, 0))     # warp per row, registers
+    assert _first((256, 16384)) == ("softmax_fused", (0, 0, 0, 0, 0))     # block per row, registers
+    assert _first((64, 32770)) == ("softmax_fused", (0, 0, 0, 0, 0))      # no 16-byte vectors
 
 
-def test_long_row_default_runs_the_online_kernel(rng):
+def test_long_row_online_kernel(rng):
     dims = size((1, 16400), (256, 32768))     # > 16384: past the scalar kernel's registers
     g, x, y = fwd_graph(dims, (dims[0], 1))   # per-row statistics (a (1, 1) pair would normalize globally)
-    ec = api.get_heuristics(g)[0]
-    assert (ec.config.get(KB), ec.config.get(KL), ec.config.get(KU)) == (512, 16, 8)
+    cfg = _pick(g, block=512, load=16, rows=0, unroll=8, stages=0)
     a = rng.uniform(-4, 4, dims)
     out = U.poisoned(y)
-    plan = U.run_ec(g, {1: U.upload(a, x), 2: out}, ec.config)
+    plan = U.run_ec(g, {1: U.upload(a, x), 2: out}, cfg)
     assert plan.parts[0].steps[0].key.startswith("softmax_fwd_vec:") and plan.parts[0].steps[0].block == 512
     assert_close(U.download(out, y), _softmax_ref(a, (1,), False), "float32")
