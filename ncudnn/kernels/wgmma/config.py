@@ -3,7 +3,7 @@
 A block computes a BLOCK_M x BLOCK_N tile of C with WGS consumer warpgroups; warpgroup w owns rows
 ``64 * MI * w ..`` (MI m64 slices, each one ``wgmma.m64n{BLOCK_N}k16`` chain), all of BLOCK_N. The k loop
 walks 64-element k tiles (one 128-byte swizzle row) through a STAGES-deep cp.async ring; every thread
-of the block loads (no producer warpgroup). GROUP_M groups block rows in the tile order (L2 reuse).
+of the block loads (no producer warpgroup), STAGES - 2 tiles ahead (EARLY: STAGES - 1, one more barrier). GROUP_M groups block rows in the tile order (L2 reuse).
 """
 from dataclasses import dataclass, replace
 
@@ -23,6 +23,7 @@ class WgmmaConfig:
     MI: int = 1             # m64 slices per warpgroup
     STAGES: int = 4
     GROUP_M: int = 8
+    EARLY: int = 0          # 1: loads STAGES - 1 k tiles ahead (one more barrier per k tile), 0: STAGES - 2
 
     def replace(self, **kw):
         return replace(self, **kw)
@@ -41,7 +42,8 @@ class WgmmaConfig:
 
     @property
     def name(self):
-        return f"{self.BLOCK_M}x{self.BLOCK_N}x{BLOCK_K}_wg{self.WGS}x{self.MI}_s{self.STAGES}_g{self.GROUP_M}"
+        return (f"{self.BLOCK_M}x{self.BLOCK_N}x{BLOCK_K}_wg{self.WGS}x{self.MI}_s{self.STAGES}_g{self.GROUP_M}"
+                + ("_early" if self.EARLY else ""))
 
 
 def stage_bytes(cfg):
@@ -70,8 +72,10 @@ def check(cfg, max_smem=227 * 1024):
     for name, rows in (("A", cfg.BLOCK_M), ("B", cfg.BLOCK_N)):
         if (rows * 8) % cfg.threads:
             return False, f"{name} tile's 16-byte chunks do not divide among {cfg.threads} threads"
-    if cfg.STAGES < 3:
-        return False, "STAGES < 3 (the ring keeps one k tile for the wgmma in flight)"
+    if cfg.STAGES < 3 - cfg.EARLY:
+        return False, f"STAGES < {3 - cfg.EARLY} (the ring keeps one k tile for the wgmma in flight)"
+    if cfg.EARLY not in (0, 1):
+        return False, f"EARLY={cfg.EARLY} is not 0 or 1"
     if smem_bytes(cfg) > max_smem:
         return False, f"{smem_bytes(cfg)} bytes of shared memory > {max_smem}"
     if cfg.GROUP_M < 1:

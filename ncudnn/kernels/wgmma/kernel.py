@@ -23,6 +23,8 @@ Per block:
    into the slot of tile kt - 2 (free: every thread passed the barrier after its ``wait_group 1`` that
    retired tile kt - 2's wgmma); ``wgmma.wait_group 1`` (tile kt's wgmma keeps running under the next
    iteration's wait and barrier);
+   ``EARLY = 1``: the loads run STAGES - 1 tiles ahead instead: after the commit, ``wait_group 1`` and a
+   barrier (tile kt - 1's wgmma retired in every warpgroup), then tile kt + STAGES - 1 into its slot;
 4. epilogue: ``wait_group 0``, the f32 tile staged in shared memory (rows padded by STAGE_PAD), then
    each thread walks the tile (consecutive threads, consecutive columns) through ``epi``.
 
@@ -152,12 +154,13 @@ def _source(cfg, a_kmajor, b_kmajor):
                 _slot_lines(w, ind, op, kmaj, i, NT, ld, base)
 
     w(f"    ktiles = (K + {BLOCK_K - 1}) // {BLOCK_K}")
-    w(f"    for s in range({ST - 2}):")
+    LA = ST - 1 if cfg.EARLY else ST - 2      # tiles the loads run ahead of the wgmma
+    w(f"    for s in range({LA}):")
     w("        if s < ktiles:")
     load_stage("            ", "s", f"s * {BLOCK_K}")
     w("        ptx.cp_async_commit()")
     w("    for kt in range(ktiles):")
-    w(f"        ptx.cp_async_wait_group({ST - 3})")
+    w(f"        ptx.cp_async_wait_group({LA - 1})")
     w("        wp.fence_proxy_async()")
     w("        cuda.syncthreads()")
     w(f"        so = (kt - wp.udiv32(kt, {ST}) * {ST}) * {SB >> 4}")
@@ -168,11 +171,15 @@ def _source(cfg, a_kmajor, b_kmajor):
             w(f"        acc{i} = mma(sm, acc{i}, da0 + so + {(i * _SLICE + kk * ka) >> 4}, "
               f"db0 + so + {(kk * kb) >> 4}, 1)")
     w("        wp.wgmma_commit()")
-    w(f"        nk = kt + {ST - 2}")
+    if cfg.EARLY:   # retire tile kt - 1's wgmma in every warpgroup, then refill its slot
+        w("        wp.wgmma_wait(1)")
+        w("        cuda.syncthreads()")
+    w(f"        nk = kt + {LA}")
     w("        if nk < ktiles:")
     load_stage("            ", f"nk - wp.udiv32(nk, {ST}) * {ST}", f"nk * {BLOCK_K}")
     w("        ptx.cp_async_commit()")
-    w("        wp.wgmma_wait(1)")
+    if not cfg.EARLY:
+        w("        wp.wgmma_wait(1)")
     for i in range(MI):
         w(f"    acc{i} = wp.wgmma_wait_acc(0, acc{i})")
     # epilogue: stage the f32 tile, then walk it through epi
