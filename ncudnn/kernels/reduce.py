@@ -17,9 +17,15 @@ Generated kernels (one per spec, cached; compile-time shapes and strides):
   32 x ``BY`` block, x over 32 consecutive outputs (coalesced when the innermost axis is kept),
   y over slices of the reduced elements, then a fixed-order combine over y.
 
+* **vector row** (``vec`` != 1 and the reduced elements of each output are one contiguous run, e.g.
+  the rows of a row-major tensor or a whole tensor): 16-byte vector loads, a warp per row (``rows``
+  rows a block) or a block per row, ``unroll`` vectors in flight per thread; a split grid has
+  ``ctas`` blocks per SM (one wave), each over a contiguous chunk.
+
 When there are too few outputs to fill the GPU, the reduced range is split over ``grid.y`` blocks:
 each writes its partial accumulators to a float32/float64 workspace, and a second kernel combines
-the partials in split order. No atomics anywhere: results are bitwise reproducible run to run.
+the partials in split order (few outputs: a block per output, its threads over the partials, then
+a fixed butterfly). No atomics anywhere: results are bitwise reproducible run to run.
 
 Entry points: :func:`reduce_tensor` (cuDNN ops), :func:`genstats`, and the generic
 :func:`build_reduce` / :func:`run_reduce`.
