@@ -32,7 +32,7 @@ def test_krd_rows(rng, mode, rows, block):
     shape = size((5, 300), (4096, 8192))   # 75 vectors a row: two unrolled trips and a tail
     x = rng.standard_normal(shape).astype(np.float32)
     spec = rd.reduce_spec(mode, shape, "float32", cs(shape), (shape[0], 1), "float32", (1, 1),
-                          block=block, vec=0, rows=rows, unroll=2)
+                          block=block, vec=0, rows=rows, unroll=2, split=1)
     k, out = _run(spec, x)
     assert k.vec == 4 and k.rows == rows and k.split == 1
     assert_close(out, ref.reduction(mode, x, (shape[0], 1)), "float32")
