@@ -130,6 +130,46 @@ def _view(t):
     return ArgView(t.data_ptr(), (t.numel(),), (st.itemsize,), st.itemsize, st)
 
 
+def _graph(rows, n, dt, log):
+    """The softmax (log-softmax) pattern over the rows of a packed (rows, n) tensor, as front ends lower it."""
+    from ncudnn.ir import OpGraph, Pointwise, Reduction, TensorDesc, packed_strides
+    from ncudnn.types import cudnnDataType_t as DT, cudnnPointwiseMode_t as PM, cudnnReduceTensorOp_t as RO
+    d = DT.CUDNN_DATA_BFLOAT16 if dt == "bfloat16" else DT.CUDNN_DATA_FLOAT
+    x = TensorDesc(1, (rows, n), packed_strides((rows, n)), d, name="x")
+    y = TensorDesc(2, (rows, n), packed_strides((rows, n)), d, name="y")
+    m = TensorDesc(10, (rows, 1), (1, 1), DT.CUDNN_DATA_FLOAT, is_virtual=True, name="m")
+    sm = TensorDesc(13, (rows, 1), (1, 1), DT.CUDNN_DATA_FLOAT, is_virtual=True, name="s")
+    dd, e, ls = (TensorDesc(u, is_virtual=True, name=nm) for u, nm in ((11, "d"), (12, "e"), (14, "ls")))
+    nodes = [Reduction("max", {"X": x}, {"Y": m}, mode=RO.CUDNN_REDUCE_TENSOR_MAX),
+             Pointwise("sub", {"X": x, "B": m}, {"Y": dd}, mode=PM.CUDNN_POINTWISE_SUB),
+             Pointwise("exp", {"X": dd}, {"Y": e}, mode=PM.CUDNN_POINTWISE_EXP),
+             Reduction("sum", {"X": e}, {"Y": sm}, mode=RO.CUDNN_REDUCE_TENSOR_ADD)]
+    if log:
+        nodes += [Pointwise("log", {"X": sm}, {"Y": ls}, mode=PM.CUDNN_POINTWISE_LOG),
+                  Pointwise("sub2", {"X": dd, "B": ls}, {"Y": y}, mode=PM.CUDNN_POINTWISE_SUB)]
+    else:
+        nodes.append(Pointwise("div", {"X": e, "B": sm}, {"Y": y}, mode=PM.CUDNN_POINTWISE_DIV))
+    return OpGraph(nodes).finalize()
+
+
+def _engine_variant(rows, n, dt, log, torch):
+    """(label, run factory) of the heuristic's first config built through the engine API (what a user
+    gets by default), run with ExecutionPlan.execute on torch tensors."""
+    from ncudnn.engines import api
+    from ncudnn.types import cudnnBackendKnobType_t as K
+    g = _graph(rows, n, dt, log)
+    cfg = api.get_heuristics(g)[0].config
+    label = "engine default " + " ".join(f"{K(k).name[len('CUDNN_KNOB_TYPE_'):]}={v}" for k, v in cfg.knobs if v)
+
+    def make(x, y, stream):
+        plan = api.build_plan(g, cfg)
+        ws = torch.empty(max(plan.workspace_size, 1), dtype=torch.uint8, device="cuda")
+        step = plan.parts[0].steps[0]
+        return (lambda: plan.execute({1: x, 2: y}, ws, stream)), \
+            f"{step.name} grid {step.grid}x{step.block} smem {step.shared >> 10}K"
+    return label, make
+
+
 def run_group(key, torch, flush, sms, budget_end):
     rows, n, dt, log = GROUPS[key]
     tdt = torch.bfloat16 if dt == "bfloat16" else torch.float32
@@ -171,6 +211,23 @@ def run_group(key, torch, flush, sms, budget_end):
         bad = "" if err <= tol else "  BAD"
         results.append((ms, label))
         print(_row(label, ms, nbytes, torch_ms, f"relerr {err:.1e}{bad} ({res}; build {build:.1f} s)"), flush=True)
+    if time.time() <= budget_end:
+        try:
+            t0 = time.time()
+            label, make = _engine_variant(rows, n, dt, log, torch)
+            y.fill_(float("nan"))
+            fn, what = make(x, y, stream)
+            fn()
+            torch.cuda.synchronize()
+            err = (y.double() - ref).abs().max().item() / scale
+            build = time.time() - t0
+            ms = _time(fn, torch, flush)
+            bad = "" if err <= tol else "  BAD"
+            results.append((ms, label))
+            print(_row(label[:44], ms, nbytes, torch_ms, f"relerr {err:.1e}{bad} ({what}; build {build:.1f} s)"))
+            print(f"    ({label})", flush=True)
+        except Exception as e:
+            print(f"  engine default ERROR {type(e).__name__}: {str(e)[:300]}", flush=True)
     if results:
         best = min(results)
         print(f"  -> fastest: {best[1]} {best[0]:.4f} ms ({torch_ms / best[0]:.2f}x torch, "
