@@ -1,14 +1,22 @@
 """Engine "resample": RESAMPLE_FWD / RESAMPLE_BWD (max pool with index, average pool including /
 excluding padding, nearest, bilinear; ZERO / NEG_INF / EDGE padding; 1-3 spatial dims; any layout).
 
-Forward NEAREST / BILINEAR and pooling with at most ``MAX_TAPS`` taps run the direct kernels of
+2-D float32 pooling with every tensor packed alike as NCHW (W % 4 == 0) or NHWC (C % 4 == 0), 16-byte
+aligned, int32 IDX, may run the register-tiled kernels of :mod:`ncudnn.kernels.resample_vec` (a thread per
+TH x TW tile of outputs / dx, the window loaded once as 16-byte vectors; backward a gather from dy and IDX
+windows, or the winners recomputed from an X window). Knob KERNEL_CFG picks: auto (``AUTO_TILES``: the
+tile per direction, layout and backward source; else the direct kernel), direct, or tiled with
+TILE_ROWS x TILE_COLS (refused with the reason when that tile does not fit the problem).
+
+Otherwise forward NEAREST / BILINEAR and pooling with at most ``MAX_TAPS`` taps run the direct kernels of
 :mod:`ncudnn.kernels.resample_direct`: 16-byte vectors of 4 channels per thread for float32
 tensors with unit channel stride (NHWC), C % 4 == 0, strides multiples of 4 and alignment >= 16 (checked again on the addresses at bind time),
 else a thread per element in the output's memory order (NCHW: threads along W); the window unrolled,
 the max-pool index written only when the graph has an IDX output. Pooling backward is the direct
 integer gather (deterministic, no atomics): MAXPOOL routes dy by IDX, or without IDX recomputes the
 winners from X. NEAREST / BILINEAR backward, larger windows and EDGE-padded pooling backward use the generic
-:mod:`ncudnn.kernels.resample` kernels (also a deterministic gather). Knob: BLOCK_SIZE. No workspace.
+:mod:`ncudnn.kernels.resample` kernels (also a deterministic gather). Knobs: BLOCK_SIZE, KERNEL_CFG,
+TILE_ROWS, TILE_COLS. No workspace.
 Unsupported (reason names the node and field): alpha != 1 or beta != 0, MAXPOOL backward with
 neither IDX nor X (or X with EDGE padding), non-integer pooling geometry, BILINEAR window != 2.
 """

@@ -1,4 +1,5 @@
-"""16-byte global loads and stores of four float32 / int32 elements, and a select, for the resample kernels.
+"""16-byte global loads and stores of four float32 / int32 elements, a select, and the register-tiled 2-D
+pooling kernels built on them (:func:`fwd_tile_kernel`, :func:`bwd_tile_kernel`; see the section below).
 
 ``ld4(arr, i)`` returns ``(arr[i], arr[i + 1], arr[i + 2], arr[i + 3])`` and
 ``st4(arr, i, a, b, c, d)`` stores them, each as one ``ld.global.v4`` / ``st.global.v4`` on a GPU:
@@ -527,22 +528,22 @@ def _register_compile_cases():
         return tuple(st)
 
     geo = ((3, 3), (2, 2), (1, 1))
-    for lay, order, ftiles, btiles in (("nchw", (0, 1, 2, 3), ((1, 4), (2, 4), (1, 8)), ((2, 8), (4, 8))),
-                                        ("nhwc", (0, 2, 3, 1), ((1, 1), (1, 2), (2, 2)), ((2, 2), (2, 4)))):
+    mx, av, ae = (_TMAX, "max", _PAD.CUDNN_NEG_INF_PAD), (_TAVG_IN, "avg", _PAD.CUDNN_ZERO_PAD), \
+        (_TAVG_EX, "avgex", _PAD.CUDNN_ZERO_PAD)
+    # (direction, layout, tile, (mode, tag, pad), index): the engine's AUTO choices and one NHWC forward tile
+    cases = [("fwd", "nchw", (1, 4), m, i) for m, i in ((mx, False), (mx, True), (av, False), (ae, False))]
+    cases += [("bwd", "nchw", (2, 8), m, i) for m, i in ((mx, False), (mx, True), (av, False), (ae, False))]
+    cases += [("bwd", "nhwc", (2, 2), m, i) for m, i in ((mx, False), (mx, True), (av, False))]
+    cases += [("fwd", "nhwc", (1, 2), mx, True)]
+    for d, lay, (th, tw), (mode, tag, pad), index in cases:
+        order = (0, 1, 2, 3) if lay == "nchw" else (0, 2, 3, 1)
         xst, yst = packed(xs, order), packed(ys, order)
-        for mode, tag, pad in ((_TMAX, "max", _PAD.CUDNN_NEG_INF_PAD), (_TAVG_IN, "avg", _PAD.CUDNN_ZERO_PAD),
-                               (_TAVG_EX, "avgex", _PAD.CUDNN_ZERO_PAD)):
-            for th, tw in ftiles:
-                for index in ((False, True) if mode == _TMAX else (False,)):
-                    k = fwd_tile_kernel(mode, lay, th, tw, xs, xst, ys, yst, yst, *geo, pad, False, index, 256)[0]
-                    register_compile_case(f"rstile_{tag}3x3s2_{lay}_fwd{th}x{tw}{'_idx' if index else ''}", k, sig,
-                                          max_registers=128)
-            for th, tw in btiles:
-                for index in ((False, True) if mode == _TMAX else (False,)):
-                    k = bwd_tile_kernel(mode, lay, th, tw, xs, xst, ys, yst, yst, xst, *geo, pad, False, index,
-                                        256)[0]
-                    register_compile_case(f"rstile_{tag}3x3s2_{lay}_bwd{th}x{tw}{'_idx' if index else ''}", k,
-                                          bsig, max_registers=255)
-
+        name = f"rstile_{tag}3x3s2_{lay}_{d}{th}x{tw}{'_idx' if index else ''}"
+        if d == "fwd":
+            k = fwd_tile_kernel(mode, lay, th, tw, xs, xst, ys, yst, yst, *geo, pad, False, index, 256)[0]
+            register_compile_case(name, k, sig, max_registers=128)
+        else:
+            k = bwd_tile_kernel(mode, lay, th, tw, xs, xst, ys, yst, yst, xst, *geo, pad, False, index, 256)[0]
+            register_compile_case(name, k, bsig, max_registers=128)
 
 _register_compile_cases()

@@ -1,0 +1,24 @@
+"""The register-tiled pooling kernels the resample engine picks by default (ncudnn.kernels.resample_vec,
+issue 4's shape) compile for sm_90 with no spills and at most 128 registers (slow: NVVM)."""
+import pytest
+
+from ncudnn.kernels import compile_check
+from ncudnn.kernels import resample_vec  # noqa: F401 (registers its cases)
+
+
+def _ours():
+    return [n for n, c in compile_check.registered_cases().items() if c.module == "ncudnn.kernels.resample_vec"]
+
+
+def test_tile_kernels_register_cases():
+    names = _ours()
+    assert "rstile_max3x3s2_nchw_bwd2x8" in names and "rstile_max3x3s2_nchw_fwd1x4" in names
+    assert "rstile_max3x3s2_nhwc_bwd2x2" in names and len(names) == 12
+
+
+@pytest.mark.slow
+def test_tile_kernels_compile_for_sm90():
+    results = compile_check.run_compile_check(_ours(), timeout=1800, jobs=2)
+    failed = [r.summary() for r in results if not r.ok]
+    assert not failed, "\n".join(failed)
+    assert len(results) == len(_ours())
