@@ -27,7 +27,7 @@ from ..types import (cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnC
                      cudnnStatus_t)
 from . import gemm_common as gc
 from . import heuristics as H
-from .base import OK, Engine, KnobSpec, SubPlan
+from .base import OK, Engine, KnobSpec
 
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t
@@ -55,7 +55,27 @@ def channels_last(t, C):
     return t.strides[1] == 1 and C > 1
 
 
-class WinoProblem:
+class PerTile:
+    """The per-tile interface of the Winograd problems over their ``_tile(m)`` (computed once per tile
+    size m): ``((TH, TW, T), (U, V, M) sizes, workspace bytes, GEMM (M, N, K, batch))``."""
+
+    def tiles(self, m):
+        """(tile rows, tile columns, T = N x rows x columns) of tile m."""
+        return self._tile(m)[0]
+
+    def sizes(self, m):
+        """(U, V, M) element counts of the workspace for tile m."""
+        return self._tile(m)[1]
+
+    def workspace(self, m):
+        return self._tile(m)[2]
+
+    def gemm(self, m):
+        """(M, N, K, batch) of the batched GEMM."""
+        return self._tile(m)[3]
+
+
+class WinoProblem(PerTile):
     """A conv_fprop / conv_dgrad subgraph the Winograd engines can run, or :class:`gc.Reject` naming
     the field. Both become one stride-1 3x3 correlation ``out[n, ko] = sum_ci corr(in[n, ci], f[ko, ci])``:
     fprop reads X with W as is (``ko = k, ci = c``); dgrad reads DY with W rotated by 180 degrees and
@@ -135,6 +155,7 @@ class WinoProblem:
 
     # ---- the F(m x m, 3 x 3) decomposition (per tile size m, computed once)
     def _tile(self, m):
+        """The F(m x m, 3 x 3) decomposition (GEMM batch: alpha^2 positions x groups)."""
         hit = self._per_tile.get(m)
         if hit is None:
             th, tw = -(-self.P // m), -(-self.Q // m)
@@ -144,20 +165,6 @@ class WinoProblem:
             hit = self._per_tile[m] = ((th, tw, T), sizes, 4 * sum(sizes), (self.Kg, T, self.Cg, a2 * self.G))
         return hit
 
-    def tiles(self, m):
-        """(tile rows, tile columns, T = N x rows x columns) of the output for tile m."""
-        return self._tile(m)[0]
-
-    def sizes(self, m):
-        """(U, V, M) element counts of the workspace for tile m."""
-        return self._tile(m)[1]
-
-    def workspace(self, m):
-        return self._tile(m)[2]
-
-    def gemm(self, m):
-        """(M, N, K, batch) of the batched GEMM (batch: alpha^2 positions x groups)."""
-        return self._tile(m)[3]
 
 
 def wino_knob():
@@ -329,7 +336,7 @@ def filter_args(p, w, u):
     return (w, u, p.K, p.Cg, cog, base, s_grp, s_ko, s_ci, s_r, s_s)
 
 
-class NonfusedPlan(SubPlan):
+class NonfusedPlan(gc.LaunchPlan):
     """filter transform -> input transform -> batched GEMM -> output transform (+ epilogue)."""
 
     def __init__(self, engine, sub, cfg, p, m, gcfg, ws):
@@ -409,22 +416,12 @@ class NonfusedPlan(SubPlan):
         out.append(self.out.prepare(wk.blocks(p.K * T), wk.THREADS, self._output_args(mb, y, bias, res, alpha)))
         return out
 
-    def prepare(self, views, scratch):
-        return gc.runner(self.launches(views, scratch))
-
-    def execute(self, buffers, workspace, stream):
-        from .. import memory
-
-        views = {u: (memory.as_view(a) if not isinstance(a, (int, float)) else a) for u, a in buffers.items()}
-        ws = memory.as_view(workspace) if workspace is not None else None
-        self.prepare(views, ws)(stream)
-
 
 
 
 # ------------------------------------------------------------------------------- weight gradient
 
-class WgradProblem:
+class WgradProblem(PerTile):
     """A conv_wgrad subgraph the non-fused engine runs as Winograd F(3x3, r x r) (kernels/winograd/
     wgrad.py; WINO_TILE = r = 2 or 4), or :class:`gc.Reject` naming the field: 3x3, stride 1,
     dilation 1, one group, any padding, no fused epilogue (alpha / beta only). Shares
@@ -487,17 +484,6 @@ class WgradProblem:
         self._tile(m)
         return self._split[m]
 
-    def tiles(self, m):
-        return self._tile(m)[0]
-
-    def sizes(self, m):
-        return self._tile(m)[1]
-
-    def workspace(self, m):
-        return self._tile(m)[2]
-
-    def gemm(self, m):
-        return self._tile(m)[3]
 
 
 #: the part of the L2 that keeps M between the GEMM and the output kernel (measured: 37.7 MB stays,
@@ -557,7 +543,7 @@ def _wgrad_transform_time(device, p, m):
     return sum(wgrad_transform_parts(device, p, m))
 
 
-class WgradPlan(SubPlan):
+class WgradPlan(gc.LaunchPlan):
     """dy transform -> x transform -> alpha^2 x S batched GEMM -> output transform (alpha / beta)."""
 
     def __init__(self, engine, sub, cfg, p, m, gcfg, ws):
@@ -613,13 +599,3 @@ class WgradPlan(SubPlan):
         out += self.bl.launches(self._gemm_pack(u, v, mb), 1.0, 0.0, None)
         out.append(self.kout.prepare(wk.blocks(p.K * p.C), T, self._out_args(mb, dw, p.alpha)))
         return out
-
-    def prepare(self, views, scratch):
-        return gc.runner(self.launches(views, scratch))
-
-    def execute(self, buffers, workspace, stream):
-        from .. import memory
-
-        views = {u: (memory.as_view(a) if not isinstance(a, (int, float)) else a) for u, a in buffers.items()}
-        ws = memory.as_view(workspace) if workspace is not None else None
-        self.prepare(views, ws)(stream)

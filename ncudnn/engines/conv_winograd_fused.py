@@ -18,7 +18,7 @@ from ..platform import simulator_enabled
 from ..types import cudnnBackendLayoutType_t
 from . import gemm_common as gc
 from . import heuristics as H
-from .base import OK, Config, KnobSpec, SubPlan
+from .base import OK, Config, KnobSpec
 from .conv_winograd_common import K, S, WinogradEngineBase, WinoProblem, filter_args
 from .registry import register
 
@@ -142,7 +142,7 @@ class ConvWinogradFusedEngine(WinogradEngineBase):
                          self.workspace_size(sub, cfg))
 
 
-class FusedPlan(SubPlan):
+class FusedPlan(gc.LaunchPlan):
     """filter transform (U[xi, c, k] into the workspace) -> one fused kernel."""
 
     def __init__(self, engine, sub, cfg, p, fc, ws):
@@ -182,13 +182,3 @@ class FusedPlan(SubPlan):
         grid = (gc.ceil_div(self.T, fc.BT), gc.ceil_div(p.K, fc.BK))
         return [self.filt.prepare(wk.blocks(p.K * p.C), wk.THREADS, self._filter_args(w, u)),
                 self.main.prepare(grid, fc.threads, self._main_args(x, u, y, bias, res, alpha))]
-
-    def prepare(self, views, scratch):
-        return gc.runner(self.launches(views, scratch))
-
-    def execute(self, buffers, workspace, stream):
-        from .. import memory
-
-        views = {u: (memory.as_view(a) if not isinstance(a, (int, float)) else a) for u, a in buffers.items()}
-        ws = memory.as_view(workspace) if workspace is not None else None
-        self.prepare(views, ws)(stream)

@@ -752,7 +752,20 @@ def compose(runs):
 
 # ------------------------------------------------------------------------------- plans
 
-class BlockPlan(SubPlan):
+class LaunchPlan(SubPlan):
+    """A SubPlan whose run is its :meth:`launches` (one cuLaunchKernel each): ``prepare`` runs them in
+    order, ``execute`` (numba arrays) goes through ``prepare``."""
+
+    def prepare(self, views, scratch):
+        return runner(self.launches(views, scratch))
+
+    def execute(self, buffers, workspace, stream):
+        views = {u: (memory.as_view(a) if not isinstance(a, (int, float)) else a) for u, a in buffers.items()}
+        ws = memory.as_view(workspace) if workspace is not None else None
+        self.prepare(views, ws)(stream)
+
+
+class BlockPlan(LaunchPlan):
     """A built GEMM / implicit-GEMM conv (plus split-K companion, plus the tail's own plan): ``prepare``
     packs the launches once per buffer set; ``run`` is one cuLaunchKernel per kernel. ``table``: the
     plan-owned IMPLICIT_PRECOMP_GEMM offsets (device array) or None."""
@@ -785,11 +798,6 @@ class BlockPlan(SubPlan):
         if self.tail is None:
             return run
         return compose([run, self.tail.prepare(*self._tail_args(views, scratch))])
-
-    def execute(self, buffers, workspace, stream):
-        views = {u: (memory.as_view(a) if not isinstance(a, (int, float)) else a) for u, a in buffers.items()}
-        ws = memory.as_view(workspace) if workspace is not None else None
-        self.prepare(views, ws)(stream)
 
 
 def tail_build(sub, out, ctx):
