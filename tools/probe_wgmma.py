@@ -48,9 +48,9 @@ def _v(name, n, K, a, b, dtype="bf16", a_swap=False, b_swap=False):
 
 VARIANTS = [
     _v("ki_ki_n8_k16_lboK", 8, 16, "ki", "ki"),
-    _v("ki_ki_n8_k16_lboMN", 8, 16, "ki", "ki", True, True),
+    _v("ki_ki_n8_k16_lboMN", 8, 16, "ki", "ki", a_swap=True, b_swap=True),
     _v("ki_ki_n64_k64_lboK", 64, 64, "ki", "ki"),
-    _v("ki_ki_n64_k64_lboMN", 64, 64, "ki", "ki", True, True),
+    _v("ki_ki_n64_k64_lboMN", 64, 64, "ki", "ki", a_swap=True, b_swap=True),
     _v("ks_ks_n8_k64", 8, 64, "ks", "ks"),
     _v("ks_ks_n64_k64", 64, 64, "ks", "ks"),
     _v("ks_ks_n128_k64", 128, 64, "ks", "ks"),

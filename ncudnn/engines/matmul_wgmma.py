@@ -32,13 +32,15 @@ def _t(bn, wgs, mi, stages, eff, regs):
     return TcTile(f"{c.BLOCK_M}x{bn}x64 wg{wgs}x{mi}", c, eff, regs, stages)
 
 
-#: block tiles, best first for large problems. eff: fraction of the BF16 tensor-core peak (estimates until
-#: measured on the H200); regs: sm_90a ptxas (nvJitLink, 2026-11-30)
+#: block tiles, best first for large problems. eff: fraction of the 989 TFLOP/s BF16 peak measured at 8192^3
+#: on the H200 (tools/probe_wgmma + ncudnn.kernels.wgmma.timing, 2026-11-30, mk_nk; B n-contiguous ~7 % lower;
+#: cuBLAS 784 TFLOP/s in the same run); the last two are estimates. regs: sm_90a ptxas (nvJitLink).
 TILES = (
-    _t(256, 2, 1, 4, 0.26, 233),
-    _t(128, 2, 1, 5, 0.25, 168),
-    _t(128, 2, 2, 4, 0.25, 233),
-    _t(128, 1, 1, 6, 0.2, 168),
+    _t(256, 2, 1, 4, 0.51, 233),     # 506 TFLOP/s
+    _t(192, 2, 1, 4, 0.49, 246),     # 486
+    _t(128, 2, 2, 4, 0.48, 233),     # 476
+    _t(128, 2, 1, 5, 0.42, 168),     # 414
+    _t(128, 1, 1, 6, 0.30, 168),
     _t(64, 1, 1, 6, 0.15, 96),
 )
 SIM_TILE = len(TILES) - 1

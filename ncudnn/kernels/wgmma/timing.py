@@ -102,7 +102,7 @@ def _precompile(specs, layouts, dtypes, fused, jobs):
     for i in range(0, len(todo), max(1, -(-len(todo) // jobs))):
         chunk = todo[i:i + max(1, -(-len(todo) // jobs))]
         arg = ";".join(f"{s}|{lay}|{d}" for s, lay, d in chunk)
-        procs.append(subprocess.Popen([sys.executable, "-m", __name__, "--compile-only", arg] +
+        procs.append(subprocess.Popen([sys.executable, "-m", "ncudnn.kernels.wgmma.timing", "--compile-only", arg] +
                                       (["--fused"] if fused else [])))
     for p in procs:
         p.wait()
