@@ -661,6 +661,12 @@ def _register_compile_cases():
             k, (_, blk, _), _ = _bwd_kernel(outer, n, inner, log, 0, dt, dt, dt)
             register_compile_case(f"{tag}_bwd", k, f"void({a(dt)}, {a(dt)}, {a(dt)}, int64)",
                                   max_registers=_reg_budget(blk))
+    for n, dt, log, prefetch in ((32768, "float32", False, True), (32768, "float32", True, True),
+                                 (32768, "bfloat16", False, True), (32768, "float32", False, False)):
+        vec = 16 // storage_dtype(dt).itemsize
+        k, threads, _, _ = persist_kernel(n, log, vec, 0, prefetch, dt, dt)
+        register_compile_case(f"{'log' if log else ''}softmax_persist{'_pf' if prefetch else ''}_{n}_{dt}", k,
+                              f"void({a(dt)}, {a(dt)}, int64)", max_registers=_reg_budget(threads))
 
 
 _register_compile_cases()
