@@ -8,6 +8,11 @@ is ``(N, C*H*W, 1)``.
   stay in registers (one read, one write: block max, exp, block sum, scale). Longer rows take the
   **online** path: one pass keeps a running (max, sum) per thread, combined across the block as
   pairs (m, s) -> (max, s_a e^(m_a - m) + s_b e^(m_b - m)), then a second pass writes.
+* ``inner == 1``, 16-byte vectors — **vector row kernel** (:func:`fwd_vec_kernel`: registers or
+  online) and the **persistent row kernel** (:func:`persist_kernel`): one block per SM loops over
+  rows; a row (up to 32768 elements) lives in registers while the next one streams into shared
+  memory with cp.async, so DRAM sees each byte once and the loads overlap the block reductions and
+  the stores of the current row.
 * ``inner > 1`` — **column kernel**: a thread per (outer, inner) position walks ``n`` with stride
   ``inner`` (coalesced across threads), online max/sum, then writes.
 
