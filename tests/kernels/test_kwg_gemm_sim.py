@@ -84,8 +84,8 @@ def test_wgmma_gemm_two_warpgroups_two_slices(rng):
 
 @pytest.mark.parametrize("b_kmajor", [True, False])
 def test_wgmma_gemm_early_loads_ring_wraps(rng, b_kmajor):
-    # loads STAGES - 1 tiles ahead; 5 k tiles through a 3-deep ring (the slots wrap)
+    # loads STAGES - 1 tiles ahead (with the L2 prefetch hint); 5 k tiles through a 3-deep ring (the slots wrap)
     M, N, K = size((40, 64, 320), (768, 1024, 4096))
-    cfg = WgmmaConfig(64, 1, 1, 3, 8, 1) if SIM else WgmmaConfig(256, 2, 1, 4, 8, 1)
+    cfg = WgmmaConfig(64, 1, 1, 3, 8, 1, 256) if SIM else WgmmaConfig(256, 2, 1, 4, 8, 1, 256)
     got, want = _run(rng, cfg, M, N, K, True, b_kmajor)
     assert_close(got, want, 1e-5, "C")

@@ -24,6 +24,7 @@ class WgmmaConfig:
     STAGES: int = 4
     GROUP_M: int = 8
     EARLY: int = 0          # 1: loads STAGES - 1 k tiles ahead (one more barrier per k tile), 0: STAGES - 2
+    L2PF: int = 0           # cp.async L2 prefetch-size hint in bytes (64, 128, 256), 0: none
 
     def replace(self, **kw):
         return replace(self, **kw)
@@ -43,7 +44,7 @@ class WgmmaConfig:
     @property
     def name(self):
         return (f"{self.BLOCK_M}x{self.BLOCK_N}x{BLOCK_K}_wg{self.WGS}x{self.MI}_s{self.STAGES}_g{self.GROUP_M}"
-                + ("_early" if self.EARLY else ""))
+                + ("_early" if self.EARLY else "") + (f"_l2{self.L2PF}" if self.L2PF else ""))
 
 
 def stage_bytes(cfg):
@@ -74,6 +75,8 @@ def check(cfg, max_smem=227 * 1024):
             return False, f"{name} tile's 16-byte chunks do not divide among {cfg.threads} threads"
     if cfg.STAGES < 3 - cfg.EARLY:
         return False, f"STAGES < {3 - cfg.EARLY} (the ring keeps one k tile for the wgmma in flight)"
+    if cfg.L2PF not in (0, 64, 128, 256):
+        return False, f"L2PF={cfg.L2PF} is not 0, 64, 128 or 256"
     if cfg.EARLY not in (0, 1):
         return False, f"EARLY={cfg.EARLY} is not 0 or 1"
     if smem_bytes(cfg) > max_smem:

@@ -13,7 +13,7 @@ fused signature, so the launch helpers of :mod:`ncudnn.kernels.tc_gemm.launch` a
 
 Per block:
 
-1. setup: each thread's cp.async slots (16-byte chunks: shared byte offset, global offset at k = 0,
+1. setup: each thread's cp.async slots (16-byte chunks, ``L2PF``: with that L2 prefetch-size hint: shared byte offset, global offset at k = 0,
    in-bounds flag), the descriptors' constant parts and start addresses (the ring starts at the first
    1024-byte aligned shared address: swizzle atoms are 1024-byte aligned);
 2. prologue: k tiles 0 .. STAGES - 3 issued (cp.async.cg 16 bytes, zero-fill past M / N / K), one
@@ -89,7 +89,7 @@ def _slot_lines(w, ind, op, kmaj, i, NT, ld, base):
     if kmaj:
         w(f"{ind}ok = ({op}_lim > {i * NT // 8}) & (k0 + kch < K)")
         w(f"{ind}src = ({op}_go0 + {i * NT // 8} * {ld} + k0) * ok")
-        w(f"{ind}ptx.cp_async_cg_16_zfill(sm, sb + (({op}_so0 + {i * NT // 8 * 128}) >> 1), {op}, src, 16 * ok)")
+        w(f"{ind}cpa(sm, sb + (({op}_so0 + {i * NT // 8 * 128}) >> 1), {op}, src, 16 * ok)")
     else:
         w(f"{ind}q_ = tid + {i * NT}")
         w(f"{ind}kr = (q_ >> 3) & 63")
@@ -97,7 +97,7 @@ def _slot_lines(w, ind, op, kmaj, i, NT, ld, base):
         w(f"{ind}ok = (o_ < {'M' if op == 'a' else 'N'}) & (k0 + kr < K)")
         w(f"{ind}src = ({op}_zo + int64(k0 + kr) * {ld} + o_) * ok")
         w(f"{ind}sso = {base} + (q_ >> 9) * {_SLICE} + kr * 128 + (((q_ & 7) ^ (kr & 7)) << 4)")
-        w(f"{ind}ptx.cp_async_cg_16_zfill(sm, sb + (sso >> 1), {op}, src, 16 * ok)")
+        w(f"{ind}cpa(sm, sb + (sso >> 1), {op}, src, 16 * ok)")
 
 
 def _source(cfg, a_kmajor, b_kmajor):
@@ -233,6 +233,7 @@ def make_wgmma_gemm(cfg=None, a_kmajor=True, b_kmajor=True, in_dtype="bfloat16",
     src = "\n".join(L) + "\n"
     g = {"cuda": cuda, "ptx": ptx, "wp": wp, "float32": float32, "int32": int32, "int64": int64,
          "uint16": uint16, "mma": wp.get_wgmma(cfg.BLOCK_N, ab, not a_kmajor, not b_kmajor),
+         "cpa": wp.get_cp_async_l2(cfg.L2PF) if cfg.L2PF else ptx.cp_async_cg_16_zfill,
          "epi": ep.build(epi, bias_dtype, res_dtype).fn}
     exec(compile(src, f"<wgmma_gemm {cfg.name}>", "exec"), g)
     fn = g["wgmma_gemm"]

@@ -21,13 +21,15 @@ CUDA simulator (:mod:`.sim`), so kernels import these names and never branch on 
   division is a called subroutine in SASS, and any call serializes every wgmma of the kernel),
   ``store_acc(arr, off, acc, row_stride)`` (the fragment into a float32 array, fragment-shaped:
   acc[4j + q] -> arr[off + (q >> 1) * 8 * row_stride + 8j + (q & 1)]; one call instead of n / 2
-  statements, which numba's front end types and lowers one by one), ``fence_proxy_async()`` (``fence.proxy.async.shared::cta``: make
+  statements, which numba's front end types and lowers one by one), ``get_cp_async_l2(prefetch)`` ->
+  ``cp_async(dst, doff, src, soff, nbytes)``: ptx.cp_async_cg_16_zfill with the ``.L2::{prefetch}B``
+  prefetch-size hint (64, 128 or 256), ``fence_proxy_async()`` (``fence.proxy.async.shared::cta``: make
   generic-proxy writes to shared memory visible to wgmma; then a barrier).
 """
 from ...platform import simulator_enabled
 
 __all__ = ["get_wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_wait_acc",
-           "fence_proxy_async", "acc_zeros", "udiv32", "store_acc", "SIM", "WGMMA_N"]
+           "fence_proxy_async", "acc_zeros", "udiv32", "store_acc", "get_cp_async_l2", "SIM", "WGMMA_N"]
 
 SIM = simulator_enabled()
 #: the n extents this module emits (multiples of 8 up to 256 are legal PTX)
@@ -36,7 +38,7 @@ WGMMA_N = (8, 16, 32, 64, 96, 128, 192, 256)
 _CACHE = {}
 
 if SIM:
-    from .sim import (acc_zeros, fence_proxy_async, make_wgmma, store_acc, udiv32, wgmma_commit, wgmma_fence,  # noqa: F401
+    from .sim import (acc_zeros, fence_proxy_async, get_cp_async_l2, make_wgmma, store_acc, udiv32, wgmma_commit, wgmma_fence,  # noqa: F401
                       wgmma_wait, wgmma_wait_acc)
 
     def get_wgmma(n, ab="bf16", trans_a=False, trans_b=False):
@@ -187,3 +189,35 @@ else:
                 builder.store(builder.extract_value(args[2], r), builder.gep(a.data, [o]))
             return context.get_dummy_value()
         return types.void(arr, off, acc, row_stride), codegen
+
+    def get_cp_async_l2(prefetch):
+        """16-byte cp.async.cg with zero-fill and an L2 prefetch-size hint (bytes: 64, 128, 256)."""
+        if prefetch not in (64, 128, 256):
+            raise ValueError(f"L2 prefetch size must be 64, 128 or 256 bytes, got {prefetch}")
+        key = ("cp_async_l2", prefetch)
+        if key in _CACHE:
+            return _CACHE[key]
+        text = f"cp.async.cg.shared.global.L2::{prefetch}B [$0], [$1], 16, $2;"
+
+        @intrinsic
+        def cp_async(typingctx, dst, doff, src, soff, n):
+            for arr, off in ((dst, doff), (src, soff)):
+                if not isinstance(arr, types.Array) or not isinstance(off, types.Integer):
+                    raise NumbaTypeError(f"cp_async_l2: (array, integer offset) expected, got ({arr}, {off})")
+
+            def codegen(context, builder, sig, args):
+                def ptr(i):
+                    a = context.make_array(sig.args[i])(context, builder, value=args[i])
+                    o = context.cast(builder, args[i + 1], sig.args[i + 1], types.intp)
+                    return builder.gep(a.data, [o])
+                d = builder.ptrtoint(ptr(0), _I64)
+                d32 = _asm(builder, _I32, [d], "{ .reg .u64 t; cvta.to.shared.u64 t, $1; cvt.u32.u64 $0, t; }",
+                           "=r,l", False)
+                sz = context.cast(builder, args[4], sig.args[4], types.uint32)
+                _asm(builder, ir.VoidType(), [d32, builder.ptrtoint(ptr(2), _I64), sz], text, "r,l,r,~{memory}",
+                     True)
+                return context.get_dummy_value()
+            return types.void(dst, doff, src, soff, n), codegen
+
+        _CACHE[key] = cp_async
+        return cp_async

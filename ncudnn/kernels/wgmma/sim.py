@@ -17,7 +17,7 @@ import numpy as np
 from .layout import decode_desc
 
 __all__ = ["make_wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_wait_acc",
-           "fence_proxy_async", "acc_zeros", "udiv32", "store_acc", "operand_offsets", "read_operand"]
+           "fence_proxy_async", "acc_zeros", "udiv32", "store_acc", "get_cp_async_l2", "operand_offsets", "read_operand"]
 
 _ROW_BYTES = {0: 16, 1: 128, 2: 64, 3: 32}
 _SW_MASK = {0: 0, 1: 7, 2: 3, 3: 1}
@@ -113,3 +113,11 @@ def store_acc(arr, off, acc, row_stride):
     for r, v in enumerate(acc):
         j, q = divmod(r, 4)
         arr[int(off) + (q >> 1) * 8 * row_stride + 8 * j + (q & 1)] = v
+
+
+def get_cp_async_l2(prefetch):
+    """The hint changes nothing observable: the plain zero-filling 16-byte cp.async."""
+    from ..primitives_ptx import cp_async_cg_16_zfill
+    if prefetch not in (64, 128, 256):
+        raise ValueError(f"L2 prefetch size must be 64, 128 or 256 bytes, got {prefetch}")
+    return cp_async_cg_16_zfill

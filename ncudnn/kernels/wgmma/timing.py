@@ -2,7 +2,7 @@
 
 ``python -m ncudnn.kernels.wgmma.timing [M N K] [--dtype bf16 fp16] [--layout mk_nk mk_kn ...]
 [--iters 20] [--configs SPEC ...] [--fused] [--jobs N]``. SPEC: an index into CONFIGS or
-``BLOCK_N,WGS,MI,STAGES[,GROUP_M[,EARLY]]``. Every config is first checked against a float64 product of A's
+``BLOCK_N,WGS,MI,STAGES[,GROUP_M[,EARLY[,L2PF]]]``. Every config is first checked against a float64 product of A's
 first 256 rows (rel err printed), then timed with CUDA events: median of ``--iters`` launches after 3
 warm-ups, inputs fixed (L2 not flushed; at 8192^3 the 16-bit operands are 256 MiB, far past the 50 MB
 L2). Output in the input dtype (as cuBLAS). ``--fused``: bias + relu epilogue. A torch line
@@ -26,7 +26,7 @@ _DT = {"bf16": ("bfloat16", ml_dtypes.bfloat16, np.uint16), "fp16": ("float16", 
 
 
 def parse_config(spec):
-    """A WgmmaConfig from an index into CONFIGS or ``BLOCK_N,WGS,MI,STAGES[,GROUP_M[,EARLY]]``."""
+    """A WgmmaConfig from an index into CONFIGS or ``BLOCK_N,WGS,MI,STAGES[,GROUP_M[,EARLY[,L2PF]]]``."""
     if "," not in spec:
         return CONFIGS[int(spec)]
     return WgmmaConfig(*[int(x) for x in spec.split(",")])
@@ -131,7 +131,7 @@ def main(argv=None):
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--layout", nargs="+", default=["mk_nk"], choices=["mk_kn", "mk_nk", "km_kn", "km_nk"])
     ap.add_argument("--dtype", nargs="+", default=["bf16"], choices=sorted(_DT))
-    ap.add_argument("--configs", nargs="*", default=None, help="indices into CONFIGS or BN,WGS,MI,STAGES[,GROUP_M[,EARLY]]")
+    ap.add_argument("--configs", nargs="*", default=None, help="indices into CONFIGS or BN,WGS,MI,STAGES[,GROUP_M[,EARLY[,L2PF]]]")
     ap.add_argument("--fused", action="store_true", help="time the bias+relu epilogue")
     ap.add_argument("--jobs", type=int, default=0, help="compile in this many processes first")
     ap.add_argument("--compile-only", default=None, help=argparse.SUPPRESS)
