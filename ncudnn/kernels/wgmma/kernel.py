@@ -14,8 +14,9 @@ fused signature, so the launch helpers of :mod:`ncudnn.kernels.tc_gemm.launch` a
 Per block:
 
 1. setup: each thread's cp.async slots (16-byte chunks: shared byte offset, global offset at k = 0,
-   in-bounds terms; ``L2PF``: the copies carry that L2 prefetch-size hint), the descriptors' constant parts and start addresses (the ring starts at the first
-   1024-byte aligned shared address: swizzle atoms are 1024-byte aligned);
+   in-bounds terms; ``L2PF``: the copies carry that L2 prefetch-size hint), the descriptors' constant
+   parts and start addresses (the ring starts at the first 1024-byte aligned shared address: swizzle
+   atoms are 1024-byte aligned);
 2. prologue: k tiles 0 .. STAGES - 3 issued (cp.async.cg 16 bytes, zero-fill past M / N / K), one
    commit group each;
 3. k loop, tile kt: wait for its group, ``fence.proxy.async`` (cp.async writes -> async proxy),
