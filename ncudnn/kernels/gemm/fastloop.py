@@ -23,6 +23,7 @@ Rows / columns past M / N are clamped on load (never stored).
 from numba import cuda, float32, int64, uint64
 
 from ...platform import simulator_enabled
+from .mainloop import make_tile_coords
 from .vec import GSCALE, gptr, ld4, ldg4p, st4
 
 _CACHE = {}
@@ -171,18 +172,7 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
     def col_of(tx, j):
         return (j // 4) * (TX * 4) + tx * 4 + j % 4
 
-    @cuda.jit(device=True, inline=True)
-    def tile_coords(grid_n, grid_m):
-        bx = cuda.blockIdx.x
-        by = cuda.blockIdx.y
-        if SWIZZLE == 1:
-            return by, bx
-        pid = by * grid_n + bx
-        width = SWIZZLE * grid_n
-        group = pid // width
-        first_m = group * SWIZZLE
-        rows = min(grid_m - first_m, SWIZZLE)
-        return first_m + (pid % width) % rows, (pid % width) // rows
+    tile_coords = make_tile_coords(SWIZZLE)
 
     @cuda.jit(device=True, inline=True)
     def tiles(As, Bs, a_args, b_args, a_off, b_off, a_inc, b_inc, a_v, b_v, acc, af, bf, tid, ntiles, y, x):

@@ -72,6 +72,33 @@ def _make_mma(BLOCK_K, THREAD_M, THREAD_N, TY, TX, UNROLL_K, VEC):
     return _CACHE[key]
 
 
+_TILE_COORDS = {}
+
+
+def make_tile_coords(swizzle):
+    """Device function ``tile_coords(grid_n, grid_m) -> (tile_m, tile_n)`` of this block (both mainloops);
+    ``swizzle`` > 1 walks that many tile rows together (L2 reuse)."""
+    if swizzle in _TILE_COORDS:
+        return _TILE_COORDS[swizzle]
+    SWIZZLE = swizzle
+
+    @cuda.jit(device=True, inline=True)
+    def tile_coords(grid_n, grid_m):
+        bx = cuda.blockIdx.x
+        by = cuda.blockIdx.y
+        if SWIZZLE == 1:
+            return by, bx
+        pid = by * grid_n + bx
+        width = SWIZZLE * grid_n
+        group = pid // width
+        first_m = group * SWIZZLE
+        rows = min(grid_m - first_m, SWIZZLE)
+        return first_m + (pid % width) % rows, (pid % width) // rows
+
+    _TILE_COORDS[swizzle] = tile_coords
+    return tile_coords
+
+
 def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
     key = (cfg, A.key, B.key, OUT.key, EPI.key, acc)
     if key in _CACHE:
@@ -139,19 +166,7 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
             return e // BLOCK_K, e % BLOCK_K
         return e % BLOCK_N, e // BLOCK_N
 
-    @cuda.jit(device=True, inline=True)
-    def tile_coords(grid_n, grid_m):
-        """(tile_m, tile_n) of this block; SWIZZLE > 1 walks GROUP_M tile rows together (L2 reuse)."""
-        bx = cuda.blockIdx.x
-        by = cuda.blockIdx.y
-        if SWIZZLE == 1:
-            return by, bx
-        pid = by * grid_n + bx
-        width = SWIZZLE * grid_n
-        group = pid // width
-        first_m = group * SWIZZLE
-        rows = min(grid_m - first_m, SWIZZLE)
-        return first_m + (pid % width) % rows, (pid % width) // rows
+    tile_coords = make_tile_coords(SWIZZLE)
 
     jit = cuda.jit(max_registers=cfg.MAX_REGS) if cfg.MAX_REGS and not simulator_enabled() else cuda.jit
 
