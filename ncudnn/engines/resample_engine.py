@@ -40,13 +40,13 @@ KC, KTR, KTC = K.CUDNN_KNOB_TYPE_KERNEL_CFG, K.CUDNN_KNOB_TYPE_TILE_ROWS, K.CUDN
 AUTO, DIRECT, TILED = 0, 1, 2     # KERNEL_CFG values
 #: KERNEL_CFG AUTO: tiles tried in order per (direction, layout, backward source: "idx" routed by IDX, "x"
 #: max-pool winners recomputed from X, "dy" average); the first the problem supports wins, none supported
-#: (or an empty list) runs the direct kernel. NHWC forward (direct at ~90% of copy bandwidth on the H200)
-#: and NHWC backward from IDX / average (direct 2.2x / 8.5x torch) keep the direct kernels: not measured
-#: against the tiles yet (tools/probe_pool.py does).
+#: (or an empty list) runs the direct kernel. NHWC forward keeps the direct kernel (~90% of copy bandwidth on
+#: the H200 at issue 4's shape). The tiles are chosen from instruction and L2-traffic counts, not yet from
+#: H200 measurements: tools/probe_pool.py times every alternative (direct included) beside torch.
 AUTO_TILES = {("fwd", "nchw", ""): ((1, 4), (1, 8)), ("fwd", "nhwc", ""): (),
               ("bwd", "nchw", "idx"): ((2, 8), (4, 8)), ("bwd", "nchw", "x"): ((2, 8), (4, 8)),
               ("bwd", "nchw", "dy"): ((2, 8), (4, 8)),
-              ("bwd", "nhwc", "idx"): (), ("bwd", "nhwc", "x"): ((2, 2),), ("bwd", "nhwc", "dy"): ()}
+              ("bwd", "nhwc", "idx"): ((2, 2),), ("bwd", "nhwc", "x"): ((2, 2),), ("bwd", "nhwc", "dy"): ((2, 2),)}
 TILE_BLOCK = 256
 
 

@@ -27,8 +27,8 @@ AUTO_CASES = {   # (mode, pad, layout, x dims, backward source, expected kernels
     "max_nchw_x": (MAX, PAD.CUDNN_ZERO_PAD, "nchw", NCHW_X, "x", ["resample_tile_fwd", "resample_tile_bwd"]),
     "avg_nchw": (AIN, PAD.CUDNN_ZERO_PAD, "nchw", NCHW_X, "dy", ["resample_tile_fwd", "resample_tile_bwd"]),
     "max_nhwc_x": (MAX, PAD.CUDNN_NEG_INF_PAD, "nhwc", NHWC_X, "x", ["resample_direct_fwd", "resample_tile_bwd"]),
-    "avgex_nhwc": (AEX, PAD.CUDNN_ZERO_PAD, "nhwc", NHWC_X, "dy", ["resample_direct_fwd", "resample_direct_bwd"]),
-    "max_nhwc_idx": (MAX, PAD.CUDNN_NEG_INF_PAD, "nhwc", NHWC_X, "idx", ["resample_direct_fwd", "resample_direct_bwd"]),
+    "avgex_nhwc": (AEX, PAD.CUDNN_ZERO_PAD, "nhwc", NHWC_X, "dy", ["resample_direct_fwd", "resample_tile_bwd"]),
+    "max_nhwc_idx": (MAX, PAD.CUDNN_NEG_INF_PAD, "nhwc", NHWC_X, "idx", ["resample_direct_fwd", "resample_tile_bwd"]),
 }
 
 

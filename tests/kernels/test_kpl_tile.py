@@ -87,6 +87,10 @@ CASES = {
     "avgin3s2_nchw": (AIN, PAD.CUDNN_ZERO_PAD, (3, 3), (2, 2), (1, 1), "nchw", (1, 3, 6, 16), [(1, 4)], [(2, 8)]),
     "avgex3s2_nhwc": (AEX, PAD.CUDNN_ZERO_PAD, (3, 3), (2, 2), (1, 1), "nhwc", (1, 4, 6, 6), [(1, 3)], [(2, 2)]),
     "avgex3s1_nchw": (AEX, PAD.CUDNN_ZERO_PAD, (3, 3), (1, 1), (1, 1), "nchw", (1, 2, 5, 8), [(1, 4)], [(1, 4)]),
+    "avgex23_edge_nhwc": (AEX, PAD.CUDNN_EDGE_VAL_PAD, (2, 3), (2, 2), (1, 1), "nhwc", (1, 4, 6, 8), [(2, 2)],
+                          [(2, 2)]),
+    "max32_s21_nhwc": (MAX, PAD.CUDNN_NEG_INF_PAD, (3, 2), (2, 1), (1, 1), "nhwc", (1, 4, 6, 6), [(3, 1), (1, 7)],
+                       [(2, 2)]),
 }
 
 
