@@ -120,8 +120,9 @@ else:
 # ============================================================================================
 
 import functools as _ft  # noqa: E402
-import itertools as _it  # noqa: E402
 import math as _math  # noqa: E402
+
+from numba import float32 as _nb_float32  # noqa: E402
 
 from ..types import cudnnPaddingMode_t as _PAD, cudnnResampleMode_t as _RM  # noqa: E402
 
@@ -474,7 +475,8 @@ def tile_supported(direction, mode, layout, TH, TW, x_shape, y_shape, w, s, pre,
             return False, "NCHW forward needs TW * stride_w % 4 == 0"
         return True, ""
     if x_shape[2] % TH or x_shape[3] % TW or TH % s[0] or TW % s[1]:
-        return False, f"dx {x_shape[2:]} / tile {TH}x{TW} / stride {s}: tile must divide dx and be a multiple of the stride"
+        return False, (f"dx {x_shape[2:]} / tile {TH}x{TW} / stride {s}: the tile must divide dx and be a "
+                       "multiple of the stride")
     if layout == "nchw" and (TW // s[1]) % 4:
         return False, "NCHW backward needs (TW / stride_w) % 4 == 0"
     if mode == _TMAX and not index and w[0] * w[1] > 16:
@@ -486,9 +488,6 @@ def _tjit(src, name):
     ns = dict(math=_math, float32=_nb_float32, __name__=__name__, cuda=cuda, ld4=ld4, st4=st4, sel=sel)
     exec(compile(src, f"<resample_tile {name}>", "exec"), ns)
     return cuda.jit(ns["kernel"])
-
-
-from numba import float32 as _nb_float32  # noqa: E402
 
 
 @_ft.lru_cache(maxsize=None)
