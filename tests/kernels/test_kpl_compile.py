@@ -23,3 +23,10 @@ def test_tile_kernels_compile_for_sm90():
     failed = [r.summary() for r in results if not r.ok]
     assert not failed, "\n".join(failed)
     assert len(results) == len(_ours())
+
+
+def test_tile_nchw_avg_backward_compiles_for_sm90():
+    """One default tile (NCHW average backward 2x8, the quickest to compile) on every CI run."""
+    (r,) = compile_check.run_compile_check(["rstile_avg3x3s2_nchw_bwd2x8"], timeout=600, jobs=1)
+    assert r.ok, r.summary()
+    assert r.registers <= 64 and not r.spill_stores and not r.spill_loads, r.summary()
