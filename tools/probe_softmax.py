@@ -11,7 +11,7 @@ current stream), not engine plans, so every kernel shape can be compared:
 
 * ``online v512 u8``: the vector online kernel (reads the row twice; the session-3 winner);
 * ``persist pf B<threads>``: the persistent kernel, row in registers, the next row prefetched into
-  shared memory with cp.async (one block per SM unless ``ctas`` says otherwise);
+  shared memory with cp.async (one block per SM unless ``ctas`` says otherwise); ``pf2``: the next two;
 * ``persist regs B<threads>``: the same kernel without the prefetch (rows loaded straight into registers);
   ``ctas=rows``: one block per row (not persistent).
 
@@ -57,7 +57,7 @@ def _variants(rows, n, dt, log, sms):
     def persist(block, prefetch, ctas):
         def f():
             kern, threads, shared, _ = ksm.persist_kernel(n, log, vec, block, prefetch, dt, dt)
-            ck = kcache.get_or_compile(f"probe_sm_persist:{n}:{log}:{block}:{prefetch}:{dt}", lambda: kern, sig)
+            ck = kcache.get_or_compile(f"probe_sm_persist:{n}:{log}:{block}:{int(prefetch)}:{dt}", lambda: kern, sig)
             return ck, ksm.persist_grid(rows, ctas, sms), threads, shared
         return f
 
@@ -82,13 +82,16 @@ def _variants(rows, n, dt, log, sms):
             continue
         if short:
             if block <= 256:
-                out += [(f"persist pf B{block} vpt{cfg[1]} ctas={k}xSMs", persist(block, True, k * sms))
+                out += [(f"persist pf B{block} vpt{cfg[1]} ctas={k}xSMs", persist(block, 1, k * sms))
                         for k in ((4, 8, 16) if block == 128 else (4, 8))]
             continue
-        out.append((f"persist pf B{block} vpt{cfg[1]} ctas=SMs", persist(block, True, sms)))
+        out.append((f"persist pf B{block} vpt{cfg[1]} ctas=SMs", persist(block, 1, sms)))
+        if 2 * n * storage_dtype(dt).itemsize <= ksm.PERSIST_SMEM_MAX and block >= 512:
+            out.append((f"persist pf2 B{block} vpt{cfg[1]} ctas=SMs", persist(block, 2, sms)))
         if block >= 512 and not log and dt == "float32" and n > 16384:
-            out.append((f"persist regs B{block} vpt{cfg[1]} ctas=SMs", persist(block, False, sms)))
-            out.append((f"persist regs B{block} vpt{cfg[1]} ctas=rows", persist(block, False, rows)))
+            if block == 1024:
+                out.append((f"persist regs B{block} vpt{cfg[1]} ctas=SMs", persist(block, 0, sms)))
+            out.append((f"persist regs B{block} vpt{cfg[1]} ctas=rows", persist(block, 0, rows)))
     return out
 
 

@@ -22,7 +22,8 @@ registers, or the online path for long rows -- never shared memory), TILE_ROWS (
 block, 0 = 4), ARRAY_SIZE_PER_THREAD (vectors in flight per thread on the vector online path,
 0 = 4) and STAGES (with LOAD_SIZE 16: the persistent kernel, one block per SM looping over rows, a
 row in registers; 1: rows loaded straight into registers, 2: the next row prefetched into shared
-memory by cp.async while the current one is reduced and stored). The default config
+memory by cp.async while the current one is reduced and stored, 3: the next two rows, where two
+fit in shared memory). The default config
 (:func:`preferred_knobs`) takes the persistent kernel with prefetch for forward rows too long for the
 one-block-per-row register kernels that still fit a block's registers, the vector online path for
 longer ones; the cost model ranks every other config 5% behind it. No workspace. Math in float32.
@@ -42,7 +43,7 @@ K = cudnnBackendKnobType_t
 BLOCKS = (0, 32, 128, 256, 512, 1024)
 ROWS = (0, 1, 2, 4, 8)
 UNROLLS = (0, 2, 4, 8)
-STAGES = (0, 1, 2)
+STAGES = (0, 1, 2, 3)
 
 
 # --------------------------------------------------------------------------- pattern (pure IR)
@@ -217,11 +218,11 @@ def preferred_knobs(sub):
 
 def _persist_fits(sub, block, stages):
     """The persistent kernel takes this forward row softmax with ``block`` threads (0: its choice):
-    16-byte vectors, the row in the block's registers, and (``stages`` 2) in shared memory."""
+    16-byte vectors, the row in the block's registers, and ``stages - 1`` rows in shared memory."""
     info, _ = match(sub.nodes)
     (_, n, _), _ = geometry(info)
     sx, sy = (storage_itemsize(kdtype(info[k])) for k in ("x", "y"))
-    return ksm.persist_ok(n, [sx, sy], sx, block, prefetch=stages == 2)
+    return ksm.persist_ok(n, [sx, sy], sx, block, prefetch=max(0, stages - 1))
 
 
 def _vec_geometry(sub):
@@ -274,7 +275,7 @@ class SoftmaxFusedEngine(Engine):
                 KnobSpec(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 0, 16, 16, 0),
                 KnobSpec(K.CUDNN_KNOB_TYPE_TILE_ROWS, 0, 8, 1, 0),
                 KnobSpec(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 0, 8, 2, 0),
-                KnobSpec(K.CUDNN_KNOB_TYPE_STAGES, 0, 2, 1, 0))
+                KnobSpec(K.CUDNN_KNOB_TYPE_STAGES, 0, 3, 1, 0))
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
@@ -301,7 +302,7 @@ class SoftmaxFusedEngine(Engine):
             if not _persist_fits(sub, _block(cfg), _stages(cfg)):
                 return no, f"{self.name}: STAGES {_stages(cfg)}: a row does not fit the persistent kernel with " \
                     f"BLOCK_SIZE {_block(cfg)} (whole warps, 64..1024 threads, <= 32 values a thread at 1024 " \
-                    f"threads, <= 64 below; STAGES 2: <= {ksm.PERSIST_SMEM_MAX} bytes of shared memory)"
+                    f"threads, <= 64 below; STAGES - 1 rows in <= {ksm.PERSIST_SMEM_MAX} bytes of shared memory)"
             return OK
         vg = _vec_geometry(sub)
         if not _load(cfg) or vg is None:
@@ -348,7 +349,7 @@ class SoftmaxFusedEngine(Engine):
         block = _block(cfg)
         if info["kind"] == "fwd" and _stages(cfg):
             x, y = info["x"], info["y"]
-            fargs = (n, info["log"], _vec_geometry(sub)[2], block, _stages(cfg) == 2, kdtype(x), kdtype(y))
+            fargs = (n, info["log"], _vec_geometry(sub)[2], block, _stages(cfg) - 1, kdtype(x), kdtype(y))
             _, threads, shared, _ = ksm.persist_kernel(*fargs)
             return Step("softmax_persist:" + src_key(fargs), lambda: ksm.persist_kernel(*fargs)[0],
                         ksm.persist_grid(outer), threads, [Arg.tensor(x), Arg.tensor(y), Arg.const(outer)],

@@ -444,10 +444,12 @@ def persist_config(n, vec, block=0):
 def _row_persist_source(n, block, vpt, vec, log, ct, prefetch):
     """Persistent row kernel: block b handles rows b, b + gridDim.x, ...; thread t holds vectors
     ``q = t + k * block`` (k < vpt) of the current row in registers: one block max, exp in place,
-    one block sum, one store from registers. ``prefetch``: while a row is reduced and stored, the
-    NEXT row streams into dynamic shared memory with cp.async (16 bytes, L2 only); each thread copies
-    exactly the vectors it later reads, so only its own cp.async.wait_group guards the buffer, and
-    the copies are issued after the thread's local max has consumed the registers loaded from it."""
+    one block sum, one store from registers. ``prefetch`` (rows buffered in shared memory, 0..2): while
+    a row is reduced and stored, the NEXT row(s) stream into dynamic shared memory with cp.async (16
+    bytes, L2 only); each thread copies exactly the vectors it later reads, so only its own
+    cp.async.wait_group guards the buffer, and the copies are issued after the thread's local max has
+    consumed the registers loaded from it. With 2 buffers every trip commits one group (empty past the
+    last row), so ``wait_group(1)`` always means "this row's copies have landed"."""
     ninf, zero, one = po.lit(-math.inf, ct), po.lit(0.0, ct), po.lit(1.0, ct)
     nv, nw = n // vec, block // 32
     guard = row_vector_guards(vpt, block, nv)
@@ -459,7 +461,7 @@ def _row_persist_source(n, block, vpt, vec, log, ct, prefetch):
     s += [f"    o{k} = o0 + u64({k * block * vec})" for k in range(1, vpt)]
     s += [f"    ok{k} = t < {nv - k * block}" for k in range(vpt) if guard[k]]
 
-    def copies(ind, b):
+    def copies(ind, b, commit=True):
         out = []
         for k in range(vpt):
             i2 = ind
@@ -467,25 +469,34 @@ def _row_persist_source(n, block, vpt, vec, log, ct, prefetch):
                 out.append(f"{ind}if ok{k}:")
                 i2 = ind + "    "
             out.append(f"{i2}cpa(buf, o{k} + zo, x, {b} + o{k})")
-        return out + [f"{ind}cp_async_commit()"]
+        return out + ([f"{ind}cp_async_commit()"] if commit else [])
 
-    if prefetch:
+    depth = int(prefetch)
+    if depth == 1:
         s += ["    if row < nrows:", f"        nb = u64(row) * u64({n})", "        zo = u64(0)"] + copies("        ", "nb")
+    elif depth:
+        s.append("    sb = u64(0)")
+        for d in range(depth):
+            s += [f"    pr = row + {d} * step", "    if pr < nrows:", f"        nb = u64(pr) * u64({n})",
+                  f"        zo = u64({d * n})"] + copies("        ", "nb", False) + ["    cp_async_commit()"]
     s += ["    while row < nrows:", f"        base = u64(row) * u64({n})", "        nxt = row + step"]
-    if prefetch:
-        s.append("        cp_async_wait_group(0)")
+    if depth:
+        s.append(f"        cp_async_wait_group({depth - 1})")
     lines, els, _ = load_row_vectors(vpt, block, nv, vec, ninf, src="buf" if prefetch else "x", define_q=False,
-                                     addr=(lambda k: f"o{k}") if prefetch else (lambda k: f"base + o{k}"),
-                                     cond=lambda k: f"ok{k}", ind="        ")
+                                     addr=(lambda k: f"o{k}" + (" + sb" if depth > 1 else "")) if prefetch
+                                     else (lambda k: f"base + o{k}"), cond=lambda k: f"ok{k}", ind="        ")
     s += lines
     flat = [e for g in els for e in g]
     s.append("        m = v0_0")
     s += [f"        m = m if (m != m or m >= {e}) else {e}" for e in flat[1:]]
-    if prefetch:
+    if depth == 1:
         # zo (0, opaque to the compiler) keeps the shared addresses of the copies in the loop: hoisted,
         # they would hold vpt registers across it (spills at 1024 threads)
         s += ["        if nxt < nrows:", f"            nb = u64(nxt) * u64({n})", "            zo = u64(nxt) >> u64(48)"] + \
             copies("            ", "nb")
+    elif depth:   # the buffer just read takes the row ``depth`` trips ahead
+        s += [f"        pr = row + {depth} * step", "        if pr < nrows:", f"            nb = u64(pr) * u64({n})",
+              "            zo = sb"] + copies("            ", "nb", False) + ["        cp_async_commit()"]
     s += ["        m = warp_max(m)", "        if lane == 0:", "            smx[wid] = m", "        cuda.syncthreads()",
           f"        m = warp_max(smx[lane] if lane < {nw} else {ninf})" if nw < 32 else "        m = warp_max(smx[lane])"]
     if log:
@@ -504,6 +515,8 @@ def _row_persist_source(n, block, vpt, vec, log, ct, prefetch):
         vals = [f"cy({e} - r)" if log else f"cy({e} * r)" for e in els[k]]
         s.append(f"{ind}stvy(y, base + o{k}, ({', '.join(vals)}))")
     s.append("        row = nxt")
+    if depth > 1:
+        s.append(f"        sb = sb + u64({n}) if sb < u64({(depth - 1) * n}) else u64(0)")
     return "\n".join(s) + "\n"
 
 
@@ -522,16 +535,16 @@ def persist_kernel(n, log, vec, block, prefetch, x_dt, y_dt):
               sdt=numpy_support.from_dtype(storage_dtype(x_dt)))
     exec(compile(src, "<softmax persist>", "exec"), ns)
     kern = cuda.jit(ns["kernel"]) if SIM else cuda.jit(ns["kernel"], max_registers=_reg_budget(threads))
-    shared = n * storage_dtype(x_dt).itemsize if prefetch else 0
+    shared = int(prefetch) * n * storage_dtype(x_dt).itemsize
     return kern, threads, shared, src
 
 
-def persist_ok(n, itemsizes, x_itemsize, block=0, prefetch=True):
+def persist_ok(n, itemsizes, x_itemsize, block=0, prefetch=1):
     """Rows of n elements run on the persistent kernel: 16-byte vectors divide the row, it fits in
-    the block's registers and (``prefetch``) its storage in PERSIST_SMEM_MAX bytes of shared memory."""
+    the block's registers and ``prefetch`` rows of x's storage in PERSIST_SMEM_MAX bytes of shared memory."""
     vec = 16 // max(itemsizes)
     return vec_ok(n, itemsizes, vec) and persist_config(n, vec, block) is not None and \
-        (not prefetch or n * x_itemsize <= PERSIST_SMEM_MAX)
+        int(prefetch) * n * x_itemsize <= PERSIST_SMEM_MAX
 
 
 def persist_grid(nrows, ctas=0, sms=0):
@@ -541,9 +554,10 @@ def persist_grid(nrows, ctas=0, sms=0):
 
 
 def softmax_forward_persist(x, y, rows, n, *, log=False, x_dtype="float32", y_dtype="float32", block=0,
-                            prefetch=True, ctas=0, stream=0):
+                            prefetch=1, ctas=0, stream=0):
     """y = softmax (log-softmax) of the rows of x, both packed (rows, n) device arrays aligned to 16
-    bytes, on the persistent kernel (:func:`persist_ok` must hold); ``ctas`` blocks (0: one per SM)."""
+    bytes, on the persistent kernel (:func:`persist_ok` must hold): ``prefetch`` rows (0..2) buffered in
+    shared memory ahead of the one in registers; ``ctas`` blocks (0: one per SM)."""
     vec = 16 // max(storage_dtype(x_dtype).itemsize, storage_dtype(y_dtype).itemsize)
     kern, threads, shared, _ = persist_kernel(n, log, vec, block, prefetch, x_dtype, y_dtype)
     grid = persist_grid(rows, ctas)
@@ -554,7 +568,8 @@ def softmax_forward_persist(x, y, rows, n, *, log=False, x_dtype="float32", y_dt
     from . import kcache
     from .dtypes import array_sig
     sig = f"void({array_sig(x_dtype)}, {array_sig(y_dtype)}, int64)"
-    ck = kcache.get_or_compile(f"softmax_persist:{n}:{log}:{vec}:{threads}:{x_dtype}:{y_dtype}", lambda: kern, sig)
+    ck = kcache.get_or_compile(f"softmax_persist:{n}:{log}:{vec}:{threads}:{int(prefetch)}:{x_dtype}:{y_dtype}",
+                               lambda: kern, sig)
     ck.launch(grid, threads, args, stream, shared)
 
 

@@ -28,7 +28,8 @@ def _keep(g, cfg):
 
 @pytest.mark.parametrize("dims,dtype,algo,block,stages", [
     ((4, 1024), U.F32, "accurate", 128, 2), ((3, 600), U.F32, "log", 128, 2), ((3, 512), U.F32, "accurate", 128, 1),
-    ((3, 1024), U.DT.CUDNN_DATA_BFLOAT16, "accurate", 128, 2)], ids=["f32-pf", "f32-log-guarded", "f32-regs", "bf16-pf"])
+    ((3, 1024), U.DT.CUDNN_DATA_BFLOAT16, "accurate", 128, 2), ((4, 512), U.F32, "accurate", 128, 3)],
+    ids=["f32-pf", "f32-log-guarded", "f32-regs", "bf16-pf", "f32-pf2"])
 def test_esm_persist_knob_runs(rng, dims, dtype, algo, block, stages):
     g, x, y = fwd_graph(dims, (dims[0], 1), dtype=dtype, algo=algo)
     cfg = _cfg(g, {KB: block, KL: 16, KR: 0, KU: 0, KS: stages})
@@ -39,7 +40,7 @@ def test_esm_persist_knob_runs(rng, dims, dtype, algo, block, stages):
     plan = U.run_ec(g, {1: U.upload(a, x), 2: out}, cfg)
     step = plan.parts[0].steps[0]
     assert step.key.startswith("softmax_persist:") and step.block == block
-    assert step.shared == (dims[1] * (4 if dtype == U.F32 else 2) if stages == 2 else 0)   # the row in x's type
+    assert step.shared == (stages - 1) * dims[1] * (4 if dtype == U.F32 else 2)   # rows in x's type
     ref = _softmax_ref(U.download(U.upload(a, x), x), (1,), algo == "log")
     assert_close(U.download(out, y), ref, U.TOLNAME[dtype])
 
@@ -56,6 +57,10 @@ def test_esm_persist_refusals():
     g2, _, _ = fwd_graph((3, 65536), (3, 1))                            # 64 values a thread at 1024 threads
     st, why = _keep(g2, _cfg(g2, {KB: 1024, KL: 16, KR: 0, KU: 0, KS: 2}))
     assert st != S.CUDNN_STATUS_SUCCESS and "does not fit" in why
+    g4, _, _ = fwd_graph((3, 32768), (3, 1))                           # two FP32 rows: 256 KB of shared memory
+    st, why = _keep(g4, _cfg(g4, {KB: 0, KL: 16, KR: 0, KU: 0, KS: 3}))
+    assert st != S.CUDNN_STATUS_SUCCESS and "does not fit" in why
+    assert _keep(g4, _cfg(g4, {KB: 0, KL: 16, KR: 0, KU: 0, KS: 2}))[0] == S.CUDNN_STATUS_SUCCESS
     g3, _, _ = fwd_graph((3, 258), (3, 1))                              # no 16-byte vectors
     assert not any(e.config.get(KS) for e in api.get_heuristics(g3))
 

@@ -38,11 +38,13 @@ CASES = [(5, 512, "float32", False, 64, True, 2),     # 2 vectors a thread, 3 ro
          (3, 200, "float32", True, 64, True, 0),      # the last vector slot guarded (50 of 64 threads)
          (4, 256, "float32", False, 64, False, 3),    # registers only, no prefetch
          (3, 512, "bfloat16", False, 64, True, 2),    # 8 elements a vector, converted in registers
-         (3, 512, "float16", True, 64, True, 1)]
+         (3, 512, "float16", True, 64, True, 1),
+         (5, 512, "float32", False, 64, 2, 2),        # two rows buffered: the buffers rotate
+         (4, 512, "bfloat16", True, 64, 2, 1)]
 
 
 @pytest.mark.parametrize("rows,n,dt,log,block,prefetch,ctas", CASES,
-                         ids=[f"{c[1]}-{c[2]}-{'log' if c[3] else 'sm'}-{'pf' if c[5] else 'regs'}" for c in CASES])
+                         ids=[f"{c[1]}-{c[2]}-{'log' if c[3] else 'sm'}-{f'pf{int(c[5])}' if c[5] else 'regs'}" for c in CASES])
 def test_ksm_persist_forward(rng, rows, n, dt, log, block, prefetch, ctas):
     _run(rng, rows, n, dt, log, block, prefetch, ctas)
 
@@ -63,6 +65,8 @@ def test_ksm_persist_config():
     assert ksm.persist_ok(32768, [4, 4], 4) and ksm.persist_ok(32768, [2, 2], 2)
     assert not ksm.persist_ok(32766, [4, 4], 4)               # no 16-byte vectors
     assert ksm.persist_ok(32768, [4, 4], 4, 512) and not ksm.persist_ok(65536, [2, 2], 2)
+    assert ksm.persist_ok(16384, [4, 4], 4, 0, 1) and not ksm.persist_ok(32768, [4, 4], 4, 0, 2)   # smem
+    assert ksm.persist_ok(32768, [2, 2], 2, 0, 2)
     assert ksm.persist_grid(8192, 0, 132) == 132 and ksm.persist_grid(7, 0, 132) == 7
     assert ksm.persist_grid(8192, 500, 132) == 500
 
@@ -73,8 +77,9 @@ def sm90_factory(n, log, vec, block, prefetch, dt):
     return ksm.persist_kernel(n, log, vec, block, prefetch, dt, dt)[0]
 
 
-SM90 = [(32768, False, 4, 1024, True, "float32"), (32768, True, 4, 1024, True, "float32"),
-        (32768, False, 4, 512, True, "float32"), (32768, False, 8, 1024, True, "bfloat16")]
+SM90 = [(32768, False, 4, 1024, 1, "float32"), (32768, True, 4, 1024, 1, "float32"),
+        (32768, False, 4, 512, 1, "float32"), (32768, False, 8, 1024, 1, "bfloat16"),
+        (32768, False, 8, 1024, 2, "bfloat16")]
 
 
 @pytest.mark.slow
