@@ -327,6 +327,13 @@ def nonfused_cost_static(device, p, m, st):
     return gc.tile_cost(st, device, Mg, Ng, Kg, batch, 4, 4, 0, False, 1.0) * hit[3] + hit[2]
 
 
+def workspace_parts(scratch, sizes):
+    """(U, V, M): float32 Flats of ``sizes`` elements laid out back to back from the scratch buffer's start."""
+    nu, nv, nm = sizes
+    base = scratch.ptr
+    return gc.Flat(base, nu, F32), gc.Flat(base + 4 * nu, nv, F32), gc.Flat(base + 4 * (nu + nv), nm, F32)
+
+
 def filter_args(p, w, u):
     """Arguments of the filter-transform kernel (U over all output channels x in-group inputs)."""
     cog, s_grp, s_ko, s_ci, s_r, s_s = p.filt
@@ -399,11 +406,7 @@ class NonfusedPlan(gc.LaunchPlan):
     # ---- launches
     def launches(self, views, scratch):
         p = self.p
-        nu, nv, nm = self.sizes
-        base = scratch.ptr
-        u = gc.Flat(base, nu, F32)
-        v = gc.Flat(base + 4 * nu, nv, F32)
-        mb = gc.Flat(base + 4 * (nu + nv), nm, F32)
+        u, v, mb = workspace_parts(scratch, self.sizes)
         e = p.epi
         bias = gc.flat(views[e.bias.uid], e.bias) if e.bias is not None else dummy(p.dt_y)
         res = gc.flat(views[e.residual.uid], e.residual) if e.residual is not None else dummy(p.dt_y)
@@ -587,11 +590,7 @@ class WgradPlan(gc.LaunchPlan):
 
     def launches(self, views, scratch):
         p = self.p
-        nu, nv, nm = self.sizes
-        base = scratch.ptr
-        u = gc.Flat(base, nu, F32)
-        v = gc.Flat(base + 4 * nu, nv, F32)
-        mb = gc.Flat(base + 4 * (nu + nv), nm, F32)
+        u, v, mb = workspace_parts(scratch, self.sizes)
         x, dy, dw = (gc.flat(views[t.uid], t) for t in (p.x, p.dy, p.w))
         T = wk.THREADS
         out = [self.kdy.prepare(wk.blocks(p.K * self.TPAD), T, self._dy_args(dy, u)),
