@@ -95,3 +95,12 @@ def test_esm_default_runs_persistent(rng):
     plan = U.run_ec(g, {1: U.upload(a, x), 2: out}, ec.config)
     assert plan.parts[0].steps[0].key.startswith("softmax_persist:")
     assert_close(U.download(out, y), _softmax_ref(a, (1,), False), "float32")
+
+
+@pytest.mark.parametrize("dims", [(8, 32768), (8, 1024), (8, 4096), (3, 48)])
+def test_esm_search_space_equals_the_base_enumeration(dims):
+    """configs() walks only the accepted knob values: the same list as the base class's full walk."""
+    from ncudnn.engines.base import Engine
+    g, _, _ = fwd_graph(dims, (dims[0], 1))
+    eng, sub, ctx = registry.by_name("softmax_fused"), partition(g)[0][0], api.context()
+    assert eng.configs(sub, ctx) == Engine.configs(eng, sub, ctx)
