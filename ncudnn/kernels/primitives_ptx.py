@@ -191,6 +191,22 @@ ldmatrix_x2_trans = _make_ldmatrix(2, True)
 ldmatrix_x4_trans = _make_ldmatrix(4, True)
 
 
+def _elem(arr, saddr):
+    """Element offset of the byte address ``saddr`` (``cvta_shared(arr, 0)`` is 0 here)."""
+    b = int(saddr)
+    if b % _itemsize(arr):
+        raise ValueError(f"shared address {b} is not a multiple of the element size of the array")
+    return b // _itemsize(arr)
+
+
+def ldmatrix_x4_a(arr, saddr):
+    return ldmatrix_x4(arr, _elem(arr, saddr))
+
+
+def ldmatrix_x4_trans_a(arr, saddr):
+    return ldmatrix_x4_trans(arr, _elem(arr, saddr))
+
+
 # ------------------------------------------------------------------------------------- cp.async
 
 def _copy(dst, doff, src, soff, nbytes, size):
@@ -226,6 +242,10 @@ def cp_async_cg_16_zfill(dst, doff, src, soff, nbytes):
     if not 0 <= n <= 16:
         raise ValueError(f"cp.async src-size {n} outside 0..16")
     _copy(dst, doff, src, soff, n, 16)
+
+
+def cp_async_cg_16_zfill_a(dst, saddr, src, soff, nbytes):
+    cp_async_cg_16_zfill(dst, _elem(dst, saddr), src, soff, nbytes)
 
 
 def cp_async_commit():

@@ -30,6 +30,11 @@ Fragments (``g = lane >> 2``, ``t = lane & 3``; PTX ISA "Matrix fragments for mm
   (0..16) and zero-fills the rest (``nbytes = 0``: predicated-off load, ``src`` still a valid address).
   ``cp_async_commit()`` closes a group; ``cp_async_wait_group(N)`` (N a literal) waits until at most
   N groups are pending; ``cp_async_wait_all()``. Visibility to other threads still needs a barrier.
+* ``ldmatrix_x4_a / ldmatrix_x4_trans_a(arr, saddr)``, ``cp_async_cg_16_zfill_a(dst, saddr, src, soff,
+  nbytes)``: the same with the shared operand given as a 32-bit shared-window byte address
+  ``saddr = cvta_shared(arr, 0) + byte offset`` (one integer add per call in the kernel, no 64-bit
+  pointer arithmetic or cvta); ``arr`` is only read by the simulator (there ``cvta_shared(arr, 0)``
+  is 0, so ``saddr`` is the byte offset into ``arr``).
 * ``cvta_shared(arr, off) -> uint32``: the shared-window address of ``arr[off]`` (numba's shared
   arrays are generic pointers).
 * ``pack_bf16x2 / pack_f16x2(lo, hi) -> uint32`` (round to nearest even, ``cvt.rn.*x2.f32``);
@@ -55,7 +60,8 @@ if SIM:
                                  ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k8_tf32,
                                  mma_m16n8k16_bf16, mma_m16n8k16_f16, mma_m16n8k32_e4m3,
                                  mma_m16n8k32_e5m2, pack_bf16x2, pack_e4m3x4, pack_e5m2x4,
-                                 pack_f16x2, unpack_bf16x2, unpack_f16x2)
+                                 pack_f16x2, unpack_bf16x2, unpack_f16x2, ldmatrix_x4_a, ldmatrix_x4_trans_a,
+                                 cp_async_cg_16_zfill_a)
 else:
     from llvmlite import ir
     from numba.cuda import types
@@ -161,6 +167,27 @@ else:
     ldmatrix_x2_trans = _make_ldmatrix(2, True)
     ldmatrix_x4_trans = _make_ldmatrix(4, True)
 
+    def _make_ldmatrix_a(trans):
+        text = (f"ldmatrix.sync.aligned.m8n8.x4{'.trans' if trans else ''}.shared.b16 "
+                "{$0,$1,$2,$3}, [$4];")
+        cons = "=r,=r,=r,=r,r,~{memory}"
+
+        @intrinsic
+        def ldmatrix(typingctx, arr, saddr):
+            _check_scalar("ldmatrix (shared address)", saddr)
+            ret = types.UniTuple(types.uint32, 4)
+            sig = ret(arr, saddr)
+
+            def codegen(context, builder, sig, args):
+                addr = context.cast(builder, args[1], sig.args[1], types.uint32)
+                res = _asm(builder, ir.LiteralStructType([_I32] * 4), [addr], text, cons, True)
+                return _tuple(context, builder, sig.return_type, res, 4)
+            return sig, codegen
+        return ldmatrix
+
+    ldmatrix_x4_a = _make_ldmatrix_a(False)
+    ldmatrix_x4_trans_a = _make_ldmatrix_a(True)
+
     # ----------------------------------------------------------------------------- cp.async
     def _make_cp_async(cache, nbytes, zfill):
         if zfill:
@@ -199,6 +226,21 @@ else:
     cp_async_ca_16 = _make_cp_async("ca", 16, False)
     cp_async_cg_16 = _make_cp_async("cg", 16, False)
     cp_async_cg_16_zfill = _make_cp_async("cg", 16, True)
+
+    @intrinsic
+    def cp_async_cg_16_zfill_a(typingctx, dst, saddr, src, soff, n):
+        _check_scalar("cp.async dst (shared address)", saddr)
+        _check_array("cp.async src", src, soff)
+        _check_scalar("cp.async src-size", n)
+
+        def codegen(context, builder, sig, args):
+            sptr = _elem_ptr(context, builder, sig.args[2], args[2], sig.args[3], args[3])
+            ops = [context.cast(builder, args[1], sig.args[1], types.uint32), builder.ptrtoint(sptr, _I64),
+                   context.cast(builder, args[4], sig.args[4], types.uint32)]
+            _asm(builder, ir.VoidType(), ops, "cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r,~{memory}",
+                 True)
+            return context.get_dummy_value()
+        return types.void(dst, saddr, src, soff, n), codegen
 
     @intrinsic
     def cp_async_commit(typingctx):

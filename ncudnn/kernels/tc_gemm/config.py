@@ -7,7 +7,10 @@ in the tile order (L2 reuse of B).
 """
 from dataclasses import dataclass, replace
 
-__all__ = ["TcGemmConfig", "CONFIGS", "check", "keep", "smem_bytes"]
+__all__ = ["TcGemmConfig", "CONFIGS", "VERSIONS", "check", "keep", "smem_bytes"]
+
+#: mainloop versions the kernel factory generates
+VERSIONS = (1, 3)
 
 
 @dataclass(frozen=True)
@@ -19,6 +22,7 @@ class TcGemmConfig:
     WARPS_N: int = 2
     STAGES: int = 4
     GROUP_M: int = 8
+    VERSION: int = 1        # mainloop version (kernel.py's docstring): 1 or 3
 
     def replace(self, **kw):
         return replace(self, **kw)
@@ -30,7 +34,7 @@ class TcGemmConfig:
     @property
     def name(self):
         return (f"{self.BLOCK_M}x{self.BLOCK_N}x{self.BLOCK_K}_w{self.WARPS_M}x{self.WARPS_N}"
-                f"_s{self.STAGES}_g{self.GROUP_M}")
+                f"_s{self.STAGES}_g{self.GROUP_M}" + (f"_v{self.VERSION}" if self.VERSION != 1 else ""))
 
 
 def smem_bytes(cfg):
@@ -65,6 +69,8 @@ def check(cfg, max_smem=227 * 1024):
         return False, f"{smem_bytes(cfg)} bytes of shared memory > {max_smem}"
     if cfg.GROUP_M < 1:
         return False, "GROUP_M < 1"
+    if cfg.VERSION not in VERSIONS:
+        return False, f"VERSION={cfg.VERSION} is not one of {VERSIONS}"
     return True, ""
 
 

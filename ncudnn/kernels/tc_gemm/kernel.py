@@ -116,13 +116,14 @@ def _conv_a_normalize(w, ind, i):
     w(f"{ind}        a_r{i} += 1")
 
 
-def _conv_a_load(w, ind, i, BK):
+def _conv_a_load(w, ind, i, BK, v3=False):
     """Issue slot i's chunk of the current k tile (zero-filled in the padding, past M and past K),
     then advance its (r, s, c) by BLOCK_K."""
     w(f"{ind}ih = a_h{i} + a_r{i} * dil_h")
     w(f"{ind}iw = a_w{i} + a_s{i} * dil_w")
     w(f"{ind}ok = a_m{i} and a_r{i} < R and ih >= 0 and ih < H and iw >= 0 and iw < W")
-    w(f"{ind}ptx.cp_async_cg_16_zfill(sm, sb + a_so{i}, a, "
+    dst = f"wsa + a_sa{i}" if v3 else f"sb + a_so{i}"
+    w(f"{ind}ptx.cp_async_cg_16_zfill{'_a' if v3 else ''}(sm, {dst}, a, "
       f"a_nb{i} + int64(ih) * x_h + int64(iw) * x_w + a_c{i} if ok else int64(0), 16 if ok else 0)")
     w(f"{ind}a_c{i} += {BK}")
     _conv_a_normalize(w, ind, i)
@@ -150,6 +151,9 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
     # 16-byte rows for ldmatrix / cp.async (the simulator refuses an alignment argument)
     w("    sm = cuda.shared.array(0, uint16)" if ptx.SIM else
       "    sm = cuda.shared.array(0, uint16, alignment=128)")
+    v3 = cfg.VERSION >= 3
+    if v3:   # 32-bit shared-window byte addresses for cp.async / ldmatrix (ptx.*_a intrinsics)
+        w("    sbase = int32(ptx.cvta_shared(sm, 0))")
     w("    tid = cuda.threadIdx.x")
     w("    lane = tid & 31")
     w("    warp = tid >> 5")
@@ -186,6 +190,8 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
         for i in range(L_):
             if conv and op == "a":
                 _conv_a_setup(w, i, NT, CH, COLS, BK)
+                if v3:
+                    w(f"    a_sa{i} = int32(a_so{i} * 2)")
                 continue
             w(f"    q = tid + {i * NT}")
             w(f"    row = q // {CH}")
@@ -199,6 +205,9 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
                 w(f"    o = {outer0} + ch * 8")
                 w(f"    {op}_go{i} = {op}_zo + int64(row) * {ld} + o")
                 w(f"    {op}_ki{i} = row if o < {bound} else BIG")
+            if v3:   # shared byte offset in the stage; k bound of the slot (k0 < kl: in range)
+                w(f"    {op}_sa{i} = int32({op}_so{i} * 2{' + ' + str(2 * A_T) if op == 'b' else ''})")
+                w(f"    {op}_kl{i} = int32(K - {op}_ki{i})")
     # ldmatrix lane offsets (within a tile) for each fragment and k16 step
     w("    j = lane >> 3")
     w("    r = lane & 7")
@@ -208,35 +217,51 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
                 row, chk = f"(wm * {WTM} + {i * 16} + (j & 1) * 8 + r)", f"({kk * 2} + (j >> 1))"
             else:
                 row, chk = f"({kk * 16} + (j >> 1) * 8 + r)", f"(wm * {WTM // 8} + {i * 2} + (j & 1))"
-            w(f"    a_lo{i}_{kk} = {row} * {A_COLS} + (({chk} ^ {_swz(row, A_CH)}) * 8)")
+            w(f"    a_lo{i}_{kk} = {'int32(2 * (' if v3 else '(('}{row} * {A_COLS} + (({chk} ^ {_swz(row, A_CH)}) * 8)))")
         for jn in range(NI // 2):
             if b_kmajor:
                 row, chk = f"(wn * {WTN} + {jn * 16} + (j >> 1) * 8 + r)", f"({kk * 2} + (j & 1))"
             else:
                 row, chk = f"({kk * 16} + (j & 1) * 8 + r)", f"(wn * {WTN // 8} + {jn * 2} + (j >> 1))"
-            w(f"    b_lo{jn}_{kk} = {A_T} + {row} * {B_COLS} + (({chk} ^ {_swz(row, B_CH)}) * 8)")
+            w(f"    b_lo{jn}_{kk} = {'int32(2 * (' if v3 else '(('}{A_T} + {row} * {B_COLS} + (({chk} ^ {_swz(row, B_CH)}) * 8)))")
     for i in range(MI):
         for n in range(NI):
             w(f"    c{i}_{n}_0 = c{i}_{n}_1 = c{i}_{n}_2 = c{i}_{n}_3 = float32(0.0)")
 
     def load_stage(ind, stage_expr, k0_expr):
-        w(f"{ind}sb = ({stage_expr}) * {STAGE}")
-        w(f"{ind}k0 = {k0_expr}")
+        if v3:   # the stage's byte address is wsa (rolled by the loop)
+            w(f"{ind}k0 = int32({k0_expr})")
+        else:
+            w(f"{ind}sb = ({stage_expr}) * {STAGE}")
+            w(f"{ind}k0 = {k0_expr}")
         for op, kmaj, L_, arr, ld in (("a", a_kmajor, LA, "a", "lda"), ("b", b_kmajor, LB, "b", "ldb")):
             for i in range(L_):
                 if conv and op == "a":
-                    _conv_a_load(w, ind, i, BK)
+                    _conv_a_load(w, ind, i, BK, v3)
                     continue
                 step = "k0" if kmaj else f"int64(k0) * {ld}"
+                if v3:
+                    w(f"{ind}ok = k0 < {op}_kl{i}")
+                    w(f"{ind}ptx.cp_async_cg_16_zfill_a(sm, wsa + {op}_sa{i}, "
+                      f"{arr}, {op}_go{i} + {step} if ok else int64(0), 16 if ok else 0)")
+                    continue
                 w(f"{ind}ok = k0 + {op}_ki{i} < K")
                 w(f"{ind}ptx.cp_async_cg_16_zfill(sm, sb + {op}_so{i}{' + ' + str(A_T) if op == 'b' else ''}, "
                   f"{arr}, {op}_go{i} + {step} if ok else int64(0), 16 if ok else 0)")
 
+    SB = 2 * STAGE     # stage bytes (v3)
     w(f"    ktiles = (K + {BK - 1}) // {BK}")
+    if v3:
+        w("    wsa = sbase")
+        w(f"    slast = int32(sbase + {(ST - 1) * SB})")
     for s in range(ST - 1):
         w(f"    if {s} < ktiles:")
         load_stage("        ", str(s), f"{s * BK}")
         w("    ptx.cp_async_commit()")
+        if v3:
+            w(f"    wsa = int32(wsa + {SB})")
+    if v3:
+        w("    rsa = sbase")
     w("    for kt in range(ktiles):")
     w(f"        ptx.cp_async_wait_group({ST - 2})")
     w("        cuda.syncthreads()")
@@ -244,20 +269,27 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
     w("        if nk < ktiles:")
     load_stage("            ", f"nk % {ST}", f"nk * {BK}")
     w("        ptx.cp_async_commit()")
-    w(f"        cs = (kt % {ST}) * {STAGE}")
     a_ld = "ptx.ldmatrix_x4" if a_kmajor else "ptx.ldmatrix_x4_trans"
     b_ld = "ptx.ldmatrix_x4" if b_kmajor else "ptx.ldmatrix_x4_trans"
+    if v3:
+        w(f"        wsa = int32(wsa + {SB}) if wsa != slast else sbase")
+        a_ld, b_ld, cs = a_ld + "_a", b_ld + "_a", "rsa"
+    else:
+        w(f"        cs = (kt % {ST}) * {STAGE}")
+        cs = "cs"
     for kk in range(KK):
         for i in range(MI):
-            w(f"        a{i}_0, a{i}_1, a{i}_2, a{i}_3 = {a_ld}(sm, cs + a_lo{i}_{kk})")
+            w(f"        a{i}_0, a{i}_1, a{i}_2, a{i}_3 = {a_ld}(sm, {cs} + a_lo{i}_{kk})")
         for jn in range(NI // 2):
             n0, n1 = 2 * jn, 2 * jn + 1
-            w(f"        b{n0}_0, b{n0}_1, b{n1}_0, b{n1}_1 = {b_ld}(sm, cs + b_lo{jn}_{kk})")
+            w(f"        b{n0}_0, b{n0}_1, b{n1}_0, b{n1}_1 = {b_ld}(sm, {cs} + b_lo{jn}_{kk})")
         for i in range(MI):
             order = range(NI) if i % 2 == 0 else range(NI - 1, -1, -1)   # serpentine: reuse B
             for n in order:
                 acc = f"c{i}_{n}_0, c{i}_{n}_1, c{i}_{n}_2, c{i}_{n}_3"
                 w(f"        {acc} = ptx.{mma_name}(a{i}_0, a{i}_1, a{i}_2, a{i}_3, b{n}_0, b{n}_1, {acc})")
+    if v3:
+        w("        rsa = int32(rsa + " + str(SB) + ") if rsa != slast else sbase")
     if epi is not None:
         _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax, dscales)
         return "\n".join(L) + "\n"

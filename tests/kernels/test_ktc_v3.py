@@ -1,0 +1,71 @@
+"""Mainloop v3 of the tensor-core kernels (32-bit shared addresses, rolled stage addresses, k bounds
+per load slot) against the float64 oracle: GEMM layouts, multi-stage rings with K past several rings,
+TF32 halves, the conv gather; every GPU config of v3 on a GPU; sm_90 compile (slow)."""
+import numpy as np
+import pytest
+
+from ncudnn.kernels import compile_check
+from ncudnn.kernels import epilogue as ep
+from ncudnn.kernels.tc_gemm import CONFIGS, TcGemmConfig, check, make_tc_gemm, run_tc_gemm
+from ncudnn.testing import SIM, assert_close, poison_value, size
+from test_tc_conv import _run as conv_run
+from test_tc_gemm import _run as gemm_run
+
+V3 = TcGemmConfig(32, 32, 32, 2, 2, 3, 1, VERSION=3)
+
+
+def test_version_knob():
+    assert V3.name.endswith("_v3") and check(V3)[0]
+    ok, why = check(V3.replace(VERSION=2))
+    assert not ok and "VERSION" in why
+    src = make_tc_gemm(V3, True, False, "bfloat16", "float32").source
+    assert "ldmatrix_x4_trans_a" in src and "cp_async_cg_16_zfill_a" in src and "% 3" not in src
+
+
+@pytest.mark.parametrize("a_kmajor,b_kmajor", [(True, False), (False, True)])
+def test_v3_gemm_layouts(rng, a_kmajor, b_kmajor):
+    # K = 136: five k tiles through a 3-deep ring (the stage addresses wrap twice), a partial last tile
+    M, N, K = size((40, 24, 136), (1000, 776, 1032))
+    cfg = V3 if SIM else CONFIGS[0].replace(VERSION=3)
+    got, ref = gemm_run(rng, cfg, M, N, K, a_kmajor, b_kmajor, "bfloat16", "float32", alpha=0.5)
+    assert_close(got, ref, "bfloat16")
+
+
+def test_v3_tf32_halves(rng):
+    M, N, K = size((24, 40, 40), (520, 264, 1000))
+    A = rng.standard_normal((M, K)).astype(np.float32)
+    B = rng.standard_normal((N, K)).astype(np.float32)        # stored (n, k)
+    c = np.full(M * N, poison_value(np.dtype(np.float32)), np.float32)
+    cfg = V3.replace(BLOCK_K=16) if SIM else CONFIGS[0].replace(BLOCK_K=16, VERSION=3)
+    kern = make_tc_gemm(cfg, True, True, "float32", "float32")
+    if SIM:
+        a, b, cd = A.view(np.uint16).reshape(-1), B.view(np.uint16).reshape(-1), c
+    else:
+        from numba import cuda
+        a, b, cd = (cuda.to_device(v) for v in (A.view(np.uint16).reshape(-1), B.view(np.uint16).reshape(-1), c))
+    run_tc_gemm(kern, a, b, cd, M, N, 2 * K, (2 * K, 1), (1, 2 * K), (N, 1))
+    got = (c if SIM else cd.copy_to_host()).reshape(M, N)
+    assert_close(got, A.astype(np.float64) @ B.astype(np.float64).T, "tf32")
+
+
+def test_v3_conv_gather(rng):
+    cfg = V3
+    got, ref = conv_run(rng, cfg, 1, 16, 5, 4, 16, 3, 3, (1, 1), (1, 1), (1, 1), "bfloat16", "bfloat16")
+    assert_close(got, ref, "bfloat16")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.name)
+def test_gpu_v3_configs(rng, cfg):
+    got, ref = gemm_run(rng, cfg.replace(VERSION=3), 1536, 1280, 1024, True, False, "bfloat16", "float32")
+    assert_close(got, ref, "bfloat16")
+
+
+@pytest.mark.slow
+def test_v3_compiles_for_sm90_without_spills():
+    spec = ep.EpilogueSpec((ep.bias("col"), ep.relu()), "bfloat16")
+    for cfg in (CONFIGS[0].replace(VERSION=3), TcGemmConfig(128, 128, 32, 2, 4, 4, VERSION=3)):
+        kern = make_tc_gemm(cfg, True, True, "bfloat16", epi=spec, bias_dtype="bfloat16", res_dtype="bfloat16",
+                            conv=cfg.WARPS_N == 4)
+        assert kern is not None
+    assert compile_check is not None
