@@ -43,10 +43,12 @@ AUTO, DIRECT, TILED = 0, 1, 2     # KERNEL_CFG values
 #: (or an empty list) runs the direct kernel. NHWC forward keeps the direct kernel (~90% of copy bandwidth on
 #: the H200 at issue 4's shape). The tiles are chosen from instruction and L2-traffic counts, not yet from
 #: H200 measurements: tools/probe_pool.py times every alternative (direct included) beside torch.
-AUTO_TILES = {("fwd", "nchw", ""): ((1, 4), (1, 8)), ("fwd", "nhwc", ""): (),
+AUTO_TILES = {("fwd", "nchw", ""): ((1, 4), (1, 8)), ("fwd", "nhwc", ""): (), ("fwd", "nchw1", ""): (),
               ("bwd", "nchw", "idx"): ((2, 8), (4, 8)), ("bwd", "nchw", "x"): ((2, 8), (4, 8)),
               ("bwd", "nchw", "dy"): ((2, 8), (4, 8)),
               ("bwd", "nhwc", "idx"): ((2, 2),), ("bwd", "nhwc", "x"): ((2, 2),), ("bwd", "nhwc", "dy"): ((2, 2),)}
+for _src in ("idx", "x", "dy"):   # NCHW without 16-byte rows (W % 4 != 0: 28 -> 14, 14 -> 7): scalar tiles
+    AUTO_TILES["bwd", "nchw1", _src] = ((2, 4), (2, 2), (1, 4), (1, 2), (3, 3))
 TILE_BLOCK = 256
 
 
@@ -77,23 +79,34 @@ def _direct_bwd(node, mode, w, s, pre):
     return rd.bwd_supported(mode, int(node.padding_mode), pre, w, s, idx is not None, "X" in node.inputs)
 
 
+def _common_layout(ts):
+    """The tiled-kernel layouts every tensor of ``ts`` ((port, desc or None) pairs) fits, best first; the
+    vector layouts need 16-byte alignment."""
+    common = None
+    for _, t in ts:
+        if t is None:
+            continue
+        lays = rv.tile_layouts(tuple(t.dims), tuple(t.strides))
+        if t.alignment < 16:
+            lays = tuple(v for v in lays if v == "nchw1")
+        common = [v for v in (lays if common is None else common) if v in lays]
+    return tuple(common or ())
+
+
 def _tile_choice(direction, node, mode, w, s, pre, cfg, ts, has_index):
     """(layout, TH, TW) of the tiled kernel this config runs, or None for the direct kernel."""
     kc = cfg.get(KC, AUTO)
     if kc == DIRECT or any(t is not None and kdtype(t) != ("int32" if p == "IDX" else "float32") for p, t in ts):
         return None
-    lays = {rv.tile_layout(tuple(t.dims), tuple(t.strides)) for _, t in ts if t is not None}
-    if len(lays) != 1 or None in lays or any(t.alignment < 16 for _, t in ts if t is not None):
-        return None
-    lay = lays.pop()
     x_shape = tuple(node.inputs["X"].dims) if direction == "fwd" else tuple(node.outputs["DX"].dims)
     y_shape = tuple(node.outputs["Y"].dims) if direction == "fwd" else tuple(node.inputs["DY"].dims)
     src = "" if direction == "fwd" else ("idx" if has_index else ("x" if mode == RM.CUDNN_RESAMPLE_MAXPOOL else "dy"))
-    tiles = AUTO_TILES[direction, lay, src] if kc == AUTO else ((cfg.get(KTR, 1), cfg.get(KTC, 1)),)
-    for th, tw in tiles:
-        if rv.tile_supported(direction, mode, lay, th, tw, x_shape, y_shape, w, s, pre, int(node.padding_mode),
-                             has_index)[0]:
-            return lay, th, tw
+    for lay in _common_layout(ts):
+        tiles = AUTO_TILES[direction, lay, src] if kc == AUTO else ((cfg.get(KTR, 1), cfg.get(KTC, 1)),)
+        for th, tw in tiles:
+            if rv.tile_supported(direction, mode, lay, th, tw, x_shape, y_shape, w, s, pre, int(node.padding_mode),
+                                 has_index)[0]:
+                return lay, th, tw
     return None
 
 
@@ -123,7 +136,7 @@ def _steps(sub, cfg):
             total = _tiles(y.dims, lay, th, tw)
             return [Step("resample_tile_fwd:" + src_key(fargs), lambda: rv.fwd_tile_kernel(*fargs)[0],
                          rd.grid(total, block), block, args, nbytes=nbytes)], 0, \
-                (x.uid, y.uid) + ((idx.uid,) if idx is not None else ())
+                ((x.uid, y.uid) + ((idx.uid,) if idx is not None else ()) if lay != "nchw1" else ())
         if _direct_fwd(node, mode, w):
             vec = 4 if _vec4(x, y) else 1
             index = None if idx is None else ("vec" if vec == 4 and _vec4(idx, dtype="int32") else "scalar")
@@ -153,7 +166,7 @@ def _steps(sub, cfg):
                  w, s, pre, pad, propagate, idx is not None, block)
         args = [Arg.tensor(dy), Arg.tensor(idx) if idx is not None else Arg.dummy("int32"),
                 Arg.tensor(xin) if xin is not None else Arg.dummy("float32"), Arg.tensor(dx)]
-        aligned = tuple(t.uid for t in (dy, dx, idx, xin) if t is not None)
+        aligned = tuple(t.uid for t in (dy, dx, idx, xin) if t is not None) if lay != "nchw1" else ()
         return [Step("resample_tile_bwd:" + src_key(fargs), lambda: rv.bwd_tile_kernel(*fargs)[0],
                      rd.grid(_tiles(dx.dims, lay, th, tw), block), block, args,
                      nbytes=tensor_bytes(dy, dx, idx, xin))], 0, aligned
@@ -201,13 +214,13 @@ def _tile_reason(node, th, tw):
     ts = dict(node.inputs, **node.outputs)
     if d == "bwd" and mode == RM.CUDNN_RESAMPLE_MAXPOOL and "IDX" in ts:
         ts.pop("X", None)
-    bad = [p for p, t in ts.items() if kdtype(t) != ("int32" if p == "IDX" else "float32") or t.alignment < 16]
+    bad = [p for p, t in ts.items() if kdtype(t) != ("int32" if p == "IDX" else "float32")]
     if bad:
-        return f"{bad}: tiled kernels need float32 data, int32 IDX, 16-byte alignment"
-    lays = {p: rv.tile_layout(tuple(t.dims), tuple(t.strides)) for p, t in ts.items()}
-    if len(set(lays.values())) != 1 or None in lays.values():
-        return f"layouts {lays}: all tensors packed NCHW (W % 4 == 0) or NHWC (C % 4 == 0) alike"
-    lay = next(iter(lays.values()))
+        return f"{bad}: tiled kernels need float32 data and int32 IDX"
+    lays = _common_layout(list(ts.items()))
+    if not lays:
+        return "no common layout: all tensors NHWC (C % 4 == 0) or all with unit W stride"
+    lay = lays[-1]   # the most permissive
     xs = tuple((ts["X"] if d == "fwd" else ts["DX"]).dims)
     ys = tuple((ts["Y"] if d == "fwd" else ts["DY"]).dims)
     ok, why = rv.tile_supported(d, mode, lay, th, tw, xs, ys, w, s, pre, int(node.padding_mode), "IDX" in ts)

@@ -188,7 +188,7 @@ def _window(arr, name, base, rows, cols, ra, ca, layout, padv):
             lines.append(f"{name}okr{_nm(r)} = {' & '.join(conds)}")
             rk[r] = f"{name}okr{_nm(r)}"
     regs = {}
-    if layout == "nhwc":
+    if layout in ("nhwc", "nchw1"):
         ck = {}
         for c in cols:
             lo, hi = ca.checks(c, c)
@@ -198,15 +198,19 @@ def _window(arr, name, base, rows, cols, ra, ca, layout, padv):
                 q = f"max({q}, 0)"
             if hi:
                 q = f"min({q}, {ca.limit - 1})"
-            lines.append(f"{name}c{_nm(c)} = ({q}) * {ca.stride}")
+            lines.append(f"{name}c{_nm(c)} = ({q})" + (f" * {ca.stride}" if ca.stride != 1 else ""))
             conds = ([f"({p} >= 0)"] if lo else []) + ([f"({p} < {ca.limit})"] if hi else [])
             if conds and padv is not None:
                 lines.append(f"{name}okc{_nm(c)} = {' & '.join(conds)}")
                 ck[c] = f"{name}okc{_nm(c)}"
         for r in rows:
             for c in cols:
-                v = [f"{name}_{_nm(r)}_{_nm(c)}_{j}" for j in range(4)]
-                lines.append(f"{', '.join(v)} = ld4({arr}, {name}r{_nm(r)} + {name}c{_nm(c)})")
+                if layout == "nhwc":
+                    v = [f"{name}_{_nm(r)}_{_nm(c)}_{j}" for j in range(4)]
+                    lines.append(f"{', '.join(v)} = ld4({arr}, {name}r{_nm(r)} + {name}c{_nm(c)})")
+                else:
+                    v = [f"{name}_{_nm(r)}_{_nm(c)}"]
+                    lines.append(f"{v[0]} = {arr}[{name}r{_nm(r)} + {name}c{_nm(c)}]")
                 fl = [f for f in (rk.get(r), ck.get(c)) if f]
                 if fl:
                     lines.append(f"okt = {' & '.join(fl)}")
@@ -286,6 +290,10 @@ def _store(arr, base, layout, TH, TW, ra, ca, vals):
         if layout == "nhwc":
             for b in range(TW):
                 out.append(f"st4({arr}, {ro} + ({ca.base()} + {b}) * {ca.stride}, {', '.join(vals[a][b])})")
+        elif layout == "nchw1":
+            for b in range(TW):
+                out.append(f"{arr}[{ro} + ({ca.base()} + {b})" + (f" * {ca.stride}" if ca.stride != 1 else "")
+                           + f"] = {vals[a][b][0]}")
         else:
             for b in range(0, TW, 4):
                 out.append(f"st4({arr}, {ro} + {ca.base()} + {b}, {', '.join(vals[a][b + j][0] for j in range(4))})")
@@ -444,16 +452,23 @@ def _bwd_tile_source(mode, layout, TH, TW, x_shape, dx_st, y_shape, dy_st, i_st,
     return "\n".join(src + ["        " + ln for ln in body]) + "\n", total
 
 
-def tile_layout(shape, strides):
-    """"nhwc" / "nchw" when a 4-D float32 tensor of these dims / strides fits the tiled kernels, else None."""
+def tile_layouts(shape, strides):
+    """The tiled kernels' layouts a 4-D float32 tensor of these dims / strides fits, best first: "nhwc"
+    (4-channel vectors), "nchw" (4-column chunks), "nchw1" (unit W stride, scalar loads and stores)."""
     if len(shape) != 4:
-        return None
+        return ()
     N, C, H, W = shape
     if strides[1] == 1 and C % 4 == 0 and all(int(v) % 4 == 0 for v in (strides[0], strides[2], strides[3])):
-        return "nhwc"
+        return ("nhwc",)
     if strides[3] == 1 and W % 4 == 0 and all(int(v) % 4 == 0 for v in strides[:3]):
-        return "nchw"
-    return None
+        return ("nchw", "nchw1")
+    return ("nchw1",) if strides[3] == 1 and W > 1 else ()
+
+
+def tile_layout(shape, strides):
+    """The best of :func:`tile_layouts`, or None."""
+    lays = tile_layouts(shape, strides)
+    return lays[0] if lays else None
 
 
 def tile_supported(direction, mode, layout, TH, TW, x_shape, y_shape, w, s, pre, pad, index):
@@ -533,9 +548,9 @@ def _register_compile_cases():
     cases = [("fwd", "nchw", (1, 4), m, i) for m, i in ((mx, False), (mx, True), (av, False), (ae, False))]
     cases += [("bwd", "nchw", (2, 8), m, i) for m, i in ((mx, False), (mx, True), (av, False), (ae, False))]
     cases += [("bwd", "nhwc", (2, 2), m, i) for m, i in ((mx, False), (mx, True), (av, False))]
-    cases += [("fwd", "nhwc", (1, 2), mx, True)]
+    cases += [("fwd", "nhwc", (1, 2), mx, True), ("bwd", "nchw1", (2, 2), mx, True)]
     for d, lay, (th, tw), (mode, tag, pad), index in cases:
-        order = (0, 1, 2, 3) if lay == "nchw" else (0, 2, 3, 1)
+        order = (0, 2, 3, 1) if lay == "nhwc" else (0, 1, 2, 3)
         xst, yst = packed(xs, order), packed(ys, order)
         name = f"rstile_{tag}3x3s2_{lay}_{d}{th}x{tw}{'_idx' if index else ''}"
         if d == "fwd":

@@ -26,6 +26,9 @@ AUTO_CASES = {   # (mode, pad, layout, x dims, backward source, expected kernels
     "max_nchw_idx": (MAX, PAD.CUDNN_NEG_INF_PAD, "nchw", NCHW_X, "idx", ["resample_tile_fwd", "resample_tile_bwd"]),
     "max_nchw_x": (MAX, PAD.CUDNN_ZERO_PAD, "nchw", NCHW_X, "x", ["resample_tile_fwd", "resample_tile_bwd"]),
     "avg_nchw": (AIN, PAD.CUDNN_ZERO_PAD, "nchw", NCHW_X, "dy", ["resample_tile_fwd", "resample_tile_bwd"]),
+    "max_nchw14_idx": (MAX, PAD.CUDNN_NEG_INF_PAD, "nchw", (1, 2, 8, 14), "idx", ["resample_direct_fwd",
+                                                                                 "resample_tile_bwd"]),
+    "avg_nchw10": (AIN, PAD.CUDNN_ZERO_PAD, "nchw", (1, 2, 6, 10), "dy", ["resample_direct_fwd", "resample_tile_bwd"]),
     "max_nhwc_x": (MAX, PAD.CUDNN_NEG_INF_PAD, "nhwc", NHWC_X, "x", ["resample_direct_fwd", "resample_tile_bwd"]),
     "avgex_nhwc": (AEX, PAD.CUDNN_ZERO_PAD, "nhwc", NHWC_X, "dy", ["resample_direct_fwd", "resample_tile_bwd"]),
     "max_nhwc_idx": (MAX, PAD.CUDNN_NEG_INF_PAD, "nhwc", NHWC_X, "idx", ["resample_direct_fwd", "resample_tile_bwd"]),
@@ -58,7 +61,7 @@ def test_refused_tile_names_the_reason():
                padding_mode=PAD.CUDNN_NEG_INF_PAD)
     g = OpGraph([ResampleBwd("pool_bwd", {"DY": U.t(20, (1, 2, 4, 8), name="dy"), "X": U.t(1, NCHW_X, name="x")},
                              {"DX": U.t(21, NCHW_X, name="dx")}, **geo)]).finalize()
-    st, why = api.check_support(g, _cfg(g, kc=2, th=2, tw=4))
-    assert st != S.CUDNN_STATUS_SUCCESS and "TW / stride_w" in why and "pool" in why
+    st, why = api.check_support(g, _cfg(g, kc=2, th=3, tw=4))
+    assert st != S.CUDNN_STATUS_SUCCESS and "multiple of the stride" in why and "pool" in why
     st, why = api.check_support(g, _cfg(g, kc=1, th=2, tw=4))
     assert st != S.CUDNN_STATUS_SUCCESS and "KERNEL_CFG=tiled only" in why

@@ -25,7 +25,7 @@ def packed(shape, order):
     return tuple(st)
 
 
-LAY = {"nchw": (0, 1, 2, 3), "nhwc": (0, 2, 3, 1)}
+LAY = {"nchw": (0, 1, 2, 3), "nchw1": (0, 1, 2, 3), "nhwc": (0, 2, 3, 1)}
 
 
 def _flat(shape, strides):
@@ -89,6 +89,9 @@ CASES = {
     "avgex3s1_nchw": (AEX, PAD.CUDNN_ZERO_PAD, (3, 3), (1, 1), (1, 1), "nchw", (1, 2, 5, 8), [(1, 4)], [(1, 4)]),
     "avgex23_edge_nhwc": (AEX, PAD.CUDNN_EDGE_VAL_PAD, (2, 3), (2, 2), (1, 1), "nhwc", (1, 4, 6, 8), [(2, 2)],
                           [(2, 2)]),
+    "max3s2_nchw1": (MAX, PAD.CUDNN_NEG_INF_PAD, (3, 3), (2, 2), (1, 1), "nchw1", (1, 3, 6, 10), [(1, 5), (3, 1)],
+                     [(2, 2), (2, 10)]),
+    "avgex3s1_nchw1": (AEX, PAD.CUDNN_ZERO_PAD, (3, 3), (1, 1), (1, 1), "nchw1", (1, 2, 5, 7), [(1, 7)], [(5, 1)]),
     "max32_s21_nhwc": (MAX, PAD.CUDNN_NEG_INF_PAD, (3, 2), (2, 1), (1, 1), "nhwc", (1, 4, 6, 6), [(3, 1), (1, 7)],
                        [(2, 2)]),
 }
@@ -107,7 +110,7 @@ def test_tile_pool_forward_backward(rng, case):
         for index in ((False, True) if mode == MAX else (False,)):
             y, idx, idx_d, src = run_fwd(x, mode, lay, tile, w, s, p, pad, index)
             assert_close(y, exp, "float32", name=f"y {tile}")
-            assert "ld4(x" in src and "st4(y" in src
+            assert ("ld4(x" in src and "st4(y" in src) == (lay != "nchw1")
             if index:
                 np.testing.assert_array_equal(idx, eidx)
                 idx_dev = idx_d
@@ -119,7 +122,7 @@ def test_tile_pool_forward_backward(rng, case):
         for index in ((False, True) if mode == MAX else (False,)):
             dx, src = run_bwd(x, dy, idx_dev, mode, lay, tile, w, s, p, pad, index)
             assert_close(dx, edx, "float32", name=f"dx {tile} index={index}")
-            assert "st4(dx" in src and "ld4(dy" in src
+            assert ("st4(dx" in src and "ld4(dy" in src) == (lay != "nchw1")
 
 
 @pytest.mark.parametrize("propagate", [False, True])
@@ -151,4 +154,6 @@ def test_tile_supported_reasons():
     assert not ok and "multiple of the stride" in why
     assert rv.tile_layout((1, 4, 8, 8), packed((1, 4, 8, 8), LAY["nhwc"])) == "nhwc"
     assert rv.tile_layout((1, 3, 8, 8), packed((1, 3, 8, 8), LAY["nchw"])) == "nchw"
-    assert rv.tile_layout((1, 3, 8, 6), packed((1, 3, 8, 6), LAY["nchw"])) is None
+    assert rv.tile_layouts((1, 3, 8, 8), packed((1, 3, 8, 8), LAY["nchw"])) == ("nchw", "nchw1")
+    assert rv.tile_layout((1, 3, 8, 6), packed((1, 3, 8, 6), LAY["nchw"])) == "nchw1"
+    assert rv.tile_layout((1, 3, 8, 6), (144, 48, 1, 8)) is None   # W not innermost
