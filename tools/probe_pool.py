@@ -90,7 +90,8 @@ def _v(kc=None, th=None, tw=None, b=None):
 AUTO, DIRECT, TILED = 0, 1, 2
 FWD_NCHW = [_v(), _v(DIRECT), _v(TILED, 1, 4, 256), _v(TILED, 2, 4, 256), _v(TILED, 1, 8, 256), _v(TILED, 1, 4, 128)]
 FWD_NHWC = [_v(), _v(DIRECT), _v(DIRECT, b=256), _v(TILED, 1, 2, 256), _v(TILED, 2, 2, 128)]
-BWD_NCHW = [_v(), _v(DIRECT), _v(TILED, 2, 8, 256), _v(TILED, 4, 8, 128), _v(TILED, 2, 8, 128)]
+BWD_NCHW = [_v(), _v(DIRECT), _v(TILED, 2, 8, 256), _v(TILED, 4, 8, 128), _v(TILED, 2, 8, 128),
+            _v(TILED, 2, 2, 256)]   # NCHW 2x2: the scalar layout (what W % 4 != 0 shapes get)
 BWD_NHWC = [_v(), _v(DIRECT), _v(TILED, 2, 2, 256), _v(TILED, 2, 2, 128), _v(TILED, 2, 4, 128)]
 BWDX_NHWC = [_v(), _v(DIRECT), _v(TILED, 2, 2, 128), _v(TILED, 2, 2, 64)]
 

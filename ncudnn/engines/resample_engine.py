@@ -1,10 +1,11 @@
 """Engine "resample": RESAMPLE_FWD / RESAMPLE_BWD (max pool with index, average pool including /
 excluding padding, nearest, bilinear; ZERO / NEG_INF / EDGE padding; 1-3 spatial dims; any layout).
 
-2-D float32 pooling with every tensor packed alike as NCHW (W % 4 == 0) or NHWC (C % 4 == 0), 16-byte
-aligned, int32 IDX, may run the register-tiled kernels of :mod:`ncudnn.kernels.resample_vec` (a thread per
-TH x TW tile of outputs / dx, the window loaded once as 16-byte vectors; backward a gather from dy and IDX
-windows, or the winners recomputed from an X window). Knob KERNEL_CFG picks: auto (``AUTO_TILES``: the
+2-D float32 pooling with int32 IDX and every tensor NHWC (C % 4 == 0) or every tensor with unit W stride
+may run the register-tiled kernels of :mod:`ncudnn.kernels.resample_vec` (a thread per TH x TW tile of
+outputs / dx, the window loaded once into registers: 16-byte vectors when 16-byte aligned and, in NCHW,
+W % 4 == 0, else scalars; backward a gather from dy and IDX windows, or the winners recomputed from an X
+window). Knob KERNEL_CFG picks: auto (``AUTO_TILES``: the
 tile per direction, layout and backward source; else the direct kernel), direct, or tiled with
 TILE_ROWS x TILE_COLS (refused with the reason when that tile does not fit the problem).
 
