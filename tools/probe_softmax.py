@@ -32,8 +32,10 @@ REPS = 30
 FLUSH_BYTES = 256 << 20
 
 
-def _variants(rows, n, dt, log, sms):
-    """(label, factory) pairs; a factory returns (compiled kernel, grid, threads, shared bytes)."""
+def _variants(rows, n, dt, log, sms, wide=False, online_ref=False):
+    """(label, factory) pairs; a factory returns (compiled kernel, grid, threads, shared bytes).
+    ``wide``: also blocks below 1024 threads and the one-block-per-row launch; ``online_ref``: the
+    vector online kernel (today's path for rows past the persistent kernel's registers)."""
     from ncudnn.kernels import kcache
     from ncudnn.kernels import softmax as ksm
     from ncudnn.kernels.dtypes import array_sig, storage_dtype
@@ -74,24 +76,25 @@ def _variants(rows, n, dt, log, sms):
         out.append(("warp regs v32 rows4 (today's default)", regs_vec(32, 4)))
     elif ksm.softmax_config(n)[2]:
         out.append(("scalar regs (today's default)", scalar()))
-    else:
+    elif online_ref:
         out.append(("online v512 u8 (session-3 best)", online(512, 8)))
     for block in (1024, 512, 256, 128):
         cfg = ksm.persist_config(n, vec, block)
         if cfg is None or block > n // vec:
             continue
+        tag = f"B{block} vpt{cfg[1]}"
         if short:
             if block <= 256:
-                out += [(f"persist pf B{block} vpt{cfg[1]} ctas={k}xSMs", persist(block, 1, k * sms))
-                        for k in ((4, 8, 16) if block == 128 else (4, 8))]
+                out += [(f"persist pf {tag} ctas={k}xSMs", persist(block, 1, k * sms)) for k in (4, 8)]
             continue
-        out.append((f"persist pf B{block} vpt{cfg[1]} ctas=SMs", persist(block, 1, sms)))
-        if 2 * n * storage_dtype(dt).itemsize <= ksm.PERSIST_SMEM_MAX and block >= 512:
-            out.append((f"persist pf2 B{block} vpt{cfg[1]} ctas=SMs", persist(block, 2, sms)))
-        if block >= 512 and not log and dt == "float32" and n > 16384:
-            if block == 1024:
-                out.append((f"persist regs B{block} vpt{cfg[1]} ctas=SMs", persist(block, 0, sms)))
-            out.append((f"persist regs B{block} vpt{cfg[1]} ctas=rows", persist(block, 0, rows)))
+        if block < 1024 and not wide:
+            continue
+        out.append((f"persist regs {tag} ctas=SMs", persist(block, 0, sms)))
+        out.append((f"persist pf {tag} ctas=SMs", persist(block, 1, sms)))
+        if 2 * n * storage_dtype(dt).itemsize <= ksm.PERSIST_SMEM_MAX:
+            out.append((f"persist pf2 {tag} ctas=SMs", persist(block, 2, sms)))
+        if block == 1024 and dt == "float32" and not log and wide:
+            out.append((f"persist regs {tag} ctas=rows", persist(block, 0, rows)))
     return out
 
 
@@ -173,7 +176,7 @@ def _engine_variant(rows, n, dt, log, torch):
     return label, make
 
 
-def run_group(key, torch, flush, sms, budget_end):
+def run_group(key, torch, flush, sms, budget_end, wide=False, online_ref=False):
     rows, n, dt, log = GROUPS[key]
     tdt = torch.bfloat16 if dt == "bfloat16" else torch.float32
     g = torch.Generator(device="cuda").manual_seed(1)
@@ -192,7 +195,7 @@ def run_group(key, torch, flush, sms, budget_end):
     tol = 1e-2 if dt == "bfloat16" else 1e-5
     stream = torch.cuda.current_stream().cuda_stream
     results = []
-    for label, make in _variants(rows, n, dt, log, sms):
+    for label, make in _variants(rows, n, dt, log, sms, wide, online_ref):
         if time.time() > budget_end:
             print(f"  {label:44s} skipped (time budget)")
             continue
@@ -243,6 +246,8 @@ def main(argv=None):
     ap.add_argument("groups", nargs="*", help=f"groups to run (default all): {', '.join(GROUPS)}")
     ap.add_argument("--dry", action="store_true", help="list each group's variants, run nothing")
     ap.add_argument("--budget", type=float, default=100.0, help="seconds after which variants are skipped")
+    ap.add_argument("--wide", action="store_true", help="also 512 / 256-thread blocks and one block per row")
+    ap.add_argument("--online", action="store_true", help="also the vector online kernel (slow to build for BF16)")
     args = ap.parse_args(argv)
     keys = args.groups or list(GROUPS)
     bad = [k for k in keys if k not in GROUPS]
@@ -250,7 +255,7 @@ def main(argv=None):
         ap.error(f"unknown groups {bad}; known: {list(GROUPS)}")
     if args.dry:
         for k in keys:
-            print(k, [lab for lab, _ in _variants(*GROUPS[k], 132)])
+            print(k, [lab for lab, _ in _variants(*GROUPS[k], 132, args.wide, args.online)])
         return 0
     import torch
 
@@ -260,7 +265,7 @@ def main(argv=None):
           f"{sm_count()} SMs; median of {REPS} reps, L2 flushed ({FLUSH_BYTES >> 20} MB) before each", flush=True)
     end = time.time() + args.budget
     for key in keys:
-        run_group(key, torch, flush, sm_count(), end)
+        run_group(key, torch, flush, sm_count(), end, args.wide, args.online)
     return 0
 
 

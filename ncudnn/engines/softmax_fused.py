@@ -24,7 +24,7 @@ block, 0 = 4), ARRAY_SIZE_PER_THREAD (vectors in flight per thread on the vector
 row in registers; 1: rows loaded straight into registers, 2: the next row prefetched into shared
 memory by cp.async while the current one is reduced and stored, 3: the next two rows, where two
 fit in shared memory). The default config
-(:func:`preferred_knobs`) takes the persistent kernel with prefetch for forward rows too long for the
+(:func:`preferred_knobs`) takes the persistent kernel for forward rows too long for the
 one-block-per-row register kernels that still fit a block's registers, the vector online path for
 longer ones; the cost model ranks every other config 5% behind it. No workspace. Math in float32.
 """
@@ -194,8 +194,10 @@ def _stages(cfg):
 #: shared-memory row kernel)
 LONG_BLOCK, LONG_UNROLL = 512, 8
 #: long forward rows that fit a block's registers: the persistent kernel with these threads (0: the
-#: kernel layer's choice, 1024 for FP32 32768) and stages (2: next row prefetched into shared memory)
-PERSIST_BLOCK, PERSIST_STAGES = 0, 2
+#: kernel layer's choice, 1024 for FP32 32768) and stages (1: rows loaded straight into registers).
+#: H200, FP32 8192 x 32768 (tools/probe_softmax.py, 2026-11-30): STAGES 1 0.565 ms (90.3% of the copy
+#: bandwidth, 1.42x torch), STAGES 2 0.581 ms (a build that spilled 8 bytes), the online path 0.683 ms
+PERSIST_BLOCK, PERSIST_STAGES = 0, 1
 
 
 def preferred_knobs(sub):

@@ -3,6 +3,7 @@ float64 oracle; the heuristic's default for long rows; refusals with reasons."""
 import pytest
 
 from ncudnn.engines import api, registry
+from ncudnn.engines.softmax_fused import PERSIST_BLOCK, PERSIST_STAGES
 from ncudnn.ir.partition import partition
 from ncudnn.testing import assert_close, size
 from ncudnn.types import cudnnBackendKnobType_t as K, cudnnStatus_t as S
@@ -72,7 +73,7 @@ def _first(dims, dtype=U.F32, algo="accurate"):
 
 def test_esm_default_is_persistent_for_long_rows():
     """The heuristic's first config at the H200 benchmark's shapes (no kernel runs)."""
-    persist = ("softmax_fused", (0, 16, 0, 0, 2))
+    persist = ("softmax_fused", (PERSIST_BLOCK, 16, 0, 0, PERSIST_STAGES))
     assert _first((8192, 32768)) == persist
     assert _first((8192, 32768), algo="log") == persist
     assert _first((8192, 32768), dtype=U.DT.CUDNN_DATA_BFLOAT16) == persist
@@ -89,7 +90,7 @@ def test_esm_default_runs_persistent(rng):
     dims = size((2, 16400), (8192, 32768))     # > 16384: past the one-block-per-row register kernels
     g, x, y = fwd_graph(dims, (dims[0], 1))
     ec = api.get_heuristics(g)[0]
-    assert (ec.config.get(KL), ec.config.get(KS)) == (16, 2)
+    assert (ec.config.get(KL), ec.config.get(KS)) == (16, PERSIST_STAGES)
     a = rng.uniform(-4, 4, dims)
     out = U.poisoned(y)
     plan = U.run_ec(g, {1: U.upload(a, x), 2: out}, ec.config)
