@@ -142,10 +142,11 @@ def _t_order(shape, strides):
 
 def _t_decompose(shape, strides, names):
     order = _t_order(shape, strides)
-    lines = ["r = e"]
+    lines, r = ["r0 = e"], 0
     for d in reversed(order[1:]):
-        lines += [f"{names[d]} = r % {shape[d]}", f"r = r // {shape[d]}"]
-    lines.append(f"{names[order[0]]} = r")
+        lines += [f"{names[d]} = r{r} % {shape[d]}", f"r{r + 1} = r{r} // {shape[d]}"]
+        r += 1
+    lines.append(f"{names[order[0]]} = r{r}")
     return lines
 
 
@@ -207,14 +208,18 @@ def _window(arr, name, base, rows, cols, ra, ca, layout, padv):
             for c in cols:
                 if layout == "nhwc":
                     v = [f"{name}_{_nm(r)}_{_nm(c)}_{j}" for j in range(4)]
-                    lines.append(f"{', '.join(v)} = ld4({arr}, {name}r{_nm(r)} + {name}c{_nm(c)})")
                 else:
                     v = [f"{name}_{_nm(r)}_{_nm(c)}"]
-                    lines.append(f"{v[0]} = {arr}[{name}r{_nm(r)} + {name}c{_nm(c)}]")
                 fl = [f for f in (rk.get(r), ck.get(c)) if f]
+                u = [x + "_u" for x in v] if fl else v
+                if layout == "nhwc":
+                    lines.append(f"{', '.join(u)} = ld4({arr}, {name}r{_nm(r)} + {name}c{_nm(c)})")
+                else:
+                    lines.append(f"{u[0]} = {arr}[{name}r{_nm(r)} + {name}c{_nm(c)}]")
                 if fl:
-                    lines.append(f"okt = {' & '.join(fl)}")
-                    lines += [f"{x} = sel(okt, {x}, {padv})" for x in v]
+                    okt = f"{name}okt_{_nm(r)}_{_nm(c)}"
+                    lines.append(f"{okt} = {' & '.join(fl)}")
+                    lines += [f"{x} = sel({okt}, {y}, {padv})" for x, y in zip(v, u)]
                 regs[r, c] = v
         return lines, lambda r, c: regs[r, c]
     chunks = {}
@@ -246,33 +251,43 @@ def _window(arr, name, base, rows, cols, ra, ca, layout, padv):
         for r in rows:
             if len(need) >= 2:
                 v = [f"{name}_{_nm(r)}_{_nm(c0 + j)}" for j in range(4)]
-                lines.append(f"{', '.join(v)} = ld4({arr}, {name}r{_nm(r)} + {name}k{_nm(k)})")
             else:
                 v = [f"{name}_{_nm(r)}_{_nm(need[0])}"]
-                lines.append(f"{v[0]} = {arr}[{name}r{_nm(r)} + {name}k{_nm(k)}]")
             fl = [f for f in (rk.get(r), ok) if f]
+            u = [x + "_u" for x in v] if fl else v
+            if len(need) >= 2:
+                lines.append(f"{', '.join(u)} = ld4({arr}, {name}r{_nm(r)} + {name}k{_nm(k)})")
+            else:
+                lines.append(f"{u[0]} = {arr}[{name}r{_nm(r)} + {name}k{_nm(k)}]")
             if fl:
-                lines.append(f"okt = {' & '.join(fl)}")
-                lines += [f"{x} = sel(okt, {x}, {padv})" for x in v]
+                okt = f"{name}okt_{_nm(r)}_{_nm(k)}"
+                lines.append(f"{okt} = {' & '.join(fl)}")
+                lines += [f"{x} = sel({okt}, {y}, {padv})" for x, y in zip(v, u)]
             for c in need:
                 regs[r, c] = [f"{name}_{_nm(r)}_{_nm(c)}"]
     return lines, lambda r, c: regs[r, c]
 
 
 def _argmax(vals, o, propagate):
-    """Lines folding tap values ``vals`` (in window order) into m{o} (max) and b{o} (first winner)."""
-    v0 = vals[0]
-    out = [f"v0{o} = {v0}", f"m{o} = sel({v0} == {v0}, {v0}, {_NEG_INF})", f"b{o} = 0"]
+    """Lines folding tap values ``vals`` (in window order) into m{o} (max) and b{o} (first winner).
+
+    Every name is assigned once (step names carry the tap): numba's SSA passes are quadratic in
+    reassigned names, and these kernels have thousands of fold steps."""
+    v0, T = vals[0], len(vals)
+    out = [f"m{o}_0 = sel({v0} == {v0}, {v0}, {_NEG_INF})", f"b{o}_0 = 0"]
     if propagate:
-        out.append(f"f{o} = sel({v0} != {v0}, 0, -1)")
+        out.append(f"f{o}_0 = sel({v0} != {v0}, 0, -1)")
     for t, v in enumerate(vals[1:], 1):
         if propagate:
-            out.append(f"f{o} = sel(({v} != {v}) & (f{o} < 0), {t}, f{o})")
-        out += [f"gt = {v} > m{o}", f"m{o} = sel(gt, {v}, m{o})", f"b{o} = sel(gt, {t}, b{o})"]
+            out.append(f"f{o}_{t} = sel(({v} != {v}) & (f{o}_{t - 1} < 0), {t}, f{o}_{t - 1})")
+        out += [f"gt{o}_{t} = {v} > m{o}_{t - 1}", f"m{o}_{t} = sel(gt{o}_{t}, {v}, m{o}_{t - 1})",
+                f"b{o}_{t} = sel(gt{o}_{t}, {t}, b{o}_{t - 1})"]
+    m, b = f"m{o}_{T - 1}", f"b{o}_{T - 1}"
     if propagate:
-        out += [f"m{o} = sel(f{o} >= 0, {_NAN}, m{o})", f"b{o} = sel(f{o} >= 0, f{o}, b{o})"]
+        f = f"f{o}_{T - 1}"
+        out += [f"m{o} = sel({f} >= 0, {_NAN}, {m})", f"b{o} = sel({f} >= 0, {f}, {b})"]
     else:   # NaN taps lose; when tap 0 wins (nothing beat it) the value is tap 0 itself, NaN included
-        out.append(f"m{o} = sel(b{o} == 0, v0{o}, m{o})")
+        out += [f"m{o} = sel({b} == 0, {v0}, {m})", f"b{o} = {b}"]
     return out
 
 
@@ -348,11 +363,10 @@ def _fwd_tile_source(mode, layout, TH, TW, x_shape, x_st, y_shape, y_st, i_st, w
                     body += _argmax(vals, o, propagate)
                     bo.append(f"b{o}")
                 else:
-                    body.append(f"m{o} = {' + '.join(vals)}")
                     if mode == _TAVG_IN:
-                        body.append(f"m{o} = m{o} * float32({1.0 / (w[0] * w[1])!r})")
+                        body.append(f"m{o} = ({' + '.join(vals)}) * float32({1.0 / (w[0] * w[1])!r})")
                     else:
-                        body.append(f"m{o} = m{o} / float32(max(cr{a} * cc{b}, 1))")
+                        body.append(f"m{o} = ({' + '.join(vals)}) / float32(max(cr{a} * cc{b}, 1))")
                 yo.append(f"m{o}")
             ys[a].append(yo)
             bs[a].append(bo)
@@ -441,9 +455,10 @@ def _bwd_tile_source(mode, layout, TH, TW, x_shape, dx_st, y_shape, dy_st, i_st,
                         else:
                             terms.append(g)
                 acc = f"d_{a}_{b}_{j}"
-                body.append(f"{acc} = " + (" + ".join(terms) if terms else _ZERO))
+                tot = " + ".join(terms) if terms else _ZERO
                 if mode == _TAVG_IN:
-                    body.append(f"{acc} = {acc} * float32({1.0 / (w[0] * w[1])!r})")
+                    tot = f"({tot}) * float32({1.0 / (w[0] * w[1])!r})"
+                body.append(f"{acc} = {tot}")
                 regs.append(acc)
             accs[a].append(regs)
     dr = _Axis("tr", TH, x_shape[2] // TH, x_shape[2], dx_st[2])
