@@ -13,16 +13,21 @@ FP32 A and B run as TF32 (m16n8k8; the mma drops the low 13 mantissa bits; note 
 when the context allows TF32, for k-contiguous A and B only (B stored (n, k)); other FP32 layouts are
 refused with a reason. FP8 A and B (both e4m3 or both e5m2, k-contiguous, K % 16 == 0, sm_89+) run on
 m16n8k32 with the descale / scale chain in alpha and an FP8, BF16, FP16 or FP32 output
-(:mod:`.matmul_tc_fp8`); tiles in :data:`FP8_SPILLS` are not offered to them.
+(:mod:`.matmul_tc_fp8`); tiles in :data:`FP8_SPILLS` are not offered to them. The FP8 pattern with an
+AMAX reduction of the descaled product (a composite problem: matmul + reduction + scale parts) runs
+as one kernel with the amax in its epilogue (:func:`.matmul_tc_fp8.amax_pattern`), after a one-thread
+launch that zeroes the amax tensor.
 """
 import numpy as np
 
+from ..kernels import kcache
 from ..kernels.tc_gemm import check, check_fused, fused_args, fused_grid, make_tc_gemm
+from ..kernels.tc_gemm.launch import amax_zero_kernel
 from ..types import cudnnBackendKnobType_t, cudnnBackendLayoutType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
 from . import gemm_common as gc
 from .base import OK
 from .matmul_common import matmul_mapping
-from .matmul_tc_fp8 import FP8, fp8_halves, fp8_mapping
+from .matmul_tc_fp8 import FP8, amax_pattern, fp8_halves, fp8_mapping
 from .registry import register
 from .tc_engine_base import HALF, TcEngineBase, check_aligned, epilogue_flats
 from .tc_engine_base import tile as _t
@@ -83,7 +88,7 @@ def tc_config(cfg):
 @register
 class MatmulTcEngine(TcEngineBase):
     name = "matmul_tc"
-    kinds = ("matmul",)
+    kinds = ("matmul", "composite")
     preferred_layout = cudnnBackendLayoutType_t.CUDNN_LAYOUT_TYPE_PREFERRED_NCHW
     TILES = TILES
     PROBLEM_MEMO = "_gemm_mapping"
@@ -91,8 +96,16 @@ class MatmulTcEngine(TcEngineBase):
 
     # ---------------------------------------------------------------- problem
     def _problem(self, sub):
-        """The GemmMapping of ``sub`` plus the tensor-core checks (raises gc.Reject)."""
+        """The GemmMapping of ``sub`` plus the tensor-core checks (raises gc.Reject). A composite ``sub``
+        must be the FP8 matmul with an amax output (:func:`amax_pattern`)."""
+        amax, post = None, ()
+        if sub.kind == "composite":
+            if type(self) is not MatmulTcEngine:    # subclasses (other kernels) have no amax epilogue
+                raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"{self.name}: the FP8 matmul + amax "
+                                "pattern runs on matmul_tc's kernel only")
+            sub, amax, post = amax_pattern(sub)
         p = fp8_mapping(sub) or matmul_mapping(sub)
+        p.amax, p.post = amax, post
         node = sub.anchor
         a_dt, b_dt, out_dt = p.dtypes[:3]
         where = f"node '{node.name}'"
@@ -122,6 +135,12 @@ class MatmulTcEngine(TcEngineBase):
                             f"{bits}-bit fragment loads are not implemented")
         if p.tc_fp8:
             p.tc_fp8_halves = fp8_halves(p, where)
+        if amax is not None and not p.tc_fp8:
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"{where}: the fused amax output needs FP8 A "
+                            "and B")
+        if amax is not None and (p.epi.spec.steps or p.beta):
+            raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"{where}: before the amax tap the chain "
+                            "must be MULs by scalars (they fold into alpha)")
         ok, why = check_fused(_Layout(p.tc_a_kmajor, p.tc_b_kmajor), p.M, p.N, *_halves(p))
         if not ok:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{where}: {why}")
@@ -203,19 +222,29 @@ class MatmulTcEngine(TcEngineBase):
             c = fp8_config(c)
         out_dt, bias_dt, res_dt = p.dtypes[2], p.dtypes[3], p.dtypes[4]
         ds = getattr(p, "dscales", ())
+        amax = p.amax is not None
+        ps = [t for t in p.post if not t.is_by_value]
         kern = make_tc_gemm(c, p.tc_a_kmajor, p.tc_b_kmajor, p.dtypes[0], out_dt, epi=p.epi.spec,
-                            bias_dtype=bias_dt, res_dtype=res_dt, dscales=len(ds))
+                            bias_dtype=bias_dt, res_dtype=res_dt, dscales=len(ds), amax=amax,
+                            pscales=len(ps) if amax else None)
         tf = gc.typing_flat
         op_t = "bfloat16" if p.tc_tf32 or p.tc_fp8 else p.dtypes[0]   # TF32 / FP8 travel as 16-bit halves
         K_, a_st, b_st = _halves(p)
-        typing = fused_args(kern, tf(op_t), tf(op_t), tf(out_dt), tf(bias_dt), tf(res_dt),
-                            p.M, p.N, K_, p.batch, a_st, b_st, p.c_strides) + tuple(tf("float32") for _ in ds)
+        typing = (fused_args(kern, tf(op_t), tf(op_t), tf(out_dt), tf(bias_dt), tf(res_dt),
+                             p.M, p.N, K_, p.batch, a_st, b_st, p.c_strides)
+                  + ((tf("float32"), np.float32(1.0)) if amax else ())
+                  + tuple(tf("float32") for _ in tuple(ds) + tuple(ps)))
         return kern, typing, gc.key_text("tc_gemm", c, p.tc_a_kmajor, p.tc_b_kmajor, p.dtypes, kern.epi,
-                                      *((len(ds),) if ds else ()))
+                                      *((len(ds),) if ds else ()), *((f"amax{len(ps)}",) if amax else ()))
 
     def build(self, sub, cfg, ctx):
         kern, typing, key = self.kernel(sub, cfg)
-        return self._plan(TcPlan, sub, cfg, ctx, self.problem(sub), kern, key, typing)
+        p = self.problem(sub)
+        plan = self._plan(TcPlan, sub, cfg, ctx, p, kern, key, typing)
+        plan.zero = None
+        if p.amax is not None:   # the amax tensor starts at 0 before the kernel's atomic max
+            plan.zero = kcache.get_or_compile("tc_amax_zero", amax_zero_kernel, gc.argtypes((gc.typing_flat("float32"),)))
+        return plan
 
 
 class TcPlan(gc.BlockPlan):
@@ -234,5 +263,12 @@ class TcPlan(gc.BlockPlan):
         alpha = gc.alpha_of(p.epi, views, p.alpha, self.sub)
         args = fused_args(kern, a, b, out, bias, res, p.M, p.N, K_, p.batch, a_st, b_st, p.c_strides,
                           p.bias_strides, p.res_strides or (0, 0, 0, 0), alpha, p.beta)
+        pre = []
+        if p.amax is not None:      # amax output, then the by-value scales after the tap (palpha)
+            am = gc.flat(views[p.amax.uid], p.amax)
+            palpha = np.float32(np.prod([np.float32(views[t.uid]) for t in p.post if t.is_by_value] or [1.0]))
+            args += (am, palpha)
+            pre = [self.zero.prepare((1, 1, 1), 32, (am,), 0)]
         args += tuple(gc.flat(views[t.uid], t) for t in getattr(p, "dscales", ()))    # FP8 device scales
-        return [self.bl.prepare(fused_grid(kern, p.M, p.N, p.batch), kern.cfg.threads, args, kern.smem)]
+        args += tuple(gc.flat(views[t.uid], t) for t in p.post if not t.is_by_value)   # device scales after the tap
+        return pre + [self.bl.prepare(fused_grid(kern, p.M, p.N, p.batch), kern.cfg.threads, args, kern.smem)]

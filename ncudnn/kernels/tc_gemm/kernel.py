@@ -129,7 +129,7 @@ def _conv_a_load(w, ind, i, BK, v3=False):
     _conv_a_normalize(w, ind, i)
 
 
-def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False, dscales=0):
+def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False, dscales=0, pscales=None):
     BM, BN, BK, ST = cfg.BLOCK_M, cfg.BLOCK_N, cfg.BLOCK_K, cfg.STAGES
     NT = cfg.threads
     WTM, WTN = BM // cfg.WARPS_M, BN // cfg.WARPS_N
@@ -147,7 +147,7 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
     elif epi is None:
         w("def tc_gemm(a, b, c, M, N, K, lda, ldb, ldc_m, ldc_n, a_z, b_z, c_z, alpha):")
     else:
-        w(f"def tc_gemm({', '.join(fused_arg_names(amax, dscales))}):")
+        w(f"def tc_gemm({', '.join(fused_arg_names(amax, dscales, pscales))}):")
     # 16-byte rows for ldmatrix / cp.async (the simulator refuses an alignment argument)
     w("    sm = cuda.shared.array(0, uint16)" if ptx.SIM else
       "    sm = cuda.shared.array(0, uint16, alignment=128)")
@@ -291,7 +291,7 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
     if v3:
         w("        rsa = int32(rsa + " + str(SB) + ") if rsa != slast else sbase")
     if epi is not None:
-        _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax, dscales)
+        _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax, dscales, pscales)
         return "\n".join(L) + "\n"
     # epilogue
     w("    g = lane >> 2")
@@ -321,13 +321,16 @@ def staging_bytes(cfg):
     return cfg.WARPS_M * cfg.WARPS_N * 16 * (cfg.BLOCK_N // cfg.WARPS_N + STAGE_PAD) * 4
 
 
-def fused_arg_names(amax=False, dscales=0):
-    """The fused kernel's parameters: :data:`FUSED_ARGS`, then ``amax`` (if any), then the ``dscales``
-    device scale arrays ``ds0``, ``ds1``, ..."""
-    return FUSED_ARGS + (("amax",) if amax else ()) + tuple(f"ds{i}" for i in range(dscales))
+def fused_arg_names(amax=False, dscales=0, pscales=None):
+    """The fused kernel's parameters: :data:`FUSED_ARGS`, then ``amax`` (if any), then ``palpha`` (when
+    ``pscales`` is not None), then the ``dscales`` device scale arrays ``ds0``, ``ds1``, ..., then the
+    ``pscales`` post-amax scale arrays ``ps0``, ..."""
+    post = pscales is not None
+    return (FUSED_ARGS + (("amax",) if amax else ()) + (("palpha",) if post else ())
+            + tuple(f"ds{i}" for i in range(dscales)) + tuple(f"ps{i}" for i in range(pscales or 0)))
 
 
-def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False, dscales=0):
+def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False, dscales=0, pscales=None):
     """The shared epilogue ``epi(v, c, o, bias, b_off, res, r_off, alpha, beta)`` (kernels/epilogue.py:
     alpha / beta blend, bias, pointwise chain, residual, cast, store) on every output element.
 
@@ -336,12 +339,18 @@ def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False, dscales=0):
     row by row (consecutive lanes, consecutive columns: coalesced stores) calling ``epi`` in a loop.
     So the kernel has MI epilogue call sites, not one per accumulator (numba compile time), and the
     stores are warp-contiguous. ``amax``: also ``amax[0] = max(amax[0], |alpha * acc|)`` over the
-    output (a warp max, one atomic per warp)."""
+    output (a warp max, one atomic per warp). ``pscales`` (not None): the epilogue runs with
+    ``alpha * palpha * ps0[0] * ...`` while amax still sees ``|alpha * acc|`` (cudnn-frontend's FP8
+    pattern: amax of the descaled product, then the output scale)."""
     bias = epi.bias_axis
     res = epi.has_residual
     RS = WTN + STAGE_PAD
     for i in range(dscales):   # FP8 descale / scale tensors in device memory (element 0) fold into alpha
         w(f"    alpha = alpha * ds{i}[0]")
+    ealpha = "alpha"
+    if pscales is not None:    # the scales after the amax tap: by value (palpha) and in device memory
+        w("    ealpha = alpha * palpha" + "".join(f" * ps{i}[0]" for i in range(pscales)))
+        ealpha = "ealpha"
     if amax:
         w("    am = float32(0.0)")
     w("    ptx.cp_async_wait_all()")
@@ -371,7 +380,7 @@ def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False, dscales=0):
         w(f"            v = smf[wbase + rl * {RS} + cl]")
         bo = {"col": "zb + int64(cc) * bias_i", "row": "zb + int64(rr) * bias_i"}.get(bias, "zb")
         ro_ = "zr + int64(rr) * res_m + int64(cc) * res_n" if res else "zr"
-        w(f"            epi(v, c, zc + int64(rr) * ldc_m + int64(cc) * ldc_n, bias, {bo}, res, {ro_}, alpha, beta)")
+        w(f"            epi(v, c, zc + int64(rr) * ldc_m + int64(cc) * ldc_n, bias, {bo}, res, {ro_}, {ealpha}, beta)")
         if amax:
             w("            am = max(am, abs(alpha * v))")
     if amax:
@@ -381,7 +390,8 @@ def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False, dscales=0):
 
 
 def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", out_dtype="bfloat16",
-                 epi=None, bias_dtype="float32", res_dtype="float32", conv=False, amax=False, dscales=0):
+                 epi=None, bias_dtype="float32", res_dtype="float32", conv=False, amax=False, dscales=0,
+                 pscales=None):
     """The kernel for ``cfg`` (default: the first of CONFIGS) and these layouts / dtypes, cached.
 
     ``epi``: an :class:`~ncudnn.kernels.epilogue.EpilogueSpec` (its ``out_dtype`` replaces
@@ -392,23 +402,27 @@ def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", o
     ``|alpha * acc|`` (atomic max; the caller zeroes it). FP32 inputs run as TF32, FP8 (e4m3 / e5m2)
     inputs on m16n8k32: both need k-contiguous A and B (see :func:`_make_halves`). ``dscales`` (fused
     only): that many float32 arrays appended last (:func:`fused_arg_names`) whose element 0 multiplies
-    alpha (per-tensor FP8 descale / scale factors held in device memory)."""
+    alpha (per-tensor FP8 descale / scale factors held in device memory). ``pscales`` (fused, with
+    ``amax``): an int n adds ``palpha`` (float32) and n more float32 arrays (``ps0``, ...) that scale the
+    output after the amax tap (:func:`_fused_epilogue`)."""
     if conv and (epi is None or not a_kmajor or not b_kmajor):
         raise ValueError("the conv kernel needs an epilogue spec and k-major A (NHWC) and B (KRSC)")
     cfg = cfg or TcGemmConfig()
     in_name = in_dtype if in_dtype in _HALVES_MMA else dt.dtype_name(in_dtype)
     if in_name in _HALVES:
         return _make_halves(cfg, in_name, a_kmajor, b_kmajor, out_dtype, epi, bias_dtype, res_dtype, conv, amax,
-                            dscales)
-    if (amax or dscales) and epi is None:
-        raise ValueError("amax / dscales need the fused kernel (an epilogue spec)")
+                            dscales, pscales)
+    if (amax or dscales or pscales is not None) and epi is None:
+        raise ValueError("amax / dscales / pscales need the fused kernel (an epilogue spec)")
+    if pscales is not None and not amax:
+        raise ValueError("pscales (scales after the amax tap) need amax=True")
     if epi is not None:
         epi = ep.EpilogueSpec(epi.steps, dt.dtype_name(epi.out_dtype), "float32")
         out_dtype = epi.out_dtype
         bias_dtype, res_dtype = dt.dtype_name(bias_dtype), dt.dtype_name(res_dtype)
     out_name = dt.dtype_name(out_dtype)
     key = (cfg, bool(a_kmajor), bool(b_kmajor), in_name, out_name, epi,
-           (bias_dtype, res_dtype) if epi is not None else None, bool(conv), bool(amax), int(dscales))
+           (bias_dtype, res_dtype) if epi is not None else None, bool(conv), bool(amax), int(dscales), pscales)
     if key in _CACHE:
         return _CACHE[key]
     ok, why = check(cfg)
@@ -422,7 +436,7 @@ def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", o
     if out_name not in outs:
         raise ValueError(f"tc_gemm output must be one of {outs}, got {out_name}")
     mma_name = {"bfloat16": "mma_m16n8k16_bf16", "float16": "mma_m16n8k16_f16", **_HALVES_MMA}[in_name]
-    src = _source(cfg, a_kmajor, b_kmajor, mma_name, epi, conv, amax, dscales)
+    src = _source(cfg, a_kmajor, b_kmajor, mma_name, epi, conv, amax, dscales, pscales)
     g = {"cuda": cuda, "ptx": ptx, "float32": float32, "int32": int32, "int64": int64,
          "uint16": uint16, "store": dt.storer(out_name), "warp_max": prim.warp_max}
     if epi is not None:
@@ -441,7 +455,8 @@ _HALVES = {"float32": ("tf32", 0.5), "float8_e4m3fn": ("e4m3", 2), "float8_e5m2"
 _HALVES_MMA = {"tf32": "mma_m16n8k8_tf32", "e4m3": "mma_m16n8k32_e4m3", "e5m2": "mma_m16n8k32_e5m2"}
 
 
-def _make_halves(cfg, in_name, a_kmajor, b_kmajor, out_dtype, epi, bias_dtype, res_dtype, conv, amax, dscales=0):
+def _make_halves(cfg, in_name, a_kmajor, b_kmajor, out_dtype, epi, bias_dtype, res_dtype, conv, amax, dscales=0,
+                 pscales=None):
     """FP32 (TF32) or FP8 operands, both k-contiguous: the 16-bit kernel over their storage viewed as
     16-bit halves. A 16-byte chunk is 4 FP32 or 16 FP8 values, so one k16 step in halves is one
     m16n8k8 tf32 / m16n8k32 fp8 step, and ldmatrix.x4 (no .trans) yields exactly those fragments
@@ -453,4 +468,4 @@ def _make_halves(cfg, in_name, a_kmajor, b_kmajor, out_dtype, epi, bias_dtype, r
                          "elements and the conv gather are not implemented)")
     tag, per_half = _HALVES[in_name]
     return make_tc_gemm(cfg.replace(BLOCK_K=int(cfg.BLOCK_K / per_half)), True, True, tag, out_dtype, epi,
-                        bias_dtype, res_dtype, amax=amax, dscales=dscales)
+                        bias_dtype, res_dtype, amax=amax, dscales=dscales, pscales=pscales)

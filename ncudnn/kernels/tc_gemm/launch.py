@@ -6,13 +6,27 @@ batch_strides=(0, 0, 0), alpha=1.0, stream=0)`` with element strides ``a_strides
 (NumPy under the simulator, device arrays / anything :mod:`ncudnn.kernels.launch` accepts on a GPU).
 """
 import numpy as np
+from numba import cuda, float32
 
 from ..launch import CompiledKernel, data_pointer
 from .config import TcGemmConfig
 
-__all__ = ["run_tc_gemm", "tc_gemm_grid", "check_problem", "check_fused", "fused_args", "fused_grid"]
+__all__ = ["run_tc_gemm", "tc_gemm_grid", "check_problem", "check_fused", "fused_args", "fused_grid",
+           "amax_zero_kernel"]
 
 _COMPILED = {}
+_ZERO = []
+
+
+def amax_zero_kernel():
+    """The kernel ``zero_first(a)``: ``a[0] = 0`` (one thread; launch it with any grid). An amax output
+    starts at 0 before the fused kernel's atomic max."""
+    if not _ZERO:
+        def zero_first(a):
+            if cuda.threadIdx.x == 0 and cuda.blockIdx.x == 0:
+                a[0] = float32(0.0)
+        _ZERO.append(cuda.jit(zero_first))
+    return _ZERO[0]
 
 
 def tc_gemm_grid(cfg: TcGemmConfig, M, N, batch=1):
