@@ -82,6 +82,7 @@ class PointwiseSpec:
     pack: int = 1           # 2: dense bf16 tensors moved as 32-bit words (two elements per access)
     vec: int = 1            # > 1: elements per vector access on the vector path (see auto_vec)
     waves: int = 4          # grid cap: waves * (2048 // block) blocks an SM; 0: no cap (one trip a thread)
+    min_blocks: int = 0     # > 0: launch bounds (block, min_blocks): a register budget of 64K / (block * min_blocks)
 
     def __post_init__(self):
         if not self.unroll:
@@ -125,6 +126,8 @@ def _validate(spec):
         raise ValueError("pack must be 1 or 2")
     if spec.pack == 2 and not packable(spec):
         raise ValueError("pack=2 needs the dense path with every non-scalar tensor bfloat16")
+    if spec.min_blocks < 0 or spec.min_blocks * spec.block > 2048:
+        raise ValueError("min_blocks * block must be at most 2048 threads")
     if spec.vec not in (1, 2, 4, 8, 16):
         raise ValueError("vec must be 1, 2, 4, 8 or 16")
     if spec.vec > 1 and spec.vec > auto_vec(spec):
@@ -148,7 +151,7 @@ def cache_key(spec):
     else:
         layout = (spec.shape, spec.inputs, spec.outputs)
     text = repr((layout, spec.nodes, spec.block, spec.unroll, spec.pack, spec.vec,
-                 "sim" if SIM else "gpu", 2))
+                 "sim" if SIM else "gpu", 2) + ((spec.min_blocks,) if spec.min_blocks else ()))
     return hashlib.sha1(text.encode()).hexdigest()
 
 
@@ -808,7 +811,11 @@ def build_pointwise(spec):
     for m, o in enumerate(spec.outputs):
         ns[f"st{m}"] = storer2(o.dtype) if wide else storer(o.dtype, o.saturate)
     exec(compile(source, f"<pointwise {key[:12]}>", "exec"), ns)
-    pk = PointwiseKernel(spec, source, cuda.jit(ns["kernel"]))
+    if spec.min_blocks and not SIM:   # the simulator's jit takes no launch bounds
+        kernel = cuda.jit(launch_bounds=(spec.block, spec.min_blocks))(ns["kernel"])
+    else:
+        kernel = cuda.jit(ns["kernel"])
+    pk = PointwiseKernel(spec, source, kernel)
     _CACHE[key] = pk
     return pk
 
@@ -899,9 +906,16 @@ def _register_compile_cases():
              NodeSpec.make(PM.CUDNN_POINTWISE_RELU_FWD, (2,))),
             (OutputSpec(3, "float32", nhwc),)),
     })
+    rows = (8192, 4096)   # the bench's bias + GELU, with the launch bounds the engine gives it
+    cases["pointwise_vec_row_bias_gelu_f32_bounded"] = PointwiseSpec(
+        rows, (TensorSpec("float32", contiguous_strides(rows)), TensorSpec("float32", (0, 1))),
+        (NodeSpec.make(PM.CUDNN_POINTWISE_ADD, (0, 1)), NodeSpec.make(PM.CUDNN_POINTWISE_GELU_FWD, (2,))),
+        (OutputSpec(3, "float32", contiguous_strides(rows)),), block=128, unroll=2, vec=4, waves=0,
+        min_blocks=12)
     for name, spec in cases.items():
         register_compile_case(name, build_pointwise(spec).kernel, kernel_signature(spec),
-                              max_registers=64, max_local_bytes=0)
+                              max_local_bytes=0,
+                              max_registers=min(64, 65536 // (spec.block * spec.min_blocks)) if spec.min_blocks else 64)
 
 
 _register_compile_cases()
