@@ -76,11 +76,17 @@ PW_V = ([{}] + [{KB: b, KU: u, KC: w} for b, u, w in
                 ((128, 4, 0), (256, 2, 0), (256, 4, 0), (512, 2, 0), (1024, 1, 0),
                  (128, 2, 1), (256, 4, 1), (512, 4, 1), (256, 4, 2), (128, 2, 8))])
 
+#: bias + GELU with the heavy-kernel launch bounds varied (engines.pointwise.HEAVY_THREADS; 0: unbounded)
+GELU_BOUNDS_V = [({}, 1536), ({}, 0), ({}, 2048), ({}, 1024), ({KU: 4}, 1536), ({KU: 4}, 0), ({KB: 256}, 1536),
+                 ({KU: 1}, 2048)]
+
 GROUPS = {
     "rows": ("reduce_sum_rows 8192x32768", lambda: reduce_graph(R, C, (R, 1, 1, 1), RO.CUDNN_REDUCE_TENSOR_ADD),
              ROWS_V, R * C * 4),
     "amax": ("reduce_amax 8192x32768 (whole tensor)",
              lambda: reduce_graph(R, C, (1, 1, 1, 1), RO.CUDNN_REDUCE_TENSOR_AMAX), AMAX_V, R * C * 4),
+    "gelu_bounds": ("bias_gelu 8192x4096, launch bounds varied", lambda: pw_graph(8192, 4096, "bias_gelu"),
+                    GELU_BOUNDS_V, 2 * 8192 * 4096 * 4),
     "cols": ("reduce_sum_cols 32768x8192", lambda: reduce_graph(C, R, (1, R, 1, 1), RO.CUDNN_REDUCE_TENSOR_ADD),
              COLS_V, R * C * 4),
     "bias_gelu": ("bias_gelu 8192x4096", lambda: pw_graph(8192, 4096, "bias_gelu"), PW_V, 2 * 8192 * 4096 * 4),
@@ -90,7 +96,7 @@ GROUPS = {
 
 
 #: shares of the time budget (variant builds are most of it)
-WEIGHT = {"amax": 0.3, "rows": 0.3, "bias_gelu": 0.2, "bias_relu": 0.1, "cols": 0.1, "relu": 0.1}
+WEIGHT = {"amax": 0.3, "rows": 0.3, "bias_gelu": 0.2, "bias_relu": 0.1, "cols": 0.1, "relu": 0.1, "gelu_bounds": 0.3}
 
 
 def _label(cfg, default):
@@ -104,14 +110,16 @@ def _configs(g, variants):
     first, eng = ecs[0].config, ecs[0].engine
     out, seen = [], set()
     for knobs in variants:
+        knobs, heavy = knobs if isinstance(knobs, tuple) else (knobs, None)
         cfg = first
         for k, v in knobs.items():
             cfg = cfg.with_knob(k, v)
-        if cfg in seen:
+        if (cfg, heavy) in seen:
             continue
-        seen.add(cfg)
+        seen.add((cfg, heavy))
         st, why = api.check_support(g, cfg)
-        out.append((_label(cfg, eng.default_config(api.problem(g))), cfg if int(st) == 0 else None, why))
+        label = _label(cfg, eng.default_config(api.problem(g))) + ("" if heavy is None else f" bounds={heavy}")
+        out.append((label, cfg if int(st) == 0 else None, why, heavy))
     return first, out
 
 
@@ -189,7 +197,8 @@ def run_group(key, torch, flush, budget_end):
     tol = 1e-5 if key in ("rows", "cols", "amax") else 1e-4
     scale = truth.abs().max().item() or 1.0
     results = []
-    for label, cfg, why in cfgs:
+    from ncudnn.engines import pointwise as epw
+    for label, cfg, why, heavy in cfgs:
         if cfg is None:
             print(f"  {label:52s} refused: {why[:110]}")
             continue
@@ -198,7 +207,12 @@ def run_group(key, torch, flush, budget_end):
             continue
         try:
             t0 = time.time()
-            plan = api.build_plan(g, cfg)
+            saved = epw.HEAVY_THREADS
+            epw.HEAVY_THREADS = saved if heavy is None else heavy
+            try:
+                plan = api.build_plan(g, cfg)
+            finally:
+                epw.HEAVY_THREADS = saved
             ws = torch.empty(max(plan.workspace_size, 1), dtype=torch.uint8, device="cuda")
             pack[out_uid].fill_(float("nan"))
             fn = lambda: plan.execute(pack, ws, stream)  # noqa: E731
@@ -239,7 +253,7 @@ def dry(keys):
         g = make()
         first, cfgs = _configs(g, variants)
         print(f"== {title}: heuristic first {first}")
-        for label, cfg, why in cfgs:
+        for label, cfg, why, _ in cfgs:
             if cfg is None:
                 print(f"  {label:52s} refused: {why[:110]}")
                 continue

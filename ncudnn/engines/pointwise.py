@@ -238,7 +238,11 @@ def heavy_min_blocks(lay, block):
     40 registers at 128 threads). Unbounded, ptxas schedules such a kernel's later vector loads after the
     first vector's math (bias + GELU 8192x4096 FP32, sm_90: one 16-byte load in flight a thread, 0.0763 ms
     against bias + ReLU's 0.0682 ms); with the budget every load of a trip is issued first (SASS checked)."""
-    return max(1, 1536 // block) if lay.heavy and lay.vec > 1 else 0
+    return max(1, HEAVY_THREADS // block) if HEAVY_THREADS and lay.heavy and lay.vec > 1 else 0
+
+
+#: resident threads an SM the launch bounds of a heavy vector kernel ask for (0: no bounds)
+HEAVY_THREADS = 1536
 
 
 def resident_grid(meta, compiled):
