@@ -204,7 +204,7 @@ def preferred_knobs(sub):
     """(BLOCK_SIZE, LOAD_SIZE, TILE_ROWS, ARRAY_SIZE_PER_THREAD, STAGES) of the default config:
     forward rows that take 16-byte accesses and are too long for the one-block-per-row register
     kernels run the persistent kernel (PERSIST_BLOCK, PERSIST_STAGES) where the row fits a block's
-    registers, else the vector online path (LONG_BLOCK threads, LONG_UNROLL vectors in flight);
+    registers, else the vector online path (LONG_BLOCK threads, LONG_UNROLL vectors of 4 in flight);
     every other problem (rows in registers, e.g. 1024, columns, backward, no vectors) the kernel
     layer's choice, all knobs 0."""
     vg = _vec_geometry(sub)
@@ -215,7 +215,8 @@ def preferred_knobs(sub):
         return 0, 0, 0, 0, 0
     if _persist_fits(sub, PERSIST_BLOCK, PERSIST_STAGES):
         return PERSIST_BLOCK, 16, 0, 0, PERSIST_STAGES
-    return LONG_BLOCK, 16, 0, LONG_UNROLL, 0
+    # the same 128 bytes in flight a thread for 16-bit I/O (8 vectors of 8 spilled 184 bytes on sm_90)
+    return LONG_BLOCK, 16, 0, LONG_UNROLL * 4 // vec, 0
 
 
 def _persist_fits(sub, block, stages):
