@@ -1,6 +1,6 @@
 """What the tensor-core engines (matmul_tc, conv_tc) share, as gemm_engine_base.TiledGemmEngine serves
 the SIMT ones: the tile table type, the memoized problem, the support prelude (math type, sm_80+,
-the problem's checks, the tail), knobs (TILE_SIZE / STAGES / SWIZZLE / EDGE), the keep prune, notes,
+the problem's checks, the tail), knobs (TILE_SIZE / STAGES / SWIZZLE / EDGE / KERNEL_CFG = mainloop version), the keep prune, notes,
 the candidate tail (one config per useful tile, swizzle choice, keep filter, cost sort), the
 workspace (the tail's only), the memoized cost over ``heuristics.gemm_time``, the kernel compile and
 the plan's operand checks.
@@ -40,16 +40,26 @@ class TcTile:
     stages: int              # the STAGES candidate ranked for this tile
 
 
+#: the mainloop version (TcGemmConfig.VERSION, knob KERNEL_CFG) the engines run unless told otherwise:
+#: v3 (32-bit shared addresses; sm_90 SASS: mainloop 433 -> 214 instructions a k tile at 128x128 w2x2,
+#: conv 128x128 w2x4 362 -> 259, registers 252 -> 244); v1 stays selectable
+DEFAULT_VERSION = 3
+
+
 def tile(bm, bn, bk, wm, wn, eff, regs, stages):
-    """A :class:`TcTile` (label "BMxBNxBK wWMxWN"), GROUP_M 8."""
-    return TcTile(f"{bm}x{bn}x{bk} w{wm}x{wn}", TcGemmConfig(bm, bn, bk, wm, wn, stages, 8), eff, regs, stages)
+    """A :class:`TcTile` (label "BMxBNxBK wWMxWN"), GROUP_M 8, mainloop :data:`DEFAULT_VERSION`."""
+    return TcTile(f"{bm}x{bn}x{bk} w{wm}x{wn}", TcGemmConfig(bm, bn, bk, wm, wn, stages, 8, DEFAULT_VERSION), eff,
+                  regs, stages)
 
 
 def tile_config(tiles, cfg):
     """The kernel TcGemmConfig of an engine Config over the tile table ``tiles``."""
     t = tiles[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
-    return t.cfg.replace(STAGES=cfg.get(K.CUDNN_KNOB_TYPE_STAGES, t.stages),
-                         GROUP_M=cfg.get(K.CUDNN_KNOB_TYPE_SWIZZLE, 8))
+    c = t.cfg.replace(STAGES=cfg.get(K.CUDNN_KNOB_TYPE_STAGES, t.stages),
+                      GROUP_M=cfg.get(K.CUDNN_KNOB_TYPE_SWIZZLE, 8))
+    if isinstance(c, TcGemmConfig):
+        c = c.replace(VERSION=cfg.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG, DEFAULT_VERSION))
+    return c
 
 
 def check_aligned(engine, flats, why=""):
@@ -143,7 +153,8 @@ class TcEngineBase(Engine):
         return (KnobSpec(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0, len(tiles) - 1, 1, 0, tuple(t.label for t in tiles)),
                 KnobSpec(K.CUDNN_KNOB_TYPE_STAGES, 2, 4, 1, tiles[0].stages),
                 KnobSpec(K.CUDNN_KNOB_TYPE_SWIZZLE, 1, 8, 1, 8),
-                KnobSpec(K.CUDNN_KNOB_TYPE_EDGE, 1, 1, 1, 1, (self.EDGE_LABEL,)))
+                KnobSpec(K.CUDNN_KNOB_TYPE_EDGE, 1, 1, 1, 1, (self.EDGE_LABEL,)),
+                KnobSpec(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 1, 3, 2, DEFAULT_VERSION))   # mainloop version 1 or 3
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)

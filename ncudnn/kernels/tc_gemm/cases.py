@@ -16,7 +16,9 @@ TC_GEMM_CASES = (
     [(f"tc_gemm_bf16_{c.name}_mk_kn", c, True, False, "bfloat16", "bfloat16") for c in CONFIGS]
     + [("tc_gemm_bf16_128x128_mk_nk_f32out", CONFIGS[0], True, True, "bfloat16", "float32"),
        ("tc_gemm_f16_128x128_km_kn", CONFIGS[0], False, False, "float16", "float16"),
-       ("tc_gemm_f16_128x128_km_nk_f32out", CONFIGS[0], False, True, "float16", "float32")])
+       ("tc_gemm_f16_128x128_km_nk_f32out", CONFIGS[0], False, True, "float16", "float32")]
+    + [(f"tc_gemm_bf16_{c.name}_v3_mk_kn", c.replace(VERSION=3), True, False, "bfloat16", "bfloat16")
+       for c in CONFIGS])
 
 
 #: fused kernels (engine matmul_tc): (case name, config, a_kmajor, b_kmajor, in dtype, EpilogueSpec, bias, res)
@@ -30,7 +32,11 @@ TC_FUSED_CASES = (
        ("tc_fused_bf16_linear_f32out_128x256_mk_nk", CONFIGS[1], True, True, "bfloat16",
         ep.EpilogueSpec((), "float32"), "float32", "float32"),
        ("tc_fused_tf32_bias_relu_128x128x16_mk_nk", CONFIGS[0].replace(BLOCK_K=16), True, True, "float32",
-        ep.EpilogueSpec((ep.bias("col"), ep.relu()), "float32"), "float32", "float32")])
+        ep.EpilogueSpec((ep.bias("col"), ep.relu()), "float32"), "float32", "float32")]
+    + [(f"tc_fused_bf16_bias_relu_{c.name}_v3_mk_kn", c.replace(VERSION=3), True, False, "bfloat16", _BIAS_RELU,
+        "bfloat16", "bfloat16") for c in CONFIGS[:4]]
+    + [("tc_fused_tf32_bias_relu_128x128x16_v3_mk_nk", CONFIGS[0].replace(BLOCK_K=16, VERSION=3), True, True,
+        "float32", ep.EpilogueSpec((ep.bias("col"), ep.relu()), "float32"), "float32", "float32")])
 
 #: FP8 with the amax output: (case name, config (BLOCK_K in FP8 elements), fp8 dtype, EpilogueSpec)
 TC_FP8_CASES = (
