@@ -49,10 +49,11 @@ def test_ksm_persist_forward(rng, rows, n, dt, log, block, prefetch, ctas):
     _run(rng, rows, n, dt, log, block, prefetch, ctas)
 
 
-def test_ksm_persist_bench_shape(rng):
+@pytest.mark.parametrize("prefetch", [0, 1], ids=["regs", "pf"])
+def test_ksm_persist_bench_shape(rng, prefetch):
     """The bench shape on a GPU (8192 x 32768 FP32, 1024 threads, one block an SM), tiny here."""
     rows, n = size((3, 256), (8192, 32768))
-    _run(rng, rows, n, "float32", False, 0 if rows > 3 else 64, True, 0)
+    _run(rng, rows, n, "float32", False, 0 if rows > 3 else 64, prefetch, 0)
 
 
 def test_ksm_persist_config():
