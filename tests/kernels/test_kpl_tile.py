@@ -157,3 +157,25 @@ def test_tile_supported_reasons():
     assert rv.tile_layouts((1, 3, 8, 8), packed((1, 3, 8, 8), LAY["nchw"])) == ("nchw", "nchw1")
     assert rv.tile_layout((1, 3, 8, 6), packed((1, 3, 8, 6), LAY["nchw"])) == "nchw1"
     assert rv.tile_layout((1, 3, 8, 6), (144, 48, 1, 8)) is None   # W not innermost
+
+
+@pytest.mark.parametrize("lay,tile", [("nchw", (2, 8)), ("nhwc", (2, 2)), ("nchw1", (2, 2))])
+def test_tile_sources_assign_every_name_once(lay, tile):
+    """Straight-line sources with no reassigned name (numba's SSA passes are quadratic in those)."""
+    import collections
+    import re
+    xs, ys = (2, 4, 16, 16), (2, 4, 8, 8)
+    xst, yst = packed(xs, LAY[lay]), packed(ys, LAY[lay])
+    for mode in (MAX, AIN, AEX):
+        for index in (False, True):
+            srcs = [rv._bwd_tile_source(mode, lay, *tile, xs, xst, ys, yst, yst, xst, (3, 3), (2, 2), (1, 1),
+                                        PAD.CUDNN_NEG_INF_PAD, index, index, 64)[0],
+                    rv._fwd_tile_source(mode, lay, 1, 4, xs, xst, ys, yst, yst, (3, 3), (2, 2), (1, 1),
+                                        PAD.CUDNN_NEG_INF_PAD, index, index, 64)[0]]
+            for src in srcs:
+                names = collections.Counter()
+                for line in src.splitlines()[1:]:
+                    m = re.match(r"\s+([\w, ]+?) = ", line)
+                    if m:
+                        names.update(n.strip() for n in m.group(1).split(","))
+                assert names and max(names.values()) == 1, [n for n, k in names.items() if k > 1]
