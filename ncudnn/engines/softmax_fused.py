@@ -222,27 +222,41 @@ def preferred_knobs(sub):
 def _persist_fits(sub, block, stages):
     """The persistent kernel takes this forward row softmax with ``block`` threads (0: its choice):
     16-byte vectors, the row in the block's registers, and ``stages - 1`` rows in shared memory."""
-    info, _ = match(sub.nodes)
-    (_, n, _), _ = geometry(info)
-    sx, sy = (storage_itemsize(kdtype(info[k])) for k in ("x", "y"))
+    rv = _row_vec(sub)
+    if rv is None:
+        return False
+    _, n, _, sx, sy = rv
     return ksm.persist_ok(n, [sx, sy], sx, block, prefetch=max(0, stages - 1))
 
 
 def _vec_geometry(sub):
-    """(outer, n, vec, warp_mode) of a forward row softmax that can take 16-byte accesses, else None."""
+    """(outer, n, vec) of a forward row softmax that can take 16-byte accesses, else None."""
+    rv = _row_vec(sub)
+    return None if rv is None else rv[:3]
+
+
+_LAST_ROW_VEC = (None, None)    # (subgraph, _row_vec answer): a ranking asks about one subgraph many times
+
+
+def _row_vec(sub):
+    """(outer, n, vec, x itemsize, y itemsize) of a forward row softmax that can take 16-byte accesses
+    (storage itemsizes), else None; the last subgraph's answer is remembered."""
+    global _LAST_ROW_VEC
+    last = _LAST_ROW_VEC
+    if last[0] is sub:
+        return last[1]
+    out = None
     info, _ = match(sub.nodes)
-    if info is None or info["kind"] != "fwd":
-        return None
-    geo, _ = geometry(info)
-    if geo is None or geo[2] != 1:
-        return None
-    outer, n, _ = geo
-    x, y = info["x"], info["y"]
-    sizes = [storage_itemsize(kdtype(t)) for t in (x, y)]
-    vec = 16 // max(sizes)
-    if min(x.alignment, y.alignment) < 16 or not ksm.vec_ok(n, sizes, vec):
-        return None
-    return outer, n, vec
+    geo = geometry(info)[0] if info is not None and info["kind"] == "fwd" else None
+    if geo is not None and geo[2] == 1:
+        outer, n, _ = geo
+        x, y = info["x"], info["y"]
+        sizes = [storage_itemsize(kdtype(t)) for t in (x, y)]
+        vec = 16 // max(sizes)
+        if min(x.alignment, y.alignment) >= 16 and ksm.vec_ok(n, sizes, vec):
+            out = (outer, n, vec, sizes[0], sizes[1])
+    _LAST_ROW_VEC = (sub, out)
+    return out
 
 
 def storage_itemsize(dt):
@@ -352,7 +366,7 @@ class SoftmaxFusedEngine(Engine):
         _, n, vec = vg
         return (n <= ksm.WARP_ROW_MAX, ksm.softmax_vec_config(n, vec)[2] > 0,
                 ksm.softmax_vec_config(n, vec, 32)[2] > 0, ksm.softmax_vec_config(n, vec, 1024)[2] > 0,
-                preferred_knobs(sub), tuple(_persist_fits(sub, b, st) for b in BLOCKS for st in (1, 2)))
+                preferred_knobs(sub), tuple(_persist_fits(sub, b, st) for b in BLOCKS for st in STAGES[1:]))
 
     def _off(self, sub, cfg):
         """5% more for every config other than the default: the measured-best default ranks first."""
