@@ -5,9 +5,9 @@ excluding padding, nearest, bilinear; ZERO / NEG_INF / EDGE padding; 1-3 spatial
 may run the register-tiled kernels of :mod:`ncudnn.kernels.resample_vec` (a thread per TH x TW tile of
 outputs / dx, the window loaded once into registers: 16-byte vectors when 16-byte aligned and, in NCHW,
 W % 4 == 0, else scalars; backward a gather from dy and IDX windows, or the winners recomputed from an X
-window). Knob KERNEL_CFG picks: auto (``AUTO_TILES``: the
-tile per direction, layout and backward source; else the direct kernel), direct, or tiled with
-TILE_ROWS x TILE_COLS (refused with the reason when that tile does not fit the problem).
+window). Knob KERNEL_CFG picks: auto (``AUTO_TILES``: the tile per direction, layout and backward
+source; else the direct kernel), direct, or tiled with TILE_ROWS x TILE_COLS (refused with the reason when
+that tile does not fit the problem).
 
 Otherwise forward NEAREST / BILINEAR and pooling with at most ``MAX_TAPS`` taps run the direct kernels of
 :mod:`ncudnn.kernels.resample_direct`: 16-byte vectors of 4 channels per thread for float32
@@ -50,7 +50,6 @@ AUTO_TILES = {("fwd", "nchw", ""): ((1, 4), (1, 8)), ("fwd", "nhwc", ""): (), ("
               ("bwd", "nhwc", "idx"): ((2, 2),), ("bwd", "nhwc", "x"): ((2, 2),), ("bwd", "nhwc", "dy"): ((2, 2),)}
 for _src in ("idx", "x", "dy"):   # NCHW without 16-byte rows (W % 4 != 0: 28 -> 14, 14 -> 7): scalar tiles
     AUTO_TILES["bwd", "nchw1", _src] = ((2, 4), (2, 2), (1, 4), (1, 2), (3, 3))
-TILE_BLOCK = 256
 
 
 def _geom(node):
@@ -308,7 +307,7 @@ class ResampleEngine(Engine):
         return None
 
     def candidates(self, sub, ctx):
-        """AUTO (the measured default) first, then the direct kernel, then every tiled kernel that applies."""
+        """AUTO first, then the direct kernel, then every tiled kernel that applies (blocks 128 / 256)."""
         memo = sub.__dict__.setdefault("_resample_cands", {})   # keep() does not look at ctx
         if "c" in memo:
             return memo["c"]
@@ -336,7 +335,7 @@ class ResampleEngine(Engine):
         D = node.spatial_dims
         taps = math.prod(int(math.ceil(float(v))) for v in node.window[:D])
         b = cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128)
-        pref = 1.0 if cfg.get(KC, AUTO) == AUTO else 1.01   # equal bytes: the measured default first
+        pref = 1.0 if cfg.get(KC, AUTO) == AUTO else 1.01   # equal bytes: the AUTO default ranks first
         return steps_time(device, self._memo(sub, cfg)[0], flops_per_byte=taps / 2.0, threads=b) \
             * (1.0 + abs(b - 256) / 1e4) * pref
 
