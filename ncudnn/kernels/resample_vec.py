@@ -105,12 +105,14 @@ else:
 # re-reading them, and the number of load instructions per output drops 4-8x against one thread per
 # element.
 #
-# Layouts ("nhwc" / "nchw") and the conditions the caller checks (tile_supported):
+# Layouts (tile_layouts) and the conditions the caller checks (tile_supported; 16-byte aligned bases for
+# the two vector layouts):
 #   nhwc: unit channel stride, C % 4 == 0, every other stride a multiple of 4; a thread does 4
 #         channels, every spatial position of its window is one ld4.
 #   nchw: unit W stride, W (in and out) % 4 == 0, other strides multiples of 4; a thread does one
 #         channel; window rows are loaded as aligned 4-column chunks (a chunk with one needed column is
 #         one scalar load); the tile's column base is a multiple of 4 by construction.
+#   nchw1: unit W stride, anything else; a thread does one channel, scalar loads and stores.
 # Forward: tile of outputs at (TH*tr, TW*tq); H_out % TH == W_out % TW == 0.
 # Backward (gather, deterministic, no atomics): tile of dx at (TH*tr, TW*tq), TH % s_h == TW % s_w == 0
 #   so the covering outputs of every tile element sit at compile-time offsets from the tile's output
