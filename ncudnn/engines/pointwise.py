@@ -225,7 +225,11 @@ class PointwiseFusedEngine(Engine):
         block = cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, BLOCK_DEFAULT)
         spec = lay.spec(block, cfg.get(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, ASPT_DEFAULT),
                         vec=lay.vec, waves=_waves(cfg), min_blocks=heavy_min_blocks(lay, block))
-        return PointwisePlan(self, sub, cfg, lay, *_compiled(spec))
+        meta, compiled = _compiled(spec)
+        if spec.min_blocks and (getattr(compiled, "attrs", None) or {}).get("local", 0):
+            from dataclasses import replace   # the bounds made it spill: the unbounded kernel instead
+            meta, compiled = _compiled(replace(spec, min_blocks=0))
+        return PointwisePlan(self, sub, cfg, lay, meta, compiled)
 
 
 _DEFAULT_KNOBS = tuple(sorted(((int(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD), ASPT_DEFAULT),
@@ -234,11 +238,13 @@ _DEFAULT_KNOBS = tuple(sorted(((int(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD), AS
 
 
 def heavy_min_blocks(lay, block):
-    """Launch bounds of a vector kernel with a transcendental node: 1536 resident threads an SM (a budget of
-    40 registers at 128 threads). Unbounded, ptxas schedules such a kernel's later vector loads after the
+    """Launch bounds of a vector kernel with a transcendental node and at most 3 tensors: 1536 resident threads
+    an SM (a budget of 40 registers at 128 threads; a build that spills takes the unbounded kernel). Unbounded, ptxas schedules such a kernel's later vector loads after the
     first vector's math (bias + GELU 8192x4096 FP32, sm_90: one 16-byte load in flight a thread, 0.0763 ms
     against bias + ReLU's 0.0682 ms); with the budget every load of a trip is issued first (SASS checked)."""
-    return max(1, HEAVY_THREADS // block) if HEAVY_THREADS and lay.heavy and lay.vec > 1 else 0
+    if not HEAVY_THREADS or not lay.heavy or lay.vec == 1 or len(lay.inputs) + len(lay.outputs) > 3:
+        return 0
+    return max(1, HEAVY_THREADS // block)
 
 
 #: resident threads an SM the launch bounds of a heavy vector kernel ask for (0: no bounds)
