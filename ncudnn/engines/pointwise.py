@@ -7,7 +7,9 @@ tensors written are kernel outputs. Knobs: BLOCK_SIZE (threads per block),
 ARRAY_SIZE_PER_THREAD (elements per thread per loop trip, the generator's ``unroll``) and CTA_COUNT
 (the grid-stride grid's cap in waves of resident blocks, ``PointwiseSpec.waves``; 0 = no cap, every
 thread one trip). Default config: 128 threads, 2 elements (vectors) a trip, no cap; the cost model
-ranks every other config 5% behind it.
+ranks every other config 5% behind it. A vector kernel with a transcendental node (GELU, exp, tanh, ...)
+gets launch bounds of HEAVY_THREADS resident threads an SM (see :func:`heavy_min_blocks`); capped grids
+count the compiled kernel's resident blocks (:func:`resident_grid`).
 """
 import functools
 import math
