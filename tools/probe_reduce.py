@@ -209,6 +209,9 @@ def run_group(key, torch, flush, budget_end):
             t0 = time.time()
             saved = epw.HEAVY_THREADS
             epw.HEAVY_THREADS = saved if heavy is None else heavy
+            if heavy is not None:   # the plan cache keys on graph + config, not on the bounds
+                from ncudnn.engines.plancache import cache_for
+                cache_for(None).clear()
             try:
                 plan = api.build_plan(g, cfg)
             finally:
