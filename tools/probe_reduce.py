@@ -246,7 +246,8 @@ def _grids(plan):
         if steps:
             out += [f"{s.grid}x{s.block}" for s in steps]
         elif hasattr(p, "grid"):
-            out.append(f"{p.grid}x{p.block}")
+            mb = getattr(getattr(p, "meta", None), "spec", None)
+            out.append(f"{p.grid}x{p.block}" + (f" minblocks={mb.min_blocks}" if mb is not None else ""))
     return ",".join(str(o).replace(" ", "") for o in out)
 
 
