@@ -247,7 +247,7 @@ def _grids(plan):
             out += [f"{s.grid}x{s.block}" for s in steps]
         elif hasattr(p, "grid"):
             mb = getattr(getattr(p, "meta", None), "spec", None)
-            out.append(f"{p.grid}x{p.block}" + (f" minblocks={mb.min_blocks}" if mb is not None else ""))
+            out.append(f"{p.grid}x{p.block}" + (f"(minblocks={mb.min_blocks})" if mb is not None else ""))
     return ",".join(str(o).replace(" ", "") for o in out)
 
 
