@@ -2,7 +2,8 @@
 accumulate, BF16 / FP16 / FP32 out), NHWC activations, KRSC filters, with the subgraph's pointwise
 chain (bias per channel, activation, residual) in the fused epilogue.
 
-Kernel: :mod:`ncudnn.kernels.tc_conv` (the tc_gemm mainloop with a cp.async gather from the image).
+Kernel: :mod:`ncudnn.kernels.tc_conv` (the tc_gemm mainloop with a cp.async gather from the image; mainloop
+v3 by default, v4 (one filter tap per k tile) where C % BLOCK_K == 0, v1 through the KERNEL_CFG knob).
 Knobs (cudnnBackendKnobType_t): TILE_SIZE indexes :data:`TILES`, STAGES (2-4), SWIZZLE (GROUP_M 1 or
 8), EDGE fixed (predicated edges, zero-filled padding). Refused with a reason: dgrad / wgrad, groups,
 3-D, CONVOLUTION mode (flipped filter), NCHW activations, C % 8 != 0, non-KRSC filters, output or
@@ -27,6 +28,10 @@ TILES = (
     _t(64, 64, 32, 2, 2, 0.16, 126, 4),
     _t(32, 32, 32, 2, 2, 0.07, 64, 2),
 )
+
+
+#: run the v4 mainloop (one filter tap per k tile, kernels/tc_gemm/__init__.py) where C % BLOCK_K == 0
+ONE_TAP_GATHER = True
 
 
 def tc_config(cfg):
@@ -112,9 +117,17 @@ class ConvTcEngine(TcEngineBase):
         cp = p.cp
         return cp.in_bytes, cp.out_bytes, cp.extra_bytes, "bf16"
 
+    def kernel_config(self, sub, cfg):
+        """The kernel TcGemmConfig of ``cfg``: mainloop v3 becomes v4 (the one-tap gather) when C is a
+        multiple of BLOCK_K and :data:`ONE_TAP_GATHER` is on."""
+        c = tc_config(cfg)
+        if ONE_TAP_GATHER and c.VERSION == 3 and self.problem(sub).cp.g.C % c.BLOCK_K == 0:
+            c = c.replace(VERSION=4)
+        return c
+
     def build(self, sub, cfg, ctx):
         p = self.problem(sub)
-        c = tc_config(cfg)
+        c = self.kernel_config(sub, cfg)
         dts = p.cp.dtypes
         kern = make_tc_conv_fprop(c, dts[0], p.epi.spec, dts[3], dts[4])
         tf = gc.typing_flat

@@ -118,3 +118,19 @@ def test_heuristics_notes_and_refusals():
 @pytest.mark.parametrize("tile", range(len(TILES) - 1), ids=lambda i: TILES[i].label.replace(" ", "_"))
 def test_gpu_every_tile(rng, tile):
     run(rng, (4, 64, 14, 14), (96, 64, 3, 3), BF16, BF16, tile=tile)
+
+
+def test_kernel_config_one_tap_gather():
+    from ncudnn.types import cudnnBackendKnobType_t as K
+    eng = registry.by_name("conv_tc")
+    for C, version in ((64, 4), (40, 3)):
+        g, _ = graph((2, C, 8, 8), (32, C, 3, 3), BF16, BF16)
+        sub = api.problem(g)
+        d = eng.default_config(sub)
+        assert eng.kernel_config(sub, d).VERSION == version
+        assert eng.kernel_config(sub, d.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 1)).VERSION == 1
+
+
+def test_bf16_one_tap_gather_c32(rng):
+    dims, wdims = size(((2, 32, 5, 4), (16, 32, 3, 3)), ((8, 64, 28, 28), (128, 64, 3, 3)))
+    run(rng, dims, wdims, BF16, BF16, stride=(2, 1))

@@ -69,3 +69,14 @@ def test_v3_compiles_for_sm90_without_spills():
                             conv=cfg.WARPS_N == 4)
         assert kern is not None
     assert compile_check is not None
+
+
+@pytest.mark.parametrize("shape", [
+    # N, C, H, W, K, R, S, stride, pad, dil (C % BLOCK_K == 0: one tap per k tile)
+    (1, 32, 5, 4, 16, 3, 3, (1, 1), (1, 1), (1, 1)),     # one channel block per tap, padding on every side
+    (2, 64, 6, 5, 24, 3, 2, (2, 1), (1, 0), (1, 2)),     # two channel blocks per tap, stride, dilation, batch
+], ids=["3x3_c32", "strided_dilated_c64"])
+def test_v4_conv_one_tap_gather(rng, shape):
+    N, C, H, W, K, R, S, st, pad, dil = shape
+    got, ref = conv_run(rng, V3.replace(VERSION=4), N, C, H, W, K, R, S, st, pad, dil, "bfloat16", "bfloat16")
+    assert_close(got, ref, "bfloat16")

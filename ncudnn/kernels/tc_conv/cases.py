@@ -12,7 +12,7 @@ except ImportError:            # the registry is optional: without it nothing is
 _BIAS_RELU = ep.EpilogueSpec((ep.bias("col"), ep.relu()), "bfloat16")
 #: (case name, config, in dtype, EpilogueSpec, bias dtype, residual dtype)
 TC_CONV_CASES = tuple((f"tc_conv_bf16_bias_relu_{c.name}", c, "bfloat16", _BIAS_RELU, "bfloat16", "bfloat16")
-                      for v in (1, 3) for c in (x.replace(VERSION=v) for x in CONV_CONFIGS))
+                      for v in (1, 3, 4) for c in (x.replace(VERSION=v) for x in CONV_CONFIGS))
 
 
 def signature(in_dtype, epi, bias_dtype, res_dtype):

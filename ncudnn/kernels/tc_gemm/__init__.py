@@ -9,6 +9,13 @@ Kernel versions:
       ldmatrix.x4 (.trans for m- / n-contiguous operands), serpentine mma order, scalar epilogue.
   v2  (same mainloop) fused variant: two batch dims, the shared epilogue (kernels/epilogue.py: alpha /
       beta, bias, pointwise chain, residual) per accumulator; the engine matmul_tc runs it.
+  v3  (cfg.VERSION = 3) 32-bit shared-window byte addresses (``ptx.*_a`` intrinsics: one add per
+      cp.async / ldmatrix instead of 64-bit pointer math and a cvta each), write / read stage addresses
+      rolled instead of ``kt % STAGES``, one compare per load slot for the k bound. sm_90 SASS of the
+      128x128x32 w2x2 mainloop: 433 -> 214 instructions a k tile (64 HMMA), 252 -> 244 registers.
+  v4  (conv only; needs C % BLOCK_K == 0) v3 with a one-tap gather: every k tile lies in one filter tap,
+      so the tap (r, s, channel block) and its global offset are one running state per thread, and each
+      A slot keeps only its pixel's corner, validity and base offset (no per-slot carry loop).
 """
 from .config import CONFIGS, TcGemmConfig, check, keep, smem_bytes  # noqa: F401
 from .kernel import FUSED_ARGS, TcGemmKernel, make_tc_gemm  # noqa: F401

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 __all__ = ["TcGemmConfig", "CONFIGS", "VERSIONS", "check", "keep", "smem_bytes"]
 
 #: mainloop versions the kernel factory generates
-VERSIONS = (1, 3)
+VERSIONS = (1, 3, 4)
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class TcGemmConfig:
     WARPS_N: int = 2
     STAGES: int = 4
     GROUP_M: int = 8
-    VERSION: int = 1        # mainloop version (kernel.py's docstring): 1 or 3
+    VERSION: int = 1        # mainloop version (kernel.py's docstring): 1, 3 or 4 (4: conv, C % BLOCK_K == 0)
 
     def replace(self, **kw):
         return replace(self, **kw)

@@ -107,6 +107,61 @@ def _conv_a_setup(w, i, NT, CH, COLS, BK):
     _conv_a_normalize(w, "    ", i)
 
 
+def _conv_a_setup_fast(w, i, NT, CH, COLS):
+    """v4 (C % BLOCK_K == 0): per A slot only its pixel's validity, input corner and the global offset of
+    its chunk at tap (0, 0), channel block 0; the tap is shared by the thread's slots (_conv_tap_*)."""
+    w(f"    q_ = tid + {i * NT}")
+    w(f"    row = q_ // {CH}")
+    w(f"    ch = q_ % {CH}")
+    w(f"    a_sa{i} = int32((row * {COLS} + ((ch ^ {_swz('row', CH)}) * 8)) * 2)")
+    w("    m = m0 + row")
+    w(f"    a_m{i} = m < M")
+    w("    m = m if m < M else 0")
+    w("    n_ = m // PQ")
+    w("    pq = m - n_ * PQ")
+    w("    p_ = pq // Q")
+    w(f"    a_h{i} = int32(p_ * str_h - pad_h)")
+    w(f"    a_w{i} = int32((pq - p_ * Q) * str_w - pad_w)")
+    w(f"    a_b{i} = int64(n_) * x_n + int64(a_h{i}) * x_h + int64(a_w{i}) * x_w + ch * 8")
+
+
+def _conv_tap_init(w):
+    """v4: the thread's running tap (r, s), its offsets (r * dil_h, s * dil_w), the channel block and the
+    global offset of tap + channel block relative to a slot's base."""
+    w("    t_r = int32(0)")
+    w("    t_s = int32(0)")
+    w("    t_c = int32(0)")
+    w("    t_h = int32(0)")
+    w("    t_w = int32(0)")
+    w("    t_o = int64(0)")
+    w("    t_ds = int64(dil_w) * x_w")
+    w("    t_dr = int64(dil_h) * x_h - int64(S) * t_ds")
+
+
+def _conv_a_load_fast(w, ind, i):
+    w(f"{ind}ih = a_h{i} + t_h")
+    w(f"{ind}iw = a_w{i} + t_w")
+    w(f"{ind}ok = a_m{i} and ih >= 0 and ih < H and iw >= 0 and iw < W")
+    w(f"{ind}ptx.cp_async_cg_16_zfill_a(sm, wsa + a_sa{i}, a, a_b{i} + t_o if ok else int64(0), 16 if ok else 0)")
+
+
+def _conv_tap_advance(w, ind, BK):
+    """v4: next channel block; past C the next s, past S the next r (t_o follows)."""
+    w(f"{ind}t_c = int32(t_c + {BK})")
+    w(f"{ind}t_o += {BK}")
+    w(f"{ind}if t_c == C:")
+    w(f"{ind}    t_c = int32(0)")
+    w(f"{ind}    t_s = int32(t_s + 1)")
+    w(f"{ind}    t_w = int32(t_w + dil_w)")
+    w(f"{ind}    t_o += t_ds - C")
+    w(f"{ind}    if t_s == S:")
+    w(f"{ind}        t_s = int32(0)")
+    w(f"{ind}        t_w = int32(0)")
+    w(f"{ind}        t_r = int32(t_r + 1)")
+    w(f"{ind}        t_h = int32(t_h + dil_h)")
+    w(f"{ind}        t_o += t_dr")
+
+
 def _conv_a_normalize(w, ind, i):
     w(f"{ind}while a_c{i} >= C:")
     w(f"{ind}    a_c{i} -= C")
@@ -152,6 +207,7 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
     w("    sm = cuda.shared.array(0, uint16)" if ptx.SIM else
       "    sm = cuda.shared.array(0, uint16, alignment=128)")
     v3 = cfg.VERSION >= 3
+    fast = conv and cfg.VERSION >= 4     # v4: conv gather for C % BLOCK_K == 0 (one tap per k tile)
     if v3:   # 32-bit shared-window byte addresses for cp.async / ldmatrix (ptx.*_a intrinsics)
         w("    sbase = int32(ptx.cvta_shared(sm, 0))")
     w("    tid = cuda.threadIdx.x")
@@ -188,6 +244,9 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
             ("a", a_kmajor, LA, A_COLS, A_CH, "m0", "M", "lda"),
             ("b", b_kmajor, LB, B_COLS, B_CH, "n0", "N", "ldb")):
         for i in range(L_):
+            if fast and op == "a":
+                _conv_a_setup_fast(w, i, NT, CH, COLS)
+                continue
             if conv and op == "a":
                 _conv_a_setup(w, i, NT, CH, COLS, BK)
                 if v3:
@@ -236,6 +295,11 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
             w(f"{ind}k0 = {k0_expr}")
         for op, kmaj, L_, arr, ld in (("a", a_kmajor, LA, "a", "lda"), ("b", b_kmajor, LB, "b", "ldb")):
             for i in range(L_):
+                if fast and op == "a":
+                    _conv_a_load_fast(w, ind, i)
+                    if i == L_ - 1:
+                        _conv_tap_advance(w, ind, BK)
+                    continue
                 if conv and op == "a":
                     _conv_a_load(w, ind, i, BK, v3)
                     continue
@@ -251,6 +315,8 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
 
     SB = 2 * STAGE     # stage bytes (v3)
     w(f"    ktiles = (K + {BK - 1}) // {BK}")
+    if fast:
+        _conv_tap_init(w)
     if v3:
         w("    wsa = sbase")
         w(f"    slast = int32(sbase + {(ST - 1) * SB})")
