@@ -13,7 +13,8 @@ Sections (each line: config, ms, TFLOP/s, ratio = torch time / ours, rel err vs 
   beside ``torch.matmul`` with TF32 on (cuBLAS), at 8192^3 and 4096^3. Rel err: first 256 rows vs float64.
 * ``bf16``: the same for BF16 (mk_kn) at 8192^3, only the first configs (v1 against later versions).
 * ``conv``: BF16 NHWC conv fprop + bias + relu (the fused kernel conv_tc runs), the 8 ResNet-50 layers
-  at N = 32, every tile of ``engines.conv_tc.TILES`` and version, beside ``torch.conv2d(x, w, b)`` in
+  at N = 32, every tile of ``engines.conv_tc.TILES`` and mainloop version (v1, v3, v4 where C % BLOCK_K
+  == 0; conv_tc's default is v4 there, v3 elsewhere), beside ``torch.conv2d(x, w, b)`` in
   channels_last BF16 (cuDNN; its relu not timed, ours is). Rel err vs torch's FP32 conv. The line
   "engine order" gives conv_tc's ranking of its tiles for the layer (what the heuristic would pick).
   The stem (C = 3) is refused by conv_tc; the probe times it with x zero-padded to C = 8 (the kernel
@@ -38,10 +39,10 @@ def _over(budget):
     return time.time() - T0 > budget
 
 
-def _versions():
-    """Mainloop versions the kernel factory knows (VERSION field of TcGemmConfig, if any)."""
-    from ncudnn.kernels.tc_gemm import TcGemmConfig
-    return (1, 3) if hasattr(TcGemmConfig(), "VERSION") else (1,)
+def _versions(conv=False):
+    """Mainloop versions the kernel factory knows (TcGemmConfig.VERSION; 4 is conv-only)."""
+    from ncudnn.kernels.tc_gemm.config import VERSIONS
+    return tuple(v for v in VERSIONS if conv or v < 4)
 
 
 def _with_version(cfg, v):
@@ -182,6 +183,8 @@ def conv_layer(name, C, H, K, R, stride, pad, N, tiles, iters, budget):
 
     best = None
     for label, cfg in tiles:
+        if cfg.VERSION >= 4 and Cp % cfg.BLOCK_K:
+            continue                 # v4 (one tap per k tile) needs C % BLOCK_K == 0
         if _over(budget):
             print(f"   {label:34s} skipped (budget)", flush=True)
             continue
@@ -218,7 +221,7 @@ def conv_section(names, N, iters, budget, tile_idx=None):
     tiles = []
     for i in (tile_idx if tile_idx is not None else range(len(TILES) - 1)):   # the last tile is the simulator's
         t = TILES[i]
-        for v in _versions():
+        for v in _versions(conv=True):
             tiles.append((f"[{i}] {t.label} s{t.stages}" + (f" v{v}" if v != 1 else ""), _with_version(t.cfg, v)))
     ratios = []
     for lay in LAYERS:
