@@ -234,6 +234,14 @@ def pool_cases():
                                 dict(n=n, c=c, h=h, w=h, r=3, stride=2, pad=1, p=p, q=p), n * c * h * h,
                                 n * c * p * p, 9 * p * p / (h * h), layout=layout,
                                 quick=layout == "nhwc" and op == "max_pool"))
+    # backward (training): max recomputes the winners from x (cuDNN's pooling backward takes x; torch keeps the
+    # forward's indices), average needs dy only; bytes: dy (+ x) read, dx written
+    for op in ("max_pool_bwd", "avg_pool_bwd"):
+        for layout in ("nhwc", "nchw"):
+            reads = n * c * p * p + (n * c * h * h if op == "max_pool_bwd" else 0)
+            out.append(mem_case("pool", op, f"3x3s2_n{n}c{c}h{h}_{layout}",
+                                dict(n=n, c=c, h=h, w=h, r=3, stride=2, pad=1, p=p, q=p), reads,
+                                n * c * h * h, 9 * p * p / (h * h), layout=layout))
     return out
 
 
@@ -296,6 +304,8 @@ def sim_cases():
            mem_case("norm", "layernorm_fwd", "4x16", dict(rows=4, cols=16), 64, 64, 8, source="sim smoke"),
            mem_case("pool", "max_pool", "3x3s2_n1c2h6_nhwc", dict(n=1, c=2, h=6, w=6, r=3, stride=2, pad=1, p=3,
                     q=3), 72, 18, 1, layout="nhwc", source="sim smoke"),
+           mem_case("pool", "max_pool_bwd", "3x3s2_n1c2h6_nhwc", dict(n=1, c=2, h=6, w=6, r=3, stride=2, pad=1,
+                    p=3, q=3), 90, 72, 1, layout="nhwc", source="sim smoke"),
            mem_case("softmax", "softmax", "4x8", dict(rows=4, cols=8), 32, 32, 5, source="sim smoke"),
            mem_case("pointwise", "relu", "256", dict(elems=256), 256, 256, 1, source="sim smoke"),
            mem_case("reduce", "reduce_sum_rows", "4x24", dict(rows=4, cols=24, axis=1), 96, 4, 1, source="sim smoke"),

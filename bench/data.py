@@ -98,6 +98,12 @@ def specs(case) -> Tuple[Dict[str, Spec], Dict[str, Spec]]:
         x = Spec("x", (r, c, 1, 1), packed((r, c, 1, 1)), dt)
         out = {1: (r, 1, 1, 1), 0: (1, c, 1, 1), -1: (1, 1, 1, 1)}[p["axis"]]
         return {"x": x}, {"y": Spec("y", out, packed(out), "float32")}
+    if case.suite == "pool" and op.endswith("_bwd"):
+        x, y = (p["n"], p["c"], p["h"], p["w"]), (p["n"], p["c"], p["p"], p["q"])
+        ins = {"dy": _img(y, lay, dt, "dy")}
+        if op == "max_pool_bwd":
+            ins["x"] = _img(x, lay, dt, "x")
+        return ins, {"dx": _img(x, lay, dt, "dx")}
     if case.suite == "pool":
         return ({"x": _img((p["n"], p["c"], p["h"], p["w"]), lay, dt, "x")},
                 {"y": _img((p["n"], p["c"], p["p"], p["q"]), lay, dt, "y")})

@@ -79,6 +79,13 @@ def build(mod, case, handle=None):
         r = g.rmsnorm(input=T["x"], scale=T["scale"], epsilon=scalar("epsilon", 1e-5),
                       norm_forward_phase=mod.norm_forward_phase.TRAINING)
         res.update(zip(("y", "inv_var"), r))
+    elif case.suite == "pool" and op.endswith("_bwd"):   # ncudnn's pygraph extension (cuDNN's backend op)
+        kw = dict(window=[p["r"]] * 2, stride=[p["stride"]] * 2, padding=[p["pad"]] * 2)
+        if op == "max_pool_bwd":
+            kw.update(input=T["x"], mode=mod.resample_mode.MAXPOOL, padding_mode=mod.padding_mode.NEG_INF_PAD)
+        else:
+            kw.update(mode=mod.resample_mode.AVGPOOL, padding_mode=mod.padding_mode.ZERO_PAD)
+        res["dx"] = _method(g, "resample_backward", mod)(grad=T["dy"], **kw)
     elif case.suite == "pool":
         kw = dict(window=[p["r"]] * 2, stride=[p["stride"]] * 2, padding=[p["pad"]] * 2)
         res["y"] = _method(g, op, mod)(T["x"], **kw)

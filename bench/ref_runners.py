@@ -121,6 +121,16 @@ def torch_op(case, t, tf32=False):
             return lambda: {"y": torch.amax(torch.abs(x2)).view(1, 1, 1, 1)}
         shape = (p["rows"], 1, 1, 1) if ax == 1 else (1, p["cols"], 1, 1)
         return lambda: {"y": torch.sum(x2, dim=ax).view(shape)}
+    if case.suite == "pool" and op.endswith("_bwd"):
+        k, s, pd = [p["r"]] * 2, [p["stride"]] * 2, [p["pad"]] * 2
+        if op == "max_pool_bwd":   # torch's training path: the forward's indices, kept (made before timing)
+            _, idx = F.max_pool2d(t["x"], k, s, pd, return_indices=True)
+            back = torch.ops.aten.max_pool2d_with_indices_backward
+            return lambda: {"dx": back(t["dy"], t["x"], k, s, pd, [1, 1], False, idx)}
+        xe = torch.empty(data.specs(case)[1]["dx"].dims, device="cuda", dtype=t["dy"].dtype,
+                         memory_format=_fmt(t["dy"]))
+        back = torch.ops.aten.avg_pool2d_backward
+        return lambda: {"dx": back(t["dy"], xe, k, s, pd, False, True, None)}
     if case.suite == "pool":
         pool = F.max_pool2d if op == "max_pool" else F.avg_pool2d
         return lambda: {"y": pool(t["x"], p["r"], p["stride"], p["pad"])}
@@ -305,6 +315,14 @@ def truth(case, t):
         if op == "reduce_amax":
             return {"y": x.abs().amax().reshape(1, 1, 1, 1)}
         return {"y": x.sum(dim=p["axis"], keepdim=True).reshape(data.specs(case)[1]["y"].dims)}
+    if case.suite == "pool" and op.endswith("_bwd"):
+        if op == "max_pool_bwd":
+            x = d["x"].detach().clone().requires_grad_(True)
+            F.max_pool2d(x, p["r"], p["stride"], p["pad"]).backward(d["dy"])
+        else:
+            x = torch.zeros(data.specs(case)[1]["dx"].dims, device="cuda", dtype=torch.float64, requires_grad=True)
+            F.avg_pool2d(x, p["r"], p["stride"], p["pad"]).backward(d["dy"])
+        return {"dx": x.grad}
     if case.suite == "pool":
         pool = F.max_pool2d if op == "max_pool" else F.avg_pool2d
         return {"y": pool(d["x"], p["r"], p["stride"], p["pad"])}
