@@ -80,3 +80,35 @@ def test_v4_conv_one_tap_gather(rng, shape):
     N, C, H, W, K, R, S, st, pad, dil = shape
     got, ref = conv_run(rng, V3.replace(VERSION=4), N, C, H, W, K, R, S, st, pad, dil, "bfloat16", "bfloat16")
     assert_close(got, ref, "bfloat16")
+
+
+@pytest.mark.parametrize("cfg", [V3, TcGemmConfig(32, 64, 32, 2, 2, 2, 1, VERSION=3)], ids=["wtn16", "wtn32"])
+def test_v3_fused_row_epilogue_row_bias_residual(rng, cfg):
+    """The v3 epilogue's row loop (rows of the staged strip, 16 or 32 lanes a row): row bias, residual,
+    alpha, batch, M / N edges, F32 output vs the float64 oracle."""
+    from ncudnn.kernels.tc_gemm import fused_args, fused_grid
+    from ncudnn.kernels.tc_gemm.launch import _compiled
+
+    bsz, M, N, K = 2, 24, 40, 40
+    if not SIM:
+        bsz, M, N, K = 3, 1000, 776, 520
+        cfg = CONFIGS[0].replace(VERSION=3)
+    A = rng.standard_normal((bsz, M, K)).astype(np.float32).astype(np.float16)
+    B = rng.standard_normal((bsz, K, N)).astype(np.float32).astype(np.float16)
+    bias = rng.standard_normal(M).astype(np.float32)
+    res = rng.standard_normal((bsz, M, N)).astype(np.float32)
+    c = np.full(bsz * M * N, poison_value(np.dtype(np.float32)), np.float32)
+    spec = ep.EpilogueSpec((ep.bias("row"), ep.residual()), "float32")
+    kern = make_tc_gemm(cfg, True, False, "float16", epi=spec, bias_dtype="float32", res_dtype="float32")
+    if SIM:
+        a_d, b_d, c_d, bias_d, res_d = A.reshape(-1), B.reshape(-1), c, bias, res.reshape(-1)
+    else:
+        from numba import cuda
+        a_d, b_d, c_d, bias_d, res_d = (cuda.to_device(v) for v in (A.reshape(-1), B.reshape(-1), c, bias,
+                                                                       res.reshape(-1)))
+    args = fused_args(kern, a_d, b_d, c_d, bias_d, res_d, M, N, K, (bsz, 1), (M * K, 0, K, 1), (K * N, 0, N, 1),
+                      (M * N, 0, N, 1), (0, 1), (M * N, 0, N, 1), alpha=0.5)
+    _compiled(kern).launch(fused_grid(kern, M, N, (bsz, 1)), (cfg.threads, 1, 1), args, 0, kern.smem)
+    got = (c if SIM else c_d.copy_to_host()).reshape(bsz, M, N)
+    want = 0.5 * np.einsum("zmk,zkn->zmn", A.astype(np.float64), B.astype(np.float64)) + bias[None, :, None] + res
+    assert_close(got, want, "float16")

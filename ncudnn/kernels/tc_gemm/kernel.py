@@ -437,6 +437,29 @@ def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False, dscales=0, pscale
                 w(f"    smf[fo + {(q >> 1) * 8 * RS + n * 8 + (q & 1)}] = c{i}_{n}_{q}")
         w("    cuda.syncthreads()")
         w(f"    row0 = m0 + wm * {WTM} + {i * 16}")
+        if cfg.VERSION >= 3:    # row loop: LPR lanes a row, RPP rows a pass; row offsets once per row
+            LPR = min(32, WTN)
+            RPP = 32 // LPR
+            w(f"    for rp in range(0, 16, {RPP}):")
+            w(f"        rl = rp + (lane // {LPR})" if RPP > 1 else "        rl = rp")
+            w("        rr = row0 + rl")
+            w("        if rr < M:")
+            w("            orow = zc + int64(rr) * ldc_m")
+            w(f"            srow = wbase + rl * {RS}")
+            if bias == "row":
+                w("            brow = zb + int64(rr) * bias_i")
+            if res:
+                w("            rrow = zr + int64(rr) * res_m")
+            w(f"            for cl in range({'lane % ' + str(LPR) if RPP > 1 else 'lane'}, {WTN}, {LPR}):")
+            w("                cc = col0 + cl")
+            w("                if cc < N:")
+            w("                    v = smf[srow + cl]")
+            bo = {"col": "zb + int64(cc) * bias_i", "row": "brow"}.get(bias, "zb")
+            ro_ = "rrow + int64(cc) * res_n" if res else "zr"
+            w(f"                    epi(v, c, orow + int64(cc) * ldc_n, bias, {bo}, res, {ro_}, {ealpha}, beta)")
+            if amax:
+                w("                    am = max(am, abs(alpha * v))")
+            continue
         w(f"    for e in range(lane, {16 * WTN}, 32):")
         w(f"        rl = e // {WTN}")
         w(f"        cl = e - rl * {WTN}")
