@@ -36,7 +36,7 @@ one ldmatrix matrix reads and the chunks cp.async writes hit distinct banks.
 """
 from dataclasses import dataclass
 
-from numba import cuda, float32, int32, int64, uint16
+from numba import cuda, float32, int32, int64, uint16, uint32, uint64
 
 from .. import dtypes as dt
 from .. import epilogue as ep
@@ -450,13 +450,15 @@ def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False, dscales=0, pscale
                 w("            brow = zb + int64(rr) * bias_i")
             if res:
                 w("            rrow = zr + int64(rr) * res_m")
+            # unsigned offsets (non-negative by construction): no negative-index wraparound code per element
             w(f"            for cl in range({'lane % ' + str(LPR) if RPP > 1 else 'lane'}, {WTN}, {LPR}):")
-            w("                cc = col0 + cl")
+            w("                cc = int32(col0 + cl)")
             w("                if cc < N:")
-            w("                    v = smf[srow + cl]")
-            bo = {"col": "zb + int64(cc) * bias_i", "row": "brow"}.get(bias, "zb")
-            ro_ = "rrow + int64(cc) * res_n" if res else "zr"
-            w(f"                    epi(v, c, orow + int64(cc) * ldc_n, bias, {bo}, res, {ro_}, {ealpha}, beta)")
+            w("                    v = smf[uint32(srow + cl)]")
+            bo = {"col": "uint64(zb + int64(cc) * bias_i)", "row": "uint64(brow)"}.get(bias, "uint64(zb)")
+            ro_ = "uint64(rrow + int64(cc) * res_n)" if res else "uint64(zr)"
+            w(f"                    epi(v, c, uint64(orow + int64(cc) * ldc_n), bias, {bo}, res, {ro_}, {ealpha}, "
+              "beta)")
             if amax:
                 w("                    am = max(am, abs(alpha * v))")
             continue
@@ -527,7 +529,7 @@ def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", o
     mma_name = {"bfloat16": "mma_m16n8k16_bf16", "float16": "mma_m16n8k16_f16", **_HALVES_MMA}[in_name]
     src = _source(cfg, a_kmajor, b_kmajor, mma_name, epi, conv, amax, dscales, pscales)
     g = {"cuda": cuda, "ptx": ptx, "float32": float32, "int32": int32, "int64": int64,
-         "uint16": uint16, "store": dt.storer(out_name), "warp_max": prim.warp_max}
+         "uint16": uint16, "uint32": uint32, "uint64": uint64, "store": dt.storer(out_name), "warp_max": prim.warp_max}
     if epi is not None:
         g["epi"] = ep.build(epi, bias_dtype, res_dtype).fn
     exec(compile(src, f"<tc_gemm {cfg.name}>", "exec"), g)
