@@ -14,8 +14,15 @@ export NCUDNN_CACHE_DIR=${NCUDNN_CACHE_DIR:-$PWD/.kcache}
 [ -f .gpustate/commit ] && export NCUDNN_GIT_COMMIT=$(cat .gpustate/commit)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/gpu.txt" 2>&1
 if [ "${PHASE:-tests}" = tests ]; then
-  (OUT=$OUT/san PAR=${SAN_PAR:-4} SUITE_TIMEOUT=${SAN_SUITE_TIMEOUT:-480} SANITIZER_TIMEOUT=${SANITIZER_TIMEOUT:-300} \
-     SANITIZER_TESTS="${SAN_TESTS:-tests/engines/test_pointwise_e2e.py}" bash tools/gpu_par_sanitize.sh > /dev/null 2>&1) &
+  # cases to time again (alone on the GPU) before the suite starts, e.g. after a default changed
+  [ -n "${PRE_BENCH_FILTER:-}" ] && { timeout ${PRE_BENCH_TIMEOUT:-120} python3 -m ncudnn bench --no-charts \
+      --filter "$PRE_BENCH_FILTER" --out "$OUT/rebench" > "$OUT/rebench.log" 2>&1; echo "rebench rc $?" >> "$OUT/summary.txt"; }
+  # SAN_TESTS: memcheck and racecheck; SAN_MEMCHECK: memcheck only (test files or node ids)
+  (export OUT=$OUT/san PAR=${SAN_PAR:-4} SANITIZER_TIMEOUT=${SANITIZER_TIMEOUT:-300}
+   SUITE_TIMEOUT=${SAN_SUITE_TIMEOUT:-300} SANITIZER_TESTS="${SAN_TESTS:-tests/engines/test_pointwise_e2e.py}" \
+     bash tools/gpu_par_sanitize.sh > /dev/null 2>&1
+   [ -n "${SAN_MEMCHECK:-}" ] && SUITE_TIMEOUT=${SAN_MEMCHECK_TIMEOUT:-180} SANITIZER_TOOLS=memcheck \
+     SANITIZER_TESTS="$SAN_MEMCHECK" bash tools/gpu_par_sanitize.sh > /dev/null 2>&1) &
   timeout 60 python3 bench/bench_ranking.py --reps 15 > "$OUT/ranking.log" 2>&1
   OUT=$OUT/suite PAR=${PAR:-12} SUITE_TIMEOUT=${TEST_SUITE_TIMEOUT:-470} FILE_TIMEOUT=300 TIMEOUT_ARG=--timeout=280 \
     bash tools/gpu_par_tests.sh > /dev/null 2>&1
