@@ -55,7 +55,7 @@ def test_v3_conv_gather(rng):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.name)
+@pytest.mark.parametrize("cfg", CONFIGS[:2], ids=lambda c: c.name)   # the engines' fused tiles: engine tests
 def test_gpu_v3_configs(rng, cfg):
     got, ref = gemm_run(rng, cfg.replace(VERSION=3), 1536, 1280, 1024, True, False, "bfloat16", "float32")
     assert_close(got, ref, "bfloat16")
