@@ -6,10 +6,15 @@ Kernel: :mod:`ncudnn.kernels.tc_conv` (the tc_gemm mainloop with a cp.async gath
 v3 by default, v4 (one filter tap per k tile) where C % BLOCK_K == 0, v1 through the KERNEL_CFG knob).
 Knobs (cudnnBackendKnobType_t): TILE_SIZE indexes :data:`TILES`, STAGES (2-4), SWIZZLE (GROUP_M 1 or
 8), EDGE fixed (predicated edges, zero-filled padding). Refused with a reason: dgrad / wgrad, groups,
-3-D, CONVOLUTION mode (flipped filter), NCHW activations, C % 8 != 0, non-KRSC filters, output or
+3-D, CONVOLUTION mode (flipped filter), NCHW activations, C % 8 != 0 unless x and w are packed
+(then they are zero-padded to a multiple of 8 channels in the workspace first: the stem), non-KRSC filters, output or
 residual rows that are not ``m * stride`` over the (n, p, q) pixels, math types without tensor cores.
 """
+import numpy as np
+
+from ..kernels import kcache
 from ..kernels.tc_conv import check_conv, conv_args, conv_grid, make_tc_conv_fprop
+from ..kernels.tc_conv.pad import PAD_THREADS, make_pad_channels, pad_grid
 from ..types import cudnnBackendLayoutType_t, cudnnStatus_t
 from . import gemm_common as gc
 from .conv_common import conv_problem
@@ -56,6 +61,7 @@ class _TcConv:
 
     def __init__(self, sub):
         cp = conv_problem(sub)
+        self.pad = False
         self.cp, self.epi = cp, cp.epi
         node, g = cp.node, cp.g
         where = f"node '{node.name}'"
@@ -76,13 +82,24 @@ class _TcConv:
                             "conv_tc runs CROSS_CORRELATION")
         xs, ws = g.x_strides, g.w_strides
         R, S_ = g.TRS[1], g.TRS[2]
-        ok, why = check_conv(g.C, g.K, (xs[0], xs[1], xs[3], xs[4]), (ws[0], ws[1], ws[3], ws[4]))
-        if ok and R > 1 and ws[3] != S_ * g.C:
-            ok, why = False, f"w r stride {ws[3]} != S * C = {S_ * g.C} (KRSC)"
+        C, H, W = g.C, g.DHW[1], g.DHW[2]
+        self.Cp = C
+        self.x_strides = (xs[0], xs[3], xs[4])      # (n, h, w) of the image the kernel reads
+        self.w_k = ws[0]
+        if C % 8 and sub.tail is None and xs[1] == 1 and (xs[4], xs[3], xs[0]) == (C, W * C, H * W * C) \
+                and (ws[1], ws[4], ws[3], ws[0]) == (1, C, S_ * C, R * S_ * C):
+            # packed NHWC x and KRSC w with C % 8 != 0 (the stem): zero-padded to Cp channels in the workspace
+            self.pad, self.Cp = True, -(-C // 8) * 8
+            Cp = self.Cp
+            self.x_strides, self.w_k = (H * W * Cp, W * Cp, Cp), R * S_ * Cp
+            xs, ws = (H * W * Cp, 1, 0, W * Cp, Cp), (R * S_ * Cp, 1, 0, S_ * Cp, Cp)
+        ok, why = check_conv(self.Cp, g.K, (xs[0], xs[1], xs[3], xs[4]), (ws[0], ws[1], ws[3], ws[4]))
+        if ok and R > 1 and ws[3] != S_ * self.Cp:
+            ok, why = False, f"w r stride {ws[3]} != S * C = {S_ * self.Cp} (KRSC)"
         if not ok:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{where}: {why}")
         for port, t in (("x", cp.x), ("w", cp.w)):
-            if t.alignment < 16:
+            if t.alignment < 16 and not self.pad:
                 raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{where}: {port}: byte alignment "
                                 f"{t.alignment} < 16")
         P, Q = g.OPQ[1], g.OPQ[2]
@@ -96,6 +113,15 @@ class _TcConv:
             self.res_n = rs[1]
         self.M, self.N, self.K = cp.gemm
         self.P, self.Q, self.R, self.S = P, Q, R, S_
+        self.pad_bytes = (0, 0)
+        if self.pad:
+            self.K = R * S_ * self.Cp
+            esz = gc.bytes_of(x_dt)
+            self.pad_bytes = (_round256(g.N * H * W * self.Cp * esz), _round256(g.K * R * S_ * self.Cp * esz))
+
+
+def _round256(n):
+    return -(-n // 256) * 256
 
 
 @register
@@ -115,7 +141,18 @@ class ConvTcEngine(TcEngineBase):
 
     def cost_terms(self, p):
         cp = p.cp
-        return cp.in_bytes, cp.out_bytes, cp.extra_bytes, "bf16"
+        extra = cp.extra_bytes
+        if p.pad:   # the padding pass: read x and w, write their padded copies
+            g = cp.g
+            extra += sum(p.pad_bytes) + (g.N * g.DHW[1] * g.DHW[2] + g.K * p.R * p.S) * g.C * cp.in_bytes
+        return cp.in_bytes, cp.out_bytes, extra, "bf16"
+
+    def workspace_size(self, sub, cfg):
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return 0
+        return super().workspace_size(sub, cfg) + sum(p.pad_bytes)
 
     def kernel_config(self, sub, cfg):
         """The kernel TcGemmConfig of ``cfg``: mainloop v3 becomes v4 (the one-tap gather) when C is a
@@ -133,14 +170,19 @@ class ConvTcEngine(TcEngineBase):
         tf = gc.typing_flat
         typing = self._args(p, kern, tf(dts[0]), tf(dts[1]), tf(dts[2]), tf(dts[3]), tf(dts[4]), 1.0)
         key = gc.key_text("tc_conv_fprop", c, dts, kern.epi)
-        return self._plan(TcConvPlan, sub, cfg, ctx, p, kern, key, typing)
+        plan = self._plan(TcConvPlan, sub, cfg, ctx, p, kern, key, typing)
+        plan.padk = None
+        if p.pad:
+            st = gc.typing_flat(dts[0])
+            plan.padk = kcache.get_or_compile(gc.key_text("tc_conv_pad_channels", dts[0]), make_pad_channels,
+                                              gc.argtypes((st, st, np.int64(0), np.int64(0), np.int64(0))))
+        return plan
 
     @staticmethod
     def _args(p, kern, x, w, y, bias, res, alpha):
         g, cp = p.cp.g, p.cp
-        xs = g.x_strides
-        return conv_args(kern, x, w, y, bias, res, g.N, g.C, g.DHW[1], g.DHW[2], g.K, p.P, p.Q, p.R, p.S,
-                         g.stride[1:], g.pad[1:], g.dil[1:], (xs[0], xs[3], xs[4]), g.w_strides[0], p.ldc_m,
+        return conv_args(kern, x, w, y, bias, res, g.N, p.Cp, g.DHW[1], g.DHW[2], g.K, p.P, p.Q, p.R, p.S,
+                         g.stride[1:], g.pad[1:], g.dil[1:], p.x_strides, p.w_k, p.ldc_m,
                          p.ldc_n, cp.bias_stride, p.res_m, p.res_n, alpha, cp.beta)
 
 
@@ -151,8 +193,17 @@ class TcConvPlan(gc.BlockPlan):
         p, kern = self.p, self.kern
         cp = p.cp
         x, w = gc.flat(views[cp.x.uid], cp.x), gc.flat(views[cp.w.uid], cp.w)
+        g = cp.g
+        pre = []
+        if p.pad:   # zero-pad the channels of x and w into the workspace, then convolve the padded copies
+            xp = gc.Flat(scratch.ptr, p.pad_bytes[0] // x.itemsize, x.dtype)
+            wp = gc.Flat(scratch.ptr + p.pad_bytes[0], p.pad_bytes[1] // w.itemsize, w.dtype)
+            for src, dst, pixels in ((x, xp, g.N * g.DHW[1] * g.DHW[2]), (w, wp, g.K * p.R * p.S)):
+                n = pixels * p.Cp
+                pre.append(self.padk.prepare(pad_grid(n), PAD_THREADS, (src, dst, np.int64(n), np.int64(g.C),
+                                                                         np.int64(p.Cp)), 0))
+            x, w = xp, wp
         check_aligned("conv_tc", (("x", x), ("w", w)))
         out, bias, res = epilogue_flats(p.epi, views)
         args = ConvTcEngine._args(p, kern, x, w, out, bias, res, gc.alpha_of(p.epi, views, cp.alpha, self.sub))
-        g = cp.g
-        return [self.bl.prepare(conv_grid(kern, g.N, p.P, p.Q, g.K), kern.cfg.threads, args, kern.smem)]
+        return pre + [self.bl.prepare(conv_grid(kern, g.N, p.P, p.Q, g.K), kern.cfg.threads, args, kern.smem)]

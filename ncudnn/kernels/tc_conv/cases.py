@@ -21,6 +21,14 @@ def signature(in_dtype, epi, bias_dtype, res_dtype):
             + ", ".join(["int32"] * 16) + ", " + ", ".join(["int64"] * 9) + ", float32, float32)")
 
 
+def register_pad_case():
+    from .pad import make_pad_channels
+    kern = make_pad_channels()
+    kern.py_func.__module__ = __name__
+    register_compile_case("tc_conv_pad_channels_bf16", kern, "void(uint16[::1], uint16[::1], int64, int64, int64)",
+                          max_registers=64, max_local_bytes=0)
+
+
 def register_tc_conv_cases():
     for name, cfg, ind, epi, bias_dt, res_dt in TC_CONV_CASES:
         kern = make_tc_conv_fprop(cfg, ind, epi, bias_dt, res_dt)
@@ -31,3 +39,4 @@ def register_tc_conv_cases():
 
 if register_compile_case is not None:
     register_tc_conv_cases()
+    register_pad_case()
