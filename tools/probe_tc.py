@@ -17,8 +17,9 @@ Sections (each line: config, ms, TFLOP/s, ratio = torch time / ours, rel err vs 
   == 0; conv_tc's default is v4 there, v3 elsewhere), beside ``torch.conv2d(x, w, b)`` in
   channels_last BF16 (cuDNN; its relu not timed, ours is). Rel err vs torch's FP32 conv. The line
   "engine order" gives conv_tc's ranking of its tiles for the layer (what the heuristic would pick).
-  The stem (C = 3) is refused by conv_tc; the probe times it with x zero-padded to C = 8 (the kernel
-  on the padded image: what a padded-channel loader would cost).
+  The line "engine plan" times the heuristics' first plan through the API (what the bench runs; for the
+  stem, C = 3, it includes conv_tc's two channel-padding launches); the per-tile lines of the stem time
+  the kernel on x / w zero-padded to C = 8 beforehand.
 
 Timing: median of ``--iters`` CUDA-event timings after 3 warm-ups (ncudnn.kernels.tc_timing), inputs
 fixed (L2 not flushed). TFLOP/s = 2 * M * N * K / s (conv: 2 * N * P * Q * K * C * R * S). JIT of each
@@ -100,15 +101,15 @@ LAYERS = (
 )
 
 
-def engine_order(N, C, H, K, R, stride, pad):
-    """conv_tc's ranked tile labels for the layer (BF16 NHWC + bias + relu graph), or the refusal."""
+def layer_graph(N, C, H, K, R, stride, pad):
+    """The layer's BF16 NHWC conv + bias + relu graph (uids: 1 x, 2 w, 3 bias (1, K, 1, 1), 4 y) and a
+    context allowing tensor cores."""
     from dataclasses import replace
 
     from ncudnn import reference as ref
-    from ncudnn.engines import api, registry
+    from ncudnn.engines import api
     from ncudnn.ir import ConvFprop, OpGraph, Pointwise, TensorDesc, packed_strides
     from ncudnn.ir.tensor import nhwc_order
-    from ncudnn.types import cudnnBackendKnobType_t as KT
     from ncudnn.types import cudnnDataType_t as DT
     from ncudnn.types import cudnnPointwiseMode_t as PM
 
@@ -127,7 +128,15 @@ def engine_order(N, C, H, K, R, stride, pad):
                     {"Y": TensorDesc(11, is_virtual=True, name="v2")}, mode=PM.CUDNN_POINTWISE_ADD)
     relu = Pointwise("relu", {"X": add.outputs["Y"]}, {"Y": t(4, ydims)}, mode=PM.CUDNN_POINTWISE_RELU_FWD)
     g = OpGraph([conv, add, relu]).finalize()
-    cx = replace(api.context(), allow_tensor_cores=True)
+    return g, replace(api.context(), allow_tensor_cores=True)
+
+
+def engine_order(N, C, H, K, R, stride, pad):
+    """conv_tc's ranked tile labels for the layer (BF16 NHWC + bias + relu graph), or the refusal."""
+    from ncudnn.engines import api, registry
+    from ncudnn.types import cudnnBackendKnobType_t as KT
+
+    g, cx = layer_graph(N, C, H, K, R, stride, pad)
     eng = registry.by_name("conv_tc")
     sub = api.problem(g)
     st, why = eng.check_support(sub, cx)
@@ -167,6 +176,10 @@ def conv_layer(name, C, H, K, R, stride, pad, N, tiles, iters, budget):
     print(f"== {name} N={N} C={C} {H}x{H} K={K} {R}x{R} s{stride}: torch {t_ref * 1e3:.4f} ms "
           f"{flop / t_ref / 1e12:.1f} TFLOP/s", flush=True)
     print(f"   engine order: {order}", flush=True)
+    try:
+        engine_plan_line(N, C, H, K, R, stride, pad, x, w, b, t_ref, flop, iters)
+    except Exception as e:
+        print(f"   engine plan FAILED {type(e).__name__}: {str(e).splitlines()[0][:160]}", flush=True)
     Cp = C
     if C % 8:     # the stem: zero-pad channels to 8 (same result, 8/3 of the MACs)
         Cp = 8
@@ -213,6 +226,32 @@ def conv_layer(name, C, H, K, R, stride, pad, N, tiles, iters, budget):
         print(f"   best {name}: {best[1]} {t_ref / best[0]:.2f}x torch", flush=True)
         return t_ref / best[0]
     return None
+
+
+def engine_plan_line(N, C, H, K, R, stride, pad, x, w, b, t_ref, flop, iters):
+    """Time the heuristics' first plan for the layer through the API (what the bench runs: padding
+    launches, the conv, everything in the plan), beside torch; rel err vs torch's FP32 conv."""
+    import torch
+    import torch.nn.functional as F
+
+    from ncudnn.engines import api
+    from ncudnn.kernels.tc_timing import median_seconds
+
+    g, cx = layer_graph(N, C, H, K, R, stride, pad)
+    ec = api.get_heuristics(g, ctx=cx)[0]
+    plan = api.build_plan(g, ec, cx)
+    P = (H + 2 * pad - R) // stride + 1
+    y = torch.empty(N, K, P, P, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    ws = torch.empty(max(plan.workspace_size, 1), device="cuda", dtype=torch.uint8)
+    pack = {1: x.data_ptr(), 2: w.data_ptr(), 3: b.data_ptr(), 4: y.data_ptr()}
+    y.fill_(float("nan"))
+    api.execute(plan, pack, ws.data_ptr() if plan.workspace_size else None)
+    torch.cuda.synchronize()
+    ref = torch.relu(F.conv2d(x.float(), w.float(), b.float(), stride, pad))
+    err = float((y.float() - ref).norm() / ref.norm())
+    t = median_seconds(lambda: api.execute(plan, pack, ws.data_ptr() if plan.workspace_size else None), iters)
+    print(f"   engine plan {ec.config} {t * 1e3:8.4f} ms {flop / t / 1e12:7.1f} TFLOP/s  {t_ref / t:5.2f}x  "
+          f"rel_err {err:.1e}  workspace {plan.workspace_size}", flush=True)
 
 
 def conv_section(names, N, iters, budget, tile_idx=None):
