@@ -35,6 +35,8 @@ TILES = (
 )
 
 
+#: convolutions with C % 8 != 0 (packed NHWC x, KRSC w): zero-pad the channels in the workspace and run
+PAD_CHANNELS = True
 #: run the v4 mainloop (one filter tap per k tile, kernels/tc_gemm/__init__.py) where C % BLOCK_K == 0
 ONE_TAP_GATHER = True
 
@@ -86,7 +88,7 @@ class _TcConv:
         self.Cp = C
         self.x_strides = (xs[0], xs[3], xs[4])      # (n, h, w) of the image the kernel reads
         self.w_k = ws[0]
-        if C % 8 and sub.tail is None and xs[1] == 1 and (xs[4], xs[3], xs[0]) == (C, W * C, H * W * C) \
+        if PAD_CHANNELS and C % 8 and sub.tail is None and xs[1] == 1 and (xs[4], xs[3], xs[0]) == (C, W * C, H * W * C) \
                 and (ws[1], ws[4], ws[3], ws[0]) == (1, C, S_ * C, R * S_ * C):
             # packed NHWC x and KRSC w with C % 8 != 0 (the stem): zero-padded to Cp channels in the workspace
             self.pad, self.Cp = True, -(-C // 8) * 8
