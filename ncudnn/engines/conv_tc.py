@@ -35,7 +35,7 @@ TILES = (
 )
 
 
-#: convolutions with C % 8 != 0 (packed NHWC x, KRSC w): zero-pad the channels in the workspace and run
+#: convolutions with C % 8 != 0 (packed NHWC x, KRSC w): zero-pad their channels in the workspace, then convolve
 PAD_CHANNELS = True
 #: run the v4 mainloop (one filter tap per k tile, kernels/tc_gemm/__init__.py) where C % BLOCK_K == 0
 ONE_TAP_GATHER = True
