@@ -185,7 +185,9 @@ def get_heuristics(graph, mode=HM.CUDNN_HEUR_MODE_A, ctx=None):
     try:
         sub = problem(graph)
         if isinstance(sub, CompositeSub):
-            out = _rank_composite(graph, sub, mode, ctx, key, explain)
+            # an engine that takes the whole multi-part problem as one kernel first (e.g. matmul_tc's FP8 matmul
+            # with its amax output), then the composite engine's plan of parts
+            out = rank_subgraph(sub, mode, ctx, key, explain) + _rank_composite(graph, sub, mode, ctx, key, explain)
         else:
             out = rank_subgraph(sub, mode, ctx, key, explain)
         if mode == HM.CUDNN_HEUR_MODE_B:
@@ -247,7 +249,8 @@ def supported_engines(graph, ctx=None):
     sub = problem(graph)
     if isinstance(sub, CompositeSub):
         comp = registry.by_name("composite")
-        return [comp] if comp.check_support(sub, ctx)[0] == S.CUDNN_STATUS_SUCCESS else []
+        whole = [e for e in registry.engines() if _whole(e) and support(e, sub, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
+        return whole + ([comp] if comp.check_support(sub, ctx)[0] == S.CUDNN_STATUS_SUCCESS else [])
     return [e for e in registry.engines() if e.name != "composite" and support(e, sub, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
 
 
@@ -288,11 +291,16 @@ def check_support(graph, engine_config, ctx=None):
             if st != S.CUDNN_STATUS_SUCCESS:
                 return st, why
         return OK
-    if isinstance(sub, CompositeSub):
+    if isinstance(sub, CompositeSub) and not _whole(ec.engine):
         return S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, \
             f"{ec.engine.name}: the graph partitions into {len(sub.parts)} subgraphs ({sub.describe()}); " \
             "only the composite engine runs it"
     return config_status(ec.engine, sub, ec.config, ctx)
+
+
+def _whole(eng):
+    """Does ``eng`` (not the composite engine) take multi-part problems whole (its kinds name "composite")?"""
+    return eng.name != "composite" and "composite" in eng.kinds
 
 
 # ----------------------------------------------------------------------------------- plans
@@ -372,7 +380,7 @@ def engine_config_from_json(d, graph, ctx=None):
         raise NotSupportedError(f"unknown engine or knob {e} in {d}", S.CUDNN_STATUS_NOT_SUPPORTED) from None
     sub = problem(graph)
     if eng.name != "composite":
-        if isinstance(sub, CompositeSub):
+        if isinstance(sub, CompositeSub) and not _whole(eng):
             raise error_for(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
                             f"{eng.name} cannot run a graph of {len(sub.parts)} subgraphs")
         return _given(eng, sub, cfg, ctx)
@@ -394,8 +402,9 @@ def engine_config_from_json(d, graph, ctx=None):
 
 
 def _supports(eng, sub, ctx):
-    return not isinstance(sub, CompositeSub) and (eng.name == "composite" or
-                                                  support(eng, sub, ctx)[0] == S.CUDNN_STATUS_SUCCESS)
+    if isinstance(sub, CompositeSub) and not _whole(eng):
+        return False
+    return eng.name == "composite" or support(eng, sub, ctx)[0] == S.CUDNN_STATUS_SUCCESS
 
 
 def _given(eng, sub, cfg, ctx):

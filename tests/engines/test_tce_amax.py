@@ -52,14 +52,18 @@ def run(rng, g, ts, in_dt, scales, tile=None):
     sub = api.problem(g)
     assert sub.kind == "composite"
     assert eng.check_support(sub, cx) == (S.CUDNN_STATUS_SUCCESS, "")
-    # api.get_heuristics / build_plan hand a composite problem to the composite engine only (which refuses
-    # this one: no engine reduces the FP8 intermediate), so the engine's ranking and build, in an ExecutionPlan
+    # the engine's own ranking and build, in an ExecutionPlan (test_through_the_api: the same via api)
     cfg = eng.candidates(sub, cx)[0]
     tile = SIM_TILE if SIM and tile is None else tile
     if tile is not None:
         cfg = cfg.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, tile).with_knob(K.CUDNN_KNOB_TYPE_STAGES, TILES[tile].stages)
     assert eng.keep(sub, cfg, cx)[0] == S.CUDNN_STATUS_SUCCESS and eng.workspace_size(sub, cfg) == 0
     plan = ExecutionPlan(g, [eng.build(sub, cfg, cx)], ())
+    return check(rng, plan, ts, in_dt, scales)
+
+
+def check(rng, plan, ts, in_dt, scales):
+    """Run ``plan`` twice on fresh random FP8 operands; the amax and the FP8 output against the oracle."""
     assert plan.engine_names == ["matmul_tc"] and plan.workspace_size == 0
     a, b, out = ts["A"], ts["B"], ts["out"]
     av = (rng.standard_normal(a.dims) * 2).astype(NP[a.dtype])
@@ -150,3 +154,22 @@ def test_amax_kernel_compiles_for_sm90(monkeypatch):
     assert r["spill_stores"] == 0 and r["spill_loads"] == 0, r
     assert not r["local"] and not r["stack_frame"], r
     assert r["registers"] <= 255, r
+
+
+def test_through_the_api(rng):
+    # get_heuristics ranks engines taking the composite problem whole (matmul_tc) before the composite engine's
+    # plan of parts (refused here: no engine reduces the FP8 intermediate); build_plan builds it as one part
+    scales = (0.5, 0.25, 0.125)
+    g, ts = amax_graph(*size((1, 24, 40, 64), (2, 520, 392, 1024)), E4, E4, scales, (True, False, False))
+    cx = ctx()
+    ranked = api.get_heuristics(g, ctx=cx)
+    assert ranked and ranked[0].engine.name == "matmul_tc"
+    assert "matmul_tc" in [e.name for e in api.supported_engines(g, cx)]
+    cfg = ranked[0]
+    if SIM:
+        cfg = api.engine_config_from_json({"engine": "matmul_tc", "config": ranked[0].config.with_knob(
+            K.CUDNN_KNOB_TYPE_TILE_SIZE, SIM_TILE).with_knob(K.CUDNN_KNOB_TYPE_STAGES, TILES[SIM_TILE].stages)
+            .to_json()}, g, cx)
+    assert api.check_support(g, cfg, cx)[0] == S.CUDNN_STATUS_SUCCESS
+    check(rng, api.build_plan(g, cfg, cx), ts, E4, scales)
+    assert api.check_support(g, "conv_tc", cx)[0] != S.CUDNN_STATUS_SUCCESS
