@@ -413,14 +413,13 @@ def _choose_vec(spec, kept, red, v):
     n_out, nv = _numel(kept), _numel(red) // v
     unroll = spec.unroll or (2 if SIM else 4)
     rows = spec.rows or 1
-    sms = 2 if SIM else _sm_count()
     if SIM:
         block = spec.block or 32
     elif spec.block:
         block = spec.block
     else:
         block = min(512, max(32, _pow2(nv // (unroll * 4))))
-        if math.ceil(n_out / rows) < sms * (2048 // block) and not spec.split:
+        if math.ceil(n_out / rows) < (2 if SIM else _sm_count()) * (2048 // block) and not spec.split:
             block = min(block, 256)     # too few rows: a split grid of 256-thread blocks
     if rows > 1 and block // rows != 32:
         raise ValueError(f"rows={rows}: a warp per row needs block = 32 * rows (block {block})")
@@ -430,7 +429,7 @@ def _choose_vec(spec, kept, red, v):
     if spec.split:
         return block, rows, min(spec.split, cap), unroll
     ctas = spec.ctas or (1 if SIM else max(1, 2048 // block))
-    target = sms * ctas
+    target = (2 if SIM else _sm_count()) * ctas   # the device is asked only here (compile cases give splits)
     split = 1 if blocks >= target else max(1, min(math.ceil(target / blocks), cap))
     return block, rows, split, unroll
 
