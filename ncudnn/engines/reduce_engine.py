@@ -87,14 +87,21 @@ def reduction_spec_knobs(spec, cfg):
     from dataclasses import replace
 
     spec = spec_knobs(spec, cfg)
-    r = cfg.get(KR, 0)
-    block = 32 * r if r > 1 else spec.block   # keep() refuses TILE_ROWS > 1 with another BLOCK_SIZE
     if cfg.get(KL, 0) == 1:
         return replace(spec, vec=1)
-    kept, red = kr._layout(spec)
-    if r <= 1 and kr.vec_width(replace(spec, vec=0), kept, red) > 1:   # vector kernel: threads, not column rows
-        block = cfg.get(KB, 0)
+    if not vector_problem(spec):   # the column / strided kernels: BLOCK_SIZE and SPLIT_K only (keep() refuses the rest)
+        return replace(spec, vec=0)
+    r = cfg.get(KR, 0)
+    block = 32 * r if r > 1 else cfg.get(KB, 0)   # keep() refuses TILE_ROWS > 1 with another BLOCK_SIZE
     return replace(spec, vec=0, block=block, rows=r, unroll=cfg.get(KU, 0), ctas=cfg.get(KC, 0))
+
+
+def vector_problem(spec):
+    """Does the vector row kernel run ``spec`` (each output's reduced elements one contiguous run)?"""
+    from dataclasses import replace
+
+    kept, red = kr._layout(spec)
+    return kr.vec_width(replace(spec, vec=0), kept, red) > 1
 
 
 def auto_penalty(cfg):
@@ -135,7 +142,13 @@ class ReductionEngine(Engine):
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
-        return (st, why) if st != S.CUDNN_STATUS_SUCCESS else keep_reduction(self, cfg)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        if (cfg.get(KR, 0) > 1 or cfg.get(KU, 0) or cfg.get(KC, 0)) and cfg.get(KL, 0) != 1 \
+                and not vector_problem(_spec(sub.nodes[0])):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: TILE_ROWS / ARRAY_SIZE_PER_THREAD / CTA_COUNT " \
+                "shape the vector row kernel, and this reduction's elements are not contiguous runs"
+        return keep_reduction(self, cfg)
 
     def configs(self, sub, ctx):
         base = self.default_config(sub)
