@@ -162,7 +162,7 @@ class ReductionEngine(Engine):
         return out
 
     def candidates_key(self, sub):
-        return ()
+        return (vector_problem(_spec(sub.nodes[0])),)   # the vector-kernel knobs are kept for vector problems only
 
     def _steps(self, sub, cfg):
         memo = sub.__dict__.setdefault("_reduction_steps", {})

@@ -28,8 +28,12 @@ def _graph(xd, yd, mode=RO.CUDNN_REDUCE_TENSOR_ADD):
                                         ((3, 4, 5, 6), (1, 1, 5, 6), RO.CUDNN_REDUCE_TENSOR_NORM2)],
                          ids=["cols", "nchw_to_hw"])
 def test_column_reductions_keep_only_launchable_configs(rng, xd, yd, mode):
+    eng, cx = registry.by_name("reduction"), api.context()
+    row = _graph((8, 64), (8, 1))                 # a vector problem first: its candidates are not the column's
+    assert any(c.get(KR, 0) > 1 for c in eng.candidates(api.problem(row), cx))
     g = _graph(xd, yd, mode)
-    eng, sub, cx = registry.by_name("reduction"), api.problem(g), api.context()
+    sub = api.problem(g)
+    assert all(eng.keep(sub, c, cx)[0] == S.CUDNN_STATUS_SUCCESS for c in eng.candidates(sub, cx))
     assert not vector_problem(_spec(sub.nodes[0]))
     bad = eng.default_config(sub).with_knob(KR, 8).with_knob(K_BLOCK, 256)
     st, why = eng.keep(sub, bad, cx)
