@@ -15,30 +15,18 @@ kernel's epilogue computes ``max |C|`` (``make_tc_gemm(..., amax=True, pscales=n
 scalar MULs apply after the tap) into the one-element FP32 amax tensor (zeroed by a one-thread kernel
 launched first), so C never reaches memory.
 
-The mapping is :func:`matmul_common.matmul_mapping`'s: every dim and stride it reads is in elements,
-so it maps a copy of the subgraph whose FP8 tensors are relabeled BF16 (its dtype checks know no
-FP8), and the FP8 names, byte sizes and the original tensors are put back.
+The mapping is :func:`matmul_common.matmul_mapping`'s with ``fp8=True`` (FP8 A / B / output dtypes, their
+byte sizes), over a copy of the subgraph whose leading device-scale MULs are folded into the anchor.
 """
 import copy
 import dataclasses
 
-from ..types import cudnnDataType_t, cudnnStatus_t
+from ..types import cudnnStatus_t
 from . import gemm_common as gc
 from .matmul_common import matmul_mapping
 
 S = cudnnStatus_t
 FP8 = ("float8_e4m3fn", "float8_e5m2")
-_STANDIN = cudnnDataType_t.CUDNN_DATA_BFLOAT16
-
-
-def _relabel(node, ports, which):
-    """A shallow copy of ``node`` whose ``which`` ("inputs" / "outputs") tensors at ``ports`` are BF16."""
-    n = copy.copy(node)
-    d = dict(getattr(node, which))
-    for p in ports:
-        d[p] = d[p].copy(dtype=_STANDIN)
-    setattr(n, which, d)
-    return n
 
 
 def _device_scalar(n, cur):
@@ -61,52 +49,30 @@ def _device_scalar(n, cur):
 def fp8_mapping(sub):
     """The GemmMapping of the matmul subgraph ``sub`` when A, B or the written output is FP8 (A / B
     dtypes, ``in_bytes``, ``out_bytes``, the epilogue's output dtype and tensor as the graph has them);
-    None when no FP8 tensor is involved. Raises gc.Reject as matmul_mapping does."""
+    None when no FP8 tensor is involved. Raises gc.Reject as matmul_mapping does. Leading MULs by
+    one-element FP32 device tensors become ``dscales`` (the anchor "writes" their result)."""
     node = sub.anchor
     last = sub.epilogue[-1] if sub.epilogue else node
-    oport = next(iter(last.outputs))
-    out = last.outputs[oport]
-    a_dt, b_dt, out_dt = gc.kdtype(node.inputs["A"]), gc.kdtype(node.inputs["B"]), gc.kdtype(out)
-    ins = [p for p, dt in (("A", a_dt), ("B", b_dt)) if dt in FP8]
-    out_fp8 = out_dt in FP8 and not out.is_virtual
-    if not ins and not out_fp8:
+    out = next(iter(last.outputs.values()))
+    ins = [p for p in ("A", "B") if gc.kdtype(node.inputs[p]) in FP8]
+    if not ins and not (gc.kdtype(out) in FP8 and not out.is_virtual):
         return None
-    anchor = _relabel(node, ins, "inputs")
-    epilogue = list(sub.epilogue)
-    dscales = []                    # leading MULs by device scalars: the anchor "writes" their result
+    anchor, epilogue, dscales = copy.copy(node), list(sub.epilogue), []
     cur = next(iter(node.outputs.values()))
     while ins and epilogue and cur.is_virtual:
         t = _device_scalar(epilogue[0], cur.uid)
         if t is None:
             break
         dscales.append(t)
-        n = epilogue.pop(0)
-        cur = next(iter(n.outputs.values()))
+        cur = next(iter(epilogue.pop(0).outputs.values()))
         anchor.outputs = {"C": cur}
-    if out_fp8:
-        if epilogue:
-            epilogue[-1] = _relabel(last, [oport], "outputs")
-        else:
-            anchor = _relabel(anchor, ["C"], "outputs")
-    # the epilogue's nodes read the anchor's output by uid: the copies keep every uid
+    # the epilogue's nodes read the anchor's output by uid: the copy keeps every uid
     proxy = dataclasses.replace(sub, anchor=anchor, epilogue=epilogue,
                                 nodes=[anchor] + epilogue + ([sub.tail] if sub.tail is not None else []))
     if hasattr(sub, "materialize"):
         proxy.materialize = sub.materialize
-    p = matmul_mapping(proxy)
-    p.A, p.B = node.inputs["A"], node.inputs["B"]
+    p = matmul_mapping(proxy, fp8=True)
     p.dscales = tuple(dscales)
-    e = p.epi
-    names = [a_dt, b_dt, e.spec.out_dtype]
-    if out_fp8:
-        names[2] = out_dt
-        e = dataclasses.replace(e, spec=dataclasses.replace(e.spec, out_dtype=out_dt), out=out)
-        p.epi = e
-    bias_dt = gc.kdtype(e.bias) if e.bias is not None else names[2]     # absent: the output stands in
-    res_dt = gc.kdtype(e.residual) if e.residual is not None else names[2]
-    p.dtypes = tuple(names) + (bias_dt, res_dt)
-    p.in_bytes = gc.bytes_of(a_dt) if a_dt in FP8 else p.in_bytes
-    p.out_bytes = gc.bytes_of(names[2])
     return p
 
 
