@@ -5,6 +5,7 @@ import pytest
 from numba import cuda
 
 from ncudnn.kernels import softmax as ksm
+from ncudnn.kernels import softmax_persist
 from ncudnn.kernels.dtypes import from_storage, to_storage
 from ncudnn.testing import assert_close, poison_value, size
 
@@ -70,6 +71,15 @@ def test_ksm_persist_config():
     assert ksm.persist_ok(32768, [2, 2], 2, 0, 2)
     assert ksm.persist_grid(8192, 0, 132) == 132 and ksm.persist_grid(7, 0, 132) == 7
     assert ksm.persist_grid(8192, 500, 132) == 500
+
+
+def test_ksm_persist_reexported():
+    """softmax.py re-exports the persistent kernel's public names (the objects of softmax_persist), and
+    its kernels are named in the softmax family (same symbols and compile-check module)."""
+    for name in softmax_persist.__all__:
+        assert getattr(ksm, name) is getattr(softmax_persist, name), name
+    kern = softmax_persist.persist_kernel(1024, False, 4, 64, 1, "float32", "float32")[0]
+    assert kern.py_func.__module__ == ksm.__name__
 
 
 # ------------------------------------------------------------------ sm_90 compile (no GPU needed)
