@@ -8,7 +8,7 @@ N32 C256 112x112 FP32, 3x3 window, stride 2, padding 1 (ResNet's stem pool), NCH
 
 Each variant is a resample-engine config built through ``api.build_plan`` and run as a user runs it
 (``ExecutionPlan.execute`` on torch tensors, torch's stream): KERNEL_CFG=auto (what the heuristics pick
-now), direct (the one-element-per-thread kernels of resample_direct) or tiled TH x TW (resample_vec).
+now), direct (the one-element-per-thread kernels of resample_direct) or tiled TH x TW (resample_tile).
 Every variant is first checked: relerr = ||ours - oracle|| / ||oracle|| over image 0, channels 0-63, against the float64
 oracle (ncudnn.reference), "BAD" past 1e-6; max-pool indices must match exactly. Then timed: per rep an L2
 flush (256 MB write), CUDA events around one execute, median of REPS reps. GB/s = bytes / time with bytes =

@@ -2,7 +2,7 @@
 excluding padding, nearest, bilinear; ZERO / NEG_INF / EDGE padding; 1-3 spatial dims; any layout).
 
 2-D float32 pooling with int32 IDX and every tensor NHWC (C % 4 == 0) or every tensor with unit W stride
-may run the register-tiled kernels of :mod:`ncudnn.kernels.resample_vec` (a thread per TH x TW tile of
+may run the register-tiled kernels of :mod:`ncudnn.kernels.resample_tile` (a thread per TH x TW tile of
 outputs / dx, the window loaded once into registers: 16-byte vectors when 16-byte aligned and, in NCHW,
 W % 4 == 0, else scalars; backward a gather from dy and IDX windows, or the winners recomputed from an X
 window). Knob KERNEL_CFG picks: auto (``AUTO_TILES``: the tile per direction, layout and backward
@@ -26,7 +26,7 @@ import math
 from ..errors import BadParamError
 from ..kernels import resample as krs
 from ..kernels import resample_direct as rd
-from ..kernels import resample_vec as rv
+from ..kernels import resample_tile as rv
 from ..types import cudnnBackendKnobType_t, cudnnNanPropagation_t, cudnnResampleMode_t, cudnnStatus_t
 from .base import OK, Engine, KnobSpec
 from .membound_common import Arg, MemPlan, Step, io_dtypes_ok, kdtype, src_key, steps_time, tensor_bytes

@@ -1,14 +1,14 @@
-"""The register-tiled pooling kernels the resample engine picks by default (ncudnn.kernels.resample_vec,
+"""The register-tiled pooling kernels the resample engine picks by default (ncudnn.kernels.resample_tile,
 issue 4's shape) compile for sm_90 with no spills and at most 128 registers (slow: NVVM)."""
 import pytest
 
 from ncudnn.kernels import compile_check
-from ncudnn.kernels import resample_vec
+from ncudnn.kernels import resample_tile
 
 
 
 def _ours():
-    return [n for n, c in compile_check.registered_cases().items() if c.module == resample_vec.__name__]
+    return [n for n, c in compile_check.registered_cases().items() if c.module == resample_tile.__name__]
 
 
 def test_tile_kernels_register_cases():

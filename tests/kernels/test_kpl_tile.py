@@ -1,4 +1,4 @@
-"""Register-tiled 2D pooling kernels (ncudnn.kernels.resample_vec): forward (with / without index) and
+"""Register-tiled 2D pooling kernels (ncudnn.kernels.resample_tile): forward (with / without index) and
 the gather backward (routed by index, recomputed from x, average including / excluding padding), NCHW
 (4-column chunks) and NHWC (4-channel vectors), several tiles, against the float64 oracle."""
 import numpy as np
@@ -7,7 +7,7 @@ from numba import cuda
 
 from ncudnn import reference as ref
 from ncudnn.kernels import resample as rs
-from ncudnn.kernels import resample_vec as rv
+from ncudnn.kernels import resample_tile as rv
 from ncudnn.kernels.primitives import launch
 from ncudnn.testing import assert_close
 from ncudnn.types import cudnnPaddingMode_t as PAD, cudnnResampleMode_t as RM
@@ -179,3 +179,15 @@ def test_tile_sources_assign_every_name_once(lay, tile):
                     if m:
                         names.update(n.strip() for n in m.group(1).split(","))
                 assert names and max(names.values()) == 1, [n for n, k in names.items() if k > 1]
+
+
+def test_tile_names_reexported_by_resample_vec():
+    """The tiled kernels' public names still resolve through resample_vec, as the same objects."""
+    from ncudnn.kernels import resample_vec
+    from ncudnn.kernels.resample_vec import fwd_tile_kernel
+    assert fwd_tile_kernel is rv.fwd_tile_kernel
+    for name in rv.__all__:
+        assert getattr(resample_vec, name) is getattr(rv, name), name
+    assert set(rv.__all__) <= set(dir(resample_vec))
+    with pytest.raises(AttributeError):
+        resample_vec._fwd_tile_source
