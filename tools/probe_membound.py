@@ -23,7 +23,6 @@ a 16x256x128x128 FP32 tensor (256 MiB).
 """
 import argparse
 import math
-import statistics
 import sys
 import time
 
@@ -33,6 +32,7 @@ from ncudnn.ir import NormFwd, OpGraph, Pointwise, Reduction, TensorDesc, packed
 from ncudnn.types import (cudnnBackendKnobType_t as K, cudnnBackendNormFwdPhase_t as PH,
                           cudnnBackendNormMode_t as NM, cudnnDataType_t as DT, cudnnPointwiseMode_t as PM,
                           cudnnReduceTensorOp_t as RO)
+from probe_timing import flushed_median_ms
 
 F32 = DT.CUDNN_DATA_FLOAT
 COPY_GBPS = 4210.0
@@ -190,20 +190,7 @@ def _torch_inputs(key, g, torch):
 
 
 def _time(fn, torch, flush, reps=REPS):
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    E = torch.cuda.Event
-    pairs = []
-    for _ in range(reps):
-        flush.zero_()
-        a, b = E(enable_timing=True), E(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        pairs.append((a, b))
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in pairs)
+    return flushed_median_ms(fn, torch, flush, reps)
 
 
 def _row(label, ms, nbytes, torch_ms, err=""):

@@ -20,7 +20,6 @@ the faster of the two (> 1: we are faster). The last line of a group names the f
 """
 import argparse
 import math
-import statistics
 import sys
 import time
 
@@ -30,6 +29,7 @@ from ncudnn.engines import api
 from ncudnn.ir import OpGraph, ResampleBwd, ResampleFwd, TensorDesc, packed_strides
 from ncudnn.types import (cudnnBackendKnobType_t as K, cudnnDataType_t as DT, cudnnPaddingMode_t as PAD,
                           cudnnResampleMode_t as RM)
+from probe_timing import flushed_median_ms
 
 F32, I32 = DT.CUDNN_DATA_FLOAT, DT.CUDNN_DATA_INT32
 MAX, AVG = RM.CUDNN_RESAMPLE_MAXPOOL, RM.CUDNN_RESAMPLE_AVGPOOL_INCLUDE_PADDING
@@ -171,20 +171,7 @@ def _relerr(out, exp):
 # ------------------------------------------------------------------------------------------ timing
 
 def _time(fn, torch, flush, reps=REPS):
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    E = torch.cuda.Event
-    pairs = []
-    for _ in range(reps):
-        flush.zero_()
-        a, b = E(enable_timing=True), E(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        pairs.append((a, b))
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in pairs)
+    return flushed_median_ms(fn, torch, flush, reps)
 
 
 def _row(label, ms, nbytes, torch_ms, extra=""):

@@ -22,7 +22,6 @@ names the fastest variant and the heuristic's first config.
 import argparse
 import math
 import os
-import statistics
 import sys
 import time
 
@@ -32,6 +31,7 @@ from ncudnn.engines import api  # noqa: E402
 from ncudnn.ir import OpGraph, Pointwise, Reduction, TensorDesc, packed_strides  # noqa: E402
 from ncudnn.types import (cudnnBackendKnobType_t as K, cudnnDataType_t as DT,  # noqa: E402
                           cudnnPointwiseMode_t as PM, cudnnReduceTensorOp_t as RO)
+from probe_timing import flushed_median_ms  # noqa: E402
 
 F32 = DT.CUDNN_DATA_FLOAT
 COPY_GBPS = 4210.0
@@ -156,20 +156,7 @@ def _torch_side(key, g, torch):
 
 
 def _time(fn, torch, flush, reps=REPS):
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    E = torch.cuda.Event
-    pairs = []
-    for _ in range(reps):
-        flush.zero_()
-        a, b = E(enable_timing=True), E(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        pairs.append((a, b))
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in pairs)
+    return flushed_median_ms(fn, torch, flush, reps)
 
 
 def _row(label, ms, nbytes, torch_ms, extra=""):

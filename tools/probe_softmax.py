@@ -21,11 +21,11 @@ CUDA events around one launch; median of REPS reps. GB/s = (bytes of x read + y 
 %BW = GB/s / COPY_GBPS (4210, the H200's measured copy); "vs torch" = torch time / ours (> 1: faster).
 """
 import argparse
-import statistics
 import sys
 import time
 
 import numpy as np
+from probe_timing import flushed_median_ms
 
 COPY_GBPS = 4210.0
 REPS = 30
@@ -108,20 +108,7 @@ GROUPS = {
 
 
 def _time(fn, torch, flush, reps=REPS):
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    E = torch.cuda.Event
-    pairs = []
-    for _ in range(reps):
-        flush.zero_()
-        a, b = E(enable_timing=True), E(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        pairs.append((a, b))
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in pairs)
+    return flushed_median_ms(fn, torch, flush, reps)
 
 
 def _row(label, ms, nbytes, torch_ms, extra=""):
