@@ -74,6 +74,19 @@ class _Axis:
         return _mul(self.var, self.step)
 
 
+def _clamped(ax, k):
+    """(index clamped into the axis, in-range conditions) of position ``k`` relative to ``ax``'s tile base;
+    a bound that cannot be crossed gets neither clamp nor condition."""
+    lo, hi = ax.checks(k, k)
+    p = f"{ax.base()} + {k}" if k else ax.base()
+    q = p
+    if lo:
+        q = f"max({q}, 0)"
+    if hi:
+        q = f"min({q}, {ax.limit - 1})"
+    return q, ([f"({p} >= 0)"] if lo else []) + ([f"({p} < {ax.limit})"] if hi else [])
+
+
 def _window(arr, name, base, rows, cols, ra, ca, layout, padv):
     """Lines loading arr at every (row, col) of rows x cols (relative to the tile bases) into registers.
 
@@ -82,15 +95,8 @@ def _window(arr, name, base, rows, cols, ra, ca, layout, padv):
     lines = []
     rk = {}
     for r in rows:
-        lo, hi = ra.checks(r, r)
-        p = f"{ra.base()} + {r}" if r else ra.base()
-        q = p
-        if lo:
-            q = f"max({q}, 0)"
-        if hi:
-            q = f"min({q}, {ra.limit - 1})"
+        q, conds = _clamped(ra, r)
         lines.append(f"{name}r{_nm(r)} = {base} + ({q})" + (f" * {ra.stride}" if ra.stride != 1 else ""))
-        conds = ([f"({p} >= 0)"] if lo else []) + ([f"({p} < {ra.limit})"] if hi else [])
         if conds and padv is not None:
             lines.append(f"{name}okr{_nm(r)} = {' & '.join(conds)}")
             rk[r] = f"{name}okr{_nm(r)}"
@@ -98,15 +104,8 @@ def _window(arr, name, base, rows, cols, ra, ca, layout, padv):
     if layout in ("nhwc", "nchw1"):
         ck = {}
         for c in cols:
-            lo, hi = ca.checks(c, c)
-            p = f"{ca.base()} + {c}" if c else ca.base()
-            q = p
-            if lo:
-                q = f"max({q}, 0)"
-            if hi:
-                q = f"min({q}, {ca.limit - 1})"
+            q, conds = _clamped(ca, c)
             lines.append(f"{name}c{_nm(c)} = ({q})" + (f" * {ca.stride}" if ca.stride != 1 else ""))
-            conds = ([f"({p} >= 0)"] if lo else []) + ([f"({p} < {ca.limit})"] if hi else [])
             if conds and padv is not None:
                 lines.append(f"{name}okc{_nm(c)} = {' & '.join(conds)}")
                 ck[c] = f"{name}okc{_nm(c)}"
