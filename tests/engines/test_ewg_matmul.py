@@ -2,69 +2,25 @@
 candidates -> plan -> execute, against the float64 oracle with poisoned outputs; refusals name the cause."""
 from dataclasses import replace
 
-import ml_dtypes
 import numpy as np
 import pytest
-from numba import cuda
 
 from ncudnn.engines import api, registry
 from ncudnn.engines.matmul_wgmma import TILES
-from ncudnn.ir import Matmul, OpGraph, Pointwise, TensorDesc, packed_strides
 from ncudnn.reference.matmul import matmul as ref_mm
-from ncudnn.testing import SIM, assert_close, poison_value, size
+from ncudnn.testing import assert_close, size
 from ncudnn.types import cudnnBackendKnobType_t as K
 from ncudnn.types import cudnnBackendNumericalNote_t as NN, cudnnDataType_t as DT
-from ncudnn.types import cudnnPointwiseMode_t as PM, cudnnStatus_t as S
+from ncudnn.types import cudnnStatus_t as S
+from test_tc_matmul_engine import NP, TOL, bias_relu, out_dev, read, to_dev
 
 F32, F16, BF16 = DT.CUDNN_DATA_FLOAT, DT.CUDNN_DATA_HALF, DT.CUDNN_DATA_BFLOAT16
-NP = {F32: np.float32, F16: np.float16, BF16: ml_dtypes.bfloat16}
-TOL = {F32: "float32", F16: "float16", BF16: "bfloat16"}
 ENGINE = "matmul_wgmma"
 
 
 def ctx(tc=True, cc=None):
     c = replace(api.context(), allow_tensor_cores=tc)
     return replace(c, device=replace(c.device, cc=cc)) if cc else c
-
-
-def tensor(uid, dims, dtype, strides=None):
-    return TensorDesc(uid, tuple(dims), tuple(strides) if strides else packed_strides(dims), dtype, name=f"t{uid}")
-
-
-def virt(uid):
-    return TensorDesc(uid, is_virtual=True, name=f"v{uid}")
-
-
-def to_dev(a, t):
-    st = np.dtype(np.uint16) if a.dtype == ml_dtypes.bfloat16 else a.dtype
-    buf = np.full(t.span_elements(), 0x7FC0 if st == np.uint16 else poison_value(st), st)
-    view = np.lib.stride_tricks.as_strided(buf.view(a.dtype), a.shape, [s * a.itemsize for s in t.strides])
-    view[...] = a
-    return cuda.to_device(buf)
-
-
-def out_dev(t):
-    dt = NP[t.dtype]
-    if dt is ml_dtypes.bfloat16:
-        return cuda.to_device(np.full(t.span_elements(), 0x7FC0, np.uint16))
-    return cuda.to_device(np.full(t.span_elements(), poison_value(dt), dt))
-
-
-def read(buf, t):
-    h = buf.copy_to_host()
-    if NP[t.dtype] is ml_dtypes.bfloat16:
-        h = h.view(ml_dtypes.bfloat16)
-    return np.lib.stride_tricks.as_strided(h, t.dims, [s * h.itemsize for s in t.strides]).astype(np.float64)
-
-
-def bias_relu(bsz, m, n, k, dtype, out_dtype=None, a_strides=None, b_strides=None, b_dims=None):
-    a = tensor(1, (bsz, m, k), dtype, a_strides)
-    b = tensor(2, b_dims or (bsz, k, n), dtype, b_strides)
-    bias, c = tensor(3, (1, 1, n), out_dtype or dtype), tensor(4, (bsz, m, n), out_dtype or dtype)
-    mm = Matmul("mm", {"A": a, "B": b}, {"C": virt(10)})
-    add = Pointwise("bias", {"X": mm.outputs["C"], "B": bias}, {"Y": virt(11)}, mode=PM.CUDNN_POINTWISE_ADD)
-    relu = Pointwise("relu", {"X": add.outputs["Y"]}, {"Y": c}, mode=PM.CUDNN_POINTWISE_RELU_FWD)
-    return OpGraph([mm, add, relu]).finalize(), (a, b, bias, c)
 
 
 def run_bias_relu(rng, g, tensors, dtype, tile=None):
