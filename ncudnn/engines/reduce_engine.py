@@ -114,6 +114,14 @@ def _spec(node):
     return kr.reduce_spec(node.mode, x.dims, kdtype(x), x.strides, y.dims, kdtype(y), y.strides)
 
 
+def _sub_vector(sub):
+    """vector_problem of the subgraph's reduction, remembered on the subgraph (keep() asks once per config)."""
+    v = sub.__dict__.get("_reduce_vector")
+    if v is None:
+        v = sub.__dict__["_reduce_vector"] = vector_problem(_spec(sub.nodes[0]))
+    return v
+
+
 @register
 class ReductionEngine(Engine):
     name = "reduction"
@@ -145,7 +153,7 @@ class ReductionEngine(Engine):
         if st != S.CUDNN_STATUS_SUCCESS:
             return st, why
         if (cfg.get(KR, 0) > 1 or cfg.get(KU, 0) or cfg.get(KC, 0)) and cfg.get(KL, 0) != 1 \
-                and not vector_problem(_spec(sub.nodes[0])):
+                and not _sub_vector(sub):
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: TILE_ROWS / ARRAY_SIZE_PER_THREAD / CTA_COUNT " \
                 "shape the vector row kernel, and this reduction's elements are not contiguous runs"
         return keep_reduction(self, cfg)
@@ -162,7 +170,7 @@ class ReductionEngine(Engine):
         return out
 
     def candidates_key(self, sub):
-        return (vector_problem(_spec(sub.nodes[0])),)   # the vector-kernel knobs are kept for vector problems only
+        return (_sub_vector(sub),)   # the vector-kernel knobs are kept for vector problems only
 
     def _steps(self, sub, cfg):
         memo = sub.__dict__.setdefault("_reduction_steps", {})
