@@ -34,6 +34,7 @@ from .primitives import SIM, block_max, block_sum, launch, shfl_xor, warp_max, w
 from .vector_rows import load_row_vectors, vec_ok, vector_names
 from .softmax_persist import (PERSIST_SMEM_MAX, persist_config, persist_grid, persist_kernel,  # noqa: F401
                               persist_ok, softmax_forward_persist)  # (re-exported: the persistent row kernel)
+from .softmax_persist import _reg_budget
 
 __all__ = ["softmax_forward", "softmax_backward", "softmax_config", "softmax_vec_config", "fwd_vec_kernel",
            "vec_ok", "persist_config", "persist_kernel", "persist_ok", "persist_grid", "softmax_forward_persist"]
@@ -81,11 +82,6 @@ def softmax_config(n, block=0, rows_per_block=0, vpt_max=VPT_MAX):
     rpb = (rows_per_block or 4) if block == 32 else 1
     vpt = math.ceil(n / block)
     return block * rpb, block, (vpt if vpt <= vpt_max else 0), rpb
-
-
-def _reg_budget(threads):
-    """Registers a thread may use so a block of ``threads`` always launches (64K per SM)."""
-    return min(255, 65536 // threads)
 
 
 def _head(args, ct, block, rpb):
