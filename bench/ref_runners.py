@@ -127,10 +127,7 @@ def torch_op(case, t, tf32=False):
             _, idx = F.max_pool2d(t["x"], k, s, pd, return_indices=True)
             back = torch.ops.aten.max_pool2d_with_indices_backward
             return lambda: {"dx": back(t["dy"], t["x"], k, s, pd, [1, 1], False, idx)}
-        xe = torch.empty(data.specs(case)[1]["dx"].dims, device="cuda", dtype=t["dy"].dtype,
-                         memory_format=_fmt(t["dy"]))
-        back = torch.ops.aten.avg_pool2d_backward
-        return lambda: {"dx": back(t["dy"], xe, k, s, pd, False, True, None)}
+        return avg_pool_bwd(t["dy"], data.specs(case)[1]["dx"].dims, p["r"], p["stride"], p["pad"])
     if case.suite == "pool":
         pool = F.max_pool2d if op == "max_pool" else F.avg_pool2d
         return lambda: {"y": pool(t["x"], p["r"], p["stride"], p["pad"])}
@@ -143,6 +140,29 @@ def torch_op(case, t, tf32=False):
     if op == "sdpa_fwd":
         return lambda: {"o": F.scaled_dot_product_attention(t["q"], t["k"], t["v"], is_causal=bool(p["causal"]))}
     raise Unsupported(f"no torch reference for {op}")
+
+
+def avg_pool_bwd(dy, x_dims, r, stride, pad):
+    """``fn() -> {"dx": tensor}``: torch's average-pool backward (count_include_pad, as cuDNN's
+    AVGPOOL_INCLUDE_PADDING with zero padding) of ``dy``, in dy's memory format, on dy's device.
+
+    Channels-last with padding goes around a torch bug (pytorch/pytorch#188344, in torch <= 2.11: the
+    channels-last CUDA kernel leaves the padding offset out of the input coordinates, so every input
+    pixel meets the wrong windows; rel. error ~1 at the pool benchmark shape): the pad-0 kernel (correct
+    there) runs on the zero-padded input's shape, and dx is its interior. With count_include_pad every
+    window divides by r*r either way, and the padded border only receives the padding taps' shares,
+    which the interior slice drops; the output size is the same formula. Costs 2*pad rows and columns
+    more written (3.6% at 112x112, pad 1)."""
+    torch = _torch()
+    back = torch.ops.aten.avg_pool2d_backward
+    k, s = [r] * 2, [stride] * 2
+    fmt = _fmt(dy)
+    n, c, h, w = x_dims
+    if pad and fmt == torch.channels_last:
+        xp = torch.empty((n, c, h + 2 * pad, w + 2 * pad), device=dy.device, dtype=dy.dtype, memory_format=fmt)
+        return lambda: {"dx": back(dy, xp, k, s, [0, 0], False, True, None)[:, :, pad:pad + h, pad:pad + w]}
+    xe = torch.empty(tuple(x_dims), device=dy.device, dtype=dy.dtype, memory_format=fmt)
+    return lambda: {"dx": back(dy, xe, k, s, [pad] * 2, False, True, None)}
 
 
 def _fmt(x):

@@ -219,7 +219,8 @@ def markdown(meta, cases, rows, peaks=None, bw_tbps=None):
 
 
 def overhead_lines(ov):
-    """The host-overhead section: ncudnn (bench_plan_overhead.py) beside cudnn-frontend (fe_overhead.py)."""
+    """The host-overhead section: ncudnn (bench_plan_overhead.py) beside cudnn-frontend (fe_overhead.py),
+    and ncudnn on the graph variant cudnn-frontend ran (fe_overhead.py's ``ncudnn_same_graph``)."""
     files = (ov or {}).get("files") or {}
     nc = next((v for k, v in files.items() if k.startswith("plan_overhead")), None)
     fe = next((v for k, v in files.items() if k.startswith("fe_overhead")), None)
@@ -229,19 +230,30 @@ def overhead_lines(ov):
     def g(d, *path, scale=1.0):
         for p in path:
             d = d.get(p) if isinstance(d, dict) else None
-        return "—" if d is None else f"{d * scale:.2f}"
+        return "—" if not isinstance(d, (int, float)) else f"{d * scale:.2f}"
     fe_warm = g(fe, "build_warm_kernel_cache_ms")
     fe_warm = g(fe, "build_warm_ms") if fe_warm == "—" else fe_warm
-    return ["", "## Host overhead (one-kernel pointwise plan, tiny tensors)", "",
-            "| what | ncudnn | cudnn-frontend |", "| --- | --- | --- |",
-            f"| plan build, cold process (ms) | {g(nc, 'cold_process', 'build_plan_s', scale=1e3)} | "
-            f"{g(fe, 'build_cold_ms')} |",
-            f"| plan build, warm (ms; ncudnn: cubin from disk, fe: kernel cache, else a second build) | "
-            f"{g(nc, 'warm_process', 'build_plan_s', scale=1e3)} | {fe_warm} |",
-            f"| execute host time with torch tensors (us) | {g(nc, 'in_process', 'execute_torch_us')} | "
-            f"{g(fe, 'execute_torch_us')} |",
-            f"| one torch op, same measure (us) | {g(nc, 'in_process', 'ref_torch_add_us')} | "
-            f"{g(fe, 'ref_torch_add_us')} |"]
+    same = (fe or {}).get("ncudnn_same_graph") or {}
+    variant = (fe or {}).get("variant")
+    lines = ["", "## Host overhead (one small plan, tiny tensors)", "",
+             f"cudnn-frontend graph: {variant or 'none built'}"
+             + (f" (attempts: {'; '.join(a['variant'] + ': ' + a.get('error', 'ok') for a in fe['attempts'])})"
+                if fe and fe.get("attempts") else ""), "",
+             "| what | ncudnn (pointwise plan) | cudnn-frontend | ncudnn, cudnn-frontend's graph |",
+             "| --- | --- | --- | --- |",
+             f"| plan build, cold process (ms) | {g(nc, 'cold_process', 'build_plan_s', scale=1e3)} | "
+             f"{g(fe, 'build_cold_ms')} | {g(same, 'build_first_ms')} (first in process) |",
+             f"| plan build, warm (ms; ncudnn: cubin from disk, fe: kernel cache, else a second build) | "
+             f"{g(nc, 'warm_process', 'build_plan_s', scale=1e3)} | {fe_warm} | {g(same, 'build_again_ms')} |",
+             f"| execute host time with torch tensors (us) | {g(nc, 'in_process', 'execute_torch_us')} | "
+             f"{g(fe, 'execute_torch_us')} | {g(same, 'execute_torch_us')} |",
+             f"| one torch op, same measure (us) | {g(nc, 'in_process', 'ref_torch_add_us')} | "
+             f"{g(fe, 'ref_torch_add_us')} | |"]
+    if fe and fe.get("kernel_cache_error"):
+        lines += ["", f"cudnn-frontend kernel cache: {fe['kernel_cache_error']}"]
+    if same.get("error"):
+        lines += ["", f"ncudnn on that graph: {same['error']}"]
+    return lines
 
 
 def _nan_none(v):

@@ -84,3 +84,31 @@ def test_case(case_impl, env, benchmark, request):
         clock.flush()
         clock.sync()
     benchmark.pedantic(once, setup=setup, rounds=min(row.get("reps", 5), 20), iterations=1, warmup_rounds=1)
+
+
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+@pytest.mark.parametrize("pad", [1, 0])
+def test_avg_pool_bwd_reference_matches_oracle(layout, pad):
+    """The torch average-pool backward reference (bench.ref_runners.avg_pool_bwd) against ncudnn's float64
+    resample-backward oracle: channels-last with padding went wrong in torch's own kernel
+    (pytorch/pytorch#188344), which the reference goes around. On the GPU when torch sees one, else the CPU."""
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    from ncudnn.reference.resample import resample_backward
+    from ncudnn.testing import rel_err, size
+
+    from bench.ref_runners import avg_pool_bwd
+
+    n, c, h = size((2, 8, 13), (4, 64, 112))   # odd h: the last window row/column partly outside
+    r, s = 3, 2
+    p = C.conv_out(h, r, s, pad)
+    dy64 = np.random.default_rng().standard_normal((n, c, p, p)).astype(np.float32)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    dy = torch.tensor(dy64, device=dev)
+    if layout == "nhwc":
+        dy = dy.contiguous(memory_format=torch.channels_last)
+    dx = avg_pool_bwd(dy, (n, c, h, h), r, s, pad)()["dx"]
+    assert tuple(dx.shape) == (n, c, h, h)
+    ref = resample_backward(dy64, "AVGPOOL_INCLUDE_PADDING", (r, r), (s, s), (pad, pad), (pad, pad), (n, c, h, h))
+    assert rel_err(dx.double().cpu().numpy(), ref) < 1e-6
