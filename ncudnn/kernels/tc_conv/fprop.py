@@ -55,4 +55,5 @@ def conv_args(kern, x, w, y, bias, res, N, C, H, W, K, P, Q, R, S, stride, pad, 
 
 
 def conv_grid(kern, N, P, Q, K):
-    return tc_gemm_grid(kern.cfg, N * P * Q, K, 1)
+    """Output tiles on grid x, the SPLIT_K slices on grid y."""
+    return tc_gemm_grid(kern.cfg, N * P * Q, K, kern.cfg.SPLIT_K)

@@ -23,6 +23,7 @@ class TcGemmConfig:
     STAGES: int = 4
     GROUP_M: int = 8
     VERSION: int = 1        # mainloop version (kernel.py's docstring): 1, 3 or 4 (4: conv, C % BLOCK_K == 0)
+    SPLIT_K: int = 1        # > 1 (conv only): the k tiles split over grid y, fp32 partials (kernels/tc_conv/splitk.py)
 
     def replace(self, **kw):
         return replace(self, **kw)
@@ -34,7 +35,8 @@ class TcGemmConfig:
     @property
     def name(self):
         return (f"{self.BLOCK_M}x{self.BLOCK_N}x{self.BLOCK_K}_w{self.WARPS_M}x{self.WARPS_N}"
-                f"_s{self.STAGES}_g{self.GROUP_M}" + (f"_v{self.VERSION}" if self.VERSION != 1 else ""))
+                f"_s{self.STAGES}_g{self.GROUP_M}" + (f"_v{self.VERSION}" if self.VERSION != 1 else "")
+                + (f"_k{self.SPLIT_K}" if self.SPLIT_K != 1 else ""))
 
 
 def smem_bytes(cfg):
@@ -69,6 +71,8 @@ def check(cfg, max_smem=227 * 1024):
         return False, f"{smem_bytes(cfg)} bytes of shared memory > {max_smem}"
     if cfg.GROUP_M < 1:
         return False, "GROUP_M < 1"
+    if cfg.SPLIT_K < 1:
+        return False, f"SPLIT_K={cfg.SPLIT_K} < 1"
     if cfg.VERSION not in VERSIONS:
         return False, f"VERSION={cfg.VERSION} is not one of {VERSIONS}"
     return True, ""

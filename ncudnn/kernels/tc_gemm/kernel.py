@@ -85,9 +85,10 @@ CONV_ARGS = ("a", "b", "c", "bias", "res", "M", "N", "K", "C", "H", "W", "P", "Q
              "bias_i", "res_m", "res_n", "alpha", "beta")
 
 
-def _conv_a_setup(w, i, NT, CH, COLS, BK):
+def _conv_a_setup(w, i, NT, CH, COLS, BK, split=False):
     """Per A load slot of the conv kernel: its output pixel (n, p, q) -> image base and the top-left
-    input corner, and the running (r, s, c) of its 16-byte chunk (advanced by BLOCK_K per k tile)."""
+    input corner, and the running (r, s, c) of its 16-byte chunk (advanced by BLOCK_K per k tile;
+    ``split``: starting at the slice's first k, ``kbeg``)."""
     w(f"    q_ = tid + {i * NT}")
     w(f"    row = q_ // {CH}")
     w(f"    ch = q_ % {CH}")
@@ -101,6 +102,13 @@ def _conv_a_setup(w, i, NT, CH, COLS, BK):
     w(f"    a_nb{i} = int64(n_) * x_n")
     w(f"    a_h{i} = p_ * str_h - pad_h")
     w(f"    a_w{i} = (pq - p_ * Q) * str_w - pad_w")
+    if split:   # (r, s, c) of k = kbeg + ch * 8, c fastest
+        w("    kk = kbeg + ch * 8")
+        w("    tap = kk // C")
+        w(f"    a_c{i} = kk - tap * C")
+        w(f"    a_r{i} = tap // S")
+        w(f"    a_s{i} = tap - a_r{i} * S")
+        return
     w(f"    a_c{i} = ch * 8")
     w(f"    a_r{i} = 0")
     w(f"    a_s{i} = 0")
@@ -125,9 +133,20 @@ def _conv_a_setup_fast(w, i, NT, CH, COLS):
     w(f"    a_b{i} = int64(n_) * x_n + int64(a_h{i}) * x_h + int64(a_w{i}) * x_w + ch * 8")
 
 
-def _conv_tap_init(w):
+def _conv_tap_init(w, split=False):
     """v4: the thread's running tap (r, s), its offsets (r * dil_h, s * dil_w), the channel block and the
-    global offset of tap + channel block relative to a slot's base."""
+    global offset of tap + channel block relative to a slot's base (``split``: at k = ``kbeg``)."""
+    if split:
+        w("    t_ds = int64(dil_w) * x_w")
+        w("    t_dr = int64(dil_h) * x_h - int64(S) * t_ds")
+        w("    tap = kbeg // C")
+        w("    t_c = int32(kbeg - tap * C)")
+        w("    t_r = int32(tap // S)")
+        w("    t_s = int32(tap - t_r * S)")
+        w("    t_h = int32(t_r * dil_h)")
+        w("    t_w = int32(t_s * dil_w)")
+        w("    t_o = int64(t_r) * dil_h * x_h + int64(t_s) * t_ds + t_c")
+        return
     w("    t_r = int32(0)")
     w("    t_s = int32(0)")
     w("    t_c = int32(0)")
@@ -208,6 +227,8 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
       "    sm = cuda.shared.array(0, uint16, alignment=128)")
     v3 = cfg.VERSION >= 3
     fast = conv and cfg.VERSION >= 4     # v4: conv gather for C % BLOCK_K == 0 (one tap per k tile)
+    SPLIT = cfg.SPLIT_K
+    split = conv and SPLIT > 1           # split-K: grid y is the slice; raw fp32 partials at c[z * M * N + m * N + n]
     if v3:   # 32-bit shared-window byte addresses for cp.async / ldmatrix (ptx.*_a intrinsics)
         w("    sbase = int32(ptx.cvta_shared(sm, 0))")
     w("    tid = cuda.threadIdx.x")
@@ -225,8 +246,17 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
     w("    m0 = (first + (pid % width) % gsize) * " + str(BM))
     w("    n0 = ((pid % width) // gsize) * " + str(BN))
     w("    z = int64(cuda.blockIdx.y)")
-    if conv:   # one image batch folded into M; the epilogue's batch terms are zero
+    if split:   # slice z of the k tiles: [kt0, kt0 + kper) clipped to the k range (may be empty: zero partials)
+        w("    z1 = z")
+        w("    c_z1 = int64(M) * N")
+        w("    z2 = c_z2 = bias_z = res_z1 = res_z2 = int64(0)")
+        w(f"    kt_all = (K + {BK - 1}) // {BK}")
+        w(f"    kper = (kt_all + {SPLIT - 1}) // {SPLIT}")
+        w("    kt0 = int32(z) * kper")
+        w(f"    kbeg = kt0 * {BK}")
+    if conv and not split:   # one image batch folded into M; the epilogue's batch terms are zero
         w("    z1 = z2 = c_z1 = c_z2 = bias_z = res_z1 = res_z2 = int64(0)")
+    if conv:
         w("    b_zo = int64(0)")
         w("    PQ = P * Q")
         w("    lda = 0")
@@ -248,7 +278,7 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
                 _conv_a_setup_fast(w, i, NT, CH, COLS)
                 continue
             if conv and op == "a":
-                _conv_a_setup(w, i, NT, CH, COLS, BK)
+                _conv_a_setup(w, i, NT, CH, COLS, BK, split)
                 if v3:
                     w(f"    a_sa{i} = int32(a_so{i} * 2)")
                 continue
@@ -314,15 +344,19 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
                   f"{arr}, {op}_go{i} + {step} if ok else int64(0), 16 if ok else 0)")
 
     SB = 2 * STAGE     # stage bytes (v3)
-    w(f"    ktiles = (K + {BK - 1}) // {BK}")
+    if split:
+        w("    ktiles = min(kt_all - kt0, kper)")
+    else:
+        w(f"    ktiles = (K + {BK - 1}) // {BK}")
+    kb = "kbeg + " if split else ""
     if fast:
-        _conv_tap_init(w)
+        _conv_tap_init(w, split)
     if v3:
         w("    wsa = sbase")
         w(f"    slast = int32(sbase + {(ST - 1) * SB})")
     for s in range(ST - 1):
         w(f"    if {s} < ktiles:")
-        load_stage("        ", str(s), f"{s * BK}")
+        load_stage("        ", str(s), f"{kb}{s * BK}")
         w("    ptx.cp_async_commit()")
         if v3:
             w(f"    wsa = int32(wsa + {SB})")
@@ -333,7 +367,7 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
     w("        cuda.syncthreads()")
     w(f"        nk = kt + {ST - 1}")
     w("        if nk < ktiles:")
-    load_stage("            ", f"nk % {ST}", f"nk * {BK}")
+    load_stage("            ", f"nk % {ST}", f"{kb}nk * {BK}")
     w("        ptx.cp_async_commit()")
     a_ld = "ptx.ldmatrix_x4" if a_kmajor else "ptx.ldmatrix_x4_trans"
     b_ld = "ptx.ldmatrix_x4" if b_kmajor else "ptx.ldmatrix_x4_trans"
@@ -357,7 +391,7 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
     if v3:
         w("        rsa = int32(rsa + " + str(SB) + ") if rsa != slast else sbase")
     if epi is not None:
-        _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax, dscales, pscales)
+        _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax, dscales, pscales, raw=split)
         return "\n".join(L) + "\n"
     # epilogue
     w("    g = lane >> 2")
@@ -396,7 +430,7 @@ def fused_arg_names(amax=False, dscales=0, pscales=None):
             + tuple(f"ds{i}" for i in range(dscales)) + tuple(f"ps{i}" for i in range(pscales or 0)))
 
 
-def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False, dscales=0, pscales=None):
+def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False, dscales=0, pscales=None, raw=False):
     """The shared epilogue ``epi(v, c, o, bias, b_off, res, r_off, alpha, beta)`` (kernels/epilogue.py:
     alpha / beta blend, bias, pointwise chain, residual, cast, store) on every output element.
 
@@ -407,9 +441,10 @@ def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False, dscales=0, pscale
     stores are warp-contiguous. ``amax``: also ``amax[0] = max(amax[0], |alpha * acc|)`` over the
     output (a warp max, one atomic per warp). ``pscales`` (not None): the epilogue runs with
     ``alpha * palpha * ps0[0] * ...`` while amax still sees ``|alpha * acc|`` (cudnn-frontend's FP8
-    pattern: amax of the descaled product, then the output scale)."""
-    bias = epi.bias_axis
-    res = epi.has_residual
+    pattern: amax of the descaled product, then the output scale). ``raw``: ``epi`` stores the accumulator
+    as it is (split-K partials): no bias or residual offsets."""
+    bias = None if raw else epi.bias_axis
+    res = False if raw else epi.has_residual
     RS = WTN + STAGE_PAD
     for i in range(dscales):   # FP8 descale / scale tensors in device memory (element 0) fold into alpha
         w(f"    alpha = alpha * ds{i}[0]")
@@ -527,11 +562,15 @@ def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", o
     if out_name not in outs:
         raise ValueError(f"tc_gemm output must be one of {outs}, got {out_name}")
     mma_name = {"bfloat16": "mma_m16n8k16_bf16", "float16": "mma_m16n8k16_f16", **_HALVES_MMA}[in_name]
+    if cfg.SPLIT_K > 1:   # raw fp32 partials; the split-K reduce (kernels/tc_conv/splitk.py) runs epi
+        if not conv or amax or dscales or pscales is not None:
+            raise ValueError("SPLIT_K > 1 is implemented for the conv kernel only (no amax / scales)")
+        out_name = "float32"
     src = _source(cfg, a_kmajor, b_kmajor, mma_name, epi, conv, amax, dscales, pscales)
     g = {"cuda": cuda, "ptx": ptx, "float32": float32, "int32": int32, "int64": int64,
          "uint16": uint16, "uint32": uint32, "uint64": uint64, "store": dt.storer(out_name), "warp_max": prim.warp_max}
     if epi is not None:
-        g["epi"] = ep.build(epi, bias_dtype, res_dtype).fn
+        g["epi"] = ep.raw("float32").fn if cfg.SPLIT_K > 1 else ep.build(epi, bias_dtype, res_dtype).fn
     exec(compile(src, f"<tc_gemm {cfg.name}>", "exec"), g)
     fn = g["tc_gemm"]
     fn.__module__ = __name__
