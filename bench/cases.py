@@ -18,7 +18,7 @@ Sources of the shape sets:
   torchvision's ``resnet50`` and NVIDIA's DeepLearningExamples "ResNet50 v1.5"); 224x224 input.
   :data:`RESNET50` lists every distinct conv layer once, with how often it occurs in one forward pass.
 * GEMM 1024^3..8192^3 (the cuBLAS / Triton tutorial sweep) plus skinny shapes of inference and LLM
-  layers (small M = batch of tokens, small K).
+  layers (small M = batch of tokens, small K), FP32 and BF16; TF32 and FP16 at 4096^3 and 8192^3.
 * Norm / pool / softmax shapes: ncudnn issue 4 (BN N32 C256 56x56, LN/RMS 8192x4096 and 8192x1024, pool
   3x3 s2 on N32 C256 112x112, softmax 8192x1024 and 8192x32768).
 """
@@ -194,6 +194,8 @@ def gemm_cases():
                                  source="skinny GEMM"))
     for s in (4096, 8192):   # issue 7's TF32 target
         out.append(gemm_case(s, s, s, "float32", quick=s == 8192, source="TF32 tensor cores", tf32=True))
+    for s in (4096, 8192):   # FP16 in, FP32 accumulate, FP16 out (wgmma); fair reference: cuBLAS FP16
+        out.append(gemm_case(s, s, s, "float16", quick=s == 8192, source="FP16 tensor cores"))
     return out
 
 

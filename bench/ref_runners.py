@@ -28,12 +28,18 @@ def _torch():
 
 def _flags(tf32):
     """TF32 on or off for cuDNN convolutions and cuBLAS matmuls (the legacy flags; the fp32_precision
-    API of torch >= 2.9 when the legacy ones are refused)."""
+    API of torch >= 2.9 when the legacy ones are refused). FP16 / BF16 cuBLAS GEMMs keep FP32 accumulation
+    throughout (no reduced-precision split-K reduction), as ncudnn's tensor-core GEMMs do."""
     import warnings
 
     torch = _torch()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        for flag in ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
+            try:
+                setattr(torch.backends.cuda.matmul, flag, False)
+            except (RuntimeError, AttributeError):
+                pass
         try:
             torch.backends.cudnn.allow_tf32 = tf32
             torch.backends.cuda.matmul.allow_tf32 = tf32
