@@ -48,7 +48,7 @@ def _run(rng, cfg, N, C, H, W, K, R, S, pad, out_dtype="bfloat16", relu=True):
     xd, wd, yd, bd, wsd = (_dev(_store(v).reshape(-1)) for v in (x_nhwc, w_krsc, y, bias, ws))
     args = partial_args(kern, xd, wd, wsd, N, C, H, W, K, P, Q, R, S, (1, 1), (pad, pad), (1, 1),
                         (H * W * C, W * C, C), R * S * C)
-    _compiled(kern).launch(conv_grid(kern, N, P, Q, K), (cfg.threads, 1, 1), args, 0, kern.smem)
+    _compiled(kern).launch(conv_grid(kern, N, P, Q, K, cfg.SPLIT_K), (cfg.threads, 1, 1), args, 0, kern.smem)
     grid, threads = reduce_launch(cfg.SPLIT_K, M, K)
     CompiledKernel(red).launch((grid, 1, 1), (threads, 1, 1), reduce_args(wsd, cfg.SPLIT_K, yd, bd, yd, M, K, K, 1),
                                0, 0)
@@ -84,6 +84,12 @@ def test_tsk_split_name_and_check():
     c = TcGemmConfig(128, 64, 32, 2, 2, 4, 8, VERSION=4, SPLIT_K=3)
     assert c.name.endswith("_v4_k3") and "_k" not in c.replace(SPLIT_K=1).name
     assert not check(c.replace(SPLIT_K=0))[0]
+    spec = ep.EpilogueSpec((ep.bias("col"),), "bfloat16")
+    k3 = make_tc_conv_fprop(c, "bfloat16", spec, "bfloat16", "bfloat16")
+    assert k3 is make_tc_conv_fprop(c.replace(SPLIT_K=5), "bfloat16", spec, "bfloat16", "bfloat16")
+    assert k3.cfg.SPLIT_K == 2 and k3.out_dtype == "float32"
+    with pytest.raises(ValueError, match="k slices"):
+        conv_grid(k3, 1, 4, 4, 64, 1)
     with pytest.raises(ValueError, match="conv kernel only"):
         from ncudnn.kernels.tc_gemm import make_tc_gemm
         make_tc_gemm(c, True, True, "bfloat16", epi=ep.EpilogueSpec((), "bfloat16"))

@@ -54,6 +54,9 @@ def conv_args(kern, x, w, y, bias, res, N, C, H, W, K, P, Q, R, S, stride, pad, 
             i64(ldc_n), i64(bias_i), i64(res_m), i64(res_n), np.float32(alpha), np.float32(beta))
 
 
-def conv_grid(kern, N, P, Q, K):
-    """Output tiles on grid x, the SPLIT_K slices on grid y."""
-    return tc_gemm_grid(kern.cfg, N * P * Q, K, kern.cfg.SPLIT_K)
+def conv_grid(kern, N, P, Q, K, splits=1):
+    """Output tiles on grid x, the ``splits`` k slices on grid y (a kernel of SPLIT_K > 1 takes any count
+    from 2: its own cfg.SPLIT_K is 2, the kernel it shares)."""
+    if (splits > 1) != (kern.cfg.SPLIT_K > 1):
+        raise ValueError(f"{splits} k slices for a kernel of SPLIT_K = {kern.cfg.SPLIT_K}")
+    return tc_gemm_grid(kern.cfg, N * P * Q, K, splits)

@@ -228,7 +228,9 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
     v3 = cfg.VERSION >= 3
     fast = conv and cfg.VERSION >= 4     # v4: conv gather for C % BLOCK_K == 0 (one tap per k tile)
     SPLIT = cfg.SPLIT_K
-    split = conv and SPLIT > 1           # split-K: grid y is the slice; raw fp32 partials at c[z * M * N + m * N + n]
+    # split-K: grid y holds the slices (their count is gridDim.y: one kernel for every SPLIT_K > 1); raw fp32
+    # partials at c[z * M * N + m * N + n]
+    split = conv and SPLIT > 1
     if v3:   # 32-bit shared-window byte addresses for cp.async / ldmatrix (ptx.*_a intrinsics)
         w("    sbase = int32(ptx.cvta_shared(sm, 0))")
     w("    tid = cuda.threadIdx.x")
@@ -251,7 +253,7 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
         w("    c_z1 = int64(M) * N")
         w("    z2 = c_z2 = bias_z = res_z1 = res_z2 = int64(0)")
         w(f"    kt_all = (K + {BK - 1}) // {BK}")
-        w(f"    kper = (kt_all + {SPLIT - 1}) // {SPLIT}")
+        w("    kper = (kt_all + cuda.gridDim.y - 1) // cuda.gridDim.y")
         w("    kt0 = int32(z) * kper")
         w(f"    kbeg = kt0 * {BK}")
     if conv and not split:   # one image batch folded into M; the epilogue's batch terms are zero
@@ -547,6 +549,8 @@ def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", o
         out_dtype = epi.out_dtype
         bias_dtype, res_dtype = dt.dtype_name(bias_dtype), dt.dtype_name(res_dtype)
     out_name = dt.dtype_name(out_dtype)
+    if cfg.SPLIT_K > 2:   # the count is the grid's: every split shares the SPLIT_K = 2 kernel
+        cfg = cfg.replace(SPLIT_K=2)
     key = (cfg, bool(a_kmajor), bool(b_kmajor), in_name, out_name, epi,
            (bias_dtype, res_dtype) if epi is not None else None, bool(conv), bool(amax), int(dscales), pscales)
     if key in _CACHE:
