@@ -1,5 +1,6 @@
-"""Engine "matmul_wgmma": batched strided BF16 / FP16 matmul on Hopper warpgroup MMA (``wgmma.mma_async``,
-sm_90a), FP32 accumulation, BF16 / FP16 / FP32 output, the subgraph's pointwise chain in the epilogue.
+"""Engine "matmul_wgmma": batched strided BF16 / FP16 / TF32 matmul on Hopper warpgroup MMA
+(``wgmma.mma_async``, sm_90a), FP32 accumulation, BF16 / FP16 / FP32 output, the subgraph's pointwise
+chain in the epilogue.
 
 Kernel: :mod:`ncudnn.kernels.wgmma` (cp.async ring into 128-byte-swizzled stages, wgmma m64nNk16 with
 shared-memory descriptors, two consumer warpgroups, asynchronous issue with one group in flight, epilogue
@@ -10,7 +11,11 @@ Support: what engine matmul_tc supports for 16-bit A and B (each with a unit str
 matrix dims: k-contiguous operands are read K-major, the others MN-major through wgmma's transpose
 flag; K, the leading dims, the contiguous extents and the batch strides multiples of 8 elements; 16-byte
 aligned A / B), on compute capability 9.0 only (wgmma is an sm_90a instruction: refused elsewhere with
-ARCH_MISMATCH). FP32 (TF32) and FP8 operands are refused (matmul_tc runs them).
+ARCH_MISMATCH). FP32 A and B run as TF32 (``m64nNk8 .tf32``: the tensor core ignores the low 13 mantissa
+bits; notes TENSOR_CORE + DOWN_CONVERT_INPUTS) only when the context allows TF32 and both are
+k-contiguous (B stored (n, k): tf32 wgmma has no transpose; other FP32 layouts are refused with a
+reason, as by matmul_tc); the FP32 storage travels as uint16 halves (matmul_tc's TcPlan). FP8 operands
+are refused (matmul_tc runs them).
 """
 from ..kernels.wgmma.config import WgmmaConfig
 from ..kernels.wgmma.config import check as wg_check
@@ -19,7 +24,7 @@ from ..kernels.wgmma.launch import fused_args
 from ..types import cudnnBackendKnobType_t, cudnnStatus_t
 from . import gemm_common as gc
 from .base import OK, Engine, KnobSpec
-from .matmul_tc import MatmulTcEngine, TcPlan
+from .matmul_tc import MatmulTcEngine, TcPlan, _halves
 from .registry import register
 from .tc_engine_base import TcTile
 
@@ -54,11 +59,11 @@ class MatmulWgmmaEngine(MatmulTcEngine):
     EDGE_LABEL = "predicated M / N edges, zero-filled K tail"
 
     def _problem(self, sub):
-        p = super()._problem(sub)
-        if p.tc_tf32 or p.tc_fp8:
+        p = super()._problem(sub)     # FP32 (TF32) A / B are k-contiguous here (refused otherwise)
+        if p.tc_fp8:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"node '{sub.anchor.name}': A / B "
-                            f"{p.dtypes[0]}: wgmma kernel takes bfloat16 or float16 operands (matmul_tc runs "
-                            "TF32 / FP8)")
+                            f"{p.dtypes[0]}: wgmma kernel takes bfloat16, float16 or float32 (TF32) operands "
+                            "(matmul_tc runs FP8)")
         return p
 
     def _support_pre(self, sub, ctx):
@@ -66,7 +71,7 @@ class MatmulWgmmaEngine(MatmulTcEngine):
         if dev is not None and tuple(dev.cc)[:2] != (9, 0):
             return S.CUDNN_STATUS_ARCH_MISMATCH, f"{self.name}: wgmma.mma_async is an sm_90a instruction, " \
                 f"device is sm_{dev.cc[0]}{dev.cc[1]}"
-        return OK
+        return super()._support_pre(sub, ctx)      # FP32 operands: only when the math type allows TF32
 
     def _arch_reason(self, dev):
         return f"{self.name}: wgmma needs sm_90a, device is sm_{dev.cc[0]}{dev.cc[1]}"
@@ -101,8 +106,10 @@ class MatmulWgmmaEngine(MatmulTcEngine):
         kern = make_wgmma_gemm(c, p.tc_a_kmajor, p.tc_b_kmajor, p.dtypes[0], epi=p.epi.spec, bias_dtype=bias_dt,
                                res_dtype=res_dt)
         tf = gc.typing_flat
-        typing = fused_args(kern, tf(p.dtypes[0]), tf(p.dtypes[0]), tf(p.dtypes[2]), tf(bias_dt), tf(res_dt),
-                            p.M, p.N, p.K, p.batch, p.a_strides, p.b_strides, p.c_strides)
+        op_t = "bfloat16" if p.tc_tf32 else p.dtypes[0]     # TF32: FP32 storage as uint16 halves
+        K_, a_st, b_st = _halves(p)
+        typing = fused_args(kern, tf(op_t), tf(op_t), tf(p.dtypes[2]), tf(bias_dt), tf(res_dt),
+                            p.M, p.N, K_, p.batch, a_st, b_st, p.c_strides)
         return kern, typing, gc.key_text("wgmma_gemm", c, p.tc_a_kmajor, p.tc_b_kmajor, p.dtypes, kern.epi)
 
     def build(self, sub, cfg, ctx):

@@ -9,6 +9,10 @@ fused signature, so the launch helpers of :mod:`ncudnn.kernels.tc_gemm.launch` a
 * A (M, K): unit k stride (``a_kmajor``, "mk") or unit m stride ("km", read with the transpose flag);
   B (K, N): unit k stride (``b_kmajor``, "nk") or unit n stride ("kn", transpose flag). 16-bit inputs
   (bf16 as uint16 storage, fp16 as float16), K, lda, ldb and the A / B batch strides multiples of 8.
+* ``in_dtype="float32"``: TF32 (``wgmma m64nNk8 .tf32``), A and B both K-major; the FP32 storage
+  travels as uint16 halves, so K, lda, ldb and the batch strides are counted in halves (2x the FP32
+  counts, :func:`.launch.tf32_halves`). A k tile is then 32 FP32 (128 bytes: the same shared bytes,
+  descriptors and 32-byte k steps as 64 16-bit elements), 4 k8 wgmmas per m64 slice.
 * grid ``(tiles_m * tiles_n, batch)``, block ``cfg.threads``, dynamic shared ``smem_bytes(cfg)``.
 
 Per block:
@@ -45,7 +49,10 @@ from . import ptx as wp
 from .config import BLOCK_K, STAGE_PAD, WgmmaConfig, check, smem_bytes, stage_bytes
 from .layout import SWIZZLE_128B, desc_const
 
-__all__ = ["WgmmaKernel", "make_wgmma_gemm", "KMAJOR_DESC", "MNMAJOR_DESC"]
+__all__ = ["WgmmaKernel", "make_wgmma_gemm", "KMAJOR_DESC", "MNMAJOR_DESC", "AB"]
+
+#: wgmma input type of each operand dtype (float32 runs as TF32)
+AB = {"bfloat16": "bf16", "float16": "f16", "float32": "tf32"}
 
 #: (LBO, SBO, swizzle) of the two operand layouts
 KMAJOR_DESC = (16, 1024, SWIZZLE_128B)
@@ -209,7 +216,8 @@ def _source(cfg, a_kmajor, b_kmajor):
 def make_wgmma_gemm(cfg=None, a_kmajor=True, b_kmajor=True, in_dtype="bfloat16", epi=None,
                     bias_dtype="float32", res_dtype="float32"):
     """The kernel for ``cfg`` (default: the first of CONFIGS), these layouts / dtypes and epilogue spec
-    (default: ``alpha * A @ B`` stored as bfloat16), cached."""
+    (default: ``alpha * A @ B`` stored as bfloat16), cached. ``in_dtype`` bfloat16 / float16, or float32
+    (TF32: both operands K-major, passed as uint16 halves)."""
     cfg = cfg or WgmmaConfig()
     in_name = dt.dtype_name(in_dtype)
     epi = epi or ep.EpilogueSpec((), "bfloat16")
@@ -221,9 +229,11 @@ def make_wgmma_gemm(cfg=None, a_kmajor=True, b_kmajor=True, in_dtype="bfloat16",
     ok, why = check(cfg)
     if not ok:
         raise ValueError(f"wgmma config {cfg.name}: {why}")
-    ab = {"bfloat16": "bf16", "float16": "f16"}.get(in_name)
+    ab = AB.get(in_name)
     if ab is None:
-        raise ValueError(f"wgmma GEMM inputs must be bfloat16 or float16, got {in_name}")
+        raise ValueError(f"wgmma GEMM inputs must be bfloat16, float16 or float32 (TF32), got {in_name}")
+    if ab == "tf32" and not (a_kmajor and b_kmajor):
+        raise ValueError("wgmma TF32 needs k-contiguous A and B (B stored (n, k)): tf32 wgmma has no transpose")
     if epi.out_dtype not in ("bfloat16", "float16", "float32"):
         raise ValueError(f"wgmma GEMM output must be bfloat16, float16 or float32, got {epi.out_dtype}")
     L = _source(cfg, a_kmajor, b_kmajor)

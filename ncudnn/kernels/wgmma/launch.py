@@ -9,7 +9,8 @@ from .. import kcache
 from ..launch import data_pointer, typeof_arg
 from ..tc_gemm.launch import check_fused, fused_args, fused_grid
 
-__all__ = ["run_wgmma_gemm", "compiled", "cache_key", "check_fused", "fused_args", "fused_grid"]
+__all__ = ["run_wgmma_gemm", "compiled", "cache_key", "check_fused", "fused_args", "fused_grid", "tf32_halves",
+           "as_halves"]
 
 _COMPILED = {}
 
@@ -31,11 +32,27 @@ def compiled(kern, args):
     return ck
 
 
+def tf32_halves(K, a_strides, b_strides):
+    """(K, A strides, B strides) of an FP32 (TF32) problem as the kernel counts them: in uint16 halves
+    (every stride but the unit k stride doubles; A (b1, b2, m, k), B (b1, b2, k, n))."""
+    a, b = a_strides, b_strides
+    return 2 * K, (2 * a[0], 2 * a[1], 2 * a[2], a[3]), (2 * b[0], 2 * b[1], b[2], 2 * b[3])
+
+
+def as_halves(x):
+    """A 1-D float32 array (NumPy or device) viewed as uint16 halves (the TF32 kernel's operand type)."""
+    return x.view(np.uint16)
+
+
 def run_wgmma_gemm(kern, a, b, c, M, N, K, a_strides, b_strides, c_strides, batch=(1, 1), bias=None,
                    res=None, bias_strides=(0, 1), res_strides=(0, 0, 0, 0), alpha=1.0, beta=0.0, stream=0):
     """C = epi(alpha * A @ B + beta * C, bias, res) over ``batch = (B1, B2)``; strides are element strides
     ``(b1, b2, m, k)`` (A), ``(b1, b2, k, n)`` (B), ``(b1, b2, m, n)`` (C, residual). Raises ValueError when
-    the problem does not fit the kernel (layouts, multiples of 8, 16-byte alignment)."""
+    the problem does not fit the kernel (layouts, multiples of 8, 16-byte alignment). TF32 kernels
+    (``in_dtype`` float32) take 1-D float32 A / B and FP32 element counts (K, strides multiples of 4)."""
+    if kern.in_dtype == "float32":
+        a, b = as_halves(a), as_halves(b)
+        K, a_strides, b_strides = tf32_halves(K, a_strides, b_strides)
     ptrs = () if isinstance(a, np.ndarray) else (data_pointer(a), data_pointer(b))
     ok, why = check_fused(kern, M, N, K, a_strides, b_strides, ptrs)
     if not ok:

@@ -2,8 +2,10 @@
 CUDA simulator (:mod:`.sim`), so kernels import these names and never branch on the simulator.
 
 * ``get_wgmma(n, ab="bf16", trans_a=False, trans_b=False)`` -> ``wgmma(sm, acc, desc_a, desc_b,
-  scale_d) -> acc``: ``wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab}``, D(64 x n, f32) =
-  A(64 x 16) @ B(16 x n) + (scale_d != 0) * D, issued by the 128 threads of a warpgroup. ``acc`` is a
+  scale_d) -> acc``: ``wgmma.mma_async.sync.aligned.m64n{n}k{kk}.f32.{ab}.{ab}``, D(64 x n, f32) =
+  A(64 x kk) @ B(kk x n) + (scale_d != 0) * D, issued by the 128 threads of a warpgroup; ``ab`` bf16 /
+  f16 (kk = 16) or tf32 (kk = 8: FP32 storage, the low 13 mantissa bits ignored; both operands K-major,
+  no transpose immediates). One instruction covers 32 bytes of a K-major row whatever the type. ``acc`` is a
   tuple of n / 2 float32 (the thread's accumulator fragment, below), ``desc_a`` / ``desc_b`` 64-bit
   shared-memory descriptors (:mod:`.layout`), ``sm`` the shared array the descriptors point into
   (unused on the GPU; the simulator reads it). ``trans_a`` / ``trans_b``: the operand is MN-major
@@ -28,14 +30,28 @@ CUDA simulator (:mod:`.sim`), so kernels import these names and never branch on 
 """
 from ...platform import simulator_enabled
 
-__all__ = ["get_wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_wait_acc",
+__all__ = ["get_wgmma", "check_shape", "K_STEP", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_wait_acc",
            "fence_proxy_async", "acc_zeros", "udiv32", "store_acc", "get_cp_async_l2", "SIM", "WGMMA_N"]
 
 SIM = simulator_enabled()
 #: the n extents this module emits (multiples of 8 up to 256 are legal PTX)
 WGMMA_N = (8, 16, 32, 64, 96, 128, 192, 256)
 
+#: k extent of one wgmma per input type (16-bit types: k16, tf32: k8; 32 bytes of a K-major row either way)
+K_STEP = {"bf16": 16, "f16": 16, "tf32": 8}
+
 _CACHE = {}
+
+
+def check_shape(n, ab, trans_a, trans_b):
+    """Raise ValueError unless m64n{n} with {ab} inputs and these transpose flags is a wgmma this module emits."""
+    if n % 8 or not 8 <= n <= 256:
+        raise ValueError(f"wgmma n must be a multiple of 8 in 8..256, got {n}")
+    if ab not in K_STEP:
+        raise ValueError(f"wgmma inputs must be bf16, f16 or tf32, got {ab}")
+    if ab == "tf32" and (trans_a or trans_b):
+        raise ValueError("wgmma tf32 operands must both be K-major (the transpose flags are 16-bit only)")
+
 
 if SIM:
     from .sim import (acc_zeros, fence_proxy_async, get_cp_async_l2, make_wgmma, store_acc, udiv32, wgmma_commit, wgmma_fence,  # noqa: F401
@@ -44,6 +60,7 @@ if SIM:
     def get_wgmma(n, ab="bf16", trans_a=False, trans_b=False):
         key = (int(n), ab, bool(trans_a), bool(trans_b))
         if key not in _CACHE:
+            check_shape(*key)
             _CACHE[key] = make_wgmma(*key)
         return _CACHE[key]
 else:
@@ -68,21 +85,20 @@ else:
             raise NumbaTypeError(f"{name}: accumulator must be a tuple of {nreg} float32, got {acc}")
 
     def get_wgmma(n, ab="bf16", trans_a=False, trans_b=False):
-        """The wgmma intrinsic for m64n{n}k16, {ab} inputs (bf16 / f16), f32 accumulation."""
+        """The wgmma intrinsic for m64n{n}k16 with {ab} inputs (bf16 / f16) or m64n{n}k8 with tf32 inputs
+        (both operands K-major: no transpose immediates), f32 accumulation."""
         key = (int(n), ab, bool(trans_a), bool(trans_b))
         if key in _CACHE:
             return _CACHE[key]
-        if n % 8 or not 8 <= n <= 256:
-            raise ValueError(f"wgmma n must be a multiple of 8 in 8..256, got {n}")
-        if ab not in ("bf16", "f16"):
-            raise ValueError(f"wgmma inputs must be bf16 or f16, got {ab}")
+        check_shape(*key)
         nreg = n // 2
         outs = ",".join(f"${i}" for i in range(nreg))
+        trans = "" if ab == "tf32" else f", {int(trans_a)}, {int(trans_b)}"
         text = (f"{{ .reg .pred p; setp.ne.b32 p, ${nreg + 2}, 0; "
-                f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{outs}}}, ${nreg}, ${nreg + 1}, "
-                f"p, 1, 1, {int(trans_a)}, {int(trans_b)}; }}")
+                f"wgmma.mma_async.sync.aligned.m64n{n}k{K_STEP[ab]}.f32.{ab}.{ab} {{{outs}}}, ${nreg}, "
+                f"${nreg + 1}, p, 1, 1{trans}; }}")
         cons = ",".join(["=f"] * nreg + ["l", "l", "r"] + [str(i) for i in range(nreg)] + ["~{memory}"])
-        name = f"wgmma_m64n{n}k16_{ab}"
+        name = f"wgmma_m64n{n}k{K_STEP[ab]}_{ab}"
 
         @intrinsic
         def wgmma(typingctx, sm, acc, desc_a, desc_b, scale_d):

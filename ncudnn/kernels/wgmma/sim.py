@@ -1,7 +1,8 @@
 """CUDA-simulator model of the ``wgmma`` intrinsics of :mod:`.ptx` (same names, same semantics).
 
 Each thread computes its own accumulator fragment at issue time from the shared array, decoding the
-descriptors exactly as the layout model of :mod:`.layout` says (a valid schedule: on the hardware the
+descriptors exactly as the layout model of :mod:`.layout` says (tf32: 4-byte elements, 4 to a 16-byte
+chunk, low 13 mantissa bits dropped) (a valid schedule: on the hardware the
 operands are read between issue and the ``wait_group`` that retires the group, and kernels must not
 write them in between). Products are exact and summed in float64, then rounded to float32.
 
@@ -23,15 +24,19 @@ _ROW_BYTES = {0: 16, 1: 128, 2: 64, 3: 32}
 _SW_MASK = {0: 0, 1: 7, 2: 3, 3: 1}
 
 
-def operand_offsets(desc, rows, k, mn_major):
+def operand_offsets(desc, rows, k, mn_major, esz=2):
     """Byte addresses (rows x k int64 array) of the elements (row, kk) of a wgmma operand: A is
-    (64 rows = m) x 16, B is (n rows) x 16, both indexed [m|n, k]."""
+    (64 rows = m) x k, B is (n rows) x k, both indexed [m|n, k]; ``esz`` bytes per element (2, or 4 for
+    tf32, K-major only)."""
     addr, lbo, sbo, swz, _ = decode_desc(desc)
     r = np.arange(rows, dtype=np.int64)[:, None]
     kk = np.arange(k, dtype=np.int64)[None, :]
+    epc = 16 // esz                          # elements of one 16-byte core-matrix row
     if not mn_major:
         kstride = lbo if swz == 0 else 16
-        off = (r >> 3) * sbo + (r & 7) * _ROW_BYTES[swz] + (kk >> 3) * kstride + (kk & 7) * 2
+        off = (r >> 3) * sbo + (r & 7) * _ROW_BYTES[swz] + (kk // epc) * kstride + (kk % epc) * esz
+    elif esz != 2:
+        raise ValueError("MN-major (transposed) wgmma operands are 16-bit only")
     elif swz == 0:
         off = (kk & 7) * 16 + (r & 7) * 2 + (r >> 3) * sbo + (kk >> 3) * lbo
     else:
@@ -42,11 +47,15 @@ def operand_offsets(desc, rows, k, mn_major):
 
 
 def read_operand(sm, desc, rows, k, mn_major, ab):
-    """The operand as float64 (rows x k), read from the shared array ``sm`` through ``desc``."""
-    a = getattr(sm, "_ary", sm)
-    u16 = np.asarray(a).reshape(-1).view(np.uint16)
-    phys = operand_offsets(desc, rows, k, mn_major)
-    bits = u16[phys >> 1]
+    """The operand as float64 (rows x k), read from the shared array ``sm`` through ``desc``; tf32: the
+    32-bit words with their low 13 mantissa bits cleared (the tensor core ignores them)."""
+    a = np.asarray(getattr(sm, "_ary", sm)).reshape(-1)
+    if ab == "tf32":
+        u32 = a.view(np.uint32)
+        bits = u32[operand_offsets(desc, rows, k, mn_major, 4) >> 2] & np.uint32(0xFFFFE000)
+        return bits.view(np.float32).astype(np.float64)
+    u16 = a.view(np.uint16)
+    bits = u16[operand_offsets(desc, rows, k, mn_major) >> 1]
     if ab == "bf16":
         return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     return bits.view(np.float16).astype(np.float64)
@@ -58,15 +67,16 @@ def _warpgroup_tid():
 
 def make_wgmma(n, ab="bf16", trans_a=False, trans_b=False):
     nreg = n // 2
+    kk = 8 if ab == "tf32" else 16
 
     def wgmma(sm, acc, desc_a, desc_b, scale_d):
         if len(acc) != nreg:
-            raise ValueError(f"wgmma m64n{n}k16: accumulator of {len(acc)} registers, expected {nreg}")
+            raise ValueError(f"wgmma m64n{n}k{kk}: accumulator of {len(acc)} registers, expected {nreg}")
         tid = _warpgroup_tid()
         w, g, t = tid >> 5, (tid & 31) >> 2, tid & 3
-        A = read_operand(sm, desc_a, 64, 16, trans_a, ab)
-        B = read_operand(sm, desc_b, n, 16, trans_b, ab)
-        rows = A[[16 * w + g, 16 * w + g + 8]]                # 2 x 16
+        A = read_operand(sm, desc_a, 64, kk, trans_a, ab)
+        B = read_operand(sm, desc_b, n, kk, trans_b, ab)
+        rows = A[[16 * w + g, 16 * w + g + 8]]                # 2 x kk
         cols = np.arange(n).reshape(-1, 8)[:, [2 * t, 2 * t + 1]].reshape(-1)   # 8j + 2t, 8j + 2t + 1
         prod = rows @ B[cols].T                               # 2 x (n / 4)
         d = np.empty(nreg, dtype=np.float64)
@@ -77,7 +87,7 @@ def make_wgmma(n, ab="bf16", trans_a=False, trans_b=False):
         if scale_d:
             d += np.asarray(acc, dtype=np.float64)
         return tuple(np.float32(v) for v in d)
-    wgmma.__name__ = f"wgmma_m64n{n}k16_{ab}"
+    wgmma.__name__ = f"wgmma_m64n{n}k{kk}_{ab}"
     return wgmma
 
 
