@@ -23,6 +23,7 @@ import math
 
 from ..kernels import norm_bn_cols as kcols
 from ..kernels import norm_row as kn
+from ..kernels import norm_row_bwd as kf
 from ..kernels import norm_row_dparams as kd
 from ..kernels.dtypes import compute_type
 from ..kernels import primitives as kprim
@@ -40,6 +41,9 @@ PH = cudnnBackendNormFwdPhase_t
 MODES = (NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM)
 BLOCKS = (0, 32, 128, 256, 512, 1024)
 ROWS = (0, 1, 2, 4, 8)
+KC, KW = K.CUDNN_KNOB_TYPE_KERNEL_CFG, K.CUDNN_KNOB_TYPE_CTA_COUNT
+#: backward KERNEL_CFG values: dx, then dscale / dbias column sums (two passes) / all in one pass
+BWD_TWO_PASS, BWD_FUSED = 0, 1
 
 
 def _dense_rows(x):
@@ -90,6 +94,41 @@ def _load(cfg):
     return cfg.get(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 0)
 
 
+def _kcfg(cfg):
+    return cfg.get(KC, 0)
+
+
+def _ctas(cfg):
+    return cfg.get(KW, 0)
+
+
+def _bwd_dparams(sub):
+    """True when the backward node writes DSCALE or DBIAS (what the fused kernel is for)."""
+    if sub.kind != "norm_bwd":
+        return False
+    o = sub.nodes[0].outputs
+    return any(o.get(p) is not None and written(sub, o.get(p)) is not None for p in ("DSCALE", "DBIAS"))
+
+
+def _bwd_vec(sub):
+    """Elements per 16-byte access of the fused backward (1: element accesses: the row does not divide
+    into vectors, or X, DY, DX, SCALE are not all aligned to 16 bytes)."""
+    node = sub.nodes[0]
+    ts = [node.inputs["X"], node.inputs["DY"], node.inputs["SCALE"], node.outputs["DX"]]
+    if any(t.alignment < 16 for t in ts if not t.is_virtual):
+        return 1
+    return kf.fused_vec(math.prod(ts[0].dims[1:]), [kprim_itemsize(kdtype(t)) for t in ts])
+
+
+def _fused_geometry(sub, cfg):
+    """:class:`ncudnn.kernels.norm_row_bwd.FusedConfig` of a fused backward config (None: the row is too
+    long for registers at that BLOCK_SIZE)."""
+    x = sub.nodes[0].inputs["X"]
+    vec = _bwd_vec(sub) if _load(cfg) else 1
+    return kf.fused_config(math.prod(x.dims[1:]), x.dims[0], kprim.sm_count(), vec, _block(cfg), _rows(cfg),
+                           _ctas(cfg))
+
+
 def _fwd_vec(sub):
     """Elements per 16-byte access of the forward (0: the layout or alignment does not allow it)."""
     if sub.kind != "norm_fwd":
@@ -126,6 +165,25 @@ def preferred_knobs(sub):
     if not kn.row_config(nv * vec, block, vec=vec)[2]:
         return 0, 0, 0
     return block, 0, 16
+
+
+#: fused backward geometries the heuristics rank and the autotuner tries: (BLOCK_SIZE, TILE_ROWS, CTA_COUNT),
+#: 0 = the kernel layer's choice (:func:`ncudnn.kernels.norm_row_bwd.fused_config`)
+BWD_FUSED_VARIANTS = ((0, 0, 0), (128, 2, 0), (128, 4, 0), (256, 1, 0), (256, 2, 0), (256, 4, 0), (512, 1, 0),
+                      (512, 2, 0), (1024, 1, 0), (1024, 2, 0), (0, 0, 1), (0, 0, 2), (0, 0, 4))
+
+
+def preferred_bwd_knobs(sub):
+    """Knob -> value of the backward's default config: the fused kernel (16-byte accesses where they
+    apply, the kernel layer's geometry) when the node writes DSCALE / DBIAS and a row fits in registers;
+    else the two-pass path (every knob 0)."""
+    if not _bwd_dparams(sub):
+        return {}
+    vec = _bwd_vec(sub)
+    x = sub.nodes[0].inputs["X"]
+    if kf.fused_config(math.prod(x.dims[1:]), x.dims[0], 1, vec) is None:
+        return {}
+    return {KC: BWD_FUSED, K.CUDNN_KNOB_TYPE_LOAD_SIZE: 16 if vec > 1 else 0}
 
 
 def packed_strides_of(dims):
@@ -192,6 +250,8 @@ def _forward(sub, cfg):
 
 
 def _backward(sub, cfg):
+    if _kcfg(cfg) == BWD_FUSED:
+        return _backward_fused(sub, cfg)
     node = sub.nodes[0]
     i = node.inputs
     x, dy, scale = i["X"], i["DY"], i["SCALE"]
@@ -212,6 +272,39 @@ def _backward(sub, cfg):
     if dscale is not None or dbias is not None:
         steps += _dparams_steps(scratch, x, dy, mean, inv, dscale, dbias, rows, n, rms)
     return steps, scratch.size
+
+
+def _backward_fused(sub, cfg):
+    """One persistent kernel (dx and per-block dscale / dbias partials,
+    :mod:`ncudnn.kernels.norm_row_bwd`), then the ordered combine of the partials."""
+    node = sub.nodes[0]
+    i = node.inputs
+    x, dy, scale, inv = i["X"], i["DY"], i["SCALE"], i["INV_VARIANCE"]
+    dx = node.outputs["DX"]
+    dscale, dbias = written(sub, node.outputs.get("DSCALE")), written(sub, node.outputs.get("DBIAS"))
+    rms = NM(int(node.mode)) == NM.CUDNN_RMS_NORM
+    mean = None if rms else i["MEAN"]
+    rows, n = x.dims[0], math.prod(x.dims[1:])
+    s_dt = kdtype(inv)
+    fc = _fused_geometry(sub, cfg)
+    dts = (kdtype(x), kdtype(dy), kdtype(scale), kdtype(dx), s_dt)
+    ct = compute_type(list(dts))
+    scratch = Scratch()
+    p0, p1 = scratch.take(fc.grid * n, ct), scratch.take(fc.grid * n, ct)
+    fargs = (n, fc.block, fc.vpt, fc.vec, fc.rows, not rms) + dts
+    pbytes = 2 * fc.grid * n * kprim_itemsize(ct)
+    main = Step("norm_rows_bwd_fused:" + src_key(fargs), lambda: kf.fused_bwd_kernel(*fargs)[0], fc.grid, fc.block,
+                [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(scale),
+                 Arg.tensor(mean) if mean is not None else Arg.dummy(s_dt), Arg.tensor(inv), Arg.tensor(dx),
+                 p0, p1, Arg.const(rows)], nbytes=tensor_bytes(x, dy, dx, scale) + pbytes)
+    cargs = (ct, kdtype(dbias) if dbias is not None else None, kdtype(dscale) if dscale is not None else None,
+             dbias is not None, dscale is not None, kcols.combine_ty(fc.grid))
+    out0 = Arg.tensor(dbias) if dbias is not None else Arg.dummy(ct)
+    out1 = Arg.tensor(dscale) if dscale is not None else Arg.dummy(ct)
+    comb = Step("norm_rows_dparams_combine:" + src_key(cargs), lambda: kcols.combine_kernel(*cargs),
+                max(1, -(-n // kcols.TX)), (kcols.TX, cargs[-1]), [p0, p1, out0, out1, Arg.const(fc.grid), Arg.const(n)],
+                nbytes=pbytes)
+    return [main, comb], scratch.size
 
 
 def _dparams_steps(scratch, x, dy, mean, inv, dscale, dbias, rows, n, rms):
@@ -265,9 +358,12 @@ class NormRowsEngine(Engine):
         return OK
 
     def knobs(self, sub):
-        return (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 0, 1024, 32, 0),
+        base = (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 0, 1024, 32, 0),
                 KnobSpec(K.CUDNN_KNOB_TYPE_TILE_ROWS, 0, 8, 1, 0),
                 KnobSpec(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 0, 16, 16, 0))
+        if sub is not None and getattr(sub, "kind", None) == "norm_bwd":
+            return base + (KnobSpec(KC, 0, 1, 1, 0), KnobSpec(KW, 0, 16, 1, 0))
+        return base
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
@@ -277,6 +373,8 @@ class NormRowsEngine(Engine):
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: BLOCK_SIZE {_block(cfg)} is not one of {BLOCKS}"
         if _rows(cfg) not in ROWS:
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: TILE_ROWS {_rows(cfg)} is not one of {ROWS}"
+        if sub.kind == "norm_bwd":
+            return self._keep_bwd(sub, cfg)
         if _rows(cfg) and sub.kind == "norm_fwd":
             n = math.prod(sub.anchor.inputs["X"].dims[1:])
             if kn.row_config(n, _block(cfg))[1] != 32:
@@ -289,12 +387,50 @@ class NormRowsEngine(Engine):
                 "into 16-byte vectors and X, Y, SCALE, BIAS packed with >= 16-byte alignment"
         return OK
 
+    def _keep_bwd(self, sub, cfg):
+        if _kcfg(cfg) == BWD_TWO_PASS:
+            if _rows(cfg) or _load(cfg) or _ctas(cfg):
+                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: TILE_ROWS, LOAD_SIZE and CTA_COUNT are knobs " \
+                    "of the fused backward (KERNEL_CFG 1)"
+            return OK
+        if not _bwd_dparams(sub):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: KERNEL_CFG 1 fuses DSCALE / DBIAS into the dx " \
+                f"pass; node '{sub.nodes[0].name}' writes neither"
+        if _load(cfg) and _bwd_vec(sub) == 1:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: LOAD_SIZE 16 needs rows that divide into 16-byte " \
+                "vectors and X, DY, DX, SCALE with >= 16-byte alignment"
+        if _fused_geometry(sub, cfg) is None:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: fused backward: a row of " \
+                f"{math.prod(sub.nodes[0].inputs['X'].dims[1:])} elements needs more than {kf.EPT_MAX} values a " \
+                f"thread at BLOCK_SIZE {_block(cfg) or 1024}"
+        return OK
+
+    def configs(self, sub, ctx):
+        """The backward's search space: the two-pass path and a list of fused geometries (the full
+        knob product is thousands of configs); the forward's: every knob combination :meth:`keep` allows."""
+        if sub is None or sub.kind != "norm_bwd":
+            return super().configs(sub, ctx)
+        base = super().default_config(sub)
+        out = [base.with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b) for b in BLOCKS]
+        load = 16 if _bwd_vec(sub) > 1 else 0
+        for b, r, w in BWD_FUSED_VARIANTS:
+            out.append(base.with_knob(KC, BWD_FUSED).with_knob(K.CUDNN_KNOB_TYPE_LOAD_SIZE, load)
+                       .with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b).with_knob(K.CUDNN_KNOB_TYPE_TILE_ROWS, r)
+                       .with_knob(KW, w))
+        return [c for c in dict.fromkeys(out) if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
+
     def default_config(self, sub):
         """The heuristic's first config: :func:`preferred_knobs` (the 16-byte kernel where it applies),
-        else the kernel layer's choice (every knob 0)."""
+        else the kernel layer's choice (every knob 0); a backward writing DSCALE / DBIAS:
+        :func:`preferred_bwd_knobs` (the fused kernel where a row fits in registers)."""
         if sub is None:                         # the knob space alone: every knob 0
             return super().default_config(sub)
         memo = sub.__dict__.setdefault("_norm_rows_default", {})
+        if "cfg" not in memo and sub.kind == "norm_bwd":
+            cfg = super().default_config(sub)
+            for k, v in preferred_bwd_knobs(sub).items():
+                cfg = cfg.with_knob(k, v)
+            memo["cfg"] = cfg
         if "cfg" not in memo:
             b, r, l = preferred_knobs(sub)
             memo["cfg"] = super().default_config(sub).with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b) \
@@ -303,7 +439,8 @@ class NormRowsEngine(Engine):
 
     def candidates_key(self, sub):
         if sub.kind != "norm_fwd":
-            return ("bwd",)
+            x = sub.nodes[0].inputs["X"]
+            return ("bwd", _bwd_dparams(sub), _bwd_vec(sub), math.prod(x.dims[1:]), tuple(preferred_bwd_knobs(sub).items()))
         n = math.prod(sub.anchor.inputs["X"].dims[1:])
         return ("fwd", kn.row_config(n)[1] == 32, bool(_fwd_vec(sub)), preferred_knobs(sub))
 
@@ -317,16 +454,18 @@ class NormRowsEngine(Engine):
         return self._steps(sub, cfg)[1]
 
     def cost(self, sub, cfg, device):
-        """Bytes over bandwidth (the same for every config) and 5% more for any config other than
-        :meth:`default_config`, so the measured-best default ranks first and the variants follow.
+        """Bytes over bandwidth and 5% more for any config other than :meth:`default_config`, so the
+        measured-best default ranks first and the variants follow.
 
-        The launch steps' bytes and count do not depend on the knobs (tests/engines/test_qrank_norm_cost.py
-        checks it), so the steps are built once per subgraph and device, not once per config: a cold
-        ranking then costs one step build instead of ~30."""
+        Forward: the launch steps' bytes and count do not depend on the knobs, so the steps are built
+        once per subgraph and device, not once per config (a cold ranking costs one step build instead
+        of ~30). Backward: the two-pass path (dx; dscale / dbias re-reading x and dy) and the fused one
+        (x, dy read once, plus the partial rows) move different bytes: each config's own steps."""
         memo = sub.__dict__.setdefault("_norm_rows_time", {})
-        t = memo.get(device)
+        key = device if sub.kind == "norm_fwd" else (device, cfg)
+        t = memo.get(key)
         if t is None:
-            t = memo[device] = steps_time(device, self._steps(sub, cfg)[0])
+            t = memo[key] = steps_time(device, self._steps(sub, cfg)[0])
         return t * (1.0 if cfg.knobs == self.default_config(sub).knobs else 1.05)
 
     def build(self, sub, cfg, ctx):

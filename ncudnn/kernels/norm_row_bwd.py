@@ -1,0 +1,241 @@
+"""Layer / RMS norm backward in one pass: a persistent row kernel writing dx and the per-block partial
+column sums of dscale / dbias (then :func:`ncudnn.kernels.norm_bn_cols.combine_kernel` adds the
+partials in block order: deterministic, no atomics).
+
+Geometry (:func:`fused_config`): a grid of ``G`` blocks (about SMs x blocks per SM) of ``BLOCK``
+threads; block ``b`` takes row groups ``b, b + G, b + 2G, ...`` of ``ROWS`` consecutive rows each.
+Thread ``t`` owns the same columns in every row: vectors ``q = t + k * BLOCK`` (``k < VPT``) of
+``VEC`` elements (one 16-byte access each; ``VEC`` 1 for rows that do not divide into vectors), so
+its scale values stay in registers and its dscale / dbias partial sums are register accumulators.
+
+Per row group: load x and dy of the ``ROWS`` rows (``2 * ROWS * VPT`` vector loads in flight),
+``xhat = (x - mean) * inv`` (RMS: ``x * inv``), ``g = dy * scale``; per row the two block sums
+``sum g`` and ``sum g * xhat`` (warp shuffles, one shared-memory exchange between warps, double
+buffered: one barrier per group, the warps' values added in warp order); then
+``dx = inv * (g - mean(g) - xhat * mean(g * xhat))`` (RMS: without the ``mean(g)`` term) and the
+accumulators ``dbias += dy``, ``dscale += dy * xhat``. At the end each block writes its two partial
+rows (``part0``: dbias, ``part1``: dscale; ``G * n`` compute-type values each).
+
+All math in float32 registers (float64 when every tensor is float64). Moves x, dy once, dx once, plus
+``2 * G * n`` partials written and read back by the combine.
+"""
+import functools
+import math
+
+import numba
+from numba import cuda
+
+from . import pointwise_ops as po
+from .dtypes import compute_type, dtype_name, loader, storage_dtype, storer
+from .primitives import warp_sum
+
+__all__ = ["fused_config", "fused_bwd_kernel", "fused_vec", "partial_rows", "EPT_MAX", "FusedConfig"]
+
+#: values a thread keeps per row at most (x and dy of each of them stay in registers)
+EPT_MAX = 32
+
+
+class FusedConfig(tuple):
+    """(threads per block, VPT vectors a thread, ROWS rows a group, grid blocks, VEC elements a vector)."""
+    __slots__ = ()
+    block = property(lambda s: s[0])
+    vpt = property(lambda s: s[1])
+    rows = property(lambda s: s[2])
+    grid = property(lambda s: s[3])
+    vec = property(lambda s: s[4])
+
+
+def fused_vec(n, itemsizes):
+    """Elements per 16-byte access for rows of ``n`` elements of tensors of ``itemsizes`` bytes (1 when
+    n does not divide into such vectors). Buffer alignment is the caller's check."""
+    vec = 16 // max(itemsizes)
+    return vec if vec > 1 and n % vec == 0 else 1
+
+
+def _regs(block, vpt, vec, rows):
+    """Registers a thread is expected to take: x / dy of every row of a group, scale and two
+    accumulators per element, addressing (the cost model's and the grid's estimate)."""
+    e = vpt * vec
+    return min(255, 2 * rows * e + 3 * e + 24)
+
+
+def fused_config(n, nrows, sms, vec=1, block=0, rows=0, blocks_per_sm=0):
+    """:class:`FusedConfig` for rows of ``n`` elements, or None when a row is too long to keep
+    ``EPT_MAX`` values a thread in a 1024-thread block.
+
+    ``block`` 0: the power of 2 giving about 8 elements a thread (32..1024); ``rows`` 0: about 16
+    elements a thread per group (1..8); ``blocks_per_sm`` 0: as many as threads and the register
+    estimate allow. The grid is ``sms * blocks_per_sm`` blocks, at most one per row group."""
+    nv = -(-n // vec)
+    if not block:
+        want = max(1, 8 // vec)
+        block = min(1024, max(32, 1 << max(0, (-(-nv // want) - 1).bit_length())))
+    vpt = -(-nv // block)
+    if vpt * vec > EPT_MAX:
+        return None
+    if not rows:
+        rows = max(1, min(8, 16 // (vpt * vec)))
+    if not blocks_per_sm:
+        regs = -(-_regs(block, vpt, vec, rows) // 8) * 8
+        blocks_per_sm = max(1, min(2048 // block, 65536 // (block * regs), 32))
+    groups = -(-nrows // rows)
+    grid = max(1, min(groups, sms * blocks_per_sm))
+    return FusedConfig((block, vpt, rows, grid, vec))
+
+
+def partial_rows(cfg):
+    """Partial rows (combine chunks) the kernel writes for ``cfg``: one per block."""
+    return cfg.grid
+
+
+def _slot_guard(k, block, nv):
+    return (k + 1) * block > nv
+
+
+def _fused_source(n, block, vpt, vec, rows, center, ct, pvec):
+    """Kernel source. ``pvec``: elements per store of the compute-type partials (<= 16 bytes)."""
+    L = po.lit
+    zero, inv_n = L(0.0, ct), L(1.0 / n, ct)
+    nv = n // vec if vec > 1 else n
+    nw = block // 32
+    R = rows
+    half = nw * 2 * R
+    E = range(vec)
+    s = ["def kernel(x, dy, scale, s_mean, s_inv, dx, part0, part1, nrows):",
+         f"    sm = cuda.shared.array({2 * half}, SDT)",
+         "    t = cuda.threadIdx.x",
+         "    lane = t % 32",
+         f"    wo = (t // 32) * {2 * R}"]
+
+    def guarded(k, ind, body, fill=None):
+        """``body`` lines (list) under the slot-k in-row test when slot k can pass the row's end."""
+        if not _slot_guard(k, block, nv):
+            return [ind + b for b in body]
+        out = [f"{ind}if q{k} < {nv}:"] + [ind + "    " + b for b in body]
+        if fill:
+            out += [f"{ind}else:"] + [ind + "    " + f for f in fill]
+        return out
+
+    for k in range(vpt):                       # scale in registers, accumulators zeroed
+        s.append(f"    q{k} = t + {k * block}")
+        if vec > 1:
+            body = [f"{', '.join(f'rs{k}_{j}' for j in E)} = ldvp(scale, q{k} * {vec})"]
+            body += [f"s{k}_{j} = cp(rs{k}_{j})" for j in E]
+        else:
+            body = [f"s{k}_0 = lds(scale, q{k})"]
+        s += guarded(k, "    ", body, [f"s{k}_{j} = {zero}" for j in E])
+        s += [f"    a{k}_{j} = {zero}" for j in E] + [f"    b{k}_{j} = {zero}" for j in E]
+    s += [f"    ngrp = (nrows + {R - 1}) // {R}",
+          "    grp = cuda.blockIdx.x",
+          "    buf = 0",
+          "    while grp < ngrp:",
+          f"        r0 = grp * {R}"]
+    I = "        "
+    for i in range(R):                         # loads of the group's rows
+        if i:
+            s += [f"{I}ok{i} = r0 + {i} < nrows", f"{I}rw{i} = r0 + {i} if ok{i} else r0"]
+        else:
+            s.append(f"{I}rw0 = r0")
+        s.append(f"{I}o{i} = rw{i} * {n}")
+        s.append(f"{I}m{i} = ldst(s_mean, rw{i})" if center else f"{I}m{i} = {zero}")
+        s.append(f"{I}iv{i} = ldst(s_inv, rw{i})")
+        for k in range(vpt):
+            if vec > 1:
+                body = [f"{', '.join(f'rx{i}_{k}_{j}' for j in E)} = ldvx(x, o{i} + q{k} * {vec})",
+                        f"{', '.join(f'rd{i}_{k}_{j}' for j in E)} = ldvd(dy, o{i} + q{k} * {vec})"]
+                body += [f"h{i}_{k}_{j} = cx(rx{i}_{k}_{j})" for j in E]
+                body += [f"d{i}_{k}_{j} = cd(rd{i}_{k}_{j})" for j in E]
+            else:
+                body = [f"h{i}_{k}_0 = ldx(x, o{i} + q{k})", f"d{i}_{k}_0 = ldd(dy, o{i} + q{k})"]
+            fill = [f"h{i}_{k}_{j} = {zero}" for j in E] + [f"d{i}_{k}_{j} = {zero}" for j in E]
+            s += guarded(k, I, body, fill)
+    for i in range(R):                         # xhat, the row sums
+        for k in range(vpt):
+            for j in E:
+                h = f"h{i}_{k}_{j}"
+                s.append(f"{I}{h} = ({h} - m{i}) * iv{i}" if center else f"{I}{h} = {h} * iv{i}")
+        gs = [f"d{i}_{k}_{j} * s{k}_{j}" for k in range(vpt) for j in E]
+        ghs = [f"d{i}_{k}_{j} * s{k}_{j} * h{i}_{k}_{j}" for k in range(vpt) for j in E]
+        s.append(f"{I}sa{i} = warp_sum({' + '.join(gs)})")
+        s.append(f"{I}sb{i} = warp_sum({' + '.join(ghs)})")
+    s.append(f"{I}if lane == 0:")
+    for i in range(R):
+        s += [f"{I}    sm[buf + wo + {2 * i}] = sa{i}", f"{I}    sm[buf + wo + {2 * i + 1}] = sb{i}"]
+    s.append(f"{I}cuda.syncthreads()")
+    for i in range(R):                         # the warps' values added in warp order
+        ta = " + ".join(f"sm[buf + {w * 2 * R + 2 * i}]" for w in range(nw))
+        tb = " + ".join(f"sm[buf + {w * 2 * R + 2 * i + 1}]" for w in range(nw))
+        s.append(f"{I}ca{i} = ({ta}) * {inv_n}" if center else f"{I}ca{i} = {zero}")
+        s.append(f"{I}cb{i} = ({tb}) * {inv_n}")
+    for i in range(R):                         # dx, the accumulators
+        J = I
+        if i:
+            s.append(f"{I}if ok{i}:")
+            J = I + "    "
+        for k in range(vpt):
+            vals = [f"iv{i} * (d{i}_{k}_{j} * s{k}_{j} - ca{i} - h{i}_{k}_{j} * cb{i})" for j in E]
+            if vec > 1:
+                body = [f"stvdx(dx, o{i} + q{k} * {vec}, ({', '.join(f'cdx({v})' for v in vals)},))"]
+            else:
+                body = [f"stdx(dx, o{i} + q{k}, {vals[0]})"]
+            body += [f"a{k}_{j} += d{i}_{k}_{j}" for j in E]
+            body += [f"b{k}_{j} += d{i}_{k}_{j} * h{i}_{k}_{j}" for j in E]
+            s += guarded(k, J, body)
+    s += [f"{I}buf = {half} - buf", f"{I}grp += cuda.gridDim.x"]
+    s.append(f"    po = cuda.blockIdx.x * {n}")
+    for k in range(vpt):                       # the block's partial rows
+        body = []
+        for j0 in range(0, vec, pvec):
+            idx = f"po + q{k} * {vec} + {j0}" if vec > 1 else f"po + q{k}"
+            if pvec > 1:
+                body.append(f"stvp(part0, {idx}, ({', '.join(f'a{k}_{j}' for j in range(j0, j0 + pvec))},))")
+                body.append(f"stvp(part1, {idx}, ({', '.join(f'b{k}_{j}' for j in range(j0, j0 + pvec))},))")
+            else:
+                body += [f"part0[{idx}] = a{k}_{j0}", f"part1[{idx}] = b{k}_{j0}"]
+        s += guarded(k, "    ", body)
+    return "\n".join(s) + "\n"
+
+
+@functools.lru_cache(maxsize=None)
+def fused_bwd_kernel(n, block, vpt, vec, rows, center, x_dt, dy_dt, p_dt, dx_dt, s_dt):
+    """The fused backward kernel for a :func:`fused_config` geometry (``vec`` > 1: n % vec == 0 and
+    x, dy, scale, dx aligned to one vector). ``center`` False is RMS norm. Arguments
+    ``(x, dy, scale, s_mean, s_inv, dx, part0, part1, nrows)`` (``s_mean`` unused for RMS; part0 /
+    part1: ``grid * n`` compute-type values each); grid ``cfg.grid``, block ``cfg.block``.
+    Returns (dispatcher, source)."""
+    from .pointwise import _to_compute, _to_storage, vector_load, vector_store
+    ct = compute_type([x_dt, dy_dt, p_dt, dx_dt, s_dt])
+    csize = 8 if ct == "float64" else 4
+    pvec = min(vec, 16 // csize) if vec > 1 else 1
+    src = _fused_source(n, block, vpt, vec, rows, center, ct, pvec)
+    ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, warp_sum=warp_sum,
+              SDT=numba.float64 if ct == "float64" else numba.float32,
+              ldx=loader(x_dt, ct), ldd=loader(dy_dt, ct), lds=loader(p_dt, ct), ldst=loader(s_dt, ct),
+              stdx=storer(dx_dt), ldvx=vector_load(vec), ldvd=vector_load(vec), ldvp=vector_load(vec),
+              stvdx=vector_store(vec), stvp=vector_store(pvec), cx=_to_compute(dtype_name(x_dt), ct),
+              cd=_to_compute(dtype_name(dy_dt), ct), cp=_to_compute(dtype_name(p_dt), ct),
+              cdx=_to_storage(dtype_name(dx_dt)))
+    exec(compile(src, "<norm_row_bwd fused>", "exec"), ns)
+    return cuda.jit(ns["kernel"]), src
+
+
+def _register_compile_cases():
+    try:
+        from .compile_check import register_compile_case
+    except ImportError:
+        return
+    from .dtypes import array_sig as a
+    f = a("float32")
+    for n, dt in ((1024, "float32"), (4096, "float32"), (4096, "bfloat16"), (1022, "float32")):
+        vec = fused_vec(n, [storage_dtype(dt).itemsize, 4])
+        cfg = fused_config(n, 8192, 132, vec)
+        for center in (True, False):
+            x = a(dt)
+            k, _ = fused_bwd_kernel(n, cfg.block, cfg.vpt, cfg.vec, cfg.rows, center, dt, dt, "float32", dt,
+                                    "float32")
+            register_compile_case(f"row_bwd_fused_{'layer' if center else 'rms'}_{n}_{dt}", k,
+                                  f"void({x}, {x}, {f}, {f}, {f}, {x}, {f}, {f}, int64)",
+                                  max_registers=min(255, 65536 // cfg.block))
+
+
+_register_compile_cases()

@@ -1,0 +1,122 @@
+"""Engine "norm_rows": the fused layer / RMS norm backward (KERNEL_CFG 1: dx and the dscale / dbias partial
+rows in one persistent kernel, then the ordered combine) through the engine API against the float64
+oracle, fresh random inputs, poisoned outputs; the two-pass path kept as a config; the ranking."""
+import math
+
+import pytest
+
+from ncudnn.engines import api, registry
+from ncudnn.engines import norm_rows as nr
+from ncudnn.engines.device import H200
+from ncudnn.ir import NormBwd, OpGraph
+from ncudnn.ir.partition import partition
+from ncudnn.types import cudnnBackendKnobType_t as K, cudnnBackendNormMode_t as NM, cudnnDataType_t as DT
+
+import mb_util as U
+from test_eng_norm_batch import _execute
+
+KB, KR, KL = K.CUDNN_KNOB_TYPE_BLOCK_SIZE, K.CUDNN_KNOB_TYPE_TILE_ROWS, K.CUDNN_KNOB_TYPE_LOAD_SIZE
+KC, KW = K.CUDNN_KNOB_TYPE_KERNEL_CFG, K.CUDNN_KNOB_TYPE_CTA_COUNT
+LN, RMS = NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM
+
+
+def bwd_graph(mode, dims, dtype=U.F32, dbias=True, dscale=True, p_dtype=U.F32):
+    """NormBwd on X of ``dims`` (row = dims[1:]); X / DY / DX in ``dtype``, SCALE / DSCALE / DBIAS in
+    ``p_dtype``, statistics float32."""
+    sc = (1,) + tuple(dims[1:])
+    st = (dims[0],) + (1,) * (len(dims) - 1)
+    ins = {"X": U.t(1, dims, dtype, name="x"), "DY": U.t(2, dims, dtype, name="dy"),
+           "SCALE": U.t(3, sc, p_dtype, name="scale"), "INV_VARIANCE": U.t(5, st, name="inv")}
+    if mode == LN:
+        ins["MEAN"] = U.t(4, st, name="mean")
+    outs = {"DX": U.t(10, dims, dtype, name="dx")}
+    if dscale:
+        outs["DSCALE"] = U.t(11, sc, p_dtype, name="dscale")
+    if dbias:
+        outs["DBIAS"] = U.t(12, sc, p_dtype, name="dbias")
+    return OpGraph([NormBwd("bwd", ins, outs, mode=mode)]).finalize()
+
+
+def _ec(g, knobs):
+    """The heuristic's config of ``g`` whose knobs include ``knobs`` (type -> value)."""
+    for e in api.get_heuristics(g):
+        if all(e.config.get(k) == v for k, v in knobs.items()):
+            return e
+    raise AssertionError(f"no ranked config with {knobs}")
+
+
+def _keys(plan):
+    return [s.key.split(":")[0] for s in plan.parts[0].steps]
+
+
+@pytest.mark.parametrize("mode", [LN, RMS], ids=["layer", "rms"])
+@pytest.mark.parametrize("dims", [(7, 40), (9, 37), (5, 2, 4, 9)], ids=["vec", "odd", "4d-odd"])
+def test_default_is_fused_and_matches_oracle(rng, mode, dims):
+    g = bwd_graph(mode, dims)
+    first = api.get_heuristics(g)[0].config
+    assert first.engine == "norm_rows" and first.get(KC) == nr.BWD_FUSED
+    assert first.get(KL) == (16 if math.prod(dims[1:]) % 4 == 0 else 0)
+    plan = _execute(g, rng, positive=("INV_VARIANCE",))
+    assert _keys(plan) == ["norm_rows_bwd_fused", "norm_rows_dparams_combine"]
+
+
+@pytest.mark.parametrize("mode", [LN, RMS], ids=["layer", "rms"])
+@pytest.mark.parametrize("dtype", [DT.CUDNN_DATA_BFLOAT16, DT.CUDNN_DATA_HALF], ids=["bf16", "fp16"])
+def test_half_io(rng, mode, dtype):
+    # 48 elements: 6 vectors of 8 (scale bf16 too: 16-byte accesses of 8 elements)
+    g = bwd_graph(mode, (6, 48), dtype, p_dtype=dtype if dtype == DT.CUDNN_DATA_BFLOAT16 else U.F32)
+    plan = _execute(g, rng, positive=("INV_VARIANCE",), tol=U.TOLNAME[dtype])
+    assert _keys(plan)[0] == "norm_rows_bwd_fused"
+
+
+@pytest.mark.parametrize("block,rows,ctas", [(32, 4, 1), (32, 2, 0), (128, 1, 0)], ids=["b32-r4-c1", "b32-r2", "b128-r1"])
+def test_knob_geometries(rng, block, rows, ctas):
+    """Hand-picked configs (api.build_plan takes a Config): rows not a multiple of TILE_ROWS, several
+    row groups a block (CTA_COUNT 1 on the simulator's 2 SMs), a block wider than the row (idle slots)."""
+    g = bwd_graph(LN, (11, 64))
+    cfg = api.get_heuristics(g)[0].config.with_knob(KB, block).with_knob(KR, rows).with_knob(KW, ctas)
+    plan = _execute(g, rng, positive=("INV_VARIANCE",), ec=cfg)
+    assert _keys(plan)[0] == "norm_rows_bwd_fused"
+    assert plan.parts[0].steps[0].block == block
+
+
+def test_two_pass_kept_and_dscale_only(rng):
+    g = bwd_graph(RMS, (6, 40), dbias=False)
+    plan = _execute(g, rng, positive=("INV_VARIANCE",), ec=_ec(g, {KC: 0}))
+    assert _keys(plan)[:2] == ["norm_rows_bwd", "norm_rows_dparams"]
+    plan = _execute(g, rng, positive=("INV_VARIANCE",))
+    assert _keys(plan)[0] == "norm_rows_bwd_fused"
+
+
+def test_refusals():
+    eng = registry.by_name("norm_rows")
+    g = bwd_graph(LN, (4, 40), dbias=False, dscale=False)       # dx only: the fused kernel has nothing to fuse
+    sub = partition(g)[0][0]
+    first = api.get_heuristics(g)[0].config
+    assert first.get(KC) == 0
+    st, why = eng.keep(sub, first.with_knob(KC, 1), None)
+    assert st != 0 and "writes neither" in why
+    g2 = bwd_graph(LN, (4, 37))
+    sub2 = partition(g2)[0][0]
+    cfg = api.get_heuristics(g2)[0].config
+    st, why = eng.keep(sub2, cfg.with_knob(KL, 16), None)
+    assert st != 0 and "LOAD_SIZE" in why
+    st, why = eng.keep(sub2, cfg.with_knob(KC, 0).with_knob(KR, 2), None)
+    assert st != 0 and "fused backward" in why
+    g3 = bwd_graph(LN, (2, 1 << 16))                           # 64 values a thread at 1024 threads
+    assert api.get_heuristics(g3)[0].config.get(KC) == 0
+
+
+@pytest.mark.parametrize("cols", [1024, 4096])
+def test_h200_cost_prefers_fused(cols):
+    """At the benchmark's shapes the fused default ranks first and costs less than the two-pass path
+    on the nominal H200 (no kernel runs)."""
+    g = bwd_graph(LN, (8192, cols))
+    eng, sub = registry.by_name("norm_rows"), partition(g)[0][0]
+    cands = eng.candidates(sub, api.context())
+    fused = eng.default_config(sub)
+    assert fused.get(KC) == 1 and fused.get(KL) == 16 and cands[0] == fused
+    two = [c for c in cands if c.get(KC) == 0]
+    assert two
+    assert eng.cost(sub, fused, H200) < min(eng.cost(sub, c, H200) for c in two)
+    assert api.get_heuristics(g)[0].config == fused
