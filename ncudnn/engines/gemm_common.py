@@ -24,7 +24,7 @@ from ..kernels import epilogue as ep
 from ..kernels import kcache
 from ..kernels import pointwise_ops as po
 from ..kernels.gemm import splitk
-from ..kernels.gemm.config import GemmConfig, check
+from ..kernels.gemm.config import FAST_SMALL, GemmConfig, check
 from ..kernels.gemm.launch import kernel_args
 from ..platform import simulator_enabled
 from ..types import cudnnBackendKnobType_t, cudnnPointwiseMode_t, cudnnStatus_t
@@ -97,6 +97,20 @@ GENERIC_BK8_TFLOPS = 23.1
 
 #: matmul_simt's table: the fast tiles, then the generic large tiles
 MATMUL_TILES = FAST_TILES + BIG_TILES
+
+#: smaller fast-mainloop blocks (kernels/gemm/config.FAST_SMALL) for skinny fp32 matmuls (N or M of 64,
+#: few 128x128 tiles over a deep K: these blocks with split-K put 4-6 blocks on every SM); registers
+#: from the sm_90 compile check (128, 128, 166 under a cap of 168, 109); TFLOP/s estimates until measured
+FAST_SKINNY_TILES = (
+    Tile("128x64x8 t8x8 vec4 fast", FAST_SMALL[0], None, 33.0, 128),
+    Tile("64x128x8 t8x8 vec4 fast", FAST_SMALL[1], None, 33.0, 128),
+    Tile("64x64x8 t8x8 vec4 fast", FAST_SMALL[2], None, 28.0, 168),
+    Tile("64x64x8 t8x4 vec4 fast", FAST_SMALL[3], None, 26.0, 112),
+)
+
+#: matmul_simt's TILE_SIZE values: MATMUL_TILES, then FAST_SKINNY_TILES (appended: knob values of the
+#: first tables keep their meaning)
+SIMT_TILES = MATMUL_TILES + FAST_SKINNY_TILES
 
 #: small tiles for small / skinny problems (matmul_small; the conv engines end with these)
 SMALL_TILES = (

@@ -157,7 +157,7 @@ class GemmEngineBase(TiledGemmEngine):
             return []
         base = self.default_config(sub)
         out = []
-        for t in gc.useful_tiles(self.TILES, p.M, p.N, p.K, p.nb):
+        for t in self._useful_tiles(p):
             tile = self.TILES[t]
             tiles = gc.ceil_div(p.M, tile.cfg.BLOCK_M) * gc.ceil_div(p.N, tile.cfg.BLOCK_N)
             splits = self.SPLITS if gc.split_worthwhile(p.M, p.N, tiles, p.nb) else (1,)
@@ -169,6 +169,32 @@ class GemmEngineBase(TiledGemmEngine):
                         c = c.with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K_BUF, buf)
                         out.append(c.with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, sw))
         return out
+
+    def _useful_tiles(self, p):
+        """TILE_SIZE values worth ranking for ``p`` (gemm_common.useful_tiles over ``TILES``)."""
+        return gc.useful_tiles(self.TILES, p.M, p.N, p.K, p.nb)
+
+    #: rank tiles by their best config (split-K included): False keeps the base rule (tiles by their
+    #: unsplit cost), which drops the split-K configs of a tile whose unsplit grid is under one wave
+    RANK_BY_BEST = False
+
+    def _rank(self, configs, costs, best_tiles=4, limit=24):
+        """With RANK_BY_BEST: every config of the ``best_tiles`` tiles whose cheapest config (any split)
+        is cheapest, cheapest first (stable: ties keep the space order, smaller splits first), at most
+        ``limit``; else the base rule."""
+        if not self.RANK_BY_BEST:
+            return super()._rank(configs, costs, best_tiles, limit)
+        kst = self.__dict__.get("_kstatic") or {}
+        rows, best = [], {}
+        for i, c in enumerate(configs):
+            ks = kst.get(c.knobs) or self._knob_static(c)
+            t, cost = ks[2], costs[c.knobs]
+            rows.append((cost, i, c, t))
+            if t not in best or cost < best[t][0]:
+                best[t] = (cost, i)
+        top = {t for t, _ in sorted(best.items(), key=lambda kv: kv[1])[:best_tiles]}
+        rows = sorted([r for r in rows if r[3] in top], key=lambda r: (r[0], r[1]))
+        return tuple([r[2] for r in rows[:limit]])
 
     def build(self, sub, cfg, ctx):
         p = self.problem(sub)

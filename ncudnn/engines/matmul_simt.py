@@ -1,8 +1,11 @@
 """Engine "matmul_simt": batched strided matmul on the large register-blocked SIMT tiles, with the
 subgraph's pointwise chain fused into the epilogue.
 
-TILE_SIZE indexes :data:`~ncudnn.engines.gemm_common.MATMUL_TILES` (the fast-mainloop 128x128x8 tile
-first: 16-byte global and shared accesses, fp32 only; then the generic tiles, best measured first); SWIZZLE groups tile rows for L2 reuse; SPLIT_K
+TILE_SIZE indexes :data:`~ncudnn.engines.gemm_common.SIMT_TILES`: MATMUL_TILES (the fast-mainloop
+128x128x8 tile first: 16-byte global and shared accesses, fp32 only; then the generic tiles, best
+measured first), then the smaller fast tiles for skinny problems (128x64, 64x128, 64x64: with split-K
+they fill every SM when few 128x128 tiles exist). Ranking orders tiles by their best config, split-K
+included. SWIZZLE groups tile rows for L2 reuse; SPLIT_K
 (deterministic workspace partials by default, SPLIT_K_BUF = 0: atomics, NONDETERMINISTIC) for
 deep-K problems. FP32 / FP16 / BF16 I/O accumulate in FP32; all-FP64 problems in FP64.
 """
@@ -16,11 +19,19 @@ from .registry import register
 class MatmulSimtEngine(GemmEngineBase):
     name = "matmul_simt"
     kinds = ("matmul",)
-    TILES = gc.MATMUL_TILES
-    SPLITS = (1, 2, 4)
+    TILES = gc.SIMT_TILES
+    SPLITS = (1, 2, 4, 8)
     SWIZZLES = (1, 8)
-    MAX_SPLIT = 4
+    MAX_SPLIT = 8
+    RANK_BY_BEST = True
     preferred_layout = cudnnBackendLayoutType_t.CUDNN_LAYOUT_TYPE_PREFERRED_NCHW
 
     def mapping(self, sub):
         return matmul_mapping(sub)
+
+    def _useful_tiles(self, p):
+        """The skinny fast tiles (FAST_SKINNY_TILES) join the ranking only where the simulator's
+        one-small-tile rule does not apply (tiny CI problems keep the MATMUL_TILES choice)."""
+        if gc.simulated_small(p.M, p.N, p.nb):
+            return gc.useful_tiles(gc.MATMUL_TILES, p.M, p.N, p.K, p.nb)
+        return gc.useful_tiles(self.TILES, p.M, p.N, p.K, p.nb)

@@ -19,6 +19,7 @@ class MatmulSmallEngine(GemmEngineBase):
     SWIZZLES = (1,)
     ATOMIC = True
     MAX_SPLIT = 16
+    RANK_BY_BEST = True
     fallback = True
     preferred_layout = cudnnBackendLayoutType_t.CUDNN_LAYOUT_TYPE_PREFERRED_NCHW
 
