@@ -4,9 +4,10 @@ The graph comes from :func:`bench.graphs.build` (the one cuDNN's frontend gets t
 implementations:
 
 * ``ncudnn``: ``graph.build([heur_mode.A])`` -- the heuristic's first pick, the plan a user gets;
-* ``ncudnn-tuned``: the same candidates timed by the engine layer's autotuner
-  (``pygraph.autotune`` -> :func:`ncudnn.engines.api.autotune`, results not stored) and the fastest
-  selected; only when asked (``--tune``).
+* ``ncudnn-tuned``: the heuristic's first :data:`TUNE_TOP` candidates timed by the engine layer's autotuner
+  (``pygraph.autotune`` -> :func:`ncudnn.engines.api.autotune`, results not stored), one at a time in
+  the heuristic's order within a per-case time budget (:data:`bench.suite.TUNE_BUDGET_S`), and the
+  fastest selected; only when asked (``--tune``).
 
 Buffers are the harness's torch tensors (execute on torch's current stream through the handle) or,
 without torch, flat numba device buffers at the case's strides. A graph no engine runs yet is
@@ -91,15 +92,36 @@ def _prepare(case, inputs, torch_ok, tuned):
         pack.update({T[r]: float(v) for r, v in scalars.items()})
         detail = g.get_plan_name_at_index(g.get_selected_plan_index())
         if tuned:
-            n = g.get_execution_plan_count()
-            try:
-                res = g.autotune(pack, ws, handle=handle, store=False, indices=set(range(min(n, TUNE_TOP))))
-            except CudnnError as e:
-                raise _unsupported(e) from None
-            detail = f"{res[0][1]} (fastest of {len(res)} timed)" if res else detail
+            detail = tune(g, pack, ws, handle, detail, None if tuned is True else float(tuned))
         fn = lambda: g.execute(pack, ws, handle=handle)  # noqa: E731
         return Prepared(fn, result, _math(g, case), detail, build_ms)
     return prepare
+
+
+def tune(g, pack, ws, handle, detail, budget_s=None, top=TUNE_TOP):
+    """Autotune ``g`` over its first ``top`` plans, one plan per engine-layer autotune call, in the
+    heuristic's order, until ``budget_s`` seconds are spent (the first plan is always timed; None: no
+    budget); selects the fastest and returns the row's detail text (which plan, how many timed)."""
+    from ncudnn.errors import CudnnError
+
+    n = min(g.get_execution_plan_count(), top)
+    t0, timed, err = time.perf_counter(), [], None
+    for i in range(n):
+        if timed and budget_s is not None and time.perf_counter() - t0 > budget_s:
+            break
+        try:
+            timed += g.autotune(pack, ws, handle=handle, store=False, indices={i})
+        except CudnnError as e:
+            err = e
+    if not timed:
+        if err is not None:
+            raise _unsupported(err) from None
+        return detail
+    best = min(timed, key=lambda r: r[2])
+    g.select_plan(best[0])
+    spent = time.perf_counter() - t0
+    cut = f", budget {budget_s:.0f} s spent" if len(timed) < n and budget_s is not None else ""
+    return f"{best[1]} (fastest of {len(timed)} timed of {n}; {spent:.1f} s{cut})"
 
 
 _HANDLES = {}
@@ -131,9 +153,10 @@ def _numba_ws(n):
 
 
 def impls(case, inputs, torch_ok, tune=False):
+    """``ncudnn`` (and ``ncudnn-tuned`` when ``tune``: True, or the tuning budget in seconds)."""
     out = [Impl("ncudnn", "ncudnn", _prepare(case, inputs, torch_ok, False))]
     if tune:
-        out.append(Impl("ncudnn-tuned", "ncudnn", _prepare(case, inputs, torch_ok, True)))
+        out.append(Impl("ncudnn-tuned", "ncudnn", _prepare(case, inputs, torch_ok, tune)))
     return out
 
 

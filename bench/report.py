@@ -164,6 +164,8 @@ def markdown(meta, cases, rows, peaks=None, bw_tbps=None):
              f"{meta.get('provenance', {}).get('date', '')}; commit {git.get('commit') or '?'}"
              f"{' (dirty)' if git.get('dirty') else ''}; command `{meta.get('provenance', {}).get('command', '')}`",
              "", f"Timing: {meta.get('timing', '')}", "",
+             *([f"**Partial results: {meta['progress']}.**", ""] if meta.get("progress") else []),
+             *([f"Run: {meta['stopped']}.", ""] if meta.get("stopped") else []),
              "speed = reference median / ncudnn median (> 1: ncudnn faster). fair ref: same arithmetic and layout "
              "(conv: cuDNN FP32 TF32-off NHWC via torch; GEMM: cuBLAS TF32-off; others: torch). best ref: fastest "
              "correct reference of any kind (TF32, NCHW, cudnn-frontend included). % roofline: ncudnn's best "
@@ -343,9 +345,16 @@ def write(out_dir, meta, cases, rows, peaks=None, bw_tbps=None, draw=True):
            "resnet50": network_totals(per_case),
            "rows": rows, "summary": {s: {k: _nan_none(v) if isinstance(v, float) else v for k, v in d.items()}
                                      for s, d in suites.items()}}
-    (out_dir / "results.json").write_text(json.dumps(doc, indent=1, default=str))
-    (out_dir / "report.md").write_text(md)
+    _atomic_write(out_dir / "results.json", json.dumps(doc, indent=1, default=str))
+    _atomic_write(out_dir / "report.md", md)
     return md, ["results.json", "report.md"] + files
+
+
+def _atomic_write(path, text):
+    """Write to a temporary name, then rename: a run killed mid-write leaves the previous file whole."""
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def rerender(out_dir, draw=True):
@@ -359,17 +368,26 @@ def rerender(out_dir, draw=True):
 
 
 def merge(dirs, out_dir, draw=True):
-    """One results directory from shard directories (``ncudnn bench --shard I/N`` on several GPUs): cases
-    and rows concatenated in shard order; the first shard's meta, with every shard's command and wall time."""
+    """One results directory from several (``ncudnn bench --shard I/N`` on several GPUs, or a run and a
+    re-run of some cases): directories or tarballs (:mod:`bench.pack`). Cases in first-seen order; one row
+    per (case, implementation), a later source's row replacing an earlier one unless the later is only
+    "skipped"; the first source's meta, with every source's command and wall time, and the first host-
+    overhead section found. report.md and the charts are drawn from the merged rows."""
     from .cases import Case
+    from .pack import results_dir
 
-    docs = [json.loads((Path(d) / "results.json").read_text()) for d in dirs]
+    dirs = list(dirs)
+    docs = [json.loads((results_dir(d) / "results.json").read_text()) for d in dirs]
     meta = dict(docs[0]["meta"])
     meta["shards"] = [{"dir": str(d), "command": doc["meta"].get("provenance", {}).get("command"),
-                       "wall_s": doc["meta"].get("wall_s"),
+                       "wall_s": doc["meta"].get("wall_s"), "stopped": doc["meta"].get("stopped"),
+                       "progress": doc["meta"].get("progress"),
                        "env": doc["meta"].get("provenance", {}).get("env")} for d, doc in zip(dirs, docs)]
     meta["wall_s"] = max(doc["meta"].get("wall_s") or 0 for doc in docs)
-    seen, cases, rows = set(), [], []
+    meta.pop("progress", None)
+    if not meta.get("overhead"):
+        meta["overhead"] = next((doc["meta"]["overhead"] for doc in docs if doc["meta"].get("overhead")), None)
+    seen, cases, rows = set(), [], {}
     for doc in docs:
         for c in doc["cases"]:
             key = (c["suite"], c["op"], c["name"], c["dtype"])
@@ -378,5 +396,10 @@ def merge(dirs, out_dir, draw=True):
             seen.add(key)
             cases.append(Case(c["suite"], c["op"], c["name"], c["params"], c["dtype"], c["layout"], c["flops"],
                               c["bytes"], c["quick"], c["source"], c.get("count", 1)))
-        rows += doc["rows"]
-    return write(out_dir, meta, cases, rows, docs[0].get("peaks"), docs[0].get("bandwidth_tbps"), draw)
+        for r in doc["rows"]:
+            k = (r["case"], r["impl"])
+            if k not in rows or r.get("status") != "skipped":
+                rows[k] = r
+    ran = {k[0] for k, r in rows.items() if r.get("status") != "skipped"}
+    merged = [r for k, r in rows.items() if r.get("status") != "skipped" or k[0] not in ran]
+    return write(out_dir, meta, cases, merged, docs[0].get("peaks"), docs[0].get("bandwidth_tbps"), draw)

@@ -97,7 +97,8 @@ def impl_names(case, tune=False):
 
 
 def case_setup(case, env, tune=False, references=True):
-    """(impls, truth_fn, compare, keep) for one case; ``keep`` holds the buffers alive."""
+    """(impls, truth_fn, compare, keep) for one case; ``keep`` holds the buffers alive. ``tune``: False,
+    True, or the autotuning budget in seconds for ``ncudnn-tuned``."""
     if env.torch_ok:
         inputs = data.torch_inputs(case)
         impls = ncudnn_runners.impls(case, inputs, True, tune)
@@ -118,29 +119,58 @@ STICKY = ("illegal memory access", "ILLEGAL_ADDRESS", "unspecified launch failur
           "ILLEGAL_INSTRUCTION", "misaligned address", "MISALIGNED_ADDRESS", "device-side assert")
 
 
-def _skipped(case, why):
+def skipped_row(case, why):
     return {"case": case.id, "suite": case.suite, "op": case.op, "impl": "ncudnn", "kind": "ncudnn",
             "status": "skipped", "reason": why, "flops": case.flops, "bytes": case.bytes}
 
 
-def run(cases, env, quick=False, tune=False, max_minutes=None, log=print):
+#: seconds of autotuning per case for ``ncudnn-tuned`` (configs are timed in the heuristic's order until the
+#: budget is spent; the first is always timed): bounds a case's wall time whatever the JIT costs
+TUNE_BUDGET_S = {"full": 30.0, "quick": 15.0, "sim": 120.0}
+#: default wall-clock budget of a run (minutes) by mode
+MAX_MINUTES = {"full": 18, "quick": 4.5, "sim": 10}
+
+
+def run(cases, env, quick=False, tune=False, max_minutes=None, log=print, on_case=None, tune_budget_s=None):
+    """Rows of every case (in order) and the clock. Stops cleanly between cases once ``max_minutes`` have
+    passed (the rest recorded as skipped, "suite time budget exhausted"), or on SIGINT / SIGTERM (turned
+    into KeyboardInterrupt by the caller): the interrupted case and the rest are recorded as skipped.
+    ``on_case(rows, done)`` is called after every case (the CLI rewrites results.json there, so a kill
+    loses at most the case under way)."""
     mode = mode_of(quick, env.simulator)
     clock = make_clock(env.torch_ok, env.simulator)
     budget = (BUDGET_S[mode], WARMUP[mode], *REPS[mode])
-    deadline = time.perf_counter() + 60 * (max_minutes if max_minutes else {"full": 18, "quick": 4.5, "sim": 10}[mode])
-    rows, lost = [], None
+    tune_s = (tune_budget_s or TUNE_BUDGET_S[mode]) if tune else None
+    minutes = MAX_MINUTES[mode] if max_minutes is None else max_minutes
+    deadline = time.perf_counter() + 60 * minutes
+    rows, lost, stop = [], None, None
     for i, case in enumerate(cases):
         if lost:
-            rows.append(_skipped(case, f"CUDA context lost earlier ({lost})"))
+            rows.append(skipped_row(case, f"CUDA context lost earlier ({lost})"))
             continue
-        if time.perf_counter() > deadline:
-            rows.append(_skipped(case, "suite time budget exhausted"))
+        if stop is None and time.perf_counter() > deadline:
+            stop = "suite time budget exhausted"
+            if log:
+                log(f"time budget ({minutes} min) spent after {i} of {len(cases)} cases: "
+                    f"the remaining {len(cases) - i} are recorded as skipped")
+        if stop:
+            rows.append(skipped_row(case, stop))
             continue
         if log:
             log(f"[{i + 1}/{len(cases)}] {case.id}  ({case.flops / 1e9:.2f} GFLOP, {case.bytes / 1e6:.1f} MB)")
+        t_case = time.perf_counter()
+        impls = truth_fn = keep = None
         try:
-            impls, truth_fn, compare, keep = case_setup(case, env, tune)
+            impls, truth_fn, compare, keep = case_setup(case, env, tune_s or False)
             rows += run_case(case, impls, truth_fn, compare, clock, budget, log)
+        except KeyboardInterrupt:
+            rows = [r for r in rows if r["case"] != case.id]
+            rows.append(skipped_row(case, "interrupted (SIGINT / SIGTERM) while this case ran"))
+            stop = "interrupted (SIGINT / SIGTERM) before this case"
+            if log:
+                log(f"interrupted during case {i + 1} of {len(cases)}: it and the remaining "
+                    f"{len(cases) - i - 1} are recorded as skipped")
+            continue
         except Exception as e:  # allocation failure and the like: record and go on
             rows.append({"case": case.id, "suite": case.suite, "op": case.op, "impl": "ncudnn", "kind": "ncudnn",
                          "status": "error", "reason": f"setup: {type(e).__name__}: {e}"[:400],
@@ -155,7 +185,30 @@ def run(cases, env, quick=False, tune=False, max_minutes=None, log=print):
                     log(f"CUDA context lost: {lost}; the remaining cases are recorded as skipped")
             else:
                 _free(env)
+        for r in rows:
+            if r["case"] == case.id:
+                r.setdefault("case_wall_s", time.perf_counter() - t_case)
+        if on_case is not None:
+            on_case(rows, i + 1)
     return rows, clock
+
+
+def stop_summary(rows, cases):
+    """One line: how many cases ran, were skipped (and why), and the slowest cases by wall time."""
+    by = {}
+    for r in rows:
+        by.setdefault(r["case"], []).append(r)
+    skipped = {}
+    for c in cases:
+        rs = by.get(c.id, [])
+        if len(rs) == 1 and rs[0]["status"] == "skipped":
+            skipped[rs[0]["reason"]] = skipped.get(rs[0]["reason"], 0) + 1
+    ran = len(cases) - sum(skipped.values())
+    walls = sorted(((rs[0].get("case_wall_s") or 0, cid) for cid, rs in by.items()), reverse=True)[:3]
+    total = sum(rs[0].get("case_wall_s") or 0 for rs in by.values())
+    return (f"{ran} of {len(cases)} cases ran ({total:.0f} s of case wall time)"
+            + "".join(f"; {n} skipped: {why}" for why, n in skipped.items())
+            + ("; slowest: " + ", ".join(f"{cid} {w:.1f} s" for w, cid in walls if w) if walls else ""))
 
 
 def _free(env):

@@ -1,12 +1,18 @@
 """``ncudnn bench``: ncudnn beside cuDNN (through torch and cudnn-frontend) and cuBLAS, in one run.
 
     ncudnn bench [--suite conv|gemm|norm|pool|softmax|pointwise|reduce|attention|all] [--quick] [--sim] [--tune]
-                 [--overhead] [--filter TEXT] [--out DIR] [--max-minutes M] [--list] [--report DIR] [--no-charts]
+                 [--tune-budget S] [--overhead] [--filter TEXT] [--out DIR] [--max-minutes M] [--list]
+                 [--report DIR|TGZ] [--merge DIR|TGZ ... --out DIR] [--pack [TGZ]] [--no-charts]
 
 Runs the runners of the repository's ``bench/`` directly (not through pytest) and writes
 ``bench/results/<gpu>/<date>[-quick]/``: ``results.json`` (every row, versions, clocks, commit),
 ``report.md`` (the table it also prints) and PNG charts. Without a GPU it says what is missing and exits 0
 having benchmarked nothing, unless ``--sim`` asks for the simulator smoke run (tiny shapes, wall clock).
+
+``results.json`` and ``report.md`` are rewritten after every case, so a run cut short (``timeout``, a lost
+machine) keeps what ran; ``--max-minutes`` stops between cases and SIGTERM / SIGINT stop at once, both
+recording the rest as skipped and writing the report. ``--pack`` makes one tarball of the directory;
+``--merge`` takes directories or such tarballs and redraws the report and charts of the merged rows.
 """
 import argparse
 import datetime
@@ -50,7 +56,32 @@ def build_parser(ap=None):
     ap.add_argument("--merge", nargs="+", metavar="DIR", help="merge the results.json of shard directories into "
                     "--out (report and charts redrawn)")
     ap.add_argument("--report", metavar="DIR", help="redraw report.md and the charts from DIR/results.json")
+    ap.add_argument("--tune-budget", type=float, metavar="S", help="seconds of autotuning per case for --tune "
+                    "(default 30 full, 15 quick); configs are timed in the heuristic's order until it is spent")
+    ap.add_argument("--pack", nargs="?", const="", metavar="TGZ", help="also pack the results directory into one "
+                    "tarball (default <out>.tgz; a GPU call returns few files); with --merge/--report: of --out/DIR")
     return ap
+
+
+def argv_of(ns):
+    """The ``ncudnn bench`` argument list that parses back to namespace ``ns`` (every option of
+    :func:`build_parser`, so ``ncudnn bench ...`` from the top-level CLI forwards all of them)."""
+    argv = []
+    for a in build_parser()._actions:
+        if not a.option_strings or a.dest == "help":
+            continue
+        v, opt = getattr(ns, a.dest, a.default), a.option_strings[-1]
+        if v is None or v == a.default:
+            continue
+        if a.nargs == 0:             # store_true
+            argv.append(opt)
+        elif a.nargs in ("+", "*"):
+            argv += [opt, *v]
+        elif a.nargs == "?" and v == a.const:
+            argv.append(opt)
+        else:
+            argv.append(f"{opt}={v}")
+    return argv
 
 
 def _out_dir(args, prov):
@@ -96,18 +127,23 @@ def main(argv=None):
     from bench import cases as C
     from bench import report, suite
 
+    from bench import pack
+
     if args.merge:
         if not args.out:
             print("ncudnn bench: --merge needs --out DIR")
             return 2
         md, files = report.merge(args.merge, args.out, not args.no_charts)
         print(md)
-        print(f"merged {len(args.merge)} shards into {args.out}: {', '.join(files)}")
+        print(f"merged {len(args.merge)} result directories / tarballs into {args.out}: {', '.join(files)}")
+        _pack(args, args.out)
         return 0
     if args.report:
-        md, files = report.rerender(args.report, not args.no_charts)
+        src = pack.results_dir(args.report)   # a tarball is extracted into a temporary directory
+        md, files = report.rerender(src, not args.no_charts)
         print(md)
-        print(f"rewrote {', '.join(files)} in {args.report}")
+        print(f"rewrote {', '.join(files)} in {src}")
+        _pack(args, src)
         return 0
     env = suite.detect()
     sel = C.select(args.suite, args.quick, sim=args.sim)
@@ -144,25 +180,82 @@ def main(argv=None):
     peaks = E.spec_peaks(E.device_name(prov))
     print(f"ncudnn bench: {len(sel)} cases ({args.suite}{', quick' if args.quick else ''}) on {E.device_name(prov)}"
           f"{f'; copy bandwidth {bw:.2f} TB/s' if bw else ''}")
-    rows, clock = suite.run(sel, env, args.quick, args.tune, args.max_minutes)
     mode = suite.mode_of(args.quick, env.simulator)
     from bench.timing import BUDGET_S, REPS, WARMUP
 
+    bw_roof = bw or (peaks or {}).get("hbm_tbps")
     meta = {"device": E.device_name(prov), "provenance": prov, "mode": mode, "suite": args.suite,
-            "missing": env.missing, "bw_measured": bw is not None, "wall_s": time.perf_counter() - t0,
-            "timing": f"{clock.name}; "
-                      + (f"L2 flushed before every rep by a {clock.flush_bytes >> 20} MiB write; " if clock.flush_bytes
-                         else "no L2 flush (simulator: numbers only show the harness works); ")
-                      + f"{WARMUP[mode]} warm-up runs excluded; {BUDGET_S[mode]} s per implementation, "
-                      f"reps in [{REPS[mode][0]}, {REPS[mode][1]}]; median (p20, p80 in results.json)"}
+            "missing": env.missing, "bw_measured": bw is not None, "wall_s": 0.0}
+    if args.tune:
+        meta["tune_budget_s"] = args.tune_budget or suite.TUNE_BUDGET_S[mode]
+
+    def timing_text(clock):
+        return (f"{clock.name}; "
+                + (f"L2 flushed before every rep by a {clock.flush_bytes >> 20} MiB write; " if clock.flush_bytes
+                   else "no L2 flush (simulator: numbers only show the harness works); ")
+                + f"{WARMUP[mode]} warm-up runs excluded; {BUDGET_S[mode]} s per implementation, "
+                f"reps in [{REPS[mode][0]}, {REPS[mode][1]}]; median (p20, p80 in results.json)")
+
+    seen = {"rows": []}
+
+    def checkpoint(rows, done):
+        """results.json + report.md of the cases done so far, after every case (no charts)."""
+        seen["rows"] = rows
+        ids = {r["case"] for r in rows}
+        meta.update(wall_s=time.perf_counter() - t0, progress=f"{done} of {len(sel)} cases (run under way)")
+        try:
+            report.write(out_dir, meta, [c for c in sel if c.id in ids], rows, peaks, bw_roof, False)
+        except Exception as e:  # noqa: BLE001 - a failed checkpoint must not stop the run
+            print(f"ncudnn bench: checkpoint not written ({type(e).__name__}: {e})")
+
+    restore = _sigterm_as_interrupt()
+    try:
+        rows, clock = suite.run(sel, env, args.quick, args.tune, args.max_minutes, on_case=checkpoint,
+                                tune_budget_s=args.tune_budget)
+    except KeyboardInterrupt:  # between cases, while a checkpoint was written: keep what ran
+        rows, clock = seen["rows"], None
+        done = {r["case"] for r in rows}
+        rows = rows + [suite.skipped_row(c, "interrupted (SIGINT / SIGTERM)") for c in sel if c.id not in done]
+    finally:
+        restore()
+    meta.pop("progress", None)
+    meta.update(wall_s=time.perf_counter() - t0, stopped=suite.stop_summary(rows, sel))
+    if clock is not None:
+        meta["timing"] = timing_text(clock)
     if args.overhead and env.gpu:
         out_dir.mkdir(parents=True, exist_ok=True)
         meta["overhead"] = _overhead(out_dir, env)
-    md, files = report.write(out_dir, meta, sel, rows, peaks, bw or (peaks or {}).get("hbm_tbps"),
-                             not args.no_charts)
+    md, files = report.write(out_dir, meta, sel, rows, peaks, bw_roof, not args.no_charts)
     print(md)
-    print(f"ncudnn bench: {len(rows)} rows in {meta['wall_s']:.0f} s; wrote {', '.join(files)} to {out_dir}")
+    print(f"ncudnn bench: {len(rows)} rows in {meta['wall_s']:.0f} s; {meta['stopped']}; "
+          f"wrote {', '.join(files)} to {out_dir}")
+    _pack(args, out_dir)
     return 0
+
+
+def _sigterm_as_interrupt():
+    """SIGTERM (``timeout``'s signal) raises KeyboardInterrupt like SIGINT, so the run stops cleanly and
+    writes what ran; returns the function that puts the previous handler back."""
+    import signal
+
+    def raise_interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    try:
+        prev = signal.signal(signal.SIGTERM, raise_interrupt)
+    except ValueError:  # not the main thread (e.g. under a test runner's worker)
+        return lambda: None
+    return lambda: signal.signal(signal.SIGTERM, prev)
+
+
+def _pack(args, out_dir):
+    """``--pack [TGZ]``: the results directory as one tarball."""
+    if args.pack is None:
+        return None
+    from bench import pack
+
+    tgz = pack.pack(out_dir, args.pack or None)
+    print(f"ncudnn bench: packed {out_dir} into {tgz}")
+    return tgz
 
 
 if __name__ == "__main__":

@@ -98,15 +98,9 @@ def cmd_demo(args):
 
 
 def cmd_bench(args):
-    from .bench_cli import main as bench_main
+    from .bench_cli import argv_of, main as bench_main
 
-    flags = ("quick", "sim", "tune", "overhead", "list", "no_charts")
-    argv = [f"--suite={args.suite}"] + [f"--{k.replace('_', '-')}" for k in flags if getattr(args, k)]
-    argv += [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in ("out", "max_minutes", "report", "filter", "shard")
-             if getattr(args, k) is not None]
-    if args.merge:
-        argv += ["--merge", *args.merge]
-    return bench_main(argv)
+    return bench_main(argv_of(args))
 
 
 def build_parser():
