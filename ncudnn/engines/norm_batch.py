@@ -23,6 +23,7 @@ Knob: BLOCK_SIZE of the pointwise pass. Workspace: the group sums and coefficien
 from numba.cuda import types
 
 from ..kernels import norm_bn_cols as kcols
+from ..kernels import norm_bn_colsv as kcolsv
 from ..kernels import norm_bn_planes as kplanes
 from ..kernels import reduce as kr
 from ..kernels.dtypes import compute_type
@@ -123,10 +124,31 @@ def bn_layout(x):
     return ("cols", acc // C, C)
 
 
-def bn_stats_steps(lay, scratch, x, out0, out1, ct, dy=None, mean=None):
+#: KERNEL_CFG values: which kernels run packed NHWC batch norm. None: :mod:`ncudnn.kernels.norm_bn_cols`
+#: (statistics and apply with their own grids); else (vec, reverse, hint) of :mod:`ncudnn.kernels.norm_bn_colsv`
+#: (one geometry for both passes; reverse: the apply pass walks each chunk backwards, starting on the rows
+#: the statistics pass left in the L2; hint: streaming loads / stores in the apply pass).
+COLS_VARIANTS = (None, (4, True, True), (4, True, False), (4, False, False), (1, True, False), (4, False, True))
+COLS_LABELS = ("cols", "colsv4_rev_hint", "colsv4_rev", "colsv4", "colsv1_rev", "colsv4_hint")
+DEFAULT_COLS_VARIANT = 1
+
+
+def _colsv_geometry(lay, var, bwd, occupancy, unroll):
+    vec = var[0]
+    per_sm = occupancy or (4 if bwd else 5)
+    return kcolsv.colsv_config(lay[1], lay[2], kprim.sm_count(), vec=vec, blocks_per_sm=per_sm, unroll=unroll)
+
+
+def _colsv_twin(g, C):
+    """The VEC 1 geometry with the same chunks (the element-load twin of a VEC 4 step)."""
+    one = kcolsv.colsv_config(g.chunk_rows * g.chunks, C, 1, vec=1, blocks_per_sm=1, unroll=g.unroll)
+    return kcolsv.ColsVConfig((one.txv, one.ty, 1, g.unroll, one.tiles, g.chunks, g.chunk_rows))
+
+
+def bn_stats_steps(lay, scratch, x, out0, out1, ct, dy=None, mean=None, var=None, occupancy=0, unroll=4):
     """Steps writing per-channel sums into scratch Args ``out0`` / ``out1`` with the dedicated kernels:
     forward (``dy`` None) sum (x - K), sum (x - K)^2 with K = x[0, c, 0...]; backward sum dy,
-    sum dy * (x - mean)."""
+    sum dy * (x - mean). ``var``: a :data:`COLS_VARIANTS` entry for the "cols" layout."""
     sms = kprim.sm_count()
     x_dt, dy_dt = kdtype(x), (kdtype(dy) if dy is not None else None)
     m_dt = kdtype(mean) if mean is not None else "float32"
@@ -134,7 +156,24 @@ def bn_stats_steps(lay, scratch, x, out0, out1, ct, dy=None, mean=None):
     ins = [Arg.tensor(x), Arg.tensor(dy) if dy is not None else Arg.dummy(x_dt),
            Arg.tensor(mean) if mean is not None else Arg.dummy("float32")]
     nbytes = tensor_bytes(x, dy)
-    if lay[0] == "cols":
+    if lay[0] == "cols" and var is not None:
+        _, rows, C = lay
+        g = _colsv_geometry(lay, var, dy is not None, occupancy, unroll)
+        p0, p1 = scratch.take(g.chunks * C, ct), scratch.take(g.chunks * C, ct)
+        args = ins + [p0, p1, Arg.const(rows), Arg.const(g.chunk_rows)]
+
+        def step(g):
+            fargs = (C, x_dt, dy_dt, m_dt, m_st, g.txv, g.ty, g.vec, g.unroll)
+            s = Step("norm_bn_colsv_partial:" + src_key(fargs), lambda: kcolsv.partial_kernel(*fargs)[0],
+                     (g.tiles, g.chunks), (g.txv, g.ty), args, nbytes=nbytes)
+            s.inflight = g.unroll * g.vec * 4 * (2 if dy is not None else 1)
+            return s
+        main = step(g)
+        if g.vec > 1:
+            main.fallback = step(_colsv_twin(g, C))
+            main.align = {0: 16, 1: 16} if dy is not None else {0: 16}
+        chunks = g.chunks
+    elif lay[0] == "cols":
         _, rows, C = lay
         cfg = kcols.cols_config(rows, C, sms)
         fargs = (C, x_dt, dy_dt, m_dt, m_st, cfg.tx, cfg.ty, cfg.unroll)
@@ -157,15 +196,40 @@ def bn_stats_steps(lay, scratch, x, out0, out1, ct, dy=None, mean=None):
     return [main, comb]
 
 
-def bn_apply_step(lay, x, out, coefs, ct, dy=None):
+def l2_reuse_bytes(lay, var, device_l2, *ts):
+    """DRAM bytes the reverse apply pass is expected to find in the L2 (about half the L2 worth of
+    what the statistics pass read last; with streaming hints about three quarters)."""
+    if lay[0] != "cols" or var is None or not var[1]:
+        return 0
+    share = 0.75 if var[2] else 0.5
+    return int(min(tensor_bytes(*ts), device_l2) * share)
+
+
+def bn_apply_step(lay, x, out, coefs, ct, dy=None, var=None, occupancy=0, unroll=4):
     """The dedicated apply pass: ``out = (x - K) * e0 + e1`` (forward; K = x[0, c, 0...], e1 the
     shifted eq_bias) or ``dy * e0 + x * e1 + e2`` (backward, ``dy`` given); ``coefs``: per-channel
-    scratch Args in ``ct``."""
+    scratch Args in ``ct``; ``var``: a :data:`COLS_VARIANTS` entry for the "cols" layout."""
     shifted = dy is None
     x_dt, o_dt, dy_dt = kdtype(x), kdtype(out), (kdtype(dy) if dy is not None else None)
     ins = [Arg.tensor(x), Arg.tensor(dy) if dy is not None else Arg.dummy(x_dt)]
     e = list(coefs) + [Arg.dummy(ct)] * (3 - len(coefs))
     nbytes = tensor_bytes(x, dy, out)
+    if lay[0] == "cols" and var is not None:
+        _, rows, C = lay
+        g = _colsv_geometry(lay, var, dy is not None, occupancy, unroll)
+        args = ins + e + [Arg.tensor(out), Arg.const(rows), Arg.const(g.chunk_rows)]
+
+        def step(g):
+            fargs = (C, x_dt, o_dt, dy_dt, ct, g.txv, g.ty, g.vec, g.unroll, shifted, var[1], var[2])
+            s = Step("norm_bn_colsv_apply:" + src_key(fargs), lambda: kcolsv.apply_kernel(*fargs)[0],
+                     (g.tiles, g.chunks), (g.txv, g.ty), args, nbytes=nbytes)
+            s.inflight = g.unroll * g.vec * 4 * (2 if dy is not None else 1)
+            return s
+        main = step(g)
+        if g.vec > 1:
+            main.fallback = step(_colsv_twin(g, C))
+            main.align = {0: 16, 1: 16, 5: 16} if dy is not None else {0: 16, 5: 16}
+        return main
     if lay[0] == "cols":
         _, rows, C = lay
         fargs = (C, x_dt, o_dt, dy_dt, ct, kcols.TX, kcols.TY, 4, shifted)
@@ -193,6 +257,40 @@ def _fast(sub, x, ct, *others):
 
 def _block(cfg):
     return cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 256)
+
+
+def _cols_knobs(cfg):
+    """(COLS_VARIANTS entry, blocks per SM (0: the kernel's own), unroll) of a config."""
+    return (COLS_VARIANTS[cfg.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0)], cfg.get(K.CUDNN_KNOB_TYPE_OCCUPANCY, 0),
+            cfg.get(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 4))
+
+
+def cols_info(sub):
+    """(layout, vec4 ok) when the subgraph runs the dedicated packed-NHWC batch-norm kernels, else None."""
+    memo = sub.__dict__.setdefault("_norm_batch_cols", [])
+    if memo:
+        return memo[0]
+    node = sub.anchor if sub.anchor is not None else sub.nodes[0]
+    i = node.inputs
+    out = None
+    if NM(int(node.mode)) == NM.CUDNN_BATCH_NORM and "X" in i and "SCALE" in i and len(i["X"].dims) >= 3:
+        x = i["X"]
+        if node.OP == "norm_fwd" and PH(int(node.phase)) == PH.CUDNN_NORM_FWD_TRAINING:
+            y = node.outputs.get("Y")
+            ct = compute_type([kdtype(x), kdtype(i["SCALE"])])
+            ok = (y is not None and not sub.epilogue and written(sub, y) is not None and _fast(sub, x, ct, y))
+            others = (x, y)
+        elif node.OP == "norm_bwd" and "DY" in i and "DX" in node.outputs:
+            dy, dx = i["DY"], node.outputs["DX"]
+            ct = compute_type([kdtype(x), kdtype(dy), kdtype(i["SCALE"])])
+            ok = _fast(sub, x, ct, dy, dx)
+            others = (x, dy, dx)
+        else:
+            ok = None
+        if ok and ok[0] == "cols":
+            out = (ok, kcolsv.vec_ok(ok[2], [kdtype(t) for t in others]))
+    memo.append(out)
+    return out
 
 
 def _forward_steps(sub, cfg):
@@ -225,8 +323,9 @@ def _forward_steps(sub, cfg):
                          (kr.Term("v0 - v1", "sum"), kr.Term("(v0 - v1) * (v0 - v1)", "sum")),
                          ((ct, g_strides), (ct, g_strides)))
     lay = None if per_sample else _fast(sub, x, ct)
+    var, occ, unr = _cols_knobs(cfg)
     if lay is not None:
-        steps = bn_stats_steps(lay, scratch, x, ssum, ssq, ct)
+        steps = bn_stats_steps(lay, scratch, x, ssum, ssq, ct, var=var, occupancy=occ, unroll=unr)
     else:
         steps = reduce_steps(spec, scratch, [Arg.tensor(x), Arg.tensor(x)], [ssum, ssq], name="norm_batch_stats")
     bias = i.get("BIAS")
@@ -244,7 +343,7 @@ def _forward_steps(sub, cfg):
     steps.append(finalize_step(tensors, groups, C, Arg.const(float(count), types.float64),
                                scalar_arg(i["EPSILON"]), mom, True, per_sample, shift=x, bias_shifted=direct))
     if direct:
-        steps.append(bn_apply_step(lay, x, y, (es, eb), ct))
+        steps.append(bn_apply_step(lay, x, y, (es, eb), ct, var=var, occupancy=occ, unroll=unr))
         return steps, scratch.size
     a = pw.node(PM.CUDNN_POINTWISE_MUL, ("in", xr), ("in", pw.add_input(es, ct, g_strides)))
     a = pw.node(PM.CUDNN_POINTWISE_ADD, ("node", a), ("in", pw.add_input(eb, ct, g_strides)))
@@ -269,8 +368,9 @@ def _backward_steps(sub, cfg):
                                          (kdtype(mean), bcast_strides(mean, x.dims))), out_shape,
                          (kr.Term("v1", "sum"), kr.Term("v1 * (v0 - v2)", "sum")), ((ct, g_strides), (ct, g_strides)))
     lay = None if per_sample else _fast(sub, x, ct, dy, dx)
+    var, occ, unr = _cols_knobs(cfg)
     if lay is not None:
-        steps = bn_stats_steps(lay, scratch, x, dys, dyxs, ct, dy=dy, mean=mean)
+        steps = bn_stats_steps(lay, scratch, x, dys, dyxs, ct, dy=dy, mean=mean, var=var, occupancy=occ, unroll=unr)
     else:
         steps = reduce_steps(spec, scratch, [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(mean)], [dys, dyxs],
                              name="norm_batch_bwd_sums")
@@ -294,7 +394,7 @@ def _backward_steps(sub, cfg):
                                    ((kdtype(t), (0, t.strides[1])),))
                 steps += reduce_steps(rs, scratch, [per_group[port]], [Arg.tensor(t)], name="norm_batch_bwd_wsum")
     if lay is not None:
-        steps.append(bn_apply_step(lay, x, dx, eq, ct, dy=dy))
+        steps.append(bn_apply_step(lay, x, dx, eq, ct, dy=dy, var=var, occupancy=occ, unroll=unr))
         return steps, scratch.size
     pw = PointwiseBuilder(x.dims)
     rdy, rx = pw.add_tensor(dy), pw.add_tensor(x)
@@ -332,13 +432,57 @@ class NormBatchEngine(Engine):
         return OK
 
     def knobs(self, sub):
-        return (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128, 512, 128, 256),)
+        return (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128, 512, 128, 256),
+                KnobSpec(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0, len(COLS_VARIANTS) - 1, 1, 0, COLS_LABELS),
+                KnobSpec(K.CUDNN_KNOB_TYPE_OCCUPANCY, 0, 8, 1, 0),
+                KnobSpec(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 2, 8, 2, 4))
+
+    def default_config(self, sub):
+        cfg = super().default_config(sub)
+        info = cols_info(sub)
+        if info is not None:
+            cfg = cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, DEFAULT_COLS_VARIANT if info[1] else 0)
+        return cfg
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
-        if st == S.CUDNN_STATUS_SUCCESS and _block(cfg) == 384:
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        if _block(cfg) == 384:
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: BLOCK_SIZE 384 is not a power of 2"
-        return st, why
+        info = cols_info(sub)
+        var, occ, unr = _cols_knobs(cfg)
+        if info is None and (var is not None or occ or unr != 4):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, \
+                f"{self.name}: KERNEL_CFG / OCCUPANCY / ARRAY_SIZE_PER_THREAD apply to packed NHWC batch norm only"
+        if info is not None and var is not None and var[0] == 4 and not info[1]:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, \
+                f"{self.name}: KERNEL_CFG {COLS_LABELS[COLS_VARIANTS.index(var)]}: 16-byte loads need float32 and C % 4 == 0"
+        if info is not None and var is None and (occ or unr != 4):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: KERNEL_CFG cols has no OCCUPANCY / ARRAY_SIZE_PER_THREAD"
+        return OK
+
+    def candidates(self, sub, ctx):
+        info = cols_info(sub)
+        if info is None:
+            return super().candidates(sub, ctx)
+        memo = self.__dict__.setdefault("_cols_candidates", {})
+        if info[1] in memo:
+            return memo[info[1]]
+        d = self.default_config(sub)
+        out = [d]
+        for v in range(len(COLS_VARIANTS)):
+            out.append(d.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, v))
+        for occ in (2, 3, 4, 5, 6, 8):
+            for unr in (2, 4, 8):
+                out.append(d.with_knob(K.CUDNN_KNOB_TYPE_OCCUPANCY, occ).with_knob(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, unr))
+        seen, res = set(), []
+        for c in out:
+            if c not in seen and self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS:
+                seen.add(c)
+                res.append(c)
+        memo[info[1]] = tuple(res)
+        return memo[info[1]]
 
     def candidates_key(self, sub):
         return ()
@@ -353,7 +497,21 @@ class NormBatchEngine(Engine):
         return self._steps(sub, cfg)[1]
 
     def cost(self, sub, cfg, device):
-        return steps_time(device, self._steps(sub, cfg)[0]) * (1.0 + abs(_block(cfg) - 256) / 1e4)
+        steps = self._steps(sub, cfg)[0]
+        t = steps_time(device, steps) * (1.0 + abs(_block(cfg) - 256) / 1e4)
+        info = cols_info(sub)
+        if info is None:
+            return t
+        var, occ, unr = _cols_knobs(cfg)
+        node = sub.anchor if sub.anchor is not None else sub.nodes[0]
+        x, dy = node.inputs["X"], node.inputs.get("DY")
+        t -= l2_reuse_bytes(info[0], var, device.l2_bytes, x, dy) / device.mem_bandwidth
+        # measured on the H200 (tools/probe_bn.py): VEC 4 loads and the one shared geometry move bytes faster
+        if var is not None:
+            # VEC 1 colsv is not measured on the H200 yet: ranked after the cols kernels it would replace
+            t *= 0.97 if var[0] == 4 else 1.2
+            t *= 1.0 + abs((occ or (4 if dy is not None else 5)) - (4 if dy is not None else 5)) / 100 + abs(unr - 4) / 200
+        return t
 
     def build(self, sub, cfg, ctx):
         steps, ws = self._steps(sub, cfg)

@@ -1,0 +1,74 @@
+"""16-byte global loads and stores of four float32 with the streaming cache hint (``.cs``: evict-first
+in L1 and L2), for the last touch of data in the batch-norm apply passes: the bytes they move then
+leave the L2 before the lines the statistics pass read last, which the apply pass re-reads first.
+
+``ld4cs(arr, i)`` returns ``(arr[i], ..., arr[i + 3])`` as one ``ld.global.cs.v4.f32``;
+``st4cs(arr, i, a, b, c, d)`` writes them as one ``st.global.cs.v4.f32``. The caller guarantees
+``i % 4 == 0`` and a 16-byte aligned base. Under the CUDA simulator: four plain reads / writes.
+"""
+from numba import cuda
+
+from ..platform import simulator_enabled
+
+__all__ = ["ld4cs", "st4cs"]
+
+if simulator_enabled():
+    def ld4cs(arr, i):
+        if i % 4:
+            raise ValueError(f"ld4cs: element offset {i} is not a multiple of 4")
+        return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
+
+    def st4cs(arr, i, a, b, c, d):
+        if i % 4:
+            raise ValueError(f"st4cs: element offset {i} is not a multiple of 4")
+        arr[i], arr[i + 1], arr[i + 2], arr[i + 3] = a, b, c, d
+else:
+    from llvmlite import ir
+    from numba.cuda import cgutils, types
+    from numba.cuda.extending import intrinsic
+
+    def _elem_ptr(context, builder, aryty, ary_val, idx_val, idx_ty):
+        ary = context.make_array(aryty)(context, builder, value=ary_val)
+        ind = context.cast(builder, idx_val, idx_ty, types.intp)
+        return cgutils.get_item_pointer(context, builder, aryty, ary, [ind], wraparound=False)
+
+    @intrinsic
+    def _ld4cs(typingctx, arr, i):
+        if not isinstance(arr, types.Array) or arr.ndim != 1 or arr.dtype != types.float32:
+            return None
+        sig = types.UniTuple(types.float32, 4)(arr, i)
+
+        def codegen(context, builder, sig, args):
+            ptr = _elem_ptr(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+            f = ir.FloatType()
+            fnty = ir.FunctionType(ir.LiteralStructType([f, f, f, f]), [ptr.type])
+            asm = ir.InlineAsm(fnty, "ld.global.cs.v4.f32 {$0, $1, $2, $3}, [$4];", "=f,=f,=f,=f,l")
+            res = builder.call(asm, [ptr])
+            vals = [builder.extract_value(res, j) for j in range(4)]
+            return context.make_tuple(builder, sig.return_type, vals)
+        return sig, codegen
+
+    @intrinsic
+    def _st4cs(typingctx, arr, i, a, b, c, d):
+        if not isinstance(arr, types.Array) or arr.ndim != 1 or arr.dtype != types.float32:
+            return None
+        sig = types.void(arr, i, a, b, c, d)
+
+        def codegen(context, builder, sig, args):
+            ptr = _elem_ptr(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+            f = ir.FloatType()
+            vals = [context.cast(builder, args[2 + j], sig.args[2 + j], types.float32) for j in range(4)]
+            fnty = ir.FunctionType(ir.VoidType(), [ptr.type, f, f, f, f])
+            asm = ir.InlineAsm(fnty, "st.global.cs.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,~{memory}",
+                               side_effect=True)
+            builder.call(asm, [ptr] + vals)
+            return context.get_dummy_value()
+        return sig, codegen
+
+    @cuda.jit(device=True, inline=True)
+    def ld4cs(arr, i):
+        return _ld4cs(arr, i)
+
+    @cuda.jit(device=True, inline=True)
+    def st4cs(arr, i, a, b, c, d):
+        _st4cs(arr, i, a, b, c, d)

@@ -1,0 +1,99 @@
+"""Packed-NHWC batch norm on the colsv kernels (one geometry for the statistics and apply passes, VEC 4
+or 1 channels per thread, reverse / streaming-hint apply): every KERNEL_CFG variant through the engine
+API, forward training (saved mean / inv-var, running statistics) and backward (dx, dscale, dbias),
+against the float64 oracle with poisoned outputs; several chunks with a ragged last one."""
+import pytest
+
+from ncudnn.engines import api
+from ncudnn.engines.norm_batch import COLS_LABELS, COLS_VARIANTS, cols_info
+from ncudnn.ir import NormBwd, NormFwd, OpGraph
+from ncudnn.kernels import norm_bn_colsv as kv
+from ncudnn.types import cudnnBackendKnobType_t as K, cudnnBackendNormFwdPhase_t as PH
+from ncudnn.types import cudnnBackendNormMode_t as NM
+
+import mb_util as U
+from test_eng_norm_batch import _execute
+
+H, W = 5, 7
+
+
+def _nhwc(n, c):
+    return (H * W * c, 1, W * c, c)
+
+
+def _fwd(n, c, dtype=U.F32):
+    xs = _nhwc(n, c)
+    v = lambda uid, name: U.t(uid, (1, c, 1, 1), name=name)  # noqa: E731
+    ins = {"X": U.t(1, (n, c, H, W), dtype, xs, "x"), "SCALE": v(2, "scale"), "BIAS": v(3, "bias"),
+           "INPUT_RUNNING_MEAN": v(4, "rm"), "INPUT_RUNNING_VAR": v(5, "rv"),
+           "EPSILON": U.scalar(8, 1e-3), "EXP_AVG_FACTOR": U.scalar(9, 0.3)}
+    outs = {"Y": U.t(10, (n, c, H, W), dtype, xs, "y"), "MEAN": v(11, "mean"), "INV_VARIANCE": v(12, "inv"),
+            "OUTPUT_RUNNING_MEAN": v(13, "rm_out"), "OUTPUT_RUNNING_VAR": v(14, "rv_out")}
+    return OpGraph([NormFwd("bn", ins, outs, mode=NM.CUDNN_BATCH_NORM, phase=PH.CUDNN_NORM_FWD_TRAINING)]).finalize()
+
+
+def _bwd(n, c, dtype=U.F32):
+    xs = _nhwc(n, c)
+    v = lambda uid, name: U.t(uid, (1, c, 1, 1), name=name)  # noqa: E731
+    ins = {"X": U.t(1, (n, c, H, W), dtype, xs, "x"), "DY": U.t(2, (n, c, H, W), dtype, xs, "dy"),
+           "SCALE": v(3, "scale"), "MEAN": v(4, "mean"), "INV_VARIANCE": v(5, "inv")}
+    outs = {"DX": U.t(10, (n, c, H, W), dtype, xs, "dx"), "DSCALE": v(11, "dscale"), "DBIAS": v(12, "dbias")}
+    return OpGraph([NormBwd("bwd", ins, outs, mode=NM.CUDNN_BATCH_NORM)]).finalize()
+
+
+def _cfg(g, variant, occ=0, unroll=2):
+    first = api.get_heuristics(g)[0].config
+    assert first.engine == "norm_batch"
+    cfg = first.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, variant).with_knob(K.CUDNN_KNOB_TYPE_OCCUPANCY, occ)
+    return cfg.with_knob(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, unroll)
+
+
+def _check_steps(plan, chunks_min=2):
+    steps = plan.parts[0].steps
+    assert steps[0].name == "norm_bn_colsv_partial" and steps[-1].name == "norm_bn_colsv_apply"
+    assert steps[0].grid == steps[-1].grid and steps[0].grid[1] >= chunks_min   # one geometry, several chunks
+
+
+@pytest.mark.parametrize("variant", [1, 2, 3, 5])
+def test_bnf_colsv_forward_vec4(rng, variant):
+    g = _fwd(2, 64)          # rows 70: TXV 16 x TY 16, unroll 2 -> 3 chunks of 24 rows (last one 22)
+    plan = _execute(g, rng, positive=("INPUT_RUNNING_VAR",), ec=_cfg(g, variant))
+    _check_steps(plan)
+
+
+@pytest.mark.parametrize("variant", [1, 3])
+def test_bnf_colsv_backward_vec4(rng, variant):
+    g = _bwd(2, 64)
+    plan = _execute(g, rng, positive=("INV_VARIANCE",), ec=_cfg(g, variant))
+    _check_steps(plan)
+
+
+def test_bnf_colsv_vec1_odd_channels(rng):
+    """C = 7: VEC 1 (the 16-byte variants are refused), reverse apply, forward and backward."""
+    g = _fwd(2, 7)
+    assert cols_info(api.problem(g)) is not None and not cols_info(api.problem(g))[1]
+    plan = _execute(g, rng, positive=("INPUT_RUNNING_VAR",), ec=_cfg(g, 4))
+    _check_steps(plan)
+    gb = _bwd(2, 7)
+    plan = _execute(gb, rng, positive=("INV_VARIANCE",), ec=_cfg(gb, 4))
+    _check_steps(plan)
+    st, why = api.check_support(g, _cfg(g, 1))
+    assert int(st) != 0 and "16-byte" in why
+
+
+def test_bnf_colsv_default_and_candidates():
+    g = _fwd(32, 256)
+    first = api.get_heuristics(g)[0].config
+    assert first.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG) == 1, COLS_LABELS
+    cands = [c.config.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG) for c in api.get_heuristics(g)]
+    assert set(range(len(COLS_VARIANTS))) <= set(cands)
+    g7 = _fwd(2, 7)    # C % 4 != 0: no 16-byte variant is offered
+    assert {c.config.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG) for c in api.get_heuristics(g7)} <= {0, 4}
+
+
+def test_bnf_colsv_geometry():
+    g = kv.colsv_config(100352, 256, 132, vec=4, blocks_per_sm=5, unroll=4)
+    assert (g.txv, g.ty, g.tiles) == (32, 8, 2)
+    assert g.chunks * g.tiles <= 132 * 5 and g.chunks * g.chunk_rows >= 100352
+    g = kv.colsv_config(70, 7, 132, vec=1, blocks_per_sm=4, unroll=2)
+    assert (g.txv, g.ty, g.tiles) == (8, 32, 1) and g.chunks == 2
