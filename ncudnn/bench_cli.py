@@ -53,9 +53,10 @@ def build_parser(ap=None):
     ap.add_argument("--list", action="store_true", help="list the selected cases and exit")
     ap.add_argument("--shard", metavar="I/N", help="run every N-th selected case starting at I (0-based): one "
                     "shard per GPU, merged afterwards with --merge")
-    ap.add_argument("--merge", nargs="+", metavar="DIR", help="merge the results.json of shard directories into "
-                    "--out (report and charts redrawn)")
-    ap.add_argument("--report", metavar="DIR", help="redraw report.md and the charts from DIR/results.json")
+    ap.add_argument("--merge", nargs="+", metavar="DIR", help="merge the results.json of shard directories (or "
+                    "--pack tarballs) into --out: report and charts drawn from the merged rows")
+    ap.add_argument("--report", metavar="DIR", help="redraw report.md and the charts from DIR/results.json (DIR: "
+                    "a directory, or a tarball from --pack, redrawn into --out when given)")
     ap.add_argument("--tune-budget", type=float, metavar="S", help="seconds of autotuning per case for --tune "
                     "(default 30 full, 15 quick); configs are timed in the heuristic's order until it is spent")
     ap.add_argument("--pack", nargs="?", const="", metavar="TGZ", help="also pack the results directory into one "
@@ -103,8 +104,12 @@ def _overhead(out_dir, env):
     env_vars["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env_vars.get("PYTHONPATH")]))
     res, started = {}, time.time()
     for name, script in (("ncudnn", "bench_plan_overhead.py"), ("cudnn_frontend", "fe_overhead.py")):
-        p = subprocess.run([sys.executable, str(ROOT / "bench" / script)], capture_output=True, text=True,
-                           timeout=1200, cwd=ROOT, env=env_vars)
+        try:
+            p = subprocess.run([sys.executable, str(ROOT / "bench" / script)], capture_output=True, text=True,
+                               timeout=180, cwd=ROOT, env=env_vars)
+        except (OSError, subprocess.SubprocessError) as e:  # a hung or missing script: recorded, not fatal
+            res[name] = {"rc": None, "error": f"{type(e).__name__}: {e}"[:400]}
+            continue
         print(p.stdout[-4000:], end="")
         res[name] = {"rc": p.returncode, "stdout_tail": p.stdout[-4000:], "stderr_tail": p.stderr[-2000:]}
     for f in (ROOT / "bench" / "results").glob("*overhead*.json"):
@@ -140,6 +145,11 @@ def main(argv=None):
         return 0
     if args.report:
         src = pack.results_dir(args.report)   # a tarball is extracted into a temporary directory
+        if args.out and Path(args.out).resolve() != Path(src).resolve():   # ... or redrawn into --out
+            import shutil
+
+            shutil.copytree(src, args.out, dirs_exist_ok=True)
+            src = Path(args.out)
         md, files = report.rerender(src, not args.no_charts)
         print(md)
         print(f"rewrote {', '.join(files)} in {src}")
