@@ -5,7 +5,9 @@ chain (bias per channel, activation, residual) in the fused epilogue.
 Kernel: :mod:`ncudnn.kernels.tc_conv` (the tc_gemm mainloop with a cp.async gather from the image; mainloop
 v3 by default, v4 (one filter tap per k tile) where C % BLOCK_K == 0, v1 through the KERNEL_CFG knob).
 Knobs (cudnnBackendKnobType_t): TILE_SIZE indexes :data:`TILES`, STAGES (2-4), SWIZZLE (GROUP_M 1 or
-8), EDGE fixed (predicated edges, zero-filled padding). Refused with a reason: dgrad / wgrad, groups,
+8), EDGE fixed (predicated edges, zero-filled padding), SPLIT_K (1-8: the k tiles split over grid y, fp32
+partials in the workspace, then the ordered reduce of :mod:`ncudnn.kernels.tc_conv.splitk` applies the
+epilogue once; deterministic; offered for grids of fewer CTAs than SMs, e.g. ResNet's 7x7 / 14x14 layers). Refused with a reason: dgrad / wgrad, groups,
 3-D, CONVOLUTION mode (flipped filter), NCHW activations, C % 8 != 0 unless x and w are packed
 (then they are zero-padded to a multiple of 8 channels in the workspace first: the stem), non-KRSC filters, output or
 residual rows that are not ``m * stride`` over the (n, p, q) pixels, math types without tensor cores.
@@ -15,7 +17,8 @@ import numpy as np
 from ..kernels import kcache
 from ..kernels.tc_conv import check_conv, conv_args, conv_grid, make_tc_conv_fprop
 from ..kernels.tc_conv.pad import PAD_THREADS, make_pad_channels, pad_grid
-from ..types import cudnnBackendLayoutType_t, cudnnStatus_t
+from ..kernels.tc_conv.splitk import make_split_reduce, partial_args, reduce_args, reduce_launch, workspace_bytes
+from ..types import cudnnBackendKnobType_t, cudnnBackendLayoutType_t, cudnnStatus_t
 from . import gemm_common as gc
 from .conv_common import conv_problem
 from .registry import register
@@ -23,6 +26,7 @@ from .tc_engine_base import HALF, TcEngineBase, check_aligned, epilogue_flats, t
 from .tc_engine_base import tile as _t
 
 S = cudnnStatus_t
+K = cudnnBackendKnobType_t
 
 #: block tiles, best first for large problems (eff: estimates from the matmul figure less the gather;
 #: 128x256 ranks below 128x128 until measured; 256x128 spilled in the sm_90 compile check: left out)
@@ -134,6 +138,7 @@ class ConvTcEngine(TcEngineBase):
     TILES = TILES
     PROBLEM_MEMO = "_conv_problem"
     EDGE_LABEL = "predicated edges, zero-filled padding"
+    SPLITS = (1, 2, 3, 4, 6, 8)
 
     def _problem(self, sub):
         return _TcConv(sub)
@@ -154,7 +159,8 @@ class ConvTcEngine(TcEngineBase):
             p = self.problem(sub)
         except gc.Reject:
             return 0
-        return super().workspace_size(sub, cfg) + sum(p.pad_bytes)
+        split = cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1)
+        return super().workspace_size(sub, cfg) + sum(p.pad_bytes) + _round256(workspace_bytes(p.M, p.N, split))
 
     def kernel_config(self, sub, cfg):
         """The kernel TcGemmConfig of ``cfg``: mainloop v3 becomes v4 (the one-tap gather) when C is a
@@ -170,15 +176,31 @@ class ConvTcEngine(TcEngineBase):
         dts = p.cp.dtypes
         kern = make_tc_conv_fprop(c, dts[0], p.epi.spec, dts[3], dts[4])
         tf = gc.typing_flat
-        typing = self._args(p, kern, tf(dts[0]), tf(dts[1]), tf(dts[2]), tf(dts[3]), tf(dts[4]), 1.0)
-        key = gc.key_text("tc_conv_fprop", c, dts, kern.epi)
+        split = c.SPLIT_K
+        if split > 1:   # the kernel writes fp32 partials (kern.cfg: SPLIT_K 2, shared by every split)
+            typing = self._partial_args(p, kern, tf(dts[0]), tf(dts[1]), tf("float32"))
+        else:
+            typing = self._args(p, kern, tf(dts[0]), tf(dts[1]), tf(dts[2]), tf(dts[3]), tf(dts[4]), 1.0)
+        key = gc.key_text("tc_conv_fprop", kern.cfg, dts, kern.epi)
         plan = self._plan(TcConvPlan, sub, cfg, ctx, p, kern, key, typing)
+        plan.split, plan.reduce = split, None
+        if split > 1:
+            red = make_split_reduce(p.epi.spec, dts[3], dts[4], split)
+            rt = reduce_args(tf("float32"), split, tf(dts[2]), tf(dts[3]), tf(dts[4]), 1, 1, 1, 1)
+            plan.reduce = kcache.get_or_compile(gc.key_text("tc_conv_split_reduce", red.py_func.__name__, kern.epi,
+                                                            dts), lambda: red, gc.argtypes(rt))
         plan.padk = None
         if p.pad:
             st = gc.typing_flat(dts[0])
             plan.padk = kcache.get_or_compile(gc.key_text("tc_conv_pad_channels", dts[0]), make_pad_channels,
                                               gc.argtypes((st, st, np.int64(0), np.int64(0), np.int64(0))))
         return plan
+
+    @staticmethod
+    def _partial_args(p, kern, x, w, ws):
+        g = p.cp.g
+        return partial_args(kern, x, w, ws, g.N, p.Cp, g.DHW[1], g.DHW[2], g.K, p.P, p.Q, p.R, p.S, g.stride[1:],
+                            g.pad[1:], g.dil[1:], p.x_strides, p.w_k)
 
     @staticmethod
     def _args(p, kern, x, w, y, bias, res, alpha):
@@ -207,5 +229,15 @@ class TcConvPlan(gc.BlockPlan):
             x, w = xp, wp
         check_aligned("conv_tc", (("x", x), ("w", w)))
         out, bias, res = epilogue_flats(p.epi, views)
-        args = ConvTcEngine._args(p, kern, x, w, out, bias, res, gc.alpha_of(p.epi, views, cp.alpha, self.sub))
+        alpha = gc.alpha_of(p.epi, views, cp.alpha, self.sub)
+        if self.split > 1:   # fp32 partials after the padded copies, then the reduce with the epilogue
+            ws = gc.Flat(scratch.ptr + sum(p.pad_bytes), workspace_bytes(p.M, p.N, self.split) // 4, np.float32)
+            args = ConvTcEngine._partial_args(p, kern, x, w, ws)
+            grid = conv_grid(kern, g.N, p.P, p.Q, g.K, self.split)
+            rg, rt = reduce_launch(self.split, p.M, p.N)
+            rargs = reduce_args(ws, self.split, out, bias, res, p.M, p.N, p.ldc_m, p.ldc_n, cp.bias_stride, p.res_m,
+                                p.res_n, alpha, cp.beta)
+            return pre + [self.bl.prepare(grid, kern.cfg.threads, args, kern.smem),
+                          self.reduce.prepare((rg, 1, 1), (rt, 1, 1), rargs, 0)]
+        args = ConvTcEngine._args(p, kern, x, w, out, bias, res, alpha)
         return pre + [self.bl.prepare(conv_grid(kern, g.N, p.P, p.Q, g.K), kern.cfg.threads, args, kern.smem)]

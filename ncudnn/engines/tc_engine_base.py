@@ -58,7 +58,8 @@ def tile_config(tiles, cfg):
     c = t.cfg.replace(STAGES=cfg.get(K.CUDNN_KNOB_TYPE_STAGES, t.stages),
                       GROUP_M=cfg.get(K.CUDNN_KNOB_TYPE_SWIZZLE, 8))
     if isinstance(c, TcGemmConfig):
-        c = c.replace(VERSION=cfg.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG, DEFAULT_VERSION))
+        c = c.replace(VERSION=cfg.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG, DEFAULT_VERSION),
+                      SPLIT_K=cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 1))
     return c
 
 
@@ -85,6 +86,13 @@ class TcEngineBase(Engine):
     PROBLEM_MEMO = "_tc_problem"
     #: what the one EDGE knob value means
     EDGE_LABEL = "predicated edges"
+    #: SPLIT_K values the candidates offer (the k tiles over grid y, fp32 partials in the workspace, an
+    #: ordered reduce with the epilogue); (1,): no split, and no SPLIT_K knob
+    SPLITS = (1,)
+    #: a split is offered while the unsplit grid has fewer CTAs than this many SMs' worth
+    SPLIT_BELOW_WAVES = 1.0
+    #: and while every slice keeps at least this many k tiles
+    SPLIT_MIN_KTILES = 8
 
     # ---------------------------------------------------------------- problem
     def _problem(self, sub):
@@ -154,7 +162,8 @@ class TcEngineBase(Engine):
                 KnobSpec(K.CUDNN_KNOB_TYPE_STAGES, 2, 4, 1, tiles[0].stages),
                 KnobSpec(K.CUDNN_KNOB_TYPE_SWIZZLE, 1, 8, 1, 8),
                 KnobSpec(K.CUDNN_KNOB_TYPE_EDGE, 1, 1, 1, 1, (self.EDGE_LABEL,)),
-                KnobSpec(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 1, 3, 2, DEFAULT_VERSION))   # mainloop version 1 or 3
+                KnobSpec(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 1, 3, 2, DEFAULT_VERSION)) + (   # mainloop version 1 or 3
+            (KnobSpec(K.CUDNN_KNOB_TYPE_SPLIT_K, 1, max(self.SPLITS), 1, 1),) if len(self.SPLITS) > 1 else ())
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
@@ -163,8 +172,19 @@ class TcEngineBase(Engine):
         sw = cfg.get(K.CUDNN_KNOB_TYPE_SWIZZLE)
         if sw & (sw - 1):
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: SWIZZLE = {sw} is not a power of 2"
-        ok, why = check(self.tc_config(cfg))
-        return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}")
+        c = self.tc_config(cfg)
+        ok, why = check(c)
+        if not ok:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}"
+        if c.SPLIT_K > 1:
+            try:
+                kt = gc.ceil_div(self.gemm_shape(self.problem(sub))[2], c.BLOCK_K)
+            except gc.Reject as e:
+                return e.status, e.reason
+            if c.SPLIT_K > kt:
+                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: SPLIT_K {c.SPLIT_K} > {kt} k tiles " \
+                    f"(BLOCK_K {c.BLOCK_K})"
+        return OK
 
     def extra_notes(self, p):
         """Numerical notes of the problem beyond TENSOR_CORE (e.g. DOWN_CONVERT_INPUTS)."""
@@ -182,14 +202,26 @@ class TcEngineBase(Engine):
         """The simulator's tile index list for a tiny problem (default: the last tile)."""
         return [len(self.TILES) - 1]
 
+    def _splits(self, M, N, K_, B, c, dev):
+        """The SPLIT_K values of :data:`SPLITS` worth ranking for tile config ``c``: 1, and the splits while
+        the unsplit grid is under SPLIT_BELOW_WAVES waves of the device's SMs and each slice keeps
+        SPLIT_MIN_KTILES k tiles."""
+        ctas = gc.ceil_div(M, c.BLOCK_M) * gc.ceil_div(N, c.BLOCK_N) * B
+        sms = dev.sm_count if dev is not None else 132
+        kt = gc.ceil_div(K_, c.BLOCK_K)
+        return [s for s in self.SPLITS
+                if s == 1 or (ctas < self.SPLIT_BELOW_WAVES * sms and kt >= s * self.SPLIT_MIN_KTILES)]
+
     def candidates(self, sub, ctx):
-        """One config per useful tile (its STAGES, SWIZZLE 8 when more than 8 tile rows), cheapest first."""
+        """One config per useful tile (its STAGES, SWIZZLE 8 when more than 8 tile rows, with a device its
+        cheapest SPLIT_K of :meth:`_splits`), cheapest first."""
         try:
             p = self.problem(sub)
         except gc.Reject:
             return ()
         tiles = self.TILES
-        M, N, _, B = self.gemm_shape(p)
+        M, N, K_, B = self.gemm_shape(p)
+        dev = ctx.device if ctx is not None else None
         base = self.default_config(sub)
         idx = [i for i, t in enumerate(tiles)
                if t.cfg.BLOCK_M <= 2 * max(M, 16) and t.cfg.BLOCK_N <= 2 * max(N, 16)] or [len(tiles) - 1]
@@ -199,10 +231,14 @@ class TcEngineBase(Engine):
         for i in idx:
             t = tiles[i]
             sw = 8 if gc.ceil_div(M, t.cfg.BLOCK_M) > 8 else 1
-            out.append(base.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, i).with_knob(K.CUDNN_KNOB_TYPE_STAGES, t.stages)
-                       .with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, sw))
+            c = base.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, i).with_knob(K.CUDNN_KNOB_TYPE_STAGES, t.stages) \
+                .with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, sw)
+            if dev is not None and len(self.SPLITS) > 1:   # the tile's cheapest SPLIT_K
+                alts = [c.with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K, x) for x in self._splits(M, N, K_, B, t.cfg, dev)]
+                alts = [a for a in alts if self.keep(sub, a, ctx)[0] == S.CUDNN_STATUS_SUCCESS] or [c]
+                c = min(alts, key=lambda a: self.cost(sub, a, dev))
+            out.append(c)
         out = [c for c in out if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
-        dev = ctx.device if ctx is not None else None
         if dev is not None:
             out.sort(key=lambda c: self.cost(sub, c, dev))
         return tuple(out)
@@ -238,7 +274,7 @@ class TcEngineBase(Engine):
         in_b, out_b, extra, peak = self.cost_terms(p)
         return H.gemm_time(device, M, N, K_, batch=B, tile=(c.BLOCK_M, c.BLOCK_N), threads=c.threads, regs=t.regs,
                            smem=smem, in_bytes=in_b, out_bytes=out_b, peak=peak, extra_bytes=extra,
-                           compute_eff=min(eff, 1.0)) + gc.tail_time(sub, p.epi.out)
+                           compute_eff=min(eff, 1.0), split_k=c.SPLIT_K) + gc.tail_time(sub, p.epi.out)
 
     # ---------------------------------------------------------------- build
     def _plan(self, plan_cls, sub, cfg, ctx, p, kern, key, typing):

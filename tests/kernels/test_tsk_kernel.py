@@ -97,9 +97,9 @@ def test_tsk_split_name_and_check():
 
 @pytest.mark.slow
 def test_tsk_sm90_no_spills():
-    """The registered split-K conv cases (kernels/tc_conv/cases.py) link for sm_90: no spills, no stack."""
+    """The registered split-K conv cases (kernels/tc_conv/split_cases.py) link for sm_90: no spills, no stack."""
     from ncudnn.kernels import compile_check
-    from ncudnn.kernels.tc_conv.cases import TC_CONV_SPLIT_CASES
+    from ncudnn.kernels.tc_conv.split_cases import TC_CONV_SPLIT_CASES
     names = [c[0] for c in TC_CONV_SPLIT_CASES]
     assert set(names) <= set(compile_check.registered_cases())
     results = compile_check.run_compile_check(names, timeout=3000, jobs=2)

@@ -13,10 +13,6 @@ _BIAS_RELU = ep.EpilogueSpec((ep.bias("col"), ep.relu()), "bfloat16")
 #: (case name, config, in dtype, EpilogueSpec, bias dtype, residual dtype)
 TC_CONV_CASES = tuple((f"tc_conv_bf16_bias_relu_{c.name}", c, "bfloat16", _BIAS_RELU, "bfloat16", "bfloat16")
                       for v in (1, 3, 4) for c in (x.replace(VERSION=v) for x in CONV_CONFIGS))
-#: the split-K partial kernels (fp32 workspace output) of the tiles conv_tc splits, v4 and v3 mainloops
-TC_CONV_SPLIT_CASES = tuple((f"tc_conv_splitk_{c.BLOCK_M}x{c.BLOCK_N}_w{c.WARPS_M}x{c.WARPS_N}_ver{c.VERSION}",
-                             c.replace(SPLIT_K=2), "bfloat16", _BIAS_RELU, "bfloat16", "bfloat16")
-                            for v in (3, 4) for c in (x.replace(VERSION=v) for x in CONV_CONFIGS))
 
 
 def signature(in_dtype, epi, bias_dtype, res_dtype):
@@ -39,11 +35,6 @@ def register_tc_conv_cases():
         kern.kernel.py_func.__module__ = __name__
         register_compile_case(name, kern.kernel, signature(ind, epi, bias_dt, res_dt), max_registers=255,
                               max_local_bytes=0)
-    for name, cfg, ind, epi, bias_dt, res_dt in TC_CONV_SPLIT_CASES:   # output: the fp32 workspace
-        kern = make_tc_conv_fprop(cfg, ind, epi, bias_dt, res_dt)
-        kern.kernel.py_func.__module__ = "ncudnn.kernels.tc_conv.splitk"
-        register_compile_case(name, kern.kernel, signature(ind, ep.EpilogueSpec(epi.steps, "float32"), bias_dt, res_dt),
-                              max_registers=255, max_local_bytes=0)
 
 
 if register_compile_case is not None:

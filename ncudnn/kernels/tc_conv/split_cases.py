@@ -1,0 +1,29 @@
+"""Split-K tensor-core conv partial kernels (fp32 workspace output, kernels/tc_conv/splitk.py) registered
+with the sm_90 compile check (no spills, no local memory): conv_tc's tiles, mainloops v3 and v4. Imported
+by ``python -m ncudnn.kernels.compile_check``; registering compiles nothing."""
+from .. import epilogue as ep
+from .cases import _BIAS_RELU, signature
+from .fprop import CONV_CONFIGS, make_tc_conv_fprop
+
+try:
+    from ..compile_check import register_compile_case
+except ImportError:            # the registry is optional: without it nothing is registered
+    register_compile_case = None
+
+#: (case name, config, in dtype, EpilogueSpec, bias dtype, residual dtype)
+TC_CONV_SPLIT_CASES = tuple((f"tc_conv_splitk_{c.BLOCK_M}x{c.BLOCK_N}_w{c.WARPS_M}x{c.WARPS_N}_ver{c.VERSION}",
+                             c.replace(SPLIT_K=2), "bfloat16", _BIAS_RELU, "bfloat16", "bfloat16")
+                            for v in (3, 4) for c in (x.replace(VERSION=v) for x in CONV_CONFIGS))
+
+
+def register_split_cases():
+    for name, cfg, ind, epi, bias_dt, res_dt in TC_CONV_SPLIT_CASES:
+        kern = make_tc_conv_fprop(cfg, ind, epi, bias_dt, res_dt)
+        kern.kernel.py_func.__module__ = __name__
+        # the partial kernel's output, bias and residual arrays are the fp32 workspace
+        register_compile_case(name, kern.kernel, signature(ind, ep.EpilogueSpec(epi.steps, "float32"), "float32",
+                                                           "float32"), max_registers=255, max_local_bytes=0)
+
+
+if register_compile_case is not None:
+    register_split_cases()
