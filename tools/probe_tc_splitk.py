@@ -14,7 +14,7 @@ vs the float64 oracle (torch float64 conv of the same BF16 inputs, first NREF = 
 Frobenius norm, CTAs (grid
 x * y). Timing: tools/probe_timing.flushed_median_ms (median of --reps CUDA-event runs, L2 flushed
 before each). Last: per layer the best variant, and the conv_tc ranking (first three configs with
-predicted ms) for all 8 BF16 layers of the bench's conv set.
+predicted ms) for all 8 BF16 layers of the bench's conv set, with and without split-K.
 """
 import argparse
 import math
@@ -39,6 +39,7 @@ TILES = (
     ("128x64 w2x2 s4", 128, 64, 2, 2, 4),
     ("64x128 w2x2 s4", 64, 128, 2, 2, 4),
     ("64x64 w2x2 s4", 64, 64, 2, 2, 4),
+    ("128x256 w2x4 s3", 128, 256, 2, 4, 3),
 )
 
 
@@ -180,9 +181,7 @@ def main(argv=None):
     flush = torch.empty(64 * 1024 * 1024 // 4, device="cuda", dtype=torch.float32)
     tiles = [TILES[i] for i in args.tiles] if args.tiles is not None else list(TILES)
     ratios = []
-    for lay in LAYERS:
-        if not any(lay[0].startswith(n) for n in args.layers):
-            continue
+    for lay in [x for n in args.layers for x in LAYERS if x[0].startswith(n)]:
         try:
             r = layer(*lay, args.n, tiles, args.splits, args.reps, args.budget, flush)
         except Exception:
@@ -199,6 +198,12 @@ def main(argv=None):
             eng = registry.by_name("conv_tc")
             for lay in LAYERS:
                 print(f"   conv_tc ranking {lay[0]}: {ranking(eng, *lay, args.n)}", flush=True)
+            splits, eng.SPLITS = eng.SPLITS, (1,)     # the ranking without split-K
+            try:
+                for lay in LAYERS:
+                    print(f"   conv_tc ranking without split {lay[0]}: {ranking(eng, *lay, args.n)}", flush=True)
+            finally:
+                eng.SPLITS = splits
         except Exception:
             traceback.print_exc()
     print(f"probe_tc_splitk done in {time.time() - T0:.0f} s", flush=True)
