@@ -243,7 +243,8 @@ def pool_cases():
             reads = n * c * p * p + (n * c * h * h if op == "max_pool_bwd" else 0)
             out.append(mem_case("pool", op, f"3x3s2_n{n}c{c}h{h}_{layout}",
                                 dict(n=n, c=c, h=h, w=h, r=3, stride=2, pad=1, p=p, q=p), reads,
-                                n * c * h * h, 9 * p * p / (h * h), layout=layout))
+                                n * c * h * h, 9 * p * p / (h * h), layout=layout,
+                                quick=layout == "nhwc" and op == "avg_pool_bwd"))
     return out
 
 

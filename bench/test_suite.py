@@ -13,7 +13,7 @@ import pytest
 
 from bench import cases as C
 from bench.harness import run_impl
-from bench.suite import case_setup, detect, mode_of
+from bench.suite import TUNE_BUDGET_S, case_setup, detect, mode_of
 from bench.timing import BUDGET_S, REPS, WARMUP, make_clock
 
 _state = {}   # the current case's inputs and implementations
@@ -50,14 +50,14 @@ def test_case(case_impl, env, benchmark, request):
     quick = request.config.getoption("--bench-quick")
     if env.simulator:
         quick = False  # mode "sim" below
-    st = _setup(case, env, request.config.getoption("--bench-tune"))
+    mode = mode_of(quick, env.simulator)
+    st = _setup(case, env, TUNE_BUDGET_S[mode] if request.config.getoption("--bench-tune") else False)
     impl = st["impls"].get(name)
     if impl is None:
         pytest.skip(f"{name} is not available here ({', '.join(env.missing) or 'not offered for this case'})")
     if "c" not in _clock:
         _clock["c"] = make_clock(env.torch_ok, env.simulator)
     clock = _clock["c"]
-    mode = mode_of(quick, env.simulator)
     captured = {}
     orig = impl.prepare
 
