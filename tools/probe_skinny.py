@@ -13,7 +13,8 @@ L2 flushed before every run, median of --reps) cuBLAS (torch.matmul, allow_tf32 
 * the heuristics' top --top configs (mode A on this device; ``h1`` is the first pick), with the
   model's predicted time beside the measured one;
 * ``old``: the config the heuristics picked before the skinny tiles (session-4 benchmark);
-* ``grid``: the fast tiles (128x128, 128x64, 64x128, 64x64 t8x8, 64x64 t8x4) at SPLIT_K 1/2/4/8.
+* ``grid``: the fast tiles (t0 128x128, t9 128x64, t10 64x128, t11 64x64 t8x8, t12 64x64 t8x4, t13 128x64
+  capped at 128 registers) at SPLIT_K 1/2/4/8.
 
 Every config is first checked against a float64 product (torch, on the GPU) of the same inputs:
 ``err`` = max |C - C64| / max |C64|; a config over 1e-5 is marked WRONG and never BEST. TFLOP/s =
@@ -37,7 +38,7 @@ OLD_PICKS = {(16384, 64, 4096): ("matmul_simt", 1, 1, 8), (16, 8192, 8192): ("ma
              (65536, 1024, 64): ("matmul_simt", 0, 1, 8), (8192, 8192, 256): ("matmul_simt", 0, 1, 8),
              (1024, 1024, 1024): ("matmul_simt", 1, 2, 1)}
 #: matmul_simt TILE_SIZE values of the fast tiles (gemm_common.SIMT_TILES)
-FAST_TILES = (0, 9, 10, 11, 12)
+FAST_TILES = (0, 9, 10, 11, 12, 13)
 GRID_SPLITS = (1, 2, 4, 8)
 TOL = 1e-5
 
@@ -132,6 +133,9 @@ def kernel_group(engine, knobs):
 
 def compile_group(items):
     """Worker: build the plans of ``items`` [(shape, engine, knobs)] (their kernels land in the cache)."""
+    import warnings
+
+    warnings.simplefilter("ignore")
     from ncudnn.engines import api
 
     t0 = time.time()
@@ -185,6 +189,9 @@ def main():
     ap.add_argument("--jobs", type=int, default=min(12, max(1, (os.cpu_count() or 2) - 2)))
     ap.add_argument("--no-grid", action="store_true", help="heuristic and old configs only")
     args = ap.parse_args()
+    import warnings
+
+    warnings.simplefilter("ignore")
     t_start = time.time()
     deadline = t_start + args.budget
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",") if s] or list(SHAPES)

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import epilogue as ep
-from .config import CONFIGS, FAST_SMALL
+from .config import CONFIGS, FAST_SKINNY, FAST_SMALL
 from .gemm import gemm_args, make_gemm
 from .launch import kernel_args, signature
 from .transpose import make_pixels_last
@@ -45,7 +45,14 @@ GEMM_CASES = (
         ep.EpilogueSpec((ep.bias("col"), ep.relu()))),
        ("gemm_f32_128x128_splitk4_atomic", CONFIGS[0].replace(SPLIT_K=4, SPLIT_MODE="atomic"), "mk",
         "kn", ("float32",) * 3, ep.EpilogueSpec()),
-       ("gemm_f64_64x64_t4x4", CONFIGS[5], "mk", "kn", ("float64",) * 3, ep.EpilogueSpec())])
+       ("gemm_f64_64x64_t4x4", CONFIGS[5], "mk", "kn", ("float64",) * 3, ep.EpilogueSpec())]
+    # the skinny-matmul fast tiles (engines/gemm_common.FAST_SKINNY_TILES) on row-major A and B
+    + [(f"gemm_fast_{c.BLOCK_M}x{c.BLOCK_N}_t{c.THREAD_M}x{c.THREAD_N}_mk_kn", c, "mk", "kn", ("float32",) * 3,
+        ep.EpilogueSpec()) for c in FAST_SKINNY]
+    + [("gemm_fast_128x64_mk_kn_splitk4", FAST_SKINNY[0].replace(SPLIT_K=4, SWIZZLE=8), "mk", "kn",
+        ("float32",) * 3, ep.EpilogueSpec()),
+       ("gemm_fast_64x64_t8x4_mk_kn_splitk8", FAST_SKINNY[3].replace(SPLIT_K=8), "mk", "kn", ("float32",) * 3,
+        ep.EpilogueSpec())])
 
 
 #: 1x1 conv wgrad (engines/conv_gemm_1x1.py): NHWC one GEMM with both operands outer-fast ("km", "kn"),
