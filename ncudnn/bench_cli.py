@@ -234,7 +234,13 @@ def main(argv=None):
         meta["timing"] = timing_text(clock)
     if args.overhead and env.gpu:
         out_dir.mkdir(parents=True, exist_ok=True)
-        meta["overhead"] = _overhead(out_dir, env)
+        restore = _sigterm_as_interrupt()
+        try:
+            meta["overhead"] = _overhead(out_dir, env)
+        except KeyboardInterrupt:
+            meta["overhead"] = {"error": "interrupted (SIGINT / SIGTERM)"}
+        finally:
+            restore()
     md, files = report.write(out_dir, meta, sel, rows, peaks, bw_roof, not args.no_charts)
     print(md)
     print(f"ncudnn bench: {len(rows)} rows in {meta['wall_s']:.0f} s; {meta['stopped']}; "

@@ -7,7 +7,9 @@
 #   WHAT=tune   bash tools/bench_run.sh   # --quick --tune               (per-case tuning budget 15 s)
 #   WHAT=shard SHARD=0/2 bash tools/bench_run.sh   # every 2nd case of the full suite (one 10-min call each)
 #   WHAT=full2  bash tools/bench_run.sh   # two GPUs: shards 0/2 and 1/2 side by side, merged into full.tgz
-#   ARGS="--filter gemm" adds options; MIN=minutes overrides the run's --max-minutes.
+#   ARGS="--filter gemm" adds options; MIN=minutes overrides the run's --max-minutes; NAME the file names;
+#   the run's `timeout` is MIN minutes + SLACK s (45, or 150 with --overhead: it runs after the cases).
+#   Quick in two calls of < 2.5 min:  WHAT=shard SHARD=0/2 NAME=quick0 ARGS="--quick --overhead" MIN=1.5, then 1/2
 # The run stops cleanly at --max-minutes (between cases) or on the SIGTERM of its `timeout` (at once),
 # writing what ran; results.json is rewritten after every case in any case.
 set -u
@@ -21,9 +23,10 @@ export NCUDNN_CACHE_DIR=${NCUDNN_CACHE_DIR:-$PWD/.kcache}
 [ -f .gpustate/commit ] && export NCUDNN_GIT_COMMIT=$(cat .gpustate/commit)
 RUNS=/tmp/ncudnn-bench-runs; mkdir -p "$RUNS"
 
-run() {  # run NAME MINUTES OPTIONS...: one bench run, SIGTERM 45 s past its budget, packed into $OUT/NAME.tgz
+run() {  # run NAME MINUTES OPTIONS...: one bench run, SIGTERM $SLACK s past its budget, packed into $OUT/NAME.tgz
   local name=$1 min=$2; shift 2
-  timeout -s TERM -k 30 $(python3 -c "print(int($min * 60 + 45))") python3 -m ncudnn bench --no-charts \
+  case " $* ${ARGS:-} " in *" --overhead "*) slack=${SLACK:-150} ;; *) slack=${SLACK:-45} ;; esac
+  timeout -s TERM -k 30 $(python3 -c "print(int($min * 60 + $slack))") python3 -m ncudnn bench --no-charts \
     --max-minutes "$min" --out "$RUNS/$name" --pack "$OUT/$name.tgz" "$@" ${ARGS:-} > "$OUT/$name.log" 2>&1
   echo "$name rc $?" >> "$OUT/$name.log"
   # a run killed before its own --pack still left results.json (rewritten after every case): pack it here
@@ -32,9 +35,9 @@ run() {  # run NAME MINUTES OPTIONS...: one bench run, SIGTERM 45 s past its bud
 }
 
 case "${WHAT:-quick}" in
-  quick) run quick "${MIN:-4.5}" --quick --overhead ;;
-  tune)  run quick_tune "${MIN:-7.5}" --quick --tune ;;
-  shard) run "full${SHARD%%/*}" "${MIN:-8}" --shard "${SHARD:-0/2}" ;;
+  quick) run "${NAME:-quick}" "${MIN:-4.5}" --quick --overhead ;;
+  tune)  run "${NAME:-quick_tune}" "${MIN:-7.5}" --quick --tune ;;
+  shard) SHARD=${SHARD:-0/2}; run "${NAME:-full${SHARD%%/*}}" "${MIN:-8}" --shard "$SHARD" ;;
   full2) CUDA_VISIBLE_DEVICES=0 run full0 "${MIN:-8}" --shard 0/2 --overhead &
          CUDA_VISIBLE_DEVICES=1 run full1 "${MIN:-8}" --shard 1/2 &
          wait
