@@ -1,7 +1,7 @@
 """GPU probe of wgmma operand encodings: one warpgroup, one block, known random bf16 / f16 inputs staged
 in shared memory under several candidate layouts / descriptor encodings, compared with a float64 oracle.
 
-``python tools/probe_wgmma.py`` runs every variant, each worker process restarted after a fault so one
+``python tools/probe_wgmma.py`` runs every variant (``--only tf32``: the TF32 ones), each worker process restarted after a fault so one
 bad encoding does not hide the others; prints one line per variant (PASS / FAIL, max error, wrong count)
 and, for a failure, the first wrong elements with where in the oracle the value actually lives.
 ``--list`` names the variants; ``--only NAME[,NAME]`` runs some. Needs an sm_90 GPU.
@@ -25,8 +25,8 @@ from ncudnn.kernels.wgmma import layout as L  # noqa: E402
 # "mi" MN-major interleaved (core = 8 k rows x 8 mn; k cores 128 B apart, mn groups KC*128 apart).
 
 
-def _ops(kind, K, rows, swap=False):
-    KC = K // 8
+def _ops(kind, K, rows, swap=False, esz=2):
+    KC = K * esz // 16          # 16-byte core-matrix columns along k
     if kind == "ki":
         lbo, sbo = 128, KC * 128
         return dict(kind=kind, lbo=sbo if swap else lbo, sbo=lbo if swap else sbo, swz=0, step=256)
@@ -42,8 +42,9 @@ def _ops(kind, K, rows, swap=False):
 
 
 def _v(name, n, K, a, b, dtype="bf16", a_swap=False, b_swap=False):
+    esz = 4 if dtype == "tf32" else 2
     return dict(name=name, n=n, K=K, dtype=dtype, ta=a.startswith("m"), tb=b.startswith("m"),
-                A=_ops(a, K, 64, a_swap), B=_ops(b, K, n, b_swap))
+                A=_ops(a, K, 64, a_swap, esz), B=_ops(b, K, n, b_swap, esz))
 
 
 VARIANTS = [
@@ -64,13 +65,26 @@ VARIANTS = [
     _v("ms_ks_n128_k64", 128, 64, "ms", "ks"),
     _v("ki_mi_n64_k64_lboK", 64, 64, "ki", "mi"),
     _v("ki_mi_n64_k64_lboMN", 64, 64, "ki", "mi", b_swap=True),
+    # TF32 (m64nNk8, 4-byte elements, K-major only): a 128-byte swizzled row holds 32 k, a k8 step is 32 bytes
+    _v("tf32_ks_ks_n64_k32", 64, 32, "ks", "ks", "tf32"),
+    _v("tf32_ks_ks_n128_k32", 128, 32, "ks", "ks", "tf32"),
+    _v("tf32_ks_ks_n256_k32", 256, 32, "ks", "ks", "tf32"),
+    _v("tf32_ki_ki_n64_k32_lboK", 64, 32, "ki", "ki", "tf32"),
 ]
+TF32 = [v["name"] for v in VARIANTS if v["dtype"] == "tf32"]
 
 
-def _offset(op, K, row, k):
-    """Byte offset of element (row = m or n, k) of an operand in its image."""
+def _offset(op, K, row, k, esz=2):
+    """Byte offset of element (row = m or n, k) of an operand in its image (``esz`` bytes per element;
+    4-byte elements: K-major layouts only, 4 to a 16-byte chunk)."""
     kind = op["kind"]
-    KC = K // 8
+    KC = K * esz // 16
+    if esz == 4:
+        if kind == "ks":
+            return row * 128 + L.sw128_chunk(row, k >> 2) * 16 + (k & 3) * 4
+        if kind == "ki":
+            return (row >> 3) * KC * 128 + (k >> 2) * 128 + (row & 7) * 16 + (k & 3) * 4
+        raise ValueError(f"{kind}: 4-byte elements are K-major only")
     if kind == "ki":
         return L.kmajor_interleaved_offset(row, k, 128, KC * 128)
     if kind == "ks":
@@ -82,24 +96,36 @@ def _offset(op, K, row, k):
     raise ValueError(kind)
 
 
+def _tf32_trunc(x):
+    return (np.asarray(x, np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def _tf32_rna(x):
+    """Round to nearest, ties away from zero, to 10 mantissa bits (cvt.rna.tf32.f32)."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
+
+
 def build_image(v, rng):
-    """(image uint16, b_off bytes, A float64 64xK, B float64 KxN) with the operands laid out for ``v``."""
+    """(image uint16, b_off bytes, A float64 64xK, B float64 KxN) with the operands laid out for ``v``
+    (tf32: FP32 words, as stored; A / B returned as stored, unrounded)."""
     import ml_dtypes
     n, K = v["n"], v["K"]
-    dt = ml_dtypes.bfloat16 if v["dtype"] == "bf16" else np.float16
+    dt = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "tf32": np.float32}[v["dtype"]]
+    esz = np.dtype(dt).itemsize
     A = rng.uniform(-1, 1, (64, K)).astype(dt)
     B = rng.uniform(-1, 1, (K, n)).astype(dt)
-    a_bytes = -(-64 * K * 2 // 1024) * 1024
-    b_bytes = -(-n * K * 2 // 1024) * 1024
-    img = np.zeros((a_bytes + b_bytes) // 2, dtype=np.uint16)
-    Au, Bu = A.view(np.uint16), B.view(np.uint16)
+    a_bytes = -(-64 * K * esz // 1024) * 1024
+    b_bytes = -(-n * K * esz // 1024) * 1024
+    words = np.zeros((a_bytes + b_bytes) // esz, dtype=np.uint16 if esz == 2 else np.uint32)
+    Au, Bu = A.view(words.dtype), B.view(words.dtype)
     for m in range(64):
         for k in range(K):
-            img[_offset(v["A"], K, m, k) // 2] = Au[m, k]
+            words[_offset(v["A"], K, m, k, esz) // esz] = Au[m, k]
     for j in range(n):
         for k in range(K):
-            img[(a_bytes + _offset(v["B"], K, j, k)) // 2] = Bu[k, j]
-    return img, a_bytes, A.astype(np.float64), B.astype(np.float64)
+            words[(a_bytes + _offset(v["B"], K, j, k, esz)) // esz] = Bu[k, j]
+    return words.view(np.uint16), a_bytes, A.astype(np.float64), B.astype(np.float64)
 
 
 _KERNELS = {}
@@ -160,6 +186,10 @@ def run_variant(v, seed=0):
     n, K = v["n"], v["K"]
     img, b_off, A, B = build_image(v, rng)
     ref = A @ B
+    extra = {}
+    if v["dtype"] == "tf32":   # pass / fail against truncated inputs; also report rounded and exact FP32 inputs
+        ref = _tf32_trunc(A).astype(np.float64) @ _tf32_trunc(B).astype(np.float64)
+        extra = {"rna": _tf32_rna(A).astype(np.float64) @ _tf32_rna(B).astype(np.float64), "fp32": A @ B}
     kern = make_kernel(n, v["dtype"], v["ta"], v["tb"])
     out = np.full(128 * n // 2, np.nan, dtype=np.float32)
     d_img, d_out = cuda.to_device(img), cuda.to_device(out)
@@ -167,7 +197,8 @@ def run_variant(v, seed=0):
     kern[1, 128, 0, smem](d_img, d_out, np.int64(b_off),
                           np.int64(L.desc_const(v["A"]["lbo"], v["A"]["sbo"], v["A"]["swz"])),
                           np.int64(L.desc_const(v["B"]["lbo"], v["B"]["sbo"], v["B"]["swz"])),
-                          np.int64(v["A"]["step"]), np.int64(v["B"]["step"]), np.int64(K // 16),
+                          np.int64(v["A"]["step"]), np.int64(v["B"]["step"]),
+                          np.int64(K // (8 if v["dtype"] == "tf32" else 16)),
                           np.int64(img.size))
     cuda.synchronize()
     got = d_out.copy_to_host().reshape(128, n // 2)
@@ -177,6 +208,8 @@ def run_variant(v, seed=0):
     bad = ~(err <= tol)
     line = f"{'PASS' if not bad.any() else 'FAIL'} {v['name']:26s} max_err {np.nanmax(err):.3e} " \
            f"wrong {int(bad.sum())}/{bad.size}"
+    for name, r in extra.items():
+        line += f" | vs {name} inputs max_err {np.nanmax(np.abs(D - r)):.3e}"
     if bad.any():
         perm = np.allclose(np.sort(D.ravel()), np.sort(ref.ravel()), atol=tol)
         line += f" same-multiset-as-oracle {perm}"
@@ -212,7 +245,9 @@ def main():
         return
     names = [v["name"] for v in VARIANTS]
     if args.only:
-        names = [n for n in names if n in args.only.split(",")]
+        want = set(args.only.split(","))
+        want |= set(TF32) if "tf32" in want else set()
+        names = [n for n in names if n in want]
     if args.list:
         print("\n".join(names))
         return

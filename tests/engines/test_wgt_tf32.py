@@ -52,7 +52,7 @@ def test_wgt_tf32_bias_relu_batched_edges(rng):
     out = out_dev(c)
     api.execute(plan, {1: to_dev(av, a), 2: to_dev(bv, b), 3: to_dev(biasv, bias), 4: out})
     expect = np.maximum(ref_mm(av.astype(np.float64), bv.astype(np.float64)) + biasv, 0)
-    assert_close(read(out, c), expect, 1e-3)
+    assert_close(read(out, c), expect, "tf32")
 
 
 def test_wgt_tf32_refusals_name_the_cause():

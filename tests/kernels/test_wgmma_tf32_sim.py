@@ -12,8 +12,9 @@ from ncudnn.kernels.wgmma.launch import run_wgmma_gemm
 from ncudnn.testing import SIM, assert_close, poison_value, size
 
 SMALL = WgmmaConfig(64, 1, 1, 3)
-#: relative-norm tolerance of a TF32 product (10-bit mantissa inputs, FP32 accumulation)
-TF32_TOL = 1e-3
+#: relative-norm tolerance of a TF32 product: truncated 10-bit mantissas shrink every product by ~7e-4 on
+#: average (ncudnn.testing.TOL["tf32"] = 3e-3)
+TF32_TOL = "tf32"
 
 
 def _device(x):

@@ -25,6 +25,7 @@ class WgmmaConfig:
     GROUP_M: int = 8
     EARLY: int = 0          # 1: loads STAGES - 1 k tiles ahead (one more barrier per k tile), 0: STAGES - 2
     L2PF: int = 0           # cp.async L2 prefetch-size hint in bytes (64, 128, 256), 0: none
+    MNLD: int = 1           # MN-major loads: 1 slot addresses affine in the slot (power-of-two threads), 0 per-slot math
 
     def replace(self, **kw):
         return replace(self, **kw)
@@ -44,7 +45,8 @@ class WgmmaConfig:
     @property
     def name(self):
         return (f"{self.BLOCK_M}x{self.BLOCK_N}x{BLOCK_K}_wg{self.WGS}x{self.MI}_s{self.STAGES}_g{self.GROUP_M}"
-                + ("_early" if self.EARLY else "") + (f"_l2{self.L2PF}" if self.L2PF else ""))
+                + ("_early" if self.EARLY else "") + (f"_l2{self.L2PF}" if self.L2PF else "")
+                + ("_mn0" if not self.MNLD else ""))
 
 
 def stage_bytes(cfg):
@@ -79,6 +81,8 @@ def check(cfg, max_smem=227 * 1024):
         return False, f"L2PF={cfg.L2PF} is not 0, 64, 128 or 256"
     if cfg.EARLY not in (0, 1):
         return False, f"EARLY={cfg.EARLY} is not 0 or 1"
+    if cfg.MNLD not in (0, 1):
+        return False, f"MNLD={cfg.MNLD} is not 0 or 1"
     if smem_bytes(cfg) > max_smem:
         return False, f"{smem_bytes(cfg)} bytes of shared memory > {max_smem}"
     if cfg.GROUP_M < 1:

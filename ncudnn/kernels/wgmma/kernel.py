@@ -79,7 +79,12 @@ class WgmmaKernel:
     res_dtype: str = "float32"
 
 
-def _slot_setup(w, op, kmaj, NT, outer0, bound, ld, base):
+def _mn_affine(cfg):
+    """Whether the MN-major slots are affine in the slot index (MNLD 1 and a power-of-two thread count)."""
+    return cfg.MNLD == 1 and cfg.threads & (cfg.threads - 1) == 0
+
+
+def _slot_setup(w, op, kmaj, NT, outer0, bound, ld, base, affine):
     """Setup lines of one operand's load slots (slot i = chunk tid + i * NT of the tile): per thread the
     slot-0 shared byte offset, global element offset at k = 0 and the bounds terms, from which slot i's
     are affine (:func:`_slot_lines`)."""
@@ -88,16 +93,26 @@ def _slot_setup(w, op, kmaj, NT, outer0, bound, ld, base):
         w(f"    {op}_so0 = {base} + {op}_r0 * 128 + (((tid & 7) ^ ({op}_r0 & 7)) << 4)")
         w(f"    {op}_go0 = {op}_zo + int64({outer0} + {op}_r0) * {ld} + (tid & 7) * 8")
         w(f"    {op}_lim = {bound} - {outer0} - {op}_r0")
+    elif affine:   # chunk q: k row (q >> 3) & 63, panel q >> 9; slot i: k row + (i NT / 8) % 64, panel + i NT / 512
+        w(f"    {op}_o0 = {outer0} + (tid >> 9) * 64 + (tid & 7) * 8")
+        w(f"    {op}_olim = {bound} - {op}_o0")
+        w(f"    {op}_go0 = {op}_zo + int64(kr0) * {ld} + {op}_o0")
+        w(f"    {op}_so0 = {base} + (tid >> 9) * {_SLICE} + kr0 * 128 + (((tid & 7) ^ (kr0 & 7)) << 4)")
     else:      # chunk q: k row (q >> 3) & 63, 64-wide panel q >> 9, 16-byte column q & 7
         w(f"    {op}_o0 = {outer0} + (tid & 7) * 8")
 
 
-def _slot_lines(w, ind, op, kmaj, i, NT, ld, base):
+def _slot_lines(w, ind, op, kmaj, i, NT, ld, base, affine):
     """Lines issuing slot i of one operand for the k tile at ``k0`` into the stage at element ``sb``."""
     if kmaj:
         w(f"{ind}ok = ({op}_lim > {i * NT // 8}) & (k0 + kch < K)")
         w(f"{ind}src = ({op}_go0 + {i * NT // 8} * {ld} + k0) * ok")
         w(f"{ind}cpa(sm, sb + (({op}_so0 + {i * NT // 8 * 128}) >> 1), {op}, src, 16 * ok)")
+    elif affine:   # dk, dp: compile-time k-row and panel steps of slot i (dk a multiple of 8: same swizzle)
+        dk, dp = (i * NT // 8) % 64, (i * NT // 8) // 64
+        w(f"{ind}ok = ({op}_olim > {64 * dp}) & (kl > {dk})")
+        w(f"{ind}src = ({op}_gk + {dk} * {ld} + {64 * dp}) * ok")
+        w(f"{ind}cpa(sm, sb + (({op}_so0 + {dp * _SLICE + dk * 128}) >> 1), {op}, src, 16 * ok)")
     else:
         w(f"{ind}q_ = tid + {i * NT}")
         w(f"{ind}kr = (q_ >> 3) & 63")
@@ -144,9 +159,13 @@ def _source(cfg, a_kmajor, b_kmajor):
     w("    a_zo = z1 * a_z1 + z2 * a_z2")
     w("    b_zo = z1 * b_z1 + z2 * b_z2")
     w("    kch = (tid & 7) * 8")
+    affine = _mn_affine(cfg)
+    mn_ops = affine and not (a_kmajor and b_kmajor)
+    if mn_ops:
+        w("    kr0 = (tid >> 3) & 63")
     ops = (("a", a_kmajor, BM, "m0", "M", "lda", 0), ("b", b_kmajor, BN, "n0", "N", "ldb", A_BYTES))
     for op, kmaj, rows, outer0, bound, ld, base in ops:
-        _slot_setup(w, op, kmaj, NT, outer0, bound, ld, base)
+        _slot_setup(w, op, kmaj, NT, outer0, bound, ld, base, affine)
     da, db = desc_const(*(KMAJOR_DESC if a_kmajor else MNMAJOR_DESC)), \
         desc_const(*(KMAJOR_DESC if b_kmajor else MNMAJOR_DESC))
     w(f"    da0 = int64({da}) | ((sa + wg * {MI * _SLICE}) >> 4)")
@@ -157,9 +176,13 @@ def _source(cfg, a_kmajor, b_kmajor):
     def load_stage(ind, stage_expr, k0_expr):
         w(f"{ind}sb = pe + ({stage_expr}) * {SB // 2}")
         w(f"{ind}k0 = {k0_expr}")
+        if mn_ops:
+            w(f"{ind}kl = K - kr0 - k0")
         for op, kmaj, rows, outer0, bound, ld, base in ops:
+            if affine and not kmaj:
+                w(f"{ind}{op}_gk = {op}_go0 + int64(k0) * {ld}")
             for i in range(rows * 8 // NT):
-                _slot_lines(w, ind, op, kmaj, i, NT, ld, base)
+                _slot_lines(w, ind, op, kmaj, i, NT, ld, base, affine)
 
     w(f"    ktiles = (K + {BLOCK_K - 1}) // {BLOCK_K}")
     LA = ST - 1 if cfg.EARLY else ST - 2      # tiles the loads run ahead of the wgmma

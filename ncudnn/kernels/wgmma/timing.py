@@ -1,11 +1,12 @@
 """Quick GPU timing of the wgmma GEMM configs beside torch (cuBLAS); not a benchmark (bench/ owns those).
 
-``python -m ncudnn.kernels.wgmma.timing [M N K] [--dtype bf16 fp16] [--layout mk_nk mk_kn ...]
+``python -m ncudnn.kernels.wgmma.timing [M N K ...] [--dtype bf16 fp16 tf32] [--layout mk_nk mk_kn ...]
 [--iters 20] [--configs SPEC ...] [--fused] [--jobs N]``. SPEC: an index into CONFIGS or
 ``BLOCK_N,WGS,MI,STAGES[,GROUP_M[,EARLY[,L2PF]]]``. Every config is first checked against a float64 product of A's
 first 256 rows (rel err printed), then timed with CUDA events: median of ``--iters`` launches after 3
 warm-ups, inputs fixed (L2 not flushed; at 8192^3 the 16-bit operands are 256 MiB, far past the 50 MB
-L2). Output in the input dtype (as cuBLAS). ``--fused``: bias + relu epilogue. A torch line
+L2). Output in the input dtype (as cuBLAS). ``tf32``: FP32 A and B stored (m, k) / (n, k) (layout mk_nk
+only), torch.matmul with ``allow_tf32`` on the same layouts. ``--fused``: bias + relu epilogue. A torch line
 (``torch.matmul``, same dtype, same timing) closes each dtype and each config prints its ratio to it.
 TFLOP/s = 2 * M * N * K / median seconds / 1e12. ``--jobs N`` compiles the kernels in N processes first
 (numba's front end is single-threaded; the kernel cache then serves the timing process).
@@ -22,7 +23,10 @@ from .. import epilogue as ep
 from ..tc_timing import median_seconds
 from .config import CONFIGS, WgmmaConfig
 
-_DT = {"bf16": ("bfloat16", ml_dtypes.bfloat16, np.uint16), "fp16": ("float16", np.float16, np.float16)}
+#: dtype -> (kernel input dtype name, NumPy type, storage type of C / bias); tf32: FP32 storage, A / B passed
+#: to the kernel as uint16 halves (K and strides doubled, launch.tf32_halves)
+_DT = {"bf16": ("bfloat16", ml_dtypes.bfloat16, np.uint16), "fp16": ("float16", np.float16, np.float16),
+       "tf32": ("float32", np.float32, np.float32)}
 
 
 def parse_config(spec):
@@ -40,7 +44,17 @@ def _operands(M, N, K, a_kmajor, b_kmajor, dtype, seed=0, check_rows=256):
     a = A if a_kmajor else np.ascontiguousarray(A.T)
     b = np.ascontiguousarray(B.T) if b_kmajor else B
     ref = A[:check_rows].astype(np.float64) @ B.astype(np.float64)
+    if dtype == "tf32":
+        return a.reshape(-1).view(np.uint16), b.reshape(-1).view(np.uint16), ref
     return a.view(store).reshape(-1), b.view(store).reshape(-1), ref
+
+
+def _problem_args(M, N, K, a_kmajor, b_kmajor, dtype):
+    """(K, A strides, B strides) as the kernel takes them (tf32: in uint16 halves)."""
+    from .launch import tf32_halves
+    sa = (0, 0) + ((K, 1) if a_kmajor else (1, M))
+    sb = (0, 0) + ((1, K) if b_kmajor else (N, 1))
+    return tf32_halves(K, sa, sb) if dtype == "tf32" else (K, sa, sb)
 
 
 def _kernel(cfg, a_kmajor, b_kmajor, dtype, fused):
@@ -62,10 +76,8 @@ def time_config(cfg, M, N, K, a_kmajor=True, b_kmajor=True, iters=20, dtype="bf1
     d_c = cuda.device_array(M * N, store)
     d_bias = cuda.to_device(np.zeros(N, store))
     kern = _kernel(cfg, a_kmajor, b_kmajor, dtype, fused)
-    sa = (K, 1) if a_kmajor else (1, M)
-    sb = (1, K) if b_kmajor else (N, 1)
-    args = fused_args(kern, d_a, d_b, d_c, d_bias, d_c, M, N, K, (1, 1), (0, 0) + sa, (0, 0) + sb, (0, 0, N, 1),
-                      (0, 1))
+    Kk, sa, sb = _problem_args(M, N, K, a_kmajor, b_kmajor, dtype)
+    args = fused_args(kern, d_a, d_b, d_c, d_bias, d_c, M, N, Kk, (1, 1), sa, sb, (0, 0, N, 1), (0, 1))
     launch = compiled(kern, args).prepare(fused_grid(kern, M, N, (1, 1)), kern.cfg.threads, args, kern.smem)
 
     def go():
@@ -85,19 +97,24 @@ def time_torch(M, N, K, dtype="bf16", iters=20):
         import torch
     except ImportError:
         return None
-    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}[dtype]
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
     a = torch.randn(M, K, device="cuda", dtype=tdt)
-    b = torch.randn(K, N, device="cuda", dtype=tdt)
+    b = torch.randn(N, K, device="cuda", dtype=tdt).t() if dtype == "tf32" else torch.randn(K, N, device="cuda",
+                                                                                            dtype=tdt)
     c = torch.empty(M, N, device="cuda", dtype=tdt)
 
     def go():
         torch.matmul(a, b, out=c)
-    return 2.0 * M * N * K / median_seconds(go, iters) / 1e12
+    try:
+        return 2.0 * M * N * K / median_seconds(go, iters) / 1e12
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
 
 
 def _precompile(specs, layouts, dtypes, fused, jobs):
     """Compile every (config, layout, dtype) kernel in ``jobs`` processes (numba front end: one core each)."""
-    todo = [(s, lay, d) for s in specs for lay in layouts for d in dtypes]
+    todo = [(s, lay, d) for s in specs for lay in layouts for d in dtypes if d != "tf32" or lay == "mk_nk"]
     procs = []
     for i in range(0, len(todo), max(1, -(-len(todo) // jobs))):
         chunk = todo[i:i + max(1, -(-len(todo) // jobs))]
@@ -120,14 +137,14 @@ def _dummy_args(kern, dtype):
     from numba import cuda
 
     from .launch import fused_args
-    store = _DT[dtype][2]
-    x = cuda.device_array(8, store)
-    return fused_args(kern, x, x, x, x, x, 8, 8, 8, (1, 1), (0, 0, 8, 1), (0, 0, 1, 8), (0, 0, 8, 1), (0, 1))
+    x = cuda.device_array(8, _DT[dtype][2])
+    ab = cuda.device_array(8, np.uint16) if dtype == "tf32" else x
+    return fused_args(kern, ab, ab, x, x, x, 8, 8, 8, (1, 1), (0, 0, 8, 1), (0, 0, 1, 8), (0, 0, 8, 1), (0, 1))
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m ncudnn.kernels.wgmma.timing")
-    ap.add_argument("shape", nargs="*", type=int, default=[8192, 8192, 8192])
+    ap.add_argument("shape", nargs="*", type=int, default=[8192, 8192, 8192], help="M N K [M N K ...]")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--layout", nargs="+", default=["mk_nk"], choices=["mk_kn", "mk_nk", "km_kn", "km_nk"])
     ap.add_argument("--dtype", nargs="+", default=["bf16"], choices=sorted(_DT))
@@ -143,11 +160,20 @@ def main(argv=None):
     if args.jobs > 1:
         os.environ.setdefault("NCUDNN_CACHE_DIR", os.path.abspath(".kcache"))
         _precompile(specs, args.layout, args.dtype, args.fused, args.jobs)
-    M, N, K = args.shape
+    if len(args.shape) % 3:
+        ap.error("shapes come as M N K triples")
+    for i in range(0, len(args.shape), 3):
+        _time_shape(args, specs, *args.shape[i:i + 3])
+
+
+def _time_shape(args, specs, M, N, K):
     for dtype in args.dtype:
         ref = time_torch(M, N, K, dtype, args.iters)
         for layout in args.layout:
             ak, bk = layout.split("_")[0] == "mk", layout.split("_")[1] == "nk"
+            if dtype == "tf32" and not (ak and bk):
+                print(f"tf32 {layout}: skipped (tf32 wgmma needs K-major A and B: mk_nk)", flush=True)
+                continue
             data = _operands(M, N, K, ak, bk, dtype)
             for spec in specs:
                 cfg = parse_config(spec)
