@@ -39,6 +39,11 @@ class WgmmaConfig:
         return BLOCK_K
 
     @property
+    def SPLIT_K(self):
+        """No split-K (the tensor-core engines' cost model asks every kernel config for its split count)."""
+        return 1
+
+    @property
     def threads(self):
         return 128 * self.WGS
 
