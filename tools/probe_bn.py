@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from bench import cases as bcases  # noqa: E402
 from bench import data as bdata  # noqa: E402
 from ncudnn.engines import api  # noqa: E402
-from ncudnn.engines.norm_batch import COLS_LABELS  # noqa: E402
+from ncudnn.engines.norm_batch import COLS_LABELS, PLANES_LABELS  # noqa: E402
 from ncudnn.ir import NormBwd, NormFwd, OpGraph, TensorDesc  # noqa: E402
 from ncudnn.types import (cudnnBackendKnobType_t as K, cudnnBackendNormFwdPhase_t as PH,  # noqa: E402
                           cudnnBackendNormMode_t as NM, cudnnDataType_t as DT)
@@ -75,16 +75,16 @@ def graph(case):
 def variants(case):
     """Knob settings (dicts) to try, most important first."""
     if case.layout != "nhwc":
-        return [dict()]
+        return [dict(), {KC: 1}]
     out = [dict()] + [{KC: v} for v in range(len(COLS_LABELS))]
     out += [{KC: 1, KO: o} for o in (3, 4, 6, 8)] + [{KC: 1, KU: u} for u in (2, 8)]
     return out
 
 
 def _label(cfg, layout):
-    if layout != "nhwc":
-        return "ncudnn[planes]"
     c = cfg.get(KC, 0)
+    if layout != "nhwc":
+        return f"ncudnn[{PLANES_LABELS[c]}]"
     return f"ncudnn[{COLS_LABELS[c] if c < len(COLS_LABELS) else c} occ={cfg.get(KO, 0)} unroll={cfg.get(KU, 4)}]"
 
 

@@ -131,6 +131,9 @@ def bn_layout(x):
 COLS_VARIANTS = (None, (4, True, True), (4, True, False), (4, False, False), (1, True, False), (4, False, True))
 COLS_LABELS = ("cols", "colsv4_rev_hint", "colsv4_rev", "colsv4", "colsv1_rev", "colsv4_hint")
 DEFAULT_COLS_VARIANT = 1
+#: KERNEL_CFG values of packed NCHW batch norm: the apply pass in the statistics pass's plane order, or reversed
+PLANES_LABELS = ("planes", "planes_rev")
+DEFAULT_PLANES_VARIANT = 0
 
 
 def _colsv_geometry(lay, var, bwd, occupancy, unroll):
@@ -199,7 +202,7 @@ def bn_stats_steps(lay, scratch, x, out0, out1, ct, dy=None, mean=None, var=None
 def l2_reuse_bytes(lay, var, device_l2, *ts):
     """DRAM bytes the reverse apply pass is expected to find in the L2 (about half the L2 worth of
     what the statistics pass read last; with streaming hints about three quarters)."""
-    if lay[0] != "cols" or var is None or not var[1]:
+    if lay[0] != "cols" or not isinstance(var, tuple) or not var[1]:
         return 0
     share = 0.75 if var[2] else 0.5
     return int(min(tensor_bytes(*ts), device_l2) * share)
@@ -208,7 +211,8 @@ def l2_reuse_bytes(lay, var, device_l2, *ts):
 def bn_apply_step(lay, x, out, coefs, ct, dy=None, var=None, occupancy=0, unroll=4):
     """The dedicated apply pass: ``out = (x - K) * e0 + e1`` (forward; K = x[0, c, 0...], e1 the
     shifted eq_bias) or ``dy * e0 + x * e1 + e2`` (backward, ``dy`` given); ``coefs``: per-channel
-    scratch Args in ``ct``; ``var``: a :data:`COLS_VARIANTS` entry for the "cols" layout."""
+    scratch Args in ``ct``; ``var``: a :data:`COLS_VARIANTS` entry for the "cols" layout, True for the
+    reverse plane order of "planes"."""
     shifted = dy is None
     x_dt, o_dt, dy_dt = kdtype(x), kdtype(out), (kdtype(dy) if dy is not None else None)
     ins = [Arg.tensor(x), Arg.tensor(dy) if dy is not None else Arg.dummy(x_dt)]
@@ -239,9 +243,13 @@ def bn_apply_step(lay, x, out, coefs, ct, dy=None, var=None, occupancy=0, unroll
     _, n, C, hw, sn = lay
     T = kplanes.threads_for(hw)
     per_plane = kplanes.apply_grid(hw, T)
-    fargs = (C, hw, sn, T, x_dt, o_dt, dy_dt, ct, 4, shifted)
+    gx, order = n * C, None
+    if var:      # reverse plane order: the planes the statistics pass read last first
+        gx, (chunks, per) = kplanes.reverse_grid(n, C, kprim.sm_count())
+        order = (n, chunks, per)
+    fargs = (C, hw, sn, T, x_dt, o_dt, dy_dt, ct, 4, shifted, order)
     return Step("norm_bn_planes_apply:" + src_key(fargs), lambda: kplanes.apply_kernel(*fargs)[0],
-                (n * C, per_plane), T, ins + e + [Arg.tensor(out), Arg.const(-(-hw // per_plane))], nbytes=nbytes)
+                (gx, per_plane), T, ins + e + [Arg.tensor(out), Arg.const(-(-hw // per_plane))], nbytes=nbytes)
 
 
 def _fast(sub, x, ct, *others):
@@ -259,14 +267,23 @@ def _block(cfg):
     return cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 256)
 
 
-def _cols_knobs(cfg):
-    """(COLS_VARIANTS entry, blocks per SM (0: the kernel's own), unroll) of a config."""
-    return (COLS_VARIANTS[cfg.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0)], cfg.get(K.CUDNN_KNOB_TYPE_OCCUPANCY, 0),
-            cfg.get(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 4))
+def _cols_knobs(cfg, lay=("cols",)):
+    """(variant, blocks per SM (0: the kernel's own), unroll) of a config: the variant is a
+    :data:`COLS_VARIANTS` entry for the "cols" layout, True / False (reverse apply order) for "planes"."""
+    k = cfg.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0)
+    var = COLS_VARIANTS[k] if lay is None or lay[0] == "cols" else k == 1
+    return var, cfg.get(K.CUDNN_KNOB_TYPE_OCCUPANCY, 0), cfg.get(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 4)
 
 
 def cols_info(sub):
     """(layout, vec4 ok) when the subgraph runs the dedicated packed-NHWC batch-norm kernels, else None."""
+    info = fast_info(sub)
+    return info if info is not None and info[0][0] == "cols" else None
+
+
+def fast_info(sub):
+    """(layout, vec4 ok) when the subgraph runs the dedicated packed NHWC ("cols") or NCHW ("planes")
+    statistics and apply kernels, else None."""
     memo = sub.__dict__.setdefault("_norm_batch_cols", [])
     if memo:
         return memo[0]
@@ -287,8 +304,8 @@ def cols_info(sub):
             others = (x, dy, dx)
         else:
             ok = None
-        if ok and ok[0] == "cols":
-            out = (ok, kcolsv.vec_ok(ok[2], [kdtype(t) for t in others]))
+        if ok:
+            out = (ok, ok[0] == "cols" and kcolsv.vec_ok(ok[2], [kdtype(t) for t in others]))
     memo.append(out)
     return out
 
@@ -323,7 +340,7 @@ def _forward_steps(sub, cfg):
                          (kr.Term("v0 - v1", "sum"), kr.Term("(v0 - v1) * (v0 - v1)", "sum")),
                          ((ct, g_strides), (ct, g_strides)))
     lay = None if per_sample else _fast(sub, x, ct)
-    var, occ, unr = _cols_knobs(cfg)
+    var, occ, unr = _cols_knobs(cfg, lay)
     if lay is not None:
         steps = bn_stats_steps(lay, scratch, x, ssum, ssq, ct, var=var, occupancy=occ, unroll=unr)
     else:
@@ -368,7 +385,7 @@ def _backward_steps(sub, cfg):
                                          (kdtype(mean), bcast_strides(mean, x.dims))), out_shape,
                          (kr.Term("v1", "sum"), kr.Term("v1 * (v0 - v2)", "sum")), ((ct, g_strides), (ct, g_strides)))
     lay = None if per_sample else _fast(sub, x, ct, dy, dx)
-    var, occ, unr = _cols_knobs(cfg)
+    var, occ, unr = _cols_knobs(cfg, lay)
     if lay is not None:
         steps = bn_stats_steps(lay, scratch, x, dys, dyxs, ct, dy=dy, mean=mean, var=var, occupancy=occ, unroll=unr)
     else:
@@ -432,16 +449,21 @@ class NormBatchEngine(Engine):
         return OK
 
     def knobs(self, sub):
-        return (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128, 512, 128, 256),
-                KnobSpec(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0, len(COLS_VARIANTS) - 1, 1, 0, COLS_LABELS),
+        info = fast_info(sub)
+        planes = info is not None and info[0][0] == "planes"
+        kc = KnobSpec(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0, 1, 1, 0, PLANES_LABELS) if planes else \
+            KnobSpec(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0, len(COLS_VARIANTS) - 1, 1, 0, COLS_LABELS)
+        return (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128, 512, 128, 256), kc,
                 KnobSpec(K.CUDNN_KNOB_TYPE_OCCUPANCY, 0, 8, 1, 0),
                 KnobSpec(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 2, 8, 2, 4))
 
     def default_config(self, sub):
         cfg = super().default_config(sub)
-        info = cols_info(sub)
-        if info is not None:
+        info = fast_info(sub)
+        if info is not None and info[0][0] == "cols":
             cfg = cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, DEFAULT_COLS_VARIANT if info[1] else 0)
+        elif info is not None:
+            cfg = cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, DEFAULT_PLANES_VARIANT)
         return cfg
 
     def keep(self, sub, cfg, ctx):
@@ -450,42 +472,49 @@ class NormBatchEngine(Engine):
             return st, why
         if _block(cfg) == 384:
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: BLOCK_SIZE 384 is not a power of 2"
-        info = cols_info(sub)
-        var, occ, unr = _cols_knobs(cfg)
-        if info is None and (var is not None or occ or unr != 4):
+        info = fast_info(sub)
+        lay = info[0] if info is not None else None
+        kc = cfg.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0)
+        var, occ, unr = _cols_knobs(cfg, lay)
+        if info is None and (kc or occ or unr != 4):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: KERNEL_CFG / OCCUPANCY / ARRAY_SIZE_PER_THREAD " \
+                "apply to packed NHWC / NCHW batch norm (training forward with no epilogue, backward) only"
+        if info is None:
+            return OK
+        if lay[0] == "planes" and (occ or unr != 4):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: the NCHW kernels have no OCCUPANCY / ARRAY_SIZE_PER_THREAD"
+        if lay[0] == "cols" and var is not None and var[0] == 4 and not info[1]:
             return S.CUDNN_STATUS_NOT_SUPPORTED, \
-                f"{self.name}: KERNEL_CFG / OCCUPANCY / ARRAY_SIZE_PER_THREAD apply to packed NHWC batch norm only"
-        if info is not None and var is not None and var[0] == 4 and not info[1]:
-            return S.CUDNN_STATUS_NOT_SUPPORTED, \
-                f"{self.name}: KERNEL_CFG {COLS_LABELS[COLS_VARIANTS.index(var)]}: 16-byte loads need float32 and C % 4 == 0"
-        if info is not None and var is None and (occ or unr != 4):
+                f"{self.name}: KERNEL_CFG {COLS_LABELS[kc]}: 16-byte loads need float32 and C % 4 == 0"
+        if lay[0] == "cols" and var is None and (occ or unr != 4):
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: KERNEL_CFG cols has no OCCUPANCY / ARRAY_SIZE_PER_THREAD"
         return OK
 
     def candidates(self, sub, ctx):
-        info = cols_info(sub)
-        if info is None:
+        key = self.candidates_key(sub)
+        if key[0] == "other":
             return super().candidates(sub, ctx)
-        memo = self.__dict__.setdefault("_cols_candidates", {})
-        if info[1] in memo:
-            return memo[info[1]]
+        memo = self.__dict__.setdefault("_fast_candidates", {})
+        if key in memo:
+            return memo[key]
         d = self.default_config(sub)
-        out = [d]
-        for v in range(len(COLS_VARIANTS)):
-            out.append(d.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, v))
-        for occ in (2, 3, 4, 5, 6, 8):
-            for unr in (2, 4, 8):
-                out.append(d.with_knob(K.CUDNN_KNOB_TYPE_OCCUPANCY, occ).with_knob(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, unr))
+        out = [d] + [d.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, v) for v in range(len(COLS_VARIANTS))]
+        if key[0] == "cols":
+            for occ in (2, 3, 4, 5, 6, 8):
+                for unr in (2, 4, 8):
+                    out.append(d.with_knob(K.CUDNN_KNOB_TYPE_OCCUPANCY, occ)
+                               .with_knob(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, unr))
         seen, res = set(), []
         for c in out:
             if c not in seen and self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS:
                 seen.add(c)
                 res.append(c)
-        memo[info[1]] = tuple(res)
-        return memo[info[1]]
+        memo[key] = tuple(res)
+        return memo[key]
 
     def candidates_key(self, sub):
-        return ()
+        info = fast_info(sub)
+        return ("other",) if info is None else (info[0][0], info[1])
 
     def _steps(self, sub, cfg):
         memo = sub.__dict__.setdefault("_norm_batch_steps", {})
@@ -499,10 +528,12 @@ class NormBatchEngine(Engine):
     def cost(self, sub, cfg, device):
         steps = self._steps(sub, cfg)[0]
         t = steps_time(device, steps) * (1.0 + abs(_block(cfg) - 256) / 1e4)
-        info = cols_info(sub)
+        info = fast_info(sub)
         if info is None:
             return t
-        var, occ, unr = _cols_knobs(cfg)
+        var, occ, unr = _cols_knobs(cfg, info[0])
+        if info[0][0] == "planes":     # the reverse plane order: not measured on the H200 yet, ranked second
+            return t * (1.01 if var else 1.0)
         node = sub.anchor if sub.anchor is not None else sub.nodes[0]
         x, dy = node.inputs["X"], node.inputs.get("DY")
         t -= l2_reuse_bytes(info[0], var, device.l2_bytes, x, dy) / device.mem_bandwidth

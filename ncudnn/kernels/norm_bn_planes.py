@@ -20,7 +20,7 @@ from . import pointwise_ops as po
 from .dtypes import compute_type, loader, storer
 from .primitives import block_sum2
 
-__all__ = ["planes_config", "partial_kernel", "apply_kernel", "apply_grid", "threads_for"]
+__all__ = ["planes_config", "partial_kernel", "apply_kernel", "apply_grid", "threads_for", "reverse_grid"]
 
 
 def threads_for(hw):
@@ -100,13 +100,23 @@ def apply_grid(hw, threads, unroll=4, max_elems=4096):
     return max(1, math.ceil(hw / max(max_elems, threads * unroll)))
 
 
+def reverse_grid(n, channels, sms):
+    """Grid x of the ``order`` apply kernel: (chunks * per) * C blocks for the statistics pass's
+    (chunks, per) of :func:`planes_config` (blocks past the last sample return at once)."""
+    chunks, per = planes_config(n, channels, sms)
+    return chunks * per * channels, (chunks, per)
+
+
 @functools.lru_cache(maxsize=None)
 def apply_kernel(channels, hw, sn, threads, x_dt, out_dt, dy_dt=None, coef_dt="float32", unroll=4,
-                 shifted=False):
+                 shifted=False, order=None):
     """``y = x * e0[c] + e1[c]`` (``shifted``: ``(x - K) * e0[c] + e1[c]``, K = x[0, c, 0]) or
     ``dx = dy * e0[c] + x * e1[c] + e2[c]``. Arguments
     ``(x, dy, e0, e1, e2, out, per_block)``; grid (N * C planes, blocks per plane), block ``threads``;
-    ``per_block``: plane elements per block."""
+    ``per_block``: plane elements per block. ``order`` ``(n, chunks, per)``: the planes in the reverse
+    of the statistics pass's order (the statistics block of chunk k walks samples k * per ... k * per + per - 1;
+    here the first blocks take the last sample of every chunk, still in the L2, then the one before, ...);
+    grid x ``chunks * per * C`` (:func:`reverse_grid`)."""
     bwd = dy_dt is not None
     ct = compute_type([x_dt, out_dt, coef_dt] + ([dy_dt] if bwd else []))
     C, U, T = channels, unroll, threads
@@ -118,11 +128,22 @@ def apply_kernel(channels, hw, sn, threads, x_dt, out_dt, dy_dt=None, coef_dt="f
         loads = [f"v{u} = ldx(x, p + {u * T})" + (" - k" if shifted else "") for u in range(U)]
         stores = [f"sto(out, p + {u * T}, v{u} * e0 + e1)" for u in range(U)]
         tail = ["sto(out, p, (ldx(x, p) - k) * e0 + e1)" if shifted else "sto(out, p, ldx(x, p) * e0 + e1)"]
-    src = f"""def kernel(x, dy, e0a, e1a, e2a, out, per_block):
-    plane = cuda.blockIdx.x
+    if order is None:
+        locate = f"""    plane = cuda.blockIdx.x
     i = plane // {C}
     c = plane - i * {C}
-    e0 = lde(e0a, c)
+"""
+    else:
+        n_, chunks, per = order
+        locate = f"""    q = cuda.blockIdx.x // {C}
+    c = cuda.blockIdx.x - q * {C}
+    r = q // {chunks}
+    i = (q - r * {chunks}) * {per} + {per - 1} - r
+    if i >= {n_}:
+        return
+"""
+    src = f"""def kernel(x, dy, e0a, e1a, e2a, out, per_block):
+{locate}    e0 = lde(e0a, c)
     e1 = lde(e1a, c)
     e2 = {"lde(e2a, c)" if bwd else "e1"}
     k = {"ldx(x, c * " + str(hw) + ")" if shifted else "e1"}

@@ -97,3 +97,34 @@ def test_bnf_colsv_geometry():
     assert g.chunks * g.tiles <= 132 * 5 and g.chunks * g.chunk_rows >= 100352
     g = kv.colsv_config(70, 7, 132, vec=1, blocks_per_sm=4, unroll=2)
     assert (g.txv, g.ty, g.tiles) == (8, 32, 1) and g.chunks == 2
+
+
+@pytest.mark.parametrize("phase", ["fwd", "bwd"])
+def test_bnf_planes_reverse_order(rng, monkeypatch, phase):
+    """NCHW, KERNEL_CFG planes_rev: the apply blocks take the planes in the reverse of the statistics
+    pass's order; 1 SM modelled: 2 chunks of 3 samples over N = 5 (one empty slot)."""
+    from ncudnn.kernels import primitives as kprim
+    monkeypatch.setattr(kprim, "sm_count", lambda *a, **k: 1)
+    n, c = 5, 3
+    xs = (c * H * W, H * W, W, 1)
+    v = lambda uid, name: U.t(uid, (1, c, 1, 1), name=name)  # noqa: E731
+    img = lambda uid, name: U.t(uid, (n, c, H, W), U.F32, xs, name)  # noqa: E731
+    if phase == "fwd":
+        ins = {"X": img(1, "x"), "SCALE": v(2, "scale"), "BIAS": v(3, "bias"), "INPUT_RUNNING_MEAN": v(4, "rm"),
+               "INPUT_RUNNING_VAR": v(5, "rv"), "EPSILON": U.scalar(8, 1e-3), "EXP_AVG_FACTOR": U.scalar(9, 0.3)}
+        outs = {"Y": img(10, "y"), "MEAN": v(11, "mean"), "INV_VARIANCE": v(12, "inv"),
+                "OUTPUT_RUNNING_MEAN": v(13, "rm_out"), "OUTPUT_RUNNING_VAR": v(14, "rv_out")}
+        g = OpGraph([NormFwd("bn", ins, outs, mode=NM.CUDNN_BATCH_NORM, phase=PH.CUDNN_NORM_FWD_TRAINING)]).finalize()
+        pos = ("INPUT_RUNNING_VAR",)
+    else:
+        ins = {"X": img(1, "x"), "DY": img(2, "dy"), "SCALE": v(3, "scale"), "MEAN": v(4, "mean"),
+               "INV_VARIANCE": v(5, "inv")}
+        outs = {"DX": img(10, "dx"), "DSCALE": v(11, "dscale"), "DBIAS": v(12, "dbias")}
+        g = OpGraph([NormBwd("bwd", ins, outs, mode=NM.CUDNN_BATCH_NORM)]).finalize()
+        pos = ("INV_VARIANCE",)
+    first = api.get_heuristics(g)[0].config
+    assert first.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG) == 0          # the measured order stays the default
+    plan = _execute(g, rng, positive=pos, ec=first.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 1))
+    steps = plan.parts[0].steps
+    assert steps[0].name == "norm_bn_planes_partial" and steps[0].grid == (c, 2)
+    assert steps[-1].name == "norm_bn_planes_apply" and steps[-1].grid[0] == 2 * 3 * c
