@@ -171,7 +171,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="tools/probe_tc_splitk.py")
     ap.add_argument("--layers", nargs="*", default=["c5", "c4", "c3", "seed"], help="layer name prefixes")
     ap.add_argument("--tiles", nargs="*", type=int, default=None, help="indices into this script's TILES")
-    ap.add_argument("--splits", nargs="*", type=int, default=[1, 2, 3, 4, 6, 8])
+    ap.add_argument("--splits", nargs="*", type=int, default=[1, 2, 3, 4, 5, 6, 8])
     ap.add_argument("--n", type=int, default=32)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--budget", type=float, default=80.0, help="seconds after which no new variant starts")

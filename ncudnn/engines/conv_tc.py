@@ -138,7 +138,7 @@ class ConvTcEngine(TcEngineBase):
     TILES = TILES
     PROBLEM_MEMO = "_conv_problem"
     EDGE_LABEL = "predicated edges, zero-filled padding"
-    SPLITS = (1, 2, 3, 4, 6, 8)
+    SPLITS = (1, 2, 3, 4, 5, 6, 8)
 
     def _problem(self, sub):
         return _TcConv(sub)
