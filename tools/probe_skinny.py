@@ -14,7 +14,7 @@ L2 flushed before every run, median of --reps) cuBLAS (torch.matmul, allow_tf32 
   model's predicted time beside the measured one;
 * ``old``: the config the heuristics picked before the skinny tiles (session-4 benchmark);
 * ``grid``: the fast tiles (t0 128x128, t9 128x64, t10 64x128, t11 64x64 t8x8, t12 64x64 t8x4, t13 128x64
-  capped at 128 registers) at SPLIT_K 1/2/4/8.
+  capped at 128 registers, t14 16x128x32 t4x4) at SPLIT_K 1/2/4/8.
 
 Every config is first checked against a float64 product (torch, on the GPU) of the same inputs:
 ``err`` = max |C - C64| / max |C64|; a config over 1e-5 is marked WRONG and never BEST. TFLOP/s =
@@ -38,7 +38,7 @@ OLD_PICKS = {(16384, 64, 4096): ("matmul_simt", 1, 1, 8), (16, 8192, 8192): ("ma
              (65536, 1024, 64): ("matmul_simt", 0, 1, 8), (8192, 8192, 256): ("matmul_simt", 0, 1, 8),
              (1024, 1024, 1024): ("matmul_simt", 1, 2, 1)}
 #: matmul_simt TILE_SIZE values of the fast tiles (gemm_common.SIMT_TILES)
-FAST_TILES = (0, 9, 10, 11, 12, 13)
+FAST_TILES = (0, 9, 10, 11, 12, 13, 14)
 GRID_SPLITS = (1, 2, 4, 8)
 TOL = 1e-5
 

@@ -99,15 +99,16 @@ GENERIC_BK8_TFLOPS = 23.1
 MATMUL_TILES = FAST_TILES + BIG_TILES
 
 #: smaller fast-mainloop blocks (kernels/gemm/config.FAST_SKINNY) for skinny fp32 matmuls (N or M of 64,
-#: few 128x128 tiles over a deep K: these blocks with split-K put 3-6 blocks on every SM); registers from
-#: the sm_90 compile check; TFLOP/s estimates until measured. The last: 128x64 under a cap of 128 registers
-#: (4 blocks per SM, 16 B spilled), kept to measure against the spill-free 168 cap.
+#: few 128x128 tiles over a deep K: these blocks with split-K put 3-6 blocks on every SM; the 16-row block
+#: for M <= 16); registers from the sm_90 compile check; TFLOP/s estimates until measured. "r128": 128x64
+#: under a cap of 128 registers (4 blocks per SM, 16 B spilled), kept to measure against the 168 cap.
 FAST_SKINNY_TILES = (
     Tile("128x64x8 t8x8 vec4 fast", FAST_SKINNY[0], None, 33.0, 154),
     Tile("64x128x8 t8x8 vec4 fast", FAST_SKINNY[1], None, 33.0, 154),
     Tile("64x64x8 t8x8 vec4 fast", FAST_SKINNY[2], None, 28.0, 154),
     Tile("64x64x8 t8x4 vec4 fast", FAST_SKINNY[3], None, 26.0, 107),
     Tile("128x64x8 t8x8 vec4 fast r128", FAST_SMALL[0], None, 30.0, 128),
+    Tile("16x128x32 t4x4 vec4 fast", FAST_SKINNY[4], None, 16.0, 128),
 )
 
 #: matmul_simt's TILE_SIZE values: MATMUL_TILES, then FAST_SKINNY_TILES (appended: knob values of the

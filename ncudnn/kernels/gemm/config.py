@@ -156,9 +156,13 @@ FAST_SMALL = (
 )
 
 
-#: FAST_SMALL's blocks for plain fp32 matmul on row-major A ("mk", k-fast: each quad stored as 4 scalar
-#: st.shared, a transpose) and B ("kn"): sm_90 spills 16-24 B for 128x64 / 64x128 under a cap of 128
-#: registers with this A, so they are capped at 168 here (3 blocks of 128 threads per SM); the 64x64
-#: blocks as in FAST_SMALL (t8x8: 154 registers, 6 blocks of 64 threads; t8x4: 107, 4 blocks of 128)
+#: blocks for plain fp32 matmul on row-major A ("mk", k-fast: each quad stored as 4 scalar st.shared, a
+#: transpose) and B ("kn"), sm_90 registers: FAST_SMALL's 128x64 / 64x128 spill 16-24 B under a cap of
+#: 128 with this A, so they are capped at 168 here (154 used: 3 blocks of 128 threads per SM); the 64x64
+#: blocks as in FAST_SMALL (t8x8: 154, 6 blocks of 64 threads; t8x4: 107, 4 blocks of 128); then a
+#: 16-row block for M <= 16 (GEMV-like: B streamed once, split over K): 16x128x32, 4x4 per thread,
+#: 128 threads, one A quad and eight B quads per thread per k-tile
 FAST_SKINNY = (FAST_SMALL[0].replace(MAX_REGS=168), FAST_SMALL[1].replace(MAX_REGS=168), FAST_SMALL[2],
-               FAST_SMALL[3])
+               FAST_SMALL[3],
+               GemmConfig(BLOCK_M=16, BLOCK_N=128, BLOCK_K=32, THREAD_M=4, THREAD_N=4, WARP_M=16, WARP_N=32,
+                          VEC=4, UNROLL_K=2, MAINLOOP="fast", MAX_REGS=128))
