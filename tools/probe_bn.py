@@ -18,7 +18,7 @@ float64 truth: max |err| / max |truth| over every output (y or dx, and the stati
 "BAD" past 1e-4). Then timed: per rep an L2 flush (a 256 MB write), CUDA events around one run; median
 of REPS reps (tools/probe_timing.py). GB/s = the case's bytes (x read + y written; backward x, dy read +
 dx written) / time; "vs fe" = cudnn-fe time / ours (> 1: faster than cuDNN). For the default and the
-fastest variant the time of each kernel launch alone (flushed) is printed too.
+every variant the time of each kernel launch alone (flushed, median of 10) is printed under it.
 """
 import argparse
 import os
@@ -189,14 +189,13 @@ def run_group(key, torch, flush, budget_end):
         results.append((ms, label, cfg, plan, pk, ws))
         print(_row(label, ms, case.bytes, fe_ms, f"relerr {err:.1e}{'  BAD' if err > 1e-4 else ''} "
                    f"(build {build_s:.1f} s)"), flush=True)
+        try:
+            print(per_launch(plan, pk, ws, torch, flush), flush=True)
+        except Exception as e:
+            print(f"    launches: ERROR {type(e).__name__}: {str(e)[:160]}")
     if results:
         best = min(results, key=lambda r: r[0])
         dflt = [r for r in results if r[2] == first]
-        for r in ([dflt[0]] if dflt else []) + ([best] if not dflt or best is not dflt[0] else []):
-            try:
-                print(per_launch(r[3], r[4], r[5], torch, flush) + f"   <- {r[1]}")
-            except Exception as e:
-                print(f"    launches: ERROR {type(e).__name__}: {str(e)[:160]}")
         print(f"  -> fastest: {best[1]} {best[0]:.4f} ms" + (f" ({fe_ms / best[0]:.2f}x cudnn-fe)" if fe_ms else "")
               + (f"; default {dflt[0][0]:.4f} ms" if dflt else ""))
     print(flush=True)

@@ -175,7 +175,11 @@ def bn_stats_steps(lay, scratch, x, out0, out1, ct, dy=None, mean=None, var=None
         if g.vec > 1:
             main.fallback = step(_colsv_twin(g, C))
             main.align = {0: 16, 1: 16} if dy is not None else {0: 16}
-        chunks = g.chunks
+        cty = kcols.combine_ty(g.chunks)
+        comb = Step(f"norm_bn_colsv_combine:{ct}:{cty}", lambda: kcolsv.combine_kernel(ct, cty)[0],
+                    max(1, -(-C // 32)), (32, cty), [p0, p1, out0, out1, Arg.const(g.chunks), Arg.const(C)],
+                    nbytes=g.chunks * C * 8)
+        return [main, comb]
     elif lay[0] == "cols":
         _, rows, C = lay
         cfg = kcols.cols_config(rows, C, sms)

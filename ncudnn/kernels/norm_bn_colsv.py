@@ -29,7 +29,7 @@ from .dtypes import compute_type, loader, storer
 from .norm_bn_cshint import ld4cs, st4cs
 from .resample_vec import ld4, st4
 
-__all__ = ["ColsVConfig", "colsv_config", "vec_ok", "partial_kernel", "apply_kernel"]
+__all__ = ["ColsVConfig", "colsv_config", "vec_ok", "partial_kernel", "apply_kernel", "combine_kernel"]
 
 THREADS = 256
 
@@ -225,6 +225,49 @@ def apply_kernel(channels, x_dt, out_dt, dy_dt=None, coef_dt="float32", txv=32, 
     return _jit(src, "apply", names), src
 
 
+@functools.lru_cache(maxsize=None)
+def combine_kernel(ct="float32", ty=32, unroll=4):
+    """``out[c] = sum_j part[j * C + c]`` over the chunks for both partial arrays: block (32, ``ty``),
+    thread (x, y) adds chunks y, y + ty, ... of column x with ``unroll`` independent loads in flight
+    (``unroll`` running sums), then the ``ty`` partials are added in shared memory in a fixed order
+    (deterministic). Grid ceil(C / 32). Arguments ``(part0, part1, out0, out1, chunks, channels)``."""
+    zero = po.lit(0.0, ct)
+    U = unroll
+    loads = [f"a{u} += part0[p + {u} * step]\nb{u} += part1[p + {u} * step]" for u in range(U)]
+    src = f"""def kernel(part0, part1, out0, out1, chunks, channels):
+    sa = cuda.shared.array(({ty}, 32), SDT)
+    sb = cuda.shared.array(({ty}, 32), SDT)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    c = cuda.blockIdx.x * 32 + tx
+{_ind([f"a{u} = {zero}" for u in range(U)] + [f"b{u} = {zero}" for u in range(U)], 4)}
+    if c < channels:
+        step = {ty} * channels
+        p = ty * channels + c
+        end = chunks * channels
+        while p + {U - 1} * step < end:
+{_ind(loads, 12)}
+            p += {U} * step
+        while p < end:
+            a0 += part0[p]
+            b0 += part1[p]
+            p += step
+    a = {" + ".join(f"a{u}" for u in range(U))}
+    b = {" + ".join(f"b{u}" for u in range(U))}
+    sa[ty, tx] = a
+    sb[ty, tx] = b
+    cuda.syncthreads()
+    if ty == 0 and c < channels:
+        for j in range(1, {ty}):
+            a += sa[j, tx]
+            b += sb[j, tx]
+        out0[c] = a
+        out1[c] = b
+"""
+    import numba
+    return _jit(src, "combine", dict(SDT=numba.float64 if ct == "float64" else numba.float32)), src
+
+
 def _register_compile_cases():
     try:
         from .compile_check import register_compile_case
@@ -238,6 +281,8 @@ def _register_compile_cases():
     register_compile_case("bn_colsv_partial_bwd", partial_kernel(256, "float32", "float32")[0], sig7,
                           max_registers=64)
     register_compile_case("bn_colsv_apply_fwd", apply_kernel(256, "float32", "float32", shifted=True)[0], sig8,
+                          max_registers=48)
+    register_compile_case("bn_colsv_combine", combine_kernel()[0], f"void({f}, {f}, {f}, {f}, int64, int64)",
                           max_registers=40)
     register_compile_case("bn_colsv_apply_bwd", apply_kernel(256, "float32", "float32", "float32")[0], sig8,
                           max_registers=64)

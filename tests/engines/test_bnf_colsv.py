@@ -128,3 +128,19 @@ def test_bnf_planes_reverse_order(rng, monkeypatch, phase):
     steps = plan.parts[0].steps
     assert steps[0].name == "norm_bn_planes_partial" and steps[0].grid == (c, 2)
     assert steps[-1].name == "norm_bn_planes_apply" and steps[-1].grid[0] == 2 * 3 * c
+
+
+def test_bnf_colsv_combine_many_chunks(rng):
+    """The unrolled chunk combine: 37 chunks over 4 thread rows (unrolled loop and tail), 40 channels."""
+    import numpy as np
+    from numba import cuda
+    from ncudnn.testing import assert_close, poison_value
+    chunks, C = 37, 40
+    p0, p1 = rng.standard_normal((chunks, C)), rng.standard_normal((chunks, C))
+    d0, d1 = cuda.to_device(p0.astype(np.float32).ravel()), cuda.to_device(p1.astype(np.float32).ravel())
+    o0 = cuda.to_device(np.full(C, poison_value("float32"), np.float32))
+    o1 = cuda.to_device(np.full(C, poison_value("float32"), np.float32))
+    kern = kv.combine_kernel("float32", 4)[0]
+    kern[(2,), (32, 4)](d0, d1, o0, o1, chunks, C)
+    assert_close(o0.copy_to_host(), p0.astype(np.float32).astype(np.float64).sum(0), "float32", name="out0")
+    assert_close(o1.copy_to_host(), p1.astype(np.float32).astype(np.float64).sum(0), "float32", name="out1")
