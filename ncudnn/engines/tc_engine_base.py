@@ -89,7 +89,7 @@ class TcEngineBase(Engine):
     #: SPLIT_K values the candidates offer (the k tiles over grid y, fp32 partials in the workspace, an
     #: ordered reduce with the epilogue); (1,): no split, and no SPLIT_K knob
     SPLITS = (1,)
-    #: a split is offered while the unsplit grid has fewer CTAs than this many SMs' worth
+    #: a split is offered while the unsplit grid has fewer CTAs than this many waves (SMs x resident CTAs)
     SPLIT_BELOW_WAVES = 1.0
     #: and while every slice keeps at least this many k tiles
     SPLIT_MIN_KTILES = 8
@@ -202,15 +202,16 @@ class TcEngineBase(Engine):
         """The simulator's tile index list for a tiny problem (default: the last tile)."""
         return [len(self.TILES) - 1]
 
-    def _splits(self, M, N, K_, B, c, dev):
-        """The SPLIT_K values of :data:`SPLITS` worth ranking for tile config ``c``: 1, and the splits while
-        the unsplit grid is under SPLIT_BELOW_WAVES waves of the device's SMs and each slice keeps
-        SPLIT_MIN_KTILES k tiles."""
+    def _splits(self, M, N, K_, B, t, dev):
+        """The SPLIT_K values of :data:`SPLITS` worth ranking for tile ``t`` (a TcTile) on ``dev``: 1, and
+        the splits while the unsplit grid is under SPLIT_BELOW_WAVES waves (SMs x resident CTAs) and each
+        slice keeps SPLIT_MIN_KTILES k tiles."""
+        c = t.cfg
         ctas = gc.ceil_div(M, c.BLOCK_M) * gc.ceil_div(N, c.BLOCK_N) * B
-        sms = dev.sm_count if dev is not None else 132
+        slots = dev.sm_count * max(H.blocks_per_sm(dev, c.threads, t.regs, smem_bytes(c)), 1)
         kt = gc.ceil_div(K_, c.BLOCK_K)
         return [s for s in self.SPLITS
-                if s == 1 or (ctas < self.SPLIT_BELOW_WAVES * sms and kt >= s * self.SPLIT_MIN_KTILES)]
+                if s == 1 or (ctas < self.SPLIT_BELOW_WAVES * slots and kt >= s * self.SPLIT_MIN_KTILES)]
 
     def candidates(self, sub, ctx):
         """One config per useful tile (its STAGES, SWIZZLE 8 when more than 8 tile rows, with a device its
@@ -234,7 +235,7 @@ class TcEngineBase(Engine):
             c = base.with_knob(K.CUDNN_KNOB_TYPE_TILE_SIZE, i).with_knob(K.CUDNN_KNOB_TYPE_STAGES, t.stages) \
                 .with_knob(K.CUDNN_KNOB_TYPE_SWIZZLE, sw)
             if dev is not None and len(self.SPLITS) > 1:   # the tile's cheapest SPLIT_K
-                alts = [c.with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K, x) for x in self._splits(M, N, K_, B, t.cfg, dev)]
+                alts = [c.with_knob(K.CUDNN_KNOB_TYPE_SPLIT_K, x) for x in self._splits(M, N, K_, B, t, dev)]
                 alts = [a for a in alts if self.keep(sub, a, ctx)[0] == S.CUDNN_STATUS_SUCCESS] or [c]
                 c = min(alts, key=lambda a: self.cost(sub, a, dev))
             out.append(c)
