@@ -28,7 +28,7 @@ from ..kernels import norm_row_dparams as kd
 from ..kernels.dtypes import compute_type
 from ..kernels import primitives as kprim
 from ..types import cudnnBackendKnobType_t, cudnnBackendNormFwdPhase_t, cudnnBackendNormMode_t, cudnnStatus_t
-from .base import OK, Engine, KnobSpec
+from .base import OK, Config, Engine, KnobSpec
 from .membound_common import (Arg, MemPlan, PointwiseBuilder, Scratch, Step, extent, kdtype, src_key, steps_time,
                               tensor_bytes, written)
 from .norm_batch import check_norm_node
@@ -173,6 +173,10 @@ BWD_FUSED_VARIANTS = ((0, 0, 0), (128, 2, 0), (128, 4, 0), (256, 1, 0), (256, 2,
                       (512, 2, 0), (1024, 1, 0), (1024, 2, 0), (0, 0, 1), (0, 0, 2), (0, 0, 4))
 
 
+#: forward CTA_COUNT values (persistent grids of SMs x CTA_COUNT blocks) ranked after the default
+FWD_PERSIST_CTAS = (4, 8, 16)
+
+
 def preferred_bwd_knobs(sub):
     """Knob -> value of the backward's default config: the fused kernel (16-byte accesses where they
     apply, the kernel layer's geometry) when the node writes DSCALE / DBIAS and a row fits in registers;
@@ -231,9 +235,13 @@ def _forward(sub, cfg):
     args = [Arg.tensor(x), Arg.tensor(scale), Arg.tensor(bias) if bias is not None else Arg.dummy(p_dt),
             y_arg, mean_arg, inv_arg, Arg.scalar(eps) if eps_dt is None else Arg.tensor(eps), Arg.const(rows)]
     if vec:
-        fargs = (n, blk, vpt, vec, not rms, bias is not None, write, kdtype(x), p_dt, y_dt, s_dt, rpb, eps_dt)
+        grid = math.ceil(rows / rpb)
+        persist = bool(_ctas(cfg)) and grid > kprim.sm_count() * _ctas(cfg)
+        if persist:
+            grid = kprim.sm_count() * _ctas(cfg)
+        fargs = (n, blk, vpt, vec, not rms, bias is not None, write, kdtype(x), p_dt, y_dt, s_dt, rpb, eps_dt, persist)
         step = Step("norm_rows_fwd_vec:" + src_key(fargs), lambda: kn.row_fwd_vec_kernel(*fargs)[0],
-                    math.ceil(rows / rpb), threads, args, nbytes=tensor_bytes(x, y, scale, bias))
+                    grid, threads, args, nbytes=tensor_bytes(x, y, scale, bias))
     else:
         fargs = (n, blk, vpt, not rms, bias is not None, write, kdtype(x), p_dt, y_dt, s_dt, rpb, eps_dt)
         step = Step("norm_rows_fwd:" + src_key(fargs), lambda: kn.row_fwd_kernel(*fargs)[0],
@@ -363,7 +371,7 @@ class NormRowsEngine(Engine):
                 KnobSpec(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 0, 16, 16, 0))
         if sub is not None and getattr(sub, "kind", None) == "norm_bwd":
             return base + (KnobSpec(KC, 0, 1, 1, 0), KnobSpec(KW, 0, 16, 1, 0))
-        return base
+        return base + (KnobSpec(KW, 0, 16, 1, 0),)
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
@@ -385,6 +393,9 @@ class NormRowsEngine(Engine):
         if _load(cfg) and not _fwd_vec(sub):
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: LOAD_SIZE 16 needs a forward whose rows divide " \
                 "into 16-byte vectors and X, Y, SCALE, BIAS packed with >= 16-byte alignment"
+        if _ctas(cfg) and not _load(cfg):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: CTA_COUNT (a persistent grid) is a knob of the " \
+                "16-byte forward kernel (LOAD_SIZE 16)"
         return OK
 
     def _keep_bwd(self, sub, cfg):
@@ -409,7 +420,12 @@ class NormRowsEngine(Engine):
         """The backward's search space: the two-pass path and a list of fused geometries (the full
         knob product is thousands of configs); the forward's: every knob combination :meth:`keep` allows."""
         if sub is None or sub.kind != "norm_bwd":
-            return super().configs(sub, ctx)
+            out = [Config(self.name, ((int(KW), 0),))]
+            for spec in self.knobs(sub)[:3]:
+                out = [c.with_knob(spec.type, v) for c in out for v in spec.values()]
+            if sub is not None and _load(self.default_config(sub)):   # persistent grids first (64 are ranked)
+                out = [self.default_config(sub).with_knob(KW, w) for w in FWD_PERSIST_CTAS] + out
+            return [c for c in dict.fromkeys(out) if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
         base = super().default_config(sub)
         out = [base.with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b) for b in BLOCKS]
         load = 16 if _bwd_vec(sub) > 1 else 0

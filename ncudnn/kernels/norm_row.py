@@ -141,10 +141,25 @@ def _row_fwd_source(n, block, vpt, center, has_bias, write_stats, ct, rpb=1, eps
     return "\n".join(s) + "\n"
 
 
-def _row_fwd_vec_source(n, block, vpt, vec, center, has_bias, write_stats, ct, rpb=1, eps_array=False):
+def _persistent(lines, block, rpb):
+    """A row kernel's source lines made persistent: its body runs in a loop over rows ``row, row + G,
+    ...`` (G = the grid's rows: gridDim.x times the block's rows) instead of once for the block's row.
+    The body must not return; block reductions end with a barrier (their shared memory is reusable)."""
+    head = lines[:5]
+    body = lines[5:]
+    if block == 32:              # the warp-per-row head's early exit becomes the loop test
+        assert body[:2] == ["    if row >= nrows:", "        return"], body[:2]
+        body = body[2:]
+    step = f"cuda.gridDim.x * {rpb}" if block == 32 else "cuda.gridDim.x"
+    return head + ["    while row < nrows:"] + ["    " + ln for ln in body] + [f"        row += {step}"]
+
+
+def _row_fwd_vec_source(n, block, vpt, vec, center, has_bias, write_stats, ct, rpb=1, eps_array=False,
+                        persist=False):
     """Register path with ``vec`` elements per access: thread t owns vectors ``q = t + k * block``
     (elements ``q * vec ..``), loaded / stored with one 16-byte access each; statistics as the scalar
-    path (warp: two-pass; block: one reduction of sums shifted by the row's first element)."""
+    path (warp: two-pass; block: one reduction of sums shifted by the row's first element).
+    ``persist``: the block loops over rows (:func:`_persistent`), the grid any size."""
     L = po.lit
     zero, one, inv_n, nv = L(0.0, ct), L(1.0, ct), L(1.0 / n, ct), n // vec
     s, RS, RS2 = _frame("x, scale, bias, y, s_mean, s_inv, eps_in", block, rpb, ct)
@@ -187,6 +202,8 @@ def _row_fwd_vec_source(n, block, vpt, vec, center, has_bias, write_stats, ct, r
             s.append(f"{ind}{', '.join('b' + e for e in els[k])} = ldvp(bias, q{k} * {vec})")
         vals = [f"cy(d{e} * inv * cp(g{e})" + (f" + cp(b{e}))" if has_bias else ")") for e in els[k]]
         s.append(f"{ind}stvy(y, base + q{k} * {vec}, ({', '.join(vals)}))")
+    if persist:
+        s = _persistent(s, block, rpb)
     return "\n".join(s) + "\n"
 
 
@@ -255,13 +272,14 @@ def row_fwd_kernel(n, block, vpt, center, has_bias, write_stats, x_dt, p_dt, y_d
 
 @functools.lru_cache(maxsize=None)
 def row_fwd_vec_kernel(n, block, vpt, vec, center, has_bias, write_stats, x_dt, p_dt, y_dt, s_dt, rpb=1,
-                       eps_dt=None):
+                       eps_dt=None, persist=False):
     """Forward row kernel reading / writing ``vec`` elements per access (``vpt`` vectors a thread from
     ``row_config(..., vec=vec)``, n % vec == 0, every buffer aligned to one vector). Same arguments
-    as :func:`row_fwd_kernel`. Returns (dispatcher, source)."""
+    as :func:`row_fwd_kernel`; ``persist``: each block loops over rows (grid of any size). Returns
+    (dispatcher, source)."""
     from .pointwise import _to_compute, _to_storage, vector_load, vector_store
     ct = compute_type([x_dt, p_dt, y_dt])
-    src = _row_fwd_vec_source(n, block, vpt, vec, center, has_bias, write_stats, ct, rpb, eps_dt is not None)
+    src = _row_fwd_vec_source(n, block, vpt, vec, center, has_bias, write_stats, ct, rpb, eps_dt is not None, persist)
     return _jit_source(src, "row-fwd-vec", ldvx=vector_load(vec), ldvp=vector_load(vec), stvy=vector_store(vec),
                        cx=_to_compute(dtype_name(x_dt), ct), cp=_to_compute(dtype_name(p_dt), ct),
                        cy=_to_storage(dtype_name(y_dt)), sts=storer(s_dt),
