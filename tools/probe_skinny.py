@@ -17,7 +17,7 @@ L2 flushed before every run, median of --reps) cuBLAS (torch.matmul, allow_tf32 
   capped at 128 registers, t14 16x128x32 t4x4) at SPLIT_K 1/2/4/8.
 
 Every config is first checked against a float64 product (torch, on the GPU) of the same inputs:
-``err`` = max |C - C64| / max |C64|; a config over 1e-5 is marked WRONG and never BEST. TFLOP/s =
+``err`` = max |C - C64| / max |C64|; a config over 5e-5 is marked WRONG and never BEST. TFLOP/s =
 2*M*N*K / time; ``x cuBLAS`` = cuBLAS time / ours (>= 0.5 is the issue's bar).
 
 JIT: the kernels of all configs are compiled first by --jobs worker processes into a temporary kernel
@@ -40,7 +40,7 @@ OLD_PICKS = {(16384, 64, 4096): ("matmul_simt", 1, 1, 8), (16, 8192, 8192): ("ma
 #: matmul_simt TILE_SIZE values of the fast tiles (gemm_common.SIMT_TILES)
 FAST_TILES = (0, 9, 10, 11, 12, 13, 14)
 GRID_SPLITS = (1, 2, 4, 8)
-TOL = 1e-5
+TOL = 5e-5
 
 
 def graph(M, N, K):
@@ -224,8 +224,11 @@ def main():
         want = torch.matmul(ta.double(), tb.double())
         scale = float(want.abs().max())
         ref_ms = flushed_median_ms(lambda: torch.matmul(ta, tb, out=tc), torch, flush, args.reps)
-        print(f"{M}x{N}x{K_}  cuBLAS SGEMM {ref_ms:.4f} ms  {flops / ref_ms / 1e9:.1f} TFLOP/s  (0.5x bar: "
-              f"{2 * ref_ms:.4f} ms)", flush=True)
+        ref_err = float((tc.double() - want).abs().max()) / scale
+        old = OLD_PICKS.get(shape)
+        print(f"{M}x{N}x{K_}  cuBLAS SGEMM {ref_ms:.4f} ms  {flops / ref_ms / 1e9:.1f} TFLOP/s  err {ref_err:.1e}  "
+              f"(0.5x bar: {2 * ref_ms:.4f} ms; old pick: {label(old[0], knobs_of(*old[1:])) if old else '-'})",
+              flush=True)
         g = graph(M, N, K_)
         for shp, tag, engine, knobs, pred in rows:
             if shp != shape:
