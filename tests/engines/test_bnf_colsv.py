@@ -144,3 +144,40 @@ def test_bnf_colsv_combine_many_chunks(rng):
     kern[(2,), (32, 4)](d0, d1, o0, o1, chunks, C)
     assert_close(o0.copy_to_host(), p0.astype(np.float32).astype(np.float64).sum(0), "float32", name="out0")
     assert_close(o1.copy_to_host(), p1.astype(np.float32).astype(np.float64).sum(0), "float32", name="out1")
+
+
+def test_bnf_colsv_misaligned_buffers_take_the_twin(rng):
+    """x and y 4 bytes off a 16-byte boundary: the VEC 4 steps run their VEC 1 twins (same chunks)."""
+    import numpy as np
+    from numba import cuda
+    from ncudnn.reference.ops import run_node
+    from ncudnn.testing import assert_close, poison_value
+    g = _fwd(2, 64)
+    node = g.nodes[0]
+    xd, yd = node.inputs["X"], node.outputs["Y"]
+    span = 2 * 64 * H * W
+    xv = rng.uniform(-1, 1, (2, 64, H, W))
+    host = np.full(span + 1, poison_value("float32"), np.float32)
+    np.lib.stride_tricks.as_strided(host[1:], xd.dims, [s * 4 for s in xd.strides])[...] = xv
+    xbuf = cuda.to_device(host)[1:]
+    ybuf = cuda.to_device(np.full(span + 1, poison_value("float32"), np.float32))[1:]
+    vals = {"X": U.cast(xv, xd.dtype), "EPSILON": np.float64(1e-3), "EXP_AVG_FACTOR": np.float64(0.3)}
+    pack = {xd.uid: xbuf, yd.uid: ybuf}
+    for p in ("SCALE", "BIAS", "INPUT_RUNNING_MEAN", "INPUT_RUNNING_VAR"):
+        t = node.inputs[p]
+        a = rng.uniform(0.5, 2.0, t.dims) if p == "INPUT_RUNNING_VAR" else rng.uniform(-1, 1, t.dims)
+        vals[p], pack[t.uid] = U.cast(a, t.dtype), U.upload(a, t)
+    for p, t in node.outputs.items():
+        if p != "Y":
+            pack[t.uid] = U.poisoned(t)
+    from ncudnn import memory
+    assert memory.as_view(xbuf).ptr % 16 == 4 and memory.as_view(ybuf).ptr % 16 == 4
+    plan = U.run_ec(g, pack, _cfg(g, 1))
+    steps = plan.parts[0].steps
+    assert steps[0].align and steps[0].fallback.key != steps[0].key and steps[-1].fallback is not None
+    ref = run_node(node, vals)
+    y = np.lib.stride_tricks.as_strided(ybuf.copy_to_host(), yd.dims, [s * 4 for s in yd.strides])
+    assert_close(y.astype(np.float64), ref["Y"], "float32", name="y")
+    for p in ("MEAN", "INV_VARIANCE", "OUTPUT_RUNNING_MEAN", "OUTPUT_RUNNING_VAR"):
+        t = node.outputs[p]
+        assert_close(U.download(pack[t.uid], t), ref[p], "float32", name=p)
