@@ -5,17 +5,25 @@ Forward: one kernel, a block (or a warp, for rows <= 256) per row; rows up to BL
 stay in registers (two-pass mean / variance, one read of x, one write of y), longer rows loop
 (shifted one-pass sums). Training writes MEAN (layer norm) and INV_VARIANCE. A pointwise epilogue
 runs as a second pass over y kept in the workspace (float32).
-Backward: dx in one row kernel; dscale (and dbias) as ordered column sums over the rows
-(:mod:`ncudnn.kernels.norm_row_dparams`: coalesced one-wave partials, then an ordered combine).
+Backward writing DSCALE / DBIAS (default, KERNEL_CFG 1): one persistent row kernel
+(:mod:`ncudnn.kernels.norm_row_bwd`: dx, and per block the partial column sums of dscale / dbias in
+registers; x and dy read once) then the ordered combine of the blocks' partial rows (deterministic).
+KERNEL_CFG 0 (and the default without DSCALE / DBIAS): dx in one row kernel; dscale (and dbias) as
+ordered column sums over the rows (:mod:`ncudnn.kernels.norm_row_dparams`: coalesced one-wave partials,
+re-reading x and dy, then an ordered combine).
 
 Layouts: each sample's block must be dense (any order of the non-batch dims: NCHW, NHWC, ...) with
 the batch stride equal to n; Y / DY / DX share X's strides; SCALE / BIAS / DSCALE / DBIAS have X's
 strides on the normalized dims (elements line up in memory order); statistics are one value per row.
 Knobs: BLOCK_SIZE (0: the kernel layer's choice; 32 = warp per row); TILE_ROWS (forward, warp per row:
 rows a block, 0 = the kernel layer's 4); LOAD_SIZE (forward: 0 = an element per access, 16 = 16-byte
-vector accesses when n divides into vectors and X, Y, SCALE, BIAS declare >= 16-byte alignment).
-The default config (:func:`preferred_knobs`) is the 16-byte kernel wherever it applies; the cost
-model ranks every other config 5% behind it.
+vector accesses when n divides into vectors and X, Y, SCALE, BIAS declare >= 16-byte alignment);
+CTA_COUNT (forward, 16-byte kernel: 0 = a block per row group, c = a persistent grid of SMs x c blocks
+looping over the rows). Fused backward (KERNEL_CFG 1): BLOCK_SIZE threads, TILE_ROWS rows a loop
+step, CTA_COUNT blocks per SM (0 each: :func:`ncudnn.kernels.norm_row_bwd.fused_config`'s choice),
+LOAD_SIZE 16 for 16-byte accesses (rows dividing into vectors, X / DY / DX / SCALE 16-byte aligned).
+The default config (:func:`preferred_knobs`, :func:`preferred_bwd_knobs`) is the 16-byte / fused
+kernel wherever it applies; the cost model ranks every other config 5% behind its bytes.
 EPSILON by value or as a one-element device tensor (read in the kernel).
 """
 import math

@@ -120,3 +120,19 @@ def test_h200_cost_prefers_fused(cols):
     assert two
     assert eng.cost(sub, fused, H200) < min(eng.cost(sub, c, H200) for c in two)
     assert api.get_heuristics(g)[0].config == fused
+
+
+def test_each_backward_config_costed_from_its_own_steps():
+    """The fused and two-pass backwards move different bytes: each candidate's cost is its own steps' time
+    (5% more off the default), and the two-pass path costs more than the fused default."""
+    from ncudnn.engines.membound_common import steps_time
+
+    g = bwd_graph(LN, (48, 768))
+    eng, ctx = registry.by_name("norm_rows"), api.context()
+    sub = partition(g)[0][0]
+    cands = eng.candidates(sub, ctx)
+    assert {c.get(KC) for c in cands} == {0, 1}
+    for cfg in cands:
+        want = steps_time(ctx.device, eng._steps(sub, cfg)[0]) * (1.0 if cfg == eng.default_config(sub) else 1.05)
+        assert eng.cost(sub, cfg, ctx.device) == want
+    assert min(eng.cost(sub, c, ctx.device) for c in cands if c.get(KC) == 0) > eng.cost(sub, cands[0], ctx.device)
