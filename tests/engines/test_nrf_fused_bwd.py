@@ -12,6 +12,8 @@ from ncudnn.ir import NormBwd, OpGraph
 from ncudnn.ir.partition import partition
 from ncudnn.types import cudnnBackendKnobType_t as K, cudnnBackendNormMode_t as NM, cudnnDataType_t as DT
 
+from ncudnn.testing import size
+
 import mb_util as U
 from test_eng_norm_batch import _execute
 
@@ -56,6 +58,16 @@ def test_default_is_fused_and_matches_oracle(rng, mode, dims):
     first = api.get_heuristics(g)[0].config
     assert first.engine == "norm_rows" and first.get(KC) == nr.BWD_FUSED
     assert first.get(KL) == (16 if math.prod(dims[1:]) % 4 == 0 else 0)
+    plan = _execute(g, rng, positive=("INV_VARIANCE",))
+    assert _keys(plan) == ["norm_rows_bwd_fused", "norm_rows_dparams_combine"]
+
+
+@pytest.mark.parametrize("mode", [LN, RMS], ids=["layer", "rms"])
+@pytest.mark.parametrize("dims", [size((6, 64), (8192, 1024)), size((3, 256), (8192, 4096))], ids=["1024", "4096"])
+def test_bench_shapes_default(rng, mode, dims):
+    """The benchmark's shapes on a GPU (NCUDNN_SHAPES=gpu), small ones in the simulator: the default
+    (fused, 16-byte) plan against the oracle."""
+    g = bwd_graph(mode, dims)
     plan = _execute(g, rng, positive=("INV_VARIANCE",))
     assert _keys(plan) == ["norm_rows_bwd_fused", "norm_rows_dparams_combine"]
 
