@@ -111,6 +111,8 @@ def plan_rows(shapes, top):
             tile = simt.TILES[t]
             if tile.cfg.BLOCK_M > 2 * max(M, 16) or tile.cfg.BLOCK_N > 2 * max(N, 16):
                 continue
+            if tile.cfg.BLOCK_M < 64 and M > 64:        # the 16-row tile: GEMV-like shapes only (JIT time)
+                continue
             sw = gc.swizzle_for(M, tile.cfg, simt.SWIZZLES)
             for s in GRID_SPLITS:
                 knobs = knobs_of(t, s, sw)
