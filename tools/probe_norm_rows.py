@@ -38,9 +38,9 @@ F32 = DT.CUDNN_DATA_FLOAT
 REPS = 25
 FLUSH_BYTES = 256 << 20
 COPY_GBPS = 4210.0
-KB, KR, KL, KC, KW = (K.CUDNN_KNOB_TYPE_BLOCK_SIZE, K.CUDNN_KNOB_TYPE_TILE_ROWS, K.CUDNN_KNOB_TYPE_LOAD_SIZE,
-                      K.CUDNN_KNOB_TYPE_KERNEL_CFG, K.CUDNN_KNOB_TYPE_CTA_COUNT)
-NAMES = {KB: "BLOCK", KR: "ROWS", KL: "LOAD", KC: "KCFG", KW: "CTAS"}
+KB, KR, KL, KC, KW, KS = (K.CUDNN_KNOB_TYPE_BLOCK_SIZE, K.CUDNN_KNOB_TYPE_TILE_ROWS, K.CUDNN_KNOB_TYPE_LOAD_SIZE,
+                          K.CUDNN_KNOB_TYPE_KERNEL_CFG, K.CUDNN_KNOB_TYPE_CTA_COUNT, K.CUDNN_KNOB_TYPE_STAGES)
+NAMES = {KB: "BLOCK", KR: "ROWS", KL: "LOAD", KC: "KCFG", KW: "CTAS", KS: "STAGES"}
 #: role -> uid of the ncudnn graph's tensors
 UID = {"x": 1, "scale": 2, "bias": 3, "mean": 4, "inv_var": 5, "dy": 6,
        "y": 10, "dx": 10, "dscale": 11, "dbias": 12, "mean_out": 11, "inv_out": 12}
@@ -82,12 +82,15 @@ def ir_graph(c):
 
 
 def _bwd_variants(cols):
+    """(BLOCK, ROWS, CTAS, STAGES) of the fused kernel; STAGES 2 loads the next row group early."""
     out = [dict(), {KC: 0, KL: 0}]                                # default first, then the two-pass path
     if cols <= 1024:
-        geoms = [(0, 0, 0), (128, 4, 0), (256, 2, 0), (256, 4, 0), (256, 4, 2), (128, 4, 2), (128, 2, 2)]
+        geoms = [(0, 0, 0, 0), (0, 0, 0, 2), (128, 4, 0, 0), (256, 2, 0, 0), (256, 4, 2, 0), (128, 2, 2, 2),
+                 (256, 2, 2, 2), (256, 1, 4, 2), (128, 4, 2, 2)]
     else:
-        geoms = [(0, 0, 0), (512, 1, 0), (1024, 1, 0), (1024, 2, 0), (256, 1, 0), (256, 2, 0)]
-    out += [{KC: 1, KL: 16, KB: b, KR: r, KW: w} for b, r, w in geoms]
+        geoms = [(0, 0, 0, 0), (0, 0, 0, 2), (512, 1, 0, 0), (1024, 1, 0, 0), (1024, 2, 0, 0), (256, 1, 0, 0),
+                 (512, 1, 0, 2), (1024, 1, 0, 2), (256, 1, 0, 2)]
+    out += [{KC: 1, KL: 16, KB: b, KR: r, KW: w, KS: st} for b, r, w, st in geoms]
     return out
 
 

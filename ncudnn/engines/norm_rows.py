@@ -21,6 +21,7 @@ vector accesses when n divides into vectors and X, Y, SCALE, BIAS declare >= 16-
 CTA_COUNT (forward, 16-byte kernel: 0 = a block per row group, c = a persistent grid of SMs x c blocks
 looping over the rows). Fused backward (KERNEL_CFG 1): BLOCK_SIZE threads, TILE_ROWS rows a loop
 step, CTA_COUNT blocks per SM (0 each: :func:`ncudnn.kernels.norm_row_bwd.fused_config`'s choice),
+STAGES 2 (the next row group's loads issued before this group's reductions; 0 = 1),
 LOAD_SIZE 16 for 16-byte accesses (rows dividing into vectors, X / DY / DX / SCALE 16-byte aligned).
 The default config (:func:`preferred_knobs`, :func:`preferred_bwd_knobs`) is the 16-byte / fused
 kernel wherever it applies; the cost model ranks every other config 5% behind its bytes.
@@ -49,7 +50,7 @@ PH = cudnnBackendNormFwdPhase_t
 MODES = (NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM)
 BLOCKS = (0, 32, 128, 256, 512, 1024)
 ROWS = (0, 1, 2, 4, 8)
-KC, KW = K.CUDNN_KNOB_TYPE_KERNEL_CFG, K.CUDNN_KNOB_TYPE_CTA_COUNT
+KC, KW, KS = K.CUDNN_KNOB_TYPE_KERNEL_CFG, K.CUDNN_KNOB_TYPE_CTA_COUNT, K.CUDNN_KNOB_TYPE_STAGES
 #: backward KERNEL_CFG values: dx, then dscale / dbias column sums (two passes) / all in one pass
 BWD_TWO_PASS, BWD_FUSED = 0, 1
 
@@ -110,6 +111,11 @@ def _ctas(cfg):
     return cfg.get(KW, 0)
 
 
+def _stages(cfg):
+    """Row groups a fused backward block keeps in registers (STAGES 0: 1)."""
+    return cfg.get(KS, 0) or 1
+
+
 def _bwd_dparams(sub):
     """True when the backward node writes DSCALE or DBIAS (what the fused kernel is for)."""
     if sub.kind != "norm_bwd":
@@ -134,7 +140,7 @@ def _fused_geometry(sub, cfg):
     x = sub.nodes[0].inputs["X"]
     vec = _bwd_vec(sub) if _load(cfg) else 1
     return kf.fused_config(math.prod(x.dims[1:]), x.dims[0], kprim.sm_count(), vec, _block(cfg), _rows(cfg),
-                           _ctas(cfg))
+                           _ctas(cfg), _stages(cfg))
 
 
 def _fwd_vec(sub):
@@ -307,7 +313,7 @@ def _backward_fused(sub, cfg):
     ct = compute_type(list(dts))
     scratch = Scratch()
     p0, p1 = scratch.take(fc.grid * n, ct), scratch.take(fc.grid * n, ct)
-    fargs = (n, fc.block, fc.vpt, fc.vec, fc.rows, not rms) + dts
+    fargs = (n, fc.block, fc.vpt, fc.vec, fc.rows, not rms) + dts + (fc.stages,)
     pbytes = 2 * fc.grid * n * kprim_itemsize(ct)
     main = Step("norm_rows_bwd_fused:" + src_key(fargs), lambda: kf.fused_bwd_kernel(*fargs)[0], fc.grid, fc.block,
                 [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(scale),
@@ -378,7 +384,7 @@ class NormRowsEngine(Engine):
                 KnobSpec(K.CUDNN_KNOB_TYPE_TILE_ROWS, 0, 8, 1, 0),
                 KnobSpec(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 0, 16, 16, 0))
         if sub is not None and getattr(sub, "kind", None) == "norm_bwd":
-            return base + (KnobSpec(KC, 0, 1, 1, 0), KnobSpec(KW, 0, 16, 1, 0))
+            return base + (KnobSpec(KC, 0, 1, 1, 0), KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0))
         return base + (KnobSpec(KW, 0, 16, 1, 0),)
 
     def keep(self, sub, cfg, ctx):
@@ -408,9 +414,9 @@ class NormRowsEngine(Engine):
 
     def _keep_bwd(self, sub, cfg):
         if _kcfg(cfg) == BWD_TWO_PASS:
-            if _rows(cfg) or _load(cfg) or _ctas(cfg):
-                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: TILE_ROWS, LOAD_SIZE and CTA_COUNT are knobs " \
-                    "of the fused backward (KERNEL_CFG 1)"
+            if _rows(cfg) or _load(cfg) or _ctas(cfg) or cfg.get(KS, 0):
+                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: TILE_ROWS, LOAD_SIZE, CTA_COUNT and STAGES are " \
+                    "knobs of the fused backward (KERNEL_CFG 1)"
             return OK
         if not _bwd_dparams(sub):
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: KERNEL_CFG 1 fuses DSCALE / DBIAS into the dx " \
@@ -437,10 +443,11 @@ class NormRowsEngine(Engine):
         base = super().default_config(sub)
         out = [base.with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b) for b in BLOCKS]
         load = 16 if _bwd_vec(sub) > 1 else 0
-        for b, r, w in BWD_FUSED_VARIANTS:
-            out.append(base.with_knob(KC, BWD_FUSED).with_knob(K.CUDNN_KNOB_TYPE_LOAD_SIZE, load)
-                       .with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b).with_knob(K.CUDNN_KNOB_TYPE_TILE_ROWS, r)
-                       .with_knob(KW, w))
+        for st in (0, 2):
+            for b, r, w in BWD_FUSED_VARIANTS:
+                out.append(base.with_knob(KC, BWD_FUSED).with_knob(K.CUDNN_KNOB_TYPE_LOAD_SIZE, load)
+                           .with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b).with_knob(K.CUDNN_KNOB_TYPE_TILE_ROWS, r)
+                           .with_knob(KW, w).with_knob(KS, st))
         return [c for c in dict.fromkeys(out) if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
 
     def default_config(self, sub):

@@ -35,13 +35,15 @@ EPT_MAX = 32
 
 
 class FusedConfig(tuple):
-    """(threads per block, VPT vectors a thread, ROWS rows a group, grid blocks, VEC elements a vector)."""
+    """(threads per block, VPT vectors a thread, ROWS rows a group, grid blocks, VEC elements a vector,
+    STAGES row groups in registers)."""
     __slots__ = ()
     block = property(lambda s: s[0])
     vpt = property(lambda s: s[1])
     rows = property(lambda s: s[2])
     grid = property(lambda s: s[3])
     vec = property(lambda s: s[4])
+    stages = property(lambda s: s[5])
 
 
 def fused_vec(n, itemsizes):
@@ -51,21 +53,22 @@ def fused_vec(n, itemsizes):
     return vec if vec > 1 and n % vec == 0 else 1
 
 
-def _regs(block, vpt, vec, rows):
+def _regs(block, vpt, vec, rows, stages=1):
     """Registers a thread is expected to take: x / dy of every row of a group, scale and two
     accumulators per element, addressing: the grid's estimate (sm_90 ptxas: 85 at 2 rows x 8 values
     with 16-byte accesses, 96 with element accesses)."""
     e = vpt * vec
-    return min(255, 2 * rows * e + 3 * e + 32)
+    return min(255, 2 * stages * rows * e + 3 * e + 32)
 
 
-def fused_config(n, nrows, sms, vec=1, block=0, rows=0, blocks_per_sm=0):
+def fused_config(n, nrows, sms, vec=1, block=0, rows=0, blocks_per_sm=0, stages=1):
     """:class:`FusedConfig` for rows of ``n`` elements, or None when a row is too long to keep
     ``EPT_MAX`` values a thread in a 1024-thread block.
 
     ``block`` 0: the power of 2 giving about 8 elements a thread (32..1024); ``rows`` 0: about 16
     elements a thread per group (1..8); ``blocks_per_sm`` 0: as many as threads and the register
-    estimate allow. The grid is ``sms * blocks_per_sm`` blocks, at most one per row group."""
+    estimate allow. The grid is ``sms * blocks_per_sm`` blocks, at most one per row group. ``stages`` 2:
+    the next row group is loaded while this one is reduced (twice the x / dy registers)."""
     nv = -(-n // vec)
     if not block:
         want = max(1, 8 // vec)
@@ -76,11 +79,11 @@ def fused_config(n, nrows, sms, vec=1, block=0, rows=0, blocks_per_sm=0):
     if not rows:
         rows = max(1, min(8, 16 // (vpt * vec)))
     if not blocks_per_sm:
-        regs = -(-_regs(block, vpt, vec, rows) // 8) * 8
+        regs = -(-_regs(block, vpt, vec, rows, stages) // 8) * 8
         blocks_per_sm = max(1, min(2048 // block, 65536 // (block * regs), 32))
     groups = -(-nrows // rows)
     grid = max(1, min(groups, sms * blocks_per_sm))
-    return FusedConfig((block, vpt, rows, grid, vec))
+    return FusedConfig((block, vpt, rows, grid, vec, stages))
 
 
 def partial_rows(cfg):
@@ -92,8 +95,10 @@ def _slot_guard(k, block, nv):
     return (k + 1) * block > nv
 
 
-def _fused_source(n, block, vpt, vec, rows, center, ct, pvec):
-    """Kernel source. ``pvec``: elements per store of the compute-type partials (<= 16 bytes)."""
+def _fused_source(n, block, vpt, vec, rows, center, ct, pvec, stages=1):
+    """Kernel source. ``pvec``: elements per store of the compute-type partials (<= 16 bytes);
+    ``stages`` 2: the next row group's loads are issued before this group's reductions (registers
+    double-buffered)."""
     L = po.lit
     zero, inv_n = L(0.0, ct), L(1.0 / n, ct)
     nv = n // vec if vec > 1 else n
@@ -125,30 +130,47 @@ def _fused_source(n, block, vpt, vec, rows, center, ct, pvec):
             body = [f"s{k}_0 = lds(scale, q{k})"]
         s += guarded(k, "    ", body, [f"s{k}_{j} = {zero}" for j in E])
         s += [f"    a{k}_{j} = {zero}" for j in E] + [f"    b{k}_{j} = {zero}" for j in E]
+    I = "        "
+
+    def loads(r0, p, ind):
+        """Lines loading the group of rows from ``r0`` into registers named with prefix ``p``."""
+        out = []
+        for i in range(R):
+            if i:
+                out += [f"{ind}{p}ok{i} = {r0} + {i} < nrows", f"{ind}{p}rw{i} = {r0} + {i} if {p}ok{i} else {r0}"]
+            else:
+                out.append(f"{ind}{p}rw0 = {r0}")
+            out.append(f"{ind}{p}o{i} = {p}rw{i} * {n}")
+            out.append(f"{ind}{p}m{i} = ldst(s_mean, {p}rw{i})" if center else f"{ind}{p}m{i} = {zero}")
+            out.append(f"{ind}{p}iv{i} = ldst(s_inv, {p}rw{i})")
+            for k in range(vpt):
+                if vec > 1:
+                    body = [f"{', '.join(f'rx{i}_{k}_{j}' for j in E)} = ldvx(x, {p}o{i} + q{k} * {vec})",
+                            f"{', '.join(f'rd{i}_{k}_{j}' for j in E)} = ldvd(dy, {p}o{i} + q{k} * {vec})"]
+                    body += [f"{p}h{i}_{k}_{j} = cx(rx{i}_{k}_{j})" for j in E]
+                    body += [f"{p}d{i}_{k}_{j} = cd(rd{i}_{k}_{j})" for j in E]
+                else:
+                    body = [f"{p}h{i}_{k}_0 = ldx(x, {p}o{i} + q{k})", f"{p}d{i}_{k}_0 = ldd(dy, {p}o{i} + q{k})"]
+                fill = [f"{p}h{i}_{k}_{j} = {zero}" for j in E] + [f"{p}d{i}_{k}_{j} = {zero}" for j in E]
+                out += guarded(k, ind, body, fill)
+        return out
+
+    names = [f"{v}{i}" for i in range(R) for v in (["ok"] if i else []) + ["o", "m", "iv"]]
+    names += [f"{v}{i}_{k}_{j}" for i in range(R) for k in range(vpt) for j in E for v in ("h", "d")]
     s += [f"    ngrp = (nrows + {R - 1}) // {R}",
           "    grp = cuda.blockIdx.x",
-          "    buf = 0",
-          "    while grp < ngrp:",
-          f"        r0 = grp * {R}"]
-    I = "        "
-    for i in range(R):                         # loads of the group's rows
-        if i:
-            s += [f"{I}ok{i} = r0 + {i} < nrows", f"{I}rw{i} = r0 + {i} if ok{i} else r0"]
-        else:
-            s.append(f"{I}rw0 = r0")
-        s.append(f"{I}o{i} = rw{i} * {n}")
-        s.append(f"{I}m{i} = ldst(s_mean, rw{i})" if center else f"{I}m{i} = {zero}")
-        s.append(f"{I}iv{i} = ldst(s_inv, rw{i})")
-        for k in range(vpt):
-            if vec > 1:
-                body = [f"{', '.join(f'rx{i}_{k}_{j}' for j in E)} = ldvx(x, o{i} + q{k} * {vec})",
-                        f"{', '.join(f'rd{i}_{k}_{j}' for j in E)} = ldvd(dy, o{i} + q{k} * {vec})"]
-                body += [f"h{i}_{k}_{j} = cx(rx{i}_{k}_{j})" for j in E]
-                body += [f"d{i}_{k}_{j} = cd(rd{i}_{k}_{j})" for j in E]
-            else:
-                body = [f"h{i}_{k}_0 = ldx(x, o{i} + q{k})", f"d{i}_{k}_0 = ldd(dy, o{i} + q{k})"]
-            fill = [f"h{i}_{k}_{j} = {zero}" for j in E] + [f"d{i}_{k}_{j} = {zero}" for j in E]
-            s += guarded(k, I, body, fill)
+          "    buf = 0"]
+    if stages > 1:               # the first group's loads before the loop, the next group's at its top
+        s += loads(f"min(grp, ngrp - 1) * {R}", "", "    ")
+        s += ["    while grp < ngrp:",
+              f"{I}nxt = grp + cuda.gridDim.x",
+              f"{I}if nxt < ngrp:"]
+        s += loads(f"nxt * {R}", "n", I + "    ")
+        s.append(f"{I}else:")
+        s += [f"{I}    n{v} = {'False' if v.startswith('ok') else '0' if v[0] == 'o' else zero}" for v in names]
+    else:
+        s += ["    while grp < ngrp:"]
+        s += loads(f"grp * {R}", "", I)
     for i in range(R):                         # xhat, the row sums
         for k in range(vpt):
             for j in E:
@@ -181,7 +203,11 @@ def _fused_source(n, block, vpt, vec, rows, center, ct, pvec):
             body += [f"a{k}_{j} += d{i}_{k}_{j}" for j in E]
             body += [f"b{k}_{j} += d{i}_{k}_{j} * h{i}_{k}_{j}" for j in E]
             s += guarded(k, J, body)
-    s += [f"{I}buf = {half} - buf", f"{I}grp += cuda.gridDim.x"]
+    s.append(f"{I}buf = {half} - buf")
+    if stages > 1:
+        s += [f"{I}{v} = n{v}" for v in names] + [f"{I}grp = nxt"]
+    else:
+        s.append(f"{I}grp += cuda.gridDim.x")
     s.append(f"    po = cuda.blockIdx.x * {n}")
     for k in range(vpt):                       # the block's partial rows
         body = []
@@ -197,17 +223,17 @@ def _fused_source(n, block, vpt, vec, rows, center, ct, pvec):
 
 
 @functools.lru_cache(maxsize=None)
-def fused_bwd_kernel(n, block, vpt, vec, rows, center, x_dt, dy_dt, p_dt, dx_dt, s_dt):
+def fused_bwd_kernel(n, block, vpt, vec, rows, center, x_dt, dy_dt, p_dt, dx_dt, s_dt, stages=1):
     """The fused backward kernel for a :func:`fused_config` geometry (``vec`` > 1: n % vec == 0 and
     x, dy, scale, dx aligned to one vector). ``center`` False is RMS norm. Arguments
     ``(x, dy, scale, s_mean, s_inv, dx, part0, part1, nrows)`` (``s_mean`` unused for RMS; part0 /
-    part1: ``grid * n`` compute-type values each); grid ``cfg.grid``, block ``cfg.block``.
-    Returns (dispatcher, source)."""
+    part1: ``grid * n`` compute-type values each); grid ``cfg.grid``, block ``cfg.block``; ``stages``
+    2 prefetches the next row group. Returns (dispatcher, source)."""
     from .pointwise import _to_compute, _to_storage, vector_load, vector_store
     ct = compute_type([x_dt, dy_dt, p_dt, dx_dt, s_dt])
     csize = 8 if ct == "float64" else 4
     pvec = min(vec, 16 // csize) if vec > 1 else 1
-    src = _fused_source(n, block, vpt, vec, rows, center, ct, pvec)
+    src = _fused_source(n, block, vpt, vec, rows, center, ct, pvec, stages)
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, warp_sum=warp_sum,
               SDT=numba.float64 if ct == "float64" else numba.float32,
               ldx=loader(x_dt, ct), ldd=loader(dy_dt, ct), lds=loader(p_dt, ct), ldst=loader(s_dt, ct),

@@ -18,7 +18,7 @@ import mb_util as U
 from test_eng_norm_batch import _execute
 
 KB, KR, KL = K.CUDNN_KNOB_TYPE_BLOCK_SIZE, K.CUDNN_KNOB_TYPE_TILE_ROWS, K.CUDNN_KNOB_TYPE_LOAD_SIZE
-KC, KW = K.CUDNN_KNOB_TYPE_KERNEL_CFG, K.CUDNN_KNOB_TYPE_CTA_COUNT
+KC, KW, KS = K.CUDNN_KNOB_TYPE_KERNEL_CFG, K.CUDNN_KNOB_TYPE_CTA_COUNT, K.CUDNN_KNOB_TYPE_STAGES
 LN, RMS = NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM
 
 
@@ -81,12 +81,16 @@ def test_half_io(rng, mode, dtype):
     assert _keys(plan)[0] == "norm_rows_bwd_fused"
 
 
-@pytest.mark.parametrize("block,rows,ctas", [(32, 4, 1), (32, 2, 0), (128, 1, 0)], ids=["b32-r4-c1", "b32-r2", "b128-r1"])
-def test_knob_geometries(rng, block, rows, ctas):
+@pytest.mark.parametrize("block,rows,ctas,stages", [(32, 4, 1, 0), (32, 2, 0, 0), (128, 1, 0, 0), (32, 2, 1, 2),
+                                                    (32, 4, 1, 2)],
+                         ids=["b32-r4-c1", "b32-r2", "b128-r1", "b32-r2-c1-prefetch", "b32-r4-c1-prefetch"])
+def test_knob_geometries(rng, block, rows, ctas, stages):
     """Hand-picked configs (api.build_plan takes a Config): rows not a multiple of TILE_ROWS, several
-    row groups a block (CTA_COUNT 1 on the simulator's 2 SMs), a block wider than the row (idle slots)."""
+    row groups a block (CTA_COUNT 1 on the simulator's 2 SMs), a block wider than the row (idle slots),
+    the next row group prefetched (STAGES 2; 11 rows in groups of 4 on 2 blocks: a block with 1 group)."""
     g = bwd_graph(LN, (11, 64))
-    cfg = api.get_heuristics(g)[0].config.with_knob(KB, block).with_knob(KR, rows).with_knob(KW, ctas)
+    cfg = api.get_heuristics(g)[0].config.with_knob(KB, block).with_knob(KR, rows).with_knob(KW, ctas) \
+        .with_knob(KS, stages)
     plan = _execute(g, rng, positive=("INV_VARIANCE",), ec=cfg)
     assert _keys(plan)[0] == "norm_rows_bwd_fused"
     assert plan.parts[0].steps[0].block == block
