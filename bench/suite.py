@@ -161,7 +161,9 @@ def run(cases, env, quick=False, tune=False, max_minutes=None, log=print, on_cas
         t_case = time.perf_counter()
         impls = truth_fn = keep = None
         try:
-            impls, truth_fn, compare, keep = case_setup(case, env, tune_s or False)
+            # the tuning budget never runs past the run's deadline (at least 1 s: the first plan is always timed)
+            tune_case = min(tune_s, max(1.0, deadline - time.perf_counter())) if tune_s else False
+            impls, truth_fn, compare, keep = case_setup(case, env, tune_case)
             rows += run_case(case, impls, truth_fn, compare, clock, budget, log)
         except KeyboardInterrupt:
             rows = [r for r in rows if r["case"] != case.id]

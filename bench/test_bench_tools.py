@@ -81,7 +81,9 @@ def test_tune_budget_is_passed_per_mode(monkeypatch):
     suite.run(SEL[:1], SIM_ENV, tune=True, log=None)
     suite.run(SEL[:1], SIM_ENV, tune=True, log=None, tune_budget_s=2.5)
     suite.run(SEL[:1], SIM_ENV, tune=False, log=None)
-    assert [t for _, t in seen] == [suite.TUNE_BUDGET_S["sim"], 2.5, False]
+    suite.run(SEL[:1], SIM_ENV, tune=True, log=None, max_minutes=0.5 / 60)   # 0.5 s left: 1 s at least
+    budgets = [t for _, t in seen]
+    assert budgets[:3] == [suite.TUNE_BUDGET_S["sim"], 2.5, False] and budgets[3] == 1.0
 
 
 class _FakeGraph:
