@@ -252,14 +252,15 @@ def _register_compile_cases():
         return
     from .dtypes import array_sig as a
     f = a("float32")
-    for n, dt in ((1024, "float32"), (4096, "float32"), (4096, "bfloat16"), (1022, "float32")):
+    for n, dt, stages in ((1024, "float32", 1), (4096, "float32", 1), (1024, "float32", 2), (4096, "float32", 2),
+                          (4096, "bfloat16", 1), (1022, "float32", 1), (1022, "float32", 2)):
         vec = fused_vec(n, [storage_dtype(dt).itemsize, 4])
-        cfg = fused_config(n, 8192, 132, vec)
+        cfg = fused_config(n, 8192, 132, vec, stages=stages)
         for center in (True, False):
             x = a(dt)
             k, _ = fused_bwd_kernel(n, cfg.block, cfg.vpt, cfg.vec, cfg.rows, center, dt, dt, "float32", dt,
-                                    "float32")
-            register_compile_case(f"row_bwd_fused_{'layer' if center else 'rms'}_{n}_{dt}", k,
+                                    "float32", stages)
+            register_compile_case(f"row_bwd_fused_{'layer' if center else 'rms'}_{n}_{dt}_s{stages}", k,
                                   f"void({x}, {x}, {f}, {f}, {f}, {x}, {f}, {f}, int64)",
                                   max_registers=min(255, 65536 // cfg.block))
 
