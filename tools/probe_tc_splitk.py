@@ -12,7 +12,8 @@ reduce (kernels/tc_conv/splitk.py), with the main kernel alone beside it ("main"
 TFLOP/s (2 * N * P * Q * K * C * R * S / s), ratio = torch conv+relu time / ours, rel err of the output
 vs the float64 oracle (torch float64 conv of the same BF16 inputs, first NREF = 4 images) in the
 Frobenius norm, CTAs (grid
-x * y). Timing: tools/probe_timing.flushed_median_ms (median of --reps CUDA-event runs, L2 flushed
+x * y). Kernels compile first in --jobs spawned processes through the kernel cache (set NCUDNN_CACHE_DIR to
+a scratch directory; the timed process then loads cubins). Timing: tools/probe_timing.flushed_median_ms (median of --reps CUDA-event runs, L2 flushed
 before each). Last: per layer the best variant, and the conv_tc ranking (first three configs with
 predicted ms) for all 8 BF16 layers of the bench's conv set, with and without split-K.
 """
@@ -47,6 +48,56 @@ def _cfg(t, C, split):
     from ncudnn.kernels.tc_gemm import TcGemmConfig
     _, bm, bn, wm, wn, st = t
     return TcGemmConfig(bm, bn, 32, wm, wn, st, 8, 4 if C % 32 == 0 else 3, SPLIT_K=split)
+
+
+def kernels(t, C, split):
+    """(kernel, its CompiledKernel, the reduce's CompiledKernel or None) of tile ``t`` through the kernel
+    cache (shape-free keys: one compile serves every layer; warm workers write the cubins first)."""
+    from ncudnn.engines import gemm_common as gc
+    from ncudnn.kernels import epilogue as ep
+    from ncudnn.kernels import kcache
+    from ncudnn.kernels.tc_conv import conv_args, make_tc_conv_fprop
+    from ncudnn.kernels.tc_conv.splitk import make_split_reduce, partial_args, reduce_args
+
+    spec = ep.EpilogueSpec((ep.bias("col"), ep.relu()), "bfloat16")
+    kern = make_tc_conv_fprop(_cfg(t, C, split), "bfloat16", spec, "bfloat16", "bfloat16")
+    h, f = gc.typing_flat("bfloat16"), gc.typing_flat("float32")
+    geo = (1, 32, 1, 1, 8, 1, 1, 1, 1, (1, 1), (0, 0), (1, 1), (32, 32, 32), 32)
+    typing = partial_args(kern, h, h, f, *geo) if split > 1 else conv_args(kern, h, h, h, h, h, *geo, 8, 1)
+    ck = kcache.get_or_compile(gc.key_text("probe_tc_splitk", kern.cfg, kern.epi), lambda: kern.kernel,
+                               gc.argtypes(typing))
+    red = None
+    if split > 1:
+        rk = make_split_reduce(spec, "bfloat16", "bfloat16", split)
+        red = kcache.get_or_compile(gc.key_text("probe_tc_splitk_reduce", rk.py_func.__name__, kern.epi),
+                                    lambda: rk, gc.argtypes(reduce_args(f, split, h, h, h, 1, 1, 1, 1)))
+    return kern, ck, red
+
+
+def _warm(task):
+    """Worker: compile one task's kernels into the kernel cache's disk entries."""
+    t0 = time.time()
+    try:
+        if task[0] == "kern":
+            kernels(*task[1:])
+        else:   # the heuristics' plan of a layer
+            from ncudnn.engines import api
+            g, cx = layer_graph(*task[1:])
+            api.build_plan(g, api.get_heuristics(g, ctx=cx)[0], cx)
+        return f"{task[0]} {task[1][0] if task[0] == 'kern' else ''} {task[2:] if task[0] == 'kern' else task[1:]}: " \
+            f"{time.time() - t0:.1f} s"
+    except Exception as e:
+        return f"{task}: FAILED {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+
+
+def prewarm(tasks, jobs):
+    """Compile ``tasks`` in ``jobs`` spawned processes (each its own CUDA context) before timing."""
+    import multiprocessing as mp
+    t0 = time.time()
+    with mp.get_context("spawn").Pool(jobs) as pool:
+        for line in pool.imap_unordered(_warm, tasks):
+            print(f"   warm {line}", flush=True)
+    print(f"prewarm of {len(tasks)} tasks in {jobs} processes: {time.time() - t0:.1f} s", flush=True)
 
 
 def ranking(eng, name, C, H, K, R, stride, pad, N, n=3):
@@ -87,11 +138,8 @@ def layer(name, C, H, K, R, stride, pad, N, tiles, splits, reps, budget, flush):
     import torch.nn.functional as F
     from numba import cuda
 
-    from ncudnn.kernels import epilogue as ep
-    from ncudnn.kernels.launch import CompiledKernel
-    from ncudnn.kernels.tc_conv import conv_args, conv_grid, make_tc_conv_fprop
-    from ncudnn.kernels.tc_conv.splitk import make_split_reduce, partial_args, reduce_args, reduce_launch
-    from ncudnn.kernels.tc_gemm.launch import _compiled
+    from ncudnn.kernels.tc_conv import conv_args, conv_grid
+    from ncudnn.kernels.tc_conv.splitk import partial_args, reduce_args, reduce_launch
 
     P = (H + 2 * pad - R) // stride + 1
     M = N * P * P
@@ -119,7 +167,6 @@ def layer(name, C, H, K, R, stride, pad, N, tiles, splits, reps, budget, flush):
     y = torch.empty(N, K, P, P, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last)
     xd, wd, yd = arr(x), arr(w), arr(y)
     bd = cuda.as_cuda_array(b.view(torch.int16)).view(np.uint16)
-    spec = ep.EpilogueSpec((ep.bias("col"), ep.relu()), "bfloat16")
     geo = (N, C, H, H, K, P, P, R, R, (stride, stride), (pad, pad), (1, 1), (H * H * C, H * C, C), R * R * C)
     best = None
     for t_ in tiles:
@@ -129,19 +176,17 @@ def layer(name, C, H, K, R, stride, pad, N, tiles, splits, reps, budget, flush):
                 print(f"   {label:24s} skipped (budget)", flush=True)
                 continue
             try:
-                cfg = _cfg(t_, C, s)
-                kern = make_tc_conv_fprop(cfg, "bfloat16", spec, "bfloat16", "bfloat16")
+                kern, ck, red = kernels(t_, C, s)
                 grid = conv_grid(kern, N, P, P, K, s)
                 launches = []
                 if s == 1:
                     args = conv_args(kern, xd, wd, yd, bd, yd, *geo, K, 1)
-                    launches.append(_compiled(kern).prepare(grid, cfg.threads, args, kern.smem))
+                    launches.append(ck.prepare(grid, kern.cfg.threads, args, kern.smem))
                 else:
                     wst = torch.empty(s * M * K, device="cuda", dtype=torch.float32)   # kept alive below
                     ws = cuda.as_cuda_array(wst)
                     args = partial_args(kern, xd, wd, ws, *geo)
-                    launches.append(_compiled(kern).prepare(grid, cfg.threads, args, kern.smem))
-                    red = CompiledKernel(make_split_reduce(spec, "bfloat16", "bfloat16", s))
+                    launches.append(ck.prepare(grid, kern.cfg.threads, args, kern.smem))
                     rg, rt = reduce_launch(s, M, K)
                     launches.append(red.prepare((rg, 1, 1), (rt, 1, 1), reduce_args(ws, s, yd, bd, yd, M, K, K, 1)))
 
@@ -176,12 +221,20 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--budget", type=float, default=80.0, help="seconds after which no new variant starts")
     ap.add_argument("--no-rank", action="store_true")
+    ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1), help="compile processes (0: none)")
     args = ap.parse_args(argv)
+    tiles = [TILES[i] for i in args.tiles] if args.tiles is not None else list(TILES)
+    lays = [x for n in args.layers for x in LAYERS if x[0].startswith(n)]
+    if args.jobs:
+        Cs = sorted({lay[1] % 32 == 0 for lay in lays})
+        tasks = [("engine",) + lay[1:] + (args.n,) for lay in lays]
+        tasks += [("kern", t, 32 if c32 else 8, s) for t in tiles for c32 in Cs for s in {min(x, 2) for x in args.splits}]
+        tasks += [("kern", tiles[0], 32, 8)] if max(args.splits) >= 8 else []   # the wide reduce
+        prewarm(sorted(tasks, key=lambda t: -t[1][1] * t[1][2] if t[0] == "kern" else 0), args.jobs)
     import torch
     flush = torch.empty(64 * 1024 * 1024 // 4, device="cuda", dtype=torch.float32)
-    tiles = [TILES[i] for i in args.tiles] if args.tiles is not None else list(TILES)
     ratios = []
-    for lay in [x for n in args.layers for x in LAYERS if x[0].startswith(n)]:
+    for lay in lays:
         try:
             r = layer(*lay, args.n, tiles, args.splits, args.reps, args.budget, flush)
         except Exception:
