@@ -103,6 +103,7 @@ def test_tsk_sm90_no_spills():
     names = [c[0] for c in TC_CONV_SPLIT_CASES]
     assert set(names) <= set(compile_check.registered_cases())
     results = compile_check.run_compile_check(names, timeout=3000, jobs=2)
+    print("\n".join(r.summary() for r in results))
     failed = [r.summary() for r in results if not r.ok]
     assert not failed, "\n".join(failed)
     assert all(r.cubin_info and r.spill_stores == 0 and r.stack_frame == 0 for r in results)

@@ -1,5 +1,5 @@
 """Split-K tensor-core conv partial kernels (fp32 workspace output, kernels/tc_conv/splitk.py) registered
-with the sm_90 compile check (no spills, no local memory): conv_tc's tiles, mainloops v3 and v4. Imported
+with the sm_90 compile check (no spills, no local memory): conv_tc's tiles with the v4 mainloop, the first with v3. Imported
 by ``python -m ncudnn.kernels.compile_check``; registering compiles nothing."""
 from .. import epilogue as ep
 from .cases import _BIAS_RELU, signature
@@ -13,7 +13,7 @@ except ImportError:            # the registry is optional: without it nothing is
 #: (case name, config, in dtype, EpilogueSpec, bias dtype, residual dtype)
 TC_CONV_SPLIT_CASES = tuple((f"tc_conv_splitk_{c.BLOCK_M}x{c.BLOCK_N}_w{c.WARPS_M}x{c.WARPS_N}_ver{c.VERSION}",
                              c.replace(SPLIT_K=2), "bfloat16", _BIAS_RELU, "bfloat16", "bfloat16")
-                            for v in (3, 4) for c in (x.replace(VERSION=v) for x in CONV_CONFIGS))
+                            for c in [x.replace(VERSION=4) for x in CONV_CONFIGS] + [CONV_CONFIGS[0].replace(VERSION=3)])
 
 
 def register_split_cases():
