@@ -126,7 +126,14 @@ def _bwd_dparams(sub):
 
 def _bwd_vec(sub):
     """Elements per 16-byte access of the fused backward (1: element accesses: the row does not divide
-    into vectors, or X, DY, DX, SCALE are not all aligned to 16 bytes)."""
+    into vectors, or X, DY, DX, SCALE are not all aligned to 16 bytes). Remembered on the subgraph."""
+    memo = sub.__dict__.setdefault("_norm_rows_bwd", {})
+    if "vec" not in memo:
+        memo["vec"] = _bwd_vec_of(sub)
+    return memo["vec"]
+
+
+def _bwd_vec_of(sub):
     node = sub.nodes[0]
     ts = [node.inputs["X"], node.inputs["DY"], node.inputs["SCALE"], node.outputs["DX"]]
     if any(t.alignment < 16 for t in ts if not t.is_virtual):
@@ -491,9 +498,15 @@ class NormRowsEngine(Engine):
         Forward: the launch steps' bytes and count do not depend on the knobs, so the steps are built
         once per subgraph and device, not once per config (a cold ranking costs one step build instead
         of ~30). Backward: the two-pass path (dx; dscale / dbias re-reading x and dy) and the fused one
-        (x, dy read once, plus the partial rows) move different bytes: each config's own steps."""
+        (x, dy read once, plus one partial row a block) move different bytes: steps built once per
+        path and grid size."""
         memo = sub.__dict__.setdefault("_norm_rows_time", {})
-        key = device if sub.kind == "norm_fwd" else (device, cfg)
+        if sub.kind == "norm_fwd":
+            key = device
+        elif _kcfg(cfg) == BWD_FUSED:     # the bytes depend on the partial rows: one per block
+            key = (device, BWD_FUSED, _fused_geometry(sub, cfg).grid)
+        else:
+            key = (device, BWD_TWO_PASS)
         t = memo.get(key)
         if t is None:
             t = memo[key] = steps_time(device, self._steps(sub, cfg)[0])
