@@ -77,7 +77,7 @@ def variants(case):
     if case.layout != "nhwc":
         return [dict(), {KC: 1}]
     out = [dict()] + [{KC: v} for v in range(len(COLS_LABELS))]
-    out += [{KC: 1, KO: o} for o in (3, 4, 6, 8)] + [{KC: 1, KU: u} for u in (2, 8)]
+    out += [{KC: 6, KO: o} for o in (3, 4, 6, 8)] + [{KC: 6, KU: u} for u in (2, 8)]
     return out
 
 

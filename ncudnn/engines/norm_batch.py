@@ -23,7 +23,9 @@ Knob: BLOCK_SIZE of the pointwise pass. Workspace: the group sums and coefficien
 from numba.cuda import types
 
 from ..kernels import norm_bn_cols as kcols
+from ..kernels import bn_finalize as kbf
 from ..kernels import norm_bn_colsv as kcolsv
+from ..kernels import norm_bn_fin as kfin
 from ..kernels import norm_bn_planes as kplanes
 from ..kernels import reduce as kr
 from ..kernels.dtypes import compute_type
@@ -32,7 +34,7 @@ from ..types import (cudnnBackendKnobType_t, cudnnBackendNormFwdPhase_t, cudnnBa
                      cudnnPointwiseMode_t, cudnnStatus_t)
 from .base import OK, Engine, KnobSpec
 from .membound_common import (Arg, MemPlan, PointwiseBuilder, Scratch, Step, bcast_strides, io_dtypes_ok, kdtype, reduce_steps, src_key, steps_time, tensor_bytes, written)
-from .norm_bn_finalize import bwd_weights_step, finalize_step, scalar_arg, scalar_ports_ok
+from .norm_bn_finalize import bwd_weights_step, finalize_step, group_desc, scalar_arg, scalar_ports_ok, tensor_arg
 from .registry import register
 
 S = cudnnStatus_t
@@ -125,12 +127,16 @@ def bn_layout(x):
 
 
 #: KERNEL_CFG values: which kernels run packed NHWC batch norm. None: :mod:`ncudnn.kernels.norm_bn_cols`
-#: (statistics and apply with their own grids); else (vec, reverse, hint) of :mod:`ncudnn.kernels.norm_bn_colsv`
+#: (statistics and apply with their own grids); else (vec, reverse, hint, fin) of :mod:`ncudnn.kernels.norm_bn_colsv`
 #: (one geometry for both passes; reverse: the apply pass walks each chunk backwards, starting on the rows
-#: the statistics pass left in the L2; hint: streaming loads / stores in the apply pass).
-COLS_VARIANTS = (None, (4, True, True), (4, True, False), (4, False, False), (1, True, False), (4, False, True))
-COLS_LABELS = ("cols", "colsv4_rev_hint", "colsv4_rev", "colsv4", "colsv1_rev", "colsv4_hint")
-DEFAULT_COLS_VARIANT = 1
+#: the statistics pass left in the L2; hint: streaming loads / stores in the apply pass; fin: the chunk
+#: combine and the coefficients in one kernel, :mod:`ncudnn.kernels.norm_bn_fin`).
+COLS_VARIANTS = (None, (4, True, True, False), (4, True, False, False), (4, False, False, False),
+                 (1, True, False, False), (4, False, True, False), (4, True, True, True), (4, True, False, True),
+                 (1, True, False, True))
+COLS_LABELS = ("cols", "colsv4_rev_hint", "colsv4_rev", "colsv4", "colsv1_rev", "colsv4_hint", "colsv4_rev_hint_fin",
+               "colsv4_rev_fin", "colsv1_rev_fin")
+DEFAULT_COLS_VARIANT = 6
 #: KERNEL_CFG values of packed NCHW batch norm: the apply pass in the statistics pass's plane order, or reversed
 PLANES_LABELS = ("planes", "planes_rev")
 DEFAULT_PLANES_VARIANT = 0
@@ -201,6 +207,43 @@ def bn_stats_steps(lay, scratch, x, out0, out1, ct, dy=None, mean=None, var=None
     comb = Step(f"norm_bn_combine:{ct}:{cty}", lambda: kcols.combine_kernel(ct, ty=cty), max(1, -(-C // kcols.TX)),
                 (kcols.TX, cty), [p0, p1, out0, out1, Arg.const(chunks), Arg.const(C)], nbytes=chunks * C * 8)
     return [main, comb]
+
+
+def _descs(tensors, names):
+    """(dtype, sN, sC) and Arg per name, as the finalize steps lay them out (scratch: dense per channel)."""
+    descs, args = [], []
+    for name, _ in names:
+        t = tensors.get(name)
+        if isinstance(t, tuple):
+            descs.append((t[2], 0, 1))
+            args.append(t[1])
+        else:
+            descs.append(group_desc(t))
+            args.append(tensor_arg(t))
+    return tuple(descs), args
+
+
+def fin_step(comb, tensors, C, count, eps=None, mom=None, shift=None):
+    """The combine Step ``comb`` of the colsv statistics replaced by the fused combine + coefficients
+    kernel (:mod:`ncudnn.kernels.norm_bn_fin`): forward when ``eps`` is given (``tensors`` as for
+    finalize_step), else backward (as for bwd_weights_step)."""
+    p0, p1, chunks = comb.args[0], comb.args[1], comb.args[4]
+    cty = comb.block[1]
+    if eps is not None:
+        descs, args = _descs(dict(tensors, shift=shift), kbf.FINALIZE_ARRAYS)
+        writes = frozenset(n for n in ("saved_mean", "saved_inv", "next_mean", "next_var") if tensors.get(n) is not None)
+        scalars = tuple((n, a.dtype) for n, a in (("eps", eps), ("mom", mom)) if a.kind == "tensor")
+        key = "norm_bn_fin_fwd:" + src_key(descs, sorted(writes), scalars, cty)
+        factory = lambda: kfin.fin_kernel(descs, writes, scalars, cty)[0]  # noqa: E731
+        tail = [eps, mom]
+    else:
+        descs, args = _descs(tensors, kbf.BWD_ARRAYS)
+        key = "norm_bn_fin_bwd:" + src_key(descs, cty)
+        factory = lambda: kfin.bwd_kernel(descs, cty)[0]  # noqa: E731
+        tail = []
+    return Step(key, factory, comb.grid, comb.block,
+                [p0, p1] + args + [chunks, Arg.const(C), Arg.const(count, types.float64)] + tail,
+                nbytes=comb.nbytes + C * 4 * 8)
 
 
 def l2_reuse_bytes(lay, var, device_l2, *ts):
@@ -361,6 +404,10 @@ def _forward_steps(sub, cfg):
     mom = scalar_arg(i["EXP_AVG_FACTOR"]) if "EXP_AVG_FACTOR" in i else Arg.const(0.0, types.float64)
     count = x.numel // groups
     direct = lay is not None and not sub.epilogue and written(sub, y) is not None and _fast(sub, x, ct, y) is not None
+    if direct and lay[0] == "cols" and var is not None and var[3]:
+        steps[-1] = fin_step(steps[-1], tensors, C, float(count), scalar_arg(i["EPSILON"]), mom, shift=x)
+        steps.append(bn_apply_step(lay, x, y, (es, eb), ct, var=var, occupancy=occ, unroll=unr))
+        return steps, scratch.size
     steps.append(finalize_step(tensors, groups, C, Arg.const(float(count), types.float64),
                                scalar_arg(i["EPSILON"]), mom, True, per_sample, shift=x, bias_shifted=direct))
     if direct:
@@ -406,6 +453,10 @@ def _backward_steps(sub, cfg):
             tensors[name] = ("scratch", per_group[port], ct)
         else:
             tensors[name] = o[port]
+    if lay is not None and lay[0] == "cols" and var is not None and var[3]:
+        steps[-1] = fin_step(steps[-1], tensors, C, float(x.numel // groups))
+        steps.append(bn_apply_step(lay, x, dx, eq, ct, dy=dy, var=var, occupancy=occ, unroll=unr))
+        return steps, scratch.size
     steps.append(bwd_weights_step(tensors, groups, C, x.numel // groups, per_sample, centered=True))
     if per_sample:  # dscale / dbias of instance norm: sum the (N, C) per-group values over samples
         for port in ("DSCALE", "DBIAS"):
@@ -542,9 +593,11 @@ class NormBatchEngine(Engine):
         x, dy = node.inputs["X"], node.inputs.get("DY")
         t -= l2_reuse_bytes(info[0], var, device.l2_bytes, x, dy) / device.mem_bandwidth
         # measured on the H200 (tools/probe_bn.py): VEC 4 loads and the one shared geometry move bytes faster
-        if var is not None:
+        if var is not None and var[0] == 1:
             # VEC 1 colsv is not measured on the H200 yet: ranked after the cols kernels it would replace
-            t *= 0.97 if var[0] == 4 else 1.2
+            return self.cost(sub, cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0), device) * 1.05
+        if var is not None:
+            t *= 0.97
             t *= 1.0 + abs((occ or (4 if dy is not None else 5)) - (4 if dy is not None else 5)) / 100 + abs(unr - 4) / 200
         return t
 

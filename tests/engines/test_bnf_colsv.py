@@ -51,17 +51,19 @@ def _cfg(g, variant, occ=0, unroll=2):
 def _check_steps(plan, chunks_min=2):
     steps = plan.parts[0].steps
     assert steps[0].name == "norm_bn_colsv_partial" and steps[-1].name == "norm_bn_colsv_apply"
+    fin = COLS_VARIANTS[plan.parts[0].config.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG)][3]
+    assert len(steps) == (3 if fin else 4) and (steps[1].name.startswith("norm_bn_fin") == fin)
     assert steps[0].grid == steps[-1].grid and steps[0].grid[1] >= chunks_min   # one geometry, several chunks
 
 
-@pytest.mark.parametrize("variant", [1, 2, 3, 5])
+@pytest.mark.parametrize("variant", [1, 2, 3, 5, 6, 7])
 def test_bnf_colsv_forward_vec4(rng, variant):
     g = _fwd(2, 64)          # rows 70: TXV 16 x TY 16, unroll 2 -> 3 chunks of 24 rows (last one 22)
     plan = _execute(g, rng, positive=("INPUT_RUNNING_VAR",), ec=_cfg(g, variant))
     _check_steps(plan)
 
 
-@pytest.mark.parametrize("variant", [1, 3])
+@pytest.mark.parametrize("variant", [1, 3, 6])
 def test_bnf_colsv_backward_vec4(rng, variant):
     g = _bwd(2, 64)
     plan = _execute(g, rng, positive=("INV_VARIANCE",), ec=_cfg(g, variant))
@@ -77,6 +79,8 @@ def test_bnf_colsv_vec1_odd_channels(rng):
     gb = _bwd(2, 7)
     plan = _execute(gb, rng, positive=("INV_VARIANCE",), ec=_cfg(gb, 4))
     _check_steps(plan)
+    plan = _execute(gb, rng, positive=("INV_VARIANCE",), ec=_cfg(gb, 8))     # fused combine + weights
+    _check_steps(plan)
     st, why = api.check_support(g, _cfg(g, 1))
     assert int(st) != 0 and "16-byte" in why
 
@@ -84,11 +88,12 @@ def test_bnf_colsv_vec1_odd_channels(rng):
 def test_bnf_colsv_default_and_candidates():
     g = _fwd(32, 256)
     first = api.get_heuristics(g)[0].config
-    assert first.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG) == 1, COLS_LABELS
+    assert COLS_VARIANTS[first.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG)][:2] == (4, True), COLS_LABELS
     cands = [c.config.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG) for c in api.get_heuristics(g)]
     assert set(range(len(COLS_VARIANTS))) <= set(cands)
     g7 = _fwd(2, 7)    # C % 4 != 0: no 16-byte variant is offered
-    assert {c.config.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG) for c in api.get_heuristics(g7)} <= {0, 4}
+    assert {c.config.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG) for c in api.get_heuristics(g7)} == {0, 4, 8}
+    assert api.get_heuristics(g7)[0].config.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG) == 0
 
 
 def test_bnf_colsv_geometry():
