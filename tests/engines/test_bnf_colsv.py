@@ -186,3 +186,14 @@ def test_bnf_colsv_misaligned_buffers_take_the_twin(rng):
     for p in ("MEAN", "INV_VARIANCE", "OUTPUT_RUNNING_MEAN", "OUTPUT_RUNNING_VAR"):
         t = node.outputs[p]
         assert_close(U.download(pack[t.uid], t), ref[p], "float32", name=p)
+
+
+def test_bnf_colsv_fin_device_scalars(rng):
+    """EPSILON and EXP_AVG_FACTOR as one-element device tensors, read inside the fused kernel."""
+    g0 = _fwd(2, 64)
+    node = g0.nodes[0]
+    ins = dict(node.inputs, EPSILON=U.t(8, (1, 1, 1, 1), name="eps"), EXP_AVG_FACTOR=U.t(9, (1, 1, 1, 1), name="mom"))
+    g = OpGraph([NormFwd("bn", ins, dict(node.outputs), mode=NM.CUDNN_BATCH_NORM,
+                         phase=PH.CUDNN_NORM_FWD_TRAINING)]).finalize()
+    plan = _execute(g, rng, positive=("INPUT_RUNNING_VAR", "EPSILON", "EXP_AVG_FACTOR"), ec=_cfg(g, 6))
+    _check_steps(plan)
