@@ -96,8 +96,9 @@ def _bwd_variants(cols):
 
 def _fwd_variants():
     out = [dict()] + [{KW: w} for w in (4, 8, 16)]                  # the default, persistent grids of it
-    out += [{KB: 32, KR: 4, KL: 16}, {KB: 32, KR: 4, KL: 16, KW: 8}, {KB: 32, KR: 8, KL: 16}, {KB: 256, KL: 16},
-            {KB: 256, KL: 16, KW: 4}]
+    out += [{KW: w, KS: 2} for w in (4, 8, 16)]                     # ... loading the next row early
+    out += [{KB: 32, KR: 4, KL: 16}, {KB: 32, KR: 4, KL: 16, KW: 8}, {KB: 32, KR: 4, KL: 16, KW: 8, KS: 2},
+            {KB: 32, KR: 8, KL: 16}, {KB: 256, KL: 16}, {KB: 256, KL: 16, KW: 4, KS: 2}]
     return out
 
 

@@ -19,7 +19,7 @@ Knobs: BLOCK_SIZE (0: the kernel layer's choice; 32 = warp per row); TILE_ROWS (
 rows a block, 0 = the kernel layer's 4); LOAD_SIZE (forward: 0 = an element per access, 16 = 16-byte
 vector accesses when n divides into vectors and X, Y, SCALE, BIAS declare >= 16-byte alignment);
 CTA_COUNT (forward, 16-byte kernel: 0 = a block per row group, c = a persistent grid of SMs x c blocks
-looping over the rows). Fused backward (KERNEL_CFG 1): BLOCK_SIZE threads, TILE_ROWS rows a loop
+looping over the rows; STAGES 2 then loads the next row before this row's statistics). Fused backward (KERNEL_CFG 1): BLOCK_SIZE threads, TILE_ROWS rows a loop
 step, CTA_COUNT blocks per SM (0 each: :func:`ncudnn.kernels.norm_row_bwd.fused_config`'s choice),
 STAGES 2 (the next row group's loads issued before this group's reductions; 0 = 1),
 LOAD_SIZE 16 for 16-byte accesses (rows dividing into vectors, X / DY / DX / SCALE 16-byte aligned).
@@ -260,6 +260,7 @@ def _forward(sub, cfg):
         persist = bool(_ctas(cfg)) and grid > kprim.sm_count() * _ctas(cfg)
         if persist:
             grid = kprim.sm_count() * _ctas(cfg)
+        persist = (2 if cfg.get(KS, 0) == 2 else 1) if persist else 0
         fargs = (n, blk, vpt, vec, not rms, bias is not None, write, kdtype(x), p_dt, y_dt, s_dt, rpb, eps_dt, persist)
         step = Step("norm_rows_fwd_vec:" + src_key(fargs), lambda: kn.row_fwd_vec_kernel(*fargs)[0],
                     grid, threads, args, nbytes=tensor_bytes(x, y, scale, bias))
@@ -392,7 +393,7 @@ class NormRowsEngine(Engine):
                 KnobSpec(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 0, 16, 16, 0))
         if sub is not None and getattr(sub, "kind", None) == "norm_bwd":
             return base + (KnobSpec(KC, 0, 1, 1, 0), KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0))
-        return base + (KnobSpec(KW, 0, 16, 1, 0),)
+        return base + (KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0))
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
@@ -417,6 +418,9 @@ class NormRowsEngine(Engine):
         if _ctas(cfg) and not _load(cfg):
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: CTA_COUNT (a persistent grid) is a knob of the " \
                 "16-byte forward kernel (LOAD_SIZE 16)"
+        if cfg.get(KS, 0) == 2 and not _ctas(cfg):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: forward STAGES 2 (the next row's loads early) " \
+                "needs a persistent grid (CTA_COUNT > 0)"
         return OK
 
     def _keep_bwd(self, sub, cfg):
@@ -441,11 +445,12 @@ class NormRowsEngine(Engine):
         """The backward's search space: the two-pass path and a list of fused geometries (the full
         knob product is thousands of configs); the forward's: every knob combination :meth:`keep` allows."""
         if sub is None or sub.kind != "norm_bwd":
-            out = [Config(self.name, ((int(KW), 0),))]
+            out = [Config(self.name, ((int(KW), 0), (int(KS), 0)))]
             for spec in self.knobs(sub)[:3]:
                 out = [c.with_knob(spec.type, v) for c in out for v in spec.values()]
             if sub is not None and _load(self.default_config(sub)):   # persistent grids first (64 are ranked)
-                out = [self.default_config(sub).with_knob(KW, w) for w in FWD_PERSIST_CTAS] + out
+                out = [self.default_config(sub).with_knob(KW, w).with_knob(KS, st) for st in (0, 2)
+                       for w in FWD_PERSIST_CTAS] + out
             return [c for c in dict.fromkeys(out) if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
         base = super().default_config(sub)
         out = [base.with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b) for b in BLOCKS]

@@ -159,7 +159,8 @@ def _row_fwd_vec_source(n, block, vpt, vec, center, has_bias, write_stats, ct, r
     """Register path with ``vec`` elements per access: thread t owns vectors ``q = t + k * block``
     (elements ``q * vec ..``), loaded / stored with one 16-byte access each; statistics as the scalar
     path (warp: two-pass; block: one reduction of sums shifted by the row's first element).
-    ``persist``: the block loops over rows (:func:`_persistent`), the grid any size."""
+    ``persist``: the block loops over rows (:func:`_persistent`), the grid any size; 2: the next row's
+    loads issued before this row's statistics (:func:`_prefetched`)."""
     L = po.lit
     zero, one, inv_n, nv = L(0.0, ct), L(1.0, ct), L(1.0 / n, ct), n // vec
     s, RS, RS2 = _frame("x, scale, bias, y, s_mean, s_inv, eps_in", block, rpb, ct)
@@ -202,9 +203,36 @@ def _row_fwd_vec_source(n, block, vpt, vec, center, has_bias, write_stats, ct, r
             s.append(f"{ind}{', '.join('b' + e for e in els[k])} = ldvp(bias, q{k} * {vec})")
         vals = [f"cy(d{e} * inv * cp(g{e})" + (f" + cp(b{e}))" if has_bias else ")") for e in els[k]]
         s.append(f"{ind}stvy(y, base + q{k} * {vec}, ({', '.join(vals)}))")
-    if persist:
+    if persist == 2:
+        s = _prefetched(s, lines, els, block, rpb, n, zero)
+    elif persist:
         s = _persistent(s, block, rpb)
     return "\n".join(s) + "\n"
+
+
+def _prefetched(lines, loads, els, block, rpb, n, zero):
+    """:func:`_persistent` with the next row's vector loads issued before this row's statistics: the
+    row's registers ``v*`` come from the previous iteration's ``nv*`` (``loads``: the load lines of
+    ``lines``; the first row's loads before the loop)."""
+    import re
+    head = lines[:5]
+    i0 = lines.index(loads[0])
+    pre = [ln for ln in lines[5:i0] if ln not in ("    if row >= nrows:", "        return")]
+    rest = lines[i0 + len(loads):]
+    qdefs = [ln for ln in loads if re.match(r"    q\d+ = ", ln)]
+    body = [ln for ln in loads if ln not in qdefs]
+    flat = [e for g in els for e in g]
+    ren = lambda ln: re.sub(r"\b(r?v\d+_\d+)\b", r"n\1", ln).replace("base + ", "nbase + ")  # noqa: E731
+    step = f"cuda.gridDim.x * {rpb}" if block == 32 else "cuda.gridDim.x"
+    out = head + qdefs + pre
+    out += ["    if row < nrows:"] + ["    " + ln for ln in body]
+    out += ["    else:"] + [f"        {e} = {zero}" for e in flat]
+    out += ["    while row < nrows:", f"        nrow = row + {step}", f"        nbase = nrow * {n}",
+            "        if nrow < nrows:"] + ["        " + ren(ln) for ln in body]
+    out += ["        else:"] + [f"            n{e} = {zero}" for e in flat]
+    out += ["    " + ln for ln in rest]
+    out += [f"        {e} = n{e}" for e in flat] + ["        row = nrow", "        base = nbase"]
+    return out
 
 
 def _row_bwd_source(n, block, vpt, center, ct, rpb=1):

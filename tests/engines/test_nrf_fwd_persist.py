@@ -9,17 +9,21 @@ from ncudnn.types import cudnnBackendKnobType_t as K, cudnnBackendNormMode_t as 
 from test_eng_norm_batch import _execute
 from test_eng_norm_rows import fwd_graph
 
-KB, KR, KL, KW = (K.CUDNN_KNOB_TYPE_BLOCK_SIZE, K.CUDNN_KNOB_TYPE_TILE_ROWS, K.CUDNN_KNOB_TYPE_LOAD_SIZE,
-                  K.CUDNN_KNOB_TYPE_CTA_COUNT)
+KB, KR, KL, KW, KS = (K.CUDNN_KNOB_TYPE_BLOCK_SIZE, K.CUDNN_KNOB_TYPE_TILE_ROWS, K.CUDNN_KNOB_TYPE_LOAD_SIZE,
+                      K.CUDNN_KNOB_TYPE_CTA_COUNT, K.CUDNN_KNOB_TYPE_STAGES)
 
 
 @pytest.mark.parametrize("mode", [NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM], ids=["layer", "rms"])
-@pytest.mark.parametrize("block,rows", [(128, 0), (32, 2)], ids=["block128", "warp-r2"])
-def test_persistent_forward(rng, mode, block, rows):
+@pytest.mark.parametrize("block,rows,stages", [(128, 0, 0), (32, 2, 0), (128, 0, 2), (32, 2, 2), (256, 0, 2)],
+                         ids=["block128", "warp-r2", "block128-prefetch", "warp-r2-prefetch", "block256-prefetch"])
+def test_persistent_forward(rng, mode, block, rows, stages):
     """9 rows on the simulator's 2 SMs x 1 block: each block loops over several rows (warp mode: rows
-    not a multiple of the block's 2)."""
-    g = fwd_graph(mode, dims=(9, 512), bias=mode == NM.CUDNN_LAYER_NORM)
-    cfg = api.get_heuristics(g)[0].config.with_knob(KB, block).with_knob(KR, rows).with_knob(KL, 16).with_knob(KW, 1)
+    not a multiple of the block's 2); STAGES 2 loads the next row early (block 256 on rows of 240 vectors:
+    slots past the row's end)."""
+    n = 960 if block == 256 else 512
+    g = fwd_graph(mode, dims=(9, n), bias=mode == NM.CUDNN_LAYER_NORM)
+    cfg = api.get_heuristics(g)[0].config.with_knob(KB, block).with_knob(KR, rows).with_knob(KL, 16).with_knob(KW, 1) \
+        .with_knob(KS, stages)
     plan = _execute(g, rng, positive=("X",), ec=cfg)
     step = plan.parts[0].steps[0]
     assert step.key.startswith("norm_rows_fwd_vec:") and step.grid == 2
