@@ -80,12 +80,13 @@ def build(mod, case, handle=None):
                       norm_forward_phase=mod.norm_forward_phase.TRAINING)
         res.update(zip(("y", "inv_var"), r))
     elif case.suite == "pool" and op.endswith("_bwd"):   # ncudnn's pygraph extension (cuDNN's backend op)
+        back = _method(g, "resample_backward", mod)   # cudnn-frontend's Python API has no resample op
         kw = dict(window=[p["r"]] * 2, stride=[p["stride"]] * 2, padding=[p["pad"]] * 2)
         if op == "max_pool_bwd":
             kw.update(input=T["x"], mode=mod.resample_mode.MAXPOOL, padding_mode=mod.padding_mode.NEG_INF_PAD)
         else:
             kw.update(mode=mod.resample_mode.AVGPOOL, padding_mode=mod.padding_mode.ZERO_PAD)
-        res["dx"] = _method(g, "resample_backward", mod)(grad=T["dy"], **kw)
+        res["dx"] = back(grad=T["dy"], **kw)
     elif case.suite == "pool":
         kw = dict(window=[p["r"]] * 2, stride=[p["stride"]] * 2, padding=[p["pad"]] * 2)
         res["y"] = _method(g, op, mod)(T["x"], **kw)
