@@ -98,17 +98,22 @@ GENERIC_BK8_TFLOPS = 23.1
 #: matmul_simt's table: the fast tiles, then the generic large tiles
 MATMUL_TILES = FAST_TILES + BIG_TILES
 
-#: smaller fast-mainloop blocks (kernels/gemm/config.FAST_SKINNY) for skinny fp32 matmuls (N or M of 64,
-#: few 128x128 tiles over a deep K: these blocks with split-K put 3-6 blocks on every SM; the 16-row block
-#: for M <= 16); registers from the sm_90 compile check; TFLOP/s estimates until measured. "r128": 128x64
-#: under a cap of 128 registers (4 blocks per SM, 16 B spilled), kept to measure against the 168 cap.
+#: smaller fast-mainloop blocks (kernels/gemm/config.FAST_SKINNY) for skinny fp32 matmuls: with split-K
+#: they fill every SM where few 128x128 tiles exist (N or M of 64..128 over a deep K); the 16-row block for
+#: M <= 16 (GEMV-like). "r128": 128x64 under a cap of 128 registers (4 blocks per SM, 16 B spilled).
+#: Registers: sm_90 compile check. TFLOP/s: on the scale of FAST_TILES' 36.0 estimate, from the H200
+#: probe of 2026-11-30 21:27 UTC (`python3 tools/probe_skinny.py --budget 75 --jobs 12`, driver 580,
+#: numba-cuda 0.30.4): at full waves the 64-128 row blocks ran within -6 / +8 % of the 128x128 fast tile
+#: (8192x8192x256, 65536x1024x64 unsplit), so they sit just under its figure (it stays the pick wherever
+#: it fills the SMs, 4096^3 / 8192^3); 16x128x32 at SPLIT_K 4 on 16x8192x8192: 0.103 ms (1.46x cuBLAS),
+#: 45.7 on that scale.
 FAST_SKINNY_TILES = (
-    Tile("128x64x8 t8x8 vec4 fast", FAST_SKINNY[0], None, 33.0, 154),
-    Tile("64x128x8 t8x8 vec4 fast", FAST_SKINNY[1], None, 33.0, 154),
-    Tile("64x64x8 t8x8 vec4 fast", FAST_SKINNY[2], None, 28.0, 154),
-    Tile("64x64x8 t8x4 vec4 fast", FAST_SKINNY[3], None, 26.0, 107),
-    Tile("128x64x8 t8x8 vec4 fast r128", FAST_SMALL[0], None, 30.0, 128),
-    Tile("16x128x32 t4x4 vec4 fast", FAST_SKINNY[4], None, 16.0, 128),
+    Tile("128x64x8 t8x8 vec4 fast", FAST_SKINNY[0], None, 35.0, 154),
+    Tile("64x128x8 t8x8 vec4 fast", FAST_SKINNY[1], None, 35.3, 154),
+    Tile("64x64x8 t8x8 vec4 fast", FAST_SKINNY[2], None, 35.0, 154),
+    Tile("64x64x8 t8x4 vec4 fast", FAST_SKINNY[3], None, 33.0, 107),
+    Tile("128x64x8 t8x8 vec4 fast r128", FAST_SMALL[0], None, 35.0, 128),
+    Tile("16x128x32 t4x4 vec4 fast", FAST_SKINNY[4], None, 45.0, 128),
 )
 
 #: matmul_simt's TILE_SIZE values: MATMUL_TILES, then FAST_SKINNY_TILES (appended: knob values of the

@@ -20,7 +20,9 @@ class MatmulSimtEngine(GemmEngineBase):
     name = "matmul_simt"
     kinds = ("matmul",)
     TILES = gc.SIMT_TILES
-    SPLITS = (1, 2, 4, 8)
+    #: SPLIT_K offered (the knob takes up to 8): on the H200 8 ran slower than 4 on every probed shape
+    #: (the 8-slice reduce takes the wide-reduce kernel, built for wgrad's hundreds of slices)
+    SPLITS = (1, 2, 4)
     SWIZZLES = (1, 8)
     MAX_SPLIT = 8
     RANK_BY_BEST = True
@@ -31,7 +33,10 @@ class MatmulSimtEngine(GemmEngineBase):
 
     def _useful_tiles(self, p):
         """The skinny fast tiles (FAST_SKINNY_TILES) join the ranking only where the simulator's
-        one-small-tile rule does not apply (tiny CI problems keep the MATMUL_TILES choice)."""
+        one-small-tile rule does not apply (tiny CI problems keep the MATMUL_TILES choice); a fast tile
+        of fewer than 64 rows only where one tile row covers M (GEMV-like: B streamed once; with more
+        tile rows every row re-reads B)."""
         if gc.simulated_small(p.M, p.N, p.nb):
             return gc.useful_tiles(gc.MATMUL_TILES, p.M, p.N, p.K, p.nb)
-        return gc.useful_tiles(self.TILES, p.M, p.N, p.K, p.nb)
+        return [t for t in gc.useful_tiles(self.TILES, p.M, p.N, p.K, p.nb)
+                if self.TILES[t].cfg.BLOCK_M >= 64 or p.M <= self.TILES[t].cfg.BLOCK_M]

@@ -1,7 +1,9 @@
 """Ranking of the skinny FP32 matmuls on the (nominal) H200, and the first pick run end to end.
 
-Measured on the H200 (tools/probe_skinny.py): a 16384 x 64 output over K = 4096 fills the SMs only with the
-skinny fast tiles split over K; the big square GEMMs keep the 128x128 fast tile unsplit."""
+Measured on the H200 (tools/probe_skinny.py, 2026-11-30 21:27 UTC): a 16384 x 64 output over K = 4096 fills
+the SMs only with the skinny fast tiles split over K; a 16-row output (GEMV-like) takes the 16-row tile split
+4 ways; one 128-row / -column tile row over K = 8192 splits the 128x128 fast tile; the big outputs keep the
+128x128 fast tile unsplit. Times in the comments: the probe's medians (L2 flushed)."""
 from dataclasses import replace
 
 import numpy as np
@@ -37,13 +39,37 @@ def _knobs(ec):
 
 
 def test_skinny_n64_deep_k_picks_a_split_skinny_tile():
+    # measured 0.254 ms (0.80x cuBLAS; the old pick, 128x128x16 unsplit: 0.556 ms)
     engine, tile, split = _knobs(_h200_first(16384, 64, 4096))
     assert engine == "matmul_simt" and tile in SKINNY_LABELS and split > 1, (engine, tile, split)
 
 
-@pytest.mark.parametrize("n", [4096, 8192])
-def test_big_square_keeps_the_unsplit_128x128_fast_tile(n):
-    assert _knobs(_h200_first(n, n, n)) == ("matmul_simt", "128x128x8 t8x8 vec4 fast", 1)
+def test_gemv_like_m16_picks_the_16_row_tile_split_4():
+    # measured 0.103 ms (1.46x cuBLAS; the old pick, matmul_small 32x32 split 8: 0.312 ms)
+    assert _knobs(_h200_first(16, 8192, 8192)) == ("matmul_simt", "16x128x32 t4x4 vec4 fast", 4)
+
+
+@pytest.mark.parametrize("m,n", [(128, 8192), (8192, 128)])
+def test_one_tile_row_or_column_of_128_splits_the_128x128_fast_tile(m, n):
+    # measured 0.42 / 0.43 ms (0.81x / 0.80x cuBLAS; the old picks, 128x128x16 split 2: 0.57 ms)
+    assert _knobs(_h200_first(m, n, 8192)) == ("matmul_simt", "128x128x8 t8x8 vec4 fast", 4)
+
+
+def test_the_16_row_tile_only_where_one_tile_row_covers_m():
+    from ncudnn.engines import registry
+
+    simt = registry.by_name("matmul_simt")
+    ctx = replace(api.context(None), device=dev_mod.H200)
+    for m, want in ((16, True), (8, True), (17, False), (128, False)):
+        g = _graph(m, 8192, 8192)
+        tiles = {gc.SIMT_TILES[c.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)].cfg.BLOCK_M
+                 for c in simt.candidates(api.problem(g), ctx)}
+        assert (16 in tiles) == want, (m, tiles)
+
+
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 256), (65536, 1024, 64)])
+def test_big_outputs_keep_the_unsplit_128x128_fast_tile(m, n, k):
+    assert _knobs(_h200_first(m, n, k)) == ("matmul_simt", "128x128x8 t8x8 vec4 fast", 1)
 
 
 def test_skinny_first_pick_matches_float64(rng):
