@@ -402,4 +402,7 @@ def merge(dirs, out_dir, draw=True):
                 rows[k] = r
     ran = {k[0] for k, r in rows.items() if r.get("status") != "skipped"}
     merged = [r for k, r in rows.items() if r.get("status") != "skipped" or k[0] not in ran]
+    from .suite import stop_summary
+
+    meta["stopped"] = f"merged from {len(docs)}: " + stop_summary(merged, cases)
     return write(out_dir, meta, cases, merged, docs[0].get("peaks"), docs[0].get("bandwidth_tbps"), draw)

@@ -159,6 +159,7 @@ def test_pack_merge_tarballs_later_rows_win_and_charts_are_drawn(tmp_path):
     assert rows[(a_case.id, "ncudnn")]["median_ms"] == ms[0]    # a later "skipped" does not replace a run
     assert rows[(b_case.id, "ncudnn")]["median_ms"] == ms[2]    # a later run replaces "skipped"
     assert doc["meta"]["wall_s"] == 9.0 and len(doc["meta"]["shards"]) == 2
+    assert doc["meta"]["stopped"].startswith("merged from 2: 2 of 2 cases ran")
     pngs = [f for f in files if f.endswith(".png")]
     assert "roofline.png" in pngs and any(f.startswith("ratio_gemm") for f in pngs)
     for f in pngs:
