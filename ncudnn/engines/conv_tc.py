@@ -12,6 +12,8 @@ epilogue once; deterministic; offered for grids of fewer CTAs than SMs, e.g. Res
 (then they are zero-padded to a multiple of 8 channels in the workspace first: the stem), non-KRSC filters, output or
 residual rows that are not ``m * stride`` over the (n, p, q) pixels, math types without tensor cores.
 """
+import math
+
 import numpy as np
 
 from ..kernels import kcache
@@ -19,7 +21,9 @@ from ..kernels.tc_conv import check_conv, conv_args, conv_grid, make_tc_conv_fpr
 from ..kernels.tc_conv.pad import PAD_THREADS, make_pad_channels, pad_grid
 from ..kernels.tc_conv.splitk import make_split_reduce, partial_args, reduce_args, reduce_launch, workspace_bytes
 from ..types import cudnnBackendKnobType_t, cudnnBackendLayoutType_t, cudnnStatus_t
+from ..kernels.tc_gemm import smem_bytes
 from . import gemm_common as gc
+from . import heuristics as H
 from .conv_common import conv_problem
 from .registry import register
 from .tc_engine_base import HALF, TcEngineBase, check_aligned, epilogue_flats, tile_config
@@ -28,15 +32,26 @@ from .tc_engine_base import tile as _t
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t
 
-#: block tiles, best first for large problems (eff: estimates from the matmul figure less the gather;
-#: 128x256 ranks below 128x128 until measured; 256x128 spilled in the sm_90 compile check: left out)
+#: block tiles, best first for large problems (256x128 spilled in the sm_90 compile check: left out); the
+#: last is the simulator's. rate1 / rate: TFLOP/s of one SM with one / several resident CTAs, fitted to
+#: tools/probe_tc_splitk.py on the H200 (2026-11-30, BF16 NHWC 3x3 conv + bias + relu, N = 32, mainloop v4;
+#: ms at c5 / c4 / c3 / seed: 128x128 0.098 / 0.061 / 0.057 / 0.304, 128x64 0.069 / 0.055 / 0.049 / 0.343,
+#: 64x128 0.066 / 0.050 / 0.046 / 0.304, 64x64 0.059 / 0.047 / 0.059 / 0.335, 128x256 0.144 / 0.088 / 0.113 /
+#: 0.331); the 32x32 rates are a guess. eff: the generic estimate (unused by conv_tc's cost)
 TILES = (
-    _t(128, 128, 32, 2, 4, 0.24, 168, 4),
-    _t(128, 256, 32, 2, 4, 0.22, 255, 3),
-    _t(128, 64, 32, 2, 2, 0.20, 170, 4),
-    _t(64, 64, 32, 2, 2, 0.16, 126, 4),
-    _t(32, 32, 32, 2, 2, 0.07, 64, 2),
+    _t(128, 128, 32, 2, 4, 0.24, 168, 4, rate1=1.5, rate=1.5),
+    _t(128, 256, 32, 2, 4, 0.22, 255, 3, rate1=1.4, rate=1.4),
+    _t(128, 64, 32, 2, 2, 0.20, 170, 4, rate1=1.09, rate=1.38),
+    _t(64, 64, 32, 2, 2, 0.16, 126, 4, rate1=1.1, rate=1.3),
+    _t(64, 128, 32, 2, 2, 0.20, 164, 4, rate1=1.14, rate=1.47),
+    _t(32, 32, 32, 2, 2, 0.07, 64, 2, rate1=0.3, rate=0.3),
 )
+#: outputs a second the split-K reduce (kernels/gemm/splitk.make_reduce, one thread an output) finished on
+#: the H200 (probe_tc_splitk, 2026-11-30: 16-20 us for c5's 0.8 M outputs, 31 us for c4's 1.6 M)
+REDUCE_OUTPUTS_PER_S = 50e9
+#: seconds each round of resident CTAs a split adds on an SM (prologue / epilogue of short CTAs: c5 at 128x128,
+#: split 1-6, fits 15 us a round plus 0.57 us a k tile on the H200; 10 us here)
+ROUND_OVERHEAD = 10e-6
 
 
 #: convolutions with C % 8 != 0 (packed NHWC x, KRSC w): zero-pad their channels in the workspace, then convolve
@@ -138,7 +153,8 @@ class ConvTcEngine(TcEngineBase):
     TILES = TILES
     PROBLEM_MEMO = "_conv_problem"
     EDGE_LABEL = "predicated edges, zero-filled padding"
-    SPLITS = (1, 2, 3, 4, 5, 6, 8)
+    #: (8 and more slices take the wide reduce: 124 us for c5 on the H200, not offered)
+    SPLITS = (1, 2, 3, 4, 5, 6)
 
     def _problem(self, sub):
         return _TcConv(sub)
@@ -153,6 +169,42 @@ class ConvTcEngine(TcEngineBase):
             g = cp.g
             extra += sum(p.pad_bytes) + (g.N * g.DHW[1] * g.DHW[2] + g.K * p.R * p.S) * g.C * cp.in_bytes
         return cp.in_bytes, cp.out_bytes, extra, "bf16"
+
+    def _cost(self, sub, cfg, device):
+        """Seconds: the busiest SM's CTAs (ceil(CTAs / SMs)) times a CTA's FLOPs over the tile's measured
+        per-SM rate (rate1 with one CTA an SM, rate with more), or the DRAM bytes (operands, output,
+        epilogue, split partials) over the bandwidth when more; plus the split-K reduce (its launch, outputs
+        at REDUCE_OUTPUTS_PER_S) and the tail."""
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return math.inf
+        t = self.TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
+        c = self.cost_config(p, cfg)
+        if smem_bytes(c) > device.smem_per_block:
+            return math.inf
+        M, N, K_, B = self.gemm_shape(p)
+        s = c.SPLIT_K
+        tm = gc.ceil_div(M, c.BLOCK_M)
+        ctas = tm * gc.ceil_div(N, c.BLOCK_N) * B * s
+        per = gc.ceil_div(ctas, device.sm_count)
+        ktiles = gc.ceil_div(gc.ceil_div(K_, c.BLOCK_K), s)
+        rate = (t.rate1 if per == 1 else t.rate) * 1e12 * device.peak("bf16") / 989e12
+        compute = per * 2.0 * c.BLOCK_M * c.BLOCK_N * ktiles * c.BLOCK_K / rate
+        if s > 1:   # the rates hold the rounds of the unsplit grid; a split adds rounds of short CTAs
+            per_sm = max(H.blocks_per_sm(device, c.threads, t.regs, smem_bytes(c)), 1)
+            compute += (gc.ceil_div(per, per_sm) - gc.ceil_div(gc.ceil_div(ctas // s, device.sm_count), per_sm)) \
+                * ROUND_OVERHEAD
+        if c.GROUP_M == 1 and tm > 8:
+            compute *= gc.SWIZZLE_GAIN
+        if c.STAGES == 2:
+            compute /= 0.8
+        in_b, out_b, extra, _ = self.cost_terms(p)
+        dram = (M * K_ + N * K_) * B * in_b + M * N * B * out_b + extra + (2 * s * M * N * B * 4 if s > 1 else 0)
+        sec = H.LAUNCH_OVERHEAD + max(compute, dram / device.mem_bandwidth)
+        if s > 1:
+            sec += H.LAUNCH_OVERHEAD + M * N * B / REDUCE_OUTPUTS_PER_S
+        return sec + gc.tail_time(sub, p.epi.out)
 
     def workspace_size(self, sub, cfg):
         try:

@@ -38,6 +38,8 @@ class TcTile:
     eff: float               # fraction of the BF16 tensor-core peak the mainloop reaches (ranking)
     regs: int                # registers per thread (sm_90 compile check, docs/tensor_cores.md)
     stages: int              # the STAGES candidate ranked for this tile
+    rate1: float = 0.0       # measured TFLOP/s of one SM running one CTA of the tile (0: not measured)
+    rate: float = 0.0        # ... running two or more resident CTAs
 
 
 #: the mainloop version (TcGemmConfig.VERSION, knob KERNEL_CFG) the engines run unless told otherwise:
@@ -46,10 +48,10 @@ class TcTile:
 DEFAULT_VERSION = 3
 
 
-def tile(bm, bn, bk, wm, wn, eff, regs, stages):
+def tile(bm, bn, bk, wm, wn, eff, regs, stages, rate1=0.0, rate=0.0):
     """A :class:`TcTile` (label "BMxBNxBK wWMxWN"), GROUP_M 8, mainloop :data:`DEFAULT_VERSION`."""
     return TcTile(f"{bm}x{bn}x{bk} w{wm}x{wn}", TcGemmConfig(bm, bn, bk, wm, wn, stages, 8, DEFAULT_VERSION), eff,
-                  regs, stages)
+                  regs, stages, rate1, rate)
 
 
 def tile_config(tiles, cfg):

@@ -13,6 +13,7 @@ CONV_CONFIGS = (
     TcGemmConfig(128, 256, 32, 2, 4, 3),
     TcGemmConfig(128, 64, 32, 2, 2, 4),
     TcGemmConfig(64, 64, 32, 2, 2, 4),
+    TcGemmConfig(64, 128, 32, 2, 2, 4),
 )
 
 
