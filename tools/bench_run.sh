@@ -21,12 +21,12 @@ fi
 export PYTHONPATH=/tmp/site:$PWD NUMBA_ENABLE_CUDASIM=${NUMBA_ENABLE_CUDASIM:-0} PYTHONUNBUFFERED=1
 export NCUDNN_CACHE_DIR=${NCUDNN_CACHE_DIR:-$PWD/.kcache}
 [ -f .gpustate/commit ] && export NCUDNN_GIT_COMMIT=$(cat .gpustate/commit)
-RUNS=/tmp/ncudnn-bench-runs; mkdir -p "$RUNS"
+RUNS=/tmp/ncudnn-bench-runs; mkdir -p "$RUNS"   # (the overhead scripts would also copy their JSON into an exported $OUT: unset for the run)
 
 run() {  # run NAME MINUTES OPTIONS...: one bench run, SIGTERM $SLACK s past its budget, packed into $OUT/NAME.tgz
   local name=$1 min=$2; shift 2
   case " $* ${ARGS:-} " in *" --overhead "*) slack=${SLACK:-150} ;; *) slack=${SLACK:-45} ;; esac
-  timeout -s TERM -k 30 $(python3 -c "print(int($min * 60 + $slack))") python3 -m ncudnn bench --no-charts \
+  env -u OUT timeout -s TERM -k 30 $(python3 -c "print(int($min * 60 + $slack))") python3 -m ncudnn bench --no-charts \
     --max-minutes "$min" --out "$RUNS/$name" --pack "$OUT/$name.tgz" "$@" ${ARGS:-} > "$OUT/$name.log" 2>&1
   echo "$name rc $?" >> "$OUT/$name.log"
   # a run killed before its own --pack still left results.json (rewritten after every case): pack it here
