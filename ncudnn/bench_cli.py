@@ -130,9 +130,7 @@ def main(argv=None):
               "Nothing benchmarked.")
         return 0
     from bench import cases as C
-    from bench import report, suite
-
-    from bench import pack
+    from bench import pack, report, suite
 
     if args.merge:
         if not args.out:
