@@ -175,7 +175,8 @@ def run_group(key, torch, flush, budget_end):
             plan = api.build_plan(g, cfg)
             ws = torch.empty(max(plan.workspace_size, 1), dtype=torch.uint8, device="cuda")
             got = {r: bdata.torch_poisoned(s) for r, s in outs.items()}
-            pk = dict(pack, **{roles[r]: t for r, t in got.items()})
+            pk = dict(pack)
+            pk.update({roles[r]: t for r, t in got.items()})
             stream = torch.cuda.current_stream().cuda_stream
             fn = lambda: plan.execute(pk, ws, stream)  # noqa: E731
             fn()
