@@ -2,7 +2,7 @@
 
 * deterministic ("workspace"): the block kernel stores raw partial sums to a workspace laid out
   ``[batch, SPLITS, M, N]`` (``ftype``); :func:`make_reduce` sums the SPLITS slices in a fixed order
-  and applies the real epilogue. :func:`workspace_elems` is exact.
+  (slice 0 first; loads issued four slices at a time) and applies the real epilogue. :func:`workspace_elems` is exact.
   :func:`make_reduce_wide` is the same sum for many slices (wgrad splits a long reduction 64-1024
   ways): a block of 32 x WIDE_ROWS threads owns 32 consecutive outputs, row r sums slices r, r + ROWS,
   ... with four independent accumulators (coalesced 128-byte warp reads, 4 loads in flight per
@@ -75,10 +75,24 @@ def make_reduce(OUT, EPI, ftype="float32"):
         m = (idx // N) % M
         z = idx // (M * N)
         MN = M * N
-        base = z * SPLITS * MN + m * N + n
+        # slices in a fixed order (0, 1, ..., SPLITS-1), their loads issued four at a time (independent
+        # of the sum: four DRAM round trips overlap instead of queueing behind each add)
+        p = uint64(z * SPLITS * MN + m * N + n)
+        step = uint64(MN)
         v = ACC(0)
-        for s in range(SPLITS):
-            v += ws[base + s * MN]
+        s = 0
+        while s + 4 <= SPLITS:
+            a0 = ws[p]
+            a1 = ws[p + step]
+            a2 = ws[p + uint64(2) * step]
+            a3 = ws[p + uint64(3) * step]
+            v = (((v + a0) + a1) + a2) + a3
+            p += uint64(4) * step
+            s += 4
+        while s < SPLITS:
+            v += ws[p]
+            p += step
+            s += 1
         store(v, z, m, n, o_args, bias_args, r_args, alpha, beta)
 
     _CACHE[key] = reduce_kernel
