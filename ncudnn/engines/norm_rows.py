@@ -21,7 +21,7 @@ vector accesses when n divides into vectors and X, Y, SCALE, BIAS declare >= 16-
 CTA_COUNT (forward, 16-byte kernel: 0 = a block per row group, c = a persistent grid of SMs x c blocks
 looping over the rows; STAGES 2 then loads the next row before this row's statistics). Fused backward (KERNEL_CFG 1): BLOCK_SIZE threads, TILE_ROWS rows a loop
 step, CTA_COUNT blocks per SM (0 each: :func:`ncudnn.kernels.norm_row_bwd.fused_config`'s choice),
-STAGES 2 (the next row group's loads issued before this group's reductions; 0 = 1),
+STAGES 2 (the next row group's loads issued before this group's reductions; 0 = the kernel layer's),
 LOAD_SIZE 16 for 16-byte accesses (rows dividing into vectors, X / DY / DX / SCALE 16-byte aligned).
 The default config (:func:`preferred_knobs`, :func:`preferred_bwd_knobs`) is the 16-byte / fused
 kernel wherever it applies; the cost model ranks every other config 5% behind its bytes.
@@ -112,8 +112,8 @@ def _ctas(cfg):
 
 
 def _stages(cfg):
-    """Row groups a fused backward block keeps in registers (STAGES 0: 1)."""
-    return cfg.get(KS, 0) or 1
+    """Row groups a fused backward block keeps in registers (STAGES 0: the kernel layer's choice)."""
+    return cfg.get(KS, 0)
 
 
 def _bwd_dparams(sub):
@@ -321,7 +321,7 @@ def _backward_fused(sub, cfg):
     ct = compute_type(list(dts))
     scratch = Scratch()
     p0, p1 = scratch.take(fc.grid * n, ct), scratch.take(fc.grid * n, ct)
-    fargs = (n, fc.block, fc.vpt, fc.vec, fc.rows, not rms) + dts + (fc.stages,)
+    fargs = (n, fc.block, fc.vpt, fc.vec, fc.rows, not rms) + dts + (fc.stages, kf.reg_cap(fc))
     pbytes = 2 * fc.grid * n * kprim_itemsize(ct)
     main = Step("norm_rows_bwd_fused:" + src_key(fargs), lambda: kf.fused_bwd_kernel(*fargs)[0], fc.grid, fc.block,
                 [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(scale),
@@ -503,19 +503,23 @@ class NormRowsEngine(Engine):
         Forward: the launch steps' bytes and count do not depend on the knobs, so the steps are built
         once per subgraph and device, not once per config (a cold ranking costs one step build instead
         of ~30). Backward: the two-pass path (dx; dscale / dbias re-reading x and dy) and the fused one
-        (x, dy read once, plus one partial row a block) move different bytes: steps built once per
-        path and grid size."""
+        (x, dy read once, plus one partial row a block) move different bytes: one step build per path;
+        every fused geometry is costed as the default's (bytes cannot rank geometries: on the H200 a
+        grid of fewer partial rows ran 3x slower)."""
         memo = sub.__dict__.setdefault("_norm_rows_time", {})
+        default = self.default_config(sub)
+        costed = cfg
         if sub.kind == "norm_fwd":
             key = device
-        elif _kcfg(cfg) == BWD_FUSED:     # the bytes depend on the partial rows: one per block
-            key = (device, BWD_FUSED, _fused_geometry(sub, cfg).grid)
+        elif _kcfg(cfg) == BWD_FUSED:     # every geometry costed as the default's (the measured best first)
+            key = (device, BWD_FUSED)
+            costed = default if _kcfg(default) == BWD_FUSED else cfg
         else:
             key = (device, BWD_TWO_PASS)
         t = memo.get(key)
         if t is None:
-            t = memo[key] = steps_time(device, self._steps(sub, cfg)[0])
-        return t * (1.0 if cfg.knobs == self.default_config(sub).knobs else 1.05)
+            t = memo[key] = steps_time(device, self._steps(sub, costed)[0])
+        return t * (1.0 if cfg.knobs == default.knobs else 1.05)
 
     def build(self, sub, cfg, ctx):
         steps, ws = self._steps(sub, cfg)

@@ -28,7 +28,7 @@ from . import pointwise_ops as po
 from .dtypes import compute_type, dtype_name, loader, storage_dtype, storer
 from .primitives import warp_sum
 
-__all__ = ["fused_config", "fused_bwd_kernel", "fused_vec", "partial_rows", "EPT_MAX", "FusedConfig"]
+__all__ = ["fused_config", "fused_bwd_kernel", "fused_vec", "partial_rows", "reg_cap", "EPT_MAX", "FusedConfig"]
 
 #: values a thread keeps per row at most (x and dy of each of them stay in registers)
 EPT_MAX = 32
@@ -36,7 +36,7 @@ EPT_MAX = 32
 
 class FusedConfig(tuple):
     """(threads per block, VPT vectors a thread, ROWS rows a group, grid blocks, VEC elements a vector,
-    STAGES row groups in registers)."""
+    STAGES row groups in registers, blocks per SM the grid is sized for)."""
     __slots__ = ()
     block = property(lambda s: s[0])
     vpt = property(lambda s: s[1])
@@ -44,6 +44,7 @@ class FusedConfig(tuple):
     grid = property(lambda s: s[3])
     vec = property(lambda s: s[4])
     stages = property(lambda s: s[5])
+    blocks_per_sm = property(lambda s: s[6])
 
 
 def fused_vec(n, itemsizes):
@@ -61,29 +62,63 @@ def _regs(block, vpt, vec, rows, stages=1):
     return min(255, 2 * stages * rows * e + 3 * e + 32)
 
 
-def fused_config(n, nrows, sms, vec=1, block=0, rows=0, blocks_per_sm=0, stages=1):
-    """:class:`FusedConfig` for rows of ``n`` elements, or None when a row is too long to keep
-    ``EPT_MAX`` values a thread in a 1024-thread block.
+#: values a thread keeps per row group at most when TILE_ROWS is chosen (x and dy of ROWS rows)
+GROUP_VALUES = 32
+REGS_PER_SM = 65536
 
-    ``block`` 0: the power of 2 giving about 8 elements a thread (32..1024); ``rows`` 0: about 16
-    elements a thread per group (1..8); ``blocks_per_sm`` 0: as many as threads and the register
-    estimate allow. The grid is ``sms * blocks_per_sm`` blocks, at most one per row group. ``stages`` 2:
-    the next row group is loaded while this one is reduced (twice the x / dy registers)."""
+
+def _round8(r):
+    return -(-r // 8) * 8
+
+
+def fused_config(n, nrows, sms, vec=1, block=0, rows=0, blocks_per_sm=0, stages=0):
+    """:class:`FusedConfig` for rows of ``n`` elements, or None when no geometry keeps a row group in
+    registers (rows too long: the two-pass path runs them).
+
+    Knobs given (non-zero) are kept; the others are searched in this order: ``block`` the power of 2
+    giving 8 elements a thread (32..1024), then half, a quarter of it; ``stages`` 2 (the next row
+    group loaded while this one is reduced), then 1; ``rows`` 4, 2, 1 with at most ``GROUP_VALUES``
+    elements a thread per group; the first whose estimated registers (:func:`_regs`) fit a block in
+    an SM's register file. ``blocks_per_sm`` 0: as many as threads and the estimate allow. The grid
+    is ``sms * blocks_per_sm`` blocks, at most one per row group.
+
+    H200 (FP32, 2026-11-30, tools/probe_norm_rows.py): this search picks the measured best of the
+    probe's geometries: 8192x1024 BLOCK 128, ROWS 4, STAGES 2, 2 blocks per SM (0.0372 ms, cuDNN's
+    graph API 0.0401); 8192x4096 BLOCK 512, ROWS 2, STAGES 2, 1 block per SM (0.1093 ms, cuDNN 0.1182)."""
     nv = -(-n // vec)
-    if not block:
-        want = max(1, 8 // vec)
-        block = min(1024, max(32, 1 << max(0, (-(-nv // want) - 1).bit_length())))
-    vpt = -(-nv // block)
-    if vpt * vec > EPT_MAX:
+    if block:
+        blocks = [block]
+    else:
+        b0 = min(1024, max(32, 1 << max(0, (-(-nv // max(1, 8 // vec)) - 1).bit_length())))
+        blocks = [b for b in (b0, b0 // 2, b0 // 4) if b >= 32]
+    chosen = None
+    for b in blocks:
+        vpt = -(-nv // b)
+        e = vpt * vec
+        if e > EPT_MAX:
+            continue
+        for st in ([stages] if stages else [2, 1]):
+            rs = [rows] if rows else ([r for r in (4, 2, 1) if r * e <= GROUP_VALUES] or [1])
+            for r in rs:
+                if b * _round8(_regs(b, vpt, vec, r, st)) <= REGS_PER_SM or (block and rows and stages):
+                    chosen = (b, vpt, r, st)
+                    break
+            if chosen:
+                break
+        if chosen:
+            break
+    if chosen is None:
         return None
-    if not rows:
-        rows = max(1, min(8, 16 // (vpt * vec)))
+    b, vpt, r, st = chosen
     if not blocks_per_sm:
-        regs = -(-_regs(block, vpt, vec, rows, stages) // 8) * 8
-        blocks_per_sm = max(1, min(2048 // block, 65536 // (block * regs), 32))
-    groups = -(-nrows // rows)
-    grid = max(1, min(groups, sms * blocks_per_sm))
-    return FusedConfig((block, vpt, rows, grid, vec, stages))
+        blocks_per_sm = max(1, min(2048 // b, REGS_PER_SM // (b * _round8(_regs(b, vpt, vec, r, st))), 32))
+    grid = max(1, min(-(-nrows // r), sms * blocks_per_sm))
+    return FusedConfig((b, vpt, r, grid, vec, st, blocks_per_sm))
+
+
+def reg_cap(cfg):
+    """The register limit a thread is compiled with: ``cfg.blocks_per_sm`` blocks fit an SM (at most 255)."""
+    return min(255, (REGS_PER_SM // (cfg.block * cfg.blocks_per_sm)) // 8 * 8)
 
 
 def partial_rows(cfg):
@@ -223,12 +258,13 @@ def _fused_source(n, block, vpt, vec, rows, center, ct, pvec, stages=1):
 
 
 @functools.lru_cache(maxsize=None)
-def fused_bwd_kernel(n, block, vpt, vec, rows, center, x_dt, dy_dt, p_dt, dx_dt, s_dt, stages=1):
+def fused_bwd_kernel(n, block, vpt, vec, rows, center, x_dt, dy_dt, p_dt, dx_dt, s_dt, stages=1, max_regs=255):
     """The fused backward kernel for a :func:`fused_config` geometry (``vec`` > 1: n % vec == 0 and
     x, dy, scale, dx aligned to one vector). ``center`` False is RMS norm. Arguments
     ``(x, dy, scale, s_mean, s_inv, dx, part0, part1, nrows)`` (``s_mean`` unused for RMS; part0 /
     part1: ``grid * n`` compute-type values each); grid ``cfg.grid``, block ``cfg.block``; ``stages``
-    2 prefetches the next row group. Returns (dispatcher, source)."""
+    2 prefetches the next row group; ``max_regs`` the compile's register limit (:func:`reg_cap`: the
+    blocks the grid counts on stay resident). Returns (dispatcher, source)."""
     from .pointwise import _to_compute, _to_storage, vector_load, vector_store
     ct = compute_type([x_dt, dy_dt, p_dt, dx_dt, s_dt])
     csize = 8 if ct == "float64" else 4
@@ -242,7 +278,8 @@ def fused_bwd_kernel(n, block, vpt, vec, rows, center, x_dt, dy_dt, p_dt, dx_dt,
               cd=_to_compute(dtype_name(dy_dt), ct), cp=_to_compute(dtype_name(p_dt), ct),
               cdx=_to_storage(dtype_name(dx_dt)))
     exec(compile(src, "<norm_row_bwd fused>", "exec"), ns)
-    return cuda.jit(ns["kernel"]), src
+    from .primitives import SIM
+    return (cuda.jit(ns["kernel"]) if SIM else cuda.jit(ns["kernel"], max_registers=max_regs)), src
 
 
 def _register_compile_cases():
@@ -259,10 +296,10 @@ def _register_compile_cases():
         for center in (True, False):
             x = a(dt)
             k, _ = fused_bwd_kernel(n, cfg.block, cfg.vpt, cfg.vec, cfg.rows, center, dt, dt, "float32", dt,
-                                    "float32", stages)
+                                    "float32", cfg.stages, reg_cap(cfg))
             register_compile_case(f"row_bwd_fused_{'layer' if center else 'rms'}_{n}_{dt}_s{stages}", k,
                                   f"void({x}, {x}, {f}, {f}, {f}, {x}, {f}, {f}, int64)",
-                                  max_registers=min(255, 65536 // cfg.block))
+                                  max_registers=reg_cap(cfg))
 
 
 _register_compile_cases()
