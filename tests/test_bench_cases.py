@@ -75,7 +75,7 @@ def _prod(xs):
 
 def test_select():
     assert all(c.suite == "gemm" for c in C.select("gemm"))
-    assert len(C.select("gemm")) == 24  # 4 cubes + 7 skinny shapes, FP32 and BF16; TF32 4096^3, 8192^3
+    assert len(C.select("gemm")) == 26  # 4 cubes + 7 skinny shapes, FP32 and BF16; TF32 and FP16 4096^3, 8192^3
     assert all(c.quick for c in C.select("conv", quick=True))
     assert all("sim" in c.tags for c in C.select("all", sim=True))
     with pytest.raises(ValueError):

@@ -18,7 +18,7 @@ def test_no_gpu_benchmarks_nothing(capsys):
 def test_list(capsys):
     assert cli.main(["bench", "--suite", "gemm", "--list"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
-    assert out[-1] == "24 cases" and out[0].startswith("gemm/matmul/1024x1024x1024/float32")
+    assert out[-1] == "26 cases" and out[0].startswith("gemm/matmul/1024x1024x1024/float32")
 
 
 def test_sim_smoke_pointwise(tmp_path, capsys):
