@@ -18,7 +18,14 @@ EXP_AVG_FACTOR by value or as one-element device tensors (read inside the finali
 Batch norm on packed NHWC / NCHW runs dedicated kernels (:mod:`ncudnn.kernels.norm_bn_cols`,
 :mod:`ncudnn.kernels.norm_bn_planes`: one-wave partial sums, an ordered combine, the finalize and a
 register-coefficient apply pass); other layouts and instance norm take the generic reduce / pointwise path.
-Knob: BLOCK_SIZE of the pointwise pass. Workspace: the group sums and coefficients (float32).
+Packed NHWC with float32 and C % 4 == 0 runs :mod:`ncudnn.kernels.norm_bn_colsv` by default (16-byte
+loads, one geometry for both passes, the apply pass walking each chunk backwards from the rows still in
+the L2, streaming hints) with the chunk combine and the coefficients fused (:mod:`ncudnn.kernels.norm_bn_fin`):
+three launches.
+Knobs: BLOCK_SIZE of the pointwise pass; KERNEL_CFG (:data:`COLS_LABELS` on packed NHWC,
+:data:`PLANES_LABELS` on packed NCHW), OCCUPANCY (blocks per SM of the colsv geometry, 0: the kernels'
+register budget) and ARRAY_SIZE_PER_THREAD (colsv unroll). Workspace: the partial and group sums and
+coefficients (float32).
 """
 from numba.cuda import types
 
