@@ -19,7 +19,8 @@ import numpy as np
 from ..kernels import kcache
 from ..kernels.tc_conv import check_conv, conv_args, conv_grid, make_tc_conv_fprop
 from ..kernels.tc_conv.pad import PAD_THREADS, make_pad_channels, pad_grid
-from ..kernels.tc_conv.splitk import make_split_reduce, partial_args, reduce_args, reduce_launch, workspace_bytes
+from ..kernels.tc_conv.splitk import (make_split_reduce, make_split_reduce_vec, partial_args, reduce_args,
+                                      reduce_launch, vec_args, vec_launch, workspace_bytes)
 from ..types import cudnnBackendKnobType_t, cudnnBackendLayoutType_t, cudnnStatus_t
 from ..kernels.tc_gemm import smem_bytes
 from . import gemm_common as gc
@@ -54,6 +55,8 @@ REDUCE_OUTPUTS_PER_S = 50e9
 ROUND_OVERHEAD = 10e-6
 
 
+#: split-K reduces through kernels/tc_conv/splitk.make_split_reduce_vec where K % 4 == 0 (else the generic one)
+VECTOR_REDUCE = True
 #: convolutions with C % 8 != 0 (packed NHWC x, KRSC w): zero-pad their channels in the workspace, then convolve
 PAD_CHANNELS = True
 #: run the v4 mainloop (one filter tap per k tile, kernels/tc_gemm/__init__.py) where C % BLOCK_K == 0
@@ -235,8 +238,13 @@ class ConvTcEngine(TcEngineBase):
             typing = self._args(p, kern, tf(dts[0]), tf(dts[1]), tf(dts[2]), tf(dts[3]), tf(dts[4]), 1.0)
         key = gc.key_text("tc_conv_fprop", kern.cfg, dts, kern.epi)
         plan = self._plan(TcConvPlan, sub, cfg, ctx, p, kern, key, typing)
-        plan.split, plan.reduce = split, None
-        if split > 1:
+        plan.split, plan.reduce, plan.vec = split, None, VECTOR_REDUCE and p.N % 4 == 0
+        if split > 1 and plan.vec:   # 16-byte partial loads, no index division
+            red = make_split_reduce_vec(p.epi.spec, dts[3], dts[4])
+            rt = vec_args(tf("float32"), split, tf(dts[2]), tf(dts[3]), tf(dts[4]), 1, 1, 1, 1)
+            plan.reduce = kcache.get_or_compile(gc.key_text("tc_conv_split_reduce_vec", kern.epi, dts), lambda: red,
+                                                gc.argtypes(rt))
+        elif split > 1:
             red = make_split_reduce(p.epi.spec, dts[3], dts[4], split)
             rt = reduce_args(tf("float32"), split, tf(dts[2]), tf(dts[3]), tf(dts[4]), 1, 1, 1, 1)
             plan.reduce = kcache.get_or_compile(gc.key_text("tc_conv_split_reduce", red.py_func.__name__, kern.epi,
@@ -286,10 +294,15 @@ class TcConvPlan(gc.BlockPlan):
             ws = gc.Flat(scratch.ptr + sum(p.pad_bytes), workspace_bytes(p.M, p.N, self.split) // 4, np.float32)
             args = ConvTcEngine._partial_args(p, kern, x, w, ws)
             grid = conv_grid(kern, g.N, p.P, p.Q, g.K, self.split)
-            rg, rt = reduce_launch(self.split, p.M, p.N)
-            rargs = reduce_args(ws, self.split, out, bias, res, p.M, p.N, p.ldc_m, p.ldc_n, cp.bias_stride, p.res_m,
-                                p.res_n, alpha, cp.beta)
-            return pre + [self.bl.prepare(grid, kern.cfg.threads, args, kern.smem),
-                          self.reduce.prepare((rg, 1, 1), (rt, 1, 1), rargs, 0)]
+            geo = (ws, self.split, out, bias, res, p.M, p.N, p.ldc_m, p.ldc_n, cp.bias_stride, p.res_m, p.res_n,
+                   alpha, cp.beta)
+            if self.vec:
+                check_aligned("conv_tc", (("workspace", ws),), " (the split-K reduce's 16-byte loads need it)")
+                rg, rt = vec_launch(p.M, p.N)
+                red = self.reduce.prepare(rg, rt, vec_args(*geo), 0)
+            else:
+                rg, rt = reduce_launch(self.split, p.M, p.N)
+                red = self.reduce.prepare((rg, 1, 1), (rt, 1, 1), reduce_args(*geo), 0)
+            return pre + [self.bl.prepare(grid, kern.cfg.threads, args, kern.smem), red]
         args = ConvTcEngine._args(p, kern, x, w, out, bias, res, alpha)
         return pre + [self.bl.prepare(conv_grid(kern, g.N, p.P, p.Q, g.K), kern.cfg.threads, args, kern.smem)]

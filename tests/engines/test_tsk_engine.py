@@ -82,13 +82,19 @@ def _run(rng, dims, wdims, split, tile, stride=(1, 1), pad=(1, 1)):
 def test_tsk_engine_split3_c32(rng):
     """v4 gather, 9 k tiles in 3 slices; the workspace holds exactly the partials."""
     plan = _run(rng, (1, 32, 4, 4), (32, 32, 3, 3), 3, len(TILES) - 1)
-    assert plan.workspace_size == 3 * 16 * 32 * 4
+    assert plan.workspace_size == 3 * 16 * 32 * 4 and plan.parts[0].vec
 
 
 def test_tsk_engine_stem_padded_split(rng):
     """C = 3 zero-padded to 8 in the workspace, then split 4 (K = 7*7*8 = 392: 13 k tiles, the last slice
     short): the partials sit after the padded copies."""
     _run(rng, (1, 3, 7, 7), (16, 3, 7, 7), 4, len(TILES) - 1, stride=(2, 2), pad=(3, 3))
+
+
+def test_tsk_engine_generic_reduce_k18(rng):
+    """18 output channels (N % 4 != 0): the generic one-thread-an-output reduce; 5 k tiles in 2 slices."""
+    plan = _run(rng, (1, 16, 4, 3), (18, 16, 3, 3), 2, len(TILES) - 1)
+    assert not plan.parts[0].vec and plan.parts[0].reduce is not None
 
 
 def test_tsk_keep_and_knob():

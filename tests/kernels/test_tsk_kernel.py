@@ -8,8 +8,8 @@ import pytest
 
 from ncudnn.kernels import epilogue as ep
 from ncudnn.kernels.tc_conv import conv_grid, make_tc_conv_fprop
-from ncudnn.kernels.tc_conv.splitk import (make_split_reduce, partial_args, reduce_args, reduce_launch,
-                                           workspace_bytes)
+from ncudnn.kernels.tc_conv.splitk import (make_split_reduce, make_split_reduce_vec, partial_args, reduce_args,
+                                           reduce_launch, vec_args, vec_launch, workspace_bytes)
 from ncudnn.kernels.tc_gemm import TcGemmConfig
 from ncudnn.kernels.tc_gemm.launch import _compiled
 from ncudnn.kernels.launch import CompiledKernel
@@ -30,7 +30,7 @@ def _store(x):
     return x.view(np.uint16) if x.dtype == ml_dtypes.bfloat16 else x
 
 
-def _run(rng, cfg, N, C, H, W, K, R, S, pad, out_dtype="bfloat16", relu=True):
+def _run(rng, cfg, N, C, H, W, K, R, S, pad, out_dtype="bfloat16", relu=True, vec=False):
     dtype = "bfloat16"
     x = rng.standard_normal((N, C, H, W)).astype(_NP[dtype])
     w = (rng.standard_normal((K, C, R, S)) / np.sqrt(C * R * S)).astype(_NP[dtype])
@@ -49,9 +49,14 @@ def _run(rng, cfg, N, C, H, W, K, R, S, pad, out_dtype="bfloat16", relu=True):
     args = partial_args(kern, xd, wd, wsd, N, C, H, W, K, P, Q, R, S, (1, 1), (pad, pad), (1, 1),
                         (H * W * C, W * C, C), R * S * C)
     _compiled(kern).launch(conv_grid(kern, N, P, Q, K, cfg.SPLIT_K), (cfg.threads, 1, 1), args, 0, kern.smem)
-    grid, threads = reduce_launch(cfg.SPLIT_K, M, K)
-    CompiledKernel(red).launch((grid, 1, 1), (threads, 1, 1), reduce_args(wsd, cfg.SPLIT_K, yd, bd, yd, M, K, K, 1),
-                               0, 0)
+    if vec:
+        grid, block = vec_launch(M, K)
+        CompiledKernel(make_split_reduce_vec(spec, out_dtype, out_dtype)).launch(
+            grid, block, vec_args(wsd, cfg.SPLIT_K, yd, bd, yd, M, K, K, 1), 0, 0)
+    else:
+        grid, threads = reduce_launch(cfg.SPLIT_K, M, K)
+        CompiledKernel(red).launch((grid, 1, 1), (threads, 1, 1), reduce_args(wsd, cfg.SPLIT_K, yd, bd, yd, M, K, K, 1),
+                                   0, 0)
     out = _store(y) if SIM else yd.copy_to_host()
     got = out.view(_NP[out_dtype]).reshape(N, P, Q, K).transpose(0, 3, 1, 2).astype(np.float64)
     ref = conv_fprop(x.astype(np.float64), w.astype(np.float64), stride=(1, 1), pre_pad=(pad, pad),
@@ -68,6 +73,15 @@ def _run(rng, cfg, N, C, H, W, K, R, S, pad, out_dtype="bfloat16", relu=True):
 def test_tsk_conv_split_bias_relu(rng, version, split, C):
     cfg = TcGemmConfig(32, 32, 32, 2, 2, 2, 1, VERSION=version, SPLIT_K=split)
     got, ref = _run(rng, cfg, 1, C, 4, 4, 32, 3, 3, 1)
+    assert rel_err(got, ref) < 1e-2
+    assert_close(got, ref, "bfloat16")
+
+
+@pytest.mark.parametrize("out_dtype,relu", [("bfloat16", True), ("float32", False)])
+def test_tsk_conv_split_vec_reduce(rng, out_dtype, relu):
+    """The vector reduce: M = 15 (a partial row block), N = 32 (a partial column block), 3 slices."""
+    cfg = TcGemmConfig(32, 32, 32, 2, 2, 2, 1, VERSION=4, SPLIT_K=3)
+    got, ref = _run(rng, cfg, 1, 32, 5, 3, 32, 3, 3, 1, out_dtype=out_dtype, relu=relu, vec=True)
     assert rel_err(got, ref) < 1e-2
     assert_close(got, ref, "bfloat16")
 
@@ -100,7 +114,7 @@ def test_tsk_sm90_no_spills():
     """The registered split-K conv cases (kernels/tc_conv/split_cases.py) link for sm_90: no spills, no stack."""
     from ncudnn.kernels import compile_check
     from ncudnn.kernels.tc_conv.split_cases import TC_CONV_SPLIT_CASES
-    names = [c[0] for c in TC_CONV_SPLIT_CASES]
+    names = [c[0] for c in TC_CONV_SPLIT_CASES] + ["tc_conv_splitk_reduce_vec_bf16_bias_relu"]
     assert set(names) <= set(compile_check.registered_cases())
     results = compile_check.run_compile_check(names, timeout=3000, jobs=2)
     print("\n".join(r.summary() for r in results))

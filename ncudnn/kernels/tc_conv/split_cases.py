@@ -10,7 +10,8 @@ try:
 except ImportError:            # the registry is optional: without it nothing is registered
     register_compile_case = None
 
-#: (case name, config, in dtype, EpilogueSpec, bias dtype, residual dtype)
+#: (case name, config, in dtype, EpilogueSpec, bias dtype, residual dtype); and the vector reduce
+#: (tc_conv_splitk_reduce_vec_bf16_bias_relu)
 TC_CONV_SPLIT_CASES = tuple((f"tc_conv_splitk_{c.BLOCK_M}x{c.BLOCK_N}_w{c.WARPS_M}x{c.WARPS_N}_ver{c.VERSION}",
                              c.replace(SPLIT_K=2), "bfloat16", _BIAS_RELU, "bfloat16", "bfloat16")
                             for c in [x.replace(VERSION=4) for x in CONV_CONFIGS] + [CONV_CONFIGS[0].replace(VERSION=3)])
@@ -25,5 +26,17 @@ def register_split_cases():
                                                            "float32"), max_registers=255, max_local_bytes=0)
 
 
+def register_reduce_case():
+    from .. import dtypes as dt
+    from .splitk import make_split_reduce_vec
+    kern = make_split_reduce_vec(_BIAS_RELU, "bfloat16", "bfloat16")
+    kern.py_func.__module__ = __name__
+    arr = dt.array_sig
+    sig = (f"void({arr('float32')}, int32, {arr('bfloat16')}, {arr('bfloat16')}, {arr('bfloat16')}, int32, int32, "
+           + ", ".join(["int64"] * 5) + ", float32, float32)")
+    register_compile_case("tc_conv_splitk_reduce_vec_bf16_bias_relu", kern, sig, max_registers=64, max_local_bytes=0)
+
+
 if register_compile_case is not None:
     register_split_cases()
+    register_reduce_case()
