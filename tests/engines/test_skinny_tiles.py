@@ -73,3 +73,26 @@ def test_skinny_compile_cases_registered():
     for c in cases.FAST_SKINNY:
         assert f"gemm_fast_{c.BLOCK_M}x{c.BLOCK_N}_t{c.THREAD_M}x{c.THREAD_N}_mk_kn" in names
     assert "gemm_fast_128x64_mk_kn_splitk4" in names and "gemm_fast_128x64_mk_kn_splitk4_reduce" in names
+
+
+@pytest.mark.parametrize("label", ["16x128x32 t4x4 vec4 fast", "64x64x8 t8x4 vec4 fast"])
+def test_skinny_tile_bf16_runs_the_generic_mainloop(rng, label):
+    import ml_dtypes
+
+    m, n, k = 4, 8, 40                     # K off BLOCK_K: the k edge predicated
+    bf = DT.CUDNN_DATA_BFLOAT16
+
+    def t(uid, d):
+        return TensorDesc(uid, d, packed_strides(d), bf, name=f"t{uid}")
+    g = OpGraph([Matmul("mm", {"A": t(1, (1, m, k)), "B": t(2, (1, k, n))}, {"C": t(3, (1, m, n))})],
+                compute_dtype=DT.CUDNN_DATA_FLOAT).finalize()
+    cfg = _config(g, SKINNY[label], 1)
+    assert api.check_support(g, cfg) == (S.CUDNN_STATUS_SUCCESS, "")
+    av = rng.uniform(-1, 1, (1, m, k)).astype(ml_dtypes.bfloat16)
+    bv = rng.uniform(-1, 1, (1, k, n)).astype(ml_dtypes.bfloat16)
+    out = cuda.to_device(np.full(m * n, 0x7FC0, np.uint16))                       # bf16 NaN bits
+    plan = api.build_plan(g, cfg)
+    api.execute(plan, {1: cuda.to_device(av.ravel().view(np.uint16)), 2: cuda.to_device(bv.ravel().view(np.uint16)),
+                       3: out}, None)
+    got = out.copy_to_host().view(ml_dtypes.bfloat16).reshape(1, m, n)
+    assert_close(got, ref_mm(av, bv), "bfloat16")
