@@ -82,14 +82,15 @@ def ir_graph(c):
 
 
 def _bwd_variants(cols):
-    """(BLOCK, ROWS, CTAS, STAGES) of the fused kernel; STAGES 2 loads the next row group early."""
+    """(BLOCK, ROWS, CTAS, STAGES) of the fused kernel (0: the kernel layer's choice; STAGES 2 loads the
+    next row group early, 1 does not)."""
     out = [dict(), {KC: 0, KL: 0}]                                # default first, then the two-pass path
     if cols <= 1024:
-        geoms = [(0, 0, 0, 0), (0, 0, 0, 2), (128, 4, 0, 0), (256, 2, 0, 0), (256, 4, 2, 0), (128, 2, 2, 2),
-                 (256, 2, 2, 2), (256, 1, 4, 2), (128, 4, 2, 2)]
+        geoms = [(0, 0, 0, 1), (0, 2, 0, 0), (0, 0, 3, 0), (0, 0, 1, 0), (128, 2, 2, 2), (256, 2, 0, 2),
+                 (256, 4, 2, 2), (128, 8, 1, 2)]
     else:
-        geoms = [(0, 0, 0, 0), (0, 0, 0, 2), (512, 1, 0, 0), (1024, 1, 0, 0), (1024, 2, 0, 0), (256, 1, 0, 0),
-                 (512, 1, 0, 2), (1024, 1, 0, 2), (256, 1, 0, 2)]
+        geoms = [(0, 0, 0, 1), (0, 1, 0, 0), (256, 1, 0, 1), (256, 2, 0, 2), (256, 1, 0, 2), (512, 1, 2, 2),
+                 (1024, 1, 0, 1), (128, 1, 0, 1)]
     out += [{KC: 1, KL: 16, KB: b, KR: r, KW: w, KS: st} for b, r, w, st in geoms]
     return out
 

@@ -191,7 +191,7 @@ def preferred_knobs(sub):
 #: fused backward geometries the heuristics rank and the autotuner tries: (BLOCK_SIZE, TILE_ROWS, CTA_COUNT),
 #: 0 = the kernel layer's choice (:func:`ncudnn.kernels.norm_row_bwd.fused_config`)
 BWD_FUSED_VARIANTS = ((0, 0, 0), (128, 2, 0), (128, 4, 0), (256, 1, 0), (256, 2, 0), (256, 4, 0), (512, 1, 0),
-                      (512, 2, 0), (1024, 1, 0), (1024, 2, 0), (0, 0, 1), (0, 0, 2), (0, 0, 4))
+                      (512, 2, 0), (0, 0, 1), (0, 0, 2), (0, 0, 4), (0, 2, 0), (0, 1, 0))
 
 
 #: forward CTA_COUNT values (persistent grids of SMs x CTA_COUNT blocks) ranked after the default
@@ -455,7 +455,7 @@ class NormRowsEngine(Engine):
         base = super().default_config(sub)
         out = [base.with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b) for b in BLOCKS]
         load = 16 if _bwd_vec(sub) > 1 else 0
-        for st in (0, 2):
+        for st in (0, 1):
             for b, r, w in BWD_FUSED_VARIANTS:
                 out.append(base.with_knob(KC, BWD_FUSED).with_knob(K.CUDNN_KNOB_TYPE_LOAD_SIZE, load)
                            .with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b).with_knob(K.CUDNN_KNOB_TYPE_TILE_ROWS, r)
