@@ -33,21 +33,26 @@ K = cudnnBackendKnobType_t
 
 
 def _t(bn, wgs, mi, stages, eff, regs):
-    c = WgmmaConfig(bn, wgs, mi, stages, 8)
+    c = WgmmaConfig(bn, wgs, mi, stages, 8, 1)      # EARLY: loads STAGES - 1 k tiles ahead
     return TcTile(f"{c.BLOCK_M}x{bn}x64 wg{wgs}x{mi}", c, eff, regs, stages)
 
 
-#: block tiles, best first for large problems. eff: fraction of the 989 TFLOP/s BF16 peak measured at 8192^3
-#: on the H200 (tools/probe_wgmma + ncudnn.kernels.wgmma.timing, 2026-11-30, mk_nk; B n-contiguous ~7 % lower;
-#: cuBLAS 784 TFLOP/s in the same run); the last two are estimates. regs: sm_90a ptxas (nvJitLink).
+#: block tiles, best first for large problems, all loading STAGES - 1 k tiles ahead (EARLY; measured faster in
+#: every case: 8192^3 FP16 B (k, n) 491 vs 482 TFLOP/s, TF32 273 vs 260, 4096^3 TF32 260 vs 256). eff: fraction
+#: of the dense peak of the operand type (BF16 / FP16 989, TF32 495 TFLOP/s) at 8192^3 on the H200
+#: (ncudnn.kernels.wgmma.timing, 2026-11-30; cuBLAS BF16 784, FP16 759, TF32 405 in the same runs; the
+#: rows without a number are estimates). regs: sm_90a ptxas (nvJitLink), bias + relu epilogue.
 TILES = (
-    _t(256, 2, 1, 4, 0.51, 233),     # 506 TFLOP/s
-    _t(192, 2, 1, 4, 0.49, 246),     # 486
-    _t(128, 2, 2, 4, 0.48, 233),     # 476
-    _t(128, 2, 1, 5, 0.42, 168),     # 414
-    _t(128, 1, 1, 6, 0.30, 168),
-    _t(64, 1, 1, 6, 0.15, 96),
+    _t(256, 2, 1, 4, 0.51, 231),     # FP16 491 (B (k, n)), BF16 506 (no EARLY); TF32 273 (3 stages: 285)
+    _t(192, 2, 1, 4, 0.49, 160),     # BF16 486 (no EARLY); TF32 248 (no EARLY)
+    _t(128, 2, 2, 4, 0.48, 230),     # BF16 476 (no EARLY); TF32 259 (no EARLY)
+    _t(128, 2, 1, 5, 0.42, 123),     # BF16 414 (no EARLY)
+    _t(128, 1, 1, 6, 0.30, 128),
+    _t(64, 1, 1, 6, 0.15, 94),
 )
+#: STAGES ranked for FP32 (TF32) operands where they differ from the tile's (H200, 2026-11-30, 128x256 EARLY:
+#: 3 stages 284.8 TFLOP/s at 8192^3 against 272.7 with 4; 257.3 against 260.2 at 4096^3)
+TF32_STAGES = {0: 3}
 SIM_TILE = len(TILES) - 1
 
 
@@ -94,6 +99,23 @@ class MatmulWgmmaEngine(MatmulTcEngine):
 
     def cost_config(self, p, cfg):
         return self.tc_config(cfg)
+
+    def candidates(self, sub, ctx):
+        """matmul_tc's candidates (one per useful tile, cheapest first); TF32 problems rank the tiles of
+        :data:`TF32_STAGES` at those STAGES."""
+        out = super().candidates(sub, ctx)
+        try:
+            tf32 = self.problem(sub).tc_tf32
+        except gc.Reject:
+            return out
+        if not tf32:
+            return out
+        swap = []
+        for c in out:
+            st = TF32_STAGES.get(c.get(K.CUDNN_KNOB_TYPE_TILE_SIZE))
+            c2 = c.with_knob(K.CUDNN_KNOB_TYPE_STAGES, st) if st else c
+            swap.append(c2 if self.keep(sub, c2, ctx)[0] == S.CUDNN_STATUS_SUCCESS else c)
+        return tuple(swap)
 
     def _sim_pick(self, p, idx):
         return [SIM_TILE]

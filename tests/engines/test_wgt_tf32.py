@@ -76,6 +76,9 @@ def test_wgt_h200_ranking_tf32_fp16(s):
     ecs = api.get_heuristics(plain(s, F32, True), HM.CUDNN_HEUR_MODE_A, h200())
     names = [e.name for e in ecs]
     assert names[0] == ENGINE, names[:5]
+    eng = registry.by_name(ENGINE)
+    kc = eng.tc_config(ecs[0].config)        # 128x256, loads STAGES - 1 ahead, 3 stages for TF32 (measured best)
+    assert (kc.BLOCK_M, kc.BLOCK_N, kc.EARLY, kc.STAGES) == (128, 256, 1, 3)
     assert "matmul_tc" in names and names.index("matmul_tc") > names.index(ENGINE)
     # no TF32 opt-in, or FMA math: neither tensor-core engine
     for cx in (h200(tf32=False), h200(tc=False)):
@@ -83,5 +86,7 @@ def test_wgt_h200_ranking_tf32_fp16(s):
         assert names and ENGINE not in names and "matmul_tc" not in names, names[:5]
     # FP16 (B (k, n), the bench layout) and BF16: matmul_wgmma first
     for dt in (F16, BF16):
-        names = [e.name for e in api.get_heuristics(plain(s, dt, False), HM.CUDNN_HEUR_MODE_A, h200(tf32=False))]
-        assert names[0] == ENGINE, (dt, names[:5])
+        ecs = api.get_heuristics(plain(s, dt, False), HM.CUDNN_HEUR_MODE_A, h200(tf32=False))
+        assert ecs[0].name == ENGINE, (dt, [e.name for e in ecs[:5]])
+        kc = eng.tc_config(ecs[0].config)
+        assert (kc.BLOCK_M, kc.BLOCK_N, kc.EARLY, kc.STAGES) == (128, 256, 1, 4)

@@ -15,8 +15,9 @@ from ncudnn.kernels import epilogue as ep
 from ncudnn.kernels.kcache import link_ptx
 from ncudnn.kernels.wgmma.config import WgmmaConfig
 from ncudnn.kernels.wgmma.kernel import make_wgmma_gemm
-bn, wgs, mi, st = (int(x) for x in sys.argv[1].split(","))
-kern = make_wgmma_gemm(WgmmaConfig(bn, wgs, mi, st), True, True, "float32",
+cfg = WgmmaConfig(*(int(x) for x in sys.argv[1].split(",")))
+bn = cfg.BLOCK_N
+kern = make_wgmma_gemm(cfg, True, True, "float32",
                        ep.EpilogueSpec((ep.bias("col"), ep.relu()), "float32"))
 sig = ("void(uint16[:], uint16[:], float32[:], float32[:], float32[:], int32, int32, int32, "
        + ", ".join(["int64"] * 17) + ", float32, float32)")
@@ -38,7 +39,7 @@ def _stats(spec):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", ["256,2,1,4", "128,2,2,4"])
+@pytest.mark.parametrize("spec", ["256,2,1,3,8,1", "128,2,2,4,8,1"])
 def test_wgmma_tf32_sm90a_no_spills_no_serialization(spec):
     st = _stats(spec)
     mi = int(spec.split(",")[2])
