@@ -38,7 +38,7 @@ OLD_PICKS = {(16384, 64, 4096): ("matmul_simt", 1, 1, 8), (16, 8192, 8192): ("ma
              (65536, 1024, 64): ("matmul_simt", 0, 1, 8), (8192, 8192, 256): ("matmul_simt", 0, 1, 8),
              (1024, 1024, 1024): ("matmul_simt", 1, 2, 1)}
 #: matmul_simt TILE_SIZE values of the fast tiles (gemm_common.SIMT_TILES)
-FAST_TILES = (0, 9, 10, 11, 12, 13, 14)
+FAST_TILES = (0, 9, 10, 11, 12, 13)
 GRID_SPLITS = (1, 2, 4, 8)
 TOL = 5e-5
 

@@ -24,7 +24,7 @@ from ..kernels import epilogue as ep
 from ..kernels import kcache
 from ..kernels import pointwise_ops as po
 from ..kernels.gemm import splitk
-from ..kernels.gemm.config import FAST_SKINNY, FAST_SMALL, GemmConfig, check
+from ..kernels.gemm.config import FAST_SKINNY, GemmConfig, check
 from ..kernels.gemm.launch import kernel_args
 from ..platform import simulator_enabled
 from ..types import cudnnBackendKnobType_t, cudnnPointwiseMode_t, cudnnStatus_t
@@ -100,7 +100,8 @@ MATMUL_TILES = FAST_TILES + BIG_TILES
 
 #: smaller fast-mainloop blocks (kernels/gemm/config.FAST_SKINNY) for skinny fp32 matmuls: with split-K
 #: they fill every SM where few 128x128 tiles exist (N or M of 64..128 over a deep K); the 16-row block for
-#: M <= 16 (GEMV-like). "r128": 128x64 under a cap of 128 registers (4 blocks per SM, 16 B spilled).
+#: M <= 16 (GEMV-like). (FAST_SMALL's 128x64 under a cap of 128 registers measured fastest on 16384x64x4096 but
+#: spills 16 B with this A: not shipped; the 168-register 128x64 ran within 2 % of it.)
 #: Registers: sm_90 compile check. TFLOP/s: on the scale of FAST_TILES' 36.0 estimate, from the H200
 #: probe of 2026-11-30 21:27 UTC (`python3 tools/probe_skinny.py --budget 75 --jobs 12`, driver 580,
 #: numba-cuda 0.30.4): at full waves the 64-128 row blocks ran within -6 / +8 % of the 128x128 fast tile
@@ -112,7 +113,6 @@ FAST_SKINNY_TILES = (
     Tile("64x128x8 t8x8 vec4 fast", FAST_SKINNY[1], None, 35.3, 154),
     Tile("64x64x8 t8x8 vec4 fast", FAST_SKINNY[2], None, 35.0, 154),
     Tile("64x64x8 t8x4 vec4 fast", FAST_SKINNY[3], None, 33.0, 107),
-    Tile("128x64x8 t8x8 vec4 fast r128", FAST_SMALL[0], None, 35.0, 128),
     Tile("16x128x32 t4x4 vec4 fast", FAST_SKINNY[4], None, 45.0, 128),
 )
 
