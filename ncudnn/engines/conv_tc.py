@@ -50,6 +50,8 @@ TILES = (
 #: outputs a second the split-K reduce (kernels/gemm/splitk.make_reduce, one thread an output) finished on
 #: the H200 (probe_tc_splitk, 2026-11-30: 16-20 us for c5's 0.8 M outputs, 31 us for c4's 1.6 M)
 REDUCE_OUTPUTS_PER_S = 50e9
+#: the same for the vector reduce (K % 4 == 0); not measured yet: the generic figure until a probe gives its own
+VEC_REDUCE_OUTPUTS_PER_S = 50e9
 #: seconds each round of resident CTAs a split adds on an SM (prologue / epilogue of short CTAs: c5 at 128x128,
 #: split 1-6, fits 15 us a round plus 0.57 us a k tile on the H200; 10 us here)
 ROUND_OVERHEAD = 10e-6
@@ -206,7 +208,8 @@ class ConvTcEngine(TcEngineBase):
         dram = (M * K_ + N * K_) * B * in_b + M * N * B * out_b + extra + (2 * s * M * N * B * 4 if s > 1 else 0)
         sec = H.LAUNCH_OVERHEAD + max(compute, dram / device.mem_bandwidth)
         if s > 1:
-            sec += H.LAUNCH_OVERHEAD + M * N * B / REDUCE_OUTPUTS_PER_S
+            vec = VECTOR_REDUCE and N % 4 == 0
+            sec += H.LAUNCH_OVERHEAD + M * N * B / (VEC_REDUCE_OUTPUTS_PER_S if vec else REDUCE_OUTPUTS_PER_S)
         return sec + gc.tail_time(sub, p.epi.out)
 
     def workspace_size(self, sub, cfg):
