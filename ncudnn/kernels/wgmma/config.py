@@ -25,7 +25,7 @@ class WgmmaConfig:
     GROUP_M: int = 8
     EARLY: int = 0          # 1: loads STAGES - 1 k tiles ahead (one more barrier per k tile), 0: STAGES - 2
     L2PF: int = 0           # cp.async L2 prefetch-size hint in bytes (64, 128, 256), 0: none
-    MNLD: int = 1           # MN-major loads: 1 slot addresses affine in the slot (power-of-two threads), 0 per-slot math
+    MNLD: int = 1           # MN-major loads: 1 affine slot addresses (power-of-two threads), 0 per-slot math
 
     def replace(self, **kw):
         return replace(self, **kw)
