@@ -5,9 +5,11 @@ chain (bias per channel, activation, residual) in the fused epilogue.
 Kernel: :mod:`ncudnn.kernels.tc_conv` (the tc_gemm mainloop with a cp.async gather from the image; mainloop
 v3 by default, v4 (one filter tap per k tile) where C % BLOCK_K == 0, v1 through the KERNEL_CFG knob).
 Knobs (cudnnBackendKnobType_t): TILE_SIZE indexes :data:`TILES`, STAGES (2-4), SWIZZLE (GROUP_M 1 or
-8), EDGE fixed (predicated edges, zero-filled padding), SPLIT_K (1-8: the k tiles split over grid y, fp32
+8), EDGE fixed (predicated edges, zero-filled padding), SPLIT_K (1-6: the k tiles split over grid y, fp32
 partials in the workspace, then the ordered reduce of :mod:`ncudnn.kernels.tc_conv.splitk` applies the
-epilogue once; deterministic; offered for grids of fewer CTAs than SMs, e.g. ResNet's 7x7 / 14x14 layers). Refused with a reason: dgrad / wgrad, groups,
+epilogue once; deterministic; ranked while the unsplit grid is under one wave, e.g. batch-1 7x7 / 14x14
+layers). The cost (``_cost``) counts the busiest SM's CTAs at per-SM rates measured on the H200, so small
+grids take the small tiles (ResNet c5 / c4 at N = 32: 64x64). Refused with a reason: dgrad / wgrad, groups,
 3-D, CONVOLUTION mode (flipped filter), NCHW activations, C % 8 != 0 unless x and w are packed
 (then they are zero-padded to a multiple of 8 channels in the workspace first: the stem), non-KRSC filters, output or
 residual rows that are not ``m * stride`` over the (n, p, q) pixels, math types without tensor cores.
