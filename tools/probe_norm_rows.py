@@ -60,8 +60,10 @@ def ir_graph(c):
     from bench.data import specs
 
     ins, outs = specs(c)
-    d = lambda role, uid=None: TensorDesc(UID[role] if uid is None else uid, tuple((ins.get(role) or outs[role]).dims),  # noqa: E731
-                                          tuple((ins.get(role) or outs[role]).strides), F32, name=role)
+    def d(role, uid=None):
+        sp = ins.get(role) or outs[role]
+        return TensorDesc(UID[role] if uid is None else uid, tuple(sp.dims), tuple(sp.strides), F32, name=role)
+
     eps = TensorDesc(20, (1, 1, 1, 1), (1, 1, 1, 1), F32, is_by_value=True, value=1e-5, name="eps")
     if c.op == "layernorm_bwd":
         node = NormBwd("bwd", {"X": d("x"), "DY": d("dy"), "SCALE": d("scale"), "MEAN": d("mean"),

@@ -19,12 +19,13 @@ Knobs: BLOCK_SIZE (0: the kernel layer's choice; 32 = warp per row); TILE_ROWS (
 rows a block, 0 = the kernel layer's 4); LOAD_SIZE (forward: 0 = an element per access, 16 = 16-byte
 vector accesses when n divides into vectors and X, Y, SCALE, BIAS declare >= 16-byte alignment);
 CTA_COUNT (forward, 16-byte kernel: 0 = a block per row group, c = a persistent grid of SMs x c blocks
-looping over the rows; STAGES 2 then loads the next row before this row's statistics). Fused backward (KERNEL_CFG 1): BLOCK_SIZE threads, TILE_ROWS rows a loop
-step, CTA_COUNT blocks per SM (0 each: :func:`ncudnn.kernels.norm_row_bwd.fused_config`'s choice),
-STAGES 2 (the next row group's loads issued before this group's reductions; 0 = the kernel layer's),
-LOAD_SIZE 16 for 16-byte accesses (rows dividing into vectors, X / DY / DX / SCALE 16-byte aligned).
+looping over the rows; STAGES 2 then loads the next row before this row's statistics). Fused backward
+(KERNEL_CFG 1): BLOCK_SIZE threads, TILE_ROWS rows a loop step, CTA_COUNT blocks per SM, STAGES 2 (the
+next row group's loads issued before this group's reductions) or 1 (0 each: the kernel layer's choice,
+:func:`ncudnn.kernels.norm_row_bwd.fused_config`), LOAD_SIZE 16 for 16-byte accesses (rows dividing
+into vectors, X / DY / DX / SCALE 16-byte aligned).
 The default config (:func:`preferred_knobs`, :func:`preferred_bwd_knobs`) is the 16-byte / fused
-kernel wherever it applies; the cost model ranks every other config 5% behind its bytes.
+kernel wherever it applies; the cost model ranks every other config 5% behind its path's bytes.
 EPSILON by value or as a one-element device tensor (read in the kernel).
 """
 import math
@@ -332,7 +333,8 @@ def _backward_fused(sub, cfg):
     out0 = Arg.tensor(dbias) if dbias is not None else Arg.dummy(ct)
     out1 = Arg.tensor(dscale) if dscale is not None else Arg.dummy(ct)
     comb = Step("norm_rows_dparams_combine:" + src_key(cargs), lambda: kcols.combine_kernel(*cargs),
-                max(1, -(-n // kcols.TX)), (kcols.TX, cargs[-1]), [p0, p1, out0, out1, Arg.const(fc.grid), Arg.const(n)],
+                max(1, -(-n // kcols.TX)), (kcols.TX, cargs[-1]),
+                [p0, p1, out0, out1, Arg.const(fc.grid), Arg.const(n)],
                 nbytes=pbytes)
     return [main, comb], scratch.size
 
@@ -483,7 +485,8 @@ class NormRowsEngine(Engine):
     def candidates_key(self, sub):
         if sub.kind != "norm_fwd":
             x = sub.nodes[0].inputs["X"]
-            return ("bwd", _bwd_dparams(sub), _bwd_vec(sub), math.prod(x.dims[1:]), tuple(preferred_bwd_knobs(sub).items()))
+            return ("bwd", _bwd_dparams(sub), _bwd_vec(sub), math.prod(x.dims[1:]),
+                    tuple(preferred_bwd_knobs(sub).items()))
         n = math.prod(sub.anchor.inputs["X"].dims[1:])
         return ("fwd", kn.row_config(n)[1] == 32, bool(_fwd_vec(sub)), preferred_knobs(sub))
 

@@ -20,8 +20,8 @@ KB, KR, KL, KW, KS = (K.CUDNN_KNOB_TYPE_BLOCK_SIZE, K.CUDNN_KNOB_TYPE_TILE_ROWS,
                          ids=["block128", "warp-r2", "block128-prefetch", "warp-r2-prefetch", "block256-prefetch"])
 def test_persistent_forward(rng, mode, block, rpb, stages):
     """9 rows on the simulator's 2 SMs x 1 block (1000 on a GPU): each block loops over several rows
-    (warp mode: rows not a multiple of the block's 2); STAGES 2 loads the next row early (block 256 on rows of 240 vectors:
-    slots past the row's end)."""
+    (warp mode: rows not a multiple of the block's 2); STAGES 2 loads the next row early (block 256 on
+    rows of 240 vectors: slots past the row's end)."""
     n = 960 if block == 256 else 512
     rows = size(9, 1000)               # more row groups than SMs x 1 block (2 simulated SMs, 132 on an H200)
     g = fwd_graph(mode, dims=(rows, n), bias=mode == NM.CUDNN_LAYER_NORM)
