@@ -35,13 +35,14 @@ T0 = time.time()
 #: images of the batch checked against the float64 oracle
 NREF = 4
 
-#: (label, BLOCK_M, BLOCK_N, WARPS_M, WARPS_N, STAGES): conv_tc's tiles and a 64x128
+#: (label, BLOCK_M, BLOCK_N, WARPS_M, WARPS_N, STAGES): conv_tc's tiles and a two-warp 64x64
 TILES = (
     ("128x128 w2x4 s4", 128, 128, 2, 4, 4),
     ("128x64 w2x2 s4", 128, 64, 2, 2, 4),
     ("64x128 w2x2 s4", 64, 128, 2, 2, 4),
     ("64x64 w2x2 s4", 64, 64, 2, 2, 4),
     ("128x256 w2x4 s3", 128, 256, 2, 4, 3),
+    ("64x64 w1x2 s4", 64, 64, 1, 2, 4),     # probe only: 2 warps, more CTAs an SM
 )
 
 
