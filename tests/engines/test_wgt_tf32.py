@@ -90,3 +90,41 @@ def test_wgt_h200_ranking_tf32_fp16(s):
         assert ecs[0].name == ENGINE, (dt, [e.name for e in ecs[:5]])
         kc = eng.tc_config(ecs[0].config)
         assert (kc.BLOCK_M, kc.BLOCK_N, kc.EARLY, kc.STAGES) == (128, 256, 1, 4)
+
+
+@pytest.mark.parametrize("dt", ["tf32", "float16"])
+def test_wgt_pygraph_bench_layouts(rng, dt):
+    # the bench's graphs through pygraph: FP32 with the DOWN_CONVERT_INPUTS opt-in, B stored (n, k); FP16 with B
+    # (k, n) packed. Both plan on matmul_wgmma (TF32 noted DOWN_CONVERT_INPUTS) and match float64.
+    from numba import cuda
+
+    import ncudnn as cudnn
+    from ncudnn.testing import poison_value
+    m, n, k = size((40, 48, 56), (1000, 1032, 1096))
+    tf32 = dt == "tf32"
+    io = cudnn.data_type.FLOAT if tf32 else cudnn.data_type.HALF
+    npdt = np.float32 if tf32 else np.float16
+    g = cudnn.pygraph(io_data_type=io, intermediate_data_type=cudnn.data_type.FLOAT,
+                      compute_data_type=cudnn.data_type.FLOAT)
+    A = g.tensor(name="A", dim=[1, m, k], stride=[m * k, k, 1])
+    B = g.tensor(name="B", dim=[1, k, n], stride=[k * n, 1, k] if tf32 else [k * n, n, 1])
+    C = g.matmul(A=A, B=B, compute_data_type=cudnn.data_type.FLOAT)
+    C.set_output(True).set_data_type(io)
+    g.validate()
+    g.build_operation_graph()
+    if tf32:
+        g.select_numeric_notes([cudnn.numerical_note.DOWN_CONVERT_INPUTS])
+    g.create_execution_plans([cudnn.heur_mode.A])
+    g.check_support()
+    g.build_plans()
+    i = g.get_selected_plan_index()
+    assert g.get_plan_name_at_index(i).startswith(ENGINE)
+    notes = [str(x) for x in g.get_numerical_notes_for_plan_at_index(i)]
+    assert any("TENSOR_CORE" in s for s in notes) and any("DOWN_CONVERT" in s for s in notes) == tf32
+    a = rng.uniform(-1, 1, (m, k)).astype(npdt)
+    b = rng.uniform(-1, 1, (k, n)).astype(npdt)
+    out = cuda.to_device(np.full(m * n, poison_value(npdt), npdt))
+    g.execute({A: cuda.to_device(a), B: cuda.to_device(np.ascontiguousarray(b.T) if tf32 else b), C: out},
+              cuda.device_array(max(g.get_workspace_size(), 1), np.uint8))
+    expect = a.astype(np.float64) @ b.astype(np.float64)
+    assert_close(out.copy_to_host().reshape(m, n), expect, "tf32" if tf32 else "float16")
