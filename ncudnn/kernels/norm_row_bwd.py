@@ -55,11 +55,12 @@ def fused_vec(n, itemsizes):
 
 
 def _regs(block, vpt, vec, rows, stages=1):
-    """Registers a thread is expected to take: x / dy of every row of a group, scale and two
-    accumulators per element, addressing: the grid's estimate (sm_90 ptxas: 85 at 2 rows x 8 values
-    with 16-byte accesses, 96 with element accesses)."""
+    """Registers a thread is expected to take: x / dy of every row of each group in registers, scale and
+    two accumulators per element, addressing; element accesses (``vec`` 1) add an address a value (sm_90
+    ptxas: 118 for the estimate's 128 at 2 rows x 8 values with prefetch, 229 for 192 at 4 rows)."""
     e = vpt * vec
-    return min(255, 2 * stages * rows * e + 3 * e + 32)
+    data = 2 * stages * rows * e
+    return min(255, data + 3 * e + 40 + (data if vec == 1 else 0))
 
 
 #: values a thread keeps per row group at most when TILE_ROWS is chosen (x and dy of ROWS rows)
@@ -78,7 +79,7 @@ def fused_config(n, nrows, sms, vec=1, block=0, rows=0, blocks_per_sm=0, stages=
     Knobs given (non-zero) are kept; the others are searched in this order: ``block`` the power of 2
     giving 8 elements a thread (32..1024), then half, a quarter of it; ``stages`` 2 (the next row
     group loaded while this one is reduced), then 1; ``rows`` 4, 2, 1 with at most ``GROUP_VALUES``
-    elements a thread per group; the first whose estimated registers (:func:`_regs`) fit a block in
+    elements a thread per group (half with element accesses); the first whose estimated registers (:func:`_regs`) fit a block in
     an SM's register file. ``blocks_per_sm`` 0: as many as threads and the estimate allow. The grid
     is ``sms * blocks_per_sm`` blocks, at most one per row group.
 
@@ -98,7 +99,8 @@ def fused_config(n, nrows, sms, vec=1, block=0, rows=0, blocks_per_sm=0, stages=
         if e > EPT_MAX:
             continue
         for st in ([stages] if stages else [2, 1]):
-            rs = [rows] if rows else ([r for r in (4, 2, 1) if r * e <= GROUP_VALUES] or [1])
+            cap = GROUP_VALUES if vec > 1 else GROUP_VALUES // 2
+            rs = [rows] if rows else ([r for r in (4, 2, 1) if r * e <= cap] or [1])
             for r in rs:
                 if b * _round8(_regs(b, vpt, vec, r, st)) <= REGS_PER_SM or (block and rows and stages):
                     chosen = (b, vpt, r, st)
@@ -110,8 +112,8 @@ def fused_config(n, nrows, sms, vec=1, block=0, rows=0, blocks_per_sm=0, stages=
     if chosen is None:
         return None
     b, vpt, r, st = chosen
-    if not blocks_per_sm:
-        blocks_per_sm = max(1, min(2048 // b, REGS_PER_SM // (b * _round8(_regs(b, vpt, vec, r, st))), 32))
+    if not blocks_per_sm:                # 8 registers of margin: the cap below must not force spills
+        blocks_per_sm = max(1, min(2048 // b, REGS_PER_SM // (b * _round8(_regs(b, vpt, vec, r, st) + 8)), 32))
     grid = max(1, min(-(-nrows // r), sms * blocks_per_sm))
     return FusedConfig((b, vpt, r, grid, vec, st, blocks_per_sm))
 
