@@ -211,7 +211,8 @@ def run_group(key, torch, flush, end):
         geo = " ".join(f"{s.name}<{s.grid},{s.block}>r{r}" for s, r in zip(getattr(part, "steps", []), regs))
         bad = "" if err <= 1e-4 else "  BAD"
         if len(part.steps) == 2 and part.steps[1].name == "norm_rows_dparams_combine":
-            geo += f" [combine alone (numba launch: an upper bound) {_combine_ms(torch, flush, part.steps[0].grid, c.params['cols']):.4f} ms]"
+            cms = _combine_ms(torch, flush, part.steps[0].grid, c.params["cols"])
+            geo += f" [combine alone (numba launch: an upper bound) {cms:.4f} ms]"
         results.append((ms, label, cfg))
         print(_row(label, ms, c.bytes, fe_ms, f"relerr {err:.1e}{bad} ws {plan.workspace_size >> 10} KB "
                    f"(build {build_s:.1f} s) {geo}"), flush=True)
