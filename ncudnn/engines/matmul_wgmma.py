@@ -3,8 +3,8 @@
 chain in the epilogue.
 
 Kernel: :mod:`ncudnn.kernels.wgmma` (cp.async ring into 128-byte-swizzled stages, wgmma m64nNk16, or
-m64nNk8 for TF32, with shared-memory descriptors, two consumer warpgroups, asynchronous issue with one group in flight, epilogue
-staged through shared memory). Knobs (cudnnBackendKnobType_t): TILE_SIZE indexes :data:`TILES`, STAGES
+m64nNk8 for TF32, with shared-memory descriptors, two consumer warpgroups, asynchronous issue with one
+group in flight, epilogue staged through shared memory). Knobs (cudnnBackendKnobType_t): TILE_SIZE indexes :data:`TILES`, STAGES
 the ring depth (3-6), SWIZZLE the tile-row group of the rasterization (GROUP_M 1 or 8), EDGE fixed.
 
 Support: what engine matmul_tc supports for 16-bit A and B (each with a unit stride on one of its two
