@@ -230,10 +230,10 @@ def _descs(tensors, names):
     return tuple(descs), args
 
 
-def fin_step(comb, tensors, C, count, eps=None, mom=None, shift=None):
+def fin_step(comb, tensors, C, count, eps=None, mom=None, shift=None, kout=None):
     """The combine Step ``comb`` of the colsv statistics replaced by the fused combine + coefficients
     kernel (:mod:`ncudnn.kernels.norm_bn_fin`): forward when ``eps`` is given (``tensors`` as for
-    finalize_step), else backward (as for bwd_weights_step)."""
+    finalize_step; ``kout``: the scratch Arg receiving K per channel), else backward (as for bwd_weights_step)."""
     p0, p1, chunks = comb.args[0], comb.args[1], comb.args[4]
     cty = comb.block[1]
     if eps is not None:
@@ -243,6 +243,7 @@ def fin_step(comb, tensors, C, count, eps=None, mom=None, shift=None):
         key = "norm_bn_fin_fwd:" + src_key(descs, sorted(writes), scalars, cty)
         factory = lambda: kfin.fin_kernel(descs, writes, scalars, cty)[0]  # noqa: E731
         tail = [eps, mom]
+        args = args + [kout]
     else:
         descs, args = _descs(tensors, kbf.BWD_ARRAYS)
         key = "norm_bn_fin_bwd:" + src_key(descs, cty)
@@ -278,7 +279,8 @@ def bn_apply_step(lay, x, out, coefs, ct, dy=None, var=None, occupancy=0, unroll
         args = ins + e + [Arg.tensor(out), Arg.const(rows), Arg.const(g.chunk_rows)]
 
         def step(g):
-            fargs = (C, x_dt, o_dt, dy_dt, ct, g.txv, g.ty, g.vec, g.unroll, shifted, var[1], var[2])
+            fargs = (C, x_dt, o_dt, dy_dt, ct, g.txv, g.ty, g.vec, g.unroll, shifted, var[1], var[2],
+                     shifted and len(coefs) == 3)
             s = Step("norm_bn_colsv_apply:" + src_key(fargs), lambda: kcolsv.apply_kernel(*fargs)[0],
                      (g.tiles, g.chunks), (g.txv, g.ty), args, nbytes=nbytes)
             s.inflight = g.unroll * g.vec * 4 * (2 if dy is not None else 1)
@@ -412,8 +414,9 @@ def _forward_steps(sub, cfg):
     count = x.numel // groups
     direct = lay is not None and not sub.epilogue and written(sub, y) is not None and _fast(sub, x, ct, y) is not None
     if direct and lay[0] == "cols" and var is not None and var[3]:
-        steps[-1] = fin_step(steps[-1], tensors, C, float(count), scalar_arg(i["EPSILON"]), mom, shift=x)
-        steps.append(bn_apply_step(lay, x, y, (es, eb), ct, var=var, occupancy=occ, unroll=unr))
+        kb = scratch.take(groups, ct)      # K per channel: the apply pass reads it there (y may alias x)
+        steps[-1] = fin_step(steps[-1], tensors, C, float(count), scalar_arg(i["EPSILON"]), mom, shift=x, kout=kb)
+        steps.append(bn_apply_step(lay, x, y, (es, eb, kb), ct, var=var, occupancy=occ, unroll=unr))
         return steps, scratch.size
     steps.append(finalize_step(tensors, groups, C, Arg.const(float(count), types.float64),
                                scalar_arg(i["EPSILON"]), mom, True, per_sample, shift=x, bias_shifted=direct))

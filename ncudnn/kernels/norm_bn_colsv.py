@@ -157,10 +157,11 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
 
 @functools.lru_cache(maxsize=None)
 def apply_kernel(channels, x_dt, out_dt, dy_dt=None, coef_dt="float32", txv=32, ty=8, vec=4, unroll=4,
-                 shifted=False, reverse=True, hint=True):
+                 shifted=False, reverse=True, hint=True, k_in_e2=False):
     """Forward ``y = x * e0[c] + e1[c]`` (``shifted``: ``(x - K) * e0[c] + e1[c]``, K = x[row 0, c])
     or backward ``dx = dy * e0[c] + x * e1[c] + e2[c]`` over the chunk rows of the block (reverse
-    order when ``reverse``; streaming hints when ``hint`` and VEC 4). Arguments
+    order when ``reverse``; streaming hints when ``hint`` and VEC 4; ``k_in_e2``: K read from ``e2[c]``,
+    not from x, so ``out`` may alias x). Arguments
     ``(x, dy, e0, e1, e2, out, rows, chunk_rows)``; grid (tiles, chunks), block (txv, ty)."""
     bwd = dy_dt is not None
     ct = compute_type([x_dt, out_dt, coef_dt] + ([dy_dt] if bwd else []))
@@ -191,7 +192,7 @@ def apply_kernel(channels, x_dt, out_dt, dy_dt=None, coef_dt="float32", txv=32, 
     if bwd:
         coefs += [f"e2_{j} = lde(e2a, c + {j})" for j in J]
     if shifted and not bwd:
-        coefs += [f"k{j} = ldx(x, c + {j})" for j in J]
+        coefs += [f"k{j} = lde(e2a, c + {j})" if k_in_e2 else f"k{j} = ldx(x, c + {j})" for j in J]
     if reverse:
         walk = f"""    p = (r1 - 1 - cuda.threadIdx.y) * {C} + c
     pstop = r0 * {C}

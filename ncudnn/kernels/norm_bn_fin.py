@@ -85,7 +85,8 @@ def fin_kernel(arrays, writes=frozenset(), scalars=(), ty=32, unroll=4):
     """Forward combine + finalize. ``arrays``: one (dtype, sN, sC) per FINALIZE_ARRAYS entry ("sum" /
     "sqsum" unused: the partials replace them); ``writes``: which of saved_mean, saved_inv, next_mean,
     next_var are written; ``scalars``: ((name, dtype), ...) of "eps" / "mom" given as one-element device
-    arrays. Arguments: ``part0, part1``, the 13 FINALIZE_ARRAYS arrays, ``chunks, channels`` (int64),
+    arrays. Arguments: ``part0, part1``, the 13 FINALIZE_ARRAYS arrays, ``kout`` (K per channel,
+    dense, compute type: the apply pass reads K there, not from x, so y may alias x), ``chunks, channels`` (int64),
     ``count, eps, momentum`` (float64). Grid ceil(C / 32), block (32, ty). Returns (dispatcher, source)."""
     import numba
     ct = compute_type([a[0] for a in arrays])
@@ -93,7 +94,7 @@ def fin_kernel(arrays, writes=frozenset(), scalars=(), ty=32, unroll=4):
     one, zero = L(1.0, ct), L(0.0, ct)
     d = dict(zip((n for n, _ in FINALIZE_ARRAYS), arrays))
     head = ("def kernel(part0, part1, " + ", ".join(n for n, _ in FINALIZE_ARRAYS)
-            + ", chunks, channels, count_in, eps_in, mom_in):")
+            + ", kout, chunks, channels, count_in, eps_in, mom_in):")
     sc = dict(scalars)
     s = [_combine_src(head, ct, ty, unroll),
          f"    cnt = {ct}(count_in)",
@@ -101,7 +102,9 @@ def fin_kernel(arrays, writes=frozenset(), scalars=(), ty=32, unroll=4):
          "    m1 = a / cnt",
          "    var = b / cnt - m1 * m1",
          f"    var = var if var > {zero} else {zero}",
-         f"    mean = m1 + ld_shift(shift, {_off(d['shift'])})",
+         f"    k = ld_shift(shift, {_off(d['shift'])})",
+         "    st_k(kout, c, k)",
+         "    mean = m1 + k",
          f"    inv = {one} / math.sqrt(var + eps)",
          f"    es = ld_scale(scale, {_off(d['scale'])}) * inv",
          f"    st_eq_scale(eq_scale, {_off(d['eq_scale'])}, es)",
@@ -125,6 +128,7 @@ def fin_kernel(arrays, writes=frozenset(), scalars=(), ty=32, unroll=4):
         names["ld_" + name] = loader(a[0], ct)
         names["st_" + name] = storer(a[0])
     names["SDT"] = numba.float64 if ct == "float64" else numba.float32
+    names["st_k"] = storer(ct)
     return _jit(src, "fwd", names), src
 
 
@@ -168,7 +172,7 @@ def _register_compile_cases():
     dense = ("float32", 0, 1)
     fin = fin_kernel((dense,) * len(FINALIZE_ARRAYS), frozenset({"saved_mean", "saved_inv", "next_mean",
                                                                     "next_var"}))[0]
-    register_compile_case("bn_fin_fwd", fin, "void(" + ", ".join([f] * (2 + len(FINALIZE_ARRAYS)))
+    register_compile_case("bn_fin_fwd", fin, "void(" + ", ".join([f] * (3 + len(FINALIZE_ARRAYS)))
                           + ", int64, int64, float64, float64, float64)", max_registers=64)
     bwd = bwd_kernel((dense,) * len(BWD_ARRAYS))[0]
     register_compile_case("bn_fin_bwd", bwd, "void(" + ", ".join([f] * (2 + len(BWD_ARRAYS)))

@@ -197,3 +197,31 @@ def test_bnf_colsv_fin_device_scalars(rng):
                          phase=PH.CUDNN_NORM_FWD_TRAINING)]).finalize()
     plan = _execute(g, rng, positive=("INPUT_RUNNING_VAR", "EPSILON", "EXP_AVG_FACTOR"), ec=_cfg(g, 6))
     _check_steps(plan)
+
+
+@pytest.mark.parametrize("variant", [6, 8])
+def test_bnf_colsv_fin_in_place(rng, variant):
+    """y in x's buffer: the fused kernels read K from the coefficient scratch, so a chunk whose apply
+    block has already rewritten row 0 cannot change another block's K (the simulator runs blocks in order)."""
+    import numpy as np
+    from ncudnn.reference.ops import run_node
+    from ncudnn.testing import assert_close
+    c = 64 if variant == 6 else 7
+    g = _fwd(2, c)
+    node = g.nodes[0]
+    xd, yd = node.inputs["X"], node.outputs["Y"]
+    vals = {"EPSILON": np.float64(1e-3), "EXP_AVG_FACTOR": np.float64(0.3)}
+    pack = {}
+    for p in ("X", "SCALE", "BIAS", "INPUT_RUNNING_MEAN", "INPUT_RUNNING_VAR"):
+        t = node.inputs[p]
+        a = rng.uniform(0.5, 2.0, t.dims) if p == "INPUT_RUNNING_VAR" else rng.uniform(-1, 1, t.dims) + (3 if p == "X" else 0)
+        vals[p], pack[t.uid] = U.cast(a, t.dtype), U.upload(a, t)
+    pack[yd.uid] = pack[xd.uid]
+    for p, t in node.outputs.items():
+        if p != "Y":
+            pack[t.uid] = U.poisoned(t)
+    plan = U.run_ec(g, pack, _cfg(g, variant))
+    _check_steps(plan)
+    ref = run_node(node, vals)
+    assert_close(U.download(pack[yd.uid], yd), ref["Y"], "float32", name="y")
+    assert_close(U.download(pack[node.outputs["MEAN"].uid], node.outputs["MEAN"]), ref["MEAN"], "float32", name="mean")
