@@ -8,6 +8,9 @@ from numba import cuda
 import ncudnn as cudnn
 from ncudnn.testing import assert_close, poison_value, size
 
+#: the engines that run FP32 operands as TF32 (wgmma on sm_90, mma.sync elsewhere)
+TC_ENGINES = ("matmul_tc", "matmul_wgmma")
+
 
 def _graph(m, n, k):
     g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, intermediate_data_type=cudnn.data_type.FLOAT,
@@ -37,7 +40,8 @@ def test_select_note_opts_in_to_tf32(rng, when):
     g.check_support()
     g.build_plans()
     i = g.get_selected_plan_index()
-    assert "matmul_tc" in g.get_plan_name_at_index(i) and any("DOWN_CONVERT" in s for s in _notes(g, i))
+    name = g.get_plan_name_at_index(i)
+    assert any(e in name for e in TC_ENGINES) and any("DOWN_CONVERT" in s for s in _notes(g, i)), name
     a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
     b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
     out = cuda.to_device(np.full(m * n, poison_value(np.float32), np.float32))
@@ -52,7 +56,7 @@ def test_without_opt_in_fp32_stays_fp32(monkeypatch):
     g.validate()
     g.build_operation_graph()
     g.create_execution_plans([cudnn.heur_mode.A])
-    assert not any("matmul_tc" in g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count()))
+    assert not any(e in g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count()) for e in TC_ENGINES)
     monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
     g2, *_ = _graph(16, 16, 16)
     g2.validate()
