@@ -52,8 +52,9 @@ TILES = (
 #: outputs a second the split-K reduce (kernels/gemm/splitk.make_reduce, one thread an output) finished on
 #: the H200 (probe_tc_splitk, 2026-11-30: 16-20 us for c5's 0.8 M outputs, 31 us for c4's 1.6 M)
 REDUCE_OUTPUTS_PER_S = 50e9
-#: the same for the vector reduce (K % 4 == 0); not measured yet: the generic figure until a probe gives its own
-VEC_REDUCE_OUTPUTS_PER_S = 50e9
+#: the same for the vector reduce (K % 4 == 0), H200 probe_tc_splitk 2026-11-30 22:10 UTC: 4.6-6.6 us for c5's
+#: 0.8 M outputs, 7.5-12 us for c4's 1.6 M, 13-27 us for c3's 3.2 M at 2-6 slices (120-270 G outputs/s)
+VEC_REDUCE_OUTPUTS_PER_S = 150e9
 #: seconds each round of resident CTAs a split adds on an SM (prologue / epilogue of short CTAs: c5 at 128x128,
 #: split 1-6, fits 15 us a round plus 0.57 us a k tile on the H200; 10 us here)
 ROUND_OVERHEAD = 10e-6
