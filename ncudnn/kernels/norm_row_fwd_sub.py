@@ -1,0 +1,161 @@
+"""Layer / RMS norm forward with TPR threads a row and several rows a block ("sub-block rows").
+
+Versions of the 16-byte forward row kernel (the default stays :func:`.norm_row.row_fwd_vec_kernel`):
+
+- v1 ``TPR`` threads per row (32, 64, 128), ``RPB`` rows per block (block = TPR * RPB threads), each
+  thread ``VPT`` vectors of ``vec`` elements (16 bytes); every load of the row is issued before the
+  first reduction. TPR 32: reductions are warp shuffles only (no shared memory, no barrier).
+  TPR > 32: warp shuffles, then one barrier and a read of the row's TPR / 32 warp partials.
+- ``two_pass`` True: mean, then the variance of the centred registers (two reductions);
+  False: one reduction of sums shifted by the row's first element (sum e, sum e^2, e = x - x[0]).
+- ``preload`` True: scale / bias vectors loaded before the reductions (more bytes in flight, more
+  registers); False: after them, just before the store.
+- ``cs`` True: y stored with ``st.global.cs`` (evict-first; float32 y with 4-element vectors only).
+
+Rows past ``nrows`` in the last block (rows % RPB != 0) load the last row again (every thread reaches
+the barriers) and store nothing. RMS norm (``center`` False) is one reduction of sum x^2.
+"""
+import functools
+
+from numba import cuda
+
+from . import pointwise_ops as po
+from .dtypes import compute_type, dtype_name, storer
+from .norm_bn_cshint import st4cs
+from .primitives import warp_sum
+from .vector_rows import load_row_vectors
+
+__all__ = ["sub_config", "row_fwd_sub_kernel", "SUB_TPR", "SUB_VALUES_MAX"]
+
+#: threads per row the sub-block kernel takes
+SUB_TPR = (32, 64, 128)
+#: values a thread keeps in registers (x; with ``preload`` scale / bias as well)
+SUB_VALUES_MAX = 32
+
+
+def sub_config(n, vec, tpr, rpb):
+    """(threads per block, VPT vectors a thread) for rows of n elements at ``tpr`` threads a row and
+    ``rpb`` rows a block; VPT 0 when the row does not fit in ``SUB_VALUES_MAX`` registers a thread
+    or ``tpr`` is not one of ``SUB_TPR`` or the block exceeds 1024 threads."""
+    if tpr not in SUB_TPR or rpb < 1 or tpr * rpb > 1024 or n % vec:
+        return tpr * rpb, 0
+    nv = n // vec
+    vpt = -(-nv // tpr)
+    return tpr * rpb, (vpt if vpt * vec <= SUB_VALUES_MAX else 0)
+
+
+def _reduce(exprs, tpr, rpb, arrays):
+    """Source lines reducing each expression over the row's ``tpr`` threads into ``red{i}``."""
+    w = tpr // 32
+    s = [f"    red{i} = warp_sum({e})" for i, e in enumerate(exprs)]
+    if w == 1:
+        return s
+    s.append("    if lane == 0:")
+    s += [f"        {arrays[i]}[wid] = red{i}" for i in range(len(exprs))]
+    s.append("    cuda.syncthreads()")
+    for i in range(len(exprs)):
+        s.append(f"    red{i} = " + " + ".join(f"{arrays[i]}[w0 + {j}]" for j in range(w)))
+    return s
+
+
+def _source(n, tpr, rpb, vpt, vec, center, has_bias, write_stats, ct, two_pass, preload, cs, eps_array):
+    L = po.lit
+    zero, one, inv_n, nv = L(0.0, ct), L(1.0, ct), L(1.0 / n, ct), n // vec
+    w = tpr // 32
+    s = ["def kernel(x, scale, bias, y, s_mean, s_inv, eps_in, nrows):"]
+    if w > 1:
+        s += [f"    sm{i} = cuda.shared.array({rpb * w}, {ct})" for i in range(2)]
+    s += ["    tid = cuda.threadIdx.x", f"    t = tid % {tpr}", f"    row = cuda.blockIdx.x * {rpb} + tid // {tpr}"]
+    if w == 1:
+        s += ["    if row >= nrows:", "        return", "    ok = True", "    lrow = row"]
+    else:
+        s += ["    lane = tid % 32", "    wid = tid // 32", f"    w0 = (tid // {tpr}) * {w}",
+              "    ok = row < nrows", "    lrow = row if ok else nrows - 1"]
+    s += ["    eps = ld_eps(eps_in, 0)" if eps_array else f"    eps = {ct}(eps_in)", f"    base = lrow * {n}"]
+    lines, els, guard = load_row_vectors(vpt, tpr, nv, vec, zero)
+    s += lines
+    flat = [e for g in els for e in g]
+    par = []
+
+    def params(ind, k):
+        out = [f"{ind}{', '.join('g' + e for e in els[k])} = ldvp(scale, q{k} * {vec})"]
+        if has_bias:
+            out.append(f"{ind}{', '.join('b' + e for e in els[k])} = ldvp(bias, q{k} * {vec})")
+        return out
+
+    for k in range(vpt):
+        if guard[k]:
+            par.append(f"    if q{k} < {nv}:")
+            par += params("        ", k)
+            par.append("    else:")
+            par += [f"        g{e} = scale[0]" for e in els[k]] + ([f"        b{e} = scale[0]" for e in els[k]]
+                                                                  if has_bias else [])
+        else:
+            par += params("    ", k)
+    if preload:
+        s += par
+    arrays = ("sm0", "sm1")
+    if not center:
+        s += _reduce([" + ".join(f"{e} * {e}" for e in flat)], tpr, rpb, arrays)
+        s += [f"    mean = {zero}", f"    var = red0 * {inv_n}"] + [f"    d{e} = {e}" for e in flat]
+    elif two_pass:
+        s += _reduce([" + ".join(flat)], tpr, rpb, arrays[:1])
+        s.append(f"    mean = red0 * {inv_n}")
+        for k in range(vpt):
+            for e in els[k]:
+                s.append(f"    d{e} = {e} - mean" + (f" if q{k} < {nv} else {zero}" if guard[k] else ""))
+        s += [ln.replace("red0", "red1") for ln in
+              _reduce([" + ".join(f"d{e} * d{e}" for e in flat)], tpr, rpb, arrays[1:])]
+        s.append(f"    var = red1 * {inv_n}")
+    else:
+        s.append("    kk = cx(x[base])")
+        for k in range(vpt):
+            for e in els[k]:
+                s.append(f"    e{e} = {e} - kk" + (f" if q{k} < {nv} else {zero}" if guard[k] else ""))
+        s += _reduce([" + ".join(f"e{e}" for e in flat), " + ".join(f"e{e} * e{e}" for e in flat)],
+                     tpr, rpb, arrays)
+        s += [f"    m1 = red0 * {inv_n}", "    mean = kk + m1", f"    var = red1 * {inv_n} - m1 * m1",
+              f"    var = var if var > {zero} else {zero}"] + [f"    d{e} = {e} - mean" for e in flat]
+    s.append(f"    inv = {one} / math.sqrt(var + eps)")
+    if write_stats:
+        s.append("    if t == 0 and ok:")
+        if center:
+            s.append("        sts(s_mean, row, mean)")
+        s.append("        sts(s_inv, row, inv)")
+    if not preload:
+        s += par
+    for k in range(vpt):
+        cond = ["ok"] + ([f"q{k} < {nv}"] if guard[k] else [])
+        s.append(f"    if {' and '.join(cond)}:")
+        vals = [f"cy(d{e} * inv * cp(g{e})" + (f" + cp(b{e}))" if has_bias else ")") for e in els[k]]
+        if cs:
+            s.append(f"        st4cs(y, base + q{k} * {vec}, {', '.join(vals)})")
+        else:
+            s.append(f"        stvy(y, base + q{k} * {vec}, ({', '.join(vals)}))")
+    return "\n".join(s) + "\n"
+
+
+@functools.lru_cache(maxsize=None)
+def row_fwd_sub_kernel(n, tpr, rpb, vec, center, has_bias, write_stats, x_dt, p_dt, y_dt, s_dt, eps_dt=None,
+                       two_pass=True, preload=False, cs=False):
+    """Forward row kernel, ``tpr`` threads a row, ``rpb`` rows a block (grid: ceil(rows / rpb) blocks of
+    ``tpr * rpb`` threads). Arguments ``(x, scale, bias, y, s_mean, s_inv, eps, nrows)`` as
+    :func:`.norm_row.row_fwd_kernel`. Needs n % vec == 0, every buffer aligned to one vector, and
+    :func:`sub_config` VPT > 0; ``cs`` needs float32 y and vec 4. Returns (dispatcher, source)."""
+    from .pointwise import _to_compute, _to_storage, vector_load, vector_store
+    _, vpt = sub_config(n, vec, tpr, rpb)
+    if not vpt:
+        raise ValueError(f"norm_row_fwd_sub: rows of {n} elements do not fit {tpr} threads x "
+                         f"{SUB_VALUES_MAX} values at {vec} elements a vector ({rpb} rows a block)")
+    if cs and (dtype_name(y_dt) != "float32" or vec != 4):
+        raise ValueError("norm_row_fwd_sub: streaming stores need float32 y and 4-element vectors")
+    ct = compute_type([x_dt, p_dt, y_dt])
+    src = _source(n, tpr, rpb, vpt, vec, center, has_bias, write_stats, ct, two_pass, preload, cs,
+                  eps_dt is not None)
+    from .dtypes import loader
+    ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, warp_sum=warp_sum, st4cs=st4cs,
+              ldvx=vector_load(vec), ldvp=vector_load(vec), stvy=vector_store(vec),
+              cx=_to_compute(dtype_name(x_dt), ct), cp=_to_compute(dtype_name(p_dt), ct),
+              cy=_to_storage(dtype_name(y_dt)), sts=storer(s_dt), ld_eps=loader(eps_dt or "float32", ct))
+    exec(compile(src, "<norm row-fwd-sub>", "exec"), ns)
+    return cuda.jit(ns["kernel"]), src
