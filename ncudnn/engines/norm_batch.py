@@ -137,22 +137,40 @@ def bn_layout(x):
 #: (statistics and apply with their own grids); else (vec, reverse, hint, fin) of :mod:`ncudnn.kernels.norm_bn_colsv`
 #: (one geometry for both passes; reverse: the apply pass walks each chunk backwards, starting on the rows
 #: the statistics pass left in the L2; hint: streaming loads / stores in the apply pass; fin: the chunk
-#: combine and the coefficients in one kernel, :mod:`ncudnn.kernels.norm_bn_fin`).
+#: combine and the coefficients in one kernel, :mod:`ncudnn.kernels.norm_bn_fin`). Entries of 6:
+#: (vec, reverse, hint, fin, cpb, align): ``cpb`` channels per block of the fused combine (< 32: the
+#: many-block tree combine of :func:`ncudnn.kernels.norm_bn_fin.tree_geometry`), ``align``: chunk rows a
+#: multiple of TY * unroll and the threads' last rows loaded at once (no one-row tail trips).
 COLS_VARIANTS = (None, (4, True, True, False), (4, True, False, False), (4, False, False, False),
                  (1, True, False, False), (4, False, True, False), (4, True, True, True), (4, True, False, True),
-                 (1, True, False, True))
+                 (1, True, False, True),
+                 (4, True, True, True, 8, False), (4, True, True, True, 4, False), (4, True, True, True, 32, True),
+                 (4, True, True, True, 8, True), (4, True, True, True, 4, True))
 COLS_LABELS = ("cols", "colsv4_rev_hint", "colsv4_rev", "colsv4", "colsv1_rev", "colsv4_hint", "colsv4_rev_hint_fin",
-               "colsv4_rev_fin", "colsv1_rev_fin")
+               "colsv4_rev_fin", "colsv1_rev_fin",
+               "colsv4_rev_hint_fin8", "colsv4_rev_hint_fin4", "colsv4_rev_hint_fin_al", "colsv4_rev_hint_fin8_al",
+               "colsv4_rev_hint_fin4_al")
 DEFAULT_COLS_VARIANT = 6
 #: KERNEL_CFG values of packed NCHW batch norm: the apply pass in the statistics pass's plane order, or reversed
 PLANES_LABELS = ("planes", "planes_rev")
 DEFAULT_PLANES_VARIANT = 0
 
 
+def var_cpb(var):
+    """Channels per block of a variant's fused combine (32: the (32, TY) combine)."""
+    return var[4] if var is not None and len(var) > 4 else 32
+
+
+def var_align(var):
+    """Whether a variant aligns the chunk rows and loads the threads' last rows at once."""
+    return bool(var is not None and len(var) > 5 and var[5])
+
+
 def _colsv_geometry(lay, var, bwd, occupancy, unroll):
     vec = var[0]
     per_sm = occupancy or (4 if bwd else 5)
-    return kcolsv.colsv_config(lay[1], lay[2], kprim.sm_count(), vec=vec, blocks_per_sm=per_sm, unroll=unroll)
+    return kcolsv.colsv_config(lay[1], lay[2], kprim.sm_count(), vec=vec, blocks_per_sm=per_sm, unroll=unroll,
+                               align=var_align(var))
 
 
 def _colsv_twin(g, C):
@@ -179,7 +197,7 @@ def bn_stats_steps(lay, scratch, x, out0, out1, ct, dy=None, mean=None, var=None
         args = ins + [p0, p1, Arg.const(rows), Arg.const(g.chunk_rows)]
 
         def step(g):
-            fargs = (C, x_dt, dy_dt, m_dt, m_st, g.txv, g.ty, g.vec, g.unroll)
+            fargs = (C, x_dt, dy_dt, m_dt, m_st, g.txv, g.ty, g.vec, g.unroll, var_align(var))
             s = Step("norm_bn_colsv_partial:" + src_key(fargs), lambda: kcolsv.partial_kernel(*fargs)[0],
                      (g.tiles, g.chunks), (g.txv, g.ty), args, nbytes=nbytes)
             s.inflight = g.unroll * g.vec * 4 * (2 if dy is not None else 1)
@@ -230,26 +248,30 @@ def _descs(tensors, names):
     return tuple(descs), args
 
 
-def fin_step(comb, tensors, C, count, eps=None, mom=None, shift=None, kout=None):
+def fin_step(comb, tensors, C, count, eps=None, mom=None, shift=None, kout=None, cpb=32):
     """The combine Step ``comb`` of the colsv statistics replaced by the fused combine + coefficients
     kernel (:mod:`ncudnn.kernels.norm_bn_fin`): forward when ``eps`` is given (``tensors`` as for
-    finalize_step; ``kout``: the scratch Arg receiving K per channel), else backward (as for bwd_weights_step)."""
+    finalize_step; ``kout``: the scratch Arg receiving K per channel), else backward (as for bwd_weights_step).
+    ``cpb`` < 32: the tree combine on ceil(C / cpb) blocks of (cpb, lanes)."""
     p0, p1, chunks = comb.args[0], comb.args[1], comb.args[4]
-    cty = comb.block[1]
+    cty, nper, grid, block = comb.block[1], 4, comb.grid, comb.block
+    if cpb != 32:
+        cty, nper = kfin.tree_geometry(chunks.value, cpb)
+        grid, block = max(1, -(-C // cpb)), (cpb, cty)
     if eps is not None:
         descs, args = _descs(dict(tensors, shift=shift), kbf.FINALIZE_ARRAYS)
         writes = frozenset(n for n in ("saved_mean", "saved_inv", "next_mean", "next_var") if tensors.get(n) is not None)
         scalars = tuple((n, a.dtype) for n, a in (("eps", eps), ("mom", mom)) if a.kind == "tensor")
-        key = "norm_bn_fin_fwd:" + src_key(descs, sorted(writes), scalars, cty)
-        factory = lambda: kfin.fin_kernel(descs, writes, scalars, cty)[0]  # noqa: E731
+        key = "norm_bn_fin_fwd:" + src_key(descs, sorted(writes), scalars, cty, cpb, nper)
+        factory = lambda: kfin.fin_kernel(descs, writes, scalars, cty, 4, cpb, nper)[0]  # noqa: E731
         tail = [eps, mom]
         args = args + [kout]
     else:
         descs, args = _descs(tensors, kbf.BWD_ARRAYS)
-        key = "norm_bn_fin_bwd:" + src_key(descs, cty)
-        factory = lambda: kfin.bwd_kernel(descs, cty)[0]  # noqa: E731
+        key = "norm_bn_fin_bwd:" + src_key(descs, cty, cpb, nper)
+        factory = lambda: kfin.bwd_kernel(descs, cty, 4, cpb, nper)[0]  # noqa: E731
         tail = []
-    return Step(key, factory, comb.grid, comb.block,
+    return Step(key, factory, grid, block,
                 [p0, p1] + args + [chunks, Arg.const(C), Arg.const(count, types.float64)] + tail,
                 nbytes=comb.nbytes + C * 4 * 8)
 
@@ -280,7 +302,7 @@ def bn_apply_step(lay, x, out, coefs, ct, dy=None, var=None, occupancy=0, unroll
 
         def step(g):
             fargs = (C, x_dt, o_dt, dy_dt, ct, g.txv, g.ty, g.vec, g.unroll, shifted, var[1], var[2],
-                     shifted and len(coefs) == 3)
+                     shifted and len(coefs) == 3, var_align(var))
             s = Step("norm_bn_colsv_apply:" + src_key(fargs), lambda: kcolsv.apply_kernel(*fargs)[0],
                      (g.tiles, g.chunks), (g.txv, g.ty), args, nbytes=nbytes)
             s.inflight = g.unroll * g.vec * 4 * (2 if dy is not None else 1)
@@ -415,7 +437,8 @@ def _forward_steps(sub, cfg):
     direct = lay is not None and not sub.epilogue and written(sub, y) is not None and _fast(sub, x, ct, y) is not None
     if direct and lay[0] == "cols" and var is not None and var[3]:
         kb = scratch.take(groups, ct)      # K per channel: the apply pass reads it there (y may alias x)
-        steps[-1] = fin_step(steps[-1], tensors, C, float(count), scalar_arg(i["EPSILON"]), mom, shift=x, kout=kb)
+        steps[-1] = fin_step(steps[-1], tensors, C, float(count), scalar_arg(i["EPSILON"]), mom, shift=x, kout=kb,
+                             cpb=var_cpb(var))
         steps.append(bn_apply_step(lay, x, y, (es, eb, kb), ct, var=var, occupancy=occ, unroll=unr))
         return steps, scratch.size
     steps.append(finalize_step(tensors, groups, C, Arg.const(float(count), types.float64),
@@ -464,7 +487,7 @@ def _backward_steps(sub, cfg):
         else:
             tensors[name] = o[port]
     if lay is not None and lay[0] == "cols" and var is not None and var[3]:
-        steps[-1] = fin_step(steps[-1], tensors, C, float(x.numel // groups))
+        steps[-1] = fin_step(steps[-1], tensors, C, float(x.numel // groups), cpb=var_cpb(var))
         steps.append(bn_apply_step(lay, x, dx, eq, ct, dy=dy, var=var, occupancy=occ, unroll=unr))
         return steps, scratch.size
     steps.append(bwd_weights_step(tensors, groups, C, x.numel // groups, per_sample, centered=True))
@@ -606,6 +629,9 @@ class NormBatchEngine(Engine):
         if var is not None and var[0] == 1:
             # VEC 1 colsv is not measured on the H200 yet: ranked after the cols kernels it would replace
             return self.cost(sub, cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0), device) * 1.05
+        if var is not None and len(var) > 4:
+            # the tree combine / aligned chunks are not measured on the H200 yet: ranked after the default
+            t *= 1.02
         if var is not None:
             t *= 0.97
             t *= 1.0 + abs((occ or (4 if dy is not None else 5)) - (4 if dy is not None else 5)) / 100 + abs(unr - 4) / 200

@@ -52,9 +52,10 @@ def vec_ok(channels, dtypes):
     return channels % 4 == 0 and all(d in (None, "float32") for d in dtypes)
 
 
-def colsv_config(rows, channels, sms, vec=4, blocks_per_sm=4, unroll=4):
+def colsv_config(rows, channels, sms, vec=4, blocks_per_sm=4, unroll=4, align=False):
     """Launch geometry for ``rows`` x ``channels``: TXV the power of 2 (<= 32) covering C / VEC,
-    TY = 256 / TXV, chunks filling ``sms * blocks_per_sm`` block slots (at least TY * unroll rows each)."""
+    TY = 256 / TXV, chunks filling ``sms * blocks_per_sm`` block slots (at least TY * unroll rows each).
+    ``align``: chunk_rows a multiple of TY * unroll (every chunk but the last runs no tail rows)."""
     lanes = max(1, math.ceil(channels / vec))
     txv = min(32, 1 << (lanes - 1).bit_length())
     ty = THREADS // txv
@@ -62,6 +63,8 @@ def colsv_config(rows, channels, sms, vec=4, blocks_per_sm=4, unroll=4):
     want = max(1, (sms * blocks_per_sm) // tiles)
     chunks = max(1, min(want, math.ceil(rows / (ty * unroll))))
     chunk_rows = math.ceil(rows / chunks)
+    if align:
+        chunk_rows = math.ceil(chunk_rows / (ty * unroll)) * ty * unroll
     chunks = math.ceil(rows / chunk_rows)
     return ColsVConfig((txv, ty, vec, unroll, tiles, chunks, chunk_rows))
 
@@ -91,9 +94,12 @@ def _store(vec, fn4, arr, p, vals):
 
 
 @functools.lru_cache(maxsize=None)
-def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1, txv=32, ty=8, vec=4, unroll=4):
+def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1, txv=32, ty=8, vec=4, unroll=4,
+                   gtail=False):
     """Per-(chunk, channel) partial sums (module docstring). Arguments
     ``(x, dy, mean, part0, part1, rows, chunk_rows)``; grid (tiles, chunks), block (txv, ty).
+    ``gtail``: the last (< unroll) rows of a thread are loaded at once (addresses past the chunk
+    clamped to a valid row, their terms dropped), not one row per loop trip.
     Returns (dispatcher, source)."""
     bwd = dy_dt is not None
     ct = compute_type([x_dt] + ([dy_dt, mean_dt] if bwd else []))
@@ -117,6 +123,19 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
         tail += [f"a{j} += g_{j}\nb{j} += g_{j} * (v_{j} - k{j})" for j in J]
     else:
         tail += [f"d = v_{j} - k{j}\na{j} += d\nb{j} += d * d" for j in J]
+    if gtail and U > 1:
+        tail = []
+        for u in range(U - 1):
+            tail.append(f"q{u} = p + {u} * step\nok{u} = q{u} < pend\nq{u} = q{u} if ok{u} else p")
+            tail.append(_load(V, "ld4", "ldx", "x", f"q{u}", f"v{u}_"))
+            if bwd:
+                tail.append(_load(V, "ld4", "ldd", "dy", f"q{u}", f"g{u}_"))
+        for u in range(U - 1):
+            for j in J:
+                if bwd:
+                    tail.append(f"t = g{u}_{j} if ok{u} else {zero}\na{j} += t\nb{j} += t * (v{u}_{j} - k{j})")
+                else:
+                    tail.append(f"d = v{u}_{j} - k{j} if ok{u} else {zero}\na{j} += d\nb{j} += d * d")
     if bwd:
         kinit = [f"k{j} = ldm(mean, (c + {j}) * {mean_stride})" for j in J]
     else:
@@ -140,7 +159,7 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
             p += {U * ty * C}
         while p < pend:
 {_ind(tail, 12)}
-            p += step
+            p += {f"{(U - 1) * ty * C}" if gtail and U > 1 else "step"}
 {_ind([f"sa[ty, tx * {V} + {j}] = a{j}" for j in J] + [f"sb[ty, tx * {V} + {j}] = b{j}" for j in J], 4)}
     cuda.syncthreads()
     if ty == 0 and c < {C}:
@@ -157,11 +176,12 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
 
 @functools.lru_cache(maxsize=None)
 def apply_kernel(channels, x_dt, out_dt, dy_dt=None, coef_dt="float32", txv=32, ty=8, vec=4, unroll=4,
-                 shifted=False, reverse=True, hint=True, k_in_e2=False):
+                 shifted=False, reverse=True, hint=True, k_in_e2=False, gtail=False):
     """Forward ``y = x * e0[c] + e1[c]`` (``shifted``: ``(x - K) * e0[c] + e1[c]``, K = x[row 0, c])
     or backward ``dx = dy * e0[c] + x * e1[c] + e2[c]`` over the chunk rows of the block (reverse
     order when ``reverse``; streaming hints when ``hint`` and VEC 4; ``k_in_e2``: K read from ``e2[c]``,
-    not from x, so ``out`` may alias x). Arguments
+    not from x, so ``out`` may alias x; ``gtail``: a thread's last (< unroll) rows loaded at once, addresses
+    past the chunk clamped to a valid row and not stored). Arguments
     ``(x, dy, e0, e1, e2, out, rows, chunk_rows)``; grid (tiles, chunks), block (txv, ty)."""
     bwd = dy_dt is not None
     ct = compute_type([x_dt, out_dt, coef_dt] + ([dy_dt] if bwd else []))
@@ -188,6 +208,16 @@ def apply_kernel(channels, x_dt, out_dt, dy_dt=None, coef_dt="float32", txv=32, 
     body = [ln for u in range(U) for ln in one(u, at(u))]
     body += [_store(V, stv, "out", at(u), res(u)) for u in range(U)]
     tail = one("t", "p") + [_store(V, stv, "out", "p", res("t"))]
+    tstep = "step"
+    if gtail and U > 1:
+        tail = []
+        for u in range(U - 1):
+            ok = f"q{u} >= pstop" if reverse else f"q{u} < pend"
+            tail.append(f"q{u} = p {sgn} {u} * step\nok{u} = {ok}\nq{u} = q{u} if ok{u} else p")
+            tail += one(u, f"q{u}")
+        for u in range(U - 1):
+            tail.append(f"if ok{u}:\n    " + _store(V, stv, "out", f"q{u}", res(u)))
+        tstep = f"{(U - 1) * ty * C}"
     coefs = [f"e0_{j} = lde(e0a, c + {j})\ne1_{j} = lde(e1a, c + {j})" for j in J]
     if bwd:
         coefs += [f"e2_{j} = lde(e2a, c + {j})" for j in J]
@@ -201,7 +231,7 @@ def apply_kernel(channels, x_dt, out_dt, dy_dt=None, coef_dt="float32", txv=32, 
         p -= {U * ty * C}
     while p >= pstop:
 {_ind(tail, 8)}
-        p -= step
+        p -= {tstep}
 """
     else:
         walk = f"""    p = (r0 + cuda.threadIdx.y) * {C} + c
@@ -211,7 +241,7 @@ def apply_kernel(channels, x_dt, out_dt, dy_dt=None, coef_dt="float32", txv=32, 
         p += {U * ty * C}
     while p < pend:
 {_ind(tail, 8)}
-        p += step
+        p += {tstep}
 """
     src = f"""def kernel(x, dy, e0a, e1a, e2a, out, rows, chunk_rows):
     c = (cuda.blockIdx.x * {txv} + cuda.threadIdx.x) * {V}

@@ -26,7 +26,7 @@ from . import pointwise_ops as po
 from .bn_finalize import BWD_ARRAYS, FINALIZE_ARRAYS
 from .dtypes import compute_type, loader, storer
 
-__all__ = ["fin_kernel", "bwd_kernel"]
+__all__ = ["fin_kernel", "bwd_kernel", "tree_geometry"]
 
 
 def _ind(lines, n):
@@ -68,6 +68,63 @@ def _combine_src(head, ct, ty, unroll):
 """
 
 
+def _tree_src(head, ct, cpb, lanes, nper):
+    """Combine over a block of (``cpb`` channels, ``lanes`` chunk lanes): thread (x, y) loads chunks
+    y, y + lanes, ... (``nper`` loads of each partial array in flight per pass, addresses past the last chunk
+    clamped to chunk 0 and their values dropped), the lanes are then added by a fixed-order tree in shared
+    memory (deterministic); thread (x, 0) ends with the channel's sums ``a``, ``b``."""
+    zero = po.lit(0.0, ct)
+    loads = []
+    for u in range(nper):
+        loads.append(f"j{u} = j + {u * lanes}\nok{u} = j{u} < chunks and cok\n"
+                     f"q{u} = j{u} * channels + c if ok{u} else 0\n"
+                     f"v{u} = part0[q{u}]\nw{u} = part1[q{u}]")
+    adds = [f"a += v{u} if ok{u} else {zero}\nb += w{u} if ok{u} else {zero}" for u in range(nper)]
+    tree = []
+    s = lanes // 2
+    while s >= 1:
+        tree.append(f"""cuda.syncthreads()
+if ty < {s}:
+    a += sa[ty + {s}, tx]
+    b += sb[ty + {s}, tx]
+    sa[ty, tx] = a
+    sb[ty, tx] = b""")
+        s //= 2
+    return f"""{head}
+    sa = cuda.shared.array(({lanes}, {cpb}), SDT)
+    sb = cuda.shared.array(({lanes}, {cpb}), SDT)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    c = cuda.blockIdx.x * {cpb} + tx
+    cok = c < channels
+    a = {zero}
+    b = {zero}
+    j = ty
+    while j < chunks:
+{_ind(loads, 8)}
+{_ind(adds, 8)}
+        j += {nper * lanes}
+    sa[ty, tx] = a
+    sb[ty, tx] = b
+{_ind(tree, 4)}
+    if ty != 0 or not cok:
+        return
+"""
+
+
+def tree_geometry(chunks, cpb):
+    """(lanes, nper) of the tree combine: lanes a power of 2 with cpb * lanes <= 256 and about one
+    pass over the chunks, nper = ceil(chunks / lanes) (at most 16)."""
+    lanes = max(1, min(256 // cpb, 1 << max(0, (int(chunks) - 1).bit_length())))
+    return lanes, max(1, min(16, -(-int(chunks) // lanes)))
+
+
+def _combine(head, ct, ty, unroll, cpb, nper):
+    if cpb == 32:
+        return _combine_src(head, ct, ty, unroll)
+    return _tree_src(head, ct, cpb, ty, nper)
+
+
 def _off(desc):
     return f"c * {desc[2]}" if desc[2] != 1 else "c"
 
@@ -81,13 +138,14 @@ def _jit(src, name, names):
 
 
 @functools.lru_cache(maxsize=None)
-def fin_kernel(arrays, writes=frozenset(), scalars=(), ty=32, unroll=4):
+def fin_kernel(arrays, writes=frozenset(), scalars=(), ty=32, unroll=4, cpb=32, nper=4):
     """Forward combine + finalize. ``arrays``: one (dtype, sN, sC) per FINALIZE_ARRAYS entry ("sum" /
     "sqsum" unused: the partials replace them); ``writes``: which of saved_mean, saved_inv, next_mean,
     next_var are written; ``scalars``: ((name, dtype), ...) of "eps" / "mom" given as one-element device
     arrays. Arguments: ``part0, part1``, the 13 FINALIZE_ARRAYS arrays, ``kout`` (K per channel,
     dense, compute type: the apply pass reads K there, not from x, so y may alias x), ``chunks, channels`` (int64),
-    ``count, eps, momentum`` (float64). Grid ceil(C / 32), block (32, ty). Returns (dispatcher, source)."""
+    ``count, eps, momentum`` (float64). Grid ceil(C / 32), block (32, ty); ``cpb`` < 32: the tree
+    combine (:func:`tree_geometry`), grid ceil(C / cpb), block (cpb, ty). Returns (dispatcher, source)."""
     import numba
     ct = compute_type([a[0] for a in arrays])
     L = po.lit
@@ -96,7 +154,7 @@ def fin_kernel(arrays, writes=frozenset(), scalars=(), ty=32, unroll=4):
     head = ("def kernel(part0, part1, " + ", ".join(n for n, _ in FINALIZE_ARRAYS)
             + ", kout, chunks, channels, count_in, eps_in, mom_in):")
     sc = dict(scalars)
-    s = [_combine_src(head, ct, ty, unroll),
+    s = [_combine(head, ct, ty, unroll, cpb, nper),
          f"    cnt = {ct}(count_in)",
          f"    eps = ld_scalar_eps(eps_in, 0)" if "eps" in sc else f"    eps = {ct}(eps_in)",
          "    m1 = a / cnt",
@@ -133,16 +191,17 @@ def fin_kernel(arrays, writes=frozenset(), scalars=(), ty=32, unroll=4):
 
 
 @functools.lru_cache(maxsize=None)
-def bwd_kernel(arrays, ty=32, unroll=4):
+def bwd_kernel(arrays, ty=32, unroll=4, cpb=32, nper=4):
     """Backward combine + weights. ``arrays``: one (dtype, sN, sC) per BWD_ARRAYS entry ("dy_sum" /
     "dyx_sum" unused: the partials, of dy and dy * (x - mean), replace them). Arguments: ``part0, part1``,
     the 10 BWD_ARRAYS arrays, ``chunks, channels`` (int64), ``count`` (float64). Grid ceil(C / 32),
-    block (32, ty). Returns (dispatcher, source)."""
+    block (32, ty); ``cpb`` < 32: the tree combine, grid ceil(C / cpb), block (cpb, ty). Returns
+    (dispatcher, source)."""
     import numba
     ct = compute_type([a[0] for a in arrays])
     d = dict(zip((n for n, _ in BWD_ARRAYS), arrays))
     head = "def kernel(part0, part1, " + ", ".join(n for n, _ in BWD_ARRAYS) + ", chunks, channels, count_in):"
-    s = [_combine_src(head, ct, ty, unroll),
+    s = [_combine(head, ct, ty, unroll, cpb, nper),
          f"    m_inv = {po.lit(1.0, ct)} / {ct}(count_in)",
          f"    mu = ld_mean(mean, {_off(d['mean'])})",
          f"    iv = ld_inv(inv, {_off(d['inv'])})",
