@@ -7,6 +7,7 @@ Run on the GPU machine (torch with CUDA, nvidia-cudnn-frontend for the cudnn-fe 
     python3 tools/probe_bn.py                     # every group
     python3 tools/probe_bn.py nhwc_fwd nhwc_bwd   # only the groups named (see GROUPS)
     python3 tools/probe_bn.py --dry               # build every plan, run nothing (simulator, no torch)
+    python3 tools/probe_bn.py --set tree nhwc_bwd nhwc_fwd   # the tree-combine / aligned-chunk variants
 
 What it measures: the bench's case (bench.cases.norm_cases: same dims, strides, inputs from
 bench.data.torch_inputs, float64 truth from bench.ref_runners.truth). Each ncudnn variant is an engine
@@ -72,10 +73,23 @@ def graph(case):
     return OpGraph([node]).finalize(), roles
 
 
-def variants(case):
-    """Knob settings (dicts) to try, most important first."""
+def variants(case, vset="all"):
+    """Knob settings (dicts) to try, most important first. ``vset`` "tree": the default, the fused
+    combine variants beside it (fin: 32 channels per block; fin8 / fin4: the many-block tree; _al: aligned
+    chunks, the last rows loaded at once) and their occupancy / unroll neighbours."""
     if case.layout != "nhwc":
         return [dict(), {KC: 1}]
+    if vset == "tree":
+        lab = COLS_LABELS.index
+        out = [dict()] + [{KC: lab(n)} for n in ("colsv4_rev_hint_fin", "colsv4_rev_hint_fin8", "colsv4_rev_hint_fin4",
+                                                 "colsv4_rev_hint_fin_al", "colsv4_rev_hint_fin8_al",
+                                                 "colsv4_rev_hint_fin4_al")]
+        if case.op == "batchnorm_bwd":
+            for n in ("colsv4_rev_hint_fin4", "colsv4_rev_hint_fin4_al"):
+                out += [{KC: lab(n), KO: 3}, {KC: lab(n), KO: 5}, {KC: lab(n), KU: 2}, {KC: lab(n), KU: 8}]
+        else:
+            out += [{KC: lab("colsv4_rev_hint_fin4_al"), KU: 2}, {KC: lab("colsv4_rev_hint_fin4"), KU: 2}]
+        return out
     out = [dict()] + [{KC: v} for v in range(len(COLS_LABELS))]
     out += [{KC: 6, KO: o} for o in (3, 4, 6, 8)] + [{KC: 6, KU: u} for u in (2, 8)]
     return out
@@ -134,7 +148,7 @@ def per_launch(plan, pack, ws, torch, flush):
     return "    launches: " + " | ".join(out)
 
 
-def run_group(key, torch, flush, budget_end):
+def run_group(key, torch, flush, budget_end, vset="all"):
     from bench import ref_runners as rr
 
     op, layout = {"nhwc_fwd": ("batchnorm_fwd", "nhwc"), "nhwc_bwd": ("batchnorm_bwd", "nhwc"),
@@ -159,7 +173,7 @@ def run_group(key, torch, flush, budget_end):
         except Exception as e:   # a reference failing must not hide the others
             print(f"  {name:50s} ERROR {type(e).__name__}: {str(e)[:200]}", flush=True)
     g, roles = graph(case)
-    first, cfgs = configs(g, variants(case), case.layout)
+    first, cfgs = configs(g, variants(case, vset), case.layout)
     _, outs = bdata.specs(case)
     pack = {roles[r]: t for r, t in inputs.items()}
     results = []
@@ -209,19 +223,19 @@ def _group_case(key):
     return _case("batchnorm_fwd" if key.endswith("fwd") else "batchnorm_bwd", key[:4])
 
 
-def compile_one(key, index):
+def compile_one(key, index, vset="all"):
     """Worker: build variant ``index`` of group ``key`` (its kernels land in the on-disk kernel cache)."""
     t0 = time.time()
     case = _group_case(key)
     g, _ = graph(case)
-    _, cfgs = configs(g, variants(case), case.layout)
+    _, cfgs = configs(g, variants(case, vset), case.layout)
     cfg = cfgs[index][1]
     if cfg is not None:
         api.build_plan(g, cfg)
     return time.time() - t0
 
 
-def precompile(keys, jobs, deadline):
+def precompile(keys, jobs, deadline, vset="all"):
     """Every variant's kernels compiled by ``jobs`` spawned workers first (the timing process then loads
     cubins from the kernel cache); unfinished work is stopped at ``deadline``."""
     import concurrent.futures as cf
@@ -230,10 +244,10 @@ def precompile(keys, jobs, deadline):
     tasks = []
     for k in keys:
         case = _group_case(k)
-        tasks += [(k, i) for i in range(len(configs(graph(case)[0], variants(case), case.layout)[1]))]
+        tasks += [(k, i) for i in range(len(configs(graph(case)[0], variants(case, vset), case.layout)[1]))]
     t0 = time.time()
     ex = cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"))
-    futs = [ex.submit(compile_one, k, i) for k, i in tasks]
+    futs = [ex.submit(compile_one, k, i, vset) for k, i in tasks]
     done, pending = cf.wait(futs, timeout=max(deadline - time.time(), 1))
     errs = [f.exception() for f in done if f.exception() is not None]
     for e in errs[:5]:
@@ -246,12 +260,12 @@ def precompile(keys, jobs, deadline):
             p.terminate()
 
 
-def dry(keys):
+def dry(keys, vset="all"):
     for key in keys:
         op, layout = ("batchnorm_fwd" if key.endswith("fwd") else "batchnorm_bwd"), key[:4]
         case = _case(op, layout)
         g, _ = graph(case)
-        first, cfgs = configs(g, variants(case), case.layout)
+        first, cfgs = configs(g, variants(case, vset), case.layout)
         print(f"== {key}: heuristic first {first}")
         for label, cfg, why in cfgs:
             if cfg is None:
@@ -265,6 +279,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("groups", nargs="*", help=f"groups to run (default all): {', '.join(GROUPS)}")
     ap.add_argument("--dry", action="store_true", help="check and build every config, run nothing")
+    ap.add_argument("--set", default="all", choices=("all", "tree"), help="which NHWC variants (see variants())")
     ap.add_argument("--budget", type=float, default=75.0, help="seconds after which variants are skipped")
     ap.add_argument("--jobs", type=int, default=min(12, max(1, (os.cpu_count() or 2) - 2)),
                     help="worker processes compiling every variant first (1: compile while timing)")
@@ -274,11 +289,11 @@ def main(argv=None):
     if bad:
         ap.error(f"unknown groups {bad}; known: {list(GROUPS)}")
     if args.dry:
-        dry(keys)
+        dry(keys, args.set)
         return 0
     t_start = time.time()
     if args.jobs > 1:
-        precompile(keys, args.jobs, t_start + 0.4 * args.budget)
+        precompile(keys, args.jobs, t_start + 0.4 * args.budget, args.set)
     import torch
 
     torch.backends.cudnn.benchmark = False
@@ -287,7 +302,7 @@ def main(argv=None):
           f"median of {REPS} reps, L2 flushed ({FLUSH_BYTES >> 20} MB) before each", flush=True)
     end = t_start + args.budget
     for key in keys:
-        run_group(key, torch, flush, end)
+        run_group(key, torch, flush, end, args.set)
     return 0
 
 
