@@ -35,6 +35,7 @@ from ..kernels import norm_bn_cols as kcols
 from ..kernels import norm_row as kn
 from ..kernels import norm_row_bwd as kf
 from ..kernels import norm_row_dparams as kd
+from ..kernels import norm_row_fwd_sub as ksub
 from ..kernels.dtypes import compute_type
 from ..kernels import primitives as kprim
 from ..types import cudnnBackendKnobType_t, cudnnBackendNormFwdPhase_t, cudnnBackendNormMode_t, cudnnStatus_t
@@ -198,6 +199,44 @@ BWD_FUSED_VARIANTS = ((0, 0, 0), (128, 2, 0), (128, 4, 0), (256, 1, 0), (256, 2,
 #: forward CTA_COUNT values (persistent grids of SMs x CTA_COUNT blocks) ranked after the default
 FWD_PERSIST_CTAS = (4, 8, 16)
 
+#: forward KERNEL_CFG values: 0 the row kernel of :mod:`ncudnn.kernels.norm_row`; 1..4 the sub-block
+#: kernel (:mod:`ncudnn.kernels.norm_row_fwd_sub`, BLOCK_SIZE threads a row, TILE_ROWS rows a block,
+#: STAGES 1 = scale / bias loaded before the reductions), as (two-pass statistics, .cs stores)
+FWD_SUB_KCFG = {1: (True, False), 2: (False, False), 3: (True, True), 4: (False, True)}
+
+#: sub-block forward variants the heuristics rank right after the default: (KERNEL_CFG, BLOCK_SIZE, TILE_ROWS,
+#: STAGES); those a row does not fit (more than 32 values a thread) are pruned by keep()
+FWD_SUB_VARIANTS = ((1, 32, 4, 0), (2, 32, 4, 0), (1, 32, 4, 1), (3, 32, 4, 0), (1, 32, 8, 0), (1, 32, 2, 0),
+                    (1, 64, 2, 0), (2, 64, 2, 0), (1, 64, 2, 1), (3, 64, 2, 0), (4, 64, 2, 0), (2, 64, 1, 0),
+                    (2, 64, 4, 0), (2, 128, 1, 0), (4, 128, 1, 0), (2, 128, 2, 0), (1, 128, 1, 0),
+                    (2, 128, 1, 1), (2, 256, 1, 0), (4, 256, 1, 0), (1, 256, 1, 0))
+
+
+def _sub_rows(cfg):
+    """Rows a block of the sub-block forward (TILE_ROWS; 0: 128 threads a block, at least one row)."""
+    return _rows(cfg) or max(1, 128 // (_block(cfg) or 128))
+
+
+def _sub_reason(sub, cfg):
+    """Why a sub-block forward config (KERNEL_CFG 1..4) cannot run here (None: it can)."""
+    if _kcfg(cfg) not in FWD_SUB_KCFG:
+        return f"forward KERNEL_CFG {_kcfg(cfg)} is not 0 or one of {sorted(FWD_SUB_KCFG)}"
+    vec = _fwd_vec(sub)
+    if not _load(cfg) or not vec:
+        return "forward KERNEL_CFG > 0 (the sub-block kernel) needs LOAD_SIZE 16 and rows that divide into " \
+            "16-byte vectors with X, Y, SCALE, BIAS packed, >= 16-byte aligned"
+    if _ctas(cfg) or cfg.get(KS, 0) > 1:
+        return "the sub-block forward (KERNEL_CFG > 0) takes CTA_COUNT 0 and STAGES 0 or 1"
+    n = math.prod(sub.anchor.inputs["X"].dims[1:])
+    tpr, rpb = _block(cfg), _sub_rows(cfg)
+    if not ksub.sub_config(n, vec, tpr, rpb)[1]:
+        return f"the sub-block forward: a row of {n} elements does not fit BLOCK_SIZE {tpr} threads x " \
+            f"{ksub.SUB_VALUES_MAX} values (threads a row: one of {ksub.SUB_TPR}; TILE_ROWS {rpb}: " \
+            "at most 1024 threads a block)"
+    if FWD_SUB_KCFG[_kcfg(cfg)][1] and (vec != 4 or kdtype(sub.anchor.outputs["Y"]) != "float32" or sub.epilogue):
+        return "forward KERNEL_CFG 3 / 4 (.cs stores) need a float32 Y with no epilogue"
+    return None
+
 
 def preferred_bwd_knobs(sub):
     """Knob -> value of the backward's default config: the fused kernel (16-byte accesses where they
@@ -248,7 +287,9 @@ def _forward(sub, cfg):
         y_arg, y_dt = Arg.tensor(y), kdtype(y)
     p_dt = kdtype(scale)
     vec = _fwd_vec(sub) if _load(cfg) else 0
-    threads, blk, vpt, rpb = kn.row_config(n, _block(cfg), _rows(cfg), vec=vec or 1)
+    threads, blk, vpt, rpb = kn.row_config(n, _block(cfg), 0 if _kcfg(cfg) else _rows(cfg), vec=vec or 1)
+    if _kcfg(cfg):
+        vpt = 1                # the sub-block kernel (checked by keep)
     if vec and not vpt:        # too long for registers: the scalar looped path
         vec = 0
         threads, blk, vpt, rpb = kn.row_config(n, _block(cfg), _rows(cfg))
@@ -256,7 +297,15 @@ def _forward(sub, cfg):
     eps_dt = None if eps.is_by_value else kdtype(eps)
     args = [Arg.tensor(x), Arg.tensor(scale), Arg.tensor(bias) if bias is not None else Arg.dummy(p_dt),
             y_arg, mean_arg, inv_arg, Arg.scalar(eps) if eps_dt is None else Arg.tensor(eps), Arg.const(rows)]
-    if vec:
+    if vec and _kcfg(cfg):
+        tpr, srpb = _block(cfg), _sub_rows(cfg)
+        sthreads, _ = ksub.sub_config(n, vec, tpr, srpb)
+        two_pass, cs = FWD_SUB_KCFG[_kcfg(cfg)]
+        fargs = (n, tpr, srpb, vec, not rms, bias is not None, write, kdtype(x), p_dt, y_dt, s_dt, eps_dt,
+                 two_pass, cfg.get(KS, 0) == 1, cs)
+        step = Step("norm_rows_fwd_sub:" + src_key(fargs), lambda: ksub.row_fwd_sub_kernel(*fargs)[0],
+                    math.ceil(rows / srpb), sthreads, args, nbytes=tensor_bytes(x, y, scale, bias))
+    elif vec:
         grid = math.ceil(rows / rpb)
         persist = bool(_ctas(cfg)) and grid > kprim.sm_count() * _ctas(cfg)
         if persist:
@@ -395,12 +444,15 @@ class NormRowsEngine(Engine):
                 KnobSpec(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 0, 16, 16, 0))
         if sub is not None and getattr(sub, "kind", None) == "norm_bwd":
             return base + (KnobSpec(KC, 0, 1, 1, 0), KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0))
-        return base + (KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0))
+        return base + (KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0), KnobSpec(KC, 0, 4, 1, 0))
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
         if st != S.CUDNN_STATUS_SUCCESS:
             return st, why
+        if sub.kind == "norm_fwd" and _kcfg(cfg):
+            why = _sub_reason(sub, cfg)
+            return (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}") if why else OK
         if _block(cfg) not in BLOCKS:
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: BLOCK_SIZE {_block(cfg)} is not one of {BLOCKS}"
         if _rows(cfg) not in ROWS:
@@ -447,12 +499,15 @@ class NormRowsEngine(Engine):
         """The backward's search space: the two-pass path and a list of fused geometries (the full
         knob product is thousands of configs); the forward's: every knob combination :meth:`keep` allows."""
         if sub is None or sub.kind != "norm_bwd":
-            out = [Config(self.name, ((int(KW), 0), (int(KS), 0)))]
+            out = [Config(self.name, tuple(sorted(((int(KW), 0), (int(KS), 0), (int(KC), 0)))))]
             for spec in self.knobs(sub)[:3]:
                 out = [c.with_knob(spec.type, v) for c in out for v in spec.values()]
             if sub is not None and _load(self.default_config(sub)):   # persistent grids first (64 are ranked)
-                out = [self.default_config(sub).with_knob(KW, w).with_knob(KS, st) for st in (0, 2)
-                       for w in FWD_PERSIST_CTAS] + out
+                d = self.default_config(sub)
+                out = [d.with_knob(KC, kc).with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b)
+                       .with_knob(K.CUDNN_KNOB_TYPE_TILE_ROWS, r).with_knob(KS, st)
+                       for kc, b, r, st in FWD_SUB_VARIANTS] + \
+                    [d.with_knob(KW, w).with_knob(KS, st) for st in (0, 2) for w in FWD_PERSIST_CTAS] + out
             return [c for c in dict.fromkeys(out) if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
         base = super().default_config(sub)
         out = [base.with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b) for b in BLOCKS]
@@ -488,7 +543,8 @@ class NormRowsEngine(Engine):
             return ("bwd", _bwd_dparams(sub), _bwd_vec(sub), math.prod(x.dims[1:]),
                     tuple(preferred_bwd_knobs(sub).items()))
         n = math.prod(sub.anchor.inputs["X"].dims[1:])
-        return ("fwd", kn.row_config(n)[1] == 32, bool(_fwd_vec(sub)), preferred_knobs(sub))
+        return ("fwd", n, bool(_fwd_vec(sub)), preferred_knobs(sub), kdtype(sub.anchor.outputs["Y"]),
+                bool(sub.epilogue))
 
     def _steps(self, sub, cfg):
         memo = sub.__dict__.setdefault("_norm_rows_steps", {})

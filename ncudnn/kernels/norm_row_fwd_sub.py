@@ -2,7 +2,7 @@
 
 Versions of the 16-byte forward row kernel (the default stays :func:`.norm_row.row_fwd_vec_kernel`):
 
-- v1 ``TPR`` threads per row (32, 64, 128), ``RPB`` rows per block (block = TPR * RPB threads), each
+- v1 ``TPR`` threads per row (32, 64, 128, 256), ``RPB`` rows per block (block = TPR * RPB threads), each
   thread ``VPT`` vectors of ``vec`` elements (16 bytes); every load of the row is issued before the
   first reduction. TPR 32: reductions are warp shuffles only (no shared memory, no barrier).
   TPR > 32: warp shuffles, then one barrier and a read of the row's TPR / 32 warp partials.
@@ -28,7 +28,7 @@ from .vector_rows import load_row_vectors
 __all__ = ["sub_config", "row_fwd_sub_kernel", "SUB_TPR", "SUB_VALUES_MAX"]
 
 #: threads per row the sub-block kernel takes
-SUB_TPR = (32, 64, 128)
+SUB_TPR = (32, 64, 128, 256)
 #: values a thread keeps in registers (x; with ``preload`` scale / bias as well)
 SUB_VALUES_MAX = 32
 

@@ -1,0 +1,47 @@
+"""Engine "norm_rows": the sub-block forward variants (KERNEL_CFG 1..4) through the engine API vs the
+float64 oracle, and their pruning (odd rows, BF16 .cs stores, rows too long for a warp)."""
+import pytest
+
+from ncudnn.engines import api
+from ncudnn.types import (cudnnBackendKnobType_t as K, cudnnBackendNormMode_t as NM, cudnnDataType_t as DT)
+
+import mb_util as U
+from test_eng_norm_batch import _execute
+from test_eng_norm_rows import fwd_graph
+
+KC, BS, TR, KS = (K.CUDNN_KNOB_TYPE_KERNEL_CFG, K.CUDNN_KNOB_TYPE_BLOCK_SIZE, K.CUDNN_KNOB_TYPE_TILE_ROWS,
+                  K.CUDNN_KNOB_TYPE_STAGES)
+
+
+def _sub_ecs(g):
+    return {(e.config.get(KC), e.config.get(BS), e.config.get(TR), e.config.get(KS)): e
+            for e in api.get_heuristics(g) if e.config.get(KC, 0)}
+
+
+@pytest.mark.parametrize("variant", [(1, 32, 4, 0), (4, 64, 2, 0), (2, 128, 1, 1), (4, 256, 1, 0)],
+                         ids=lambda v: "kc%d-b%d-r%d-s%d" % v)
+@pytest.mark.parametrize("mode", [NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM], ids=["layer", "rms"])
+def test_nrh_sub_variants_run(rng, mode, variant):
+    g = fwd_graph(mode, dims=(5, 4, 8, 8))        # 5 rows of 256: not a multiple of 2 or 4 rows a block
+    ecs = _sub_ecs(g)
+    assert variant in ecs, sorted(ecs)
+    plan = _execute(g, rng, positive=("X",), ec=ecs[variant])
+    assert plan.engine_names == ["norm_rows"]
+
+
+def test_nrh_sub_bf16(rng):
+    g = fwd_graph(NM.CUDNN_LAYER_NORM, dtype=DT.CUDNN_DATA_BFLOAT16, dims=(3, 256))
+    ecs = _sub_ecs(g)
+    assert not any(k[0] in (3, 4) for k in ecs)       # .cs stores: float32 Y only
+    _execute(g, rng, positive=("X",), tol="bfloat16", ec=ecs[(1, 64, 2, 0)])
+
+
+def test_nrh_sub_pruned():
+    odd = fwd_graph(NM.CUDNN_LAYER_NORM, dims=(3, 255))
+    assert not _sub_ecs(odd)                          # rows that do not divide into 16-byte vectors
+    long_rows = fwd_graph(NM.CUDNN_RMS_NORM, dims=(2, 4096))
+    ecs = _sub_ecs(long_rows)
+    assert not any(k[1] in (32, 64) for k in ecs)     # > 32 values a thread
+    assert (1, 128, 1, 0) in ecs and (2, 256, 1, 0) in ecs
+    dflt = api.get_heuristics(fwd_graph(NM.CUDNN_LAYER_NORM, dims=(4, 1024)))[0].config
+    assert dflt.get(KC, 0) == 0                       # the default stays the row kernel until measured
