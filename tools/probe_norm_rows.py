@@ -6,6 +6,8 @@ variant first in 12 processes through a temporary disk kernel cache, removed at 
     python3 tools/probe_norm_rows.py                 # every group
     python3 tools/probe_norm_rows.py bwd1024 fwd_ln   # only the groups named (see GROUPS)
     python3 tools/probe_norm_rows.py --dry           # check and build every config, run nothing (simulator)
+    python3 tools/probe_norm_rows.py --jobs 12 --reps 50 sub_ln sub_rms sub_ln4096 sub_rms4096 sub_ln sub_rms
+                                                     # the sub-block forward variants (a group named twice runs twice)
 
 Groups are the H200 benchmark's FP32 cases (bench/cases.py norm_cases, same tensors: dims (rows, cols, 1, 1),
 statistics (rows, 1, 1, 1), scale / bias / dscale / dbias (1, cols, 1, 1)): LayerNorm backward 8192x4096 and
@@ -105,6 +107,19 @@ def _fwd_variants():
     return out
 
 
+def _sub_variants(cols):
+    """The sub-block forward (KERNEL_CFG 1..4: 1 two-pass stats, 2 shifted one-pass, 3 / 4 the same with .cs
+    stores; BLOCK threads a row, ROWS rows a block, STAGES 1 scale / bias loaded before the reductions),
+    after the default and its equivalent in the new kernel."""
+    if cols <= 1024:
+        geoms = [(1, 32, 4, 0), (2, 32, 4, 0), (1, 32, 4, 1), (3, 32, 4, 0), (1, 32, 8, 0), (1, 64, 2, 0),
+                 (2, 64, 2, 0), (2, 64, 2, 1), (4, 64, 2, 0), (2, 64, 1, 0), (2, 64, 4, 0), (2, 128, 1, 0),
+                 (4, 128, 1, 0), (2, 128, 2, 0)]
+    else:
+        geoms = [(2, 256, 1, 0), (4, 256, 1, 0), (1, 256, 1, 0), (2, 128, 1, 0)]
+    return [dict()] + [{KC: kc, KB: b, KR: r, KS: st, KL: 16} for kc, b, r, st in geoms]
+
+
 GROUPS = {
     "bwd4096": ("LayerNorm bwd FP32 8192x4096 (dx, dscale, dbias)", lambda: case("layernorm_bwd", 8192, 4096),
                 _bwd_variants(4096)),
@@ -112,6 +127,14 @@ GROUPS = {
                 _bwd_variants(1024)),
     "fwd_ln": ("LayerNorm fwd training FP32 8192x1024", lambda: case("layernorm_fwd", 8192, 1024), _fwd_variants()),
     "fwd_rms": ("RMSNorm fwd training FP32 8192x1024", lambda: case("rmsnorm_fwd", 8192, 1024), _fwd_variants()),
+    "sub_ln": ("LayerNorm fwd training FP32 8192x1024, sub-block kernel",
+               lambda: case("layernorm_fwd", 8192, 1024), _sub_variants(1024)),
+    "sub_rms": ("RMSNorm fwd training FP32 8192x1024, sub-block kernel",
+                lambda: case("rmsnorm_fwd", 8192, 1024), _sub_variants(1024)),
+    "sub_ln4096": ("LayerNorm fwd training FP32 8192x4096, sub-block kernel",
+                   lambda: case("layernorm_fwd", 8192, 4096), _sub_variants(4096)),
+    "sub_rms4096": ("RMSNorm fwd training FP32 8192x4096, sub-block kernel",
+                    lambda: case("rmsnorm_fwd", 8192, 4096), _sub_variants(4096)),
 }
 
 
@@ -178,6 +201,12 @@ def run_group(key, torch, flush, end):
         refs[impl.name] = ms
         print(_row(impl.name, ms, c.bytes, refs.get("cudnn-fe"), f"relerr {err:.1e}  {p.detail[:70]}"), flush=True)
     fe_ms = refs.get("cudnn-fe")
+    if c.op.endswith("_fwd") and "x" in inputs:     # the floor: torch copying x to y (bytes: x read, y written)
+        xs = inputs["x"]
+        yc = torch.empty_like(xs)
+        ms = flushed_median_ms(lambda: yc.copy_(xs), torch, flush, REPS)
+        print(_row("torch copy x->y (floor)", ms, 2 * xs.numel() * xs.element_size(), fe_ms), flush=True)
+        del yc
     stream = torch.cuda.current_stream().cuda_stream
     pack = {UID[r]: v for r, v in inputs.items()}
     outs = {r: torch.empty_like(want[r], dtype=torch.float32) for r in roles}
@@ -287,7 +316,7 @@ def precompile(keys, jobs):
     import concurrent.futures as cf
     import multiprocessing as mp
 
-    work = [(k, i) for k in keys for i in range(len(GROUPS[k][2]))]
+    work = [(k, i) for k in dict.fromkeys(keys) for i in range(len(GROUPS[k][2]))]
     t0 = time.time()
     with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as ex:
         total = sum(ex.map(_precompile_one, work))
@@ -296,12 +325,15 @@ def precompile(keys, jobs):
 
 
 def main(argv=None):
+    global REPS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("groups", nargs="*", help=f"groups to run (default all): {', '.join(GROUPS)}")
     ap.add_argument("--dry", action="store_true", help="check and build every config, run nothing")
     ap.add_argument("--budget", type=float, default=80.0, help="seconds after which variants are skipped")
     ap.add_argument("--jobs", type=int, default=0, help="compile every variant first in this many processes")
+    ap.add_argument("--reps", type=int, default=REPS, help="timed runs per variant (median)")
     args = ap.parse_args(argv)
+    REPS = args.reps
     keys = args.groups or list(GROUPS)
     bad = [k for k in keys if k not in GROUPS]
     if bad:

@@ -159,3 +159,8 @@ def row_fwd_sub_kernel(n, tpr, rpb, vec, center, has_bias, write_stats, x_dt, p_
               cy=_to_storage(dtype_name(y_dt)), sts=storer(s_dt), ld_eps=loader(eps_dt or "float32", ct))
     exec(compile(src, "<norm row-fwd-sub>", "exec"), ns)
     return cuda.jit(ns["kernel"]), src
+
+
+def sub_dispatcher(*args, **kwargs):
+    """:func:`row_fwd_sub_kernel`'s dispatcher alone (for compile checks in a child process)."""
+    return row_fwd_sub_kernel(*args, **kwargs)[0]
