@@ -317,6 +317,12 @@ def _register_compile_cases():
                           max_registers=40)
     register_compile_case("bn_colsv_apply_bwd", apply_kernel(256, "float32", "float32", "float32")[0], sig8,
                           max_registers=64)
+    register_compile_case("bn_colsv_partial_bwd_gtail", partial_kernel(256, "float32", "float32", gtail=True)[0],
+                          sig7, max_registers=64)
+    register_compile_case("bn_colsv_apply_bwd_gtail", apply_kernel(256, "float32", "float32", "float32",
+                                                                   gtail=True)[0], sig8, max_registers=64)
+    register_compile_case("bn_colsv_apply_fwd_gtail", apply_kernel(256, "float32", "float32", shifted=True,
+                                                                   k_in_e2=True, gtail=True)[0], sig8, max_registers=48)
 
 
 _register_compile_cases()

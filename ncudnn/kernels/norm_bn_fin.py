@@ -236,6 +236,14 @@ def _register_compile_cases():
     bwd = bwd_kernel((dense,) * len(BWD_ARRAYS))[0]
     register_compile_case("bn_fin_bwd", bwd, "void(" + ", ".join([f] * (2 + len(BWD_ARRAYS)))
                           + ", int64, int64, float64)", max_registers=64)
+    for cpb, (lanes, nper) in ((8, tree_geometry(264, 8)), (4, tree_geometry(264, 4))):
+        tb = bwd_kernel((dense,) * len(BWD_ARRAYS), lanes, 4, cpb, nper)[0]
+        register_compile_case(f"bn_fin_bwd_tree{cpb}", tb, "void(" + ", ".join([f] * (2 + len(BWD_ARRAYS)))
+                              + ", int64, int64, float64)", max_registers=64)
+    tf = fin_kernel((dense,) * len(FINALIZE_ARRAYS), frozenset({"saved_mean", "saved_inv", "next_mean", "next_var"}),
+                    (), *tree_geometry(330, 4)[:1], 4, 4, tree_geometry(330, 4)[1])[0]
+    register_compile_case("bn_fin_fwd_tree4", tf, "void(" + ", ".join([f] * (3 + len(FINALIZE_ARRAYS)))
+                          + ", int64, int64, float64, float64, float64)", max_registers=64)
 
 
 _register_compile_cases()
