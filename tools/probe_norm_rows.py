@@ -108,15 +108,15 @@ def _fwd_variants():
 
 
 def _sub_variants(cols):
-    """The sub-block forward (KERNEL_CFG 1..4: 1 two-pass stats, 2 shifted one-pass, 3 / 4 the same with .cs
-    stores; BLOCK threads a row, ROWS rows a block, STAGES 1 scale / bias loaded before the reductions),
+    """The sub-block forward (KERNEL_CFG 1..6: 1 two-pass stats, 2 shifted one-pass, 3 / 4 the same with .cs
+    stores, 5 / 6 with .cs stores and .cs loads of x; BLOCK threads a row, ROWS rows a block, STAGES 1 scale / bias loaded before the reductions),
     after the default and its equivalent in the new kernel."""
     if cols <= 1024:
         geoms = [(1, 32, 4, 0), (2, 32, 4, 0), (1, 32, 4, 1), (3, 32, 4, 0), (1, 32, 8, 0), (1, 64, 2, 0),
                  (2, 64, 2, 0), (2, 64, 2, 1), (4, 64, 2, 0), (2, 64, 1, 0), (2, 64, 4, 0), (2, 128, 1, 0),
-                 (4, 128, 1, 0), (2, 128, 2, 0)]
+                 (4, 128, 1, 0), (2, 128, 2, 0), (5, 32, 4, 0), (6, 64, 2, 0), (6, 128, 1, 0)]
     else:
-        geoms = [(2, 256, 1, 0), (4, 256, 1, 0), (1, 256, 1, 0), (2, 128, 1, 0)]
+        geoms = [(2, 256, 1, 0), (4, 256, 1, 0), (6, 256, 1, 0), (1, 256, 1, 0), (2, 128, 1, 0)]
     return [dict()] + [{KC: kc, KB: b, KR: r, KS: st, KL: 16} for kc, b, r, st in geoms]
 
 

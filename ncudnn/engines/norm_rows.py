@@ -199,17 +199,19 @@ BWD_FUSED_VARIANTS = ((0, 0, 0), (128, 2, 0), (128, 4, 0), (256, 1, 0), (256, 2,
 #: forward CTA_COUNT values (persistent grids of SMs x CTA_COUNT blocks) ranked after the default
 FWD_PERSIST_CTAS = (4, 8, 16)
 
-#: forward KERNEL_CFG values: 0 the row kernel of :mod:`ncudnn.kernels.norm_row`; 1..4 the sub-block
+#: forward KERNEL_CFG values: 0 the row kernel of :mod:`ncudnn.kernels.norm_row`; 1..6 the sub-block
 #: kernel (:mod:`ncudnn.kernels.norm_row_fwd_sub`, BLOCK_SIZE threads a row, TILE_ROWS rows a block,
-#: STAGES 1 = scale / bias loaded before the reductions), as (two-pass statistics, .cs stores)
-FWD_SUB_KCFG = {1: (True, False), 2: (False, False), 3: (True, True), 4: (False, True)}
+#: STAGES 1 = scale / bias loaded before the reductions), as (two-pass statistics, .cs stores, .cs loads of X)
+FWD_SUB_KCFG = {1: (True, False, False), 2: (False, False, False), 3: (True, True, False), 4: (False, True, False),
+                5: (True, True, True), 6: (False, True, True)}
 
 #: sub-block forward variants the heuristics rank right after the default: (KERNEL_CFG, BLOCK_SIZE, TILE_ROWS,
 #: STAGES); those a row does not fit (more than 32 values a thread) are pruned by keep()
 FWD_SUB_VARIANTS = ((1, 32, 4, 0), (2, 32, 4, 0), (1, 32, 4, 1), (3, 32, 4, 0), (1, 32, 8, 0), (1, 32, 2, 0),
                     (1, 64, 2, 0), (2, 64, 2, 0), (1, 64, 2, 1), (3, 64, 2, 0), (4, 64, 2, 0), (2, 64, 1, 0),
                     (2, 64, 4, 0), (2, 128, 1, 0), (4, 128, 1, 0), (2, 128, 2, 0), (1, 128, 1, 0),
-                    (2, 128, 1, 1), (2, 256, 1, 0), (4, 256, 1, 0), (1, 256, 1, 0))
+                    (2, 128, 1, 1), (2, 256, 1, 0), (4, 256, 1, 0), (1, 256, 1, 0), (5, 32, 4, 0), (6, 64, 2, 0),
+                    (6, 128, 1, 0), (6, 256, 1, 0))
 
 
 def _sub_rows(cfg):
@@ -218,7 +220,7 @@ def _sub_rows(cfg):
 
 
 def _sub_reason(sub, cfg):
-    """Why a sub-block forward config (KERNEL_CFG 1..4) cannot run here (None: it can)."""
+    """Why a sub-block forward config (KERNEL_CFG 1..6) cannot run here (None: it can)."""
     if _kcfg(cfg) not in FWD_SUB_KCFG:
         return f"forward KERNEL_CFG {_kcfg(cfg)} is not 0 or one of {sorted(FWD_SUB_KCFG)}"
     vec = _fwd_vec(sub)
@@ -234,7 +236,9 @@ def _sub_reason(sub, cfg):
             f"{ksub.SUB_VALUES_MAX} values (threads a row: one of {ksub.SUB_TPR}; TILE_ROWS {rpb}: " \
             "at most 1024 threads a block)"
     if FWD_SUB_KCFG[_kcfg(cfg)][1] and (vec != 4 or kdtype(sub.anchor.outputs["Y"]) != "float32" or sub.epilogue):
-        return "forward KERNEL_CFG 3 / 4 (.cs stores) need a float32 Y with no epilogue"
+        return "forward KERNEL_CFG 3 .. 6 (.cs stores) need a float32 Y with no epilogue"
+    if FWD_SUB_KCFG[_kcfg(cfg)][2] and kdtype(sub.anchor.inputs["X"]) != "float32":
+        return "forward KERNEL_CFG 5 / 6 (.cs loads) need a float32 X"
     return None
 
 
@@ -300,9 +304,9 @@ def _forward(sub, cfg):
     if vec and _kcfg(cfg):
         tpr, srpb = _block(cfg), _sub_rows(cfg)
         sthreads, _ = ksub.sub_config(n, vec, tpr, srpb)
-        two_pass, cs = FWD_SUB_KCFG[_kcfg(cfg)]
+        two_pass, cs, csx = FWD_SUB_KCFG[_kcfg(cfg)]
         fargs = (n, tpr, srpb, vec, not rms, bias is not None, write, kdtype(x), p_dt, y_dt, s_dt, eps_dt,
-                 two_pass, cfg.get(KS, 0) == 1, cs)
+                 two_pass, cfg.get(KS, 0) == 1, cs, csx)
         step = Step("norm_rows_fwd_sub:" + src_key(fargs), lambda: ksub.row_fwd_sub_kernel(*fargs)[0],
                     math.ceil(rows / srpb), sthreads, args, nbytes=tensor_bytes(x, y, scale, bias))
     elif vec:
@@ -444,7 +448,7 @@ class NormRowsEngine(Engine):
                 KnobSpec(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 0, 16, 16, 0))
         if sub is not None and getattr(sub, "kind", None) == "norm_bwd":
             return base + (KnobSpec(KC, 0, 1, 1, 0), KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0))
-        return base + (KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0), KnobSpec(KC, 0, 4, 1, 0))
+        return base + (KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0), KnobSpec(KC, 0, 6, 1, 0))
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)

@@ -10,7 +10,8 @@ Versions of the 16-byte forward row kernel (the default stays :func:`.norm_row.r
   False: one reduction of sums shifted by the row's first element (sum e, sum e^2, e = x - x[0]).
 - ``preload`` True: scale / bias vectors loaded before the reductions (more bytes in flight, more
   registers); False: after them, just before the store.
-- ``cs`` True: y stored with ``st.global.cs`` (evict-first; float32 y with 4-element vectors only).
+- ``cs`` True: y stored with ``st.global.cs`` (evict-first; float32 y with 4-element vectors only);
+  ``csx`` True: x's vectors loaded with ``ld.global.cs`` (float32 x, 4-element vectors).
 
 Rows past ``nrows`` in the last block (rows % RPB != 0) load the last row again (every thread reaches
 the barriers) and store nothing. RMS norm (``center`` False) is one reduction of sum x^2.
@@ -21,7 +22,7 @@ from numba import cuda
 
 from . import pointwise_ops as po
 from .dtypes import compute_type, dtype_name, storer
-from .norm_bn_cshint import st4cs
+from .norm_bn_cshint import ld4cs, st4cs
 from .primitives import warp_sum
 from .vector_rows import load_row_vectors
 
@@ -137,11 +138,11 @@ def _source(n, tpr, rpb, vpt, vec, center, has_bias, write_stats, ct, two_pass, 
 
 @functools.lru_cache(maxsize=None)
 def row_fwd_sub_kernel(n, tpr, rpb, vec, center, has_bias, write_stats, x_dt, p_dt, y_dt, s_dt, eps_dt=None,
-                       two_pass=True, preload=False, cs=False):
+                       two_pass=True, preload=False, cs=False, csx=False):
     """Forward row kernel, ``tpr`` threads a row, ``rpb`` rows a block (grid: ceil(rows / rpb) blocks of
     ``tpr * rpb`` threads). Arguments ``(x, scale, bias, y, s_mean, s_inv, eps, nrows)`` as
     :func:`.norm_row.row_fwd_kernel`. Needs n % vec == 0, every buffer aligned to one vector, and
-    :func:`sub_config` VPT > 0; ``cs`` needs float32 y and vec 4. Returns (dispatcher, source)."""
+    :func:`sub_config` VPT > 0; ``cs`` (``csx``) needs float32 y (x) and vec 4. Returns (dispatcher, source)."""
     from .pointwise import _to_compute, _to_storage, vector_load, vector_store
     _, vpt = sub_config(n, vec, tpr, rpb)
     if not vpt:
@@ -149,12 +150,14 @@ def row_fwd_sub_kernel(n, tpr, rpb, vec, center, has_bias, write_stats, x_dt, p_
                          f"{SUB_VALUES_MAX} values at {vec} elements a vector ({rpb} rows a block)")
     if cs and (dtype_name(y_dt) != "float32" or vec != 4):
         raise ValueError("norm_row_fwd_sub: streaming stores need float32 y and 4-element vectors")
+    if csx and (dtype_name(x_dt) != "float32" or vec != 4):
+        raise ValueError("norm_row_fwd_sub: streaming loads need float32 x and 4-element vectors")
     ct = compute_type([x_dt, p_dt, y_dt])
     src = _source(n, tpr, rpb, vpt, vec, center, has_bias, write_stats, ct, two_pass, preload, cs,
                   eps_dt is not None)
     from .dtypes import loader
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, warp_sum=warp_sum, st4cs=st4cs,
-              ldvx=vector_load(vec), ldvp=vector_load(vec), stvy=vector_store(vec),
+              ldvx=ld4cs if csx else vector_load(vec), ldvp=vector_load(vec), stvy=vector_store(vec),
               cx=_to_compute(dtype_name(x_dt), ct), cp=_to_compute(dtype_name(p_dt), ct),
               cy=_to_storage(dtype_name(y_dt)), sts=storer(s_dt), ld_eps=loader(eps_dt or "float32", ct))
     exec(compile(src, "<norm row-fwd-sub>", "exec"), ns)

@@ -25,14 +25,14 @@ def _host(d, dtype="float32"):
     return from_storage(d.copy_to_host(), dtype)
 
 
-def _run(rng, rows, n, tpr, rpb, vec, dt, rms, two_pass=True, preload=False, cs=False, bias_on=True):
+def _run(rng, rows, n, tpr, rpb, vec, dt, rms, two_pass=True, preload=False, cs=False, bias_on=True, csx=False):
     x = (rng.standard_normal((rows, n)) * 2 + 3.0).astype(np.float32)
     scale = rng.uniform(0.5, 1.5, n).astype(np.float32)
     bias = rng.standard_normal(n).astype(np.float32)
     xq = from_storage(to_storage(x.astype(getattr(ml_dtypes, dt, np.float32))), dt).astype(np.float64)
     eps = 1e-5
     kern, _ = ks.row_fwd_sub_kernel(n, tpr, rpb, vec, not rms, bias_on, True, dt, "float32", dt, "float32",
-                                    None, two_pass, preload, cs)
+                                    None, two_pass, preload, cs, csx)
     y, mean, inv = _poisoned(rows * n, dt), _poisoned(rows), _poisoned(rows)
     threads, _ = ks.sub_config(n, vec, tpr, rpb)
     kern[math.ceil(rows / rpb), threads](_dev(x.reshape(-1), dt), _dev(scale), _dev(bias) if bias_on else placeholder("float32"),
@@ -62,6 +62,10 @@ def test_nrh_sub_forward(rng, rows, n, tpr, rpb, vec, dt, tp, pre, cs, rms):
     _run(rng, rows, n, tpr, rpb, vec, dt, rms, tp, pre, cs)
 
 
+def test_nrh_sub_streaming_loads(rng):
+    _run(rng, 3, 128, 32, 2, 4, "float32", False, two_pass=False, cs=True, csx=True)
+
+
 def test_nrh_sub_no_bias(rng):
     _run(rng, 3, 128, 32, 2, 4, "float32", False, bias_on=False)
 
@@ -77,3 +81,6 @@ def test_nrh_sub_config_limits():
     with pytest.raises(ValueError):
         ks.row_fwd_sub_kernel(256, 64, 1, 8, True, True, True, "bfloat16", "float32", "bfloat16", "float32",
                               cs=True)
+    with pytest.raises(ValueError):
+        ks.row_fwd_sub_kernel(256, 64, 1, 8, True, True, True, "bfloat16", "float32", "float32", "float32",
+                              csx=True)

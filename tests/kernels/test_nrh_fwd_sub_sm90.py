@@ -5,8 +5,8 @@ from ncudnn.kernels.cubin import resource_usage_subprocess
 from ncudnn.kernels.dtypes import array_sig as a
 
 F = "float32"
-# (n, tpr, rpb, vec, center, bias, stats, x, p, y, s, eps_dt, two_pass, preload, cs)
-CASES = [(1024, 32, 4, 4, True, True, True, F, F, F, F, None, True, False, True),
+# (n, tpr, rpb, vec, center, bias, stats, x, p, y, s, eps_dt, two_pass, preload, cs, csx)
+CASES = [(1024, 32, 4, 4, True, True, True, F, F, F, F, None, True, False, True, True),
          (1024, 64, 2, 4, True, True, True, F, F, F, F, None, False, True, False),
          (1024, 64, 2, 8, True, True, True, "bfloat16", F, "bfloat16", F, None, True, False, False)]
 
