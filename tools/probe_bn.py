@@ -87,6 +87,7 @@ def variants(case, vset="all"):
         if case.op == "batchnorm_bwd":
             for n in ("colsv4_rev_hint_fin4", "colsv4_rev_hint_fin4_al"):
                 out += [{KC: lab(n), KO: 3}, {KC: lab(n), KO: 5}, {KC: lab(n), KU: 2}, {KC: lab(n), KU: 8}]
+            out += [{KC: lab("colsv4_rev_hint_fin4_al"), KU: 6}, {KC: lab("colsv4_rev_hint_fin8_al"), KO: 3}]
         else:
             out += [{KC: lab("colsv4_rev_hint_fin4_al"), KU: 2}, {KC: lab("colsv4_rev_hint_fin4"), KU: 2}]
         return out
