@@ -107,7 +107,7 @@ def _fwd_variants():
     return out
 
 
-def _sub_variants(cols):
+def _sub_variants(cols, rms=False):
     """The sub-block forward (KERNEL_CFG 1..6: 1 two-pass stats, 2 shifted one-pass, 3 / 4 the same with .cs
     stores, 5 / 6 with .cs stores and .cs loads of x; BLOCK threads a row, ROWS rows a block, STAGES 1 scale / bias loaded before the reductions),
     after the default and its equivalent in the new kernel."""
@@ -117,6 +117,8 @@ def _sub_variants(cols):
                  (4, 128, 1, 0), (2, 128, 2, 0), (5, 32, 4, 0), (6, 64, 2, 0), (6, 128, 1, 0)]
     else:
         geoms = [(2, 256, 1, 0), (4, 256, 1, 0), (6, 256, 1, 0), (1, 256, 1, 0), (2, 128, 1, 0)]
+    if rms:     # RMS norm has one reduction: two-pass (odd KERNEL_CFG) and shifted (even) are the same kernel
+        geoms = list(dict.fromkeys((kc + kc % 2, b, r, st) for kc, b, r, st in geoms))
     return [dict()] + [{KC: kc, KB: b, KR: r, KS: st, KL: 16} for kc, b, r, st in geoms]
 
 
@@ -130,11 +132,11 @@ GROUPS = {
     "sub_ln": ("LayerNorm fwd training FP32 8192x1024, sub-block kernel",
                lambda: case("layernorm_fwd", 8192, 1024), _sub_variants(1024)),
     "sub_rms": ("RMSNorm fwd training FP32 8192x1024, sub-block kernel",
-                lambda: case("rmsnorm_fwd", 8192, 1024), _sub_variants(1024)),
+                lambda: case("rmsnorm_fwd", 8192, 1024), _sub_variants(1024, True)),
     "sub_ln4096": ("LayerNorm fwd training FP32 8192x4096, sub-block kernel",
                    lambda: case("layernorm_fwd", 8192, 4096), _sub_variants(4096)),
     "sub_rms4096": ("RMSNorm fwd training FP32 8192x4096, sub-block kernel",
-                    lambda: case("rmsnorm_fwd", 8192, 4096), _sub_variants(4096)),
+                    lambda: case("rmsnorm_fwd", 8192, 4096), _sub_variants(4096, True)),
 }
 
 
