@@ -214,6 +214,28 @@ FWD_SUB_VARIANTS = ((1, 32, 4, 0), (2, 32, 4, 0), (1, 32, 4, 1), (3, 32, 4, 0), 
                     (6, 128, 1, 0), (6, 256, 1, 0))
 
 
+#: the sub-block forward as the default config: entries ((max vectors a row, (KERNEL_CFG, BLOCK_SIZE, TILE_ROWS,
+#: STAGES)), ...); the first entry whose bound the row's 16-byte vector count does not exceed and that
+#: :func:`_sub_reason` accepts replaces :func:`preferred_knobs`' config (empty: the row kernel stays the default)
+FWD_SUB_DEFAULT = ()
+
+
+def _sub_default(sub):
+    """Knob -> value of the sub-block default from :data:`FWD_SUB_DEFAULT` ({}: none applies)."""
+    vec = _fwd_vec(sub)
+    if not vec or not FWD_SUB_DEFAULT:
+        return {}
+    nv = math.prod(sub.anchor.inputs["X"].dims[1:]) // vec
+    for bound, (kc, b, r, st) in FWD_SUB_DEFAULT:
+        if nv <= bound:
+            knobs = {KC: kc, K.CUDNN_KNOB_TYPE_BLOCK_SIZE: b, K.CUDNN_KNOB_TYPE_TILE_ROWS: r, KS: st,
+                     K.CUDNN_KNOB_TYPE_LOAD_SIZE: 16, KW: 0}
+            probe = Config("norm_rows", tuple(sorted((int(k), v) for k, v in knobs.items())))
+            if _sub_reason(sub, probe) is None:
+                return knobs
+    return {}
+
+
 def _sub_rows(cfg):
     """Rows a block of the sub-block forward (TILE_ROWS; 0: 128 threads a block, at least one row)."""
     return _rows(cfg) or max(1, 128 // (_block(cfg) or 128))
@@ -507,7 +529,7 @@ class NormRowsEngine(Engine):
             for spec in self.knobs(sub)[:3]:
                 out = [c.with_knob(spec.type, v) for c in out for v in spec.values()]
             if sub is not None and _load(self.default_config(sub)):   # persistent grids first (64 are ranked)
-                d = self.default_config(sub)
+                d = self._row_default(sub)
                 out = [d.with_knob(KC, kc).with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b)
                        .with_knob(K.CUDNN_KNOB_TYPE_TILE_ROWS, r).with_knob(KS, st)
                        for kc, b, r, st in FWD_SUB_VARIANTS] + \
@@ -536,10 +558,17 @@ class NormRowsEngine(Engine):
                 cfg = cfg.with_knob(k, v)
             memo["cfg"] = cfg
         if "cfg" not in memo:
-            b, r, l = preferred_knobs(sub)
-            memo["cfg"] = super().default_config(sub).with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b) \
-                .with_knob(K.CUDNN_KNOB_TYPE_TILE_ROWS, r).with_knob(K.CUDNN_KNOB_TYPE_LOAD_SIZE, l)
+            memo["cfg"] = self._row_default(sub)
+            for k, v in _sub_default(sub).items():
+                memo["cfg"] = memo["cfg"].with_knob(k, v)
         return memo["cfg"]
+
+    def _row_default(self, sub):
+        """The forward's row-kernel config from :func:`preferred_knobs` (the default unless
+        :data:`FWD_SUB_DEFAULT` applies)."""
+        b, r, l = preferred_knobs(sub)
+        return super().default_config(sub).with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b) \
+            .with_knob(K.CUDNN_KNOB_TYPE_TILE_ROWS, r).with_knob(K.CUDNN_KNOB_TYPE_LOAD_SIZE, l)
 
     def candidates_key(self, sub):
         if sub.kind != "norm_fwd":
@@ -548,7 +577,7 @@ class NormRowsEngine(Engine):
                     tuple(preferred_bwd_knobs(sub).items()))
         n = math.prod(sub.anchor.inputs["X"].dims[1:])
         return ("fwd", n, bool(_fwd_vec(sub)), preferred_knobs(sub), kdtype(sub.anchor.outputs["Y"]),
-                bool(sub.epilogue))
+                bool(sub.epilogue), tuple(_sub_default(sub).items()))
 
     def _steps(self, sub, cfg):
         memo = sub.__dict__.setdefault("_norm_rows_steps", {})

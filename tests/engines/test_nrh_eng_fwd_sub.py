@@ -45,3 +45,19 @@ def test_nrh_sub_pruned():
     assert (1, 128, 1, 0) in ecs and (2, 256, 1, 0) in ecs
     dflt = api.get_heuristics(fwd_graph(NM.CUDNN_LAYER_NORM, dims=(4, 1024)))[0].config
     assert dflt.get(KC, 0) == 0                       # the default stays the row kernel until measured
+
+
+def test_nrh_sub_default_table(rng, monkeypatch):
+    """FWD_SUB_DEFAULT makes a sub-block config the heuristic's first where it fits, the row kernel elsewhere;
+    the row kernel's config stays among the candidates."""
+    from ncudnn.engines import norm_rows as E
+
+    monkeypatch.setattr(E, "FWD_SUB_DEFAULT", ((256, (2, 64, 2, 0)),))
+    g = fwd_graph(NM.CUDNN_LAYER_NORM, dims=(5, 256))
+    ecs = api.get_heuristics(g)
+    first = ecs[0].config
+    assert (first.get(KC), first.get(BS), first.get(TR), first.get(KS)) == (2, 64, 2, 0)
+    assert any(e.config.get(KC) == 0 and e.config.get(K.CUDNN_KNOB_TYPE_LOAD_SIZE) == 16 for e in ecs[1:])
+    _execute(g, rng, positive=("X",), ec=ecs[0])
+    long_rows = api.get_heuristics(fwd_graph(NM.CUDNN_LAYER_NORM, dims=(2, 2048)))[0].config
+    assert long_rows.get(KC, 0) == 0                  # 512 vectors > 256: the row kernel
