@@ -151,6 +151,8 @@ COLS_LABELS = ("cols", "colsv4_rev_hint", "colsv4_rev", "colsv4", "colsv1_rev", 
                "colsv4_rev_hint_fin8", "colsv4_rev_hint_fin4", "colsv4_rev_hint_fin_al", "colsv4_rev_hint_fin8_al",
                "colsv4_rev_hint_fin4_al")
 DEFAULT_COLS_VARIANT = 6
+#: the backward's own default (packed NHWC)
+DEFAULT_COLS_VARIANT_BWD = 6
 #: KERNEL_CFG values of packed NCHW batch norm: the apply pass in the statistics pass's plane order, or reversed
 PLANES_LABELS = ("planes", "planes_rev")
 DEFAULT_PLANES_VARIANT = 0
@@ -339,6 +341,10 @@ def _fast(sub, x, ct, *others):
     if compute_type([kdtype(t) for t in (x,) + others if t is not None]) != ct:
         return None
     return lay
+
+
+def _default_cols(sub):
+    return DEFAULT_COLS_VARIANT_BWD if sub.kind == "norm_bwd" else DEFAULT_COLS_VARIANT
 
 
 def _block(cfg):
@@ -549,7 +555,7 @@ class NormBatchEngine(Engine):
         cfg = super().default_config(sub)
         info = fast_info(sub)
         if info is not None and info[0][0] == "cols":
-            cfg = cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, DEFAULT_COLS_VARIANT if info[1] else 0)
+            cfg = cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, _default_cols(sub) if info[1] else 0)
         elif info is not None:
             cfg = cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, DEFAULT_PLANES_VARIANT)
         return cfg
@@ -583,6 +589,7 @@ class NormBatchEngine(Engine):
         if key[0] == "other":
             return super().candidates(sub, ctx)
         memo = self.__dict__.setdefault("_fast_candidates", {})
+        key = key + (_default_cols(sub),)
         if key in memo:
             return memo[key]
         d = self.default_config(sub)
@@ -602,7 +609,7 @@ class NormBatchEngine(Engine):
 
     def candidates_key(self, sub):
         info = fast_info(sub)
-        return ("other",) if info is None else (info[0][0], info[1])
+        return ("other",) if info is None else (info[0][0], info[1], sub.kind)
 
     def _steps(self, sub, cfg):
         memo = sub.__dict__.setdefault("_norm_batch_steps", {})
@@ -629,9 +636,12 @@ class NormBatchEngine(Engine):
         if var is not None and var[0] == 1:
             # VEC 1 colsv is not measured on the H200 yet: ranked after the cols kernels it would replace
             return self.cost(sub, cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0), device) * 1.05
-        if var is not None and len(var) > 4:
+        kc = cfg.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0)
+        if var is not None and len(var) > 4 and kc != _default_cols(sub):
             # the tree combine / aligned chunks are not measured on the H200 yet: ranked after the default
             t *= 1.02
+        if var is not None and kc == _default_cols(sub):
+            t *= 0.995
         if var is not None:
             t *= 0.97
             t *= 1.0 + abs((occ or (4 if dy is not None else 5)) - (4 if dy is not None else 5)) / 100 + abs(unr - 4) / 200

@@ -108,3 +108,18 @@ def test_bng_tree_geometry_and_default():
     sub = A.problem(gb)
     steps = eng._steps(sub, first.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, NEW[1]))[0]
     assert steps[1].grid >= 32 and steps[1].block[0] == 4
+
+
+def test_bng_backward_default_knob(monkeypatch):
+    """DEFAULT_COLS_VARIANT_BWD picks the backward's default alone (the forward keeps DEFAULT_COLS_VARIANT)
+    and the heuristics rank it first."""
+    from ncudnn.engines import heuristics
+    from ncudnn.engines import norm_batch as nb
+    with monkeypatch.context() as m:
+        m.setattr(nb, "DEFAULT_COLS_VARIANT_BWD", NEW[4])
+        heuristics.bump()            # rankings cached before are keyed by the older generation
+        gb, gf = _bwd(32, 256), _fwd(32, 256)
+        assert api.get_heuristics(gb)[0].config.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG) == NEW[4]
+        assert api.get_heuristics(gf)[0].config.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG) == DEFAULT_COLS_VARIANT
+    heuristics.bump()
+    assert api.get_heuristics(_bwd(32, 256))[0].config.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG) == nb.DEFAULT_COLS_VARIANT_BWD
