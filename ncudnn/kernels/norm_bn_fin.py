@@ -4,7 +4,9 @@ the combine of :mod:`ncudnn.kernels.norm_bn_colsv` followed by :mod:`ncudnn.kern
 Block (32, ``TY``) per 32 channels: thread (x, y) adds chunks y, y + TY, ... of the two partial-sum
 arrays (``part[j * C + c]``, ``UNROLL`` independent loads in flight), the ``TY`` partials are added in
 shared memory in a fixed order (deterministic), then thread (x, 0) computes channel c's coefficients
-with the same formulas as :mod:`ncudnn.kernels.bn_finalize`:
+with the same formulas as :mod:`ncudnn.kernels.bn_finalize`. ``cpb`` < 32: the many-block tree combine
+instead, ceil(C / cpb) blocks of (cpb channels, lanes) threads, every chunk of a lane loaded at once and
+the lanes added by a fixed-order shared-memory tree (:func:`tree_geometry`; deterministic):
 
 * forward (training; the sums are of x - K and (x - K)^2, K = ``shift[c]``): ``m1 = sum / count``,
   ``var = max(sqsum / count - m1^2, 0)``, ``mean = m1 + K``, ``inv = 1 / sqrt(var + eps)``,
