@@ -123,3 +123,15 @@ def test_bng_backward_default_knob(monkeypatch):
         assert api.get_heuristics(gf)[0].config.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG) == DEFAULT_COLS_VARIANT
     heuristics.bump()
     assert api.get_heuristics(_bwd(32, 256))[0].config.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG) == nb.DEFAULT_COLS_VARIANT_BWD
+
+
+@pytest.mark.slow
+def test_bng_kernels_compile_for_sm90():
+    """The tree combine (fwd / bwd) and the loaded-at-once tails compile for sm_90: no spills, in budget."""
+    from ncudnn.kernels import compile_check
+    names = ["bn_fin_bwd_tree8", "bn_fin_bwd_tree4", "bn_fin_fwd_tree4", "bn_colsv_partial_bwd_gtail",
+             "bn_colsv_apply_bwd_gtail", "bn_colsv_apply_fwd_gtail"]
+    assert set(names) <= set(compile_check.registered_cases())
+    results = compile_check.run_compile_check(names, timeout=1200, jobs=2)
+    failed = [r.summary() for r in results if not r.ok]
+    assert not failed and len(results) == len(names), "\n".join(failed)
