@@ -3,6 +3,7 @@ float64 oracle, and their pruning (odd rows, BF16 .cs stores, rows too long for 
 import pytest
 
 from ncudnn.engines import api
+from ncudnn.testing import size
 from ncudnn.types import (cudnnBackendKnobType_t as K, cudnnBackendNormMode_t as NM, cudnnDataType_t as DT)
 
 import mb_util as U
@@ -18,11 +19,13 @@ def _sub_ecs(g):
             for e in api.get_heuristics(g) if e.config.get(KC, 0)}
 
 
-@pytest.mark.parametrize("variant", [(1, 32, 4, 0), (4, 64, 2, 0), (2, 128, 1, 1), (4, 256, 1, 0), (5, 32, 4, 0), (6, 64, 2, 0)],
+@pytest.mark.parametrize("variant", [(1, 32, 4, 0), (4, 64, 2, 0), (2, 128, 1, 1), (4, 256, 1, 0), (5, 32, 4, 0),
+                                     (6, 64, 2, 0), (2, 64, 2, 1), (1, 32, 8, 0)],
                          ids=lambda v: "kc%d-b%d-r%d-s%d" % v)
 @pytest.mark.parametrize("mode", [NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM], ids=["layer", "rms"])
 def test_nrh_sub_variants_run(rng, mode, variant):
-    g = fwd_graph(mode, dims=(5, 4, 8, 8))        # 5 rows of 256: not a multiple of 2 or 4 rows a block
+    # 5 rows of 256: not a multiple of 2 or 4 rows a block (GPU: the benchmark's 8192 rows of 1024 and 4099 rows)
+    g = fwd_graph(mode, dims=size((5, 4, 8, 8), (4099, 1024)))
     ecs = _sub_ecs(g)
     assert variant in ecs, sorted(ecs)
     plan = _execute(g, rng, positive=("X",), ec=ecs[variant])
@@ -30,7 +33,7 @@ def test_nrh_sub_variants_run(rng, mode, variant):
 
 
 def test_nrh_sub_bf16(rng):
-    g = fwd_graph(NM.CUDNN_LAYER_NORM, dtype=DT.CUDNN_DATA_BFLOAT16, dims=(3, 256))
+    g = fwd_graph(NM.CUDNN_LAYER_NORM, dtype=DT.CUDNN_DATA_BFLOAT16, dims=size((3, 256), (8192, 2048)))
     ecs = _sub_ecs(g)
     assert not any(k[0] in (3, 4, 5, 6) for k in ecs)   # .cs stores / loads: float32 only
     _execute(g, rng, positive=("X",), tol="bfloat16", ec=ecs[(1, 64, 2, 0)])
