@@ -208,7 +208,8 @@ FWD_SUB_KCFG = {1: (True, False, False), 2: (False, False, False), 3: (True, Tru
 #: sub-block forward variants the heuristics rank right after the default: (KERNEL_CFG, BLOCK_SIZE, TILE_ROWS,
 #: STAGES); those a row does not fit (more than 32 values a thread) are pruned by keep()
 FWD_SUB_VARIANTS = ((1, 32, 4, 0), (2, 32, 4, 0), (1, 32, 4, 1), (3, 32, 4, 0), (1, 32, 8, 0), (1, 32, 2, 0),
-                    (1, 64, 2, 0), (2, 64, 2, 0), (1, 64, 2, 1), (2, 64, 2, 1), (3, 64, 2, 0), (4, 64, 2, 0), (2, 64, 1, 0),
+                    (1, 64, 2, 0), (2, 64, 2, 0), (1, 64, 2, 1), (2, 64, 2, 1), (3, 64, 2, 0), (4, 64, 2, 0),
+                    (2, 64, 1, 0),
                     (2, 64, 4, 0), (2, 128, 1, 0), (4, 128, 1, 0), (2, 128, 2, 0), (1, 128, 1, 0),
                     (2, 128, 1, 1), (2, 256, 1, 0), (4, 256, 1, 0), (1, 256, 1, 0), (5, 32, 4, 0), (6, 64, 2, 0),
                     (6, 128, 1, 0), (6, 256, 1, 0))
