@@ -21,7 +21,8 @@ vector accesses when n divides into vectors and X, Y, SCALE, BIAS declare >= 16-
 CTA_COUNT (forward, 16-byte kernel: 0 = a block per row group, c = a persistent grid of SMs x c blocks
 looping over the rows; STAGES 2 then loads the next row before this row's statistics); forward KERNEL_CFG
 1..6: the sub-block kernel (:mod:`ncudnn.kernels.norm_row_fwd_sub`: BLOCK_SIZE threads a row, TILE_ROWS rows a
-block, STAGES 1 scale / bias loaded before the reductions; see FWD_SUB_KCFG; made the default by FWD_SUB_DEFAULT). Fused backward
+block, STAGES 1 scale / bias loaded before the reductions; see FWD_SUB_KCFG; made the default by
+FWD_SUB_DEFAULT). Fused backward
 (KERNEL_CFG 1): BLOCK_SIZE threads, TILE_ROWS rows a loop step, CTA_COUNT blocks per SM, STAGES 2 (the
 next row group's loads issued before this group's reductions) or 1 (0 each: the kernel layer's choice,
 :func:`ncudnn.kernels.norm_row_bwd.fused_config`), LOAD_SIZE 16 for 16-byte accesses (rows dividing
