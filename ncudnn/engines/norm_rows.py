@@ -219,8 +219,9 @@ FWD_SUB_VARIANTS = ((1, 32, 4, 0), (2, 32, 4, 0), (1, 32, 4, 1), (3, 32, 4, 0), 
 
 
 #: the sub-block forward as the default config: entries ((max vectors a row, (KERNEL_CFG, BLOCK_SIZE, TILE_ROWS,
-#: STAGES)), ...); the first entry whose bound the row's 16-byte vector count does not exceed and that
-#: :func:`_sub_reason` accepts replaces :func:`preferred_knobs`' config (empty: the row kernel stays the default)
+#: STAGES)[, "layer" | "rms"]), ...); the first entry whose bound the row's 16-byte vector count does not exceed,
+#: whose mode (when given) matches and that :func:`_sub_reason` accepts replaces :func:`preferred_knobs`' config
+#: (empty: the row kernel stays the default)
 FWD_SUB_DEFAULT = ()
 
 
@@ -230,8 +231,9 @@ def _sub_default(sub):
     if not vec or not FWD_SUB_DEFAULT:
         return {}
     nv = math.prod(sub.anchor.inputs["X"].dims[1:]) // vec
-    for bound, (kc, b, r, st) in FWD_SUB_DEFAULT:
-        if nv <= bound:
+    mode = "rms" if NM(int(sub.anchor.mode)) == NM.CUDNN_RMS_NORM else "layer"
+    for bound, (kc, b, r, st), *only in FWD_SUB_DEFAULT:
+        if nv <= bound and (not only or only[0] == mode):
             knobs = {KC: kc, K.CUDNN_KNOB_TYPE_BLOCK_SIZE: b, K.CUDNN_KNOB_TYPE_TILE_ROWS: r, KS: st,
                      K.CUDNN_KNOB_TYPE_LOAD_SIZE: 16, KW: 0}
             probe = Config("norm_rows", tuple(sorted((int(k), v) for k, v in knobs.items())))

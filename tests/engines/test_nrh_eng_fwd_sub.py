@@ -64,3 +64,8 @@ def test_nrh_sub_default_table(rng, monkeypatch):
     _execute(g, rng, positive=("X",), ec=ecs[0])
     long_rows = api.get_heuristics(fwd_graph(NM.CUDNN_LAYER_NORM, dims=(2, 2048)))[0].config
     assert long_rows.get(KC, 0) == 0                  # 512 vectors > 256: the row kernel
+    monkeypatch.setattr(E, "FWD_SUB_DEFAULT", ((256, (6, 32, 4, 0), "rms"), (256, (1, 64, 2, 1))))
+    ln = api.get_heuristics(fwd_graph(NM.CUDNN_LAYER_NORM, dims=(3, 512)))[0].config
+    rms = api.get_heuristics(fwd_graph(NM.CUDNN_RMS_NORM, dims=(3, 512)))[0].config
+    assert (ln.get(KC), ln.get(BS), ln.get(TR), ln.get(KS)) == (1, 64, 2, 1)
+    assert (rms.get(KC), rms.get(BS), rms.get(TR), rms.get(KS)) == (6, 32, 4, 0)
