@@ -53,8 +53,11 @@ def test_nrh_sub_pruned():
 def test_nrh_sub_default_table(rng, monkeypatch):
     """FWD_SUB_DEFAULT makes a sub-block config the heuristic's first where it fits, the row kernel elsewhere;
     the row kernel's config stays among the candidates."""
+    from ncudnn.engines import heuristics
     from ncudnn.engines import norm_rows as E
 
+    # rankings are cached per problem and heuristics generation: a generation of this test's own, restored after
+    monkeypatch.setattr(heuristics, "generation", heuristics.generation + 7919001)
     monkeypatch.setattr(E, "FWD_SUB_DEFAULT", ((256, (2, 64, 2, 0)),))
     g = fwd_graph(NM.CUDNN_LAYER_NORM, dims=(5, 256))
     ecs = api.get_heuristics(g)
@@ -64,6 +67,7 @@ def test_nrh_sub_default_table(rng, monkeypatch):
     _execute(g, rng, positive=("X",), ec=ecs[0])
     long_rows = api.get_heuristics(fwd_graph(NM.CUDNN_LAYER_NORM, dims=(2, 2048)))[0].config
     assert long_rows.get(KC, 0) == 0                  # 512 vectors > 256: the row kernel
+    monkeypatch.setattr(heuristics, "generation", heuristics.generation + 1)
     monkeypatch.setattr(E, "FWD_SUB_DEFAULT", ((256, (6, 32, 4, 0), "rms"), (256, (1, 64, 2, 1))))
     ln = api.get_heuristics(fwd_graph(NM.CUDNN_LAYER_NORM, dims=(3, 512)))[0].config
     rms = api.get_heuristics(fwd_graph(NM.CUDNN_RMS_NORM, dims=(3, 512)))[0].config
