@@ -62,11 +62,13 @@ def _first(mode, dims, **kw):
 
 @pytest.mark.parametrize("mode", [NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM], ids=["layer", "rms"])
 def test_default_is_the_measured_vector_config(mode):
-    """The heuristic's first config (no kernel runs: the shapes are the H200 benchmark's)."""
-    assert _first(mode, (8192, 1024)) == ("norm_rows", (128, 0, 16))
+    """The heuristic's first config (no kernel runs: the shapes are the H200 benchmark's). RMS rows up to 1024
+    FP32 columns take the sub-block kernel (norm_rows.FWD_SUB_DEFAULT: a warp a row, 4 rows a block)."""
+    rms = mode == NM.CUDNN_RMS_NORM
+    assert _first(mode, (8192, 1024)) == ("norm_rows", (32, 4, 16) if rms else (128, 0, 16))
     assert _first(mode, (8192, 2048)) == ("norm_rows", (128, 0, 16))
     assert _first(mode, (8192, 4096)) == ("norm_rows", (256, 0, 16))
-    assert _first(mode, (64, 8, 16)) == ("norm_rows", (32, 0, 16))        # 128 floats: warp per row
+    assert _first(mode, (64, 8, 16)) == ("norm_rows", (32, 4, 16) if rms else (32, 0, 16))   # 128 floats: warp per row
     assert _first(mode, (8, 16384)) == ("norm_rows", (0, 0, 0))           # too long for registers
     assert _first(mode, (64, 1022)) == ("norm_rows", (0, 0, 0))           # no 16-byte vectors
 

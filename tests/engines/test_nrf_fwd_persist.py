@@ -25,7 +25,7 @@ def test_persistent_forward(rng, mode, block, rpb, stages):
     n = 960 if block == 256 else 512
     rows = size(9, 1000)               # more row groups than SMs x 1 block (2 simulated SMs, 132 on an H200)
     g = fwd_graph(mode, dims=(rows, n), bias=mode == NM.CUDNN_LAYER_NORM)
-    cfg = api.get_heuristics(g)[0].config.with_knob(KB, block).with_knob(KR, rpb).with_knob(KL, 16).with_knob(KW, 1) \
+    cfg = api.get_heuristics(g)[0].config.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0).with_knob(KB, block).with_knob(KR, rpb).with_knob(KL, 16).with_knob(KW, 1) \
         .with_knob(KS, stages)
     plan = _execute(g, rng, positive=("X",), ec=cfg)
     step = plan.parts[0].steps[0]

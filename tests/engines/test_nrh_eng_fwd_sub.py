@@ -47,7 +47,9 @@ def test_nrh_sub_pruned():
     assert not any(k[1] in (32, 64) for k in ecs)     # > 32 values a thread
     assert (1, 128, 1, 0) in ecs and (2, 256, 1, 0) in ecs
     dflt = api.get_heuristics(fwd_graph(NM.CUDNN_LAYER_NORM, dims=(4, 1024)))[0].config
-    assert dflt.get(KC, 0) == 0                       # the default stays the row kernel until measured
+    assert dflt.get(KC, 0) == 0                       # layer norm keeps the row kernel (measured)
+    rms = api.get_heuristics(fwd_graph(NM.CUDNN_RMS_NORM, dims=(4, 1024)))[0].config
+    assert (rms.get(KC), rms.get(BS), rms.get(TR), rms.get(KS)) == (2, 32, 4, 1)   # the H200's fastest for RMS
 
 
 def test_nrh_sub_default_table(rng, monkeypatch):
