@@ -6,7 +6,6 @@ from ncudnn.engines import api
 from ncudnn.testing import size
 from ncudnn.types import (cudnnBackendKnobType_t as K, cudnnBackendNormMode_t as NM, cudnnDataType_t as DT)
 
-import mb_util as U
 from test_eng_norm_batch import _execute
 from test_eng_norm_rows import fwd_graph
 
