@@ -13,15 +13,8 @@ from ..platform import simulator_enabled
 __all__ = ["ld4cs", "st4cs"]
 
 if simulator_enabled():
-    def ld4cs(arr, i):
-        if i % 4:
-            raise ValueError(f"ld4cs: element offset {i} is not a multiple of 4")
-        return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
-
-    def st4cs(arr, i, a, b, c, d):
-        if i % 4:
-            raise ValueError(f"st4cs: element offset {i} is not a multiple of 4")
-        arr[i], arr[i + 1], arr[i + 2], arr[i + 3] = a, b, c, d
+    # no cache hints in the simulator: the plain 16-byte access's fallback (four reads / writes, offset checked)
+    from .resample_vec import ld4 as ld4cs, st4 as st4cs  # noqa: F401
 else:
     from llvmlite import ir
     from numba.cuda import cgutils, types
