@@ -108,8 +108,8 @@ def _fwd_variants():
 
 
 def _sub_variants(cols, rms=False):
-    """The sub-block forward (KERNEL_CFG 1..6: 1 two-pass stats, 2 shifted one-pass, 3 / 4 the same with .cs
-    stores, 5 / 6 with .cs stores and .cs loads of x; BLOCK threads a row, ROWS rows a block, STAGES 1 scale / bias loaded before the reductions),
+    """The sub-block forward (KERNEL_CFG 1..8: 1 two-pass stats, 2 shifted one-pass, 3 / 4 the same with .cs
+    stores, 5 / 6 with .cs stores and .cs loads of x, 7 / 8 with .cs loads of x only; BLOCK threads a row, ROWS rows a block, STAGES 1 scale / bias loaded before the reductions),
     after the default and its equivalent in the new kernel."""
     if cols <= 1024:
         geoms = [(1, 32, 4, 0), (2, 32, 4, 0), (1, 32, 4, 1), (3, 32, 4, 0), (1, 32, 8, 0), (1, 64, 2, 0),
@@ -122,7 +122,20 @@ def _sub_variants(cols, rms=False):
     return [dict()] + [{KC: kc, KB: b, KR: r, KS: st, KL: 16} for kc, b, r, st in geoms]
 
 
+def _csx_variants(rms=False):
+    """x loaded with the streaming hint, y stored plainly (KERNEL_CFG 7 / 8), beside their plain twins."""
+    geoms = [(2, 128, 1, 0), (8, 128, 1, 0), (2, 128, 1, 1), (8, 128, 1, 1), (7, 128, 1, 0), (2, 32, 4, 1),
+             (8, 32, 4, 1), (2, 64, 2, 0), (8, 64, 2, 0), (8, 64, 1, 0), (8, 256, 1, 0)]
+    if rms:
+        geoms = list(dict.fromkeys((kc + kc % 2, b, r, st) for kc, b, r, st in geoms))
+    return [dict()] + [{KC: kc, KB: b, KR: r, KS: st, KL: 16} for kc, b, r, st in geoms]
+
+
 GROUPS = {
+    "csx_ln": ("LayerNorm fwd training FP32 8192x1024, .cs loads of x", lambda: case("layernorm_fwd", 8192, 1024),
+               _csx_variants()),
+    "csx_rms": ("RMSNorm fwd training FP32 8192x1024, .cs loads of x", lambda: case("rmsnorm_fwd", 8192, 1024),
+                _csx_variants(True)),
     "bwd4096": ("LayerNorm bwd FP32 8192x4096 (dx, dscale, dbias)", lambda: case("layernorm_bwd", 8192, 4096),
                 _bwd_variants(4096)),
     "bwd1024": ("LayerNorm bwd FP32 8192x1024 (dx, dscale, dbias)", lambda: case("layernorm_bwd", 8192, 1024),

@@ -20,7 +20,7 @@ rows a block, 0 = the kernel layer's 4); LOAD_SIZE (forward: 0 = an element per 
 vector accesses when n divides into vectors and X, Y, SCALE, BIAS declare >= 16-byte alignment);
 CTA_COUNT (forward, 16-byte kernel: 0 = a block per row group, c = a persistent grid of SMs x c blocks
 looping over the rows; STAGES 2 then loads the next row before this row's statistics); forward KERNEL_CFG
-1..6: the sub-block kernel (:mod:`ncudnn.kernels.norm_row_fwd_sub`: BLOCK_SIZE threads a row, TILE_ROWS rows a
+1..8: the sub-block kernel (:mod:`ncudnn.kernels.norm_row_fwd_sub`: BLOCK_SIZE threads a row, TILE_ROWS rows a
 block, STAGES 1 scale / bias loaded before the reductions; see FWD_SUB_KCFG; made the default by
 FWD_SUB_DEFAULT). Fused backward
 (KERNEL_CFG 1): BLOCK_SIZE threads, TILE_ROWS rows a loop step, CTA_COUNT blocks per SM, STAGES 2 (the
@@ -202,11 +202,11 @@ BWD_FUSED_VARIANTS = ((0, 0, 0), (128, 2, 0), (128, 4, 0), (256, 1, 0), (256, 2,
 #: forward CTA_COUNT values (persistent grids of SMs x CTA_COUNT blocks) ranked after the default
 FWD_PERSIST_CTAS = (4, 8, 16)
 
-#: forward KERNEL_CFG values: 0 the row kernel of :mod:`ncudnn.kernels.norm_row`; 1..6 the sub-block
+#: forward KERNEL_CFG values: 0 the row kernel of :mod:`ncudnn.kernels.norm_row`; 1..8 the sub-block
 #: kernel (:mod:`ncudnn.kernels.norm_row_fwd_sub`, BLOCK_SIZE threads a row, TILE_ROWS rows a block,
 #: STAGES 1 = scale / bias loaded before the reductions), as (two-pass statistics, .cs stores, .cs loads of X)
 FWD_SUB_KCFG = {1: (True, False, False), 2: (False, False, False), 3: (True, True, False), 4: (False, True, False),
-                5: (True, True, True), 6: (False, True, True)}
+                5: (True, True, True), 6: (False, True, True), 7: (True, False, True), 8: (False, False, True)}
 
 #: sub-block forward variants the heuristics rank right after the default: (KERNEL_CFG, BLOCK_SIZE, TILE_ROWS,
 #: STAGES); those a row does not fit (more than 32 values a thread) are pruned by keep()
@@ -215,7 +215,8 @@ FWD_SUB_VARIANTS = ((1, 32, 4, 0), (2, 32, 4, 0), (1, 32, 4, 1), (3, 32, 4, 0), 
                     (2, 64, 1, 0),
                     (2, 64, 4, 0), (2, 128, 1, 0), (4, 128, 1, 0), (2, 128, 2, 0), (1, 128, 1, 0),
                     (2, 128, 1, 1), (2, 256, 1, 0), (4, 256, 1, 0), (1, 256, 1, 0), (5, 32, 4, 0), (6, 64, 2, 0),
-                    (6, 128, 1, 0), (6, 256, 1, 0))
+                    (6, 128, 1, 0), (6, 256, 1, 0), (8, 128, 1, 0), (8, 128, 1, 1), (7, 128, 1, 0), (8, 32, 4, 1),
+                    (8, 64, 2, 0), (8, 256, 1, 0))
 
 
 #: the sub-block forward as the default config: entries ((max vectors a row, (KERNEL_CFG, BLOCK_SIZE, TILE_ROWS,
@@ -251,7 +252,7 @@ def _sub_rows(cfg):
 
 
 def _sub_reason(sub, cfg):
-    """Why a sub-block forward config (KERNEL_CFG 1..6) cannot run here (None: it can)."""
+    """Why a sub-block forward config (KERNEL_CFG 1..8) cannot run here (None: it can)."""
     if _kcfg(cfg) not in FWD_SUB_KCFG:
         return f"forward KERNEL_CFG {_kcfg(cfg)} is not 0 or one of {sorted(FWD_SUB_KCFG)}"
     vec = _fwd_vec(sub)
@@ -269,7 +270,7 @@ def _sub_reason(sub, cfg):
     if FWD_SUB_KCFG[_kcfg(cfg)][1] and (vec != 4 or kdtype(sub.anchor.outputs["Y"]) != "float32" or sub.epilogue):
         return "forward KERNEL_CFG 3 .. 6 (.cs stores) need a float32 Y with no epilogue"
     if FWD_SUB_KCFG[_kcfg(cfg)][2] and kdtype(sub.anchor.inputs["X"]) != "float32":
-        return "forward KERNEL_CFG 5 / 6 (.cs loads) need a float32 X"
+        return "forward KERNEL_CFG 5 to 8 (.cs loads) need a float32 X"
     return None
 
 
@@ -479,7 +480,7 @@ class NormRowsEngine(Engine):
                 KnobSpec(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 0, 16, 16, 0))
         if sub is not None and getattr(sub, "kind", None) == "norm_bwd":
             return base + (KnobSpec(KC, 0, 1, 1, 0), KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0))
-        return base + (KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0), KnobSpec(KC, 0, 6, 1, 0))
+        return base + (KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0), KnobSpec(KC, 0, max(FWD_SUB_KCFG), 1, 0))
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
