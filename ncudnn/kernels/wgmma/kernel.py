@@ -31,7 +31,9 @@ Per block:
    ``EARLY = 1``: the loads run STAGES - 1 tiles ahead instead: after the commit, ``wait_group 1`` and a
    barrier (tile kt - 1's wgmma retired in every warpgroup), then tile kt + STAGES - 1 into its slot;
 4. epilogue: ``wait_group 0``, the f32 tile staged in shared memory (rows padded by STAGE_PAD), then
-   each thread walks the tile (consecutive threads, consecutive columns) through ``epi``.
+   (``EPI = 1``, :mod:`.epi_vec`) each thread takes 16-byte column groups of it through the chain and
+   stores each group as one 16-byte vector (C layouts that allow it; otherwise, and with ``EPI = 0``,
+   each thread walks the tile one output at a time, consecutive threads on consecutive columns).
 
 Shared layouts (:mod:`.layout`): K-major operands as rows of 64 k (128 bytes, chunk c of row r at
 c ^ (r % 8)), SBO = 1024; MN-major operands as 64-element panels of 64 k rows, LBO = 8192 (next panel),
@@ -45,6 +47,7 @@ from .. import dtypes as dt
 from .. import epilogue as ep
 from .. import ptx
 from ..tc_gemm.kernel import FUSED_ARGS
+from . import epi_vec
 from . import ptx as wp
 from .config import BLOCK_K, STAGE_PAD, WgmmaConfig, check, smem_bytes, stage_bytes
 from .layout import SWIZZLE_128B, desc_const
@@ -226,13 +229,6 @@ def _source(cfg, a_kmajor, b_kmajor):
     w("    zc = z1 * c_z1 + z2 * c_z2")
     w("    zb = z * bias_z")
     w("    zr = z1 * res_z1 + z2 * res_z2")
-    w(f"    for e in range(tid, {BM * BN}, {NT}):")
-    w(f"        rl = e // {BN}")
-    w(f"        cl = e - rl * {BN}")
-    w("        rr = m0 + rl")
-    w("        cc = n0 + cl")
-    w("        if (rr < M) & (cc < N):")
-    w(f"            v = smf[fe + rl * {RS} + cl]")
     return L
 
 
@@ -261,14 +257,23 @@ def make_wgmma_gemm(cfg=None, a_kmajor=True, b_kmajor=True, in_dtype="bfloat16",
         raise ValueError(f"wgmma GEMM output must be bfloat16, float16 or float32, got {epi.out_dtype}")
     L = _source(cfg, a_kmajor, b_kmajor)
     bias = epi.bias_axis
-    bo = {"col": "zb + int64(cc) * bias_i", "row": "zb + int64(rr) * bias_i"}.get(bias, "zb")
-    ro = "zr + int64(rr) * res_m + int64(cc) * res_n" if epi.has_residual else "zr"
-    L.append(f"            epi(v, c, zc + int64(rr) * ldc_m + int64(cc) * ldc_n, bias, {bo}, res, {ro}, alpha, beta)")
+
+    def bo(r, c):
+        return {"col": f"zb + int64({c}) * bias_i", "row": f"zb + int64({r}) * bias_i"}.get(bias, "zb")
+
+    def ro(r, c):
+        return f"zr + int64({r}) * res_m + int64({c}) * res_n" if epi.has_residual else "zr"
+    RS = cfg.BLOCK_N + STAGE_PAD
+    if cfg.EPI:
+        epi_vec.emit(L.append, cfg, epi.out_dtype, bo, ro, RS)
+    else:
+        epi_vec.emit_scalar_walk(L.append, cfg, "    ", bo, ro, RS)
     src = "\n".join(L) + "\n"
     g = {"cuda": cuda, "ptx": ptx, "wp": wp, "float32": float32, "int32": int32, "int64": int64,
          "uint16": uint16, "mma": wp.get_wgmma(cfg.BLOCK_N, ab, not a_kmajor, not b_kmajor),
          "cpa": wp.get_cp_async_l2(cfg.L2PF) if cfg.L2PF else ptx.cp_async_cg_16_zfill,
-         "epi": ep.build(epi, bias_dtype, res_dtype).fn}
+         "epi": ep.build(epi, bias_dtype, res_dtype).fn, "epv": epi_vec.value_fn(epi, bias_dtype, res_dtype),
+         "lds4": epi_vec.lds4, "stg4": epi_vec.stg4, "vaddr": epi_vec.vaddr}
     exec(compile(src, f"<wgmma_gemm {cfg.name}>", "exec"), g)
     fn = g["wgmma_gemm"]
     fn.__module__ = __name__

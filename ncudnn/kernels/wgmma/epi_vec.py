@@ -1,0 +1,212 @@
+"""The wgmma GEMM's vector epilogue: the staged f32 tile to C in 16-byte coalesced stores.
+
+``emit(w, cfg, epi, bias_expr, res_expr)`` writes the kernel lines that follow the staged tile (f32,
+rows of ``BLOCK_N + STAGE_PAD`` in ``smf`` from float offset ``fe``). Each thread owns a column group of
+VW = 16 / itemsize(C) consecutive outputs (8 for BF16 / FP16, 4 for FP32) and walks the tile's rows,
+``NT / (BLOCK_N / VW)`` rows apart; a warp covers 32 consecutive groups (512 contiguous bytes of a C row
+at BLOCK_N 256). Per group: the VW staged floats in 16-byte shared loads (BF16 / FP16: the two halves in
+a lane-dependent order, so that the 8 lanes of each quarter-warp hit distinct banks), the epilogue chain
+per value (:func:`value_fn`: alpha / beta, bias, pointwise, residual, no store), the values packed
+(``cvt.rn.bf16x2`` / ``f16x2``) and one ``st.global.v4.b32``.
+
+The vector path runs when C allows it (checked once per block at run time: unit column stride, row and
+batch strides multiples of VW, C 16-byte aligned); a column group straddling N is stored element by
+element through the storing epilogue, and other C layouts take the element walk (one output per thread
+per step, consecutive threads on consecutive columns).
+
+Device helpers: ``lds4(arr, i)`` -> 4 float32 (one 16-byte load of a 1-D float32 shared array at a
+16-byte aligned index), ``stg4(arr, i, w0, w1, w2, w3)`` (four uint32 or four float32 words to a 1-D
+16- or 32-bit global array at ``arr[i]``, one 16-byte store; the caller guarantees the alignment).
+Under the CUDA simulator they are element-wise Python.
+"""
+from numba import cuda
+
+from ...platform import simulator_enabled
+from .. import dtypes, pointwise_ops
+from ..gemm.vec import addr as vaddr
+
+__all__ = ["lds4", "stg4", "vaddr", "value_fn", "vec_width", "emit", "emit_scalar_walk"]
+
+SIM = simulator_enabled()
+
+if SIM:
+    import numpy as np
+
+    def lds4(arr, i):
+        return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
+
+    def stg4(arr, i, w0, w1, w2, w3):
+        words = [w0, w1, w2, w3]
+        kind = np.float32 if isinstance(w0, (float, np.floating)) else np.uint32
+        vals = np.array([kind(x) if kind is np.float32 else int(x) & 0xFFFFFFFF for x in words], kind)
+        view = vals.view(np.asarray(getattr(arr, "_ary", arr)).dtype)
+        for j in range(view.shape[0]):
+            arr[i + j] = view[j]
+else:
+    from llvmlite import ir
+    from numba.cuda import cgutils, types
+    from numba.cuda.extending import intrinsic
+
+    def _ptr(context, builder, aryty, ary_val, idx_val, idx_type):
+        ary = context.make_array(aryty)(context, builder, value=ary_val)
+        i = context.cast(builder, idx_val, idx_type, types.intp)
+        return cgutils.get_item_pointer(context, builder, aryty, ary, [i], wraparound=False)
+
+    @intrinsic
+    def _lds4(typingctx, arr, i):
+        if not isinstance(arr, types.Array) or arr.dtype != types.float32 or arr.ndim != 1:
+            return None
+        sig = types.UniTuple(types.float32, 4)(arr, i)
+
+        def codegen(context, builder, sig, args):
+            ptr = _ptr(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+            v4 = ir.VectorType(ir.FloatType(), 4)
+            vec = builder.load(builder.bitcast(ptr, v4.as_pointer(ptr.type.addrspace)), align=16)
+            vals = [builder.extract_element(vec, ir.Constant(ir.IntType(32), j)) for j in range(4)]
+            return context.make_tuple(builder, sig.return_type, vals)
+        return sig, codegen
+
+    @intrinsic
+    def _stg4(typingctx, arr, i, w0, w1, w2, w3):
+        if not isinstance(arr, types.Array) or arr.ndim != 1 or arr.dtype.bitwidth not in (16, 32):
+            return None
+        if w0 not in (types.uint32, types.float32) or any(w != w0 for w in (w1, w2, w3)):
+            return None
+        sig = types.void(arr, i, w0, w1, w2, w3)
+
+        def codegen(context, builder, sig, args):
+            ptr = _ptr(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+            gptr = builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, 1))
+            et = ir.FloatType() if sig.args[2] == types.float32 else ir.IntType(32)
+            v4 = ir.VectorType(et, 4)
+            vec = ir.Constant(v4, ir.Undefined)
+            for j in range(4):
+                vec = builder.insert_element(vec, args[2 + j], ir.Constant(ir.IntType(32), j))
+            builder.store(vec, builder.bitcast(gptr, v4.as_pointer(1)), align=16)
+            return context.get_dummy_value()
+        return sig, codegen
+
+    @cuda.jit(device=True, inline=True)
+    def lds4(arr, i):
+        return _lds4(arr, i)
+
+    @cuda.jit(device=True, inline=True)
+    def stg4(arr, i, w0, w1, w2, w3):
+        _stg4(arr, i, w0, w1, w2, w3)
+
+
+_CACHE = {}
+
+
+def value_fn(spec, bias_dtype="float32", res_dtype="float32"):
+    """Device function ``f(v, out, o_off, bias, b_off, res, r_off, alpha, beta) -> float32``: the chain of
+    the f32 EpilogueSpec ``spec`` (alpha, beta * out[o_off] when beta != 0, its steps) without the store."""
+    key = (spec, dtypes.dtype_name(bias_dtype), dtypes.dtype_name(res_dtype))
+    if key in _CACHE:
+        return _CACHE[key]
+    L = ["def epv(v, out, o_off, bias, b_off, res, r_off, alpha, beta):",
+         "    v = float32(alpha) * v",
+         "    if beta != 0:",
+         "        v = v + float32(beta) * ld_out(out, o_off)"]
+    for step in spec.steps:
+        if step[0] == "bias":
+            L.append("    v = v + ld_bias(bias, b_off)")
+        elif step[0] == "scale":
+            L.append(f"    v = v * {pointwise_ops.lit(step[1], 'float32')}")
+        elif step[0] == "pointwise":
+            L.append(f"    v = {pointwise_ops.expr(step[1], ['v'], dict(step[2]), 'float32')}")
+        elif step[0] == "residual":
+            L.append("    r = ld_res(res, r_off)")
+            L.append(f"    v = {pointwise_ops.expr(step[1], ['v', 'r'], dict(step[2]), 'float32')}")
+        else:
+            raise ValueError(f"unknown epilogue step {step!r}")
+    L.append("    return float32(v)")
+    g = dict(pointwise_ops.expr_globals())
+    g.update(ld_out=dtypes.loader(spec.out_dtype, "float32"), ld_bias=dtypes.loader(key[1], "float32"),
+             ld_res=dtypes.loader(key[2], "float32"))
+    exec(compile("\n".join(L) + "\n", "<wgmma value epilogue>", "exec"), g)
+    fn = cuda.jit(device=True, inline=True)(g["epv"])
+    _CACHE[key] = fn
+    return fn
+
+
+def vec_width(out_dtype):
+    """Outputs per 16-byte store: 8 for BF16 / FP16, 4 for FP32."""
+    return 16 // (4 if dtypes.dtype_name(out_dtype) == "float32" else 2)
+
+
+#: pack of two f32 values into one 32-bit word of C, per output type
+PACK = {"bfloat16": "ptx.pack_bf16x2", "float16": "ptx.pack_f16x2"}
+
+
+def emit_scalar_walk(w, cfg, ind, bias_expr, res_expr, RS):
+    """The element walk: consecutive threads on consecutive columns, ``epi`` (storing) per output."""
+    BM, BN, NT = cfg.BLOCK_M, cfg.BLOCK_N, cfg.threads
+    w(f"{ind}for e in range(tid, {BM * BN}, {NT}):")
+    w(f"{ind}    rl = e // {BN}")
+    w(f"{ind}    cl = e - rl * {BN}")
+    w(f"{ind}    rr = m0 + rl")
+    w(f"{ind}    cc = n0 + cl")
+    w(f"{ind}    if (rr < M) & (cc < N):")
+    w(f"{ind}        v = smf[fe + rl * {RS} + cl]")
+    w(f"{ind}        epi(v, c, zc + int64(rr) * ldc_m + int64(cc) * ldc_n, bias, {bias_expr('rr', 'cc')}, res, "
+      f"{res_expr('rr', 'cc')}, alpha, beta)")
+
+
+def emit(w, cfg, out_dtype, bias_expr, res_expr, RS):
+    """Kernel lines of the epilogue after the staged tile: the vector path when C allows it, else the
+    element walk. ``bias_expr(r, c)`` / ``res_expr(r, c)``: source of the bias / residual offsets of
+    output (r, c); ``RS``: the staged row stride in floats."""
+    BM, BN, NT = cfg.BLOCK_M, cfg.BLOCK_N, cfg.threads
+    out = dtypes.dtype_name(out_dtype)
+    VW = vec_width(out)
+    CPR = BN // VW                         # column groups per tile row
+    m = VW - 1
+    w(f"    vok = (ldc_n == 1) & ((ldc_m & {m}) == 0) & ((c_z1 & {m}) == 0) & ((c_z2 & {m}) == 0) "
+      f"& ((vaddr(c) & 15) == 0)")
+    w("    if vok:")
+    stepped = NT % CPR == 0
+    if stepped:   # a thread's column group is fixed; its rows NT / CPR apart
+        RSTEP = NT // CPR
+        w(f"        rl0 = tid // {CPR}")
+        w(f"        cl = (tid - rl0 * {CPR}) * {VW}")
+        w(f"        for it in range({(BM + RSTEP - 1) // RSTEP}):")
+        w(f"            rl = rl0 + it * {RSTEP}")
+        ind = "            "
+    else:
+        w(f"        for e in range(tid, {BM * CPR}, {NT}):")
+        w(f"            rl = e // {CPR}")
+        w(f"            cl = (e - rl * {CPR}) * {VW}")
+        ind = "            "
+    w(f"{ind}rr = m0 + rl")
+    w(f"{ind}cc = n0 + cl")
+    w(f"{ind}if (rr < M) & (rl < {BM}):" if stepped and BM % (NT // CPR) else f"{ind}if rr < M:")
+    i2 = ind + "    "
+    w(f"{i2}so = fe + rl * {RS} + cl")
+    w(f"{i2}o = zc + int64(rr) * ldc_m + cc")
+    w(f"{i2}if cc + {VW} <= N:")
+    i3 = i2 + "    "
+    if VW == 8:   # halves in the order (tid >> 2) & 1: quarter-warp lanes on distinct 16-byte bank groups
+        w(f"{i3}hs = (tid >> 2) & 1")
+        w(f"{i3}p0, p1, p2, p3 = lds4(smf, so + 4 * hs)")
+        w(f"{i3}q0, q1, q2, q3 = lds4(smf, so + 4 - 4 * hs)")
+        for j in range(4):
+            w(f"{i3}s{j} = q{j} if hs else p{j}")
+            w(f"{i3}s{j + 4} = p{j} if hs else q{j}")
+    else:
+        w(f"{i3}s0, s1, s2, s3 = lds4(smf, so)")
+    for j in range(VW):
+        w(f"{i3}x{j} = epv(s{j}, c, o + {j}, bias, {bias_expr('rr', f'cc + {j}')}, res, "
+          f"{res_expr('rr', f'cc + {j}')}, alpha, beta)")
+    if VW == 8:
+        pk = PACK[out]
+        w(f"{i3}stg4(c, o, {', '.join(f'{pk}(x{2 * j}, x{2 * j + 1})' for j in range(4))})")
+    else:
+        w(f"{i3}stg4(c, o, x0, x1, x2, x3)")
+    w(f"{i2}elif cc < N:")
+    for j in range(VW):
+        w(f"{i3}if cc + {j} < N:")
+        w(f"{i3}    epi(smf[so + {j}], c, o + {j}, bias, {bias_expr('rr', f'cc + {j}')}, res, "
+          f"{res_expr('rr', f'cc + {j}')}, alpha, beta)")
+    w("    else:")
+    emit_scalar_walk(w, cfg, "        ", bias_expr, res_expr, RS)
