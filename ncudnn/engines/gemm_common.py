@@ -617,8 +617,9 @@ def argtypes(args):
 class BlockLaunch:
     """A BlockKernels compiled through the kernel cache; :meth:`launches` prepares its launch sequence.
     The split-K reduce sums ``bk.reduce_shape(nb)`` slices (the batch's too with ``bk.sum_batch``):
-    from ``splitk.WIDE_FROM`` slices through the wide reduce (``splitk.make_reduce_wide``: 32 outputs x
-    16 slice rows a block, 4 loads in flight per thread), below that one thread per output."""
+    from ``splitk.WIDE_FROM`` slices through the wide reduce (``splitk.make_reduce_wide``: 4 outputs a
+    thread, 16-byte loads, 8 slices' loads in flight; ``splitk.wide_grid`` picks its layout), below that
+    one thread per output."""
 
     def __init__(self, key, bk, typing_packed):
         self.bk, self.cfg = bk, bk.cfg
@@ -672,7 +673,7 @@ class BlockLaunch:
             total = out_nb * M * N
             r_args_ = (ws, slices, o_args, bias_args, r_args, out_nb, M, N, f(alpha), f(beta))
             if slices >= splitk.WIDE_FROM:
-                out.append(self._wide().prepare(*splitk.wide_grid(total), r_args_))
+                out.append(self._wide().prepare(*splitk.wide_grid(total, splits=slices), r_args_))
             else:
                 out.append(self.reduce.prepare(max(1, -(-total // splitk.REDUCE_THREADS)), splitk.REDUCE_THREADS,
                                                r_args_))

@@ -12,7 +12,10 @@
   adds ``alpha * partial``. Only for a linear epilogue (alpha/beta) and fp32/fp64 outputs.
 """
 import numpy as np
-from numba import cuda, float32, float64, uint64
+from numba import cuda, float32, float64, int64, uint64
+
+from ...platform import simulator_enabled
+from .vec import addr, ldg4
 
 _CACHE = {}
 REDUCE_THREADS = 256
@@ -99,16 +102,312 @@ def make_reduce(OUT, EPI, ftype="float32"):
     return reduce_kernel
 
 
-#: slice groups (warps) per block of the wide reduce: 16 x 32 = 512 threads
+#: slice groups of the wide reduce: group r sums slices r, r + WIDE_ROWS, ... (the summation order)
 WIDE_ROWS = 16
 #: slices from which the launchers use the wide reduce
 WIDE_FROM = 8
+#: threads a block of the wide reduce's flat layout (one thread: 4 outputs, every slice)
+WIDE_FLAT_THREADS = 256
+#: outputs from which :func:`wide_grid` picks the flat layout whatever the slice count
+WIDE_FLAT_FROM = 1 << 19
 
 
-def make_reduce_wide(OUT, EPI, ftype="float32", rows=WIDE_ROWS):
+def make_reduce_wide(OUT, EPI, ftype="float32", rows=WIDE_ROWS, store_mode="direct"):
     """kernel(ws, splits, o_args, bias_args, r_args, batch, M, N, alpha, beta) like :func:`make_reduce`,
-    launched with :func:`wide_grid` blocks of ``32 * rows`` threads."""
-    key = ("reduce_wide", OUT.key, EPI.key, ftype, rows)
+    launched as :func:`wide_grid` says. Every thread owns 4 outputs of a warp's 128 consecutive ones:
+    with N % 4 == 0 and a 16-byte aligned workspace (float32) outputs 4 * lane .. + 3, each slice read
+    as one 16-byte load; otherwise outputs lane, lane + 32, lane + 64, lane + 96 (4-byte loads, still
+    128 bytes a warp). Two layouts, told apart by the block size:
+
+    * flat (``WIDE_FLAT_THREADS`` threads, 1024 outputs a block): one thread sums every slice of its
+      outputs, 8 slices' loads issued before their adds (4 with more slices than ``rows``);
+    * rows (``32 * rows`` threads, 128 outputs a block): warp r sums group r (slices r, r + rows, ...),
+      warp 0 adds the groups through shared memory: for few outputs and many slices.
+
+    The sum is the same in both and deterministic: group r's slices go to four accumulators in turn
+    (r, r + rows, r + 2 rows, r + 3 rows; then again), a group's partial is (a0 + a1) + (a2 + a3), the
+    output adds the group partials 0, 1, ..., rows - 1 in order. Up to ``rows`` slices that is the
+    plain sequence slice 0, 1, 2, ... (the narrow reduce's order). ``store_mode`` "direct": each
+    thread stores its own 4 outputs; "transpose": the vector path's sums pass through shared memory
+    so that a warp's 32 stores of one instruction are 32 consecutive outputs."""
+    assert 32 * rows != WIDE_FLAT_THREADS and store_mode in ("direct", "transpose")
+    key = ("reduce_wide2", OUT.key, EPI.key, ftype, rows, store_mode)
+    if key in _CACHE:
+        return _CACHE[key]
+    ACC = float64 if ftype == "float64" else float32
+    ROWS, FLAT_T, TRANSPOSE = rows, WIDE_FLAT_THREADS, store_mode == "transpose"
+    BUF_W = max(ROWS, FLAT_T // 32) if TRANSPOSE else 1      # warps of a block, either layout
+    store = make_store(OUT, EPI, ftype)
+    if ftype == "float32":
+        ldv = _ld_vec
+    else:
+        ldv = _ld_contig
+
+    @cuda.jit(device=True, inline=True)
+    def ld(ws, vec, p0, p1, p2, p3, off):
+        if vec:
+            return ldv(ws, p0 + off)
+        return ws[uint64(p0 + off)], ws[uint64(p1 + off)], ws[uint64(p2 + off)], ws[uint64(p3 + off)]
+
+    @cuda.jit(device=True, inline=True)
+    def seq_sum(ws, vec, p0, p1, p2, p3, MN, SPLITS):
+        """slices 0 .. SPLITS-1 in order, 8 (then 4, then 1) loads issued before their adds."""
+        v0 = ACC(0)
+        v1 = ACC(0)
+        v2 = ACC(0)
+        v3 = ACC(0)
+        off = int64(0)
+        s = 0
+        while s + 8 <= SPLITS:
+            x0 = ld(ws, vec, p0, p1, p2, p3, off)
+            x1 = ld(ws, vec, p0, p1, p2, p3, off + MN)
+            x2 = ld(ws, vec, p0, p1, p2, p3, off + 2 * MN)
+            x3 = ld(ws, vec, p0, p1, p2, p3, off + 3 * MN)
+            x4 = ld(ws, vec, p0, p1, p2, p3, off + 4 * MN)
+            x5 = ld(ws, vec, p0, p1, p2, p3, off + 5 * MN)
+            x6 = ld(ws, vec, p0, p1, p2, p3, off + 6 * MN)
+            x7 = ld(ws, vec, p0, p1, p2, p3, off + 7 * MN)
+            v0 = (((((((v0 + x0[0]) + x1[0]) + x2[0]) + x3[0]) + x4[0]) + x5[0]) + x6[0]) + x7[0]
+            v1 = (((((((v1 + x0[1]) + x1[1]) + x2[1]) + x3[1]) + x4[1]) + x5[1]) + x6[1]) + x7[1]
+            v2 = (((((((v2 + x0[2]) + x1[2]) + x2[2]) + x3[2]) + x4[2]) + x5[2]) + x6[2]) + x7[2]
+            v3 = (((((((v3 + x0[3]) + x1[3]) + x2[3]) + x3[3]) + x4[3]) + x5[3]) + x6[3]) + x7[3]
+            off += 8 * MN
+            s += 8
+        if s + 4 <= SPLITS:
+            x0 = ld(ws, vec, p0, p1, p2, p3, off)
+            x1 = ld(ws, vec, p0, p1, p2, p3, off + MN)
+            x2 = ld(ws, vec, p0, p1, p2, p3, off + 2 * MN)
+            x3 = ld(ws, vec, p0, p1, p2, p3, off + 3 * MN)
+            v0 = (((v0 + x0[0]) + x1[0]) + x2[0]) + x3[0]
+            v1 = (((v1 + x0[1]) + x1[1]) + x2[1]) + x3[1]
+            v2 = (((v2 + x0[2]) + x1[2]) + x2[2]) + x3[2]
+            v3 = (((v3 + x0[3]) + x1[3]) + x2[3]) + x3[3]
+            off += 4 * MN
+            s += 4
+        while s < SPLITS:
+            x0 = ld(ws, vec, p0, p1, p2, p3, off)
+            v0 += x0[0]
+            v1 += x0[1]
+            v2 += x0[2]
+            v3 += x0[3]
+            off += MN
+            s += 1
+        return v0, v1, v2, v3
+
+    @cuda.jit(device=True, inline=True)
+    def group_sum(ws, vec, p0, p1, p2, p3, MN, SPLITS, r):
+        """group r's partial: slices r, r + ROWS, ... into four accumulators in turn, then (a0 + a1) + (a2 + a3)."""
+        a00 = ACC(0)
+        a01 = ACC(0)
+        a02 = ACC(0)
+        a03 = ACC(0)
+        a10 = ACC(0)
+        a11 = ACC(0)
+        a12 = ACC(0)
+        a13 = ACC(0)
+        a20 = ACC(0)
+        a21 = ACC(0)
+        a22 = ACC(0)
+        a23 = ACC(0)
+        a30 = ACC(0)
+        a31 = ACC(0)
+        a32 = ACC(0)
+        a33 = ACC(0)
+        step = ROWS * MN
+        off = r * MN
+        s = r
+        while s + 3 * ROWS < SPLITS:
+            x0 = ld(ws, vec, p0, p1, p2, p3, off)
+            x1 = ld(ws, vec, p0, p1, p2, p3, off + step)
+            x2 = ld(ws, vec, p0, p1, p2, p3, off + 2 * step)
+            x3 = ld(ws, vec, p0, p1, p2, p3, off + 3 * step)
+            a00 += x0[0]
+            a01 += x0[1]
+            a02 += x0[2]
+            a03 += x0[3]
+            a10 += x1[0]
+            a11 += x1[1]
+            a12 += x1[2]
+            a13 += x1[3]
+            a20 += x2[0]
+            a21 += x2[1]
+            a22 += x2[2]
+            a23 += x2[3]
+            a30 += x3[0]
+            a31 += x3[1]
+            a32 += x3[2]
+            a33 += x3[3]
+            off += 4 * step
+            s += 4 * ROWS
+        while s < SPLITS:
+            x0 = ld(ws, vec, p0, p1, p2, p3, off)
+            a00 += x0[0]
+            a01 += x0[1]
+            a02 += x0[2]
+            a03 += x0[3]
+            off += step
+            s += ROWS
+        return ((a00 + a10) + (a20 + a30), (a01 + a11) + (a21 + a31), (a02 + a12) + (a22 + a32),
+                (a03 + a13) + (a23 + a33))
+
+    @cuda.jit(device=True, inline=True)
+    def locate(e, BATCH, M, N, MN, SPLITS):
+        """(z, m, n, workspace offset of slice 0) of flat output e."""
+        z = int64(0)
+        r = e
+        if BATCH != 1:
+            z = e // MN
+            r = e - z * MN
+        m = r // N
+        return z, m, r - m * N, z * SPLITS * MN + r
+
+    @cuda.jit(device=True, inline=True)
+    def store4(v0, v1, v2, v3, strided, e0, BATCH, M, N, MN, SPLITS, TOTAL, o_args, bias_args, r_args, alpha,
+               beta):
+        """outputs e0 .. e0 + 3 of one row (not strided) or e0, e0 + 32, e0 + 64, e0 + 96 (strided)."""
+        if not strided:
+            if e0 < TOTAL:
+                z, m, n, _ = locate(e0, BATCH, M, N, MN, SPLITS)
+                store(v0, z, m, n, o_args, bias_args, r_args, alpha, beta)
+                store(v1, z, m, n + 1, o_args, bias_args, r_args, alpha, beta)
+                store(v2, z, m, n + 2, o_args, bias_args, r_args, alpha, beta)
+                store(v3, z, m, n + 3, o_args, bias_args, r_args, alpha, beta)
+            return
+        if e0 < TOTAL:
+            z, m, n, _ = locate(e0, BATCH, M, N, MN, SPLITS)
+            store(v0, z, m, n, o_args, bias_args, r_args, alpha, beta)
+        if e0 + 32 < TOTAL:
+            z, m, n, _ = locate(e0 + 32, BATCH, M, N, MN, SPLITS)
+            store(v1, z, m, n, o_args, bias_args, r_args, alpha, beta)
+        if e0 + 64 < TOTAL:
+            z, m, n, _ = locate(e0 + 64, BATCH, M, N, MN, SPLITS)
+            store(v2, z, m, n, o_args, bias_args, r_args, alpha, beta)
+        if e0 + 96 < TOTAL:
+            z, m, n, _ = locate(e0 + 96, BATCH, M, N, MN, SPLITS)
+            store(v3, z, m, n, o_args, bias_args, r_args, alpha, beta)
+
+    @cuda.jit
+    def reduce_wide_kernel(ws, SPLITS, o_args, bias_args, r_args, BATCH, M, N, alpha, beta):
+        part = cuda.shared.array((ROWS, 4, 32), ACC)
+        buf = cuda.shared.array((BUF_W, 128), ACC)
+        tid = cuda.threadIdx.x
+        lane = tid % 32
+        w = tid // 32
+        flat = cuda.blockDim.x == FLAT_T
+        MN = int64(M) * N
+        TOTAL = BATCH * MN
+        if flat:
+            chunk = (int64(cuda.blockIdx.x) * (FLAT_T // 32) + w) * 128
+        else:
+            chunk = int64(cuda.blockIdx.x) * 128
+        vec = N % 4 == 0 and addr(ws) % uint64(16) == uint64(0)
+        # workspace offsets of this thread's 4 outputs (slice 0); past the end: offset 0, not stored
+        if vec:
+            e0 = chunk + 4 * lane
+            p0 = int64(0)
+            if e0 < TOTAL:
+                p0 = locate(e0, BATCH, M, N, MN, SPLITS)[3]
+            p1 = p0
+            p2 = p0
+            p3 = p0
+        else:
+            e0 = chunk + lane
+            p0 = locate(e0, BATCH, M, N, MN, SPLITS)[3] if e0 < TOTAL else int64(0)
+            p1 = locate(e0 + 32, BATCH, M, N, MN, SPLITS)[3] if e0 + 32 < TOTAL else int64(0)
+            p2 = locate(e0 + 64, BATCH, M, N, MN, SPLITS)[3] if e0 + 64 < TOTAL else int64(0)
+            p3 = locate(e0 + 96, BATCH, M, N, MN, SPLITS)[3] if e0 + 96 < TOTAL else int64(0)
+        strided = TRANSPOSE or not vec
+        if flat:
+            v0 = ACC(0)
+            v1 = ACC(0)
+            v2 = ACC(0)
+            v3 = ACC(0)
+            if chunk < TOTAL:
+                if SPLITS <= ROWS:
+                    v0, v1, v2, v3 = seq_sum(ws, vec, p0, p1, p2, p3, MN, SPLITS)
+                else:
+                    for r in range(ROWS):
+                        g = group_sum(ws, vec, p0, p1, p2, p3, MN, SPLITS, r)
+                        v0 += g[0]
+                        v1 += g[1]
+                        v2 += g[2]
+                        v3 += g[3]
+            if TRANSPOSE and vec:      # sums of outputs 4 lane .. + 3 -> lane + 32 j through shared memory
+                buf[w, 4 * lane] = v0
+                buf[w, 4 * lane + 1] = v1
+                buf[w, 4 * lane + 2] = v2
+                buf[w, 4 * lane + 3] = v3
+                _warp_sync()
+                v0 = buf[w, lane]
+                v1 = buf[w, lane + 32]
+                v2 = buf[w, lane + 64]
+                v3 = buf[w, lane + 96]
+            store4(v0, v1, v2, v3, strided, chunk + lane if strided else e0, BATCH, M, N, MN, SPLITS, TOTAL,
+                   o_args, bias_args, r_args, alpha, beta)
+            return
+        g = group_sum(ws, vec, p0, p1, p2, p3, MN, SPLITS, w)
+        part[w, 0, lane] = g[0]
+        part[w, 1, lane] = g[1]
+        part[w, 2, lane] = g[2]
+        part[w, 3, lane] = g[3]
+        cuda.syncthreads()
+        if w == 0:
+            # group partials in order; transposed: output lane + 32 j is (thread lane // 4 + 8 j, value lane % 4)
+            k = lane % 4 if TRANSPOSE and vec else 0
+            t = lane // 4 if TRANSPOSE and vec else lane
+            dk = 0 if TRANSPOSE and vec else 1
+            dt = 8 if TRANSPOSE and vec else 0
+            v0 = ACC(0)
+            v1 = ACC(0)
+            v2 = ACC(0)
+            v3 = ACC(0)
+            for j in range(ROWS):
+                v0 += part[j, k, t]
+                v1 += part[j, k + dk, t + dt]
+                v2 += part[j, k + 2 * dk, t + 2 * dt]
+                v3 += part[j, k + 3 * dk, t + 3 * dt]
+            store4(v0, v1, v2, v3, strided, chunk + lane if strided else e0, BATCH, M, N, MN, SPLITS, TOTAL,
+                   o_args, bias_args, r_args, alpha, beta)
+
+    _CACHE[key] = reduce_wide_kernel
+    return reduce_wide_kernel
+
+
+def wide_grid(total, rows=WIDE_ROWS, splits=None):
+    """(blocks, threads) of :func:`make_reduce_wide` over ``total`` outputs: the flat layout from
+    ``WIDE_FLAT_FROM`` outputs, or up to ``rows`` slices when ``splits`` is given; else the rows layout."""
+    if total >= WIDE_FLAT_FROM or (splits is not None and splits <= rows):
+        return max(1, -(-total // (4 * WIDE_FLAT_THREADS))), WIDE_FLAT_THREADS
+    return max(1, -(-total // 128)), 32 * rows
+
+
+if simulator_enabled():
+    @cuda.jit(device=True)
+    def _warp_sync():
+        cuda.syncthreads()     # the simulator has no syncwarp (every thread of the block gets there)
+else:
+    @cuda.jit(device=True, inline=True)
+    def _warp_sync():
+        cuda.syncwarp()
+
+
+@cuda.jit(device=True, inline=True)
+def _ld_vec(ws, i):
+    """ws[i .. i + 3] (float32, i % 4 == 0, 16-byte aligned base) as one 16-byte load."""
+    return ldg4(ws, i)
+
+
+@cuda.jit(device=True, inline=True)
+def _ld_contig(ws, i):
+    """ws[i .. i + 3] as four loads (float64 workspaces)."""
+    return ws[uint64(i)], ws[uint64(i + 1)], ws[uint64(i + 2)], ws[uint64(i + 3)]
+
+
+def make_reduce_wide_v1(OUT, EPI, ftype="float32", rows=WIDE_ROWS):
+    """The first wide reduce, kept for comparison (tools/probe_splitk_reduce.py): a block of 32 x rows
+    threads owns 32 outputs, one 4-byte load a thread per slice group, launched with :func:`wide_grid_v1`
+    (2 M blocks for 64 M outputs: 12.5 ms at 8 slices on the H200). Same sum as :func:`make_reduce_wide`."""
+    key = ("reduce_wide_v1", OUT.key, EPI.key, ftype, rows)
     if key in _CACHE:
         return _CACHE[key]
     ACC = float64 if ftype == "float64" else float32
@@ -160,8 +459,8 @@ def make_reduce_wide(OUT, EPI, ftype="float32", rows=WIDE_ROWS):
     return reduce_wide_kernel
 
 
-def wide_grid(total, rows=WIDE_ROWS):
-    """(blocks, threads) of :func:`make_reduce_wide` over ``total`` outputs."""
+def wide_grid_v1(total, rows=WIDE_ROWS):
+    """(blocks, threads) of :func:`make_reduce_wide_v1` over ``total`` outputs."""
     return max(1, -(-total // 32)), 32 * rows
 
 

@@ -54,7 +54,7 @@ def make_split_reduce(spec, bias_dtype, res_dtype, splits):
 def reduce_launch(splits, M, N):
     """(grid, threads) of the reduce over the M x N outputs."""
     if splits >= sk.WIDE_FROM:
-        return sk.wide_grid(M * N)
+        return sk.wide_grid(M * N, splits=splits)
     return max(1, -(-(M * N) // sk.REDUCE_THREADS)), sk.REDUCE_THREADS
 
 
