@@ -87,23 +87,26 @@ def reduce_cases(cases, reps, torch, flush, deadline):
         line = [f"reduce {M:6d}x{N:<5d} S={S:<4d} shift {shift}  torch.sum {tref * 1e3:8.1f} us {gb / tref * 1e3:6.0f} GB/s"]
         ref_out = None
         for name, (kern, grid) in ks.items():
-            if name == "narrow" and S >= 8 or name == "rows" and M * N >= (1 << 21):
+            if name == "narrow" and S > 16 or name == "rows" and M * N >= (1 << 21):
                 continue
-            k = kcache.get_or_compile(f"probe_skr|{name}", lambda kern=kern: kern, gc.argtypes(args))
-            g = grid(M * N, S)
-            run = k.prepare(g[0], g[1], args).run
-            stream = torch.cuda.current_stream().cuda_stream
-            ct.fill_(float("nan"))
-            run(None, stream)
-            torch.cuda.synchronize()
-            err = float((ct.double() - truth).abs().max()) / scale
-            same = ""
-            if name == "v1":
-                ref_out = ct.clone()
-            elif ref_out is not None:
-                same = " same" if torch.equal(ct, ref_out) else " DIFF"
-            ms = flushed_ms(lambda: run(None, stream), torch, flush, reps)
-            line.append(f"{name} {ms * 1e3:9.1f} us {gb / ms * 1e3:6.0f} GB/s err {err:.0e}{same}")
+            try:
+                k = kcache.get_or_compile(f"probe_skr|{name}", lambda kern=kern: kern, gc.argtypes(args))
+                g = grid(M * N, S)
+                run = k.prepare(g[0], g[1], args).run
+                stream = torch.cuda.current_stream().cuda_stream
+                ct.fill_(float("nan"))
+                run(None, stream)
+                torch.cuda.synchronize()
+                err = float((ct.double() - truth).abs().max()) / scale
+                same = ""
+                if name == "v1":
+                    ref_out = ct.clone()
+                elif ref_out is not None:
+                    same = " same" if torch.equal(ct, ref_out) else " DIFF"
+                ms = flushed_ms(lambda: run(None, stream), torch, flush, reps)
+                line.append(f"{name} {ms * 1e3:9.1f} us {gb / ms * 1e3:6.0f} GB/s err {err:.0e}{same}")
+            except Exception as e:  # noqa: BLE001
+                line.append(f"{name} {type(e).__name__}: {str(e)[:200]}")
         print(" | ".join(line), flush=True)
 
 
