@@ -18,6 +18,8 @@ AMAX reduction of the descaled product (a composite problem: matmul + reduction 
 as one kernel with the amax in its epilogue (:func:`.matmul_tc_fp8.amax_pattern`), after a one-thread
 launch that zeroes the amax tensor.
 """
+import math
+
 import numpy as np
 
 from ..kernels import kcache
@@ -85,6 +87,12 @@ def tc_config(cfg):
     return tile_config(TILES, cfg)
 
 
+#: 16-bit problems of at most SMALL_K_TILES 64-wide k tiles are bound by writing C, which the analytic model
+#: overlaps with everything else: their cost is at least C's bytes at the tile's measured rate of writing C
+#: (``SMALL_K_RATE``: tile -> TB/s at 1, 2 and 4 k tiles; SMALL_K_DEFAULT_RATE for the tiles not measured)
+SMALL_K_TILES = 4
+
+
 @register
 class MatmulTcEngine(TcEngineBase):
     name = "matmul_tc"
@@ -93,6 +101,9 @@ class MatmulTcEngine(TcEngineBase):
     TILES = TILES
     PROBLEM_MEMO = "_gemm_mapping"
     EDGE_LABEL = "predicated M / N edges, zero-filled K tail"
+    #: measured TB/s of C written per tile at small K (see SMALL_K_TILES); none measured for this kernel
+    SMALL_K_RATE = {}
+    SMALL_K_DEFAULT_RATE = 1.0
 
     # ---------------------------------------------------------------- problem
     def _problem(self, sub):
@@ -210,6 +221,32 @@ class MatmulTcEngine(TcEngineBase):
             c = TILES[i].cfg
             return gc.gc_tiles(p.M, p.N, c.BLOCK_M, c.BLOCK_N) * c.threads * gc.ceil_div(p.K, c.BLOCK_K)
         return sorted(idx, key=work)[:1]
+
+    def small_k_tiles(self, p):
+        """The k tiles (64 wide) of a 16-bit problem with at most SMALL_K_TILES of them, else None."""
+        if p.tc_tf32 or p.tc_fp8:
+            return None
+        kt = gc.ceil_div(p.K, 64)
+        return kt if kt <= SMALL_K_TILES else None
+
+    def small_k_rate(self, tile, kt):
+        """TB/s of C written by TILE_SIZE ``tile`` at ``kt`` k tiles (SMALL_K_RATE; 3 k tiles as 4)."""
+        rates = self.SMALL_K_RATE.get(tile)
+        if rates is None:
+            return self.SMALL_K_DEFAULT_RATE
+        return rates[{1: 0, 2: 1}.get(kt, 2)]
+
+    def _cost(self, sub, cfg, device):
+        t = super()._cost(sub, cfg, device)
+        try:
+            p = self.problem(sub)
+        except gc.Reject:
+            return t
+        kt = self.small_k_tiles(p)
+        if kt is None or t == math.inf:
+            return t
+        rate = self.small_k_rate(cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0), kt)
+        return max(t, p.M * p.N * p.nb * p.out_bytes / (rate * 1e12))
 
     # ---------------------------------------------------------------- build
     def kernel(self, sub, cfg):

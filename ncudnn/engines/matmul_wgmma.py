@@ -50,6 +50,12 @@ TILES = (
     _t(128, 1, 1, 6, 0.30, 128),
     _t(64, 1, 1, 6, 0.15, 94),
 )
+#: small-K problems (matmul_tc.SMALL_K_TILES): TB/s of C written per TILE_SIZE at 1, 2 and 4 k tiles, at the
+#: STAGES of SMALL_K_STAGES (H200, tools/probe_small_k16.py, BF16 65536x1024x64, 8192x8192x128, 8192x8192x256)
+SMALL_K_RATE = {0: (1.5, 1.5, 1.3), 3: (2.0, 2.0, 1.7), 4: (1.8, 1.8, 1.4)}
+#: ring depth of each tile at small K (at most k tiles + 1: the prologue then loads every k tile; smaller
+#: rings leave shared memory for more resident blocks)
+SMALL_K_STAGES = {0: 3, 1: 3, 2: 3, 3: 3, 4: 3, 5: 3}
 #: STAGES ranked for FP32 (TF32) operands where they differ from the tile's (H200, 2026-11-30, 128x256 EARLY:
 #: 3 stages 284.8 TFLOP/s at 8192^3 against 272.7 with 4; 257.3 against 260.2 at 4096^3)
 TF32_STAGES = {0: 3}
@@ -62,6 +68,7 @@ class MatmulWgmmaEngine(MatmulTcEngine):
     TILES = TILES
     PROBLEM_MEMO = "_gemm_mapping"
     EDGE_LABEL = "predicated M / N edges, zero-filled K tail"
+    SMALL_K_RATE = SMALL_K_RATE
 
     def _problem(self, sub):
         p = super()._problem(sub)     # FP32 (TF32) A / B are k-contiguous here (refused otherwise)
@@ -83,7 +90,7 @@ class MatmulWgmmaEngine(MatmulTcEngine):
 
     def knobs(self, sub):
         return (KnobSpec(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0, len(TILES) - 1, 1, 0, tuple(t.label for t in TILES)),
-                KnobSpec(K.CUDNN_KNOB_TYPE_STAGES, 3, 6, 1, TILES[0].stages),
+                KnobSpec(K.CUDNN_KNOB_TYPE_STAGES, 2, 6, 1, TILES[0].stages),
                 KnobSpec(K.CUDNN_KNOB_TYPE_SWIZZLE, 1, 8, 1, 8),
                 KnobSpec(K.CUDNN_KNOB_TYPE_EDGE, 1, 1, 1, 1, (self.EDGE_LABEL,)))
 
@@ -102,20 +109,42 @@ class MatmulWgmmaEngine(MatmulTcEngine):
 
     def candidates(self, sub, ctx):
         """matmul_tc's candidates (one per useful tile, cheapest first); TF32 problems rank the tiles of
-        :data:`TF32_STAGES` at those STAGES."""
+        :data:`TF32_STAGES` at those STAGES; small-K problems each tile at its :data:`SMALL_K_STAGES`
+        (at most k tiles + 1), cheapest first."""
         out = super().candidates(sub, ctx)
         try:
-            tf32 = self.problem(sub).tc_tf32
+            p = self.problem(sub)
         except gc.Reject:
             return out
-        if not tf32:
+        kt = self.small_k_tiles(p)
+        if not p.tc_tf32 and kt is None:
             return out
         swap = []
         for c in out:
-            st = TF32_STAGES.get(c.get(K.CUDNN_KNOB_TYPE_TILE_SIZE))
+            t = c.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)
+            st = TF32_STAGES.get(t) if p.tc_tf32 else max(2, min(SMALL_K_STAGES.get(t, 3), kt + 1))
             c2 = c.with_knob(K.CUDNN_KNOB_TYPE_STAGES, st) if st else c
             swap.append(c2 if self.keep(sub, c2, ctx)[0] == S.CUDNN_STATUS_SUCCESS else c)
+        dev = ctx.device if ctx is not None else None
+        if kt is not None and dev is not None:
+            swap.sort(key=lambda c: self.cost(sub, c, dev))
         return tuple(swap)
+
+    def _cost(self, sub, cfg, device):
+        """matmul_tc's cost; at small K a ring that holds every k tile (STAGES > k tiles: the prologue loads
+        them all) costs no more than the tile's own deeper ring (the model's latency terms grow with STAGES)."""
+        st = cfg.get(K.CUDNN_KNOB_TYPE_STAGES)
+        t = self.TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
+        cost = super()._cost(sub, cfg, device)
+        if st is None or st >= t.stages:
+            return cost
+        try:
+            kt = self.small_k_tiles(self.problem(sub))
+        except gc.Reject:
+            return cost
+        if kt is not None and st > kt:
+            cost = min(cost, super()._cost(sub, cfg.with_knob(K.CUDNN_KNOB_TYPE_STAGES, t.stages), device))
+        return cost
 
     def _sim_pick(self, p, idx):
         return [SIM_TILE]
