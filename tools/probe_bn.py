@@ -8,6 +8,7 @@ Run on the GPU machine (torch with CUDA, nvidia-cudnn-frontend for the cudnn-fe 
     python3 tools/probe_bn.py nhwc_fwd nhwc_bwd   # only the groups named (see GROUPS)
     python3 tools/probe_bn.py --dry               # build every plan, run nothing (simulator, no torch)
     python3 tools/probe_bn.py --set tree nhwc_bwd nhwc_fwd   # the tree-combine / aligned-chunk variants
+    python3 tools/probe_bn.py --set persist nhwc_bwd         # the one-kernel (cooperative) backward variants
 
 What it measures: the bench's case (bench.cases.norm_cases: same dims, strides, inputs from
 bench.data.torch_inputs, float64 truth from bench.ref_runners.truth). Each ncudnn variant is an engine
@@ -79,6 +80,12 @@ def variants(case, vset="all"):
     chunks, the last rows loaded at once) and their occupancy / unroll neighbours."""
     if case.layout != "nhwc":
         return [dict(), {KC: 1}]
+    if vset == "persist":
+        lab = COLS_LABELS.index
+        out = [dict(), {KC: lab("colsv4_rev_hint_fin4_al"), KO: 3}]
+        if case.op == "batchnorm_bwd":
+            out += [{KC: i} for i, n in enumerate(COLS_LABELS) if n.startswith("persist_")]
+        return out
     if vset == "tree":
         lab = COLS_LABELS.index
         out = [dict()] + [{KC: lab(n)} for n in ("colsv4_rev_hint_fin", "colsv4_rev_hint_fin8", "colsv4_rev_hint_fin4",
@@ -280,7 +287,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("groups", nargs="*", help=f"groups to run (default all): {', '.join(GROUPS)}")
     ap.add_argument("--dry", action="store_true", help="check and build every config, run nothing")
-    ap.add_argument("--set", default="all", choices=("all", "tree"), help="which NHWC variants (see variants())")
+    ap.add_argument("--set", default="all", choices=("all", "tree", "persist"), help="which NHWC variants (see variants())")
     ap.add_argument("--budget", type=float, default=75.0, help="seconds after which variants are skipped")
     ap.add_argument("--jobs", type=int, default=min(12, max(1, (os.cpu_count() or 2) - 2)),
                     help="worker processes compiling every variant first (1: compile while timing)")

@@ -143,7 +143,7 @@ class Step:
         self.nbytes = nbytes          # DRAM bytes this launch moves (cost model)
         self.name = name or key.split(":", 1)[0]
         self.inflight = 0             # bytes a thread keeps in flight (cost model; 0: unknown)
-        self.fallback = None          # a Step run instead when an ``align`` argument is misaligned
+        self.fallback = None          # a Step (or a list of Steps) run instead when an ``align`` argument is misaligned
         self.align = {}               # argument index -> byte alignment this step's kernel needs
 
     def signature(self):
@@ -151,6 +151,19 @@ class Step:
 
     def compile(self):
         return kcache.get_or_compile(self.key, self.factory, self.signature())
+
+
+def _prepare(step, ck, views, scratch, out):
+    """Append ``step``'s prepared launch to ``out``, or its fallback's when an ``align`` argument is
+    misaligned (the element-load twin, or a list of steps that replaces it; compiled on first need)."""
+    args = tuple(a.bind(views, scratch) for a in step.args)
+    if step.align and any(getattr(args[k], "ptr", None) is not None and args[k].ptr % n
+                          for k, n in step.align.items()):
+        alts = step.fallback if isinstance(step.fallback, (list, tuple)) else [step.fallback]
+        for alt in alts:
+            _prepare(alt, alt.compile(), views, scratch, out)
+        return
+    out.append(ck.prepare(step.grid, step.block, args, step.shared))
 
 
 class MemPlan(SubPlan):
@@ -164,12 +177,7 @@ class MemPlan(SubPlan):
     def launches(self, views, scratch):
         out = []
         for step, ck in zip(self.steps, self.compiled):
-            args = tuple(a.bind(views, scratch) for a in step.args)
-            if step.align and any(getattr(args[k], "ptr", None) is not None and args[k].ptr % n
-                                  for k, n in step.align.items()):
-                step = step.fallback    # misaligned buffers: the element-load twin (compiled on first need)
-                ck = step.compile()
-            out.append(ck.prepare(step.grid, step.block, args, step.shared))
+            _prepare(step, ck, views, scratch, out)
         return out
 
     def prepare(self, views, scratch):

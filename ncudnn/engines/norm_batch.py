@@ -33,10 +33,12 @@ from ..kernels import norm_bn_cols as kcols
 from ..kernels import bn_finalize as kbf
 from ..kernels import norm_bn_colsv as kcolsv
 from ..kernels import norm_bn_fin as kfin
+from ..kernels import norm_bn_persist as kpersist
 from ..kernels import norm_bn_planes as kplanes
 from ..kernels import reduce as kr
 from ..kernels.dtypes import compute_type
 from ..kernels import primitives as kprim
+from ..platform import simulator_enabled
 from ..types import (cudnnBackendKnobType_t, cudnnBackendNormFwdPhase_t, cudnnBackendNormMode_t,
                      cudnnPointwiseMode_t, cudnnStatus_t)
 from .base import OK, Engine, KnobSpec
@@ -150,6 +152,12 @@ COLS_LABELS = ("cols", "colsv4_rev_hint", "colsv4_rev", "colsv4", "colsv1_rev", 
                "colsv4_rev_fin", "colsv1_rev_fin",
                "colsv4_rev_hint_fin8", "colsv4_rev_hint_fin4", "colsv4_rev_hint_fin_al", "colsv4_rev_hint_fin8_al",
                "colsv4_rev_hint_fin4_al")
+#: the one-kernel backward (:mod:`ncudnn.kernels.norm_bn_persist`, a cooperative grid of one block an SM keeping
+#: rows of (x, dy) in registers and shared memory between the sums and the dx pass): (threads, register rows,
+#: shared rows, unroll) a thread; appended to COLS_VARIANTS as 7-entry tuples whose last entry is ("persist", ...)
+PERSIST_VARIANTS = kpersist.PERSIST_CASES
+COLS_VARIANTS += tuple((4, True, True, True, 8, True, ("persist",) + v) for v in PERSIST_VARIANTS)
+COLS_LABELS += tuple("persist_t%d_r%d_s%d_u%d" % v for v in PERSIST_VARIANTS)
 #: the default: C/8 blocks of tree combine with aligned chunks, the fastest on the H200 (tools/probe_bn.py --set tree,
 #: 2026-11-30 22:32 UTC, N32 C256 56x56 FP32 NHWC): forward 0.0894 ms (the colsv4_rev_hint_fin before it: 0.0919;
 #: cudnn-frontend 0.0944), backward 0.1362 ms (0.1377; cudnn-frontend 0.1292)
@@ -164,6 +172,48 @@ DEFAULT_PLANES_VARIANT = 0
 def var_cpb(var):
     """Channels per block of a variant's fused combine (32: the (32, TY) combine)."""
     return var[4] if var is not None and len(var) > 4 else 32
+
+
+def var_persist(var):
+    """(threads, register rows, shared rows, unroll) of a one-kernel backward variant, else None."""
+    return var[6][1:] if var is not None and len(var) > 6 else None
+
+
+def persist_geometry(lay, var):
+    """(PersistConfig, dynamic shared bytes) of a one-kernel variant on layout ``lay``, or (None, why).
+    One block an SM (the simulator runs blocks one after another: one block there)."""
+    threads, nr, ns, unroll = var_persist(var)
+    _, rows, C = lay
+    blocks = 1 if simulator_enabled() else kprim.sm_count()
+    g = kpersist.persist_config(rows, C, blocks, threads)
+    if g is None:
+        return None, f"the one-kernel backward needs C % 4 == 0 and at most {blocks * 256} channels " \
+            f"({blocks} co-resident blocks of 256 channels)"
+    shared = kpersist.shared_bytes(threads, ns)
+    if shared + kpersist.static_bytes(threads) > kpersist.SMEM_LIMIT:
+        return None, f"{ns} shared rows of {threads} threads exceed {kpersist.SMEM_LIMIT} bytes of shared memory"
+    return g, shared
+
+
+def persist_step(lay, scratch, x, dy, dx, tensors, var):
+    """The one-kernel backward Step (sums, combine + coefficients, dx; two grid barriers)."""
+    threads, nr, ns, unroll = var_persist(var)
+    _, rows, C = lay
+    g, shared = persist_geometry(lay, var)
+    p0, p1 = scratch.take(g.chunks * C, "float32"), scratch.take(g.chunks * C, "float32")
+    coef = scratch.take(3 * C, "float32")
+    descs, cargs = _descs(tensors, [(n, None) for n in kpersist.CHANNEL_ARRAYS])
+    cpb, _ = kpersist.phase2_geometry(C, g.tiles * g.chunks, threads)
+    fargs = (C, descs, g.txv, g.ty, g.tiles, nr, ns, unroll, cpb, True)
+    args = [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(dx), p0, p1, coef] + cargs + \
+        [Arg.const(rows), Arg.const(g.chunk_rows), Arg.const(g.chunks), Arg.const(float(rows), types.float64)]
+    on_chip = min(rows, g.chunks * g.ty * (nr + ns)) * C * 8
+    step = Step("norm_bn_persist_bwd:" + src_key(fargs), lambda: kpersist.persist_bwd_kernel(*fargs)[0],
+                (g.tiles, g.chunks), (g.txv, g.ty), args, shared=shared,
+                nbytes=tensor_bytes(x, dy, dx) + tensor_bytes(x, dy) - on_chip)
+    step.inflight = unroll * 32
+    step.align = {0: 16, 1: 16, 2: 16}
+    return step
 
 
 def var_align(var):
@@ -496,8 +546,17 @@ def _backward_steps(sub, cfg):
         else:
             tensors[name] = o[port]
     if lay is not None and lay[0] == "cols" and var is not None and var[3]:
+        one = var_persist(var) is not None
+        if one and persist_geometry(lay, var)[0] is None:
+            return None, persist_geometry(lay, var)[1]
+        if one:     # misaligned buffers: the three-launch default replaces the one-kernel step
+            var = COLS_VARIANTS[DEFAULT_COLS_VARIANT_BWD]
         steps[-1] = fin_step(steps[-1], tensors, C, float(x.numel // groups), cpb=var_cpb(var))
         steps.append(bn_apply_step(lay, x, dx, eq, ct, dy=dy, var=var, occupancy=occ, unroll=unr))
+        if one:
+            step = persist_step(lay, scratch, x, dy, dx, tensors, COLS_VARIANTS[cfg.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG)])
+            step.fallback = steps
+            steps = [step]
         return steps, scratch.size
     steps.append(bwd_weights_step(tensors, groups, C, x.numel // groups, per_sample, centered=True))
     if per_sample:  # dscale / dbias of instance norm: sum the (N, C) per-group values over samples
@@ -585,6 +644,15 @@ class NormBatchEngine(Engine):
                 f"{self.name}: KERNEL_CFG {COLS_LABELS[kc]}: 16-byte loads need float32 and C % 4 == 0"
         if lay[0] == "cols" and var is None and (occ or unr != 4):
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: KERNEL_CFG cols has no OCCUPANCY / ARRAY_SIZE_PER_THREAD"
+        if lay[0] == "cols" and var_persist(var) is not None:
+            label = f"{self.name}: KERNEL_CFG {COLS_LABELS[kc]}"
+            if sub.kind != "norm_bwd":
+                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{label}: the one-kernel variants are backward only"
+            if occ or unr != 4:
+                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{label}: no OCCUPANCY / ARRAY_SIZE_PER_THREAD (its own geometry)"
+            g, why = persist_geometry(lay, var)
+            if g is None:
+                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{label}: {why}"
         return OK
 
     def candidates(self, sub, ctx):
@@ -625,6 +693,8 @@ class NormBatchEngine(Engine):
 
     def cost(self, sub, cfg, device):
         steps = self._steps(sub, cfg)[0]
+        if steps is None:       # a config keep() rejects (e.g. a one-kernel grid that cannot be co-resident)
+            return float("inf")
         t = steps_time(device, steps) * (1.0 + abs(_block(cfg) - 256) / 1e4)
         info = fast_info(sub)
         if info is None:
@@ -640,6 +710,9 @@ class NormBatchEngine(Engine):
             # VEC 1 colsv is not measured on the H200 yet: ranked after the cols kernels it would replace
             return self.cost(sub, cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0), device) * 1.05
         kc = cfg.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0)
+        if var_persist(var) is not None and kc != _default_cols(sub):
+            # the one-kernel backward: not measured on the H200 yet, ranked after the default
+            return self.cost(sub, cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, _default_cols(sub)), device) * 1.03
         if var is not None and len(var) > 4 and kc != _default_cols(sub):
             # the other tree-combine / aligned-chunk variants: measured within 1-3 % of the default on the H200
             t *= 1.02

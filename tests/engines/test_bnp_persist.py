@@ -1,0 +1,135 @@
+"""The one-kernel packed-NHWC batch-norm backward (:mod:`ncudnn.kernels.norm_bn_persist`): the kernel launched
+directly at small thread counts (register rows, shared-memory rows and streamed rows all in use, ragged
+channel tile, a thread with no rows) against the float64 oracle with poisoned outputs, and the engine's
+KERNEL_CFG persist variants end to end (one step; misaligned buffers take the three-launch default)."""
+import numpy as np
+import pytest
+from numba import cuda
+
+from ncudnn import memory
+from ncudnn.engines.norm_batch import COLS_LABELS, COLS_VARIANTS, DEFAULT_COLS_VARIANT_BWD, var_persist
+from ncudnn.kernels import norm_bn_persist as kp
+from ncudnn.reference.ops import run_node
+from ncudnn.testing import assert_close, poison_value, size
+
+import mb_util as U
+from test_bnf_colsv import H, W, _bwd, _cfg
+from test_eng_norm_batch import _execute
+
+PERSIST = [i for i, v in enumerate(COLS_VARIANTS) if var_persist(v) is not None]
+
+
+def _oracle(x, dy, mean, inv, scale):
+    """dx, dscale, dbias of batch norm over the rows of (rows, C) float64 arrays."""
+    n = x.shape[0]
+    xh = (x - mean) * inv
+    dbias = dy.sum(0)
+    dscale = (dy * xh).sum(0)
+    dx = scale * inv * (dy - dbias / n - xh * dscale / n)
+    return dx, dscale, dbias
+
+
+@pytest.mark.parametrize("rows, C, txv, ty, nr, ns, unroll", [
+    (101, 16, 4, 8, 1, 2, 2),      # 13 rows a thread: 1 register, 2 shared, 10 streamed (odd tail)
+    (37, 12, 4, 4, 2, 3, 3),       # C = 12: lane 3 of each row group idle; 10 rows a thread, the last 9
+    (3, 8, 2, 4, 1, 1, 2),         # fewer rows than row groups: threads with no rows at all
+])
+def test_bnp_kernel_direct(rng, rows, C, txv, ty, nr, ns, unroll):
+    x, dy = rng.uniform(-1, 1, (rows, C)), rng.uniform(-1, 1, (rows, C))
+    mean, inv, scale = rng.uniform(-0.5, 0.5, C), rng.uniform(0.5, 2, C), rng.uniform(-1, 1, C)
+    f = lambda a: cuda.to_device(np.ascontiguousarray(a, np.float32).ravel())  # noqa: E731
+    pois = lambda n: cuda.to_device(np.full(n, poison_value("float32"), np.float32))  # noqa: E731
+    dense = (("float32", 0, 1),) * len(kp.CHANNEL_ARRAYS)
+    cpb, _ = kp.phase2_geometry(C, 1, txv * ty)
+    kern, _ = kp.persist_bwd_kernel(C, dense, txv, ty, 1, nr, ns, unroll, cpb)
+    dx, dscale, dbias = pois(rows * C), pois(C), pois(C)
+    args = [f(x), f(dy), dx, pois(C), pois(C), pois(3 * C), f(mean), f(inv), f(scale), dscale, dbias,
+            rows, rows, 1, float(rows)]
+    kern[(1, 1), (txv, ty), 0, kp.shared_bytes(txv * ty, ns)](*args)
+    q = lambda a: np.asarray(a, np.float32).astype(np.float64)  # noqa: E731
+    want = _oracle(q(x), q(dy), q(mean), q(inv), q(scale))
+    assert_close(dx.copy_to_host().reshape(rows, C), want[0], "float32", name="dx")
+    assert_close(dscale.copy_to_host(), want[1], "float32", name="dscale")
+    assert_close(dbias.copy_to_host(), want[2], "float32", name="dbias")
+
+
+def test_bnp_config_and_phase2():
+    g = kp.persist_config(100352, 256, 132, 512)
+    assert (g.txv, g.ty, g.tiles, g.chunks) == (64, 8, 1, 132) and g.chunks * g.chunk_rows >= 100352
+    assert kp.persist_config(1000, 2048, 4, 512) is None          # 8 tiles on 4 blocks
+    assert kp.persist_config(1000, 6, 4, 512) is None             # C % 4
+    assert kp.phase2_geometry(256, 132, 512) == (2, 256)
+    assert kp.phase2_geometry(64, 264, 512) == (1, 512)
+    assert kp.phase2_geometry(4096, 16, 512) == (256, 2)
+    assert kp.shared_bytes(512, 13) + kp.static_bytes(512) <= kp.SMEM_LIMIT
+
+
+@pytest.mark.parametrize("variant", [PERSIST[0], PERSIST[5]], ids=lambda v: COLS_LABELS[v])
+def test_bnp_engine_variant(rng, variant):
+    """N = 2, 5 x 7, C = 16 through the engine API: one step, every written tensor against the oracle."""
+    g = _bwd(2, 16)
+    plan = _execute(g, rng, positive=("INV_VARIANCE",), ec=_cfg(g, variant, unroll=4))
+    steps = plan.parts[0].steps
+    assert len(steps) == 1 and steps[0].name == "norm_bn_persist_bwd"
+    threads, _, ns, _ = var_persist(COLS_VARIANTS[variant])
+    assert steps[0].grid == (1, 1) and steps[0].shared == kp.shared_bytes(threads, ns)
+    assert steps[0].block[0] * steps[0].block[1] == threads
+
+
+def test_bnp_forward_and_knobs_rejected():
+    from test_bnf_colsv import _fwd
+    from ncudnn.engines import api
+    g = _fwd(2, 16)
+    st, why = api.check_support(g, _cfg(g, PERSIST[0], unroll=4))
+    assert int(st) != 0 and "backward only" in why
+    gb = _bwd(2, 16)
+    st, why = api.check_support(gb, _cfg(gb, PERSIST[0], occ=2, unroll=4))
+    assert int(st) != 0 and "OCCUPANCY" in why
+    wide = _bwd(1, 512)          # 2 channel tiles: the simulator's one-block grid cannot hold them
+    st, why = api.check_support(wide, _cfg(wide, PERSIST[0], unroll=4))
+    assert int(st) != 0 and "co-resident" in why
+
+
+def test_bnp_misaligned_takes_the_default(rng):
+    """x, dy and dx 4 bytes off a 16-byte boundary: the three-launch default runs instead (its VEC 1 twins)."""
+    C, n = 16, 2
+    g = _bwd(n, C)
+    node = g.nodes[0]
+    span = n * C * H * W
+    vals, pack = {}, {}
+    for p in ("X", "DY"):
+        t = node.inputs[p]
+        v = rng.uniform(-1, 1, t.dims)
+        host = np.full(span + 1, poison_value("float32"), np.float32)
+        np.lib.stride_tricks.as_strided(host[1:], t.dims, [s * 4 for s in t.strides])[...] = v
+        vals[p], pack[t.uid] = U.cast(v, t.dtype), cuda.to_device(host)[1:]
+    dxd = node.outputs["DX"]
+    pack[dxd.uid] = cuda.to_device(np.full(span + 1, poison_value("float32"), np.float32))[1:]
+    for p in ("SCALE", "MEAN", "INV_VARIANCE"):
+        t = node.inputs[p]
+        a = rng.uniform(0.5, 2.0, t.dims) if p == "INV_VARIANCE" else rng.uniform(-1, 1, t.dims)
+        vals[p], pack[t.uid] = U.cast(a, t.dtype), U.upload(a, t)
+    for p in ("DSCALE", "DBIAS"):
+        pack[node.outputs[p].uid] = U.poisoned(node.outputs[p])
+    assert memory.as_view(pack[dxd.uid]).ptr % 16 == 4
+    plan = U.run_ec(g, pack, _cfg(g, PERSIST[0], unroll=4))
+    step = plan.parts[0].steps[0]
+    assert isinstance(step.fallback, list) and len(step.fallback) == 3
+    assert COLS_VARIANTS[DEFAULT_COLS_VARIANT_BWD][:6] == COLS_VARIANTS[PERSIST[0]][:6]
+    ref = run_node(node, vals)
+    dx = np.lib.stride_tricks.as_strided(pack[dxd.uid].copy_to_host(), dxd.dims, [s * 4 for s in dxd.strides])
+    assert_close(dx.astype(np.float64), ref["DX"], "float32", name="dx")
+    for p in ("DSCALE", "DBIAS"):
+        t = node.outputs[p]
+        assert_close(U.download(pack[t.uid], t), ref[p], "float32", name=p)
+
+
+@pytest.mark.gpu
+def test_bnp_gpu_resnet_shape(rng):
+    """71680 rows of 256 channels (GPU: 132 chunks) through every persist variant."""
+    n, c = size((2, 16), (2048, 256))
+    if n == 2:
+        pytest.skip("GPU shape")
+    g = _bwd(n, c)
+    for v in PERSIST:
+        _execute(g, rng, positive=("INV_VARIANCE",), ec=_cfg(g, v, unroll=4))

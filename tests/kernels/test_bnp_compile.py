@@ -1,0 +1,25 @@
+"""The one-kernel batch-norm backward (ncudnn.kernels.norm_bn_persist) compiles for sm_90 with no spills within
+65536 / THREADS registers (one co-resident block an SM; slow: NVVM)."""
+import pytest
+
+from ncudnn.kernels import compile_check
+from ncudnn.kernels import norm_bn_persist  # noqa: F401 (registers its cases)
+
+_MODULE = "ncudnn.kernels.norm_bn_persist"
+
+
+def _ours():
+    return [name for name, case in compile_check.registered_cases().items() if case.module == _MODULE]
+
+
+def test_bnp_registers_cases():
+    names = _ours()
+    assert len(names) == len(norm_bn_persist.PERSIST_CASES) and any("t1024" in n for n in names)
+
+
+@pytest.mark.slow
+def test_bnp_kernels_compile_for_sm90():
+    results = compile_check.run_compile_check(_ours(), timeout=1800, jobs=2)
+    failed = [r.summary() for r in results if not r.ok]
+    assert not failed, "\n".join(failed)
+    assert len(results) == len(_ours())
