@@ -104,6 +104,14 @@ def test_sk16_misaligned_c_takes_element_walk(rng):
     _check(got, want, N, 1e-2)
 
 
+def test_sk16_vec_epilogue_evict_first(rng):
+    # EPI = 2: the same vector path with .cs stores
+    M, N, K = size((40, 64, 64), (1000, 1024, 128))
+    cfg = SMALL.replace(EPI=2) if SIM else BIG.replace(EPI=2)
+    got, want, N = _run(rng, cfg, M, N, K, "float16", "float16")
+    _check(got, want, N, 1e-2)
+
+
 def test_sk16_element_walk_epi0(rng):
     # EPI = 0: the element-walk epilogue stays a runnable config
     M, N, K = size((40, 64, 128), (1000, 1024, 256))

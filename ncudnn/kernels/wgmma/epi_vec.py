@@ -16,7 +16,8 @@ per step, consecutive threads on consecutive columns).
 
 Device helpers: ``lds4(arr, i)`` -> 4 float32 (one 16-byte load of a 1-D float32 shared array at a
 16-byte aligned index), ``stg4(arr, i, w0, w1, w2, w3)`` (four uint32 or four float32 words to a 1-D
-16- or 32-bit global array at ``arr[i]``, one 16-byte store; the caller guarantees the alignment).
+16- or 32-bit global array at ``arr[i]``, one 16-byte store; the caller guarantees the alignment),
+``stg4cs`` (the same store with the ``.cs`` evict-first hint: C is written once, A / B stay in L2).
 Under the CUDA simulator they are element-wise Python.
 """
 from numba import cuda
@@ -25,7 +26,7 @@ from ...platform import simulator_enabled
 from .. import dtypes, pointwise_ops
 from ..gemm.vec import addr as vaddr
 
-__all__ = ["lds4", "stg4", "vaddr", "value_fn", "vec_width", "emit", "emit_scalar_walk"]
+__all__ = ["lds4", "stg4", "stg4cs", "vaddr", "value_fn", "vec_width", "emit", "emit_scalar_walk"]
 
 SIM = simulator_enabled()
 
@@ -42,6 +43,8 @@ if SIM:
         view = vals.view(np.asarray(getattr(arr, "_ary", arr)).dtype)
         for j in range(view.shape[0]):
             arr[i + j] = view[j]
+
+    stg4cs = stg4
 else:
     from llvmlite import ir
     from numba.cuda import cgutils, types
@@ -86,9 +89,33 @@ else:
             return context.get_dummy_value()
         return sig, codegen
 
+    @intrinsic
+    def _stg4cs(typingctx, arr, i, w0, w1, w2, w3):
+        if not isinstance(arr, types.Array) or arr.ndim != 1 or arr.dtype.bitwidth not in (16, 32):
+            return None
+        if w0 not in (types.uint32, types.float32) or any(w != w0 for w in (w1, w2, w3)):
+            return None
+        sig = types.void(arr, i, w0, w1, w2, w3)
+
+        def codegen(context, builder, sig, args):
+            ptr = _ptr(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+            i32 = ir.IntType(32)
+            vals = [args[2 + j] if sig.args[2] == types.uint32 else builder.bitcast(args[2 + j], i32)
+                    for j in range(4)]
+            fnty = ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32, i32])
+            asm = ir.InlineAsm(fnty, "st.global.cs.v4.b32 [$0], {$1, $2, $3, $4};", "l,r,r,r,r,~{memory}",
+                               side_effect=True)
+            builder.call(asm, [ptr] + vals)
+            return context.get_dummy_value()
+        return sig, codegen
+
     @cuda.jit(device=True, inline=True)
     def lds4(arr, i):
         return _lds4(arr, i)
+
+    @cuda.jit(device=True, inline=True)
+    def stg4cs(arr, i, w0, w1, w2, w3):
+        _stg4cs(arr, i, w0, w1, w2, w3)
 
     @cuda.jit(device=True, inline=True)
     def stg4(arr, i, w0, w1, w2, w3):
@@ -156,7 +183,8 @@ def emit_scalar_walk(w, cfg, ind, bias_expr, res_expr, RS):
 def emit(w, cfg, out_dtype, bias_expr, res_expr, RS):
     """Kernel lines of the epilogue after the staged tile: the vector path when C allows it, else the
     element walk. ``bias_expr(r, c)`` / ``res_expr(r, c)``: source of the bias / residual offsets of
-    output (r, c); ``RS``: the staged row stride in floats."""
+    output (r, c); ``RS``: the staged row stride in floats. ``cfg.EPI`` 2: ``.cs`` (evict-first) stores."""
+    st = "stg4cs" if cfg.EPI == 2 else "stg4"
     BM, BN, NT = cfg.BLOCK_M, cfg.BLOCK_N, cfg.threads
     out = dtypes.dtype_name(out_dtype)
     VW = vec_width(out)
@@ -200,9 +228,9 @@ def emit(w, cfg, out_dtype, bias_expr, res_expr, RS):
           f"{res_expr('rr', f'cc + {j}')}, alpha, beta)")
     if VW == 8:
         pk = PACK[out]
-        w(f"{i3}stg4(c, o, {', '.join(f'{pk}(x{2 * j}, x{2 * j + 1})' for j in range(4))})")
+        w(f"{i3}{st}(c, o, {', '.join(f'{pk}(x{2 * j}, x{2 * j + 1})' for j in range(4))})")
     else:
-        w(f"{i3}stg4(c, o, x0, x1, x2, x3)")
+        w(f"{i3}{st}(c, o, x0, x1, x2, x3)")
     w(f"{i2}elif cc < N:")
     for j in range(VW):
         w(f"{i3}if cc + {j} < N:")

@@ -273,7 +273,7 @@ def make_wgmma_gemm(cfg=None, a_kmajor=True, b_kmajor=True, in_dtype="bfloat16",
          "uint16": uint16, "mma": wp.get_wgmma(cfg.BLOCK_N, ab, not a_kmajor, not b_kmajor),
          "cpa": wp.get_cp_async_l2(cfg.L2PF) if cfg.L2PF else ptx.cp_async_cg_16_zfill,
          "epi": ep.build(epi, bias_dtype, res_dtype).fn, "epv": epi_vec.value_fn(epi, bias_dtype, res_dtype),
-         "lds4": epi_vec.lds4, "stg4": epi_vec.stg4, "vaddr": epi_vec.vaddr}
+         "lds4": epi_vec.lds4, "stg4": epi_vec.stg4, "stg4cs": epi_vec.stg4cs, "vaddr": epi_vec.vaddr}
     exec(compile(src, f"<wgmma_gemm {cfg.name}>", "exec"), g)
     fn = g["wgmma_gemm"]
     fn.__module__ = __name__
