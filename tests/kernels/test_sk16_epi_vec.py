@@ -81,11 +81,22 @@ def test_sk16_vec_epilogue_small_k(rng, out_dtype, in_dtype):
     _check(got, want, N, 1e-2 if out_dtype != "float32" else 1e-5)
 
 
-def test_sk16_vec_epilogue_groups_straddle_n(rng):
-    # N % 8 != 0 in rows padded to a multiple of 8: the last column group stores element by element
+def test_sk16_vec_epilogue_groups_straddle_n(rng, monkeypatch):
+    # N % 8 != 0 in rows padded to a multiple of 8: full column groups as 16-byte stores, the last group
+    # element by element, nothing past N
     M, N, K = size((40, 76, 64), (1000, 1028, 256))
-    got, want, N = _run(rng, SMALL if SIM else BIG, M, N, K, ldc=N + 4 + (-N) % 8, b_kmajor=True)
+    calls = []
+    real = epi_vec.stg4
+
+    def spy(arr, i, w0, w1, w2, w3):
+        calls.append(i)
+        real(arr, i, w0, w1, w2, w3)
+    if SIM:
+        monkeypatch.setattr(epi_vec, "stg4", spy)
+    cfg = SMALL.replace(GROUP_M=2) if SIM else BIG    # SIM: a fresh kernel (the factory caches by config)
+    got, want, N = _run(rng, cfg, M, N, K, ldc=N + (-N) % 8 + 8, b_kmajor=True)
     _check(got, want, N, 1e-2)
+    assert len(calls) == (M * (N // 8) if SIM else 0)
 
 
 def test_sk16_vec_epilogue_fused_chain(rng):
