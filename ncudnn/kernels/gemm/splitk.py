@@ -102,6 +102,118 @@ def make_reduce(OUT, EPI, ftype="float32"):
     return reduce_kernel
 
 
+def _sums(ld, ACC, ROWS):
+    """(seq_sum, group_sum) over the loader ``ld(ws, p0, p1, p2, p3, off)`` (4 values of one slice): one
+    pair a loader, so that a thread's loads are straight-line code, not one branch each."""
+    key = ("sums", ld, ACC, ROWS)
+    if key in _CACHE:
+        return _CACHE[key]
+
+    @cuda.jit(device=True, inline=True)
+    def seq_sum(ws, p0, p1, p2, p3, MN, SPLITS):
+        """slices 0 .. SPLITS-1 in order, 8 (then 4, then 1) loads issued before their adds."""
+        v0 = ACC(0)
+        v1 = ACC(0)
+        v2 = ACC(0)
+        v3 = ACC(0)
+        off = int64(0)
+        s = 0
+        while s + 8 <= SPLITS:
+            x0 = ld(ws, p0, p1, p2, p3, off)
+            x1 = ld(ws, p0, p1, p2, p3, off + MN)
+            x2 = ld(ws, p0, p1, p2, p3, off + 2 * MN)
+            x3 = ld(ws, p0, p1, p2, p3, off + 3 * MN)
+            x4 = ld(ws, p0, p1, p2, p3, off + 4 * MN)
+            x5 = ld(ws, p0, p1, p2, p3, off + 5 * MN)
+            x6 = ld(ws, p0, p1, p2, p3, off + 6 * MN)
+            x7 = ld(ws, p0, p1, p2, p3, off + 7 * MN)
+            v0 = (((((((v0 + x0[0]) + x1[0]) + x2[0]) + x3[0]) + x4[0]) + x5[0]) + x6[0]) + x7[0]
+            v1 = (((((((v1 + x0[1]) + x1[1]) + x2[1]) + x3[1]) + x4[1]) + x5[1]) + x6[1]) + x7[1]
+            v2 = (((((((v2 + x0[2]) + x1[2]) + x2[2]) + x3[2]) + x4[2]) + x5[2]) + x6[2]) + x7[2]
+            v3 = (((((((v3 + x0[3]) + x1[3]) + x2[3]) + x3[3]) + x4[3]) + x5[3]) + x6[3]) + x7[3]
+            off += 8 * MN
+            s += 8
+        if s + 4 <= SPLITS:
+            x0 = ld(ws, p0, p1, p2, p3, off)
+            x1 = ld(ws, p0, p1, p2, p3, off + MN)
+            x2 = ld(ws, p0, p1, p2, p3, off + 2 * MN)
+            x3 = ld(ws, p0, p1, p2, p3, off + 3 * MN)
+            v0 = (((v0 + x0[0]) + x1[0]) + x2[0]) + x3[0]
+            v1 = (((v1 + x0[1]) + x1[1]) + x2[1]) + x3[1]
+            v2 = (((v2 + x0[2]) + x1[2]) + x2[2]) + x3[2]
+            v3 = (((v3 + x0[3]) + x1[3]) + x2[3]) + x3[3]
+            off += 4 * MN
+            s += 4
+        while s < SPLITS:
+            x0 = ld(ws, p0, p1, p2, p3, off)
+            v0 += x0[0]
+            v1 += x0[1]
+            v2 += x0[2]
+            v3 += x0[3]
+            off += MN
+            s += 1
+        return v0, v1, v2, v3
+
+    @cuda.jit(device=True, inline=True)
+    def group_sum(ws, p0, p1, p2, p3, MN, SPLITS, r):
+        """group r's partial: slices r, r + ROWS, ... into four accumulators in turn, then (a0 + a1) + (a2 + a3)."""
+        a00 = ACC(0)
+        a01 = ACC(0)
+        a02 = ACC(0)
+        a03 = ACC(0)
+        a10 = ACC(0)
+        a11 = ACC(0)
+        a12 = ACC(0)
+        a13 = ACC(0)
+        a20 = ACC(0)
+        a21 = ACC(0)
+        a22 = ACC(0)
+        a23 = ACC(0)
+        a30 = ACC(0)
+        a31 = ACC(0)
+        a32 = ACC(0)
+        a33 = ACC(0)
+        step = ROWS * MN
+        off = r * MN
+        s = r
+        while s + 3 * ROWS < SPLITS:
+            x0 = ld(ws, p0, p1, p2, p3, off)
+            x1 = ld(ws, p0, p1, p2, p3, off + step)
+            x2 = ld(ws, p0, p1, p2, p3, off + 2 * step)
+            x3 = ld(ws, p0, p1, p2, p3, off + 3 * step)
+            a00 += x0[0]
+            a01 += x0[1]
+            a02 += x0[2]
+            a03 += x0[3]
+            a10 += x1[0]
+            a11 += x1[1]
+            a12 += x1[2]
+            a13 += x1[3]
+            a20 += x2[0]
+            a21 += x2[1]
+            a22 += x2[2]
+            a23 += x2[3]
+            a30 += x3[0]
+            a31 += x3[1]
+            a32 += x3[2]
+            a33 += x3[3]
+            off += 4 * step
+            s += 4 * ROWS
+        while s < SPLITS:
+            x0 = ld(ws, p0, p1, p2, p3, off)
+            a00 += x0[0]
+            a01 += x0[1]
+            a02 += x0[2]
+            a03 += x0[3]
+            off += step
+            s += ROWS
+        return ((a00 + a10) + (a20 + a30), (a01 + a11) + (a21 + a31), (a02 + a12) + (a22 + a32),
+                (a03 + a13) + (a23 + a33))
+
+    _CACHE[key] = seq_sum, group_sum
+    return seq_sum, group_sum
+
+
 #: slice groups of the wide reduce: group r sums slices r, r + WIDE_ROWS, ... (the summation order)
 WIDE_ROWS = 16
 #: slices from which the launchers use the wide reduce
@@ -138,117 +250,8 @@ def make_reduce_wide(OUT, EPI, ftype="float32", rows=WIDE_ROWS, store_mode="dire
     ROWS, FLAT_T, TRANSPOSE = rows, WIDE_FLAT_THREADS, store_mode == "transpose"
     BUF_W = max(ROWS, FLAT_T // 32) if TRANSPOSE else 1      # warps of a block, either layout
     store = make_store(OUT, EPI, ftype)
-    if ftype == "float32":
-        ldv = _ld_vec
-    else:
-        ldv = _ld_contig
-
-    @cuda.jit(device=True, inline=True)
-    def ld(ws, vec, p0, p1, p2, p3, off):
-        if vec:
-            return ldv(ws, p0 + off)
-        return ws[uint64(p0 + off)], ws[uint64(p1 + off)], ws[uint64(p2 + off)], ws[uint64(p3 + off)]
-
-    @cuda.jit(device=True, inline=True)
-    def seq_sum(ws, vec, p0, p1, p2, p3, MN, SPLITS):
-        """slices 0 .. SPLITS-1 in order, 8 (then 4, then 1) loads issued before their adds."""
-        v0 = ACC(0)
-        v1 = ACC(0)
-        v2 = ACC(0)
-        v3 = ACC(0)
-        off = int64(0)
-        s = 0
-        while s + 8 <= SPLITS:
-            x0 = ld(ws, vec, p0, p1, p2, p3, off)
-            x1 = ld(ws, vec, p0, p1, p2, p3, off + MN)
-            x2 = ld(ws, vec, p0, p1, p2, p3, off + 2 * MN)
-            x3 = ld(ws, vec, p0, p1, p2, p3, off + 3 * MN)
-            x4 = ld(ws, vec, p0, p1, p2, p3, off + 4 * MN)
-            x5 = ld(ws, vec, p0, p1, p2, p3, off + 5 * MN)
-            x6 = ld(ws, vec, p0, p1, p2, p3, off + 6 * MN)
-            x7 = ld(ws, vec, p0, p1, p2, p3, off + 7 * MN)
-            v0 = (((((((v0 + x0[0]) + x1[0]) + x2[0]) + x3[0]) + x4[0]) + x5[0]) + x6[0]) + x7[0]
-            v1 = (((((((v1 + x0[1]) + x1[1]) + x2[1]) + x3[1]) + x4[1]) + x5[1]) + x6[1]) + x7[1]
-            v2 = (((((((v2 + x0[2]) + x1[2]) + x2[2]) + x3[2]) + x4[2]) + x5[2]) + x6[2]) + x7[2]
-            v3 = (((((((v3 + x0[3]) + x1[3]) + x2[3]) + x3[3]) + x4[3]) + x5[3]) + x6[3]) + x7[3]
-            off += 8 * MN
-            s += 8
-        if s + 4 <= SPLITS:
-            x0 = ld(ws, vec, p0, p1, p2, p3, off)
-            x1 = ld(ws, vec, p0, p1, p2, p3, off + MN)
-            x2 = ld(ws, vec, p0, p1, p2, p3, off + 2 * MN)
-            x3 = ld(ws, vec, p0, p1, p2, p3, off + 3 * MN)
-            v0 = (((v0 + x0[0]) + x1[0]) + x2[0]) + x3[0]
-            v1 = (((v1 + x0[1]) + x1[1]) + x2[1]) + x3[1]
-            v2 = (((v2 + x0[2]) + x1[2]) + x2[2]) + x3[2]
-            v3 = (((v3 + x0[3]) + x1[3]) + x2[3]) + x3[3]
-            off += 4 * MN
-            s += 4
-        while s < SPLITS:
-            x0 = ld(ws, vec, p0, p1, p2, p3, off)
-            v0 += x0[0]
-            v1 += x0[1]
-            v2 += x0[2]
-            v3 += x0[3]
-            off += MN
-            s += 1
-        return v0, v1, v2, v3
-
-    @cuda.jit(device=True, inline=True)
-    def group_sum(ws, vec, p0, p1, p2, p3, MN, SPLITS, r):
-        """group r's partial: slices r, r + ROWS, ... into four accumulators in turn, then (a0 + a1) + (a2 + a3)."""
-        a00 = ACC(0)
-        a01 = ACC(0)
-        a02 = ACC(0)
-        a03 = ACC(0)
-        a10 = ACC(0)
-        a11 = ACC(0)
-        a12 = ACC(0)
-        a13 = ACC(0)
-        a20 = ACC(0)
-        a21 = ACC(0)
-        a22 = ACC(0)
-        a23 = ACC(0)
-        a30 = ACC(0)
-        a31 = ACC(0)
-        a32 = ACC(0)
-        a33 = ACC(0)
-        step = ROWS * MN
-        off = r * MN
-        s = r
-        while s + 3 * ROWS < SPLITS:
-            x0 = ld(ws, vec, p0, p1, p2, p3, off)
-            x1 = ld(ws, vec, p0, p1, p2, p3, off + step)
-            x2 = ld(ws, vec, p0, p1, p2, p3, off + 2 * step)
-            x3 = ld(ws, vec, p0, p1, p2, p3, off + 3 * step)
-            a00 += x0[0]
-            a01 += x0[1]
-            a02 += x0[2]
-            a03 += x0[3]
-            a10 += x1[0]
-            a11 += x1[1]
-            a12 += x1[2]
-            a13 += x1[3]
-            a20 += x2[0]
-            a21 += x2[1]
-            a22 += x2[2]
-            a23 += x2[3]
-            a30 += x3[0]
-            a31 += x3[1]
-            a32 += x3[2]
-            a33 += x3[3]
-            off += 4 * step
-            s += 4 * ROWS
-        while s < SPLITS:
-            x0 = ld(ws, vec, p0, p1, p2, p3, off)
-            a00 += x0[0]
-            a01 += x0[1]
-            a02 += x0[2]
-            a03 += x0[3]
-            off += step
-            s += ROWS
-        return ((a00 + a10) + (a20 + a30), (a01 + a11) + (a21 + a31), (a02 + a12) + (a22 + a32),
-                (a03 + a13) + (a23 + a33))
+    seq_v, group_v = _sums(_ld_vec if ftype == "float32" else _ld_contig, ACC, ROWS)
+    seq_s, group_s = _sums(_ld_scalar, ACC, ROWS)
 
     @cuda.jit(device=True, inline=True)
     def locate(e, BATCH, M, N, MN, SPLITS):
@@ -323,11 +326,16 @@ def make_reduce_wide(OUT, EPI, ftype="float32", rows=WIDE_ROWS, store_mode="dire
             v2 = ACC(0)
             v3 = ACC(0)
             if chunk < TOTAL:
-                if SPLITS <= ROWS:
-                    v0, v1, v2, v3 = seq_sum(ws, vec, p0, p1, p2, p3, MN, SPLITS)
+                if SPLITS <= ROWS and vec:
+                    v0, v1, v2, v3 = seq_v(ws, p0, p1, p2, p3, MN, SPLITS)
+                elif SPLITS <= ROWS:
+                    v0, v1, v2, v3 = seq_s(ws, p0, p1, p2, p3, MN, SPLITS)
                 else:
                     for r in range(ROWS):
-                        g = group_sum(ws, vec, p0, p1, p2, p3, MN, SPLITS, r)
+                        if vec:
+                            g = group_v(ws, p0, p1, p2, p3, MN, SPLITS, r)
+                        else:
+                            g = group_s(ws, p0, p1, p2, p3, MN, SPLITS, r)
                         v0 += g[0]
                         v1 += g[1]
                         v2 += g[2]
@@ -345,7 +353,10 @@ def make_reduce_wide(OUT, EPI, ftype="float32", rows=WIDE_ROWS, store_mode="dire
             store4(v0, v1, v2, v3, strided, chunk + lane if strided else e0, BATCH, M, N, MN, SPLITS, TOTAL,
                    o_args, bias_args, r_args, alpha, beta)
             return
-        g = group_sum(ws, vec, p0, p1, p2, p3, MN, SPLITS, w)
+        if vec:
+            g = group_v(ws, p0, p1, p2, p3, MN, SPLITS, w)
+        else:
+            g = group_s(ws, p0, p1, p2, p3, MN, SPLITS, w)
         part[w, 0, lane] = g[0]
         part[w, 1, lane] = g[1]
         part[w, 2, lane] = g[2]
@@ -392,15 +403,22 @@ else:
 
 
 @cuda.jit(device=True, inline=True)
-def _ld_vec(ws, i):
-    """ws[i .. i + 3] (float32, i % 4 == 0, 16-byte aligned base) as one 16-byte load."""
-    return ldg4(ws, i)
+def _ld_vec(ws, p0, p1, p2, p3, off):
+    """ws[p0 + off .. + 3] (float32, p0 + off % 4 == 0, 16-byte aligned base) as one 16-byte load."""
+    return ldg4(ws, p0 + off)
 
 
 @cuda.jit(device=True, inline=True)
-def _ld_contig(ws, i):
-    """ws[i .. i + 3] as four loads (float64 workspaces)."""
+def _ld_contig(ws, p0, p1, p2, p3, off):
+    """ws[p0 + off .. + 3] as four loads (float64 workspaces)."""
+    i = p0 + off
     return ws[uint64(i)], ws[uint64(i + 1)], ws[uint64(i + 2)], ws[uint64(i + 3)]
+
+
+@cuda.jit(device=True, inline=True)
+def _ld_scalar(ws, p0, p1, p2, p3, off):
+    """ws[p0 + off], ws[p1 + off], ws[p2 + off], ws[p3 + off] (4-byte loads, any alignment)."""
+    return ws[uint64(p0 + off)], ws[uint64(p1 + off)], ws[uint64(p2 + off)], ws[uint64(p3 + off)]
 
 
 def make_reduce_wide_v1(OUT, EPI, ftype="float32", rows=WIDE_ROWS):
