@@ -1,4 +1,5 @@
-"""GPU probe: the split-K reduce kernels alone (old wide v1, new wide direct / transpose stores, narrow),
+"""GPU probe: the split-K reduce kernels alone (old wide v1, new wide direct / transpose stores / rows
+layout, narrow, the tensor-core conv's vector reduce "tcvec"),
 beside torch's own sum over the slices, then whole FP32 GEMMs forced to a split through the engines.
 
 Run on the GPU machine::
@@ -63,6 +64,18 @@ def kernels():
             "narrow": (splitk.make_reduce(out, epi), narrow)}
 
 
+def tc_vec_run(M, N, S, ws, c, gc, kcache):
+    """run(None, stream) of the tensor-core conv's vector reduce (kernels/tc_conv/splitk.py), the one
+    conv_tc uses for N % 4 == 0, over the same partials."""
+    from ncudnn.kernels import epilogue as ep
+    from ncudnn.kernels.tc_conv import splitk as tsk
+    kern = tsk.make_split_reduce_vec(ep.EpilogueSpec(), "float32", "float32")
+    args = tsk.vec_args(ws, S, c, c, c, M, N, N, 1)
+    k = kcache.get_or_compile("probe_skr|tcvec", lambda: kern, gc.argtypes(args))
+    g, b = tsk.vec_launch(M, N)
+    return k.prepare(g, b, args).run
+
+
 def reduce_cases(cases, reps, torch, flush, deadline):
     from ncudnn import memory
     from ncudnn.engines import gemm_common as gc
@@ -86,6 +99,7 @@ def reduce_cases(cases, reps, torch, flush, deadline):
         tref = flushed_ms(lambda: torch.sum(wt[shift:].view(S, M * N), 0, out=ct), torch, flush, reps)
         line = [f"reduce {M:6d}x{N:<5d} S={S:<4d} shift {shift}  torch.sum {tref * 1e3:8.1f} us {gb / tref * 1e3:6.0f} GB/s"]
         ref_out = None
+        stream = torch.cuda.current_stream().cuda_stream
         for name, (kern, grid) in ks.items():
             if name == "narrow" and S > 16 or name == "rows" and M * N >= (1 << 21):
                 continue
@@ -93,7 +107,6 @@ def reduce_cases(cases, reps, torch, flush, deadline):
                 k = kcache.get_or_compile(f"probe_skr|{name}", lambda kern=kern: kern, gc.argtypes(args))
                 g = grid(M * N, S)
                 run = k.prepare(g[0], g[1], args).run
-                stream = torch.cuda.current_stream().cuda_stream
                 ct.fill_(float("nan"))
                 run(None, stream)
                 torch.cuda.synchronize()
@@ -107,6 +120,17 @@ def reduce_cases(cases, reps, torch, flush, deadline):
                 line.append(f"{name} {ms * 1e3:9.1f} us {gb / ms * 1e3:6.0f} GB/s err {err:.0e}{same}")
             except Exception as e:  # noqa: BLE001
                 line.append(f"{name} {type(e).__name__}: {str(e)[:200]}")
+        if N % 4 == 0 and not shift:
+            try:
+                run = tc_vec_run(M, N, S, ws, c, gc, kcache)
+                ct.fill_(float("nan"))
+                run(None, stream)
+                torch.cuda.synchronize()
+                err = float((ct.double() - truth).abs().max()) / scale
+                ms = flushed_ms(lambda: run(None, stream), torch, flush, reps)
+                line.append(f"tcvec {ms * 1e3:9.1f} us {gb / ms * 1e3:6.0f} GB/s err {err:.0e}")
+            except Exception as e:  # noqa: BLE001
+                line.append(f"tcvec {type(e).__name__}: {str(e)[:200]}")
         print(" | ".join(line), flush=True)
 
 
