@@ -131,7 +131,24 @@ def _csx_variants(rms=False):
     return [dict()] + [{KC: kc, KB: b, KR: r, KS: st, KL: 16} for kc, b, r, st in geoms]
 
 
+def _rpt_variants(rms=False):
+    """Several rows a thread (KERNEL_CFG 9 / 10: 2 rows, 11 / 12: 4 rows; odd two-pass, even shifted), scale /
+    bias loaded once for them, beside the one-row kernel they extend."""
+    geoms = [(2, 128, 1, 1), (10, 128, 1, 1), (9, 128, 1, 1), (12, 128, 1, 1), (11, 128, 1, 1), (10, 128, 1, 0),
+             (10, 64, 1, 1), (10, 32, 4, 1), (12, 32, 4, 1), (10, 256, 1, 1), (10, 64, 2, 1)]
+    if rms:
+        geoms = list(dict.fromkeys((kc + kc % 2, b, r, st) for kc, b, r, st in geoms))
+    return [dict()] + [{KC: kc, KB: b, KR: r, KS: st, KL: 16} for kc, b, r, st in geoms]
+
+
 GROUPS = {
+    "rpt_ln": ("LayerNorm fwd training FP32 8192x1024, rows a thread", lambda: case("layernorm_fwd", 8192, 1024),
+               _rpt_variants()),
+    "rpt_rms": ("RMSNorm fwd training FP32 8192x1024, rows a thread", lambda: case("rmsnorm_fwd", 8192, 1024),
+                _rpt_variants(True)),
+    "rpt_ln4096": ("LayerNorm fwd training FP32 8192x4096, rows a thread",
+                   lambda: case("layernorm_fwd", 8192, 4096),
+                   [dict()] + [{KC: kc, KB: b, KR: 1, KS: 1, KL: 16} for kc, b in ((2, 256), (10, 256), (9, 256))]),
     "csx_ln": ("LayerNorm fwd training FP32 8192x1024, .cs loads of x", lambda: case("layernorm_fwd", 8192, 1024),
                _csx_variants()),
     "csx_rms": ("RMSNorm fwd training FP32 8192x1024, .cs loads of x", lambda: case("rmsnorm_fwd", 8192, 1024),

@@ -20,7 +20,7 @@ rows a block, 0 = the kernel layer's 4); LOAD_SIZE (forward: 0 = an element per 
 vector accesses when n divides into vectors and X, Y, SCALE, BIAS declare >= 16-byte alignment);
 CTA_COUNT (forward, 16-byte kernel: 0 = a block per row group, c = a persistent grid of SMs x c blocks
 looping over the rows; STAGES 2 then loads the next row before this row's statistics); forward KERNEL_CFG
-1..8: the sub-block kernel (:mod:`ncudnn.kernels.norm_row_fwd_sub`: BLOCK_SIZE threads a row, TILE_ROWS rows a
+1..12: the sub-block kernel (:mod:`ncudnn.kernels.norm_row_fwd_sub`: BLOCK_SIZE threads a row, TILE_ROWS rows a
 block, STAGES 1 scale / bias loaded before the reductions; see FWD_SUB_KCFG; made the default by
 FWD_SUB_DEFAULT). Fused backward
 (KERNEL_CFG 1): BLOCK_SIZE threads, TILE_ROWS rows a loop step, CTA_COUNT blocks per SM, STAGES 2 (the
@@ -202,11 +202,20 @@ BWD_FUSED_VARIANTS = ((0, 0, 0), (128, 2, 0), (128, 4, 0), (256, 1, 0), (256, 2,
 #: forward CTA_COUNT values (persistent grids of SMs x CTA_COUNT blocks) ranked after the default
 FWD_PERSIST_CTAS = (4, 8, 16)
 
-#: forward KERNEL_CFG values: 0 the row kernel of :mod:`ncudnn.kernels.norm_row`; 1..8 the sub-block
+#: forward KERNEL_CFG values: 0 the row kernel of :mod:`ncudnn.kernels.norm_row`; 1..12 the sub-block
 #: kernel (:mod:`ncudnn.kernels.norm_row_fwd_sub`, BLOCK_SIZE threads a row, TILE_ROWS rows a block,
-#: STAGES 1 = scale / bias loaded before the reductions), as (two-pass statistics, .cs stores, .cs loads of X)
+#: STAGES 1 = scale / bias loaded before the reductions), as (two-pass statistics, .cs stores, .cs loads of X
+#: [, rows a thread: several consecutive rows interleaved, scale / bias loaded once for them])
 FWD_SUB_KCFG = {1: (True, False, False), 2: (False, False, False), 3: (True, True, False), 4: (False, True, False),
-                5: (True, True, True), 6: (False, True, True), 7: (True, False, True), 8: (False, False, True)}
+                5: (True, True, True), 6: (False, True, True), 7: (True, False, True), 8: (False, False, True),
+                9: (True, False, False, 2), 10: (False, False, False, 2), 11: (True, False, False, 4),
+                12: (False, False, False, 4)}
+
+
+def _rpt(cfg):
+    """Rows a thread of a sub-block forward config (the 4th entry of its FWD_SUB_KCFG value; 1 without)."""
+    v = FWD_SUB_KCFG.get(_kcfg(cfg), ())
+    return v[3] if len(v) > 3 else 1
 
 #: sub-block forward variants the heuristics rank right after the default: (KERNEL_CFG, BLOCK_SIZE, TILE_ROWS,
 #: STAGES); those a row does not fit (more than 32 values a thread) are pruned by keep()
@@ -216,7 +225,8 @@ FWD_SUB_VARIANTS = ((1, 32, 4, 0), (2, 32, 4, 0), (1, 32, 4, 1), (3, 32, 4, 0), 
                     (2, 64, 4, 0), (2, 128, 1, 0), (4, 128, 1, 0), (2, 128, 2, 0), (1, 128, 1, 0),
                     (2, 128, 1, 1), (2, 256, 1, 0), (4, 256, 1, 0), (1, 256, 1, 0), (5, 32, 4, 0), (6, 64, 2, 0),
                     (6, 128, 1, 0), (6, 256, 1, 0), (8, 128, 1, 0), (8, 128, 1, 1), (7, 128, 1, 0), (8, 32, 4, 1),
-                    (8, 64, 2, 0), (8, 256, 1, 0))
+                    (8, 64, 2, 0), (8, 256, 1, 0), (10, 128, 1, 1), (9, 128, 1, 1), (12, 128, 1, 1),
+                    (10, 64, 1, 1), (10, 32, 4, 1), (10, 256, 1, 1))
 
 
 #: the sub-block forward as the default config: entries ((max vectors a row, (KERNEL_CFG, BLOCK_SIZE, TILE_ROWS,
@@ -252,7 +262,7 @@ def _sub_rows(cfg):
 
 
 def _sub_reason(sub, cfg):
-    """Why a sub-block forward config (KERNEL_CFG 1..8) cannot run here (None: it can)."""
+    """Why a sub-block forward config (KERNEL_CFG 1..12) cannot run here (None: it can)."""
     if _kcfg(cfg) not in FWD_SUB_KCFG:
         return f"forward KERNEL_CFG {_kcfg(cfg)} is not 0 or one of {sorted(FWD_SUB_KCFG)}"
     vec = _fwd_vec(sub)
@@ -263,6 +273,9 @@ def _sub_reason(sub, cfg):
         return "the sub-block forward (KERNEL_CFG > 0) takes CTA_COUNT 0 and STAGES 0 or 1"
     n = math.prod(sub.anchor.inputs["X"].dims[1:])
     tpr, rpb = _block(cfg), _sub_rows(cfg)
+    if _rpt(cfg) > 1 and ksub.sub_config(n, vec, tpr, rpb)[1] * vec * _rpt(cfg) > 2 * ksub.SUB_VALUES_MAX:
+        return f"the sub-block forward with {_rpt(cfg)} rows a thread: more than {2 * ksub.SUB_VALUES_MAX} " \
+            "values of x a thread"
     if not ksub.sub_config(n, vec, tpr, rpb)[1]:
         return f"the sub-block forward: a row of {n} elements does not fit BLOCK_SIZE {tpr} threads x " \
             f"{ksub.SUB_VALUES_MAX} values (threads a row: one of {ksub.SUB_TPR}; TILE_ROWS {rpb}: " \
@@ -336,11 +349,12 @@ def _forward(sub, cfg):
     if vec and _kcfg(cfg):
         tpr, srpb = _block(cfg), _sub_rows(cfg)
         sthreads, _ = ksub.sub_config(n, vec, tpr, srpb)
-        two_pass, cs, csx = FWD_SUB_KCFG[_kcfg(cfg)]
+        two_pass, cs, csx = FWD_SUB_KCFG[_kcfg(cfg)][:3]
+        rpt = _rpt(cfg)
         fargs = (n, tpr, srpb, vec, not rms, bias is not None, write, kdtype(x), p_dt, y_dt, s_dt, eps_dt,
-                 two_pass, cfg.get(KS, 0) == 1, cs, csx)
+                 two_pass, cfg.get(KS, 0) == 1, cs, csx) + ((rpt,) if rpt > 1 else ())
         step = Step("norm_rows_fwd_sub:" + src_key(fargs), lambda: ksub.row_fwd_sub_kernel(*fargs)[0],
-                    math.ceil(rows / srpb), sthreads, args, nbytes=tensor_bytes(x, y, scale, bias))
+                    math.ceil(rows / (srpb * rpt)), sthreads, args, nbytes=tensor_bytes(x, y, scale, bias))
     elif vec:
         grid = math.ceil(rows / rpb)
         persist = bool(_ctas(cfg)) and grid > kprim.sm_count() * _ctas(cfg)

@@ -10,6 +10,8 @@ Versions of the 16-byte forward row kernel (the default stays :func:`.norm_row.r
   False: one reduction of sums shifted by the row's first element (sum e, sum e^2, e = x - x[0]).
 - ``preload`` True: scale / bias vectors loaded before the reductions (more bytes in flight, more
   registers); False: after them, just before the store.
+- ``rpt`` > 1: a thread normalizes ``rpt`` consecutive rows one after another, scale / bias loaded once before
+  them (less L2 traffic for the parameters: each block otherwise re-reads them from the L2).
 - ``cs`` True: y stored with ``st.global.cs`` (evict-first; float32 y with 4-element vectors only);
   ``csx`` True: x's vectors loaded with ``ld.global.cs`` (float32 x, 4-element vectors).
 
@@ -17,6 +19,7 @@ Rows past ``nrows`` in the last block (rows % RPB != 0) load the last row again 
 the barriers) and store nothing. RMS norm (``center`` False) is one reduction of sum x^2.
 """
 import functools
+import re
 
 from numba import cuda
 
@@ -59,22 +62,34 @@ def _reduce(exprs, tpr, rpb, arrays):
     return s
 
 
-def _source(n, tpr, rpb, vpt, vec, center, has_bias, write_stats, ct, two_pass, preload, cs, eps_array):
+def _source(n, tpr, rpb, vpt, vec, center, has_bias, write_stats, ct, two_pass, preload, cs, eps_array, rpt=1):
     L = po.lit
     zero, one, inv_n, nv = L(0.0, ct), L(1.0, ct), L(1.0 / n, ct), n // vec
     w = tpr // 32
-    s = ["def kernel(x, scale, bias, y, s_mean, s_inv, eps_in, nrows):"]
+    head = ["def kernel(x, scale, bias, y, s_mean, s_inv, eps_in, nrows):"]
     if w > 1:
-        s += [f"    sm{i} = cuda.shared.array({rpb * w}, {ct})" for i in range(2)]
-    s += ["    tid = cuda.threadIdx.x", f"    t = tid % {tpr}", f"    row = cuda.blockIdx.x * {rpb} + tid // {tpr}"]
-    if w == 1:
+        head += [f"    sm{i}{'' if rpt == 1 else f'_{r}'} = cuda.shared.array({rpb * w}, {ct})"
+                 for r in range(rpt) for i in range(2)]
+    head += ["    tid = cuda.threadIdx.x", f"    t = tid % {tpr}"]
+    if w > 1:
+        head += ["    lane = tid % 32", "    wid = tid // 32", f"    w0 = (tid // {tpr}) * {w}"]
+    head += ["    eps = ld_eps(eps_in, 0)" if eps_array else f"    eps = {ct}(eps_in)"]
+    if rpt == 1:
+        s = [f"    row = cuda.blockIdx.x * {rpb} + tid // {tpr}"]
+    else:       # rpt consecutive rows a thread, interleaved (scale / bias loaded once for all)
+        head += [f"    row0 = (cuda.blockIdx.x * {rpb} + tid // {tpr}) * {rpt}"]
+        s = ["    row = row0 + RR"]
+    if w == 1 and rpt == 1:
         s += ["    if row >= nrows:", "        return", "    ok = True", "    lrow = row"]
     else:
-        s += ["    lane = tid % 32", "    wid = tid // 32", f"    w0 = (tid // {tpr}) * {w}",
-              "    ok = row < nrows", "    lrow = row if ok else nrows - 1"]
-    s += ["    eps = ld_eps(eps_in, 0)" if eps_array else f"    eps = {ct}(eps_in)", f"    base = lrow * {n}"]
-    lines, els, guard = load_row_vectors(vpt, tpr, nv, vec, zero)
+        s += ["    ok = row < nrows", "    lrow = row if ok else nrows - 1"]
+    s += [f"    base = lrow * {n}"]
+    lines, els, guard = load_row_vectors(vpt, tpr, nv, vec, zero, define_q=rpt == 1)
+    if rpt > 1:
+        head += [f"    q{k} = t + {k * tpr}" for k in range(vpt)]
+        preload = True
     s += lines
+    i_loads = len(s)
     flat = [e for g in els for e in g]
     par = []
 
@@ -93,8 +108,10 @@ def _source(n, tpr, rpb, vpt, vec, center, has_bias, write_stats, ct, two_pass, 
                                                                   if has_bias else [])
         else:
             par += params("    ", k)
-    if preload:
+    if preload and rpt == 1:
         s += par
+    elif preload:
+        head += par
     arrays = ("sm0", "sm1")
     if not center:
         s += _reduce([" + ".join(f"{e} * {e}" for e in flat)], tpr, rpb, arrays)
@@ -125,6 +142,7 @@ def _source(n, tpr, rpb, vpt, vec, center, has_bias, write_stats, ct, two_pass, 
         s.append("        sts(s_inv, row, inv)")
     if not preload:
         s += par
+    i_stores = len(s)
     for k in range(vpt):
         cond = ["ok"] + ([f"q{k} < {nv}"] if guard[k] else [])
         s.append(f"    if {' and '.join(cond)}:")
@@ -133,14 +151,26 @@ def _source(n, tpr, rpb, vpt, vec, center, has_bias, write_stats, ct, two_pass, 
             s.append(f"        st4cs(y, base + q{k} * {vec}, {', '.join(vals)})")
         else:
             s.append(f"        stvy(y, base + q{k} * {vec}, ({', '.join(vals)}))")
-    return "\n".join(s) + "\n"
+    if rpt == 1:
+        return "\n".join(head + s) + "\n"
+    # every row's loads, then every row's statistics, then every row's stores (more bytes in flight)
+    out = list(head)
+    for part in (s[:i_loads], s[i_loads:i_stores], s[i_stores:]):
+        for r in range(rpt):
+            out += [_ROW_NAMES.sub(lambda m: f"{m.group(0)}_{r}", ln).replace("RR", str(r)) for ln in part]
+    return "\n".join(out) + "\n"
+
+
+#: names of one row's registers in :func:`_source` (suffixed per row when a thread takes several rows)
+_ROW_NAMES = re.compile(r"\b(?:row|ok|lrow|base|kk|red\d|m1|mean|var|inv|sm\d|[rde]?v\d+_\d+)\b(?!\()")
 
 
 @functools.lru_cache(maxsize=None)
 def row_fwd_sub_kernel(n, tpr, rpb, vec, center, has_bias, write_stats, x_dt, p_dt, y_dt, s_dt, eps_dt=None,
-                       two_pass=True, preload=False, cs=False, csx=False):
+                       two_pass=True, preload=False, cs=False, csx=False, rpt=1):
     """Forward row kernel, ``tpr`` threads a row, ``rpb`` rows a block (grid: ceil(rows / rpb) blocks of
-    ``tpr * rpb`` threads). Arguments ``(x, scale, bias, y, s_mean, s_inv, eps, nrows)`` as
+    ``tpr * rpb`` threads); ``rpt`` > 1: each thread takes ``rpt`` consecutive rows one after another with
+    scale / bias loaded once (grid ceil(rows / (rpb * rpt))). Arguments ``(x, scale, bias, y, s_mean, s_inv, eps, nrows)`` as
     :func:`.norm_row.row_fwd_kernel`. Needs n % vec == 0, every buffer aligned to one vector, and
     :func:`sub_config` VPT > 0; ``cs`` (``csx``) needs float32 y (x) and vec 4. Returns (dispatcher, source)."""
     from .pointwise import _to_compute, _to_storage, vector_load, vector_store
@@ -154,7 +184,7 @@ def row_fwd_sub_kernel(n, tpr, rpb, vec, center, has_bias, write_stats, x_dt, p_
         raise ValueError("norm_row_fwd_sub: streaming loads need float32 x and 4-element vectors")
     ct = compute_type([x_dt, p_dt, y_dt])
     src = _source(n, tpr, rpb, vpt, vec, center, has_bias, write_stats, ct, two_pass, preload, cs,
-                  eps_dt is not None)
+                  eps_dt is not None, rpt)
     from .dtypes import loader
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, warp_sum=warp_sum, st4cs=st4cs,
               ldvx=ld4cs if csx else vector_load(vec), ldvp=vector_load(vec), stvy=vector_store(vec),
