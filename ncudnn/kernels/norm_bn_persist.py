@@ -37,6 +37,7 @@ from . import pointwise_ops as po
 from .bn_finalize import BWD_ARRAYS
 from .dtypes import loader, storer
 from .norm_bn_cshint import ld4cs, st4cs
+from .ptx import cp_async_cg_16_zfill, cp_async_commit, cp_async_wait_all
 from .resample_vec import ld4, st4, sel
 
 __all__ = ["PersistConfig", "persist_config", "persist_bwd_kernel", "phase2_geometry", "shared_bytes",
@@ -103,8 +104,13 @@ def _off(desc):
 
 
 @functools.lru_cache(maxsize=None)
-def persist_bwd_kernel(channels, arrays, txv, ty, tiles, nr=4, ns=8, unroll=4, cpb=2, hint=True):
+def persist_bwd_kernel(channels, arrays, txv, ty, tiles, nr=4, ns=8, unroll=4, cpb=2, hint=True, acache=False,
+                       stop=0):
     """The kernel (module docstring). ``arrays``: (dtype, sN, sC) of mean, inv, scale, dscale, dbias.
+    ``acache``: the shared-memory rows are fetched with ``cp.async`` (16 bytes a copy, all of them issued
+    before the streamed rows, so they are in flight without registers; row-major 16-byte slots) and added
+    once the streamed rows are done. ``stop`` (timing probes only): 1 ends after the partial sums, 2 after
+    the coefficients (dx not written).
     Arguments ``(x, dy, dx, part0, part1, coef, mean, inv, scale, dscale, dbias, rows, chunk_rows, chunks,
     count)``; grid (tiles, chunks), block (txv, ty), dynamic shared memory :func:`shared_bytes` (threads,
     ns). Returns (dispatcher, source)."""
@@ -129,6 +135,9 @@ def persist_bwd_kernel(channels, arrays, txv, ty, tiles, nr=4, ns=8, unroll=4, c
     def cidx(i, j):
         return f"(({i * 8 + j} * {ty} + ty) * {txv} + tx)"
 
+    def aidx(i, which):     # cp.async layout: 16-byte slot of thread t, row i, x (0) / dy (1)
+        return f"(({2 * i + which} * {T} + t) * 4)"
+
     # phase 1: register rows, shared rows, streamed rows
     p1 = []
     for i in range(nr):
@@ -136,7 +145,13 @@ def persist_bwd_kernel(channels, arrays, txv, ty, tiles, nr=4, ns=8, unroll=4, c
         p1 += load("ld4", "q", f"xr{i}_", f"gr{i}_")
     for i in range(nr):
         p1 += acc(f"xr{i}_", f"gr{i}_", f"k{i}")
-    for i0 in range(0, ns, U):
+    if acache:
+        for i in range(ns):
+            p1.append(f"s{i} = {nr + i} < nk and cok\nq = pb + {nr + i} * step if s{i} else cc\nnb = 16 if s{i} else 0")
+            p1.append(f"cp_async_cg_16_zfill(cache, {aidx(i, 0)}, x, q, nb)")
+            p1.append(f"cp_async_cg_16_zfill(cache, {aidx(i, 1)}, dy, q, nb)")
+        p1.append("cp_async_commit()")
+    for i0 in range(0, 0 if acache else ns, U):
         grp = range(i0, min(ns, i0 + U))
         for i in grp:
             p1.append(f"s{i} = {nr + i} < nk and cok\nq = pb + {nr + i} * step if s{i} else cc")
@@ -156,8 +171,17 @@ def persist_bwd_kernel(channels, arrays, txv, ty, tiles, nr=4, ns=8, unroll=4, c
     p3 = []
     for i in range(ns):     # row flags recomputed, not kept live through the barriers
         p3.append(f"if {nr + i} < nk:")
-        p3.append(_ind([f"y{j} = cache[{cidx(i, j)}]" for j in J] + [f"h{j} = cache[{cidx(i, 4 + j)}]" for j in J]
-                       + [f"{stv}(dx, pb + {nr + i} * step, {dx('y', 'h')})"], 4))
+        if acache:
+            rd = [f"y0, y1, y2, y3 = ld4(cache, {aidx(i, 0)})", f"h0, h1, h2, h3 = ld4(cache, {aidx(i, 1)})"]
+        else:
+            rd = [f"y{j} = cache[{cidx(i, j)}]" for j in J] + [f"h{j} = cache[{cidx(i, 4 + j)}]" for j in J]
+        p3.append(_ind(rd + [f"{stv}(dx, pb + {nr + i} * step, {dx('y', 'h')})"], 4))
+    after = []      # the cp.async rows, added once the streamed rows are done
+    if acache:
+        after.append("cp_async_wait_all()")
+        for i in range(ns):
+            after += [f"xa0, xa1, xa2, xa3 = ld4(cache, {aidx(i, 0)})", f"ga0, ga1, ga2, ga3 = ld4(cache, {aidx(i, 1)})"]
+            after += acc("xa", "ga", f"s{i}")
     for i in range(nr):
         p3.append(f"if {i} < nk:\n    {stv}(dx, pb + {i} * step, {dx(f'xr{i}_', f'gr{i}_')})")
 
@@ -184,6 +208,7 @@ if lane < {s}:
     c = (cuda.blockIdx.x * {txv} + tx) * 4
     cok = c < {C}
     cc = c if cok else 0
+    t = ty * {txv} + tx
     r0 = cuda.blockIdx.y * chunk_rows
     r1 = min(r0 + chunk_rows, rows)
     span = r1 - r0 - ty
@@ -202,6 +227,7 @@ if lane < {s}:
         while p < pend:
 {_ind(tail1, 12)}
             p += step
+{_ind(after, 4)}
     # the block's partial sums: row groups added in a fixed order
 {_ind([f"red[ty, tx * 4 + {j}] = a{j}" for j in J], 4)}
     cuda.syncthreads()
@@ -217,9 +243,9 @@ if lane < {s}:
         if cok:
             o = cuda.blockIdx.y * {C} + c
 {_ind([f"part0[o + {j}] = a{j}" for j in J] + [f"part1[o + {j}] = b{j}" for j in J], 12)}
+{"    return" if stop == 1 else ""}
     grid.sync()
     # the chunk combine and the coefficients of channels f * {cpb} ..
-    t = ty * {txv} + tx
     lane = t // {cpb}
     c2 = (cuda.blockIdx.y * {tiles} + cuda.blockIdx.x) * {cpb} + t % {cpb}
     a = {Z}
@@ -245,7 +271,7 @@ if lane < {s}:
         coef[{C} + c2] = -sc * iv * iv * ds * m_inv
         coef[{2 * C} + c2] = sc * iv * (iv * mu * ds - a) * m_inv
     grid.sync()
-    if not cok:
+    if not cok or {stop == 2}:
         return
 {_ind([f"e0_{j} = coef[c + {j}]" for j in J] + [f"e1_{j} = coef[{C} + c + {j}]" for j in J]
       + [f"e2_{j} = coef[{2 * C} + c + {j}]" for j in J], 4)}
@@ -261,7 +287,8 @@ if lane < {s}:
 """
     import numba
     ns_ = dict(po.expr_globals(), __name__=__name__, cuda=cuda, float32=numba.float32, ld4=ld4, st4=st4,
-               ld4cs=ld4cs, st4cs=st4cs, sel=sel, min=min,
+               ld4cs=ld4cs, st4cs=st4cs, sel=sel, min=min, cp_async_cg_16_zfill=cp_async_cg_16_zfill,
+               cp_async_commit=cp_async_commit, cp_async_wait_all=cp_async_wait_all,
                ldm=loader(d["mean"][0]), ldi=loader(d["inv"][0]), lds=loader(d["scale"][0]),
                st_dscale=storer(d["dscale"][0]), st_dbias=storer(d["dbias"][0]))
     exec(compile(src, "<norm_bn_persist bwd>", "exec"), ns_)

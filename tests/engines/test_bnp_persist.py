@@ -29,19 +29,20 @@ def _oracle(x, dy, mean, inv, scale):
     return dx, dscale, dbias
 
 
+@pytest.mark.parametrize("acache", [False, True], ids=["sts", "cpasync"])
 @pytest.mark.parametrize("rows, C, txv, ty, nr, ns, unroll", [
     (101, 16, 4, 8, 1, 2, 2),      # 13 rows a thread: 1 register, 2 shared, 10 streamed (odd tail)
     (37, 12, 4, 4, 2, 3, 3),       # C = 12: lane 3 of each row group idle; 10 rows a thread, the last 9
     (3, 8, 2, 4, 1, 1, 2),         # fewer rows than row groups: threads with no rows at all
 ])
-def test_bnp_kernel_direct(rng, rows, C, txv, ty, nr, ns, unroll):
+def test_bnp_kernel_direct(rng, rows, C, txv, ty, nr, ns, unroll, acache):
     x, dy = rng.uniform(-1, 1, (rows, C)), rng.uniform(-1, 1, (rows, C))
     mean, inv, scale = rng.uniform(-0.5, 0.5, C), rng.uniform(0.5, 2, C), rng.uniform(-1, 1, C)
     f = lambda a: cuda.to_device(np.ascontiguousarray(a, np.float32).ravel())  # noqa: E731
     pois = lambda n: cuda.to_device(np.full(n, poison_value("float32"), np.float32))  # noqa: E731
     dense = (("float32", 0, 1),) * len(kp.CHANNEL_ARRAYS)
     cpb, _ = kp.phase2_geometry(C, 1, txv * ty)
-    kern, _ = kp.persist_bwd_kernel(C, dense, txv, ty, 1, nr, ns, unroll, cpb)
+    kern, _ = kp.persist_bwd_kernel(C, dense, txv, ty, 1, nr, ns, unroll, cpb, True, acache)
     dx, dscale, dbias = pois(rows * C), pois(C), pois(C)
     args = [f(x), f(dy), dx, pois(C), pois(C), pois(3 * C), f(mean), f(inv), f(scale), dscale, dbias,
             rows, rows, 1, float(rows)]
