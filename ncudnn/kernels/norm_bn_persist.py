@@ -34,7 +34,6 @@ from numba import cuda
 
 from ..platform import simulator_enabled
 from . import pointwise_ops as po
-from .bn_finalize import BWD_ARRAYS
 from .dtypes import loader, storer
 from .norm_bn_cshint import ld4cs, st4cs
 from .ptx import cp_async_cg_16_zfill, cp_async_commit, cp_async_wait_all
