@@ -4,8 +4,13 @@ chain in the epilogue.
 
 Kernel: :mod:`ncudnn.kernels.wgmma` (cp.async ring into 128-byte-swizzled stages, wgmma m64nNk16, or
 m64nNk8 for TF32, with shared-memory descriptors, two consumer warpgroups, asynchronous issue with one
-group in flight, epilogue staged through shared memory). Knobs (cudnnBackendKnobType_t): TILE_SIZE indexes :data:`TILES`, STAGES
-the ring depth (3-6), SWIZZLE the tile-row group of the rasterization (GROUP_M 1 or 8), EDGE fixed.
+group in flight, epilogue staged through shared memory and stored in 16-byte vectors). Knobs
+(cudnnBackendKnobType_t): TILE_SIZE indexes :data:`TILES`, STAGES the ring depth (2-6), SWIZZLE the
+tile-row group of the rasterization (GROUP_M 1 or 8), EDGE fixed.
+
+Small K (16-bit, at most 4 k tiles: writing C bounds the time): each tile is ranked at its
+:data:`SMALL_K_STAGES` ring (no deeper than k tiles + 1, leaving shared memory for resident blocks) and
+costed no faster than C's bytes at its measured C-write rate (:data:`SMALL_K_RATE`); no split-K.
 
 Support: what engine matmul_tc supports for 16-bit A and B (each with a unit stride on one of its two
 matrix dims: k-contiguous operands are read K-major, the others MN-major through wgmma's transpose
