@@ -1,5 +1,5 @@
 """GPU probe: the split-K reduce kernels alone (old wide v1, new wide direct / transpose stores / rows
-layout, narrow, the tensor-core conv's vector reduce "tcvec"),
+layout, 4-slice load batches, narrow, the tensor-core conv's vector reduce "tcvec"),
 beside torch's own sum over the slices, then whole FP32 GEMMs forced to a split through the engines.
 
 Run on the GPU machine::
@@ -58,6 +58,7 @@ def kernels():
     rows = lambda t, s: (max(1, -(-t // 128)), 32 * splitk.WIDE_ROWS)  # noqa: E731
     return {"v1": (splitk.make_reduce_wide_v1(out, epi), lambda t, s: splitk.wide_grid_v1(t)),
             "direct": (splitk.make_reduce_wide(out, epi), lambda t, s: splitk.wide_grid(t, splits=s)),
+            "batch4": (splitk.make_reduce_wide(out, epi, batch=4), lambda t, s: splitk.wide_grid(t, splits=s)),
             "transp": (splitk.make_reduce_wide(out, epi, store_mode="transpose"),
                        lambda t, s: splitk.wide_grid(t, splits=s)),
             "rows": (splitk.make_reduce_wide(out, epi), rows),
@@ -104,7 +105,8 @@ def reduce_cases(cases, reps, torch, flush, deadline):
             if name == "narrow" and S > 16 or name == "rows" and M * N >= (1 << 21):
                 continue
             try:
-                k = kcache.get_or_compile(f"probe_skr|{name}", lambda kern=kern: kern, gc.argtypes(args))
+                kname = "direct" if name == "rows" else name       # one kernel, two launch layouts
+                k = kcache.get_or_compile(f"probe_skr|{kname}", lambda kern=kern: kern, gc.argtypes(args))
                 g = grid(M * N, S)
                 run = k.prepare(g[0], g[1], args).run
                 ct.fill_(float("nan"))

@@ -92,10 +92,10 @@ def test_skw_wide_same_bits_as_v1(rng, S, N, shift):
     args = (ws_h, shift, S, B, M, N, 1.0, 0.0, z, np.zeros(N, np.float32), z)
     old = run(splitk.make_reduce_wide_v1(OUT, epi), splitk.wide_grid_v1(B * M * N), *args)
     assert_close(old, ws_h[shift:].astype(np.float64).reshape(B, S, M, N).sum(1), "float32")
-    for mode in ("direct", "transpose"):
-        kern = splitk.make_reduce_wide(OUT, epi, store_mode=mode)
+    for mode, batch in (("direct", 8), ("transpose", 8), ("direct", 4)):
+        kern = splitk.make_reduce_wide(OUT, epi, store_mode=mode, batch=batch)
         for grid in (flat_grid(B * M * N), rows_grid(B * M * N)):
-            assert np.array_equal(run(kern, grid, *args), old), (mode, grid)
+            assert np.array_equal(run(kern, grid, *args), old), (mode, batch, grid)
     if S <= splitk.WIDE_ROWS:
         narrow = splitk.make_reduce(OUT, epi)
         assert np.array_equal(run(narrow, (1, 128), *args), old)

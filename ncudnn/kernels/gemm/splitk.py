@@ -102,38 +102,18 @@ def make_reduce(OUT, EPI, ftype="float32"):
     return reduce_kernel
 
 
-def _sums(ld, ACC, ROWS):
+def _sums(ld, ACC, ROWS, BATCH=8):
     """(seq_sum, group_sum) over the loader ``ld(ws, p0, p1, p2, p3, off)`` (4 values of one slice): one
-    pair a loader, so that a thread's loads are straight-line code, not one branch each."""
-    key = ("sums", ld, ACC, ROWS)
+    pair a loader, so that a thread's loads are straight-line code, not one branch each. ``BATCH`` (8 or
+    4): the slices whose loads seq_sum issues before their adds."""
+    key = ("sums", ld, ACC, ROWS, BATCH)
     if key in _CACHE:
         return _CACHE[key]
 
     @cuda.jit(device=True, inline=True)
-    def seq_sum(ws, p0, p1, p2, p3, MN, SPLITS):
-        """slices 0 .. SPLITS-1 in order, 8 (then 4, then 1) loads issued before their adds."""
-        v0 = ACC(0)
-        v1 = ACC(0)
-        v2 = ACC(0)
-        v3 = ACC(0)
-        off = int64(0)
-        s = 0
-        while s + 8 <= SPLITS:
-            x0 = ld(ws, p0, p1, p2, p3, off)
-            x1 = ld(ws, p0, p1, p2, p3, off + MN)
-            x2 = ld(ws, p0, p1, p2, p3, off + 2 * MN)
-            x3 = ld(ws, p0, p1, p2, p3, off + 3 * MN)
-            x4 = ld(ws, p0, p1, p2, p3, off + 4 * MN)
-            x5 = ld(ws, p0, p1, p2, p3, off + 5 * MN)
-            x6 = ld(ws, p0, p1, p2, p3, off + 6 * MN)
-            x7 = ld(ws, p0, p1, p2, p3, off + 7 * MN)
-            v0 = (((((((v0 + x0[0]) + x1[0]) + x2[0]) + x3[0]) + x4[0]) + x5[0]) + x6[0]) + x7[0]
-            v1 = (((((((v1 + x0[1]) + x1[1]) + x2[1]) + x3[1]) + x4[1]) + x5[1]) + x6[1]) + x7[1]
-            v2 = (((((((v2 + x0[2]) + x1[2]) + x2[2]) + x3[2]) + x4[2]) + x5[2]) + x6[2]) + x7[2]
-            v3 = (((((((v3 + x0[3]) + x1[3]) + x2[3]) + x3[3]) + x4[3]) + x5[3]) + x6[3]) + x7[3]
-            off += 8 * MN
-            s += 8
-        if s + 4 <= SPLITS:
+    def seq4(ws, p0, p1, p2, p3, MN, SPLITS, s, off, v0, v1, v2, v3):
+        """slices s .. SPLITS-1 added in order to v, four loads issued before their adds, then one."""
+        while s + 4 <= SPLITS:
             x0 = ld(ws, p0, p1, p2, p3, off)
             x1 = ld(ws, p0, p1, p2, p3, off + MN)
             x2 = ld(ws, p0, p1, p2, p3, off + 2 * MN)
@@ -153,6 +133,38 @@ def _sums(ld, ACC, ROWS):
             off += MN
             s += 1
         return v0, v1, v2, v3
+
+    if BATCH == 4:
+        @cuda.jit(device=True, inline=True)
+        def seq_sum(ws, p0, p1, p2, p3, MN, SPLITS):
+            """slices 0 .. SPLITS-1 in order."""
+            return seq4(ws, p0, p1, p2, p3, MN, SPLITS, 0, int64(0), ACC(0), ACC(0), ACC(0), ACC(0))
+    else:
+        @cuda.jit(device=True, inline=True)
+        def seq_sum(ws, p0, p1, p2, p3, MN, SPLITS):
+            """slices 0 .. SPLITS-1 in order, eight loads issued before their adds (then as seq4)."""
+            v0 = ACC(0)
+            v1 = ACC(0)
+            v2 = ACC(0)
+            v3 = ACC(0)
+            off = int64(0)
+            s = 0
+            while s + 8 <= SPLITS:
+                x0 = ld(ws, p0, p1, p2, p3, off)
+                x1 = ld(ws, p0, p1, p2, p3, off + MN)
+                x2 = ld(ws, p0, p1, p2, p3, off + 2 * MN)
+                x3 = ld(ws, p0, p1, p2, p3, off + 3 * MN)
+                x4 = ld(ws, p0, p1, p2, p3, off + 4 * MN)
+                x5 = ld(ws, p0, p1, p2, p3, off + 5 * MN)
+                x6 = ld(ws, p0, p1, p2, p3, off + 6 * MN)
+                x7 = ld(ws, p0, p1, p2, p3, off + 7 * MN)
+                v0 = (((((((v0 + x0[0]) + x1[0]) + x2[0]) + x3[0]) + x4[0]) + x5[0]) + x6[0]) + x7[0]
+                v1 = (((((((v1 + x0[1]) + x1[1]) + x2[1]) + x3[1]) + x4[1]) + x5[1]) + x6[1]) + x7[1]
+                v2 = (((((((v2 + x0[2]) + x1[2]) + x2[2]) + x3[2]) + x4[2]) + x5[2]) + x6[2]) + x7[2]
+                v3 = (((((((v3 + x0[3]) + x1[3]) + x2[3]) + x3[3]) + x4[3]) + x5[3]) + x6[3]) + x7[3]
+                off += 8 * MN
+                s += 8
+            return seq4(ws, p0, p1, p2, p3, MN, SPLITS, s, off, v0, v1, v2, v3)
 
     @cuda.jit(device=True, inline=True)
     def group_sum(ws, p0, p1, p2, p3, MN, SPLITS, r):
@@ -224,7 +236,7 @@ WIDE_FLAT_THREADS = 256
 WIDE_FLAT_FROM = 1 << 19
 
 
-def make_reduce_wide(OUT, EPI, ftype="float32", rows=WIDE_ROWS, store_mode="direct"):
+def make_reduce_wide(OUT, EPI, ftype="float32", rows=WIDE_ROWS, store_mode="direct", batch=8):
     """kernel(ws, splits, o_args, bias_args, r_args, batch, M, N, alpha, beta) like :func:`make_reduce`,
     launched as :func:`wide_grid` says. Every thread owns 4 outputs of a warp's 128 consecutive ones:
     with N % 4 == 0 and a 16-byte aligned workspace (float32) outputs 4 * lane .. + 3, each slice read
@@ -243,15 +255,16 @@ def make_reduce_wide(OUT, EPI, ftype="float32", rows=WIDE_ROWS, store_mode="dire
     thread stores its own 4 outputs; "transpose": the vector path's sums pass through shared memory
     so that a warp's 32 stores of one instruction are 32 consecutive outputs."""
     assert 32 * rows != WIDE_FLAT_THREADS and store_mode in ("direct", "transpose")
-    key = ("reduce_wide2", OUT.key, EPI.key, ftype, rows, store_mode)
+    assert batch in (4, 8)
+    key = ("reduce_wide2", OUT.key, EPI.key, ftype, rows, store_mode, batch)
     if key in _CACHE:
         return _CACHE[key]
     ACC = float64 if ftype == "float64" else float32
     ROWS, FLAT_T, TRANSPOSE = rows, WIDE_FLAT_THREADS, store_mode == "transpose"
     BUF_W = max(ROWS, FLAT_T // 32) if TRANSPOSE else 1      # warps of a block, either layout
     store = make_store(OUT, EPI, ftype)
-    seq_v, group_v = _sums(_ld_vec if ftype == "float32" else _ld_contig, ACC, ROWS)
-    seq_s, group_s = _sums(_ld_scalar, ACC, ROWS)
+    seq_v, group_v = _sums(_ld_vec if ftype == "float32" else _ld_contig, ACC, ROWS, batch)
+    group_s = _sums(_ld_scalar, ACC, ROWS)[1]
 
     @cuda.jit(device=True, inline=True)
     def locate(e, BATCH, M, N, MN, SPLITS):
@@ -263,31 +276,6 @@ def make_reduce_wide(OUT, EPI, ftype="float32", rows=WIDE_ROWS, store_mode="dire
             r = e - z * MN
         m = r // N
         return z, m, r - m * N, z * SPLITS * MN + r
-
-    @cuda.jit(device=True, inline=True)
-    def store4(v0, v1, v2, v3, strided, e0, BATCH, M, N, MN, SPLITS, TOTAL, o_args, bias_args, r_args, alpha,
-               beta):
-        """outputs e0 .. e0 + 3 of one row (not strided) or e0, e0 + 32, e0 + 64, e0 + 96 (strided)."""
-        if not strided:
-            if e0 < TOTAL:
-                z, m, n, _ = locate(e0, BATCH, M, N, MN, SPLITS)
-                store(v0, z, m, n, o_args, bias_args, r_args, alpha, beta)
-                store(v1, z, m, n + 1, o_args, bias_args, r_args, alpha, beta)
-                store(v2, z, m, n + 2, o_args, bias_args, r_args, alpha, beta)
-                store(v3, z, m, n + 3, o_args, bias_args, r_args, alpha, beta)
-            return
-        if e0 < TOTAL:
-            z, m, n, _ = locate(e0, BATCH, M, N, MN, SPLITS)
-            store(v0, z, m, n, o_args, bias_args, r_args, alpha, beta)
-        if e0 + 32 < TOTAL:
-            z, m, n, _ = locate(e0 + 32, BATCH, M, N, MN, SPLITS)
-            store(v1, z, m, n, o_args, bias_args, r_args, alpha, beta)
-        if e0 + 64 < TOTAL:
-            z, m, n, _ = locate(e0 + 64, BATCH, M, N, MN, SPLITS)
-            store(v2, z, m, n, o_args, bias_args, r_args, alpha, beta)
-        if e0 + 96 < TOTAL:
-            z, m, n, _ = locate(e0 + 96, BATCH, M, N, MN, SPLITS)
-            store(v3, z, m, n, o_args, bias_args, r_args, alpha, beta)
 
     @cuda.jit
     def reduce_wide_kernel(ws, SPLITS, o_args, bias_args, r_args, BATCH, M, N, alpha, beta):
@@ -304,70 +292,69 @@ def make_reduce_wide(OUT, EPI, ftype="float32", rows=WIDE_ROWS, store_mode="dire
         else:
             chunk = int64(cuda.blockIdx.x) * 128
         vec = N % 4 == 0 and addr(ws) % uint64(16) == uint64(0)
-        # workspace offsets of this thread's 4 outputs (slice 0); past the end: offset 0, not stored
-        if vec:
-            e0 = chunk + 4 * lane
-            p0 = int64(0)
-            if e0 < TOTAL:
-                p0 = locate(e0, BATCH, M, N, MN, SPLITS)[3]
-            p1 = p0
-            p2 = p0
-            p3 = p0
-        else:
-            e0 = chunk + lane
-            p0 = locate(e0, BATCH, M, N, MN, SPLITS)[3] if e0 < TOTAL else int64(0)
-            p1 = locate(e0 + 32, BATCH, M, N, MN, SPLITS)[3] if e0 + 32 < TOTAL else int64(0)
-            p2 = locate(e0 + 64, BATCH, M, N, MN, SPLITS)[3] if e0 + 64 < TOTAL else int64(0)
-            p3 = locate(e0 + 96, BATCH, M, N, MN, SPLITS)[3] if e0 + 96 < TOTAL else int64(0)
-        strided = TRANSPOSE or not vec
-        if flat:
-            v0 = ACC(0)
-            v1 = ACC(0)
-            v2 = ACC(0)
-            v3 = ACC(0)
+        # workspace offsets of this thread's 4 outputs (slice 0): e0 .. e0 + 3 (vector) or e0, e0 + 32, ...
+        # (scalar); past the end: offset 0, not stored
+        e0 = chunk + 4 * lane if vec else chunk + lane
+        z = int64(0)
+        r = e0
+        if BATCH != 1:
+            z = e0 // MN
+            r = e0 - z * MN
+        SMN = SPLITS * MN
+        p0 = z * SMN + r if e0 < TOTAL else int64(0)
+        p1 = p0
+        p2 = p0
+        p3 = p0
+        if not vec:
+            r += 32
+            while r >= MN:
+                r -= MN
+                z += 1
+            p1 = z * SMN + r if e0 + 32 < TOTAL else int64(0)
+            r += 32
+            while r >= MN:
+                r -= MN
+                z += 1
+            p2 = z * SMN + r if e0 + 64 < TOTAL else int64(0)
+            r += 32
+            while r >= MN:
+                r -= MN
+                z += 1
+            p3 = z * SMN + r if e0 + 96 < TOTAL else int64(0)
+        v0 = ACC(0)
+        v1 = ACC(0)
+        v2 = ACC(0)
+        v3 = ACC(0)
+        if flat and vec and SPLITS <= ROWS:     # one slice a group: the plain sequence
             if chunk < TOTAL:
-                if SPLITS <= ROWS and vec:
-                    v0, v1, v2, v3 = seq_v(ws, p0, p1, p2, p3, MN, SPLITS)
-                elif SPLITS <= ROWS:
-                    v0, v1, v2, v3 = seq_s(ws, p0, p1, p2, p3, MN, SPLITS)
+                v0, v1, v2, v3 = seq_v(ws, p0, p1, p2, p3, MN, SPLITS)
+        else:                           # flat: groups 0 .. ROWS-1 in turn; rows: group w
+            r = 0 if flat else w
+            r_end = ROWS if flat and chunk < TOTAL else (r if flat else r + 1)
+            while r < r_end:
+                if vec:
+                    g0, g1, g2, g3 = group_v(ws, p0, p1, p2, p3, MN, SPLITS, r)
                 else:
-                    for r in range(ROWS):
-                        if vec:
-                            g = group_v(ws, p0, p1, p2, p3, MN, SPLITS, r)
-                        else:
-                            g = group_s(ws, p0, p1, p2, p3, MN, SPLITS, r)
-                        v0 += g[0]
-                        v1 += g[1]
-                        v2 += g[2]
-                        v3 += g[3]
-            if TRANSPOSE and vec:      # sums of outputs 4 lane .. + 3 -> lane + 32 j through shared memory
-                buf[w, 4 * lane] = v0
-                buf[w, 4 * lane + 1] = v1
-                buf[w, 4 * lane + 2] = v2
-                buf[w, 4 * lane + 3] = v3
-                _warp_sync()
-                v0 = buf[w, lane]
-                v1 = buf[w, lane + 32]
-                v2 = buf[w, lane + 64]
-                v3 = buf[w, lane + 96]
-            store4(v0, v1, v2, v3, strided, chunk + lane if strided else e0, BATCH, M, N, MN, SPLITS, TOTAL,
-                   o_args, bias_args, r_args, alpha, beta)
-            return
-        if vec:
-            g = group_v(ws, p0, p1, p2, p3, MN, SPLITS, w)
-        else:
-            g = group_s(ws, p0, p1, p2, p3, MN, SPLITS, w)
-        part[w, 0, lane] = g[0]
-        part[w, 1, lane] = g[1]
-        part[w, 2, lane] = g[2]
-        part[w, 3, lane] = g[3]
-        cuda.syncthreads()
-        if w == 0:
-            # group partials in order; transposed: output lane + 32 j is (thread lane // 4 + 8 j, value lane % 4)
-            k = lane % 4 if TRANSPOSE and vec else 0
-            t = lane // 4 if TRANSPOSE and vec else lane
-            dk = 0 if TRANSPOSE and vec else 1
-            dt = 8 if TRANSPOSE and vec else 0
+                    g0, g1, g2, g3 = group_s(ws, p0, p1, p2, p3, MN, SPLITS, r)
+                v0 += g0
+                v1 += g1
+                v2 += g2
+                v3 += g3
+                r += 1
+        tr = TRANSPOSE and vec
+        if not flat:                    # group partials through shared memory, added in order by warp 0
+            part[w, 0, lane] = v0
+            part[w, 1, lane] = v1
+            part[w, 2, lane] = v2
+            part[w, 3, lane] = v3
+            cuda.syncthreads()
+            if w != 0:
+                return
+            # transposed: output lane + 32 j is value lane % 4 of thread lane // 4 + 8 j
+            k = lane % 4 if tr else 0
+            t = lane // 4 if tr else lane
+            dk = 0 if tr else 1
+            dt = 8 if tr else 0
             v0 = ACC(0)
             v1 = ACC(0)
             v2 = ACC(0)
@@ -377,8 +364,34 @@ def make_reduce_wide(OUT, EPI, ftype="float32", rows=WIDE_ROWS, store_mode="dire
                 v1 += part[j, k + dk, t + dt]
                 v2 += part[j, k + 2 * dk, t + 2 * dt]
                 v3 += part[j, k + 3 * dk, t + 3 * dt]
-            store4(v0, v1, v2, v3, strided, chunk + lane if strided else e0, BATCH, M, N, MN, SPLITS, TOTAL,
-                   o_args, bias_args, r_args, alpha, beta)
+        elif tr:                        # sums of outputs 4 lane .. + 3 -> lane + 32 j through shared memory
+            buf[w, 4 * lane] = v0
+            buf[w, 4 * lane + 1] = v1
+            buf[w, 4 * lane + 2] = v2
+            buf[w, 4 * lane + 3] = v3
+            _warp_sync()
+            v0 = buf[w, lane]
+            v1 = buf[w, lane + 32]
+            v2 = buf[w, lane + 64]
+            v3 = buf[w, lane + 96]
+        # outputs e, e + 1, e + 2, e + 3 of one row (16-byte path, direct) or e, e + 32, e + 64, e + 96
+        strided = tr or not vec
+        e = chunk + lane if strided else e0
+        de = 32 if strided else 1
+        z = int64(0)
+        m = int64(0)
+        n = int64(0)
+        if e < TOTAL:
+            z, m, n, _ = locate(e, BATCH, M, N, MN, SPLITS)
+        for j in range(4):
+            if e < TOTAL:
+                if j > 0 and strided:
+                    z, m, n, _ = locate(e, BATCH, M, N, MN, SPLITS)
+                v = v0 if j == 0 else (v1 if j == 1 else (v2 if j == 2 else v3))
+                store(v, z, m, n, o_args, bias_args, r_args, alpha, beta)
+            e += de
+            if not strided:
+                n += 1
 
     _CACHE[key] = reduce_wide_kernel
     return reduce_wide_kernel
