@@ -1,9 +1,24 @@
 """Autotuning: time engine configs on the user's buffers and remember the winner on disk.
 
-Each supported config is built, run once (JIT compile and binding, excluded), warmed up, then timed
-``runs`` times with CUDA events around ``execute`` on one stream; the median counts. Outputs whose
-memory overlaps an input (in-place graphs) are redirected to scratch copies so repeated runs do not
-feed on their own results. Under the simulator the clock is the host's wall clock, and results say so.
+Each supported config is measured the way ``bench/timing.py`` measures (so the autotuner's pick is the
+bench's pick):
+
+1. built and run once (JIT compile and binding, excluded), then ``warmup`` untimed runs (default 1);
+2. every timed rep is: an L2 flush (a memset of :func:`flush_bytes` = max(256 MB, 4 x the device's L2)
+   into a buffer this module owns, allocated once a process and reused), a start event, one
+   ``execute``, a stop event -- all enqueued on the plan's stream without host syncs between reps, so
+   the events bracket the run's device time on a cold L2 and the host's launch overhead hides
+   behind the flush (:class:`EventClock`);
+3. the number of reps: ``runs`` when given, else as many as fit the config's time budget
+   (``CONFIG_BUDGET_S``, or ``budget_s`` split evenly over the configs), sized by one flushed timed
+   run: ``budget / (run + flush)`` clamped to [``MIN_REPS``, ``MAX_REPS``] (:func:`reps_for`; a run
+   longer than the budget still gets ``MIN_REPS``);
+4. the config's time is the **median** of the reps (all of them kept in ``TuneResult.times_ms``).
+
+Outputs whose memory overlaps an input (in-place graphs) are redirected to scratch copies so repeated
+runs do not feed on their own results. Under the simulator the clock is the host's wall clock
+(:class:`WallClock`: no L2, its ``flush`` does nothing but is called at the same points), 3 reps by
+default, and results say so (``clock``).
 
 Results persist per (device, graph key) in ``$NCUDNN_CACHE_DIR/autotune/<device>.json`` (default
 ``~/.cache/ncudnn``) with a provenance header; a later process gets them from :func:`stored_results`
@@ -157,38 +172,138 @@ def _scratch_outputs(graph, pack):
     return out, keep
 
 
-def _timer(stream_obj):
-    """``time(fn) -> ms`` with CUDA events on ``stream_obj`` (wall clock in the simulator)."""
+#: bytes of the L2 flush written before every timed rep (at least 4x the device's L2; 256 MB like bench/)
+FLUSH_MIN_BYTES = 256 << 20
+#: timed seconds a config gets by default; reps = budget / (run + flush), within [MIN_REPS, MAX_REPS]
+CONFIG_BUDGET_S = 0.1
+MIN_REPS, MAX_REPS = 3, 100
+_flush_bufs = {}   # (device slug, bytes) -> the flush buffer, allocated once a process
+
+
+def flush_bytes(device):
+    """Bytes written by the L2 flush on ``device``: max(256 MB, 4 x L2)."""
+    return max(FLUSH_MIN_BYTES, 4 * int(device.l2_bytes))
+
+
+def reps_for(run_ms, flush_ms, budget_s, lo=MIN_REPS, hi=MAX_REPS):
+    """Timed reps that fit ``budget_s`` seconds of (run + flush), clamped to [lo, hi]."""
+    per = max(run_ms + flush_ms, 1e-6) * 1e-3
+    return int(min(hi, max(lo, budget_s // per)))
+
+
+class EventClock:
+    """CUDA events on ``stream`` (a numba Stream) around one run each, an L2 flush enqueued before every
+    rep on the same stream (a memset of :func:`flush_bytes` into a buffer owned here, allocated once
+    a process): start event, run, stop event, with no host sync between reps, so the host's launch
+    overhead hides behind the flush and the events bracket the run's device time only."""
+
+    name = "cuda_events"
+
+    def __init__(self, stream, device):
+        import numpy as np
+        from numba import cuda
+        from numba.cuda.cudadrv import driver
+
+        self.cuda, self.stream = cuda, stream
+        self.nbytes = flush_bytes(device)
+        key = (device.slug, self.nbytes)
+        with _lock:
+            if key not in _flush_bufs:
+                _flush_bufs[key] = cuda.device_array(self.nbytes, dtype=np.uint8)
+            buf = _flush_bufs[key]
+        self._memset = lambda: driver.device_memset(buf, 0, self.nbytes, stream=stream)
+        self._pairs = []
+
+    def flush(self):
+        self._memset()
+
+    def start(self):
+        pair = (self.cuda.event(), self.cuda.event())
+        pair[0].record(self.stream)
+        self._pairs.append(pair)
+
+    def stop(self):
+        self._pairs[-1][1].record(self.stream)
+
+    def collect(self):
+        """Milliseconds of the reps since the last collect (waits for the last stop event)."""
+        pairs, self._pairs = self._pairs, []
+        if not pairs:
+            return []
+        pairs[-1][1].synchronize()
+        return [self.cuda.event_elapsed_time(e0, e1) for e0, e1 in pairs]
+
+
+class WallClock:
+    """The simulator's clock: host wall time of each run, run synchronously; ``flush`` does nothing
+    (no L2 to flush) but is called at the same points as on a GPU."""
+
+    name = "wall_clock"
+    nbytes = 0
+
+    def __init__(self, stream=None, device=None):
+        self._t0, self._times = 0.0, []
+
+    def flush(self):
+        pass
+
+    def start(self):
+        self._t0 = time.perf_counter()
+
+    def stop(self):
+        self._times.append((time.perf_counter() - self._t0) * 1e3)
+
+    def collect(self):
+        out, self._times = self._times, []
+        return out
+
+
+def make_clock(stream_obj, device):
+    """:class:`EventClock` on a GPU (``stream_obj`` 0: the default stream), :class:`WallClock` in the simulator."""
     if simulator_enabled():
-        def wall(fn):
-            t0 = time.perf_counter()
-            fn()
-            return (time.perf_counter() - t0) * 1e3
-        return wall, "wall_clock"
+        return WallClock()
     from numba import cuda
 
-    e0, e1 = cuda.event(), cuda.event()
+    return EventClock(stream_obj if stream_obj else cuda.default_stream(), device)
 
-    def events(fn):
-        e0.record(stream_obj)
+
+def time_reps(clock, fn, reps):
+    """``reps`` times: flush, start, ``fn()``, stop; the list of milliseconds."""
+    for _ in range(reps):
+        clock.flush()
+        clock.start()
         fn()
-        e1.record(stream_obj)
-        e1.synchronize()
-        return cuda.event_elapsed_time(e0, e1)
-    return events, "cuda_events"
+        clock.stop()
+    return clock.collect()
+
+
+def measure(clock, fn, warmup=1, runs=None, budget_s=CONFIG_BUDGET_S):
+    """Times (ms) of ``fn``: ``warmup`` untimed runs, one flushed timed run that sizes the sample
+    (:func:`reps_for` over ``budget_s``; ``runs`` fixes the count instead), then the timed reps."""
+    for _ in range(warmup):
+        fn()
+    if runs is not None:
+        return time_reps(clock, fn, runs)
+    first = time_reps(clock, fn, 1)
+    flush_ms = clock.nbytes / 3e12 * 1e3          # a memset at ~3 TB/s
+    n = reps_for(first[0], flush_ms, max(budget_s - (first[0] + flush_ms) * 1e-3, 0.0))
+    return time_reps(clock, fn, n)
 
 
 def autotune(graph, configs, variant_pack, workspace=None, ctx=None, runs=None, warmup=None, reuse=True,
-             store=True):
+             store=True, budget_s=None):
     """Time each supported config of ``configs`` (EngineConfigs; None: every mode-A config) on
     ``variant_pack`` / ``workspace``. Returns ``[TuneResult(engine_config, median_ms), ...]``,
-    fastest first; unsupported configs, and those whose workspace does not fit, are left out."""
+    fastest first; unsupported configs, and those whose workspace does not fit, are left out.
+    ``runs``: timed reps per config (default: as many as ``budget_s`` allows, see :func:`measure`);
+    ``warmup``: untimed runs after the first (default 1); ``budget_s``: timed seconds for the whole
+    call, split evenly over the configs (default ``CONFIG_BUDGET_S`` per config)."""
     from .api import _as_engine_config, _graph_key, build_plan, check_support, context, get_heuristics
 
     ctx = context(ctx)
     sim = simulator_enabled()
-    runs = runs or (3 if sim else 10)
-    warmup = 1 if warmup is None and sim else (3 if warmup is None else warmup)
+    runs = runs if runs is not None else (3 if sim else None)
+    warmup = 1 if warmup is None else warmup
     if configs is None:
         configs = get_heuristics(graph, HM.CUDNN_HEUR_MODE_A, ctx)
     configs = [_as_engine_config(graph, c, ctx) for c in configs]
@@ -203,7 +318,8 @@ def autotune(graph, configs, variant_pack, workspace=None, ctx=None, runs=None, 
     ws_bytes = B.nbytes_of(workspace)
     pack, _keep = _scratch_outputs(graph, variant_pack)
     stream_obj = ctx.handle.launch_stream() if ctx.handle is not None and not sim else 0
-    timer, clock = _timer(stream_obj)
+    clock = make_clock(stream_obj, ctx.device)
+    per_config = CONFIG_BUDGET_S if budget_s is None else budget_s / max(len(configs), 1)
     bar = _Progress(len(configs))
     results = []
     try:
@@ -222,10 +338,8 @@ def autotune(graph, configs, variant_pack, workspace=None, ctx=None, runs=None, 
                 run()  # compile + bind (buffers checked), excluded
             except CudnnError:
                 continue
-            for _ in range(warmup):
-                run()
-            times = [timer(run) for _ in range(runs)]
-            results.append(TuneResult(ec, statistics.median(times), clock, times))
+            times = measure(clock, run, warmup, runs, per_config)
+            results.append(TuneResult(ec, statistics.median(times), clock.name, times))
             bar.update(i + 1, str(ec))
     finally:
         bar.close()
