@@ -6,6 +6,7 @@ Run on the GPU machine::
 
     python3 tools/probe_splitk_reduce.py                      # every case of CASES, then the GEMMs
     python3 tools/probe_splitk_reduce.py --cases 65536x1024x8 --no-gemm
+    python3 tools/probe_splitk_reduce.py --tune 8192x8192x8192 --top 4   # autotuner vs bench timing
 
 What it measures: out[m, n] = sum_s ws[s, m, n] (fp32, alpha 1, beta 0, plain row-major output), every
 kernel compiled through the kernel cache and launched as the engines launch it (one prepared
@@ -183,12 +184,59 @@ def gemm_cases(reps, torch, flush, deadline):
             print(f"{tag}: {type(e).__name__}: {str(e)[:300]}", flush=True)
 
 
+def autotune_check(shape, top, reps, torch, flush, deadline):
+    """The engine autotuner's time for each of the heuristic's first ``top`` plans of a TF32 GEMM beside
+    the bench's flushed timing of the same plan (bench/timing.py's method, here flushed_ms): the
+    autotuner's pick should be the bench's pick (the ranks agree, the times within noise)."""
+    import ncudnn as cudnn
+    M, N, K_ = shape
+    F = cudnn.data_type.FLOAT
+    g = cudnn.pygraph(name="probe_tune", io_data_type=F, intermediate_data_type=F, compute_data_type=F)
+    a = g.tensor(name="a", dim=[1, M, K_], stride=[M * K_, K_, 1], data_type=F)
+    b = g.tensor(name="b", dim=[1, K_, N], stride=[K_ * N, N, 1], data_type=F)
+    c = g.matmul(A=a, B=b, compute_data_type=F)
+    c.set_output(True).set_dim([1, M, N]).set_stride([M * N, N, 1]).set_data_type(F)
+    g.select_numeric_notes([cudnn.numerical_note.DOWN_CONVERT_INPUTS])
+    g.build([cudnn.heur_mode.A])
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    ta = torch.rand(1, M, K_, device="cuda", generator=gen) - 0.5
+    tb = torch.rand(1, K_, N, device="cuda", generator=gen) - 0.5
+    tc = torch.empty(1, M, N, device="cuda")
+    ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+    pack = {a: ta, b: tb, c: tc}
+    torch.backends.cuda.matmul.allow_tf32 = True
+    ref = flushed_ms(lambda: torch.matmul(ta, tb, out=tc), torch, flush, reps)
+    print(f"tune {M}x{N}x{K_} TF32: torch.matmul (TF32) {ref:.3f} ms", flush=True)
+    rows = []
+    for i in range(min(top, g.get_execution_plan_count())):
+        if time.time() > deadline:
+            print(f"tune plan {i}: SKIPPED (budget)", flush=True)
+            continue
+        try:
+            t0 = time.time()
+            (idx, name, tuned), = g.autotune(pack, ws, store=False, indices={i})
+            t_tune = time.time() - t0
+            bench = flushed_ms(lambda: g.execute_plan_at_index(pack, ws, i), torch, flush, reps)
+            rows.append((i, name, tuned, bench))
+            print(f"tune plan {i} {name[:60]:60s} autotune {tuned:8.3f} ms  bench {bench:8.3f} ms  "
+                  f"ratio {tuned / bench:5.2f}  (tune call {t_tune:.1f} s)", flush=True)
+        except Exception as e:  # noqa: BLE001
+            print(f"tune plan {i}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+    if rows:
+        pick = min(rows, key=lambda r: r[2])
+        best = min(rows, key=lambda r: r[3])
+        print(f"tune {M}x{N}x{K_}: autotune picks plan {pick[0]} (bench {pick[3]:.3f} ms); bench's best plan "
+              f"{best[0]} ({best[3]:.3f} ms): {'AGREE' if pick[0] == best[0] else 'DISAGREE'}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="", help="comma-separated MxNxS[+shift] list (default: CASES)")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--budget", type=float, default=80.0, help="seconds after which cases are skipped")
     ap.add_argument("--no-gemm", action="store_true")
+    ap.add_argument("--tune", default="", help="MxNxK: only the autotune-vs-bench check of a TF32 GEMM")
+    ap.add_argument("--top", type=int, default=4, help="plans of the autotune check")
     args = ap.parse_args()
     cases = []
     for s in filter(None, args.cases.split(",")):
@@ -199,6 +247,9 @@ def main():
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     print(f"# {torch.cuda.get_device_name()}  torch {torch.__version__}  median of {args.reps}, L2 flushed per rep",
           flush=True)
+    if args.tune:
+        autotune_check(tuple(int(v) for v in args.tune.split("x")), args.top, args.reps, torch, flush, deadline)
+        return 0
     reduce_cases(cases or CASES, args.reps, torch, flush, deadline)
     if not args.no_gemm:
         gemm_cases(args.reps, torch, flush, deadline)
