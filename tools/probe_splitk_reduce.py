@@ -1,5 +1,5 @@
 """GPU probe: the split-K reduce kernels alone (old wide v1, new wide direct / transpose stores / rows
-layout, 4-slice load batches, narrow, the tensor-core conv's vector reduce "tcvec"),
+layout, 4-slice load batches, narrow, the tensor-core conv's vector reduce "tcvec" / "tcvec4"),
 beside torch's own sum over the slices, then whole FP32 GEMMs forced to a split through the engines.
 
 Run on the GPU machine::
@@ -66,14 +66,14 @@ def kernels():
             "narrow": (splitk.make_reduce(out, epi), narrow)}
 
 
-def tc_vec_run(M, N, S, ws, c, gc, kcache):
+def tc_vec_run(M, N, S, ws, c, gc, kcache, batch=1):
     """run(None, stream) of the tensor-core conv's vector reduce (kernels/tc_conv/splitk.py), the one
-    conv_tc uses for N % 4 == 0, over the same partials."""
+    conv_tc uses for N % 4 == 0, over the same partials (``batch`` 4: four slices' loads at once)."""
     from ncudnn.kernels import epilogue as ep
     from ncudnn.kernels.tc_conv import splitk as tsk
-    kern = tsk.make_split_reduce_vec(ep.EpilogueSpec(), "float32", "float32")
+    kern = tsk.make_split_reduce_vec(ep.EpilogueSpec(), "float32", "float32", batch)
     args = tsk.vec_args(ws, S, c, c, c, M, N, N, 1)
-    k = kcache.get_or_compile("probe_skr|tcvec", lambda: kern, gc.argtypes(args))
+    k = kcache.get_or_compile(f"probe_skr|tcvec{batch}", lambda: kern, gc.argtypes(args))
     g, b = tsk.vec_launch(M, N)
     return k.prepare(g, b, args).run
 
@@ -123,15 +123,17 @@ def reduce_cases(cases, reps, torch, flush, deadline):
                 line.append(f"{name} {ms * 1e3:9.1f} us {gb / ms * 1e3:6.0f} GB/s err {err:.0e}{same}")
             except Exception as e:  # noqa: BLE001
                 line.append(f"{name} {type(e).__name__}: {str(e)[:200]}")
-        if N % 4 == 0 and not shift:
+        for batch in ((1, 4) if N % 4 == 0 and not shift else ()):
             try:
-                run = tc_vec_run(M, N, S, ws, c, gc, kcache)
+                run = tc_vec_run(M, N, S, ws, c, gc, kcache, batch)
                 ct.fill_(float("nan"))
                 run(None, stream)
                 torch.cuda.synchronize()
                 err = float((ct.double() - truth).abs().max()) / scale
+                same = "" if ref_out is None else (" same" if torch.equal(ct, ref_out) else " DIFF")
                 ms = flushed_ms(lambda: run(None, stream), torch, flush, reps)
-                line.append(f"tcvec {ms * 1e3:9.1f} us {gb / ms * 1e3:6.0f} GB/s err {err:.0e}")
+                line.append(f"tcvec{'4' if batch == 4 else ''} {ms * 1e3:9.1f} us {gb / ms * 1e3:6.0f} GB/s "
+                            f"err {err:.0e}{same}")
             except Exception as e:  # noqa: BLE001
                 line.append(f"tcvec {type(e).__name__}: {str(e)[:200]}")
         print(" | ".join(line), flush=True)
