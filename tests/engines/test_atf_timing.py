@@ -126,3 +126,28 @@ def test_atf_autotune_budget_split_over_configs(rng, cache_dir, monkeypatch):
     pack = {1: G.device(x), 2: G.device(b), 3: G.device(y), 4: G.poisoned(dims)}
     api.autotune(g, ecs, pack, None, store=False, budget_s=0.5)
     assert seen == [(1, 3, 0.25)] * 2                     # simulator default: 3 reps; 0.5 s over 2 configs
+
+
+@pytest.mark.gpu
+def test_atf_event_clock_on_a_gpu():
+    """On a GPU: the flush buffer is allocated once and reused; flushed event times are positive and a
+    256 MB memset is not inside them (a tiny kernel's time stays far below the flush's ~0.1 ms)."""
+    from numba import cuda
+
+    from ncudnn.engines.device import current
+
+    dev = current()
+    c1 = autotune.make_clock(0, dev)
+    c2 = autotune.make_clock(0, dev)
+    assert isinstance(c1, autotune.EventClock) and c1.nbytes >= max(256 << 20, 4 * dev.l2_bytes)
+    assert len(autotune._flush_bufs) == 1
+    x = cuda.to_device(np.zeros(1024, np.float32))
+
+    @cuda.jit
+    def tiny(a):
+        i = cuda.grid(1)
+        if i < a.size:
+            a[i] += 1.0
+    times = autotune.measure(c2, lambda: tiny[4, 256](x), warmup=1, runs=10)
+    assert len(times) == 10 and all(0 < t < 0.05 for t in times), times
+    assert (x.copy_to_host() == 11).all()          # warm-up + 10 reps

@@ -9,7 +9,7 @@ from numba import cuda
 from ncudnn.kernels import epilogue as ep
 from ncudnn.kernels.gemm import splitk
 from ncudnn.kernels.gemm.operands import strided_output
-from ncudnn.testing import assert_close, poison_value
+from ncudnn.testing import assert_close, poison_value, size
 
 i64 = np.int64
 OUT = strided_output()
@@ -119,3 +119,24 @@ def test_skw_wide_grid_layouts():
     assert splitk.wide_grid(4096, splits=512) == (32, 32 * splitk.WIDE_ROWS)    # few outputs, many slices
     assert splitk.wide_grid(4096) == (32, 32 * splitk.WIDE_ROWS)
     assert splitk.wide_grid(1, splits=8) == (1, t)
+
+
+@pytest.mark.parametrize("S,B,M,N,shift,layout", [
+    size((8, 1, 7, 12, 0, "flat"), (8, 1, 4096, 1024, 0, "flat")),
+    size((9, 1, 5, 7, 0, "flat"), (9, 1, 1000, 1023, 0, "flat")),      # scalar path: odd N
+    size((16, 2, 3, 8, 1, "flat"), (16, 2, 1024, 1024, 1, "flat")),    # scalar path: shifted workspace
+    size((40, 1, 3, 12, 0, "rows"), (512, 1, 64, 64, 0, "rows")),      # few outputs, many slices
+])
+def test_skw_wide_shapes(rng, S, B, M, N, shift, layout):
+    """Tiny in the simulator, real sizes on a GPU (NCUDNN_SHAPES=gpu): the launchers' layout choice,
+    the oracle, a poisoned output (beta 0)."""
+    ws_h, _, bias, res = case(rng, S, B, M, N, shift)
+    total = B * M * N
+    grid = splitk.wide_grid(total, splits=S)
+    assert (grid[1] == splitk.WIDE_FLAT_THREADS) == (layout == "flat") or total < splitk.WIDE_FLAT_FROM
+    if layout == "rows":
+        grid = rows_grid(total)
+    c0 = np.full(total, poison_value(np.float32), np.float32)
+    kern = splitk.make_reduce_wide(OUT, ep.build(SPEC))
+    got = run(kern, grid, ws_h, shift, S, B, M, N, 1.25, 0.0, c0, bias, res)
+    assert_close(got, oracle(ws_h, shift, S, B, M, N, 1.25, 0.0, np.zeros_like(c0), bias, res), "float32")
