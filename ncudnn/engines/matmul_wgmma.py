@@ -61,6 +61,8 @@ SMALL_K_RATE = {0: (1.5, 1.5, 1.3), 3: (2.0, 2.0, 1.7), 4: (1.8, 1.8, 1.4)}
 #: ring depth of each tile at small K (at most k tiles + 1: the prologue then loads every k tile; smaller
 #: rings leave shared memory for more resident blocks)
 SMALL_K_STAGES = {0: 3, 1: 3, 2: 3, 3: 3, 4: 3, 5: 3}
+#: epilogue variant (WgmmaConfig.EPI) of small-K plans: 1 16-byte stores of C, 2 the same with .cs hints
+SMALL_K_EPI = 1
 #: STAGES ranked for FP32 (TF32) operands where they differ from the tile's (H200, 2026-11-30, 128x256 EARLY:
 #: 3 stages 284.8 TFLOP/s at 8192^3 against 272.7 with 4; 257.3 against 260.2 at 4096^3)
 TF32_STAGES = {0: 3}
@@ -158,6 +160,8 @@ class MatmulWgmmaEngine(MatmulTcEngine):
         """(WgmmaKernel, argument typing, kernel-cache key) the plan of ``cfg`` launches."""
         p = self.problem(sub)
         c = self.tc_config(cfg)
+        if self.small_k_tiles(p) is not None:
+            c = c.replace(EPI=SMALL_K_EPI)
         bias_dt, res_dt = p.dtypes[3], p.dtypes[4]
         kern = make_wgmma_gemm(c, p.tc_a_kmajor, p.tc_b_kmajor, p.dtypes[0], epi=p.epi.spec, bias_dtype=bias_dt,
                                res_dtype=res_dt)

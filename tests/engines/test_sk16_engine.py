@@ -92,3 +92,14 @@ def test_sk16_sim_tiny_picks_wgmma():
     # tiny FP16 problems still plan on matmul_wgmma (the shallow ring is not penalised when it holds every k tile)
     g, _ = plain(40, 48, 56, F16)
     assert api.get_heuristics(g)[0].engine.name == ENGINE
+
+
+def test_sk16_small_k_kernel_epilogue():
+    # small-K plans build their kernel with SMALL_K_EPI; large K keeps the tile's own epilogue (vector stores)
+    from ncudnn.engines.matmul_wgmma import SMALL_K_EPI
+    eng = registry.by_name(ENGINE)
+    for k, want in ((128, SMALL_K_EPI), (1024, TILES[0].cfg.EPI)):
+        g, _ = plain(256, 256, k, BF16)
+        sub = api.problem(g)
+        cfg = eng.candidates(sub, api.context())[0]
+        assert eng.kernel(sub, cfg)[0].cfg.EPI == want
