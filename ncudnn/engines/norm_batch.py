@@ -157,13 +157,15 @@ COLS_LABELS = ("cols", "colsv4_rev_hint", "colsv4_rev", "colsv4", "colsv1_rev", 
 #: shared rows, unroll) a thread; appended to COLS_VARIANTS as 7-entry tuples whose last entry is ("persist", ...)
 PERSIST_VARIANTS = kpersist.PERSIST_CASES
 COLS_VARIANTS += tuple((4, True, True, True, 8, True, ("persist",) + v) for v in PERSIST_VARIANTS)
-COLS_LABELS += tuple("persist_t%d_r%d_s%d_u%d" % v for v in PERSIST_VARIANTS)
+COLS_LABELS += tuple("persist_t%d_r%d_s%d_u%d" % v[:4] + ("_cp" if v[4] else "") for v in PERSIST_VARIANTS)
 #: the default: C/8 blocks of tree combine with aligned chunks, the fastest on the H200 (tools/probe_bn.py --set tree,
 #: 2026-11-30 22:32 UTC, N32 C256 56x56 FP32 NHWC): forward 0.0894 ms (the colsv4_rev_hint_fin before it: 0.0919;
 #: cudnn-frontend 0.0944), backward 0.1362 ms (0.1377; cudnn-frontend 0.1292)
 DEFAULT_COLS_VARIANT = 12
-#: the backward's own default (packed NHWC)
-DEFAULT_COLS_VARIANT_BWD = 12
+#: the backward's own default (packed NHWC): the one-kernel backward, measured 0.1305-0.1321 ms on the H200 at N32
+#: C256 56x56 FP32 (tools/probe_bn_persist.py / probe_bn.py --set persist, 2026-12-01) against 0.1342-0.1376 for
+#: the three-launch colsv default; DEFAULT_COLS_VARIANT where its grid cannot be co-resident
+DEFAULT_COLS_VARIANT_BWD = len(COLS_VARIANTS) - len(PERSIST_VARIANTS)
 #: KERNEL_CFG values of packed NCHW batch norm: the apply pass in the statistics pass's plane order, or reversed
 PLANES_LABELS = ("planes", "planes_rev")
 DEFAULT_PLANES_VARIANT = 0
@@ -175,14 +177,14 @@ def var_cpb(var):
 
 
 def var_persist(var):
-    """(threads, register rows, shared rows, unroll) of a one-kernel backward variant, else None."""
+    """(threads, register rows, shared rows, unroll, cp.async) of a one-kernel backward variant, else None."""
     return var[6][1:] if var is not None and len(var) > 6 else None
 
 
 def persist_geometry(lay, var):
     """(PersistConfig, dynamic shared bytes) of a one-kernel variant on layout ``lay``, or (None, why).
     One block an SM (the simulator runs blocks one after another: one block there)."""
-    threads, nr, ns, unroll = var_persist(var)
+    threads, nr, ns, unroll, _ = var_persist(var)
     _, rows, C = lay
     blocks = 1 if simulator_enabled() else kprim.sm_count()
     g = kpersist.persist_config(rows, C, blocks, threads)
@@ -197,14 +199,14 @@ def persist_geometry(lay, var):
 
 def persist_step(lay, scratch, x, dy, dx, tensors, var):
     """The one-kernel backward Step (sums, combine + coefficients, dx; two grid barriers)."""
-    threads, nr, ns, unroll = var_persist(var)
+    threads, nr, ns, unroll, acache = var_persist(var)
     _, rows, C = lay
     g, shared = persist_geometry(lay, var)
     p0, p1 = scratch.take(g.chunks * C, "float32"), scratch.take(g.chunks * C, "float32")
     coef = scratch.take(3 * C, "float32")
     descs, cargs = _descs(tensors, [(n, None) for n in kpersist.CHANNEL_ARRAYS])
     cpb, _ = kpersist.phase2_geometry(C, g.tiles * g.chunks, threads)
-    fargs = (C, descs, g.txv, g.ty, g.tiles, nr, ns, unroll, cpb, True)
+    fargs = (C, descs, g.txv, g.ty, g.tiles, nr, ns, unroll, cpb, True, acache)
     args = [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(dx), p0, p1, coef] + cargs + \
         [Arg.const(rows), Arg.const(g.chunk_rows), Arg.const(g.chunks), Arg.const(float(rows), types.float64)]
     on_chip = min(rows, g.chunks * g.ty * (nr + ns)) * C * 8
@@ -397,7 +399,13 @@ def _fast(sub, x, ct, *others):
 
 
 def _default_cols(sub):
-    return DEFAULT_COLS_VARIANT_BWD if sub.kind == "norm_bwd" else DEFAULT_COLS_VARIANT
+    if sub.kind == "norm_bwd":
+        info = fast_info(sub)
+        var = COLS_VARIANTS[DEFAULT_COLS_VARIANT_BWD]
+        if var_persist(var) is None or (info is not None and info[0][0] == "cols"
+                                        and persist_geometry(info[0], var)[0] is not None):
+            return DEFAULT_COLS_VARIANT_BWD
+    return DEFAULT_COLS_VARIANT
 
 
 def _block(cfg):
@@ -550,7 +558,7 @@ def _backward_steps(sub, cfg):
         if one and persist_geometry(lay, var)[0] is None:
             return None, persist_geometry(lay, var)[1]
         if one:     # misaligned buffers: the three-launch default replaces the one-kernel step
-            var = COLS_VARIANTS[DEFAULT_COLS_VARIANT_BWD]
+            var = COLS_VARIANTS[DEFAULT_COLS_VARIANT]
         steps[-1] = fin_step(steps[-1], tensors, C, float(x.numel // groups), cpb=var_cpb(var))
         steps.append(bn_apply_step(lay, x, dx, eq, ct, dy=dy, var=var, occupancy=occ, unroll=unr))
         if one:
@@ -711,7 +719,7 @@ class NormBatchEngine(Engine):
             return self.cost(sub, cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0), device) * 1.05
         kc = cfg.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0)
         if var_persist(var) is not None and kc != _default_cols(sub):
-            # the one-kernel backward: not measured on the H200 yet, ranked after the default
+            # the other one-kernel variants: 0.5-8 % slower than the default on the H200, ranked after it
             return self.cost(sub, cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, _default_cols(sub)), device) * 1.03
         if var is not None and len(var) > 4 and kc != _default_cols(sub):
             # the other tree-combine / aligned-chunk variants: measured within 1-3 % of the default on the H200

@@ -224,19 +224,19 @@ FWD_SUB_VARIANTS = ((1, 32, 4, 0), (2, 32, 4, 0), (1, 32, 4, 1), (3, 32, 4, 0), 
                     (2, 64, 1, 0),
                     (2, 64, 4, 0), (2, 128, 1, 0), (4, 128, 1, 0), (2, 128, 2, 0), (1, 128, 1, 0),
                     (2, 128, 1, 1), (2, 256, 1, 0), (4, 256, 1, 0), (1, 256, 1, 0), (5, 32, 4, 0), (6, 64, 2, 0),
-                    (6, 128, 1, 0), (6, 256, 1, 0), (8, 128, 1, 0), (8, 128, 1, 1), (7, 128, 1, 0), (8, 32, 4, 1),
-                    (8, 64, 2, 0), (8, 256, 1, 0), (10, 128, 1, 1), (9, 128, 1, 1), (12, 128, 1, 1),
-                    (10, 64, 1, 1), (10, 32, 4, 1), (10, 256, 1, 1))
+                    (6, 128, 1, 0), (6, 256, 1, 0), (10, 32, 4, 1), (10, 128, 1, 1), (8, 128, 1, 1))
 
 
 #: the sub-block forward as the default config: entries ((max vectors a row, (KERNEL_CFG, BLOCK_SIZE, TILE_ROWS,
-#: STAGES)[, "layer" | "rms"]), ...); the first entry whose bound the row's 16-byte vector count does not exceed,
+#: STAGES)[, "layer" | "rms"[, min vectors a row]]), ...); the first entry whose bounds hold the row's 16-byte vector count,
 #: whose mode (when given) matches and that :func:`_sub_reason` accepts replaces :func:`preferred_knobs`' config
 #: (empty: the row kernel stays the default). RMS norm up to 1024 FP32 columns: one warp a row, 4 rows a block,
 #: shifted-free statistics by shuffles, scale loaded early: 0.0218 / 0.0220 ms at 8192x1024 in two H200 runs
 #: (tools/probe_norm_rows.py, 2026-11-30 22:32 UTC) against 0.0223 / 0.0224 for the row kernel and 0.0220 / 0.0218
-#: for cudnn-frontend; layer norm kept the row kernel (no variant beat it by more than 1 %)
-FWD_SUB_DEFAULT = ((256, (2, 32, 4, 1), "rms"),)
+#: for cudnn-frontend. Layer norm up to 1024 FP32 columns: 128 threads a row, one row a block, shifted one-pass
+#: statistics, scale / bias loaded early: 0.0216 / 0.0218 ms at 8192x1024 in two H200 runs (2026-12-01) against
+#: 0.0227 / 0.0227 for the row kernel and 0.0210 / 0.0215 for cudnn-frontend
+FWD_SUB_DEFAULT = ((256, (2, 32, 4, 1), "rms"), (256, (2, 128, 1, 1), "layer", 128))
 
 
 def _sub_default(sub):
@@ -247,7 +247,8 @@ def _sub_default(sub):
     nv = math.prod(sub.anchor.inputs["X"].dims[1:]) // vec
     mode = "rms" if NM(int(sub.anchor.mode)) == NM.CUDNN_RMS_NORM else "layer"
     for bound, (kc, b, r, st), *only in FWD_SUB_DEFAULT:
-        if nv <= bound and (not only or only[0] == mode):
+        low = only[1] if len(only) > 1 else 0
+        if low <= nv <= bound and (not only or only[0] == mode):
             knobs = {KC: kc, K.CUDNN_KNOB_TYPE_BLOCK_SIZE: b, K.CUDNN_KNOB_TYPE_TILE_ROWS: r, KS: st,
                      K.CUDNN_KNOB_TYPE_LOAD_SIZE: 16, KW: 0}
             probe = Config("norm_rows", tuple(sorted((int(k), v) for k, v in knobs.items())))

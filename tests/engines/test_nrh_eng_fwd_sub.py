@@ -1,4 +1,4 @@
-"""Engine "norm_rows": the sub-block forward variants (KERNEL_CFG 1..6) through the engine API vs the
+"""Engine "norm_rows": the sub-block forward variants (KERNEL_CFG 1..12) through the engine API vs the
 float64 oracle, and their pruning (odd rows, BF16 .cs stores, rows too long for a warp)."""
 import pytest
 
@@ -19,8 +19,8 @@ def _sub_ecs(g):
 
 
 @pytest.mark.parametrize("variant", [(1, 32, 4, 0), (4, 64, 2, 0), (2, 128, 1, 1), (4, 256, 1, 0), (5, 32, 4, 0),
-                                     (6, 64, 2, 0), (2, 64, 2, 1), (1, 32, 8, 0), (8, 128, 1, 1), (7, 128, 1, 0),
-                                     (10, 128, 1, 1), (10, 64, 1, 1), (9, 128, 1, 1), (10, 32, 4, 1), (12, 128, 1, 1)],
+                                     (6, 64, 2, 0), (2, 64, 2, 1), (1, 32, 8, 0), (8, 128, 1, 1),
+                                     (10, 128, 1, 1), (10, 32, 4, 1)],
                          ids=lambda v: "kc%d-b%d-r%d-s%d" % v)
 @pytest.mark.parametrize("mode", [NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM], ids=["layer", "rms"])
 def test_nrh_sub_variants_run(rng, mode, variant):
@@ -30,6 +30,20 @@ def test_nrh_sub_variants_run(rng, mode, variant):
     assert variant in ecs, sorted(ecs)
     plan = _execute(g, rng, positive=("X",), ec=ecs[variant])
     assert plan.engine_names == ["norm_rows"]
+
+
+@pytest.mark.parametrize("variant", [(9, 128, 1, 1), (12, 128, 1, 0), (11, 64, 1, 1), (10, 64, 2, 1)],
+                         ids=lambda v: "kc%d-b%d-r%d-s%d" % v)
+def test_nrh_sub_rows_a_thread_by_knobs(rng, variant):
+    """KERNEL_CFG 9-12 (2 or 4 rows a thread) set by knobs (not all ranked): 5 rows, a ragged last thread."""
+    g = fwd_graph(NM.CUDNN_LAYER_NORM, dims=(5, 4, 8, 8))
+    cfg = api.get_heuristics(g)[0].config
+    for k, v in zip((KC, BS, TR, KS), variant):
+        cfg = cfg.with_knob(k, v)
+    cfg = cfg.with_knob(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 16)
+    plan = _execute(g, rng, positive=("X",), ec=cfg)
+    rpt = 2 if variant[0] < 11 else 4
+    assert plan.parts[0].steps[0].grid == -(-5 // (variant[2] * rpt))
 
 
 def test_nrh_sub_bf16(rng):
@@ -47,7 +61,7 @@ def test_nrh_sub_pruned():
     assert not any(k[1] in (32, 64) for k in ecs)     # > 32 values a thread
     assert (1, 128, 1, 0) in ecs and (2, 256, 1, 0) in ecs
     dflt = api.get_heuristics(fwd_graph(NM.CUDNN_LAYER_NORM, dims=(4, 1024)))[0].config
-    assert dflt.get(KC, 0) == 0                       # layer norm keeps the row kernel (measured)
+    assert (dflt.get(KC), dflt.get(BS), dflt.get(TR), dflt.get(KS)) == (2, 128, 1, 1)   # the H200's fastest for LN
     rms = api.get_heuristics(fwd_graph(NM.CUDNN_RMS_NORM, dims=(4, 1024)))[0].config
     assert (rms.get(KC), rms.get(BS), rms.get(TR), rms.get(KS)) == (2, 32, 4, 1)   # the H200's fastest for RMS
 
