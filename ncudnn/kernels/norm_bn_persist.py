@@ -21,7 +21,8 @@ streams the rest (``U`` rows' 16-byte loads in flight), then
    [3, C]; **grid barrier**;
 3. writes ``dx = dy * eq_dy + x * eq_x + eq_b``: first the streamed rows from the last back (the rows
    read last are still in the L2; streaming hints on these loads and the stores), then the shared-memory
-   rows, then the register rows (no DRAM reads for those).
+   rows, then the register rows (no DRAM reads for those; plain stores: the dx written last stays in the
+   L2, where the next operation of a backward pass reads it).
 
 Geometry (:func:`persist_config`): ``TXV`` threads across 4-channel groups (a power of 2 <= 64), ``TY =
 THREADS / TXV`` row groups; grid (tiles, chunks) with tiles * chunks <= SMs (one block an SM:
@@ -106,11 +107,13 @@ def _off(desc):
 
 @functools.lru_cache(maxsize=None)
 def persist_bwd_kernel(channels, arrays, txv, ty, tiles, nr=4, ns=8, unroll=4, cpb=2, hint=True, acache=False,
-                       stop=0):
+                       stop=0, tail_hint=False):
     """The kernel (module docstring). ``arrays``: (dtype, sN, sC) of mean, inv, scale, dscale, dbias.
     ``acache``: the shared-memory rows are fetched with ``cp.async`` (16 bytes a copy, all of them issued
     before the streamed rows, so they are in flight without registers; row-major 16-byte slots) and added
-    once the streamed rows are done. ``stop`` (timing probes only): 1 ends after the partial sums, 2 after
+    once the streamed rows are done. ``tail_hint``: the on-chip rows' dx (the kernel's last stores) with the
+    streaming hint too; False (default): plain stores, so the dx written last stays in the L2 for its consumer.
+    ``stop`` (timing probes only): 1 ends after the partial sums, 2 after
     the coefficients (dx not written).
     Arguments ``(x, dy, dx, part0, part1, coef, mean, inv, scale, dscale, dbias, rows, chunk_rows, chunks,
     count)``; grid (tiles, chunks), block (txv, ty), dynamic shared memory :func:`shared_bytes` (threads,
@@ -120,6 +123,7 @@ def persist_bwd_kernel(channels, arrays, txv, ty, tiles, nr=4, ns=8, unroll=4, c
     J = range(4)
     Z = "float32(0.0)"
     ldv, stv = ("ld4cs", "st4cs") if hint else ("ld4", "st4")
+    stt = stv if tail_hint else "st4"
     d = dict(zip(CHANNEL_ARRAYS, arrays))
 
     def acc(x, g, ok=None):
@@ -176,7 +180,7 @@ def persist_bwd_kernel(channels, arrays, txv, ty, tiles, nr=4, ns=8, unroll=4, c
             rd = [f"y0, y1, y2, y3 = ld4(cache, {aidx(i, 0)})", f"h0, h1, h2, h3 = ld4(cache, {aidx(i, 1)})"]
         else:
             rd = [f"y{j} = cache[{cidx(i, j)}]" for j in J] + [f"h{j} = cache[{cidx(i, 4 + j)}]" for j in J]
-        p3.append(_ind(rd + [f"{stv}(dx, pb + {nr + i} * step, {dx('y', 'h')})"], 4))
+        p3.append(_ind(rd + [f"{stt}(dx, pb + {nr + i} * step, {dx('y', 'h')})"], 4))
     after = []      # the cp.async rows, added once the streamed rows are done
     if acache:
         after.append("cp_async_wait_all()")
@@ -184,7 +188,7 @@ def persist_bwd_kernel(channels, arrays, txv, ty, tiles, nr=4, ns=8, unroll=4, c
             after += [f"xa0, xa1, xa2, xa3 = ld4(cache, {aidx(i, 0)})", f"ga0, ga1, ga2, ga3 = ld4(cache, {aidx(i, 1)})"]
             after += acc("xa", "ga", f"s{i}")
     for i in range(nr):
-        p3.append(f"if {i} < nk:\n    {stv}(dx, pb + {i} * step, {dx(f'xr{i}_', f'gr{i}_')})")
+        p3.append(f"if {i} < nk:\n    {stt}(dx, pb + {i} * step, {dx(f'xr{i}_', f'gr{i}_')})")
 
     o = {n: _off(d[n]).format(c="c2") for n in CHANNEL_ARRAYS}
     tree = []
