@@ -162,9 +162,10 @@ COLS_LABELS += tuple("persist_t%d_r%d_s%d_u%d" % v[:4] + ("_cp" if v[4] else "")
 #: 2026-11-30 22:32 UTC, N32 C256 56x56 FP32 NHWC): forward 0.0894 ms (the colsv4_rev_hint_fin before it: 0.0919;
 #: cudnn-frontend 0.0944), backward 0.1362 ms (0.1377; cudnn-frontend 0.1292)
 DEFAULT_COLS_VARIANT = 12
-#: the backward's own default (packed NHWC): the one-kernel backward, measured 0.1305-0.1321 ms on the H200 at N32
-#: C256 56x56 FP32 (tools/probe_bn_persist.py / probe_bn.py --set persist, 2026-12-01) against 0.1342-0.1376 for
-#: the three-launch colsv default; DEFAULT_COLS_VARIANT where its grid cannot be co-resident
+#: the backward's own default (packed NHWC): the one-kernel backward with cp.async shared rows, measured
+#: 0.1303-0.1326 ms on the H200 at N32 C256 56x56 FP32 (tools/probe_bn_persist.py / probe_bn.py --set persist,
+#: 2026-12-01) against 0.1342-0.1376 for the three-launch colsv default and 0.1271-0.1292 for cudnn-frontend;
+#: DEFAULT_COLS_VARIANT where its grid cannot be co-resident
 DEFAULT_COLS_VARIANT_BWD = len(COLS_VARIANTS) - len(PERSIST_VARIANTS)
 #: KERNEL_CFG values of packed NCHW batch norm: the apply pass in the statistics pass's plane order, or reversed
 PLANES_LABELS = ("planes", "planes_rev")
