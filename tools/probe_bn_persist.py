@@ -13,10 +13,11 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-#: (threads, register rows, shared rows, unroll, cp.async shared rows, streaming hint on the on-chip rows' dx)
-VARIANTS = ((512, 4, 8, 4, False, False), (512, 4, 8, 4, False, True), (512, 4, 8, 4, True, False),
-            (512, 4, 10, 4, False, False), (512, 4, 10, 4, False, True), (512, 4, 13, 4, True, False),
-            (512, 6, 13, 2, True, False), (512, 4, 6, 4, False, False))
+#: (threads, register rows, shared rows, unroll, cp.async shared rows, streaming hint on the on-chip rows' dx,
+#: prefetched rows)
+VARIANTS = ((512, 4, 8, 4, True, True, 0), (512, 4, 8, 4, True, True, 4), (512, 4, 8, 4, True, True, 5),
+            (512, 4, 6, 4, True, True, 6), (512, 4, 10, 4, True, True, 3), (512, 2, 8, 4, True, True, 5),
+            (512, 4, 10, 4, False, True, 0))
 
 
 def main(argv=None):
@@ -51,16 +52,16 @@ def main(argv=None):
           f"median of {args.reps}, L2 flushed before each", flush=True)
     dense = (("float32", 0, 1),) * len(kp.CHANNEL_ARRAYS)
     nbytes = R * C * 4 * 3
-    for threads, nr, ns, unroll, acache, tail_hint in VARIANTS:
+    for threads, nr, ns, unroll, acache, tail_hint, pf in VARIANTS:
         cfg = kp.persist_config(R, C, sms, threads)
         cpb, _ = kp.phase2_geometry(C, cfg.tiles * cfg.chunks, threads)
-        shared = kp.shared_bytes(threads, ns)
+        shared = kp.shared_bytes(threads, ns, pf)
         row = []
         for stop in (0, 1, 2):
             t0 = time.time()
             try:
                 disp, _ = kp.persist_bwd_kernel(C, dense, cfg.txv, cfg.ty, cfg.tiles, nr, ns, unroll, cpb, True,
-                                                acache, stop, tail_hint)
+                                                acache, stop, tail_hint, pf)
                 k = CompiledKernel(disp, kp.signature(dense))
                 dx = torch.full_like(x, float("nan"))
                 ds, db = torch.empty(C, device=dev), torch.empty(C, device=dev)
@@ -88,7 +89,7 @@ def main(argv=None):
             except Exception as exc:  # one variant failing must not hide the others
                 row.append(f"stop{stop} ERROR {type(exc).__name__}: {str(exc)[:160]}")
         print(f"  persist t{threads} r{nr} s{ns} u{unroll} {'cp.async' if acache else 'st.shared'}"
-              f"{' tail .cs' if tail_hint else ''}: " + " | ".join(row),
+              f"{'' if tail_hint else ' tail plain'}{f' prefetch {pf}' if pf else ''}: " + " | ".join(row),
               flush=True)
 
 

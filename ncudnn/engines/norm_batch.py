@@ -157,7 +157,8 @@ COLS_LABELS = ("cols", "colsv4_rev_hint", "colsv4_rev", "colsv4", "colsv1_rev", 
 #: shared rows, unroll) a thread; appended to COLS_VARIANTS as 7-entry tuples whose last entry is ("persist", ...)
 PERSIST_VARIANTS = kpersist.PERSIST_CASES
 COLS_VARIANTS += tuple((4, True, True, True, 8, True, ("persist",) + v) for v in PERSIST_VARIANTS)
-COLS_LABELS += tuple("persist_t%d_r%d_s%d_u%d" % v[:4] + ("_cp" if v[4] else "") for v in PERSIST_VARIANTS)
+COLS_LABELS += tuple("persist_t%d_r%d_s%d_u%d" % v[:4] + ("_cp" if v[4] else "") + ("_pf%d" % v[5] if v[5] else "")
+                     for v in PERSIST_VARIANTS)
 #: the default: C/8 blocks of tree combine with aligned chunks, the fastest on the H200 (tools/probe_bn.py --set tree,
 #: 2026-11-30 22:32 UTC, N32 C256 56x56 FP32 NHWC): forward 0.0894 ms (the colsv4_rev_hint_fin before it: 0.0919;
 #: cudnn-frontend 0.0944), backward 0.1362 ms (0.1377; cudnn-frontend 0.1292)
@@ -178,21 +179,22 @@ def var_cpb(var):
 
 
 def var_persist(var):
-    """(threads, register rows, shared rows, unroll, cp.async) of a one-kernel backward variant, else None."""
+    """(threads, register rows, shared rows, unroll, cp.async, prefetched rows) of a one-kernel backward variant,
+    else None."""
     return var[6][1:] if var is not None and len(var) > 6 else None
 
 
 def persist_geometry(lay, var):
     """(PersistConfig, dynamic shared bytes) of a one-kernel variant on layout ``lay``, or (None, why).
     One block an SM (the simulator runs blocks one after another: one block there)."""
-    threads, nr, ns, unroll, _ = var_persist(var)
+    threads, nr, ns, unroll, _, pf = var_persist(var)
     _, rows, C = lay
     blocks = 1 if simulator_enabled() else kprim.sm_count()
     g = kpersist.persist_config(rows, C, blocks, threads)
     if g is None:
         return None, f"the one-kernel backward needs C % 4 == 0 and at most {blocks * 256} channels " \
             f"({blocks} co-resident blocks of 256 channels)"
-    shared = kpersist.shared_bytes(threads, ns)
+    shared = kpersist.shared_bytes(threads, ns, pf)
     if shared + kpersist.static_bytes(threads) > kpersist.SMEM_LIMIT:
         return None, f"{ns} shared rows of {threads} threads exceed {kpersist.SMEM_LIMIT} bytes of shared memory"
     return g, shared
@@ -200,14 +202,14 @@ def persist_geometry(lay, var):
 
 def persist_step(lay, scratch, x, dy, dx, tensors, var):
     """The one-kernel backward Step (sums, combine + coefficients, dx; two grid barriers)."""
-    threads, nr, ns, unroll, acache = var_persist(var)
+    threads, nr, ns, unroll, acache, pf = var_persist(var)
     _, rows, C = lay
     g, shared = persist_geometry(lay, var)
     p0, p1 = scratch.take(g.chunks * C, "float32"), scratch.take(g.chunks * C, "float32")
     coef = scratch.take(3 * C, "float32")
     descs, cargs = _descs(tensors, [(n, None) for n in kpersist.CHANNEL_ARRAYS])
     cpb, _ = kpersist.phase2_geometry(C, g.tiles * g.chunks, threads)
-    fargs = (C, descs, g.txv, g.ty, g.tiles, nr, ns, unroll, cpb, True, acache)
+    fargs = (C, descs, g.txv, g.ty, g.tiles, nr, ns, unroll, cpb, True, acache, 0, True, pf)
     args = [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(dx), p0, p1, coef] + cargs + \
         [Arg.const(rows), Arg.const(g.chunk_rows), Arg.const(g.chunks), Arg.const(float(rows), types.float64)]
     on_chip = min(rows, g.chunks * g.ty * (nr + ns)) * C * 8

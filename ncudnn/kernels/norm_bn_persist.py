@@ -86,9 +86,9 @@ def phase2_geometry(channels, nblocks, threads):
     return cpb, threads // cpb
 
 
-def shared_bytes(threads, ns):
-    """Dynamic shared memory of ``ns`` cached rows a thread (x and dy, 4 channels: 32 bytes)."""
-    return ns * threads * 32
+def shared_bytes(threads, ns, pf=0):
+    """Dynamic shared memory of ``ns`` cached and ``pf`` prefetched rows a thread (x and dy, 4 channels: 32 bytes)."""
+    return (ns + pf) * threads * 32
 
 
 def static_bytes(threads):
@@ -106,13 +106,16 @@ def _off(desc):
 
 @functools.lru_cache(maxsize=None)
 def persist_bwd_kernel(channels, arrays, txv, ty, tiles, nr=4, ns=8, unroll=4, cpb=2, hint=True, acache=False,
-                       stop=0, tail_hint=True):
+                       stop=0, tail_hint=True, pf=0):
     """The kernel (module docstring). ``arrays``: (dtype, sN, sC) of mean, inv, scale, dscale, dbias.
     ``acache``: the shared-memory rows are fetched with ``cp.async`` (16 bytes a copy, all of them issued
     before the streamed rows, so they are in flight without registers; row-major 16-byte slots) and added
     once the streamed rows are done. ``tail_hint`` (default): the on-chip rows' dx (the kernel's last stores)
     with the streaming hint too; False: plain stores (the dx written last stays in the L2; measured 1 % slower
     on the H200).
+    ``pf`` (with ``acache``): the first ``pf`` streamed rows of each thread (phase 3 reaches them last, from
+    DRAM) are fetched again by ``cp.async`` into shared memory right after the sums, so those loads run during
+    the two barriers and the combine instead of after them.
     ``stop`` (timing probes only): 1 ends after the partial sums, 2 after
     the coefficients (dx not written).
     Arguments ``(x, dy, dx, part0, part1, coef, mean, inv, scale, dscale, dbias, rows, chunk_rows, chunks,
@@ -173,7 +176,15 @@ def persist_bwd_kernel(channels, arrays, txv, ty, tiles, nr=4, ns=8, unroll=4, c
     body3 = [ln for u in range(U) for ln in load(ldv, "p" if u == 0 else f"p - {u} * step", f"v{u}_", f"g{u}_")]
     body3 += [f"{stv}(dx, {'p' if u == 0 else f'p - {u} * step'}, {dx(f'v{u}_', f'g{u}_')})" for u in range(U)]
     tail3 = load(ldv, "p", "v_", "g_") + [f"{stv}(dx, p, {dx('v_', 'g_')})"]
+    if pf and not acache:
+        raise ValueError("norm_bn_persist: prefetched rows (pf) need the cp.async layout (acache)")
     p3 = []
+    if pf:
+        p3.append("cp_async_wait_all()")
+    for i in range(ns, ns + pf):        # the prefetched rows: shared slots after the cached ones
+        p3.append(f"if {nr + i} < nk:")
+        rd = [f"y0, y1, y2, y3 = ld4(cache, {aidx(i, 0)})", f"h0, h1, h2, h3 = ld4(cache, {aidx(i, 1)})"]
+        p3.append(_ind(rd + [f"{stv}(dx, pb + {nr + i} * step, {dx('y', 'h')})"], 4))
     for i in range(ns):     # row flags recomputed, not kept live through the barriers
         p3.append(f"if {nr + i} < nk:")
         if acache:
@@ -187,6 +198,12 @@ def persist_bwd_kernel(channels, arrays, txv, ty, tiles, nr=4, ns=8, unroll=4, c
         for i in range(ns):
             after += [f"xa0, xa1, xa2, xa3 = ld4(cache, {aidx(i, 0)})", f"ga0, ga1, ga2, ga3 = ld4(cache, {aidx(i, 1)})"]
             after += acc("xa", "ga", f"s{i}")
+    for i in range(ns, ns + pf):        # phase 3's last DRAM rows, in flight during the barriers
+        after.append(f"q = pb + {nr + i} * step if {nr + i} < nk and cok else cc\nnb = 16 if {nr + i} < nk and cok else 0")
+        after.append(f"cp_async_cg_16_zfill(cache, {aidx(i, 0)}, x, q, nb)")
+        after.append(f"cp_async_cg_16_zfill(cache, {aidx(i, 1)}, dy, q, nb)")
+    if pf:
+        after.append("cp_async_commit()")
     for i in range(nr):
         p3.append(f"if {i} < nk:\n    {stt}(dx, pb + {i} * step, {dx(f'xr{i}_', f'gr{i}_')})")
 
@@ -297,7 +314,7 @@ if lane < {s}:
         return
 {_ind([f"e0_{j} = coef[c + {j}]" for j in J] + [f"e1_{j} = coef[{C} + c + {j}]" for j in J]
       + [f"e2_{j} = coef[{2 * C} + c + {j}]" for j in J], 4)}
-    pstop = pb + {nr + ns} * step
+    pstop = pb + {nr + ns + pf} * step
     p = pb + (nk - 1) * step
     while p - {U - 1} * step >= pstop:
 {_ind(body3, 8)}
@@ -327,12 +344,14 @@ def signature(arrays):
 
 #: (threads, register rows, shared rows, unroll) the engine offers (:data:`ncudnn.engines.norm_batch.PERSIST_VARIANTS`)
 #: and the compile check holds to 65536 / threads registers with no spills
-#: (threads, register rows, shared rows, unroll, cp.async shared rows); the first is the engine's default
-#: (the fastest on the H200 at N32 C256 56x56, 2026-12-01: 0.1303 / 0.1307 ms launched alone by
+#: (threads, register rows, shared rows, unroll, cp.async shared rows, prefetched rows); the first is the engine's
+#: default (the fastest on the H200 at N32 C256 56x56, 2026-12-01: 0.1303 / 0.1307 ms launched alone by
 #: tools/probe_bn_persist.py, 0.1312 / 0.1326 through the engine by tools/probe_bn.py --set persist)
-PERSIST_CASES = ((512, 4, 8, 4, True), (512, 4, 8, 4, False), (512, 4, 10, 4, False), (512, 4, 6, 4, False),
-                 (512, 2, 8, 4, False), (512, 6, 8, 2, False), (512, 4, 13, 4, True), (512, 0, 13, 8, True),
-                 (1024, 0, 6, 4, True))
+PERSIST_CASES = ((512, 4, 8, 4, True, 0), (512, 4, 8, 4, False, 0), (512, 4, 10, 4, False, 0), (512, 4, 6, 4, False, 0),
+                 (512, 2, 8, 4, False, 0), (512, 4, 8, 4, True, 4), (512, 4, 8, 4, True, 5), (512, 4, 6, 4, True, 6),
+                 (512, 4, 10, 4, True, 3), (512, 2, 8, 4, True, 5))
+#: the cases the sm_90 compile check holds to 65536 / threads registers
+COMPILE_CASES = (0, 1, 2, 6, 9)
 
 
 def _register_compile_cases():
@@ -341,12 +360,12 @@ def _register_compile_cases():
     except ImportError:
         return
     dense = (("float32", 0, 1),) * len(CHANNEL_ARRAYS)
-    for threads, nr, ns, u, ac in PERSIST_CASES:
+    for threads, nr, ns, u, ac, pf in (PERSIST_CASES[i] for i in COMPILE_CASES):
         txv = 64
-        k = persist_bwd_kernel(256, dense, txv, threads // txv, 1, nr, ns, u, 2, True, ac)[0]
+        k = persist_bwd_kernel(256, dense, txv, threads // txv, 1, nr, ns, u, 2, True, ac, 0, True, pf)[0]
         # the two grid barriers are calls into the device runtime (cudaCGSynchronize): the call ABI saves a
         # few live registers on the stack around them (16-32 bytes, twice a kernel), hence the local budget
-        register_compile_case(f"bn_persist_bwd_t{threads}_r{nr}_s{ns}_u{u}{'_cp' if ac else ''}", k,
+        register_compile_case(f"bn_persist_bwd_t{threads}_r{nr}_s{ns}_u{u}{'_cp' if ac else ''}_pf{pf}", k,
                               signature(dense), max_registers=65536 // threads, max_local_bytes=32)
 
 

@@ -14,7 +14,7 @@ def _ours():
 
 def test_bnp_registers_cases():
     names = _ours()
-    assert len(names) == len(norm_bn_persist.PERSIST_CASES) and any("t1024" in n for n in names)
+    assert len(names) == len(norm_bn_persist.COMPILE_CASES) and any("_pf" in n and "_pf0" not in n for n in names)
 
 
 @pytest.mark.slow
