@@ -101,9 +101,10 @@ class MatmulTcEngine(TcEngineBase):
     TILES = TILES
     PROBLEM_MEMO = "_gemm_mapping"
     EDGE_LABEL = "predicated M / N edges, zero-filled K tail"
-    #: measured TB/s of C written per tile at small K (see SMALL_K_TILES); none measured for this kernel
-    SMALL_K_RATE = {}
-    SMALL_K_DEFAULT_RATE = 1.0
+    #: measured TB/s of C written per tile at small K (see SMALL_K_TILES; H200, tools/probe_small_k16.py
+    #: 2026-12-01, BF16 65536x1024x64, 8192x8192x128, 8192x8192x256: the element-walk epilogue)
+    SMALL_K_RATE = {0: (0.38, 0.36, 0.32)}
+    SMALL_K_DEFAULT_RATE = 0.35
 
     # ---------------------------------------------------------------- problem
     def _problem(self, sub):

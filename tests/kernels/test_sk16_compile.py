@@ -44,7 +44,7 @@ def _stats(spec):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("spec,max_regs", [("256,2,1,4,1,bfloat16,1", 255), ("128,2,1,3,0,bfloat16,2", 128),
-                                           ("128,1,1,2,0,float32,1", 168)])
+                                           ("128,1,1,2,0,float32,1", 168), ("128,2,1,3,0,bfloat16,3", 128)])
 def test_sk16_vector_epilogue_sm90a(spec, max_regs):
     st = _stats(spec)
     assert st["stg"] >= 1 and st["lds"] >= 1

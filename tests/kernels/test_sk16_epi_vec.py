@@ -148,3 +148,30 @@ def test_sk16_vector_stores_taken(rng, monkeypatch, c_off, ldc, vectors):
     got, want, N = _run(rng, cfg, 64, 64, 64, ldc=ldc, c_off=c_off)
     _check(got, want, N, 1e-2)
     assert len(calls) == vectors
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
+def test_sk16_packed_fast_path(rng, monkeypatch, out_dtype):
+    # EPI = 3, alpha-only epilogue, beta 0: the packed 16-bit staging and 16-byte copies (M / N edges)
+    M, N, K = size((72, 80, 64), (8200, 8192, 128))
+    calls = []
+    real = epi_vec.stg4
+
+    def spy(arr, i, w0, w1, w2, w3):
+        calls.append(i)
+        real(arr, i, w0, w1, w2, w3)
+    if SIM:
+        monkeypatch.setattr(epi_vec, "stg4", spy)
+    cfg = SMALL.replace(EPI=3, GROUP_M=5) if SIM else BIG.replace(EPI=3)
+    got, want, N = _run(rng, cfg, M, N, K, out_dtype, out_dtype, alpha=0.75)
+    _check(got, want, N, 1e-2)
+    assert len(calls) == (M * N // 8 if SIM else 0)
+
+
+@pytest.mark.parametrize("beta,n", [(0.5, 64), (0.0, 76)])
+def test_sk16_packed_falls_back(rng, beta, n):
+    # EPI = 3 with beta != 0, or N % 8 != 0 (rows padded): the f32 staging path stores C
+    M, N, K = size((40, n, 64), (1000, n * 16, 128))
+    cfg = SMALL.replace(EPI=3) if SIM else BIG.replace(EPI=3)
+    got, want, N = _run(rng, cfg, M, N, K, beta=beta, ldc=N + (-N) % 8 + 8 if N % 8 else None, b_kmajor=True)
+    _check(got, want, N, 1e-2)

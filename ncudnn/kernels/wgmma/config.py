@@ -27,7 +27,8 @@ class WgmmaConfig:
     L2PF: int = 0           # cp.async L2 prefetch-size hint in bytes (64, 128, 256), 0: none
     MNLD: int = 1           # MN-major loads: 1 affine slot addresses (power-of-two threads), 0 per-slot math
     EPI: int = 1            # epilogue: 1 16-byte vector stores of C (epi_vec), 2 the same with .cs (evict-first)
-    #                         hints, 0 one output per thread per step
+    #                         hints, 3 1 plus the packed 16-bit fast path (alpha-only epilogue, beta 0), 0 one
+    #                         output per thread per step
 
     def replace(self, **kw):
         return replace(self, **kw)
@@ -53,7 +54,7 @@ class WgmmaConfig:
     def name(self):
         return (f"{self.BLOCK_M}x{self.BLOCK_N}x{BLOCK_K}_wg{self.WGS}x{self.MI}_s{self.STAGES}_g{self.GROUP_M}"
                 + ("_early" if self.EARLY else "") + (f"_l2{self.L2PF}" if self.L2PF else "")
-                + ("_mn0" if not self.MNLD else "") + ({0: "_epi0", 2: "_epics"}.get(self.EPI, "")))
+                + ("_mn0" if not self.MNLD else "") + ({0: "_epi0", 2: "_epics", 3: "_epipk"}.get(self.EPI, "")))
 
 
 def stage_bytes(cfg):
@@ -90,8 +91,8 @@ def check(cfg, max_smem=227 * 1024):
         return False, f"EARLY={cfg.EARLY} is not 0 or 1"
     if cfg.MNLD not in (0, 1):
         return False, f"MNLD={cfg.MNLD} is not 0 or 1"
-    if cfg.EPI not in (0, 1, 2):
-        return False, f"EPI={cfg.EPI} is not 0, 1 or 2"
+    if cfg.EPI not in (0, 1, 2, 3):
+        return False, f"EPI={cfg.EPI} is not 0, 1, 2 or 3"
     if smem_bytes(cfg) > max_smem:
         return False, f"{smem_bytes(cfg)} bytes of shared memory > {max_smem}"
     if cfg.GROUP_M < 1:

@@ -26,7 +26,7 @@ from ...platform import simulator_enabled
 from .. import dtypes, pointwise_ops
 from ..gemm.vec import addr as vaddr
 
-__all__ = ["lds4", "stg4", "stg4cs", "vaddr", "value_fn", "vec_width", "emit", "emit_scalar_walk"]
+__all__ = ["lds4", "stg4", "stg4cs", "vaddr", "value_fn", "vec_width", "emit", "emit_scalar_walk", "emit_packed"]
 
 SIM = simulator_enabled()
 
@@ -238,3 +238,51 @@ def emit(w, cfg, out_dtype, bias_expr, res_expr, RS):
           f"{res_expr('rr', f'cc + {j}')}, alpha, beta)")
     w("    else:")
     emit_scalar_walk(w, cfg, "        ", bias_expr, res_expr, RS)
+
+
+def emit_packed(w, cfg, out_dtype):
+    """Kernel lines of the packed fast path (``cfg.EPI`` 3) for a 16-bit C and an alpha-only epilogue, taken
+    at run time when beta == 0, N % 8 == 0 and C allows 16-byte stores; opens ``if pok:`` (the caller
+    writes the ``else:`` branch: the f32 staging and :func:`emit`).
+
+    Each thread scales its accumulator pairs (adjacent columns) by alpha, packs them (``cvt.rn.bf16x2`` /
+    ``f16x2``: one 32-bit word per pair) into a staged 16-bit tile (rows of BLOCK_N / 2 + 4 words: the
+    fragment writes hit 32 distinct banks), then copies the tile out with one 16-byte shared load and one
+    16-byte global store per 8 outputs (no per-element work)."""
+    BM, BN, NT, MI = cfg.BLOCK_M, cfg.BLOCK_N, cfg.threads, cfg.MI
+    pk = PACK[dtypes.dtype_name(out_dtype)]
+    RSW = BN // 2 + 4
+    CPR = BN // 8
+    w("    pok = (beta == 0) & ((N & 7) == 0) & (ldc_n == 1) & ((ldc_m & 7) == 0) & ((c_z1 & 7) == 0) "
+      "& ((c_z2 & 7) == 0) & ((vaddr(c) & 15) == 0)")
+    w("    if pok:")
+    w("        smw = cuda.shared.array(0, uint32)")
+    w("        al = float32(alpha)")
+    w(f"        wo = fe + (wg * {MI * 64} + ((tid >> 5) & 3) * 16 + ((tid & 31) >> 2)) * {RSW} + (tid & 3)")
+    for i in range(MI):
+        for j in range(BN // 8):
+            b = i * 64 * RSW + 4 * j
+            w(f"        smw[wo + {b}] = {pk}(al * acc{i}[{4 * j}], al * acc{i}[{4 * j + 1}])")
+            w(f"        smw[wo + {b + 8 * RSW}] = {pk}(al * acc{i}[{4 * j + 2}], al * acc{i}[{4 * j + 3}])")
+    w("        cuda.syncthreads()")
+    if NT % CPR == 0:   # a thread's 16-byte column group is fixed; its rows NT / CPR apart
+        RSTEP = NT // CPR
+        w(f"        rl0 = tid // {CPR}")
+        w(f"        cw = (tid - rl0 * {CPR}) * 4")
+        w("        cc = n0 + 2 * cw")
+        w("        if cc < N:")
+        w(f"            for it in range({(BM + RSTEP - 1) // RSTEP}):")
+        w(f"                rl = rl0 + it * {RSTEP}")
+        w("                rr = m0 + rl")
+        w(f"                if (rr < M) & (rl < {BM}):" if BM % RSTEP else "                if rr < M:")
+        w(f"                    f0, f1, f2, f3 = lds4(smf, fe + rl * {RSW} + cw)")
+        w("                    stg4(c, zc + int64(rr) * ldc_m + cc, f0, f1, f2, f3)")
+    else:
+        w(f"        for e in range(tid, {BM * CPR}, {NT}):")
+        w(f"            rl = e // {CPR}")
+        w(f"            cw = (e - rl * {CPR}) * 4")
+        w("            rr = m0 + rl")
+        w("            cc = n0 + 2 * cw")
+        w("            if (rr < M) & (cc < N):")
+        w(f"                f0, f1, f2, f3 = lds4(smf, fe + rl * {RSW} + cw)")
+        w("                stg4(c, zc + int64(rr) * ldc_m + cc, f0, f1, f2, f3)")

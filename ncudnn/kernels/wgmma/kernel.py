@@ -41,7 +41,7 @@ SBO = 1024 (next 8 k rows). A warpgroup's m64 slice starts 8192 bytes after the 
 """
 from dataclasses import dataclass
 
-from numba import cuda, float32, int32, int64, uint16
+from numba import cuda, float32, int32, int64, uint16, uint32
 
 from .. import dtypes as dt
 from .. import epilogue as ep
@@ -216,20 +216,24 @@ def _source(cfg, a_kmajor, b_kmajor):
         w("        wp.wgmma_wait(1)")
     for i in range(MI):
         w(f"    acc{i} = wp.wgmma_wait_acc(0, acc{i})")
-    # epilogue: stage the f32 tile, then walk it through epi
-    RS = BN + STAGE_PAD
+    # epilogue (make_wgmma_gemm): the ring drained, the tile staged in shared memory, then stored
     w("    ptx.cp_async_wait_all()")
     w("    cuda.syncthreads()")
     w("    smf = cuda.shared.array(0, float32)")
     w("    fe = pad >> 2")
-    w(f"    fo = fe + (wg * {MI * 64} + ((tid >> 5) & 3) * 16 + ((tid & 31) >> 2)) * {RS} + 2 * (tid & 3)")
-    for i in range(MI):
-        w(f"    wp.store_acc(smf, fo + {i * 64 * RS}, acc{i}, {RS})")
-    w("    cuda.syncthreads()")
     w("    zc = z1 * c_z1 + z2 * c_z2")
     w("    zb = z * bias_z")
     w("    zr = z1 * res_z1 + z2 * res_z2")
     return L
+
+
+def _stage_f32(w, cfg, ind):
+    """The f32 accumulators into the staged tile (rows of BLOCK_N + STAGE_PAD floats), then a barrier."""
+    RS, MI = cfg.BLOCK_N + STAGE_PAD, cfg.MI
+    w(f"{ind}fo = fe + (wg * {MI * 64} + ((tid >> 5) & 3) * 16 + ((tid & 31) >> 2)) * {RS} + 2 * (tid & 3)")
+    for i in range(MI):
+        w(f"{ind}wp.store_acc(smf, fo + {i * 64 * RS}, acc{i}, {RS})")
+    w(f"{ind}cuda.syncthreads()")
 
 
 def make_wgmma_gemm(cfg=None, a_kmajor=True, b_kmajor=True, in_dtype="bfloat16", epi=None,
@@ -264,13 +268,19 @@ def make_wgmma_gemm(cfg=None, a_kmajor=True, b_kmajor=True, in_dtype="bfloat16",
     def ro(r, c):
         return f"zr + int64({r}) * res_m + int64({c}) * res_n" if epi.has_residual else "zr"
     RS = cfg.BLOCK_N + STAGE_PAD
+    w, ind = L.append, "    "
+    if cfg.EPI == 3 and epi.linear and epi.out_dtype in epi_vec.PACK:   # packed fast path, else the f32 one
+        epi_vec.emit_packed(w, cfg, epi.out_dtype)
+        L.append("    else:")
+        w = (lambda s: L.append("    " + s))   # noqa: E731  (the else branch: one level deeper)
+    _stage_f32(w, cfg, ind)
     if cfg.EPI:
-        epi_vec.emit(L.append, cfg, epi.out_dtype, bo, ro, RS)
+        epi_vec.emit(w, cfg, epi.out_dtype, bo, ro, RS)
     else:
-        epi_vec.emit_scalar_walk(L.append, cfg, "    ", bo, ro, RS)
+        epi_vec.emit_scalar_walk(w, cfg, "    ", bo, ro, RS)
     src = "\n".join(L) + "\n"
     g = {"cuda": cuda, "ptx": ptx, "wp": wp, "float32": float32, "int32": int32, "int64": int64,
-         "uint16": uint16, "mma": wp.get_wgmma(cfg.BLOCK_N, ab, not a_kmajor, not b_kmajor),
+         "uint16": uint16, "uint32": uint32, "mma": wp.get_wgmma(cfg.BLOCK_N, ab, not a_kmajor, not b_kmajor),
          "cpa": wp.get_cp_async_l2(cfg.L2PF) if cfg.L2PF else ptx.cp_async_cg_16_zfill,
          "epi": ep.build(epi, bias_dtype, res_dtype).fn, "epv": epi_vec.value_fn(epi, bias_dtype, res_dtype),
          "lds4": epi_vec.lds4, "stg4": epi_vec.stg4, "stg4cs": epi_vec.stg4cs, "vaddr": epi_vec.vaddr}
