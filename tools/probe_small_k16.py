@@ -85,8 +85,8 @@ def graph(M, N, K, dtype):
 
 def heuristic_rows(shapes, dtypes, top):
     """[(dtype, shape, tag, EngineConfig)]: the heuristics' top configs on this device (``hN``: N-th
-    in the ranking), then (first dtype only) the first-ranked config of every other engine predicted within 3x of the first
-    pick (``eN``)."""
+    in the ranking), then (first dtype only) the first-ranked config of every other engine predicted within
+    3x of the first pick (``eN``)."""
     from ncudnn.engines import api
     rows = []
     for dtype in dtypes:
@@ -277,7 +277,6 @@ def main():
                     line(f"g{i}", name, ms, ref_ms, f"  ctas/SM {ctas_per_sm(kern, ck)}")
                 except Exception as e:  # noqa: BLE001
                     print(f"{s}  g{i:<5d} {name:44s} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
-            del ta, tb, tc, want
     print("# summary: heuristic first pick vs best measured")
     for s in first.keys() | best.keys():
         h, b = first.get(s), best.get(s)
