@@ -58,11 +58,12 @@ def kernels():
     narrow = lambda t, s: (max(1, -(-t // splitk.REDUCE_THREADS)), splitk.REDUCE_THREADS)  # noqa: E731
     rows = lambda t, s: (max(1, -(-t // 128)), 32 * splitk.WIDE_ROWS)  # noqa: E731
     return {"v1": (splitk.make_reduce_wide_v1(out, epi), lambda t, s: splitk.wide_grid_v1(t)),
-            "direct": (splitk.make_reduce_wide(out, epi), lambda t, s: splitk.wide_grid(t, splits=s)),
+            "direct": (splitk.make_reduce_wide(out, epi, store_mode="direct"),
+                       lambda t, s: splitk.wide_grid(t, splits=s)),
             "batch4": (splitk.make_reduce_wide(out, epi, batch=4), lambda t, s: splitk.wide_grid(t, splits=s)),
             "transp": (splitk.make_reduce_wide(out, epi, store_mode="transpose"),
                        lambda t, s: splitk.wide_grid(t, splits=s)),
-            "rows": (splitk.make_reduce_wide(out, epi), rows),
+            "rows": (splitk.make_reduce_wide(out, epi), rows),          # the default (transpose) kernel
             "narrow": (splitk.make_reduce(out, epi), narrow)}
 
 
@@ -106,7 +107,7 @@ def reduce_cases(cases, reps, torch, flush, deadline):
             if name == "narrow" and S > 16 or name == "rows" and M * N >= (1 << 21):
                 continue
             try:
-                kname = "direct" if name == "rows" else name       # one kernel, two launch layouts
+                kname = "transp" if name == "rows" else name       # one kernel, two launch layouts
                 k = kcache.get_or_compile(f"probe_skr|{kname}", lambda kern=kern: kern, gc.argtypes(args))
                 g = grid(M * N, S)
                 run = k.prepare(g[0], g[1], args).run

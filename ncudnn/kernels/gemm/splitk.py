@@ -236,7 +236,7 @@ WIDE_FLAT_THREADS = 256
 WIDE_FLAT_FROM = 1 << 19
 
 
-def make_reduce_wide(OUT, EPI, ftype="float32", rows=WIDE_ROWS, store_mode="direct", batch=8):
+def make_reduce_wide(OUT, EPI, ftype="float32", rows=WIDE_ROWS, store_mode="transpose", batch=8):
     """kernel(ws, splits, o_args, bias_args, r_args, batch, M, N, alpha, beta) like :func:`make_reduce`,
     launched as :func:`wide_grid` says. Every thread owns 4 outputs of a warp's 128 consecutive ones:
     with N % 4 == 0 and a 16-byte aligned workspace (float32) outputs 4 * lane .. + 3, each slice read
@@ -264,7 +264,7 @@ def make_reduce_wide(OUT, EPI, ftype="float32", rows=WIDE_ROWS, store_mode="dire
     BUF_W = max(ROWS, FLAT_T // 32) if TRANSPOSE else 1      # warps of a block, either layout
     store = make_store(OUT, EPI, ftype)
     seq_v, group_v = _sums(_ld_vec if ftype == "float32" else _ld_contig, ACC, ROWS, batch)
-    group_s = _sums(_ld_scalar, ACC, ROWS)[1]
+    seq_s, group_s = _sums(_ld_scalar, ACC, ROWS, batch)
 
     @cuda.jit(device=True, inline=True)
     def locate(e, BATCH, M, N, MN, SPLITS):
@@ -325,9 +325,12 @@ def make_reduce_wide(OUT, EPI, ftype="float32", rows=WIDE_ROWS, store_mode="dire
         v1 = ACC(0)
         v2 = ACC(0)
         v3 = ACC(0)
-        if flat and vec and SPLITS <= ROWS:     # one slice a group: the plain sequence
+        if flat and SPLITS <= ROWS:     # one slice a group: the plain sequence
             if chunk < TOTAL:
-                v0, v1, v2, v3 = seq_v(ws, p0, p1, p2, p3, MN, SPLITS)
+                if vec:
+                    v0, v1, v2, v3 = seq_v(ws, p0, p1, p2, p3, MN, SPLITS)
+                else:
+                    v0, v1, v2, v3 = seq_s(ws, p0, p1, p2, p3, MN, SPLITS)
         else:                           # flat: groups 0 .. ROWS-1 in turn; rows: group w
             r = 0 if flat else w
             r_end = ROWS if flat and chunk < TOTAL else (r if flat else r + 1)
