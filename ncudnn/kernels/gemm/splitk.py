@@ -4,9 +4,14 @@
   ``[batch, SPLITS, M, N]`` (``ftype``); :func:`make_reduce` sums the SPLITS slices in a fixed order
   (slice 0 first; loads issued four slices at a time) and applies the real epilogue. :func:`workspace_elems` is exact.
   :func:`make_reduce_wide` is the same sum for many slices (wgrad splits a long reduction 64-1024
-  ways): a block of 32 x WIDE_ROWS threads owns 32 consecutive outputs, row r sums slices r, r + ROWS,
-  ... with four independent accumulators (coalesced 128-byte warp reads, 4 loads in flight per
-  thread), then row 0 adds the ROWS partials in order: deterministic, order fixed by (SPLITS, ROWS).
+  ways): group r sums slices r, r + ROWS, ... with four independent accumulators, the groups are
+  added in order (deterministic, order fixed by (SPLITS, ROWS); up to ROWS slices the plain
+  sequence). A thread owns 4 outputs: 16-byte loads (N % 4 == 0, aligned workspace) or 4-byte loads,
+  8 slices' loads in flight; sums pass through shared memory so each store instruction writes 32
+  consecutive outputs; :func:`wide_grid` picks the flat layout (a thread sums all slices) or the rows
+  layout (a warp a group, for few outputs and many slices). H200, 65536 x 1024 outputs, 8 slices:
+  0.60 ms = 4.0 TB/s (torch.sum over the slices: 0.61 ms). :func:`make_reduce_wide_v1`, the first
+  version (one 4-byte load a thread, 32 outputs a 512-thread block: 10.6 ms there), is kept for the probe.
 * atomic (NONDETERMINISTIC: float addition order varies run to run): :func:`make_prescale` sets
   ``out = beta * out`` (``0`` when beta == 0, never reading out), then the block kernel atomically
   adds ``alpha * partial``. Only for a linear epilogue (alpha/beta) and fp32/fp64 outputs.
