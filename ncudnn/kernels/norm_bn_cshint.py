@@ -17,13 +17,10 @@ if simulator_enabled():
     from .resample_vec import ld4 as ld4cs, st4 as st4cs  # noqa: F401
 else:
     from llvmlite import ir
-    from numba.cuda import cgutils, types
+    from numba.cuda import types
     from numba.cuda.extending import intrinsic
 
-    def _elem_ptr(context, builder, aryty, ary_val, idx_val, idx_ty):
-        ary = context.make_array(aryty)(context, builder, value=ary_val)
-        ind = context.cast(builder, idx_val, idx_ty, types.intp)
-        return cgutils.get_item_pointer(context, builder, aryty, ary, [ind], wraparound=False)
+    from .llvm_ptr import item_ptr as _elem_ptr
 
     @intrinsic
     def _ld4cs(typingctx, arr, i):

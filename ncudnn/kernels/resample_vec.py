@@ -33,17 +33,12 @@ if simulator_enabled():
         return a if c else b
 else:
     from llvmlite import ir
-    from numba.cuda import cgutils, types
+    from numba.cuda import types
     from numba.cuda.extending import intrinsic
 
     _OK = (types.float32, types.int32)
 
-    def _vec_ptr(context, builder, aryty, ary_val, idx_val, idx_ty):
-        ary = context.make_array(aryty)(context, builder, value=ary_val)
-        ind = context.cast(builder, idx_val, idx_ty, types.intp)
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [ind], wraparound=False)
-        elt = context.get_data_type(aryty.dtype)
-        return builder.bitcast(ptr, ir.VectorType(elt, 4).as_pointer(ptr.type.addrspace))
+    from .llvm_ptr import vec_ptr as _vec_ptr
 
     @intrinsic
     def _ld4(typingctx, arr, i):

@@ -47,13 +47,10 @@ if SIM:
     stg4cs = stg4
 else:
     from llvmlite import ir
-    from numba.cuda import cgutils, types
+    from numba.cuda import types
     from numba.cuda.extending import intrinsic
 
-    def _ptr(context, builder, aryty, ary_val, idx_val, idx_type):
-        ary = context.make_array(aryty)(context, builder, value=ary_val)
-        i = context.cast(builder, idx_val, idx_type, types.intp)
-        return cgutils.get_item_pointer(context, builder, aryty, ary, [i], wraparound=False)
+    from ..llvm_ptr import item_ptr as _ptr
 
     @intrinsic
     def _lds4(typingctx, arr, i):
