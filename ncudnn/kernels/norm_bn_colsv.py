@@ -256,16 +256,16 @@ def apply_kernel(channels, x_dt, out_dt, dy_dt=None, coef_dt="float32", txv=32, 
     return _jit(src, "apply", names), src
 
 
-@functools.lru_cache(maxsize=None)
-def combine_kernel(ct="float32", ty=32, unroll=4):
-    """``out[c] = sum_j part[j * C + c]`` over the chunks for both partial arrays: block (32, ``ty``),
-    thread (x, y) adds chunks y, y + ty, ... of column x with ``unroll`` independent loads in flight
-    (``unroll`` running sums), then the ``ty`` partials are added in shared memory in a fixed order
-    (deterministic). Grid ceil(C / 32). Arguments ``(part0, part1, out0, out1, chunks, channels)``."""
+def combine_src(head, ct, ty, unroll):
+    """Kernel source: ``head`` (the ``def`` line), then the chunk sums of both partial arrays for channel
+    ``c = blockIdx.x * 32 + threadIdx.x``: block (32, ``ty``), thread (x, y) adds chunks y, y + ty, ... with
+    ``unroll`` independent loads in flight (``unroll`` running sums), the ``ty`` partials added in shared memory
+    in a fixed order (deterministic); every thread but (x, 0) of a channel < ``channels`` returns, which ends
+    with the sums in ``a``, ``b``. The arguments must include ``part0, part1, chunks, channels``."""
     zero = po.lit(0.0, ct)
     U = unroll
     loads = [f"a{u} += part0[p + {u} * step]\nb{u} += part1[p + {u} * step]" for u in range(U)]
-    src = f"""def kernel(part0, part1, out0, out1, chunks, channels):
+    return f"""{head}
     sa = cuda.shared.array(({ty}, 32), SDT)
     sb = cuda.shared.array(({ty}, 32), SDT)
     tx = cuda.threadIdx.x
@@ -288,13 +288,20 @@ def combine_kernel(ct="float32", ty=32, unroll=4):
     sa[ty, tx] = a
     sb[ty, tx] = b
     cuda.syncthreads()
-    if ty == 0 and c < channels:
-        for j in range(1, {ty}):
-            a += sa[j, tx]
-            b += sb[j, tx]
-        out0[c] = a
-        out1[c] = b
+    if ty != 0 or c >= channels:
+        return
+    for j in range(1, {ty}):
+        a += sa[j, tx]
+        b += sb[j, tx]
 """
+
+
+@functools.lru_cache(maxsize=None)
+def combine_kernel(ct="float32", ty=32, unroll=4):
+    """``out[c] = sum_j part[j * C + c]`` over the chunks for both partial arrays (:func:`combine_src`).
+    Grid ceil(C / 32), block (32, ``ty``). Arguments ``(part0, part1, out0, out1, chunks, channels)``."""
+    src = combine_src("def kernel(part0, part1, out0, out1, chunks, channels):", ct, ty, unroll) + \
+        "    out0[c] = a\n    out1[c] = b\n"
     import numba
     return _jit(src, "combine", dict(SDT=numba.float64 if ct == "float64" else numba.float32)), src
 

@@ -27,47 +27,13 @@ from numba import cuda
 from . import pointwise_ops as po
 from .bn_finalize import BWD_ARRAYS, FINALIZE_ARRAYS
 from .dtypes import compute_type, loader, storer
+from .norm_bn_colsv import combine_src
 
 __all__ = ["fin_kernel", "bwd_kernel", "tree_geometry"]
 
 
 def _ind(lines, n):
     return "\n".join(" " * n + ln for line in lines for ln in line.split("\n"))
-
-
-def _combine_src(head, ct, ty, unroll):
-    zero = po.lit(0.0, ct)
-    U = unroll
-    loads = [f"a{u} += part0[p + {u} * step]\nb{u} += part1[p + {u} * step]" for u in range(U)]
-    return f"""{head}
-    sa = cuda.shared.array(({ty}, 32), SDT)
-    sb = cuda.shared.array(({ty}, 32), SDT)
-    tx = cuda.threadIdx.x
-    ty = cuda.threadIdx.y
-    c = cuda.blockIdx.x * 32 + tx
-{_ind([f"a{u} = {zero}" for u in range(U)] + [f"b{u} = {zero}" for u in range(U)], 4)}
-    if c < channels:
-        step = {ty} * channels
-        p = ty * channels + c
-        end = chunks * channels
-        while p + {U - 1} * step < end:
-{_ind(loads, 12)}
-            p += {U} * step
-        while p < end:
-            a0 += part0[p]
-            b0 += part1[p]
-            p += step
-    a = {" + ".join(f"a{u}" for u in range(U))}
-    b = {" + ".join(f"b{u}" for u in range(U))}
-    sa[ty, tx] = a
-    sb[ty, tx] = b
-    cuda.syncthreads()
-    if ty != 0 or c >= channels:
-        return
-    for j in range(1, {ty}):
-        a += sa[j, tx]
-        b += sb[j, tx]
-"""
 
 
 def _tree_src(head, ct, cpb, lanes, nper):
@@ -123,7 +89,7 @@ def tree_geometry(chunks, cpb):
 
 def _combine(head, ct, ty, unroll, cpb, nper):
     if cpb == 32:
-        return _combine_src(head, ct, ty, unroll)
+        return combine_src(head, ct, ty, unroll)
     return _tree_src(head, ct, cpb, ty, nper)
 
 
