@@ -1,12 +1,9 @@
 """The wgmma GEMM compiled for sm_90a without a GPU (NVVM + nvJitLink in a NUMBA_ENABLE_CUDASIM=0 process):
 wgmma.mma_async in the PTX, no local memory, no spills, and no ptxas C7509 note (wgmma serialized: a called
 subroutine such as 64-bit division, or accumulator registers written between wgmma and its wait)."""
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+
+from ptx_stats import ptx_stats
 
 _SCRIPT = r"""
 import json, sys
@@ -29,11 +26,7 @@ print("STATS " + json.dumps(dict(target=[l for l in ptx.splitlines() if l.starts
 
 
 def _stats(spec):
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    out = subprocess.run([sys.executable, "-c", _SCRIPT, spec], env=env, capture_output=True, text=True, timeout=1500)
-    line = [ln for ln in out.stdout.splitlines() if ln.startswith("STATS ")]
-    assert line, out.stderr[-3000:]
-    return json.loads(line[0][6:])
+    return ptx_stats(_SCRIPT, spec)
 
 
 @pytest.mark.slow

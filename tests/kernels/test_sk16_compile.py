@@ -2,12 +2,9 @@
 NUMBA_ENABLE_CUDASIM=0 process): the 16-byte C stores (st.global.v4) and staged-tile loads (ld.shared.v4)
 are in the PTX, no local memory, no spills, no ptxas C7509 (wgmma serialized), registers that leave the
 small-K tiles their resident blocks."""
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+
+from ptx_stats import ptx_stats
 
 _SCRIPT = r"""
 import json, re, sys
@@ -35,11 +32,7 @@ print("STATS " + json.dumps(dict(stg=ptx.count("st.global.v4") + ptx.count("st.g
 
 
 def _stats(spec):
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    out = subprocess.run([sys.executable, "-c", _SCRIPT, spec], env=env, capture_output=True, text=True, timeout=1500)
-    line = [ln for ln in out.stdout.splitlines() if ln.startswith("STATS ")]
-    assert line, out.stderr[-3000:]
-    return json.loads(line[0][6:])
+    return ptx_stats(_SCRIPT, spec)
 
 
 @pytest.mark.slow

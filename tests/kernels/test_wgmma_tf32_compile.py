@@ -1,12 +1,9 @@
 """The TF32 wgmma GEMM compiled for sm_90a without a GPU (NVVM + nvJitLink in a NUMBA_ENABLE_CUDASIM=0
 process): ``wgmma.mma_async ... m64nNk8.f32.tf32.tf32`` in the PTX (4 per m64 slice of a k tile), no
 local memory, no spills, no ptxas C7509 note (wgmma serialized)."""
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+
+from ptx_stats import ptx_stats
 
 _SCRIPT = r"""
 import json, sys
@@ -31,11 +28,7 @@ print("STATS " + json.dumps(dict(target=[l for l in ptx.splitlines() if l.starts
 
 
 def _stats(spec):
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    out = subprocess.run([sys.executable, "-c", _SCRIPT, spec], env=env, capture_output=True, text=True, timeout=1500)
-    line = [ln for ln in out.stdout.splitlines() if ln.startswith("STATS ")]
-    assert line, out.stderr[-3000:]
-    return json.loads(line[0][6:])
+    return ptx_stats(_SCRIPT, spec)
 
 
 @pytest.mark.slow
