@@ -21,7 +21,11 @@ register-coefficient apply pass); other layouts and instance norm take the gener
 Packed NHWC with float32 and C % 4 == 0 runs :mod:`ncudnn.kernels.norm_bn_colsv` by default (16-byte
 loads, one geometry for both passes, the apply pass walking each chunk backwards from the rows still in
 the L2, streaming hints) with the chunk combine and the coefficients fused (:mod:`ncudnn.kernels.norm_bn_fin`):
-three launches.
+three launches. The backward there defaults to ONE cooperative kernel (:mod:`ncudnn.kernels.norm_bn_persist`,
+KERNEL_CFG ``persist_*``: one block an SM keeping rows of x and dy on chip between the sums and dx, two grid
+barriers) where its grid can be co-resident; misaligned buffers take the three-launch path, and as a cooperative
+kernel it is no plain CUDA-graph node (``populate``: NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API; choose a colsv
+KERNEL_CFG for graphs).
 Knobs: BLOCK_SIZE of the pointwise pass; KERNEL_CFG (:data:`COLS_LABELS` on packed NHWC,
 :data:`PLANES_LABELS` on packed NCHW), OCCUPANCY (blocks per SM of the colsv geometry, 0: the kernels'
 register budget) and ARRAY_SIZE_PER_THREAD (colsv unroll). Workspace: the partial and group sums and
