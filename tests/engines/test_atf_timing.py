@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ncudnn
-from ncudnn.engines import api, autotune, heuristics
+from ncudnn.engines import api, autotune
 from ncudnn.engines.device import H200
 from ncudnn.testing import assert_close
 from ncudnn.types import cudnnBackendHeurMode_t as HM
@@ -36,16 +36,6 @@ class SpyClock(autotune.WallClock):
         if self.fake is not None:
             self._times[-1] = self.fake[self.i % len(self.fake)]
             self.i += 1
-
-
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("NCUDNN_CACHE_DIR", str(tmp_path))
-    autotune.forget_stores()
-    heuristics.forget_tables()
-    yield tmp_path
-    autotune.forget_stores()
-    heuristics.forget_tables()
 
 
 def test_atf_flush_before_every_rep_and_warmup_first():

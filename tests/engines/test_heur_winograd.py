@@ -52,16 +52,6 @@ def test_demotion_is_logged():
     assert "ranked after the others: Winograd on 16 input / 24 output channels" in text
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("NCUDNN_CACHE_DIR", str(tmp_path))
-    heuristics.forget_tables()
-    autotune.forget_stores()
-    yield tmp_path
-    heuristics.forget_tables()
-    autotune.forget_stores()
-
-
 @pytest.mark.parametrize("shape", [(32, 128, 28, 128), (32, 16, 56, 16)], ids=["wide", "few_channels"])
 def test_a_measured_time_overrides_mode_a(cache_dir, shape):
     """A timing recorded for this problem and config (autotuning) puts mode A's last config ahead of

@@ -76,16 +76,6 @@ def test_version_mismatch_and_garbage():
     assert ei.value.status == S.CUDNN_STATUS_NOT_SUPPORTED
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("NCUDNN_CACHE_DIR", str(tmp_path))
-    autotune.forget_stores()
-    heuristics.forget_tables()
-    yield tmp_path
-    autotune.forget_stores()
-    heuristics.forget_tables()
-
-
 def test_autotune_times_stores_and_reuses(rng, cache_dir):
     dims = (1, 2, 2, 4)
     g = G.bias_relu_mul(dims)
