@@ -14,10 +14,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 #: (threads, register rows, shared rows, unroll, cp.async shared rows, streaming hint on the on-chip rows' dx,
-#: prefetched rows)
-VARIANTS = ((512, 4, 8, 4, True, True, 0), (512, 4, 8, 4, True, True, 4), (512, 4, 8, 4, True, True, 5),
-            (512, 4, 6, 4, True, True, 6), (512, 4, 10, 4, True, True, 3), (512, 2, 8, 4, True, True, 5),
-            (512, 4, 10, 4, False, True, 0))
+#: prefetched rows, barrier): barrier "cg" = this_grid().sync() (cooperative launch), "gbar" = the inline
+#: grid_sync.grid_barrier on a plain launch, "gbar_coop" = the inline barrier on a cooperative launch
+#: (a last entry: the cut points timed, default (0, 1, 2))
+VARIANTS = ((512, 4, 8, 4, True, True, 0, "cg", (0, 2)), (512, 4, 8, 4, True, True, 0, "gbar", (0, 2)),
+            (512, 4, 8, 4, True, True, 0, "gbar_coop", (0, 2)), (512, 4, 10, 4, False, True, 0, "gbar_coop", (0,)),
+            (512, 4, 10, 4, True, True, 0, "gbar_coop", (0,)), (512, 4, 8, 4, True, True, 0, "cg", (0,)),
+            (512, 4, 8, 4, True, True, 0, "gbar", (0,)))
 
 
 def main(argv=None):
@@ -52,24 +55,30 @@ def main(argv=None):
           f"median of {args.reps}, L2 flushed before each", flush=True)
     dense = (("float32", 0, 1),) * len(kp.CHANNEL_ARRAYS)
     nbytes = R * C * 4 * 3
-    for threads, nr, ns, unroll, acache, tail_hint, pf in VARIANTS:
+    from numba import cuda as ncuda
+    import numpy as np
+
+    for threads, nr, ns, unroll, acache, tail_hint, pf, mode, *stops in VARIANTS:
+        gbar = mode != "cg"
         cfg = kp.persist_config(R, C, sms, threads)
         cpb, _ = kp.phase2_geometry(C, cfg.tiles * cfg.chunks, threads)
         shared = kp.shared_bytes(threads, ns, pf)
         row = []
-        for stop in (0, 1, 2):
+        for stop in (stops[0] if stops else (0, 1, 2)):
             t0 = time.time()
             try:
                 disp, _ = kp.persist_bwd_kernel(C, dense, cfg.txv, cfg.ty, cfg.tiles, nr, ns, unroll, cpb, True,
-                                                acache, stop, tail_hint, pf)
-                k = CompiledKernel(disp, kp.signature(dense))
+                                                acache, stop, tail_hint, pf, gbar)
+                k = CompiledKernel(disp, kp.signature(dense, gbar))
+                if mode == "gbar_coop":
+                    k.cooperative = True
                 dx = torch.full_like(x, float("nan"))
                 ds, db = torch.empty(C, device=dev), torch.empty(C, device=dev)
                 p0 = torch.empty(cfg.chunks * C, device=dev)
                 p1 = torch.empty(cfg.chunks * C, device=dev)
                 coef = torch.empty(3 * C, device=dev)
                 kargs = (x.view(-1), dy.view(-1), dx.view(-1), p0, p1, coef, mean, inv, scale, ds, db, R,
-                         cfg.chunk_rows, cfg.chunks, float(R))
+                         cfg.chunk_rows, cfg.chunks, float(R)) + ((ncuda.to_device(np.zeros(1, np.uint32)),) if gbar else ())
                 pl = k.prepare((cfg.tiles, cfg.chunks), (cfg.txv, cfg.ty), kargs, shared)
                 fn = lambda: pl.run(None, stream)  # noqa: E731
                 fn()
@@ -89,7 +98,7 @@ def main(argv=None):
             except Exception as exc:  # one variant failing must not hide the others
                 row.append(f"stop{stop} ERROR {type(exc).__name__}: {str(exc)[:160]}")
         print(f"  persist t{threads} r{nr} s{ns} u{unroll} {'cp.async' if acache else 'st.shared'}"
-              f"{'' if tail_hint else ' tail plain'}{f' prefetch {pf}' if pf else ''}: " + " | ".join(row),
+              f"{'' if tail_hint else ' tail plain'}{f' prefetch {pf}' if pf else ''} {mode}: " + " | ".join(row),
               flush=True)
 
 

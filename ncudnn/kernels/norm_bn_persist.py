@@ -36,6 +36,7 @@ from numba import cuda
 from ..platform import simulator_enabled
 from . import pointwise_ops as po
 from .dtypes import loader, storer
+from .grid_sync import grid_barrier
 from .norm_bn_cshint import ld4cs, st4cs
 from .primitives import shfl_xor
 from .ptx import cp_async_cg_16_zfill, cp_async_commit, cp_async_wait_all
@@ -106,7 +107,7 @@ def _off(desc):
 
 @functools.lru_cache(maxsize=None)
 def persist_bwd_kernel(channels, arrays, txv, ty, tiles, nr=4, ns=8, unroll=4, cpb=2, hint=True, acache=False,
-                       stop=0, tail_hint=True, pf=0):
+                       stop=0, tail_hint=True, pf=0, gbar=False):
     """The kernel (module docstring). ``arrays``: (dtype, sN, sC) of mean, inv, scale, dscale, dbias.
     ``acache``: the shared-memory rows are fetched with ``cp.async`` (16 bytes a copy, all of them issued
     before the streamed rows, so they are in flight without registers; row-major 16-byte slots) and added
@@ -116,6 +117,9 @@ def persist_bwd_kernel(channels, arrays, txv, ty, tiles, nr=4, ns=8, unroll=4, c
     ``pf`` (with ``acache``): the first ``pf`` streamed rows of each thread (phase 3 reaches them last, from
     DRAM) are fetched again by ``cp.async`` into shared memory right after the sums, so those loads run during
     the two barriers and the combine instead of after them.
+    ``gbar``: the two barriers are :func:`ncudnn.kernels.grid_sync.grid_barrier` on a uint32 counter passed as
+    one more argument ``bar`` (zeroed once; one a stream), not ``this_grid().sync()`` (a device-runtime call,
+    cooperative launch); the launch should still be cooperative (co-residency is checked, not assumed).
     ``stop`` (timing probes only): 1 ends after the partial sums, 2 after
     the coefficients (dx not written).
     Arguments ``(x, dy, dx, part0, part1, coef, mean, inv, scale, dscale, dbias, rows, chunk_rows, chunks,
@@ -237,12 +241,12 @@ if lane < {s}:
     s2b[t] = b""")
         s //= 2
     fold = "\n".join(f"            VV{j} += red[i, tx * 4 + {j}]" for j in J)
-    src = f"""def kernel(x, dy, dx, part0, part1, coef, mean, inv, scale, dscale, dbias, rows, chunk_rows, chunks, count_in):
+    src = f"""def kernel(x, dy, dx, part0, part1, coef, mean, inv, scale, dscale, dbias, rows, chunk_rows, chunks, count_in{", bar" if gbar else ""}):
     cache = cuda.shared.array(0, float32)
     red = cuda.shared.array(({ty}, {txv * 4}), float32)
     s2a = cuda.shared.array({T}, float32)
     s2b = cuda.shared.array({T}, float32)
-    grid = cuda.cg.this_grid()
+    {"nblk = cuda.gridDim.x * cuda.gridDim.y" if gbar else "grid = cuda.cg.this_grid()"}
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     c = (cuda.blockIdx.x * {txv} + tx) * 4
@@ -284,7 +288,7 @@ if lane < {s}:
             o = cuda.blockIdx.y * {C} + c
 {_ind([f"part0[o + {j}] = a{j}" for j in J] + [f"part1[o + {j}] = b{j}" for j in J], 12)}
 {"    return" if stop == 1 else ""}
-    grid.sync()
+    {{SYNC}}
     # the chunk combine and the coefficients of channels f * {cpb} ..
     lane = t // {cpb}
     c2 = (cuda.blockIdx.y * {tiles} + cuda.blockIdx.x) * {cpb} + t % {cpb}
@@ -309,7 +313,7 @@ if lane < {s}:
         coef[c2] = sc * iv
         coef[{C} + c2] = -sc * iv * iv * ds * m_inv
         coef[{2 * C} + c2] = sc * iv * (iv * mu * ds - a) * m_inv
-    grid.sync()
+    {{SYNC}}
     if not cok or {stop == 2}:
         return
 {_ind([f"e0_{j} = coef[c + {j}]" for j in J] + [f"e1_{j} = coef[{C} + c + {j}]" for j in J]
@@ -324,10 +328,11 @@ if lane < {s}:
         p -= step
 {_ind(p3, 4)}
 """
+    src = src.replace("{SYNC}", "grid_barrier(bar, nblk)" if gbar else "grid.sync()")
     import numba
     ns_ = dict(po.expr_globals(), __name__=__name__, cuda=cuda, float32=numba.float32, ld4=ld4, st4=st4,
                ld4cs=ld4cs, st4cs=st4cs, sel=sel, min=min, shfl_xor=shfl_xor, cp_async_cg_16_zfill=cp_async_cg_16_zfill,
-               cp_async_commit=cp_async_commit, cp_async_wait_all=cp_async_wait_all,
+               cp_async_commit=cp_async_commit, cp_async_wait_all=cp_async_wait_all, grid_barrier=grid_barrier,
                ldm=loader(d["mean"][0]), ldi=loader(d["inv"][0]), lds=loader(d["scale"][0]),
                st_dscale=storer(d["dscale"][0]), st_dbias=storer(d["dbias"][0]))
     exec(compile(src, "<norm_bn_persist bwd>", "exec"), ns_)
@@ -335,11 +340,11 @@ if lane < {s}:
     return cuda.jit(ns_["kernel"], **opts), src
 
 
-def signature(arrays):
+def signature(arrays, gbar=False):
     from .dtypes import array_sig as a
     f = a("float32")
     chan = ", ".join(a(desc[0]) for desc in arrays)
-    return f"void({f}, {f}, {f}, {f}, {f}, {f}, {chan}, int64, int64, int64, float64)"
+    return f"void({f}, {f}, {f}, {f}, {f}, {f}, {chan}, int64, int64, int64, float64{', ' + a('uint32') if gbar else ''})"
 
 
 #: (threads, register rows, shared rows, unroll) the engine offers (:data:`ncudnn.engines.norm_batch.PERSIST_VARIANTS`)
@@ -368,6 +373,11 @@ def _register_compile_cases():
         # few live registers on the stack around them (16-32 bytes, twice a kernel), hence the local budget
         register_compile_case(f"bn_persist_bwd_t{threads}_r{nr}_s{ns}_u{u}{'_cp' if ac else ''}_pf{pf}", k,
                               signature(dense), max_registers=65536 // threads, max_local_bytes=32)
+    # the inline barrier (gbar): no device-runtime call, so no stack at all
+    threads, nr, ns, u, ac, pf = PERSIST_CASES[0]
+    k = persist_bwd_kernel(256, dense, 64, threads // 64, 1, nr, ns, u, 2, True, ac, 0, True, pf, True)[0]
+    register_compile_case(f"bn_persist_bwd_t{threads}_r{nr}_s{ns}_u{u}{'_cp' if ac else ''}_pf{pf}_gbar", k,
+                          signature(dense, True), max_registers=65536 // threads, max_local_bytes=0)
 
 
 _register_compile_cases()

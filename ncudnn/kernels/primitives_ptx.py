@@ -260,6 +260,19 @@ def cp_async_wait_all():
     pass
 
 
+def atom_add_release_gpu(arr, i, v):
+    """``atomicAdd`` on a uint32 element (the simulator's threads are Python threads: under the lock)."""
+    with _lock:
+        old = int(arr[i])
+        arr[i] = (old + int(v)) & 0xFFFFFFFF
+    return np.uint32(old)
+
+
+def ld_acquire_gpu(arr, i):
+    with _lock:
+        return np.uint32(arr[i])
+
+
 def cvta_shared(arr, off):
     """No shared window in the simulator: the byte offset of ``arr[off]`` in its array."""
     return int(off) * _itemsize(arr)

@@ -35,6 +35,10 @@ Fragments (``g = lane >> 2``, ``t = lane & 3``; PTX ISA "Matrix fragments for mm
   ``saddr = cvta_shared(arr, 0) + byte offset`` (one integer add per call in the kernel, no 64-bit
   pointer arithmetic or cvta); ``arr`` is only read by the simulator (there ``cvta_shared(arr, 0)``
   is 0, so ``saddr`` is the byte offset into ``arr``).
+* ``atom_add_release_gpu(arr, i, v) -> uint32``: ``atom.add.release.gpu.u32`` on ``arr[i]`` (a uint32
+  array in global memory), returns the old value; ``ld_acquire_gpu(arr, i) -> uint32``:
+  ``ld.acquire.gpu.u32`` of ``arr[i]`` (a spin-wait's read: never cached stale in the L1). The pair
+  builds :func:`ncudnn.kernels.grid_sync.grid_barrier`.
 * ``cvta_shared(arr, off) -> uint32``: the shared-window address of ``arr[off]`` (numba's shared
   arrays are generic pointers).
 * ``pack_bf16x2 / pack_f16x2(lo, hi) -> uint32`` (round to nearest even, ``cvt.rn.*x2.f32``);
@@ -47,7 +51,7 @@ __all__ = ["mma_m16n8k16_bf16", "mma_m16n8k16_f16", "mma_m16n8k8_tf32", "mma_m16
            "mma_m16n8k32_e5m2", "ldmatrix_x1", "ldmatrix_x2", "ldmatrix_x4", "ldmatrix_x1_trans",
            "ldmatrix_x2_trans", "ldmatrix_x4_trans", "cp_async_ca_4", "cp_async_ca_8",
            "cp_async_ca_16", "cp_async_cg_16", "cp_async_cg_16_zfill", "cp_async_commit",
-           "cp_async_wait_group", "cp_async_wait_all", "cvta_shared", "pack_bf16x2", "pack_f16x2",
+           "cp_async_wait_group", "cp_async_wait_all", "cvta_shared", "atom_add_release_gpu", "ld_acquire_gpu", "pack_bf16x2", "pack_f16x2",
            "unpack_bf16x2", "unpack_f16x2", "f32_to_tf32", "pack_e4m3x4", "pack_e5m2x4", "SIM"]
 
 SIM = simulator_enabled()
@@ -61,7 +65,7 @@ if SIM:
                                  mma_m16n8k16_bf16, mma_m16n8k16_f16, mma_m16n8k32_e4m3,
                                  mma_m16n8k32_e5m2, pack_bf16x2, pack_e4m3x4, pack_e5m2x4,
                                  pack_f16x2, unpack_bf16x2, unpack_f16x2, ldmatrix_x4_a, ldmatrix_x4_trans_a,
-                                 cp_async_cg_16_zfill_a)
+                                 cp_async_cg_16_zfill_a, atom_add_release_gpu, ld_acquire_gpu)
 else:
     from llvmlite import ir
     from numba.cuda import types
@@ -266,6 +270,32 @@ else:
             _asm(builder, ir.VoidType(), [], f"cp.async.wait_group {count};", "~{memory}", True)
             return context.get_dummy_value()
         return types.void(n), codegen
+
+    # ------------------------------------------------------------------- gpu-scope atomics
+    @intrinsic
+    def atom_add_release_gpu(typingctx, arr, i, v):
+        _check_array("atom_add_release_gpu", arr, i)
+        if arr.dtype != types.uint32 or not isinstance(v, types.Integer):
+            raise NumbaTypeError(f"atom_add_release_gpu: (uint32 array, index, integer) expected, got ({arr}, {i}, {v})")
+
+        def codegen(context, builder, sig, args):
+            ptr = _elem_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+            p = builder.ptrtoint(ptr, _I64)
+            val = context.cast(builder, args[2], sig.args[2], types.uint32)
+            return _asm(builder, _I32, [p, val], "atom.add.release.gpu.u32 $0, [$1], $2;", "=r,l,r,~{memory}", True)
+        return types.uint32(arr, i, v), codegen
+
+    @intrinsic
+    def ld_acquire_gpu(typingctx, arr, i):
+        _check_array("ld_acquire_gpu", arr, i)
+        if arr.dtype != types.uint32:
+            raise NumbaTypeError(f"ld_acquire_gpu: a uint32 array expected, got {arr}")
+
+        def codegen(context, builder, sig, args):
+            ptr = _elem_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+            p = builder.ptrtoint(ptr, _I64)
+            return _asm(builder, _I32, [p], "ld.acquire.gpu.u32 $0, [$1];", "=r,l,~{memory}", True)
+        return types.uint32(arr, i), codegen
 
     @intrinsic
     def cvta_shared(typingctx, arr, off):
