@@ -88,3 +88,21 @@ def test_nrp_fits():
     assert kp.pipe_fits(1024, 4, 3, 4)                 # 56 KB x 4 + reserves = 228 KB exactly
     assert not kp.pipe_fits(1024, 8, 3, 3)
     assert kp.pipe_geometry(1024, 8, 2, 3, 132) == (396, 256, 73728)
+
+
+def test_nrp_direct_launch(rng):
+    """Through kernels.launch.CompiledKernel (the probe's and an engine's path), dynamic shared memory given."""
+    from ncudnn.kernels.launch import CompiledKernel
+    rows, n, warps, stages = 6, 128, 2, 2
+    x = rng.standard_normal((rows, n)).astype(np.float32)
+    scale = rng.uniform(0.5, 1.5, n).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    k = CompiledKernel(kp.row_fwd_pipe_kernel(n, warps, stages, True, True, True)[0], kp.signature())
+    y, mean, inv = _poisoned(rows * n), _poisoned(rows), _poisoned(rows)
+    grid, block, shared = kp.pipe_geometry(n, warps, stages, 1, 2)
+    k.prepare(grid, block, (cuda.to_device(x.reshape(-1)), cuda.to_device(scale), cuda.to_device(bias), y, mean,
+                            inv, 1e-5, rows), shared).run(None, 0)
+    ey, emean, einv = ref.layernorm_forward(x, scale, bias, 1e-5, norm_axes=1)
+    assert_close(y.copy_to_host().reshape(rows, n), ey, "float32", name="y")
+    assert_close(mean.copy_to_host().reshape(rows, 1), emean, "float32", name="mean")
+    assert_close(inv.copy_to_host().reshape(rows, 1), einv, "float32", name="inv_std")
