@@ -100,6 +100,12 @@ class Arg:
         return cls("const", value=value, nbtype=nbtype)
 
     @classmethod
+    def device(cls, provider, n, dtype):
+        """A device array the engine owns beyond any one execution (``provider()`` returns it, e.g.
+        :func:`ncudnn.kernels.grid_sync.device_counter`), bound as its first ``n`` elements of ``dtype``."""
+        return cls("device", value=provider, n=n, dtype=dtype, nbtype=array_type(dtype))
+
+    @classmethod
     def dummy(cls, dtype="float32"):
         return cls("dummy", dtype=dtype, nbtype=array_type(dtype))
 
@@ -117,6 +123,9 @@ class Arg:
             return self.conv(np.asarray(v).reshape(-1)[0].item() if not isinstance(v, (int, float)) else v)
         if k == "const":
             return self.value
+        if k == "device":
+            st = abi_dtype(self.dtype)
+            return ArgView(memory.as_view(self.value()).ptr, (self.n,), (st.itemsize,), st.itemsize, st)
         return placeholder(self.dtype)
 
 
@@ -145,12 +154,16 @@ class Step:
         self.inflight = 0             # bytes a thread keeps in flight (cost model; 0: unknown)
         self.fallback = None          # a Step (or a list of Steps) run instead when an ``align`` argument is misaligned
         self.align = {}               # argument index -> byte alignment this step's kernel needs
+        self.cooperative = False      # launched with cuLaunchCooperativeKernel (co-residency checked by the driver)
 
     def signature(self):
         return tuple(a.nbtype for a in self.args)
 
     def compile(self):
-        return kcache.get_or_compile(self.key, self.factory, self.signature())
+        ck = kcache.get_or_compile(self.key, self.factory, self.signature())
+        if self.cooperative:
+            ck.cooperative = True
+        return ck
 
 
 def _prepare(step, ck, views, scratch, out):

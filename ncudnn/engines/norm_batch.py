@@ -37,6 +37,7 @@ from ..kernels import norm_bn_cols as kcols
 from ..kernels import bn_finalize as kbf
 from ..kernels import norm_bn_colsv as kcolsv
 from ..kernels import norm_bn_fin as kfin
+from ..kernels import grid_sync as kgsync
 from ..kernels import norm_bn_persist as kpersist
 from ..kernels import norm_bn_planes as kplanes
 from ..kernels import reduce as kr
@@ -188,12 +189,18 @@ def var_persist(var):
     return var[6][1:] if var is not None and len(var) > 6 else None
 
 
+def _persist_blocks():
+    """Co-resident blocks of the one-kernel backward: one an SM (the simulator runs blocks one after another:
+    one)."""
+    return 1 if simulator_enabled() else kprim.sm_count()
+
+
 def persist_geometry(lay, var):
     """(PersistConfig, dynamic shared bytes) of a one-kernel variant on layout ``lay``, or (None, why).
     One block an SM (the simulator runs blocks one after another: one block there)."""
     threads, nr, ns, unroll, _, pf = var_persist(var)
     _, rows, C = lay
-    blocks = 1 if simulator_enabled() else kprim.sm_count()
+    blocks = _persist_blocks()
     g = kpersist.persist_config(rows, C, blocks, threads)
     if g is None:
         return None, f"the one-kernel backward needs C % 4 == 0 and at most {blocks * 256} channels " \
@@ -213,13 +220,20 @@ def persist_step(lay, scratch, x, dy, dx, tensors, var):
     coef = scratch.take(3 * C, "float32")
     descs, cargs = _descs(tensors, [(n, None) for n in kpersist.CHANNEL_ARRAYS])
     cpb, _ = kpersist.phase2_geometry(C, g.tiles * g.chunks, threads)
-    fargs = (C, descs, g.txv, g.ty, g.tiles, nr, ns, unroll, cpb, True, acache, 0, True, pf)
+    # the inline barrier on the device's one counter where the grid fills every SM (such grids never overlap:
+    # one block an SM, guaranteed by the shared memory); else the device runtime's this_grid().sync()
+    gbar = g.tiles * g.chunks == _persist_blocks()
+    fargs = (C, descs, g.txv, g.ty, g.tiles, nr, ns, unroll, cpb, True, acache, 0, True, pf, gbar)
     args = [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(dx), p0, p1, coef] + cargs + \
         [Arg.const(rows), Arg.const(g.chunk_rows), Arg.const(g.chunks), Arg.const(float(rows), types.float64)]
+    if gbar:
+        args.append(Arg.device(kgsync.device_counter, 1, "uint32"))
+        shared = max(shared, kpersist.ONE_BLOCK_SHARED)
     on_chip = min(rows, g.chunks * g.ty * (nr + ns)) * C * 8
     step = Step("norm_bn_persist_bwd:" + src_key(fargs), lambda: kpersist.persist_bwd_kernel(*fargs)[0],
                 (g.tiles, g.chunks), (g.txv, g.ty), args, shared=shared,
                 nbytes=tensor_bytes(x, dy, dx) + tensor_bytes(x, dy) - on_chip)
+    step.cooperative = True     # co-residency checked by the driver (an error, never a hang)
     step.inflight = unroll * 32
     step.align = {0: 16, 1: 16, 2: 16}
     return step

@@ -19,14 +19,33 @@ wave: a cooperative launch guarantees it, and refuses a grid that is not); two l
 counter must not run at the same time (one counter per stream). The simulator runs blocks one after
 another, so there the grid must be one block (then the counter flips at the master's own add).
 """
+import threading
+
 import numba
+import numpy as np
 from numba import cuda
 
 from .ptx import atom_add_release_gpu, ld_acquire_gpu
 
-__all__ = ["grid_barrier", "TOP_BIT"]
+__all__ = ["grid_barrier", "TOP_BIT", "device_counter"]
 
 TOP_BIT = 0x80000000
+
+_COUNTERS = {}
+_LOCK = threading.Lock()
+
+
+def device_counter():
+    """The current device's barrier counter: a zeroed uint32 device array of one element, allocated once and
+    kept for the process. Shared by every launch on the device, so only grids that can never overlap may use
+    it: full grids of blocks that each take a whole SM (a second such grid cannot start a block before the first
+    has left its last barrier; the engines pad the shared memory to guarantee one block an SM)."""
+    dev = 0 if numba.config.ENABLE_CUDASIM else cuda.get_current_device().id
+    with _LOCK:
+        arr = _COUNTERS.get(dev)
+        if arr is None:
+            arr = _COUNTERS[dev] = cuda.to_device(np.zeros(1, np.uint32))
+        return arr
 
 
 @cuda.jit(device=True, inline=True)

@@ -47,6 +47,9 @@ __all__ = ["PersistConfig", "persist_config", "persist_bwd_kernel", "phase2_geom
 
 #: dynamic + static shared memory a block may use on sm_90 (227 KB)
 SMEM_LIMIT = 232448
+#: dynamic shared memory a block of the inline-barrier kernel asks for at least: over half an SM's 228 KB
+#: (static arrays included), so no SM ever holds two blocks of it (see grid_sync.device_counter)
+ONE_BLOCK_SHARED = 120 * 1024
 #: per-channel arrays of the kernel, in argument order (descriptors as :data:`BWD_ARRAYS`)
 CHANNEL_ARRAYS = ("mean", "inv", "scale", "dscale", "dbias")
 
@@ -355,7 +358,8 @@ def signature(arrays, gbar=False):
 #: where cudnn-frontend took 0.1282 / 0.1271 / 0.1285).
 #: Prefetched rows measured slower (0.1339-0.1397 ms with 3-6 rows): one such variant is kept for the autotuner.
 PERSIST_CASES = ((512, 4, 8, 4, True, 0), (512, 4, 8, 4, False, 0), (512, 4, 10, 4, False, 0), (512, 4, 6, 4, False, 0),
-                 (512, 2, 8, 4, False, 0), (512, 4, 10, 4, True, 3), (512, 4, 10, 4, True, 0))
+                 (512, 2, 8, 4, False, 0), (512, 4, 10, 4, True, 3), (512, 4, 10, 4, True, 0),
+                 (512, 4, 12, 4, False, 0), (512, 4, 12, 4, True, 0))
 #: the cases the sm_90 compile check holds to 65536 / threads registers
 COMPILE_CASES = (0, 1, 2, 5)
 
@@ -366,18 +370,15 @@ def _register_compile_cases():
     except ImportError:
         return
     dense = (("float32", 0, 1),) * len(CHANNEL_ARRAYS)
-    for threads, nr, ns, u, ac, pf in (PERSIST_CASES[i] for i in COMPILE_CASES):
+    for n, (threads, nr, ns, u, ac, pf) in enumerate(PERSIST_CASES[i] for i in COMPILE_CASES):
         txv = 64
-        k = persist_bwd_kernel(256, dense, txv, threads // txv, 1, nr, ns, u, 2, True, ac, 0, True, pf)[0]
-        # the two grid barriers are calls into the device runtime (cudaCGSynchronize): the call ABI saves a
-        # few live registers on the stack around them (16-32 bytes, twice a kernel), hence the local budget
-        register_compile_case(f"bn_persist_bwd_t{threads}_r{nr}_s{ns}_u{u}{'_cp' if ac else ''}_pf{pf}", k,
-                              signature(dense), max_registers=65536 // threads, max_local_bytes=32)
-    # the inline barrier (gbar): no device-runtime call, so no stack at all
-    threads, nr, ns, u, ac, pf = PERSIST_CASES[0]
-    k = persist_bwd_kernel(256, dense, 64, threads // 64, 1, nr, ns, u, 2, True, ac, 0, True, pf, True)[0]
-    register_compile_case(f"bn_persist_bwd_t{threads}_r{nr}_s{ns}_u{u}{'_cp' if ac else ''}_pf{pf}_gbar", k,
-                          signature(dense, True), max_registers=65536 // threads, max_local_bytes=0)
+        for gbar in (True, False) if n == 0 else (True,):
+            k = persist_bwd_kernel(256, dense, txv, threads // txv, 1, nr, ns, u, 2, True, ac, 0, True, pf, gbar)[0]
+            # this_grid().sync() is a call into the device runtime (cudaCGSynchronize): the call ABI saves a few
+            # live registers on the stack around it (16-32 bytes, twice a kernel); the inline barrier has none
+            register_compile_case(f"bn_persist_bwd_t{threads}_r{nr}_s{ns}_u{u}{'_cp' if ac else ''}_pf{pf}"
+                                  f"{'_gbar' if gbar else ''}", k, signature(dense, gbar),
+                                  max_registers=65536 // threads, max_local_bytes=0 if gbar else 32)
 
 
 _register_compile_cases()

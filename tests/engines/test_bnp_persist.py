@@ -36,22 +36,36 @@ def _oracle(x, dy, mean, inv, scale):
     (3, 8, 2, 4, 1, 1, 2),         # fewer rows than row groups: threads with no rows at all
 ])
 def test_bnp_kernel_direct(rng, rows, C, txv, ty, nr, ns, unroll, acache, pf):
+    _direct(rng, rows, C, txv, ty, nr, ns, unroll, acache, pf, False)
+
+
+@pytest.mark.parametrize("acache", [False, True], ids=["sts", "cpasync"])
+def test_bnp_kernel_direct_gbar(rng, acache):
+    """The inline grid barrier (grid_sync) instead of this_grid().sync(): the counter comes back with bits 0-30
+    zero after the kernel's two barriers."""
+    bar = _direct(rng, 101, 16, 4, 8, 1, 2, 2, acache, 0, True)
+    assert int(bar.copy_to_host()[0]) & 0x7FFFFFFF == 0
+
+
+def _direct(rng, rows, C, txv, ty, nr, ns, unroll, acache, pf, gbar):
     x, dy = rng.uniform(-1, 1, (rows, C)), rng.uniform(-1, 1, (rows, C))
     mean, inv, scale = rng.uniform(-0.5, 0.5, C), rng.uniform(0.5, 2, C), rng.uniform(-1, 1, C)
     f = lambda a: cuda.to_device(np.ascontiguousarray(a, np.float32).ravel())  # noqa: E731
     pois = lambda n: cuda.to_device(np.full(n, poison_value("float32"), np.float32))  # noqa: E731
     dense = (("float32", 0, 1),) * len(kp.CHANNEL_ARRAYS)
     cpb, _ = kp.phase2_geometry(C, 1, txv * ty)
-    kern, _ = kp.persist_bwd_kernel(C, dense, txv, ty, 1, nr, ns, unroll, cpb, True, acache, 0, True, pf)
+    kern, _ = kp.persist_bwd_kernel(C, dense, txv, ty, 1, nr, ns, unroll, cpb, True, acache, 0, True, pf, gbar)
     dx, dscale, dbias = pois(rows * C), pois(C), pois(C)
+    bar = cuda.to_device(np.zeros(1, np.uint32))
     args = [f(x), f(dy), dx, pois(C), pois(C), pois(3 * C), f(mean), f(inv), f(scale), dscale, dbias,
-            rows, rows, 1, float(rows)]
+            rows, rows, 1, float(rows)] + ([bar] if gbar else [])
     kern[(1, 1), (txv, ty), 0, kp.shared_bytes(txv * ty, ns, pf)](*args)
     q = lambda a: np.asarray(a, np.float32).astype(np.float64)  # noqa: E731
     want = _oracle(q(x), q(dy), q(mean), q(inv), q(scale))
     assert_close(dx.copy_to_host().reshape(rows, C), want[0], "float32", name="dx")
     assert_close(dscale.copy_to_host(), want[1], "float32", name="dscale")
     assert_close(dbias.copy_to_host(), want[2], "float32", name="dbias")
+    return bar
 
 
 def test_bnp_config_and_phase2():
@@ -74,8 +88,13 @@ def test_bnp_engine_variant(rng, variant):
     assert len(steps) == 1 and steps[0].name == "norm_bn_persist_bwd"
     threads, _, ns, _, _, pf = var_persist(COLS_VARIANTS[variant])
     from ncudnn.platform import simulator_enabled
-    assert steps[0].grid[0] == 1 and steps[0].shared == kp.shared_bytes(threads, ns, pf)
-    assert (steps[0].grid[1] == 1) == simulator_enabled()      # one block in the simulator, 70 chunks of 1 row on a GPU
+    # one block in the simulator (a full grid: the inline barrier on the device counter, shared memory padded to
+    # one block an SM), 70 chunks of 1 row on a GPU (not every SM: this_grid().sync())
+    full = simulator_enabled()
+    assert steps[0].grid[0] == 1 and (steps[0].grid[1] == 1) == full
+    want = max(kp.shared_bytes(threads, ns, pf), kp.ONE_BLOCK_SHARED) if full else kp.shared_bytes(threads, ns, pf)
+    assert steps[0].shared == want and steps[0].cooperative
+    assert [a.kind for a in steps[0].args].count("device") == (1 if full else 0)
     assert steps[0].block[0] * steps[0].block[1] == threads
 
 
@@ -136,4 +155,27 @@ def test_bnp_gpu_resnet_shape(rng):
         pytest.skip("GPU shape")
     g = _bwd(n, c)
     for v in PERSIST:
-        _execute(g, rng, positive=("INV_VARIANCE",), ec=_cfg(g, v, unroll=4))
+        plan = _execute(g, rng, positive=("INV_VARIANCE",), ec=_cfg(g, v, unroll=4))
+        step = plan.parts[0].steps[0]
+        assert [a.kind for a in step.args].count("device") == 1      # a full grid: the inline barrier
+    from ncudnn.kernels.grid_sync import device_counter
+    assert int(device_counter().copy_to_host()[0]) & 0x7FFFFFFF == 0
+
+
+@pytest.mark.gpu
+def test_bnp_gpu_full_grid_inline_barrier(rng):
+    """N = SMs x 5 x 7 rows of 16 channels: one chunk of 35 rows a block, every SM (the inline barrier on the device
+    counter), run three times in a row through two variants (the counter needs no reset between launches);
+    small enough for compute-sanitizer."""
+    from ncudnn.kernels import primitives as kprim
+    from ncudnn.kernels.grid_sync import device_counter
+    from ncudnn.platform import simulator_enabled
+    if simulator_enabled():
+        pytest.skip("the simulator runs one-block grids only")
+    g = _bwd(kprim.sm_count(), 16)
+    for v in (PERSIST[0], PERSIST[0], PERSIST[1]):
+        plan = _execute(g, rng, positive=("INV_VARIANCE",), ec=_cfg(g, v, unroll=4))
+        step = plan.parts[0].steps[0]
+        assert step.grid == (1, kprim.sm_count()) and step.cooperative
+        assert [a.kind for a in step.args].count("device") == 1
+        assert int(device_counter().copy_to_host()[0]) & 0x7FFFFFFF == 0

@@ -14,7 +14,9 @@ def _ours():
 
 def test_bnp_registers_cases():
     names = _ours()
-    assert len(names) == len(norm_bn_persist.COMPILE_CASES) and any("_pf" in n and "_pf0" not in n for n in names)
+    # every compile case with the inline barrier (full grids), the first also with this_grid().sync()
+    assert len(names) == len(norm_bn_persist.COMPILE_CASES) + 1 and any("_pf" in n and "_pf0" not in n for n in names)
+    assert sum(n.endswith("_gbar") for n in names) == len(norm_bn_persist.COMPILE_CASES)
 
 
 @pytest.mark.slow
