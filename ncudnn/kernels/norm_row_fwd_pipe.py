@@ -29,22 +29,32 @@ Scale / bias (``params``): ``"smem"`` copied once a block (``cp.async``, one mor
 the rows, one barrier) into the first ``n`` (``2 n``) floats of shared memory and read there each row;
 ``"regs"`` loaded once into registers (VPT x 4 floats each a lane).
 
+Copies (``copy``): ``"async"`` as above; ``"bulk"``: lane 0 of the warp fetches the whole row with one
+``cp.async.bulk`` (the 1-D TMA copy) that completes a per-slot ``mbarrier`` (expected bytes set by
+``mbarrier.arrive.expect_tx``); every lane waits on its parity (``mbarrier.try_wait.parity``) before
+reading, and the warp's reads of a slot are ordered before its refill by ``__syncwarp`` and
+``fence.proxy.async.shared::cta``. The warps' barriers (8 bytes a slot) come first in shared memory.
+
 Dynamic shared memory: :func:`pipe_shared_bytes`; above 48 KB it needs the opt-in attribute
 (:meth:`ncudnn.kernels.launch.CompiledKernel.prepare` sets it).
 """
 import functools
+import threading
+import time
 
+import numpy as np
 from numba import cuda
 
 from . import pointwise_ops as po
 from .dtypes import dtype_name, loader
 from .norm_bn_cshint import st4cs
 from .primitives import shfl_idx, shfl_xor, warp_sum
-from .ptx import cp_async_cg_16, cp_async_commit, cp_async_wait_all, cp_async_wait_group
+from ..platform import simulator_enabled
+from .ptx import cp_async_cg_16, cp_async_commit, cp_async_wait_all, cp_async_wait_group, cvta_shared
 from .resample_vec import ld4, st4
 
 __all__ = ["row_fwd_pipe_kernel", "pipe_shared_bytes", "pipe_geometry", "pipe_fits", "PIPE_STATS",
-           "PIPE_PARAMS", "SMEM_PER_SM", "SMEM_PER_BLOCK", "SMEM_RESERVED"]
+           "PIPE_PARAMS", "PIPE_COPIES", "SMEM_PER_SM", "SMEM_PER_BLOCK", "SMEM_RESERVED"]
 
 #: shared memory of an sm_90 SM, the most one block may take, and the driver's reserve a block
 SMEM_PER_SM = 233472
@@ -53,27 +63,148 @@ SMEM_RESERVED = 1024
 #: statistics methods (layer norm) and homes of scale / bias
 PIPE_STATS = ("shift", "two", "chan")
 PIPE_PARAMS = ("smem", "regs")
+#: how rows reach shared memory: 16-byte cp.async a lane, or one bulk (TMA) copy a row
+PIPE_COPIES = ("async", "bulk")
 #: largest row the kernel takes (VPT = 8 vectors a lane)
 N_MAX = 1024
 
 
-def pipe_shared_bytes(n, warps, stages, has_bias=True, params="smem"):
+def _bar_floats(warps, stages, copy):
+    """Floats of shared memory before scale / bias: the bulk copies' barriers (8 bytes a slot), 16-byte aligned."""
+    return -(-2 * warps * stages // 4) * 4 if copy == "bulk" else 0
+
+
+def pipe_shared_bytes(n, warps, stages, has_bias=True, params="smem", copy="async"):
     """Dynamic shared memory a block uses: the warps' rings (``warps * stages * n`` floats) plus scale
-    (and bias) when ``params`` is ``"smem"``."""
+    (and bias) when ``params`` is ``"smem"``, plus the barriers of ``"bulk"`` copies."""
     p = (2 if has_bias else 1) * n if params == "smem" else 0
-    return 4 * (warps * stages * n + p)
+    return 4 * (warps * stages * n + p + _bar_floats(warps, stages, copy))
 
 
-def pipe_fits(n, warps, stages, bps, has_bias=True, params="smem"):
+def pipe_fits(n, warps, stages, bps, has_bias=True, params="smem", copy="async"):
     """True when ``bps`` blocks of this configuration fit in one SM's shared memory (with the driver's
     1 KB reserve a block) and a block has at most 1024 threads."""
-    s = pipe_shared_bytes(n, warps, stages, has_bias, params)
+    s = pipe_shared_bytes(n, warps, stages, has_bias, params, copy)
     return warps * 32 <= 1024 and s <= SMEM_PER_BLOCK and bps * (s + SMEM_RESERVED) <= SMEM_PER_SM
 
 
-def pipe_geometry(n, warps, stages, bps, sms, has_bias=True, params="smem"):
+def pipe_geometry(n, warps, stages, bps, sms, has_bias=True, params="smem", copy="async"):
     """(grid blocks, threads a block, dynamic shared bytes) of ``bps`` blocks on each of ``sms`` SMs."""
-    return sms * bps, warps * 32, pipe_shared_bytes(n, warps, stages, has_bias, params)
+    return sms * bps, warps * 32, pipe_shared_bytes(n, warps, stages, has_bias, params, copy)
+
+# ------------------------------------------------------------------ bulk copies and mbarriers (sm_90)
+# mbar_*(buf, saddr, ...): ``saddr`` is a shared byte address (``cvta_shared(buf, element)``); ``buf`` (the
+# dynamic shared array) is only read by the simulator's model, which keys each barrier by (array, address).
+if simulator_enabled():
+    _BARS = {}
+    _BAR_LOCK = threading.Lock()
+
+    def _key(buf, saddr):
+        """(the array's base address: views of one block's shared memory agree, its byte address)."""
+        return np.asarray(getattr(buf, "_ary", buf)).__array_interface__["data"][0], int(saddr)
+
+    def _raw(arr):
+        return np.asarray(getattr(arr, "_ary", arr)).reshape(-1).view(np.uint8)
+
+    def mbar_init(buf, saddr, count):
+        with _BAR_LOCK:
+            _BARS[_key(buf, saddr)] = 0     # phases completed
+
+    def mbar_fence_init():
+        pass
+
+    def fence_proxy_async():
+        pass
+
+    def mbar_expect_tx(buf, saddr, nbytes):
+        pass
+
+    def bulk_g2s(buf, dst, src, soff, nbytes, bar):
+        """The copy happens now and completes the barrier's current phase (one arrival, as the kernel uses it)."""
+        s0 = int(soff) * np.asarray(getattr(src, "_ary", src)).dtype.itemsize
+        d0, n = int(dst), int(nbytes)
+        if d0 % 16 or s0 % 16 or n % 16:
+            raise ValueError(f"cp.async.bulk: dst {d0}, src {s0}, size {n} bytes must be multiples of 16")
+        _raw(buf)[d0:d0 + n] = _raw(src)[s0:s0 + n]
+        with _BAR_LOCK:
+            _BARS[_key(buf, bar)] += 1
+
+    def mbar_try_wait(buf, saddr, parity):
+        with _BAR_LOCK:
+            done = (_BARS[_key(buf, saddr)] & 1) != int(parity)
+        if not done:
+            time.sleep(0)
+        return done
+
+    def syncwarp():
+        shfl_xor(0, 1)      # a warp rendezvous in the simulator (it has no syncwarp)
+else:
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    from .llvm_ptr import item_ptr
+
+    def _asm(builder, ret, args, text, cons):
+        return builder.asm(ir.FunctionType(ret, [a.type for a in args]), text, cons, args, True)
+
+    def _u32(context, builder, sig, args, i):
+        return context.cast(builder, args[i], sig.args[i], types.uint32)
+
+    def _void_asm(text, cons, nargs):
+        """An intrinsic ``f(buf, a1, ...)`` emitting ``text`` on the (uint32) operands a1.."""
+        def codegen(context, builder, sig, args):
+            _asm(builder, ir.VoidType(), [_u32(context, builder, sig, args, i) for i in range(1, nargs)], text,
+                 cons)
+            return context.get_dummy_value()
+        return codegen
+
+    @intrinsic
+    def mbar_init(typingctx, buf, saddr, count):
+        return types.void(buf, saddr, count), _void_asm("mbarrier.init.shared::cta.b64 [$0], $1;",
+                                                       "r,r,~{memory}", 3)
+
+    @intrinsic
+    def mbar_expect_tx(typingctx, buf, saddr, nbytes):
+        return types.void(buf, saddr, nbytes), _void_asm(
+            "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,~{memory}", 3)
+
+    def _fence_intrinsic(text):
+        @intrinsic
+        def fence(typingctx):
+            def codegen(context, builder, sig, args):
+                _asm(builder, ir.VoidType(), [], text, "~{memory}")
+                return context.get_dummy_value()
+            return types.void(), codegen
+        return fence
+
+    mbar_fence_init = _fence_intrinsic("fence.mbarrier_init.release.cluster;")
+    fence_proxy_async = _fence_intrinsic("fence.proxy.async.shared::cta;")
+
+    @intrinsic
+    def bulk_g2s(typingctx, buf, dst, src, soff, nbytes, bar):
+        def codegen(context, builder, sig, args):
+            sp = builder.ptrtoint(item_ptr(context, builder, sig.args[2], args[2], args[3], sig.args[3]),
+                                  ir.IntType(64))
+            ops = [_u32(context, builder, sig, args, 1), sp, _u32(context, builder, sig, args, 4),
+                   _u32(context, builder, sig, args, 5)]
+            _asm(builder, ir.VoidType(), ops,
+                 "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];",
+                 "r,l,r,r,~{memory}")
+            return context.get_dummy_value()
+        return types.void(buf, dst, src, soff, nbytes, bar), codegen
+
+    @intrinsic
+    def mbar_try_wait(typingctx, buf, saddr, parity):
+        def codegen(context, builder, sig, args):
+            ops = [_u32(context, builder, sig, args, 1), _u32(context, builder, sig, args, 2)]
+            return _asm(builder, ir.IntType(32), ops, "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 "
+                        "p, [$1], $2; selp.u32 $0, 1, 0, p; }", "=r,r,r,~{memory}")
+        return types.uint32(buf, saddr, parity), codegen
+
+    @cuda.jit(device=True, inline=True)
+    def syncwarp():
+        cuda.syncwarp()
 
 
 def _tree(terms):
@@ -87,45 +218,66 @@ def _tree(terms):
     return terms[0]
 
 
-def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs):
+def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs, copy="async"):
     vpt, nv, T = n // 128, n // 4, W * 32
     F = "float32"
     one, zero, inv_n = po.lit(1.0), po.lit(0.0), po.lit(1.0 / n)
-    P = pipe_shared_bytes(n, W, 0, has_bias, params) // 4        # floats of scale / bias before the rings
+    bulk = copy == "bulk"
+    B0 = _bar_floats(W, S, copy)                                  # floats of barriers first
+    P = B0 + pipe_shared_bytes(n, W, 0, has_bias, params) // 4   # ... then scale / bias, then the rings
     E = [f"v{k}_{j}" for k in range(vpt) for j in range(4)]      # this lane's elements of the row
     b = ["def kernel(x, scale, bias, y, s_mean, s_inv, eps_in, nrows):",
          f"buf = cuda.shared.array(0, {F})",
          "tid = cuda.threadIdx.x",
          "lane = tid % 32",
-         "gw = (tid // 32) * cuda.gridDim.x + cuda.blockIdx.x",
+         "wid = tid // 32",
+         "gw = wid * cuda.gridDim.x + cuda.blockIdx.x",
          f"step = cuda.gridDim.x * {W}",
          "eps = ld_eps(eps_in, 0)" if eps_array else f"eps = {F}(eps_in)",
          "xo = lane * 4",
-         f"ring = {P} + (tid // 32) * {S * n} + xo",
+         f"ring = {P} + wid * {S * n} + xo",
          f"rend = ring + {S * n}"]
+    if bulk:     # the warp's S barriers (one arrival each: lane 0's expect_tx) and its ring's byte address
+        b += [f"bar = cvta_shared(buf, wid * {2 * S})", f"wring = cvta_shared(buf, {P} + wid * {S * n})",
+              "if lane == 0:"]
+        b += [f"    mbar_init(buf, bar + {8 * s}, 1)" for s in range(S)]
+        b.append("    mbar_fence_init()")
     if params == "smem":     # scale (and bias) into shared memory: one commit group before the rows'
         for j in range(-(-nv // T)):
-            cp = [f"cp_async_cg_16(buf, (tid + {j * T}) * 4, scale, (tid + {j * T}) * 4)"]
+            o = f"(tid + {j * T}) * 4"
+            cp = [f"cp_async_cg_16(buf, {B0} + {o}, scale, {o})"]
             if has_bias:
-                cp.append(f"cp_async_cg_16(buf, {n} + (tid + {j * T}) * 4, bias, (tid + {j * T}) * 4)")
+                cp.append(f"cp_async_cg_16(buf, {B0 + n} + {o}, bias, {o})")
             if (j + 1) * T > nv:
                 b.append(f"if tid < {nv - j * T}:")
                 cp = ["    " + c for c in cp]
             b += cp
         b.append("cp_async_commit()")
-    for s in range(S):       # prologue: the warp's first S rows, one commit group each
-        b += [f"r = gw + {s} * step", "if r < nrows:", f"    src = r * {n} + xo"]
-        b += [f"    cp_async_cg_16(buf, ring + {s * n + k * 128}, x, src + {k * 128})" for k in range(vpt)]
-        b.append("cp_async_commit()")
-    if params == "smem":
-        b += [f"cp_async_wait_group({S})", "cuda.syncthreads()"]
+    if bulk:
+        b += ["cp_async_wait_all()", "cuda.syncthreads()", "if lane == 0:"]
+        for s in range(S):
+            b += [f"    r = gw + {s} * step", "    if r < nrows:", f"        mbar_expect_tx(buf, bar + {8 * s}, {4 * n})",
+                  f"        bulk_g2s(buf, wring + {4 * s * n}, x, r * {n}, {4 * n}, bar + {8 * s})"]
     else:
+        for s in range(S):       # prologue: the warp's first S rows, one commit group each
+            b += [f"r = gw + {s} * step", "if r < nrows:", f"    src = r * {n} + xo"]
+            b += [f"    cp_async_cg_16(buf, ring + {s * n + k * 128}, x, src + {k * 128})" for k in range(vpt)]
+            b.append("cp_async_commit()")
+        if params == "smem":
+            b += [f"cp_async_wait_group({S})", "cuda.syncthreads()"]
+    if params == "regs":
         for k in range(vpt):
             b.append(f"g{k}_0, g{k}_1, g{k}_2, g{k}_3 = ld4(scale, xo + {k * 128})")
             if has_bias:
                 b.append(f"h{k}_0, h{k}_1, h{k}_2, h{k}_3 = ld4(bias, xo + {k * 128})")
-    b += ["row = gw", f"nxt = gw + {S} * step", "slot = ring", "while row < nrows:"]
-    L = [f"cp_async_wait_group({S - 1})"]
+    b += ["row = gw", f"nxt = gw + {S} * step", "slot = ring"]
+    if bulk:
+        b += ["si = 0", "ph = 0", "bs = bar"]
+    b.append("while row < nrows:")
+    if bulk:
+        L = ["while mbar_try_wait(buf, bs, ph) == 0:", "    pass"]
+    else:
+        L = [f"cp_async_wait_group({S - 1})"]
     L += [f"v{k}_0, v{k}_1, v{k}_2, v{k}_3 = ld4(buf, slot + {k * 128})" for k in range(vpt)]
     # per-lane partial sums first: they need every vector read, so the slot is free for the next copy
     if not center:
@@ -140,9 +292,13 @@ def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs
         L.append(f"lm = {_tree(E)} * {po.lit(1.0 / (4 * vpt))}")
         L += [f"d{e} = {e} - lm" for e in E]
         L.append(f"m2 = {_tree(f'd{e} * d{e}' for e in E)}")
-    L += ["if nxt < nrows:", f"    src = nxt * {n} + xo"]
-    L += [f"    cp_async_cg_16(buf, slot + {k * 128}, x, src + {k * 128})" for k in range(vpt)]
-    L.append("cp_async_commit()")
+    if bulk:    # every lane's reads of the slot before its refill (generic, then async proxy)
+        L += ["syncwarp()", "if lane == 0 and nxt < nrows:", "    fence_proxy_async()",
+              f"    mbar_expect_tx(buf, bs, {4 * n})", f"    bulk_g2s(buf, wring + (slot - ring) * 4, x, nxt * {n}, {4 * n}, bs)"]
+    else:
+        L += ["if nxt < nrows:", f"    src = nxt * {n} + xo"]
+        L += [f"    cp_async_cg_16(buf, slot + {k * 128}, x, src + {k * 128})" for k in range(vpt)]
+        L.append("cp_async_commit()")
     if not center:
         L += [f"var = warp_sum(s2) * {inv_n}", f"mean = {zero}"]
         D = {e: e for e in E}
@@ -172,21 +328,26 @@ def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs
     L.append(f"base = row * {n} + xo")
     for k in range(vpt):
         if params == "smem":
-            L.append(f"g{k}_0, g{k}_1, g{k}_2, g{k}_3 = ld4(buf, xo + {k * 128})")
+            L.append(f"g{k}_0, g{k}_1, g{k}_2, g{k}_3 = ld4(buf, xo + {B0 + k * 128})")
             if has_bias:
-                L.append(f"h{k}_0, h{k}_1, h{k}_2, h{k}_3 = ld4(buf, {n} + xo + {k * 128})")
+                L.append(f"h{k}_0, h{k}_1, h{k}_2, h{k}_3 = ld4(buf, xo + {B0 + n + k * 128})")
         vals = [f"{D[f'v{k}_{j}']} * inv * g{k}_{j}" + (f" + h{k}_{j}" if has_bias else "") for j in range(4)]
         L.append(f"{'st4cs' if cs else 'st4'}(y, base + {k * 128}, {', '.join(vals)})")
-    L += ["row += step", "nxt += step", f"slot += {n}", "if slot == rend:", "    slot = ring"]
+    L += ["row += step", "nxt += step", f"slot += {n}"]
+    if bulk:
+        L += ["si += 1", "bs += 8", f"if si == {S}:", "    si = 0", "    bs = bar", "    slot = ring", "    ph ^= 1"]
+    else:
+        L += ["if slot == rend:", "    slot = ring"]
     b += ["    " + ln for ln in L]
-    b.append("cp_async_wait_all()")
+    if not bulk:
+        b.append("cp_async_wait_all()")
     return "\n".join(b[:1] + ["    " + ln for ln in b[1:]]) + "\n"
 
 
 @functools.lru_cache(maxsize=None)
 def row_fwd_pipe_kernel(n, warps, stages, center, has_bias, write_stats, x_dt="float32", p_dt="float32",
                         y_dt="float32", s_dt="float32", eps_dt=None, stats="shift", params="smem", cs=False,
-                        bps=None):
+                        bps=None, copy="async"):
     """The kernel of the module docstring: arguments ``(x, scale, bias, y, s_mean, s_inv, eps, nrows)`` as
     :func:`.norm_row_fwd_sub.row_fwd_sub_kernel`'s (x / y rows of ``n`` float32, flat; eps a float, or a
     1-element array when ``eps_dt`` is given). Launch: grid any number of blocks (persistent: SMs x
@@ -201,19 +362,21 @@ def row_fwd_pipe_kernel(n, warps, stages, center, has_bias, write_stats, x_dt="f
             raise ValueError(f"norm_row_fwd_pipe: {what} of {dtype_name(dt)} (float32 only)")
     if not 1 <= warps <= 32 or stages < 2:
         raise ValueError(f"norm_row_fwd_pipe: {warps} warps, {stages} stages (1..32 warps, >= 2 stages)")
-    if stats not in PIPE_STATS or params not in PIPE_PARAMS:
+    if stats not in PIPE_STATS or params not in PIPE_PARAMS or copy not in PIPE_COPIES:
         raise ValueError(f"norm_row_fwd_pipe: stats {stats!r} (one of {PIPE_STATS}), params {params!r} "
-                         f"(one of {PIPE_PARAMS})")
-    if pipe_shared_bytes(n, warps, stages, has_bias, params) > SMEM_PER_BLOCK:
-        raise ValueError(f"norm_row_fwd_pipe: {pipe_shared_bytes(n, warps, stages, has_bias, params)} bytes "
-                         f"of shared memory a block > {SMEM_PER_BLOCK}")
-    src = _source(n, warps, stages, center, has_bias, write_stats, eps_dt is not None, stats, params, cs)
+                         f"(one of {PIPE_PARAMS}), copy {copy!r} (one of {PIPE_COPIES})")
+    smem = pipe_shared_bytes(n, warps, stages, has_bias, params, copy)
+    if smem > SMEM_PER_BLOCK:
+        raise ValueError(f"norm_row_fwd_pipe: {smem} bytes of shared memory a block > {SMEM_PER_BLOCK}")
+    src = _source(n, warps, stages, center, has_bias, write_stats, eps_dt is not None, stats, params, cs, copy)
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, warp_sum=warp_sum, shfl_idx=shfl_idx,
               shfl_xor=shfl_xor, ld4=ld4, st4=st4, st4cs=st4cs, cp_async_cg_16=cp_async_cg_16,
               cp_async_commit=cp_async_commit, cp_async_wait_group=cp_async_wait_group,
-              cp_async_wait_all=cp_async_wait_all, ld_eps=loader(eps_dt or "float32"))
+              cp_async_wait_all=cp_async_wait_all, ld_eps=loader(eps_dt or "float32"), cvta_shared=cvta_shared,
+              mbar_init=mbar_init, mbar_fence_init=mbar_fence_init, mbar_expect_tx=mbar_expect_tx,
+              mbar_try_wait=mbar_try_wait, bulk_g2s=bulk_g2s, fence_proxy_async=fence_proxy_async,
+              syncwarp=syncwarp)
     exec(compile(src, "<norm row-fwd-pipe>", "exec"), ns)
-    from ..platform import simulator_enabled
     opts = {}
     if bps and not simulator_enabled():
         opts["max_registers"] = min(255, (65536 // (warps * 32 * bps)) // 8 * 8)
@@ -226,14 +389,17 @@ def signature(eps_array=False):
     return f"void({f}, {f}, {f}, {f}, {f}, {f}, {f if eps_array else 'float64'}, int64)"
 
 
-#: (n, warps, stages, bps, center, has_bias, stats, params, cs) the sm_90 compile check holds to
-#: 65536 / (threads * bps) registers with no spills
-COMPILE_CASES = ((1024, 8, 2, 3, True, True, "shift", "smem", False),
-                 (1024, 4, 4, 3, True, True, "two", "smem", True),
-                 (1024, 4, 3, 4, True, True, "chan", "smem", False),
-                 (1024, 4, 4, 3, True, True, "shift", "regs", False),
-                 (1024, 8, 2, 3, False, False, "shift", "smem", False),
-                 (512, 8, 4, 3, True, True, "shift", "smem", False))
+#: (n, warps, stages, bps, center, has_bias, stats, params, cs, copy) the sm_90 compile check holds to
+#: 65536 / (threads * bps) registers with no spills (8 warps at 3 blocks an SM, 80 registers, spill a few
+#: bytes with layer norm: those run at 2 blocks an SM here)
+COMPILE_CASES = ((1024, 8, 2, 2, True, True, "shift", "smem", False, "async"),
+                 (1024, 4, 4, 3, True, True, "two", "smem", True, "async"),
+                 (1024, 4, 3, 4, True, True, "chan", "smem", False, "async"),
+                 (1024, 4, 4, 3, True, True, "shift", "regs", False, "async"),
+                 (1024, 8, 2, 3, False, False, "shift", "smem", False, "async"),
+                 (512, 8, 4, 3, True, True, "shift", "smem", False, "async"),
+                 (1024, 4, 4, 3, True, True, "shift", "smem", False, "bulk"),
+                 (1024, 8, 2, 3, False, False, "shift", "smem", False, "bulk"))
 
 
 def _register_compile_cases():
@@ -241,10 +407,11 @@ def _register_compile_cases():
         from .compile_check import register_compile_case
     except ImportError:
         return
-    for n, w, s, bps, center, bias, stats, params, cs in COMPILE_CASES:
-        k = row_fwd_pipe_kernel(n, w, s, center, bias, True, stats=stats, params=params, cs=cs, bps=bps)[0]
+    for n, w, s, bps, center, bias, stats, params, cs, copy in COMPILE_CASES:
+        k = row_fwd_pipe_kernel(n, w, s, center, bias, True, stats=stats, params=params, cs=cs, bps=bps,
+                                copy=copy)[0]
         register_compile_case(f"norm_row_pipe_{'ln' if center else 'rms'}_n{n}_w{w}_s{s}_b{bps}_{stats}_{params}"
-                              f"{'_cs' if cs else ''}", k, signature(), max_registers=65536 // (w * 32 * bps),
+                              f"_{copy}{'_cs' if cs else ''}", k, signature(), max_registers=65536 // (w * 32 * bps),
                               max_local_bytes=0)
 
 

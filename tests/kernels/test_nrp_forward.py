@@ -14,17 +14,18 @@ def _poisoned(n):
 
 
 def _run(rng, rows, n, warps, stages, grid, rms=False, bias_on=True, stats_on=True, eps_array=False,
-         stats="shift", params="smem", cs=False):
+         stats="shift", params="smem", cs=False, copy="async"):
     x = (rng.standard_normal((rows, n)) * 2 + 3.0).astype(np.float32)
     scale = rng.uniform(0.5, 1.5, n).astype(np.float32)
     bias = rng.standard_normal(n).astype(np.float32)
     eps = 1e-5
     kern, _ = kp.row_fwd_pipe_kernel(n, warps, stages, not rms, bias_on, stats_on,
-                                     eps_dt="float32" if eps_array else None, stats=stats, params=params, cs=cs)
+                                     eps_dt="float32" if eps_array else None, stats=stats, params=params, cs=cs,
+                                     copy=copy)
     y = _poisoned(rows * n)
     mean = _poisoned(rows) if stats_on and not rms else placeholder("float32")
     inv = _poisoned(rows) if stats_on else placeholder("float32")
-    shared = kp.pipe_shared_bytes(n, warps, stages, bias_on, params)
+    shared = kp.pipe_shared_bytes(n, warps, stages, bias_on, params, copy)
     eps_arg = cuda.to_device(np.array([eps], np.float32)) if eps_array else eps
     kern[grid, warps * 32, 0, shared](cuda.to_device(x.reshape(-1)), cuda.to_device(scale),
                                       cuda.to_device(bias) if bias_on else placeholder("float32"),
@@ -106,3 +107,13 @@ def test_nrp_direct_launch(rng):
     assert_close(y.copy_to_host().reshape(rows, n), ey, "float32", name="y")
     assert_close(mean.copy_to_host().reshape(rows, 1), emean, "float32", name="mean")
     assert_close(inv.copy_to_host().reshape(rows, 1), einv, "float32", name="inv_std")
+
+
+BULK = [(9, 128, 2, 2, 2, "shift", "smem"), (10, 256, 2, 3, 1, "two", "regs")]
+
+
+@pytest.mark.parametrize("rows,n,warps,stages,grid,stats,params", BULK, ids=["-".join(map(str, c)) for c in BULK])
+@pytest.mark.parametrize("rms", [False, True], ids=["layer", "rms"])
+def test_nrp_bulk_copies(rng, rows, n, warps, stages, grid, stats, params, rms):
+    """One bulk (TMA) copy a row, mbarrier-completed (the simulator models the barriers' phases)."""
+    _run(rng, rows, n, warps, stages, grid, rms, stats=stats, params=params, copy="bulk")
