@@ -48,8 +48,8 @@ VARIANTS = {
     "w4s4b3-bulk-regs": (4, 4, 3, "shift", "regs", False, "bulk"),
 }
 SETS = {
-    "probe": {"ln": ["w4s4b3", "w8s2b3", "w4s4b3-bulk", "w4s3b4", "w4s4b3-cs", "w4s4b3-regs", "w8s3b2-bulk",
-                     "w2s6b4"],
+    "probe": {"ln": ["w4s4b3", "w8s2b3", "w4s3b4", "w4s4b3-cs", "w4s4b3-regs", "w2s6b4", "w4s4b3-bulk",
+                     "w8s3b2-bulk"],
               "rms": ["w4s4b3", "w8s2b3", "w8s2b3-bulk"]},
     "all": {"ln": list(VARIANTS), "rms": ["w8s2b3", "w4s4b3", "w4s3b4", "w4s4b3-cs", "w2s6b4", "w8s3b2",
                                           "w8s2b3-bulk", "w4s4b3-bulk", "w4s3b4-bulk"]},

@@ -275,7 +275,8 @@ def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs
         b += ["si = 0", "ph = 0", "bs = bar"]
     b.append("while row < nrows:")
     if bulk:
-        L = ["while mbar_try_wait(buf, bs, ph) == 0:", "    pass"]
+        # bounded: a copy that never lands (a bug) gives wrong rows, which the checks catch, not a hung GPU
+        L = ["spin = 0", f"while mbar_try_wait(buf, bs, ph) == 0 and spin < {1 << 24}:", "    spin += 1"]
     else:
         L = [f"cp_async_wait_group({S - 1})"]
     L += [f"v{k}_0, v{k}_1, v{k}_2, v{k}_3 = ld4(buf, slot + {k * 128})" for k in range(vpt)]
