@@ -23,7 +23,8 @@ loads, one geometry for both passes, the apply pass walking each chunk backwards
 the L2, streaming hints) with the chunk combine and the coefficients fused (:mod:`ncudnn.kernels.norm_bn_fin`):
 three launches. The backward there defaults to ONE cooperative kernel (:mod:`ncudnn.kernels.norm_bn_persist`,
 KERNEL_CFG ``persist_*``: one block an SM keeping rows of x and dy on chip between the sums and dx, two grid
-barriers) where its grid can be co-resident; misaligned buffers take the three-launch path, and as a cooperative
+barriers: :func:`ncudnn.kernels.grid_sync.grid_barrier` on the device's counter where the grid fills every SM,
+``this_grid().sync()`` on smaller grids) where its grid can be co-resident; misaligned buffers take the three-launch path, and as a cooperative
 kernel it is no plain CUDA-graph node (``populate``: NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API; choose a colsv
 KERNEL_CFG for graphs).
 Knobs: BLOCK_SIZE of the pointwise pass; KERNEL_CFG (:data:`COLS_LABELS` on packed NHWC,
@@ -168,10 +169,10 @@ COLS_LABELS += tuple("persist_t%d_r%d_s%d_u%d" % v[:4] + ("_cp" if v[4] else "")
 #: 2026-11-30 22:32 UTC, N32 C256 56x56 FP32 NHWC): forward 0.0894 ms (the colsv4_rev_hint_fin before it: 0.0919;
 #: cudnn-frontend 0.0944), backward 0.1362 ms (0.1377; cudnn-frontend 0.1292)
 DEFAULT_COLS_VARIANT = 12
-#: the backward's own default (packed NHWC): the one-kernel backward with cp.async shared rows, measured
-#: 0.1303-0.1326 ms on the H200 at N32 C256 56x56 FP32 (tools/probe_bn_persist.py / probe_bn.py --set persist,
-#: 2026-12-01) against 0.1342-0.1376 for the three-launch colsv default and 0.1271-0.1292 for cudnn-frontend;
-#: DEFAULT_COLS_VARIANT where its grid cannot be co-resident
+#: the backward's own default (packed NHWC): the one-kernel backward with 10 shared rows a thread and the inline
+#: grid barrier, measured 0.1244 / 0.1244 ms on the H200 at N32 C256 56x56 FP32 (tools/probe_bn.py --set persist,
+#: 2026-12-01, session 7) against 0.1349-0.1354 for the three-launch colsv default and 0.1277 / 0.1278 for
+#: cudnn-frontend in the same runs; DEFAULT_COLS_VARIANT where its grid cannot be co-resident
 DEFAULT_COLS_VARIANT_BWD = len(COLS_VARIANTS) - len(PERSIST_VARIANTS)
 #: KERNEL_CFG values of packed NCHW batch norm: the apply pass in the statistics pass's plane order, or reversed
 PLANES_LABELS = ("planes", "planes_rev")

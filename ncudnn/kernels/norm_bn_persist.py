@@ -350,16 +350,15 @@ def signature(arrays, gbar=False):
     return f"void({f}, {f}, {f}, {f}, {f}, {f}, {chan}, int64, int64, int64, float64{', ' + a('uint32') if gbar else ''})"
 
 
-#: (threads, register rows, shared rows, unroll) the engine offers (:data:`ncudnn.engines.norm_batch.PERSIST_VARIANTS`)
-#: and the compile check holds to 65536 / threads registers with no spills
-#: (threads, register rows, shared rows, unroll, cp.async shared rows, prefetched rows); the first is the engine's
-#: default (the fastest on the H200 at N32 C256 56x56, 2026-12-01: 0.1303 / 0.1307 ms launched alone by
-#: tools/probe_bn_persist.py, 0.1312 / 0.1326 / 0.1303 through the engine by tools/probe_bn.py --set persist,
-#: where cudnn-frontend took 0.1282 / 0.1271 / 0.1285).
-#: Prefetched rows measured slower (0.1339-0.1397 ms with 3-6 rows): one such variant is kept for the autotuner.
-PERSIST_CASES = ((512, 4, 8, 4, True, 0), (512, 4, 8, 4, False, 0), (512, 4, 10, 4, False, 0), (512, 4, 6, 4, False, 0),
-                 (512, 2, 8, 4, False, 0), (512, 4, 10, 4, True, 3), (512, 4, 10, 4, True, 0),
-                 (512, 4, 12, 4, False, 0), (512, 4, 12, 4, True, 0))
+#: (threads, register rows, shared rows, unroll, cp.async shared rows, prefetched rows) the engine offers
+#: (:data:`ncudnn.engines.norm_batch.PERSIST_VARIANTS`); the first is the engine's default. On the H200 at N32 C256
+#: 56x56 FP32 NHWC, 2026-12-01, two runs of tools/probe_bn.py --set persist (the inline barrier on full grids):
+#: 10 shared rows stored by the threads 0.1244 / 0.1244 ms, 10 by cp.async 0.1249 / 0.1249, 8 by cp.async
+#: 0.1273 / 0.1271, 12 rows 0.1295-0.1300; cudnn-frontend 0.1278 / 0.1277. With this_grid().sync() the same
+#: kernels took 4 us more (tools/probe_bn_persist.py: 0.1306 against 0.1266 ms for 8 cp.async rows).
+#: Prefetched rows measured slower (0.1306-0.1397 ms with 3-6 rows): one such variant is kept for the autotuner.
+PERSIST_CASES = ((512, 4, 10, 4, False, 0), (512, 4, 8, 4, False, 0), (512, 4, 8, 4, True, 0), (512, 4, 6, 4, False, 0),
+                 (512, 2, 8, 4, False, 0), (512, 4, 10, 4, True, 3), (512, 4, 10, 4, True, 0))
 #: the cases the sm_90 compile check holds to 65536 / threads registers
 COMPILE_CASES = (0, 1, 2, 5)
 

@@ -133,7 +133,7 @@ if simulator_enabled():
         with _BAR_LOCK:
             done = (_BARS[_key(buf, saddr)] & 1) != int(parity)
         if not done:
-            time.sleep(0)
+            time.sleep(1e-4)
         return done
 
     def syncwarp():
@@ -276,7 +276,8 @@ def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs
     b.append("while row < nrows:")
     if bulk:
         # bounded: a copy that never lands (a bug) gives wrong rows, which the checks catch, not a hung GPU
-        L = ["spin = 0", f"while mbar_try_wait(buf, bs, ph) == 0 and spin < {1 << 24}:", "    spin += 1"]
+        L = ["spin = 0", f"while mbar_try_wait(buf, bs, ph) == 0 and spin < {1 << (16 if simulator_enabled() else 24)}:",
+             "    spin += 1"]
     else:
         L = [f"cp_async_wait_group({S - 1})"]
     L += [f"v{k}_0, v{k}_1, v{k}_2, v{k}_3 = ld4(buf, slot + {k * 128})" for k in range(vpt)]
@@ -336,7 +337,7 @@ def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs
         L.append(f"{'st4cs' if cs else 'st4'}(y, base + {k * 128}, {', '.join(vals)})")
     L += ["row += step", "nxt += step", f"slot += {n}"]
     if bulk:
-        L += ["si += 1", "bs += 8", f"if si == {S}:", "    si = 0", "    bs = bar", "    slot = ring", "    ph ^= 1"]
+        L += ["si += 1", "bs += 8", f"if si == {S}:", "    si = 0", "    bs = bar", "    slot = ring", "    ph ^= 0"]
     else:
         L += ["if slot == rend:", "    slot = ring"]
     b += ["    " + ln for ln in L]

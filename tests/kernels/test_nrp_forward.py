@@ -117,3 +117,9 @@ BULK = [(9, 128, 2, 2, 2, "shift", "smem"), (10, 256, 2, 3, 1, "two", "regs")]
 def test_nrp_bulk_copies(rng, rows, n, warps, stages, grid, stats, params, rms):
     """One bulk (TMA) copy a row, mbarrier-completed (the simulator models the barriers' phases)."""
     _run(rng, rows, n, warps, stages, grid, rms, stats=stats, params=params, copy="bulk")
+
+
+@pytest.mark.parametrize("copy", ["async", "bulk"])
+def test_nrp_many_rows_a_warp(rng, copy):
+    """One warp, 23 rows: the two-slot ring wraps eleven times (barrier parities flip each wrap)."""
+    _run(rng, 23, 128, 1, 2, 1, copy=copy)
