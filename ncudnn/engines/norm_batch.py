@@ -23,9 +23,9 @@ loads, one geometry for both passes, the apply pass walking each chunk backwards
 the L2, streaming hints) with the chunk combine and the coefficients fused (:mod:`ncudnn.kernels.norm_bn_fin`):
 three launches. The backward there defaults to ONE cooperative kernel (:mod:`ncudnn.kernels.norm_bn_persist`,
 KERNEL_CFG ``persist_*``: one block an SM keeping rows of x and dy on chip between the sums and dx, two grid
-barriers: :func:`ncudnn.kernels.grid_sync.grid_barrier` on the device's counter where the grid fills every SM,
-``this_grid().sync()`` on smaller grids) where its grid can be co-resident; misaligned buffers take the three-launch path, and as a cooperative
-kernel it is no plain CUDA-graph node (``populate``: NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API; choose a colsv
+barriers: :func:`ncudnn.kernels.grid_sync.grid_barrier` on the device's counter) where its grid fills every SM
+with one block (C up to 256 always; wider C where its 256-channel tiles divide the SM count); other shapes and
+misaligned buffers take the three-launch path, and as a cooperative kernel it is no plain CUDA-graph node (``populate``: NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API; choose a colsv
 KERNEL_CFG for graphs).
 Knobs: BLOCK_SIZE of the pointwise pass; KERNEL_CFG (:data:`COLS_LABELS` on packed NHWC,
 :data:`PLANES_LABELS` on packed NCHW), OCCUPANCY (blocks per SM of the colsv geometry, 0: the kernels'
@@ -202,10 +202,13 @@ def persist_geometry(lay, var):
     threads, nr, ns, unroll, _, pf = var_persist(var)
     _, rows, C = lay
     blocks = _persist_blocks()
-    g = kpersist.persist_config(rows, C, blocks, threads)
+    g = kpersist.persist_config(rows, C, blocks, threads, fill=True)
     if g is None:
         return None, f"the one-kernel backward needs C % 4 == 0 and at most {blocks * 256} channels " \
             f"({blocks} co-resident blocks of 256 channels)"
+    if g.tiles * g.chunks != blocks:
+        return None, f"the one-kernel backward's grid must fill all {blocks} SMs (its barrier's condition): " \
+            f"C = {C} makes {g.tiles} channel tiles of 256, which do not divide {blocks}"
     shared = kpersist.shared_bytes(threads, ns, pf)
     if shared + kpersist.static_bytes(threads) > kpersist.SMEM_LIMIT:
         return None, f"{ns} shared rows of {threads} threads exceed {kpersist.SMEM_LIMIT} bytes of shared memory"
@@ -221,15 +224,13 @@ def persist_step(lay, scratch, x, dy, dx, tensors, var):
     coef = scratch.take(3 * C, "float32")
     descs, cargs = _descs(tensors, [(n, None) for n in kpersist.CHANNEL_ARRAYS])
     cpb, _ = kpersist.phase2_geometry(C, g.tiles * g.chunks, threads)
-    # the inline barrier on the device's one counter where the grid fills every SM (such grids never overlap:
-    # one block an SM, guaranteed by the shared memory); else the device runtime's this_grid().sync()
-    gbar = g.tiles * g.chunks == _persist_blocks()
-    fargs = (C, descs, g.txv, g.ty, g.tiles, nr, ns, unroll, cpb, True, acache, 0, True, pf, gbar)
+    # the inline barrier on the device's one counter: the grid fills every SM with one block each (the shared
+    # memory padded to guarantee it), so no block of another such grid starts before this one's last barrier
+    fargs = (C, descs, g.txv, g.ty, g.tiles, nr, ns, unroll, cpb, True, acache, 0, True, pf, True)
     args = [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(dx), p0, p1, coef] + cargs + \
-        [Arg.const(rows), Arg.const(g.chunk_rows), Arg.const(g.chunks), Arg.const(float(rows), types.float64)]
-    if gbar:
-        args.append(Arg.device(kgsync.device_counter, 1, "uint32"))
-        shared = max(shared, kpersist.ONE_BLOCK_SHARED)
+        [Arg.const(rows), Arg.const(g.chunk_rows), Arg.const(g.chunks), Arg.const(float(rows), types.float64),
+         Arg.device(kgsync.device_counter, 1, "uint32")]
+    shared = max(shared, kpersist.ONE_BLOCK_SHARED)
     on_chip = min(rows, g.chunks * g.ty * (nr + ns)) * C * 8
     step = Step("norm_bn_persist_bwd:" + src_key(fargs), lambda: kpersist.persist_bwd_kernel(*fargs)[0],
                 (g.tiles, g.chunks), (g.txv, g.ty), args, shared=shared,

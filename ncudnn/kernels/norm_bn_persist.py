@@ -65,9 +65,11 @@ class PersistConfig(tuple):
     chunk_rows = property(lambda s: s[4])
 
 
-def persist_config(rows, channels, blocks, threads=512):
+def persist_config(rows, channels, blocks, threads=512, fill=False):
     """Geometry for ``rows`` x ``channels`` on at most ``blocks`` co-resident blocks of ``threads``
-    threads, or None when the channel tiles alone exceed ``blocks`` (or C % 4 != 0)."""
+    threads, or None when the channel tiles alone exceed ``blocks`` (or C % 4 != 0). ``fill``: keep
+    ``blocks // tiles`` chunks even where fewer would hold the rows (the last chunks short or empty), so the grid
+    fills every block slot whenever the tiles divide ``blocks`` (the inline barrier's condition)."""
     if channels % 4 or rows < 1:
         return None
     lanes = channels // 4
@@ -77,8 +79,11 @@ def persist_config(rows, channels, blocks, threads=512):
     if tiles > blocks:
         return None
     chunks = max(1, min(blocks // tiles, rows))
+    if fill:
+        chunks = blocks // tiles
     chunk_rows = math.ceil(rows / chunks)
-    chunks = math.ceil(rows / chunk_rows)
+    if not fill:
+        chunks = math.ceil(rows / chunk_rows)
     return PersistConfig((txv, ty, tiles, chunks, chunk_rows))
 
 
@@ -369,15 +374,11 @@ def _register_compile_cases():
     except ImportError:
         return
     dense = (("float32", 0, 1),) * len(CHANNEL_ARRAYS)
-    for n, (threads, nr, ns, u, ac, pf) in enumerate(PERSIST_CASES[i] for i in COMPILE_CASES):
-        txv = 64
-        for gbar in (True, False) if n == 0 else (True,):
-            k = persist_bwd_kernel(256, dense, txv, threads // txv, 1, nr, ns, u, 2, True, ac, 0, True, pf, gbar)[0]
-            # this_grid().sync() is a call into the device runtime (cudaCGSynchronize): the call ABI saves a few
-            # live registers on the stack around it (16-32 bytes, twice a kernel); the inline barrier has none
-            register_compile_case(f"bn_persist_bwd_t{threads}_r{nr}_s{ns}_u{u}{'_cp' if ac else ''}_pf{pf}"
-                                  f"{'_gbar' if gbar else ''}", k, signature(dense, gbar),
-                                  max_registers=65536 // threads, max_local_bytes=0 if gbar else 32)
+    for threads, nr, ns, u, ac, pf in (PERSIST_CASES[i] for i in COMPILE_CASES):
+        txv = 64    # the engine's kernels: the inline barrier (no device-runtime call: no stack at all)
+        k = persist_bwd_kernel(256, dense, txv, threads // txv, 1, nr, ns, u, 2, True, ac, 0, True, pf, True)[0]
+        register_compile_case(f"bn_persist_bwd_t{threads}_r{nr}_s{ns}_u{u}{'_cp' if ac else ''}_pf{pf}_gbar", k,
+                              signature(dense, True), max_registers=65536 // threads, max_local_bytes=0)
 
 
 _register_compile_cases()

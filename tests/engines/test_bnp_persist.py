@@ -73,6 +73,9 @@ def test_bnp_config_and_phase2():
     assert (g.txv, g.ty, g.tiles, g.chunks) == (64, 8, 1, 132) and g.chunks * g.chunk_rows >= 100352
     assert kp.persist_config(1000, 2048, 4, 512) is None          # 8 tiles on 4 blocks
     assert kp.persist_config(1000, 6, 4, 512) is None             # C % 4
+    assert tuple(kp.persist_config(70, 16, 132, 512, fill=True)) == (4, 128, 1, 132, 1)   # 62 empty chunks
+    assert kp.persist_config(70, 16, 132, 512).chunks == 70
+    assert kp.persist_config(100000, 1280, 132, 512, fill=True).tiles * 26 == 130     # 5 tiles: not full
     assert kp.phase2_geometry(256, 132, 512) == (2, 256)
     assert kp.phase2_geometry(64, 264, 512) == (1, 512)
     assert kp.phase2_geometry(4096, 16, 512) == (256, 2)
@@ -81,20 +84,20 @@ def test_bnp_config_and_phase2():
 
 @pytest.mark.parametrize("variant", [PERSIST[0], PERSIST[1], PERSIST[5]], ids=lambda v: COLS_LABELS[v])
 def test_bnp_engine_variant(rng, variant):
-    """N = 2, 5 x 7, C = 16 through the engine API: one step, every written tensor against the oracle."""
+    """N = 2, 5 x 7, C = 16 through the engine API: one step, every written tensor against the oracle (on a GPU most
+    chunks empty)."""
     g = _bwd(2, 16)
     plan = _execute(g, rng, positive=("INV_VARIANCE",), ec=_cfg(g, variant, unroll=4))
     steps = plan.parts[0].steps
     assert len(steps) == 1 and steps[0].name == "norm_bn_persist_bwd"
     threads, _, ns, _, _, pf = var_persist(COLS_VARIANTS[variant])
     from ncudnn.platform import simulator_enabled
-    # one block in the simulator (a full grid: the inline barrier on the device counter, shared memory padded to
-    # one block an SM), 70 chunks of 1 row on a GPU (not every SM: this_grid().sync())
-    full = simulator_enabled()
-    assert steps[0].grid[0] == 1 and (steps[0].grid[1] == 1) == full
-    want = max(kp.shared_bytes(threads, ns, pf), kp.ONE_BLOCK_SHARED) if full else kp.shared_bytes(threads, ns, pf)
-    assert steps[0].shared == want and steps[0].cooperative
-    assert [a.kind for a in steps[0].args].count("device") == (1 if full else 0)
+    # a full grid (the inline barrier on the device counter, shared memory padded to one block an SM): one block in
+    # the simulator, on a GPU one chunk an SM (70 of 1 row, the rest empty)
+    from ncudnn.kernels import primitives as kprim
+    assert steps[0].grid == (1, 1 if simulator_enabled() else kprim.sm_count())
+    assert steps[0].shared == max(kp.shared_bytes(threads, ns, pf), kp.ONE_BLOCK_SHARED) and steps[0].cooperative
+    assert [a.kind for a in steps[0].args].count("device") == 1
     assert steps[0].block[0] * steps[0].block[1] == threads
 
 
@@ -111,6 +114,16 @@ def test_bnp_forward_and_knobs_rejected():
     wide = _bwd(1, 512)          # 2 channel tiles: the simulator's one-block grid cannot hold them (a GPU's can)
     st, why = api.check_support(wide, _cfg(wide, PERSIST[0], unroll=4))
     assert (int(st) != 0 and "co-resident" in why) if simulator_enabled() else int(st) == 0
+    from ncudnn.kernels import primitives as kprim
+    five = _bwd(1, 1280)         # 5 channel tiles: a grid of 5 x (SMs // 5) blocks leaves SMs idle (132 SMs: 2)
+    st, why = api.check_support(five, _cfg(five, PERSIST[0], unroll=4))
+    if simulator_enabled():
+        assert int(st) != 0 and "co-resident" in why
+    elif kprim.sm_count() % 5:
+        assert int(st) != 0 and "must fill" in why
+    from ncudnn.engines.norm_batch import DEFAULT_COLS_VARIANT, _default_cols
+    from ncudnn.ir.partition import partition
+    assert _default_cols(partition(five)[0][0]) == DEFAULT_COLS_VARIANT      # the three-launch default there
 
 
 def test_bnp_misaligned_takes_the_default(rng):
