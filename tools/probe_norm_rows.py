@@ -141,7 +141,22 @@ def _rpt_variants(rms=False):
     return [dict()] + [{KC: kc, KB: b, KR: r, KS: st, KL: 16} for kc, b, r, st in geoms]
 
 
+def _l2_variants(rms=False, cols=1024):
+    """L2 eviction policies (KERNEL_CFG 13: x evict-first; 14: x evict-first, y evict-last; 15: y evict-last; 16: x and
+    y evict-first) on the default geometry (LN 128 threads a row; RMS one warp a row, 4 rows a block) and one more."""
+    geoms = [(128, 1, 1), (32, 4, 1), (64, 2, 1)] if cols <= 1024 else [(256, 1, 1)]
+    if rms:
+        geoms = [geoms[1], geoms[0], geoms[2]] if cols <= 1024 else geoms
+    return [dict()] + [{KC: kc, KB: b, KR: r, KS: st, KL: 16} for b, r, st in geoms for kc in (13, 14, 15, 16)]
+
+
 GROUPS = {
+    "l2_ln": ("LayerNorm fwd training FP32 8192x1024, L2 policies", lambda: case("layernorm_fwd", 8192, 1024),
+              _l2_variants()),
+    "l2_rms": ("RMSNorm fwd training FP32 8192x1024, L2 policies", lambda: case("rmsnorm_fwd", 8192, 1024),
+               _l2_variants(True)),
+    "l2_ln4096": ("LayerNorm fwd training FP32 8192x4096, L2 policies", lambda: case("layernorm_fwd", 8192, 4096),
+                  _l2_variants(cols=4096)),
     "rpt_ln": ("LayerNorm fwd training FP32 8192x1024, rows a thread", lambda: case("layernorm_fwd", 8192, 1024),
                _rpt_variants()),
     "rpt_rms": ("RMSNorm fwd training FP32 8192x1024, rows a thread", lambda: case("rmsnorm_fwd", 8192, 1024),

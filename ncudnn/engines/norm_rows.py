@@ -205,11 +205,20 @@ FWD_PERSIST_CTAS = (4, 8, 16)
 #: forward KERNEL_CFG values: 0 the row kernel of :mod:`ncudnn.kernels.norm_row`; 1..12 the sub-block
 #: kernel (:mod:`ncudnn.kernels.norm_row_fwd_sub`, BLOCK_SIZE threads a row, TILE_ROWS rows a block,
 #: STAGES 1 = scale / bias loaded before the reductions), as (two-pass statistics, .cs stores, .cs loads of X
-#: [, rows a thread: several consecutive rows interleaved, scale / bias loaded once for them])
+#: [, rows a thread: several consecutive rows interleaved, scale / bias loaded once for them
+#: [, L2 policy of X's loads, of Y's stores (:mod:`ncudnn.kernels.l2hint`; None: none)]])
 FWD_SUB_KCFG = {1: (True, False, False), 2: (False, False, False), 3: (True, True, False), 4: (False, True, False),
                 5: (True, True, True), 6: (False, True, True), 7: (True, False, True), 8: (False, False, True),
                 9: (True, False, False, 2), 10: (False, False, False, 2), 11: (True, False, False, 4),
-                12: (False, False, False, 4)}
+                12: (False, False, False, 4),
+                13: (False, False, False, 1, "evict_first", None), 14: (False, False, False, 1, "evict_first", "evict_last"),
+                15: (False, False, False, 1, None, "evict_last"), 16: (False, False, False, 1, "evict_first", "evict_first")}
+
+
+def _l2hints(cfg):
+    """(X load, Y store) L2 policies of a sub-block forward config (the 5th / 6th entries of its FWD_SUB_KCFG value)."""
+    v = FWD_SUB_KCFG.get(_kcfg(cfg), ())
+    return (v[4], v[5]) if len(v) > 5 else (None, None)
 
 
 def _rpt(cfg):
@@ -285,6 +294,10 @@ def _sub_reason(sub, cfg):
         return "forward KERNEL_CFG 3 .. 6 (.cs stores) need a float32 Y with no epilogue"
     if FWD_SUB_KCFG[_kcfg(cfg)][2] and kdtype(sub.anchor.inputs["X"]) != "float32":
         return "forward KERNEL_CFG 5 to 8 (.cs loads) need a float32 X"
+    xh, yh = _l2hints(cfg)
+    if (xh and (vec != 4 or kdtype(sub.anchor.inputs["X"]) != "float32")) or \
+            (yh and (vec != 4 or kdtype(sub.anchor.outputs["Y"]) != "float32" or sub.epilogue)):
+        return f"forward KERNEL_CFG {_kcfg(cfg)} (L2 policies) needs float32 X / Y (no epilogue) in 16-byte vectors"
     return None
 
 
@@ -354,6 +367,9 @@ def _forward(sub, cfg):
         rpt = _rpt(cfg)
         fargs = (n, tpr, srpb, vec, not rms, bias is not None, write, kdtype(x), p_dt, y_dt, s_dt, eps_dt,
                  two_pass, cfg.get(KS, 0) == 1, cs, csx) + ((rpt,) if rpt > 1 else ())
+        hints = _l2hints(cfg)
+        if any(hints):
+            fargs = fargs[:16] + (rpt,) + hints
         step = Step("norm_rows_fwd_sub:" + src_key(fargs), lambda: ksub.row_fwd_sub_kernel(*fargs)[0],
                     math.ceil(rows / (srpb * rpt)), sthreads, args, nbytes=tensor_bytes(x, y, scale, bias))
     elif vec:

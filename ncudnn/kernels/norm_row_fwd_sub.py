@@ -25,6 +25,7 @@ from numba import cuda
 
 from . import pointwise_ops as po
 from .dtypes import compute_type, dtype_name, storer
+from .l2hint import ld4_l2, st4_l2
 from .norm_bn_cshint import ld4cs, st4cs
 from .primitives import warp_sum
 from .vector_rows import load_row_vectors
@@ -62,7 +63,8 @@ def _reduce(exprs, tpr, rpb, arrays):
     return s
 
 
-def _source(n, tpr, rpb, vpt, vec, center, has_bias, write_stats, ct, two_pass, preload, cs, eps_array, rpt=1):
+def _source(n, tpr, rpb, vpt, vec, center, has_bias, write_stats, ct, two_pass, preload, cs, eps_array, rpt=1,
+            yhint=False):
     L = po.lit
     zero, one, inv_n, nv = L(0.0, ct), L(1.0, ct), L(1.0 / n, ct), n // vec
     w = tpr // 32
@@ -147,8 +149,8 @@ def _source(n, tpr, rpb, vpt, vec, center, has_bias, write_stats, ct, two_pass, 
         cond = ["ok"] + ([f"q{k} < {nv}"] if guard[k] else [])
         s.append(f"    if {' and '.join(cond)}:")
         vals = [f"cy(d{e} * inv * cp(g{e})" + (f" + cp(b{e}))" if has_bias else ")") for e in els[k]]
-        if cs:
-            s.append(f"        st4cs(y, base + q{k} * {vec}, {', '.join(vals)})")
+        if cs or yhint:
+            s.append(f"        {'sthy' if yhint else 'st4cs'}(y, base + q{k} * {vec}, {', '.join(vals)})")
         else:
             s.append(f"        stvy(y, base + q{k} * {vec}, ({', '.join(vals)}))")
     if rpt == 1:
@@ -167,12 +169,14 @@ _ROW_NAMES = re.compile(r"\b(?:row|ok|lrow|base|kk|red\d|m1|mean|var|inv|sm\d|[r
 
 @functools.lru_cache(maxsize=None)
 def row_fwd_sub_kernel(n, tpr, rpb, vec, center, has_bias, write_stats, x_dt, p_dt, y_dt, s_dt, eps_dt=None,
-                       two_pass=True, preload=False, cs=False, csx=False, rpt=1):
+                       two_pass=True, preload=False, cs=False, csx=False, rpt=1, xhint=None, yhint=None):
     """Forward row kernel, ``tpr`` threads a row, ``rpb`` rows a block (grid: ceil(rows / rpb) blocks of
     ``tpr * rpb`` threads); ``rpt`` > 1: each thread takes ``rpt`` consecutive rows one after another with
     scale / bias loaded once (grid ceil(rows / (rpb * rpt))). Arguments ``(x, scale, bias, y, s_mean, s_inv, eps, nrows)`` as
     :func:`.norm_row.row_fwd_kernel`. Needs n % vec == 0, every buffer aligned to one vector, and
-    :func:`sub_config` VPT > 0; ``cs`` (``csx``) needs float32 y (x) and vec 4. Returns (dispatcher, source)."""
+    :func:`sub_config` VPT > 0; ``cs`` (``csx``) needs float32 y (x) and vec 4. ``xhint`` / ``yhint``: an L2
+    eviction policy (:data:`ncudnn.kernels.l2hint.POLICIES`) on x's loads / y's stores (float32, vec 4; not with
+    ``csx`` / ``cs``). Returns (dispatcher, source)."""
     from .pointwise import _to_compute, _to_storage, vector_load, vector_store
     _, vpt = sub_config(n, vec, tpr, rpb)
     if not vpt:
@@ -182,12 +186,16 @@ def row_fwd_sub_kernel(n, tpr, rpb, vec, center, has_bias, write_stats, x_dt, p_
         raise ValueError("norm_row_fwd_sub: streaming stores need float32 y and 4-element vectors")
     if csx and (dtype_name(x_dt) != "float32" or vec != 4):
         raise ValueError("norm_row_fwd_sub: streaming loads need float32 x and 4-element vectors")
+    if (xhint and (csx or dtype_name(x_dt) != "float32" or vec != 4)) or \
+            (yhint and (cs or dtype_name(y_dt) != "float32" or vec != 4)):
+        raise ValueError("norm_row_fwd_sub: L2 hints need float32 x / y, 4-element vectors and no .cs on the same access")
     ct = compute_type([x_dt, p_dt, y_dt])
     src = _source(n, tpr, rpb, vpt, vec, center, has_bias, write_stats, ct, two_pass, preload, cs,
-                  eps_dt is not None, rpt)
+                  eps_dt is not None, rpt, bool(yhint))
     from .dtypes import loader
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, warp_sum=warp_sum, st4cs=st4cs,
-              ldvx=ld4cs if csx else vector_load(vec), ldvp=vector_load(vec), stvy=vector_store(vec),
+              ldvx=ld4_l2(xhint) if xhint else ld4cs if csx else vector_load(vec), ldvp=vector_load(vec),
+              stvy=vector_store(vec), sthy=st4_l2(yhint) if yhint else None,
               cx=_to_compute(dtype_name(x_dt), ct), cp=_to_compute(dtype_name(p_dt), ct),
               cy=_to_storage(dtype_name(y_dt)), sts=storer(s_dt), ld_eps=loader(eps_dt or "float32", ct))
     exec(compile(src, "<norm row-fwd-sub>", "exec"), ns)

@@ -1,4 +1,4 @@
-"""Engine "norm_rows": the sub-block forward variants (KERNEL_CFG 1..12) through the engine API vs the
+"""Engine "norm_rows": the sub-block forward variants (KERNEL_CFG 1..16) through the engine API vs the
 float64 oracle, and their pruning (odd rows, BF16 .cs stores, rows too long for a warp)."""
 import pytest
 
@@ -44,6 +44,30 @@ def test_nrh_sub_rows_a_thread_by_knobs(rng, variant):
     plan = _execute(g, rng, positive=("X",), ec=cfg)
     rpt = 2 if variant[0] < 11 else 4
     assert plan.parts[0].steps[0].grid == -(-5 // (variant[2] * rpt))
+
+
+@pytest.mark.parametrize("variant", [(13, 128, 1, 1), (14, 32, 4, 1), (15, 64, 2, 0), (16, 128, 1, 1)],
+                         ids=lambda v: "kc%d-b%d-r%d-s%d" % v)
+@pytest.mark.parametrize("mode", [NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM], ids=["layer", "rms"])
+def test_nrh_sub_l2_policies_by_knobs(rng, mode, variant):
+    """KERNEL_CFG 13-16 (L2 eviction policies on x's loads / y's stores) set by knobs: 5 rows of 256 (GPU: 4099 of
+    1024); the policies show in the kernel source only on a GPU (the simulator's accesses are plain)."""
+    g = fwd_graph(mode, dims=size((5, 4, 8, 8), (4099, 1024)))
+    cfg = api.get_heuristics(g)[0].config
+    for k, v in zip((KC, BS, TR, KS), variant):
+        cfg = cfg.with_knob(k, v)
+    plan = _execute(g, rng, positive=("X",), ec=cfg.with_knob(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 16))
+    assert plan.engine_names == ["norm_rows"] and plan.parts[0].steps[0].name == "norm_rows_fwd_sub"
+
+
+def test_nrh_sub_l2_policies_pruned():
+    from ncudnn.engines.norm_rows import FWD_SUB_KCFG
+    assert [FWD_SUB_KCFG[k][4:] for k in (13, 14, 15, 16)] == [("evict_first", None), ("evict_first", "evict_last"),
+                                                              (None, "evict_last"), ("evict_first", "evict_first")]
+    g = fwd_graph(NM.CUDNN_LAYER_NORM, dtype=DT.CUDNN_DATA_BFLOAT16, dims=(3, 256))
+    cfg = api.get_heuristics(g)[0].config.with_knob(KC, 14).with_knob(BS, 128).with_knob(TR, 1)
+    st, why = api.check_support(g, cfg.with_knob(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 16))
+    assert int(st) != 0 and "L2 policies" in why
 
 
 def test_nrh_sub_bf16(rng):
