@@ -337,7 +337,7 @@ def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs
         L.append(f"{'st4cs' if cs else 'st4'}(y, base + {k * 128}, {', '.join(vals)})")
     L += ["row += step", "nxt += step", f"slot += {n}"]
     if bulk:
-        L += ["si += 1", "bs += 8", f"if si == {S}:", "    si = 0", "    bs = bar", "    slot = ring", "    ph ^= 0"]
+        L += ["si += 1", "bs += 8", f"if si == {S}:", "    si = 0", "    bs = bar", "    slot = ring", "    ph ^= 1"]
     else:
         L += ["if slot == rend:", "    slot = ring"]
     b += ["    " + ln for ln in L]
