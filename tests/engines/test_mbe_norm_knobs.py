@@ -62,11 +62,11 @@ def _first(mode, dims, **kw):
 
 @pytest.mark.parametrize("mode", [NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM], ids=["layer", "rms"])
 def test_default_is_the_measured_vector_config(mode):
-    """The heuristic's first config (no kernel runs: the shapes are the H200 benchmark's). RMS rows up to 1024
-    FP32 columns take the sub-block kernel (norm_rows.FWD_SUB_DEFAULT: a warp a row, 4 rows a block), layer-norm
-    rows of 512..1024 columns the sub-block kernel at 128 threads a row."""
+    """The heuristic's first config (no kernel runs: the shapes are the H200 benchmark's). Rows of 512..1024 FP32
+    columns take the sub-block kernel at 128 threads a row (norm_rows.FWD_SUB_DEFAULT), shorter RMS rows a warp a row,
+    4 rows a block."""
     rms = mode == NM.CUDNN_RMS_NORM
-    assert _first(mode, (8192, 1024)) == ("norm_rows", (32, 4, 16) if rms else (128, 1, 16))
+    assert _first(mode, (8192, 1024)) == ("norm_rows", (128, 1, 16))
     assert _first(mode, (8192, 2048)) == ("norm_rows", (128, 0, 16))
     assert _first(mode, (8192, 4096)) == ("norm_rows", (256, 0, 16))
     assert _first(mode, (64, 8, 16)) == ("norm_rows", (32, 4, 16) if rms else (32, 0, 16))   # 128 floats: warp per row
@@ -94,8 +94,8 @@ def test_default_runs_the_vector_kernel(rng, mode, dims, threads):
     # off by 7e-8 failed the 1e-5 bound)
     ec = api.get_heuristics(g)[0]
     plan = _execute(g, rng, positive=("X",), ec=ec)
-    # rows of up to 1024 FP32 columns: the sub-block kernel (norm_rows.FWD_SUB_DEFAULT: RMS a warp a row, 4 rows =
-    # 128 threads a block; layer norm 128 threads a row); longer rows the row kernel
+    # rows of 512..1024 FP32 columns: the sub-block kernel (norm_rows.FWD_SUB_DEFAULT: 128 threads a row, the L2
+    # evict-first policy); longer rows the row kernel
     sub = ec.config.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0) > 0
     if dims[1] > 1024:
         assert not sub

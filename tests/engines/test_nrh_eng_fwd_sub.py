@@ -84,10 +84,16 @@ def test_nrh_sub_pruned():
     ecs = _sub_ecs(long_rows)
     assert not any(k[1] in (32, 64) for k in ecs)     # > 32 values a thread
     assert (1, 128, 1, 0) in ecs and (2, 256, 1, 0) in ecs
-    dflt = api.get_heuristics(fwd_graph(NM.CUDNN_LAYER_NORM, dims=(4, 1024)))[0].config
-    assert (dflt.get(KC), dflt.get(BS), dflt.get(TR), dflt.get(KS)) == (2, 128, 1, 1)   # the H200's fastest for LN
-    rms = api.get_heuristics(fwd_graph(NM.CUDNN_RMS_NORM, dims=(4, 1024)))[0].config
-    assert (rms.get(KC), rms.get(BS), rms.get(TR), rms.get(KS)) == (2, 32, 4, 1)   # the H200's fastest for RMS
+    def first(mode, dims, dtype=DT.CUDNN_DATA_FLOAT):
+        c = api.get_heuristics(fwd_graph(mode, dims=dims, dtype=dtype))[0].config
+        return c.get(KC), c.get(BS), c.get(TR), c.get(KS)
+    # the H200's fastest at 8192 x 1024 FP32: 128 threads a row, the L2 evict-first policy on x and y
+    assert first(NM.CUDNN_LAYER_NORM, (4, 1024)) == (16, 128, 1, 1)
+    assert first(NM.CUDNN_RMS_NORM, (4, 1024)) == (16, 128, 1, 1)
+    # 16-bit data (no policies): LN the same geometry plain, RMS a warp a row; short RMS rows a warp a row too
+    assert first(NM.CUDNN_LAYER_NORM, (4, 1024), DT.CUDNN_DATA_BFLOAT16) == (2, 128, 1, 1)
+    assert first(NM.CUDNN_RMS_NORM, (4, 1024), DT.CUDNN_DATA_BFLOAT16) == (2, 32, 4, 1)
+    assert first(NM.CUDNN_RMS_NORM, (4, 256)) == (2, 32, 4, 1)
 
 
 def test_nrh_sub_default_table(rng, monkeypatch):
