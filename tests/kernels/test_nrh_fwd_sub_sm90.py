@@ -5,14 +5,18 @@ from ncudnn.kernels.cubin import resource_usage_subprocess
 from ncudnn.kernels.dtypes import array_sig as a
 
 F = "float32"
-# (n, tpr, rpb, vec, center, bias, stats, x, p, y, s, eps_dt, two_pass, preload, cs, csx)
+# (n, tpr, rpb, vec, center, bias, stats, x, p, y, s, eps_dt, two_pass, preload, cs, csx[, rpt, xhint, yhint])
 CASES = [(1024, 32, 4, 4, True, True, True, F, F, F, F, None, True, False, True, True),
          (1024, 64, 2, 4, True, True, True, F, F, F, F, None, False, True, False),
-         (1024, 64, 2, 8, True, True, True, "bfloat16", F, "bfloat16", F, None, True, False, False)]
+         (1024, 64, 2, 8, True, True, True, "bfloat16", F, "bfloat16", F, None, True, False, False),
+         # the 512-1024-column defaults (KERNEL_CFG 16: L2 evict-first x and y), layer and RMS norm
+         (1024, 128, 1, 4, True, True, True, F, F, F, F, None, False, True, False, False, 1, "evict_first", "evict_first"),
+         (1024, 128, 1, 4, False, False, True, F, F, F, F, None, False, True, False, False, 1, "evict_first",
+          "evict_first")]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args", CASES, ids=lambda c: f"{c[0]}-t{c[1]}-r{c[2]}-{c[7]}")
+@pytest.mark.parametrize("args", CASES, ids=lambda c: f"{c[0]}-t{c[1]}-r{c[2]}-{c[7]}{'-l2' if len(c) > 16 else ''}{'' if c[4] else '-rms'}")
 def test_nrh_sub_compiles_sm90(args):
     dt = args[7]
     sig = f"void({a(dt)}, {a(F)}, {a(F)}, {a(dt)}, {a(F)}, {a(F)}, float64, int64)"
