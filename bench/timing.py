@@ -4,6 +4,10 @@ For each case and implementation :func:`measure`
 
 1. runs ``fn`` ``warmup`` times (JIT compilation, plan binding, cuDNN's own lazy init: excluded);
 2. times one run to size the sample: ``reps = budget / (run + flush)``, clamped to [min_reps, max_reps];
+   then runs the timed loop's body (flush + ``fn``) untimed for :data:`WARMUP_S` seconds of device time
+   (``NCUDNN_BENCH_WARMUP_S`` overrides), so every implementation is timed on a GPU that has been busy
+   with this same loop, whatever ran (or compiled, with the GPU idle) before it: the first implementation
+   of a case otherwise started right after a plan build or the float64 reference;
 3. per rep, enqueues an L2 flush (a write of :data:`FLUSH_BYTES`, at least 4x the L2, so no operand is
    still cached), then a start event, ``fn``, a stop event -- all on one stream, without host syncs, so
    host launch overhead shorter than the flush is hidden (the GPU is still flushing while the host
@@ -19,6 +23,7 @@ Throughput formulas (in code, used by the report): ``TFLOP/s = case.flops / (med
 and ``GB/s = case.bytes / (median_ms * 1e-3) / 1e9``; see :mod:`bench.cases` for flops and bytes.
 """
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from typing import List
@@ -27,6 +32,8 @@ FLUSH_BYTES = 256 << 20
 BUDGET_S = {"full": 0.12, "quick": 0.06, "sim": 0.0}   # timed seconds per (case, implementation)
 REPS = {"full": (5, 200), "quick": (5, 100), "sim": (1, 2)}
 WARMUP = {"full": 3, "quick": 2, "sim": 1}
+#: seconds of untimed flush + run iterations before the timed ones (the same for every implementation)
+WARMUP_S = float(os.environ.get("NCUDNN_BENCH_WARMUP_S", "0.03"))
 
 
 def tflops(flops, ms):
@@ -177,8 +184,9 @@ def make_clock(torch_ok, simulator):
     return TorchClock() if torch_ok else NumbaClock()
 
 
-def measure(fn, clock, budget_s, warmup=3, min_reps=5, max_reps=200):
-    """Time ``fn`` (see the module docstring); returns a :class:`Timing`."""
+def measure(fn, clock, budget_s, warmup=3, min_reps=5, max_reps=200, warmup_s=None):
+    """Time ``fn`` (see the module docstring); returns a :class:`Timing`. ``warmup_s``: seconds of untimed
+    flush + ``fn`` before the timed loop (default :data:`WARMUP_S`; 0 with a zero ``budget_s``)."""
     t0 = time.perf_counter()
     for _ in range(max(warmup, 1)):
         fn()
@@ -193,6 +201,10 @@ def measure(fn, clock, budget_s, warmup=3, min_reps=5, max_reps=200):
     flush_ms = clock.flush_bytes / 3e12 * 1e3  # ~3 TB/s write: only sizes the sample
     reps = int(budget_s * 1e3 / max(first + flush_ms, 1e-3)) if budget_s > 0 else min_reps
     reps = max(min_reps, min(max_reps, reps))
+    warm_s = (WARMUP_S if warmup_s is None else warmup_s) if budget_s > 0 else 0.0
+    for _ in range(min(int(warm_s * 1e3 / max(first + flush_ms, 1e-3)), 10 * max_reps)):
+        clock.flush()
+        fn()
     pairs = [clock.pair() for _ in range(reps)]
     for q in pairs:
         clock.flush()

@@ -42,7 +42,7 @@ class FakeClock:
 
 def test_measure_flushes_before_each_rep_and_sizes_the_sample():
     clock = FakeClock(step=1.0)
-    t = timing.measure(clock.run, clock, budget_s=0.05, warmup=2, min_reps=3, max_reps=100)
+    t = timing.measure(clock.run, clock, budget_s=0.05, warmup=2, min_reps=3, max_reps=100, warmup_s=0)
     assert t.median_ms == pytest.approx(1.0) and t.p20_ms == pytest.approx(1.0)
     assert 3 <= len(t.times_ms) <= 50
     assert clock.log[:2] == ["fn", "fn"]  # warm-up, untimed
@@ -51,6 +51,21 @@ def test_measure_flushes_before_each_rep_and_sizes_the_sample():
         assert timed[i:i + 4] == ["flush", "start", "fn", "stop"]
     fast = FakeClock(step=1e-4)
     assert len(timing.measure(fast.run, fast, 1.0, 1, 5, 17).times_ms) == 17  # clamped to max_reps
+
+
+def test_measure_warms_up_for_a_device_time_before_timing():
+    """warmup_s: untimed (flush, fn) pairs for that long (sized by the first timed run plus the flush's
+    estimate) between the first timed run and the timed loop; the timed loop itself is unchanged."""
+    clock = FakeClock(step=1.0)
+    t = timing.measure(clock.run, clock, budget_s=0.05, warmup=1, min_reps=3, max_reps=100, warmup_s=0.01)
+    per = 1.0 + clock.flush_bytes / 3e12 * 1e3
+    n_warm = int(10.0 / per)
+    assert n_warm >= 9
+    head = ["fn", "flush", "start", "fn", "stop"] + ["flush", "fn"] * n_warm
+    assert clock.log[:len(head)] == head
+    timed = clock.log[len(head):]
+    assert len(timed) == 4 * len(t.times_ms) and all(timed[i:i + 4] == ["flush", "start", "fn", "stop"]
+                                                      for i in range(0, len(timed), 4))
 
 
 def test_quantiles_and_rates():
