@@ -24,8 +24,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 EPS = 1e-5
 COPY_GBPS = 4210.0
 
-#: name -> (warps, stages, blocks an SM, stats, params, cs, copy)
+#: name -> (warps, stages, blocks an SM, stats, params, cs, copy[, L2 policy of x's copies and y's stores])
 VARIANTS = {
+    "w4s4b3-ef": (4, 4, 3, "shift", "smem", False, "async", "evict_first"),
+    "w8s2b3-ef": (8, 2, 3, "shift", "smem", False, "async", "evict_first"),
+    "w4s3b4-ef": (4, 3, 4, "shift", "smem", False, "async", "evict_first"),
+    "w4s4b3-bulk-ef": (4, 4, 3, "shift", "smem", False, "bulk", "evict_first"),
+    "w8s2b3-bulk-ef": (8, 2, 3, "shift", "smem", False, "bulk", "evict_first"),
     "w8s2b3": (8, 2, 3, "shift", "smem", False, "async"),      # cuDNN's footprint: 3 x 72 KB, 256 threads
     "w4s4b3": (4, 4, 3, "shift", "smem", False, "async"),
     "w4s4b3-two": (4, 4, 3, "two", "smem", False, "async"),
@@ -48,9 +53,9 @@ VARIANTS = {
     "w4s4b3-bulk-regs": (4, 4, 3, "shift", "regs", False, "bulk"),
 }
 SETS = {
-    "probe": {"ln": ["w4s4b3", "w8s2b3", "w4s3b4", "w4s4b3-cs", "w4s4b3-regs", "w2s6b4", "w4s4b3-bulk",
-                     "w8s3b2-bulk"],
-              "rms": ["w4s4b3", "w8s2b3", "w8s2b3-bulk"]},
+    "probe": {"ln": ["w4s4b3", "w4s4b3-ef", "w8s2b3", "w8s2b3-ef", "w4s3b4-ef", "w4s4b3-regs", "w4s4b3-bulk",
+                     "w4s4b3-bulk-ef"],
+              "rms": ["w4s4b3-ef", "w8s2b3-ef", "w8s2b3-bulk-ef"]},
     "all": {"ln": list(VARIANTS), "rms": ["w8s2b3", "w4s4b3", "w4s3b4", "w4s4b3-cs", "w2s6b4", "w8s3b2",
                                           "w8s2b3-bulk", "w4s4b3-bulk", "w4s3b4-bulk"]},
     "best": {"ln": ["w4s4b3", "w4s3b4", "w8s2b3", "w4s4b3-bulk"], "rms": ["w4s4b3", "w4s3b4", "w8s2b3",
@@ -162,16 +167,17 @@ def run_op(op, rows, cols, names, torch, flush, reps, end, fe=True, sub=True):
     if sub:
         try:
             t0 = time.time()
-            tpr, rpb = (128, 1) if ln else (32, 4)
+            tpr, rpb = 128, 1      # the engine's default (KERNEL_CFG 16: L2 evict-first on x and y)
             disp, _ = ks.row_fwd_sub_kernel(cols, tpr, rpb, 4, ln, ln, True, "float32", "float32", "float32",
-                                             "float32", None, two_pass=False, preload=True)
+                                             "float32", None, two_pass=False, preload=True, xhint="evict_first",
+                                             yhint="evict_first")
             k = CompiledKernel(disp, sig)
-            timed(f"ours now: sub tpr{tpr} rpb{rpb}", k, -(-rows // rpb), tpr * rpb, 0,
+            timed(f"ours now: sub tpr{tpr} rpb{rpb} ef", k, -(-rows // rpb), tpr * rpb, 0,
                   f"(build {time.time() - t0:.1f} s)")
         except Exception as e:
             print(f"  ours now: ERROR {type(e).__name__}: {str(e)[:200]}", flush=True)
     for name in names:
-        warps, stages, bps, stats, params, cs, copy = VARIANTS[name]
+        warps, stages, bps, stats, params, cs, copy, *hint = VARIANTS[name]
         label = f"pipe {name}" + ("" if ln or stats == "shift" else f" ({stats})")
         if time.time() > end:
             print(f"  {label:34s} skipped (time budget)", flush=True)
@@ -182,7 +188,7 @@ def run_op(op, rows, cols, names, torch, flush, reps, end, fe=True, sub=True):
         try:
             t0 = time.time()
             disp, _ = kp.row_fwd_pipe_kernel(cols, warps, stages, ln, ln, True, stats=stats, params=params, cs=cs,
-                                             bps=bps, copy=copy)
+                                             bps=bps, copy=copy, hint=hint[0] if hint else None)
             k = CompiledKernel(disp, sig)
             grid, block, shared = kp.pipe_geometry(cols, warps, stages, bps, sms, ln, params, copy)
             results.append((timed(label, k, grid, block, shared, f"(build {time.time() - t0:.1f} s)"), label))

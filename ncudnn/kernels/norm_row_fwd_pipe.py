@@ -29,6 +29,9 @@ Scale / bias (``params``): ``"smem"`` copied once a block (``cp.async``, one mor
 the rows, one barrier) into the first ``n`` (``2 n``) floats of shared memory and read there each row;
 ``"regs"`` loaded once into registers (VPT x 4 floats each a lane).
 
+``hint``: an L2 eviction policy (:data:`ncudnn.kernels.l2hint.POLICIES`, e.g. ``"evict_first"``) on x's copies
+(``cp.async ... L2::cache_hint`` / the bulk copy's) and y's stores.
+
 Copies (``copy``): ``"async"`` as above; ``"bulk"``: lane 0 of the warp fetches the whole row with one
 ``cp.async.bulk`` (the 1-D TMA copy) that completes a per-slot ``mbarrier`` (expected bytes set by
 ``mbarrier.arrive.expect_tx``); every lane waits on its parity (``mbarrier.try_wait.parity``) before
@@ -47,6 +50,7 @@ from numba import cuda
 
 from . import pointwise_ops as po
 from .dtypes import dtype_name, loader
+from .l2hint import POLICIES, st4_l2
 from .norm_bn_cshint import st4cs
 from .primitives import shfl_idx, shfl_xor, warp_sum
 from ..platform import simulator_enabled
@@ -138,6 +142,12 @@ if simulator_enabled():
 
     def syncwarp():
         shfl_xor(0, 1)      # a warp rendezvous in the simulator (it has no syncwarp)
+
+    def cp16_l2(policy):
+        return cp_async_cg_16
+
+    def bulk_g2s_l2(policy):
+        return bulk_g2s
 else:
     from llvmlite import ir
     from numba.cuda import types
@@ -206,6 +216,44 @@ else:
     def syncwarp():
         cuda.syncwarp()
 
+    def _pol(policy):
+        return f".reg .b64 pol; createpolicy.fractional.L2::{policy}.b64 pol, 1.0;"
+
+    @functools.lru_cache(maxsize=None)
+    def cp16_l2(policy):
+        """``cp.async.cg`` of 16 bytes (dst array, element, src array, element) with an L2 eviction policy."""
+        text = "{ " + _pol(policy) + " cp.async.cg.shared.global.L2::cache_hint [$0], [$1], 16, pol; }"
+
+        @intrinsic
+        def cp(typingctx, dst, doff, src, soff):
+            def codegen(context, builder, sig, args):
+                dp = item_ptr(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+                sp = item_ptr(context, builder, sig.args[2], args[2], args[3], sig.args[3])
+                da = _asm(builder, ir.IntType(32), [builder.ptrtoint(dp, ir.IntType(64))],
+                          "{ .reg .u64 t; cvta.to.shared.u64 t, $1; cvt.u32.u64 $0, t; }", "=r,l")
+                _asm(builder, ir.VoidType(), [da, builder.ptrtoint(sp, ir.IntType(64))], text, "r,l,~{memory}")
+                return context.get_dummy_value()
+            return types.void(dst, doff, src, soff), codegen
+        return cp
+
+    @functools.lru_cache(maxsize=None)
+    def bulk_g2s_l2(policy):
+        """:func:`bulk_g2s` with an L2 eviction policy on the source lines."""
+        text = ("{ " + _pol(policy) + " cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                ".L2::cache_hint [$0], [$1], $2, [$3], pol; }")
+
+        @intrinsic
+        def bulk(typingctx, buf, dst, src, soff, nbytes, bar):
+            def codegen(context, builder, sig, args):
+                sp = builder.ptrtoint(item_ptr(context, builder, sig.args[2], args[2], args[3], sig.args[3]),
+                                      ir.IntType(64))
+                ops = [_u32(context, builder, sig, args, 1), sp, _u32(context, builder, sig, args, 4),
+                       _u32(context, builder, sig, args, 5)]
+                _asm(builder, ir.VoidType(), ops, text, "r,l,r,r,~{memory}")
+                return context.get_dummy_value()
+            return types.void(buf, dst, src, soff, nbytes, bar), codegen
+        return bulk
+
 
 def _tree(terms):
     """A balanced sum of the expression texts (shorter dependency chains than a running sum)."""
@@ -257,11 +305,11 @@ def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs
         b += ["cp_async_wait_all()", "cuda.syncthreads()", "if lane == 0:"]
         for s in range(S):
             b += [f"    r = gw + {s} * step", "    if r < nrows:", f"        mbar_expect_tx(buf, bar + {8 * s}, {4 * n})",
-                  f"        bulk_g2s(buf, wring + {4 * s * n}, x, r * {n}, {4 * n}, bar + {8 * s})"]
+                  f"        bulkx(buf, wring + {4 * s * n}, x, r * {n}, {4 * n}, bar + {8 * s})"]
     else:
         for s in range(S):       # prologue: the warp's first S rows, one commit group each
             b += [f"r = gw + {s} * step", "if r < nrows:", f"    src = r * {n} + xo"]
-            b += [f"    cp_async_cg_16(buf, ring + {s * n + k * 128}, x, src + {k * 128})" for k in range(vpt)]
+            b += [f"    cpx(buf, ring + {s * n + k * 128}, x, src + {k * 128})" for k in range(vpt)]
             b.append("cp_async_commit()")
         if params == "smem":
             b += [f"cp_async_wait_group({S})", "cuda.syncthreads()"]
@@ -296,10 +344,10 @@ def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs
         L.append(f"m2 = {_tree(f'd{e} * d{e}' for e in E)}")
     if bulk:    # every lane's reads of the slot before its refill (generic, then async proxy)
         L += ["syncwarp()", "if lane == 0 and nxt < nrows:", "    fence_proxy_async()",
-              f"    mbar_expect_tx(buf, bs, {4 * n})", f"    bulk_g2s(buf, wring + (slot - ring) * 4, x, nxt * {n}, {4 * n}, bs)"]
+              f"    mbar_expect_tx(buf, bs, {4 * n})", f"    bulkx(buf, wring + (slot - ring) * 4, x, nxt * {n}, {4 * n}, bs)"]
     else:
         L += ["if nxt < nrows:", f"    src = nxt * {n} + xo"]
-        L += [f"    cp_async_cg_16(buf, slot + {k * 128}, x, src + {k * 128})" for k in range(vpt)]
+        L += [f"    cpx(buf, slot + {k * 128}, x, src + {k * 128})" for k in range(vpt)]
         L.append("cp_async_commit()")
     if not center:
         L += [f"var = warp_sum(s2) * {inv_n}", f"mean = {zero}"]
@@ -334,7 +382,7 @@ def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs
             if has_bias:
                 L.append(f"h{k}_0, h{k}_1, h{k}_2, h{k}_3 = ld4(buf, xo + {B0 + n + k * 128})")
         vals = [f"{D[f'v{k}_{j}']} * inv * g{k}_{j}" + (f" + h{k}_{j}" if has_bias else "") for j in range(4)]
-        L.append(f"{'st4cs' if cs else 'st4'}(y, base + {k * 128}, {', '.join(vals)})")
+        L.append(f"sty(y, base + {k * 128}, {', '.join(vals)})")
     L += ["row += step", "nxt += step", f"slot += {n}"]
     if bulk:
         L += ["si += 1", "bs += 8", f"if si == {S}:", "    si = 0", "    bs = bar", "    slot = ring", "    ph ^= 1"]
@@ -349,7 +397,7 @@ def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs
 @functools.lru_cache(maxsize=None)
 def row_fwd_pipe_kernel(n, warps, stages, center, has_bias, write_stats, x_dt="float32", p_dt="float32",
                         y_dt="float32", s_dt="float32", eps_dt=None, stats="shift", params="smem", cs=False,
-                        bps=None, copy="async"):
+                        bps=None, copy="async", hint=None):
     """The kernel of the module docstring: arguments ``(x, scale, bias, y, s_mean, s_inv, eps, nrows)`` as
     :func:`.norm_row_fwd_sub.row_fwd_sub_kernel`'s (x / y rows of ``n`` float32, flat; eps a float, or a
     1-element array when ``eps_dt`` is given). Launch: grid any number of blocks (persistent: SMs x
@@ -367,6 +415,8 @@ def row_fwd_pipe_kernel(n, warps, stages, center, has_bias, write_stats, x_dt="f
     if stats not in PIPE_STATS or params not in PIPE_PARAMS or copy not in PIPE_COPIES:
         raise ValueError(f"norm_row_fwd_pipe: stats {stats!r} (one of {PIPE_STATS}), params {params!r} "
                          f"(one of {PIPE_PARAMS}), copy {copy!r} (one of {PIPE_COPIES})")
+    if hint is not None and (hint not in POLICIES or cs):
+        raise ValueError(f"norm_row_fwd_pipe: L2 policy {hint!r} (one of {POLICIES}; not with .cs stores)")
     smem = pipe_shared_bytes(n, warps, stages, has_bias, params, copy)
     if smem > SMEM_PER_BLOCK:
         raise ValueError(f"norm_row_fwd_pipe: {smem} bytes of shared memory a block > {SMEM_PER_BLOCK}")
@@ -376,8 +426,9 @@ def row_fwd_pipe_kernel(n, warps, stages, center, has_bias, write_stats, x_dt="f
               cp_async_commit=cp_async_commit, cp_async_wait_group=cp_async_wait_group,
               cp_async_wait_all=cp_async_wait_all, ld_eps=loader(eps_dt or "float32"), cvta_shared=cvta_shared,
               mbar_init=mbar_init, mbar_fence_init=mbar_fence_init, mbar_expect_tx=mbar_expect_tx,
-              mbar_try_wait=mbar_try_wait, bulk_g2s=bulk_g2s, fence_proxy_async=fence_proxy_async,
-              syncwarp=syncwarp)
+              mbar_try_wait=mbar_try_wait, fence_proxy_async=fence_proxy_async, syncwarp=syncwarp,
+              cpx=cp16_l2(hint) if hint else cp_async_cg_16, bulkx=bulk_g2s_l2(hint) if hint else bulk_g2s,
+              sty=st4_l2(hint) if hint else st4cs if cs else st4)
     exec(compile(src, "<norm row-fwd-pipe>", "exec"), ns)
     opts = {}
     if bps and not simulator_enabled():

@@ -14,14 +14,14 @@ def _poisoned(n):
 
 
 def _run(rng, rows, n, warps, stages, grid, rms=False, bias_on=True, stats_on=True, eps_array=False,
-         stats="shift", params="smem", cs=False, copy="async"):
+         stats="shift", params="smem", cs=False, copy="async", hint=None):
     x = (rng.standard_normal((rows, n)) * 2 + 3.0).astype(np.float32)
     scale = rng.uniform(0.5, 1.5, n).astype(np.float32)
     bias = rng.standard_normal(n).astype(np.float32)
     eps = 1e-5
     kern, _ = kp.row_fwd_pipe_kernel(n, warps, stages, not rms, bias_on, stats_on,
                                      eps_dt="float32" if eps_array else None, stats=stats, params=params, cs=cs,
-                                     copy=copy)
+                                     copy=copy, hint=hint)
     y = _poisoned(rows * n)
     mean = _poisoned(rows) if stats_on and not rms else placeholder("float32")
     inv = _poisoned(rows) if stats_on else placeholder("float32")
@@ -123,3 +123,11 @@ def test_nrp_bulk_copies(rng, rows, n, warps, stages, grid, stats, params, rms):
 def test_nrp_many_rows_a_warp(rng, copy):
     """One warp, 23 rows: the two-slot ring wraps eleven times (barrier parities flip each wrap)."""
     _run(rng, 23, 128, 1, 2, 1, copy=copy)
+
+
+@pytest.mark.parametrize("copy", ["async", "bulk"])
+def test_nrp_l2_policy(rng, copy):
+    """x copied and y stored with the L2 evict-first policy (plain accesses in the simulator)."""
+    _run(rng, 9, 128, 2, 2, 2, copy=copy, hint="evict_first")
+    with pytest.raises(ValueError):
+        kp.row_fwd_pipe_kernel(128, 2, 2, True, True, True, hint="evict_sometimes")
