@@ -442,17 +442,19 @@ def signature(eps_array=False):
     return f"void({f}, {f}, {f}, {f}, {f}, {f}, {f if eps_array else 'float64'}, int64)"
 
 
-#: (n, warps, stages, bps, center, has_bias, stats, params, cs, copy) the sm_90 compile check holds to
+#: (n, warps, stages, bps, center, has_bias, stats, params, cs, copy, L2 policy) the sm_90 compile check holds to
 #: 65536 / (threads * bps) registers with no spills (8 warps at 3 blocks an SM, 80 registers, spill a few
 #: bytes with layer norm: those run at 2 blocks an SM here)
-COMPILE_CASES = ((1024, 8, 2, 2, True, True, "shift", "smem", False, "async"),
-                 (1024, 4, 4, 3, True, True, "two", "smem", True, "async"),
-                 (1024, 4, 3, 4, True, True, "chan", "smem", False, "async"),
-                 (1024, 4, 4, 3, True, True, "shift", "regs", False, "async"),
-                 (1024, 8, 2, 3, False, False, "shift", "smem", False, "async"),
-                 (512, 8, 4, 3, True, True, "shift", "smem", False, "async"),
-                 (1024, 4, 4, 3, True, True, "shift", "smem", False, "bulk"),
-                 (1024, 8, 2, 3, False, False, "shift", "smem", False, "bulk"))
+COMPILE_CASES = ((1024, 8, 2, 2, True, True, "shift", "smem", False, "async", None),
+                 (1024, 4, 4, 3, True, True, "two", "smem", True, "async", None),
+                 (1024, 4, 3, 4, True, True, "chan", "smem", False, "async", None),
+                 (1024, 4, 4, 3, True, True, "shift", "regs", False, "async", None),
+                 (1024, 8, 2, 3, False, False, "shift", "smem", False, "async", None),
+                 (512, 8, 4, 3, True, True, "shift", "smem", False, "async", None),
+                 (1024, 4, 4, 3, True, True, "shift", "smem", False, "bulk", None),
+                 (1024, 8, 2, 3, False, False, "shift", "smem", False, "bulk", None),
+                 (1024, 4, 4, 3, True, True, "shift", "smem", False, "async", "evict_first"),
+                 (1024, 8, 2, 3, False, False, "shift", "smem", False, "bulk", "evict_first"))
 
 
 def _register_compile_cases():
@@ -460,12 +462,12 @@ def _register_compile_cases():
         from .compile_check import register_compile_case
     except ImportError:
         return
-    for n, w, s, bps, center, bias, stats, params, cs, copy in COMPILE_CASES:
+    for n, w, s, bps, center, bias, stats, params, cs, copy, hint in COMPILE_CASES:
         k = row_fwd_pipe_kernel(n, w, s, center, bias, True, stats=stats, params=params, cs=cs, bps=bps,
-                                copy=copy)[0]
+                                copy=copy, hint=hint)[0]
         register_compile_case(f"norm_row_pipe_{'ln' if center else 'rms'}_n{n}_w{w}_s{s}_b{bps}_{stats}_{params}"
-                              f"_{copy}{'_cs' if cs else ''}", k, signature(), max_registers=65536 // (w * 32 * bps),
-                              max_local_bytes=0)
+                              f"_{copy}{'_cs' if cs else ''}{'_' + hint if hint else ''}", k, signature(),
+                              max_registers=65536 // (w * 32 * bps), max_local_bytes=0)
 
 
 _register_compile_cases()
