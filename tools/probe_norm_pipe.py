@@ -5,8 +5,8 @@ every rep (CUDA-event median). Every variant's outputs are checked against float
 / ||want||, worst of y / mean / inv; BAD past 1e-5).
 
     python3 tools/probe_norm_pipe.py                               # LN + RMS, 8192 x 1024, the probe set
-    python3 tools/probe_norm_pipe.py --op ln --rows 16384 --set best
-    python3 tools/probe_norm_pipe.py --cols 512 --set best
+    python3 tools/probe_norm_pipe.py --rows 16384 --set best --no-fe
+    python3 tools/probe_norm_pipe.py --cols 512 --set best --no-fe
 
 Variant label: w<warps a block> s<stages> b<blocks an SM> [two / chan: statistics method; cs: streaming y stores;
 regs: scale / bias in registers; bulk: one TMA bulk copy a row, mbarrier-completed];
@@ -52,14 +52,13 @@ VARIANTS = {
     "w2s6b4-bulk": (2, 6, 4, "shift", "smem", False, "bulk"),
     "w4s4b3-bulk-regs": (4, 4, 3, "shift", "regs", False, "bulk"),
 }
+#: the bulk (TMA) variants stalled the H200 probe of 2026-12-01 04:55 UTC (the run hit its cap at the first of
+#: them): they are in no set; run them alone, last, with a timeout (--variants w4s4b3-bulk)
 SETS = {
-    "probe": {"ln": ["w4s4b3", "w4s4b3-ef", "w8s2b3", "w8s2b3-ef", "w4s3b4-ef", "w4s4b3-regs", "w4s4b3-bulk",
-                     "w4s4b3-bulk-ef"],
-              "rms": ["w4s4b3-ef", "w8s2b3-ef", "w8s2b3-bulk-ef"]},
-    "all": {"ln": list(VARIANTS), "rms": ["w8s2b3", "w4s4b3", "w4s3b4", "w4s4b3-cs", "w2s6b4", "w8s3b2",
-                                          "w8s2b3-bulk", "w4s4b3-bulk", "w4s3b4-bulk"]},
-    "best": {"ln": ["w4s4b3", "w4s3b4", "w8s2b3", "w4s4b3-bulk"], "rms": ["w4s4b3", "w4s3b4", "w8s2b3",
-                                                                            "w8s2b3-bulk"]},
+    "probe": {"ln": ["w4s4b3", "w4s4b3-ef", "w4s4b3-regs"], "rms": ["w4s4b3", "w4s4b3-ef", "w8s2b3-ef"]},
+    "all": {"ln": [v for v in VARIANTS if "bulk" not in v],
+            "rms": ["w8s2b3", "w4s4b3", "w4s3b4", "w4s4b3-cs", "w2s6b4", "w8s3b2", "w4s4b3-ef", "w8s2b3-ef"]},
+    "best": {"ln": ["w4s4b3", "w4s4b3-ef"], "rms": ["w4s4b3", "w4s4b3-ef"]},
 }
 
 
@@ -188,7 +187,8 @@ def run_op(op, rows, cols, names, torch, flush, reps, end, fe=True, sub=True):
         try:
             t0 = time.time()
             disp, _ = kp.row_fwd_pipe_kernel(cols, warps, stages, ln, ln, True, stats=stats, params=params, cs=cs,
-                                             bps=bps, copy=copy, hint=hint[0] if hint else None)
+                                             bps=bps, copy=copy, hint=hint[0] if hint else None,
+                                             experimental=True)
             k = CompiledKernel(disp, sig)
             grid, block, shared = kp.pipe_geometry(cols, warps, stages, bps, sms, ln, params, copy)
             results.append((timed(label, k, grid, block, shared, f"(build {time.time() - t0:.1f} s)"), label))
@@ -209,19 +209,20 @@ def main(argv=None):
     ap.add_argument("--set", default="probe", choices=sorted(SETS))
     ap.add_argument("--variants", default="", help="comma-separated variant names (overrides --set)")
     ap.add_argument("--reps", type=int, default=50)
-    ap.add_argument("--budget", type=float, default=60.0, help="seconds an op after which its variants are skipped")
+    ap.add_argument("--budget", type=float, default=75.0,
+                    help="seconds of the whole run after which the remaining variants are skipped")
     ap.add_argument("--no-fe", action="store_true", help="skip cudnn-frontend")
     ap.add_argument("--no-sub", action="store_true", help="skip our current kernel")
     args = ap.parse_args(argv)
     import torch
 
+    end = time.time() + args.budget
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}",
           flush=True)
     for op in args.op.split(","):
         names = args.variants.split(",") if args.variants else SETS[args.set][op]
-        run_op(op, args.rows, args.cols, names, torch, flush, args.reps, time.time() + args.budget, not args.no_fe,
-               not args.no_sub)
+        run_op(op, args.rows, args.cols, names, torch, flush, args.reps, end, not args.no_fe, not args.no_sub)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,9 @@ Copies (``copy``): ``"async"`` as above; ``"bulk"``: lane 0 of the warp fetches 
 ``mbarrier.arrive.expect_tx``); every lane waits on its parity (``mbarrier.try_wait.parity``) before
 reading, and the warp's reads of a slot are ordered before its refill by ``__syncwarp`` and
 ``fence.proxy.async.shared::cta``. The warps' barriers (8 bytes a slot) come first in shared memory.
+UNVERIFIED ON HARDWARE: the first H200 run of a bulk variant (2026-12-01, tools/probe_norm_pipe.py) never
+finished (a stalled barrier wait is the likely cause; the cause is not known). The simulator models the
+barrier phases and passes; on a GPU the factory refuses ``"bulk"`` unless ``experimental=True``.
 
 Dynamic shared memory: :func:`pipe_shared_bytes`; above 48 KB it needs the opt-in attribute
 (:meth:`ncudnn.kernels.launch.CompiledKernel.prepare` sets it).
@@ -97,8 +100,20 @@ def pipe_geometry(n, warps, stages, bps, sms, has_bias=True, params="smem", copy
     return sms * bps, warps * 32, pipe_shared_bytes(n, warps, stages, has_bias, params, copy)
 
 # ------------------------------------------------------------------ bulk copies and mbarriers (sm_90)
-# mbar_*(buf, saddr, ...): ``saddr`` is a shared byte address (``cvta_shared(buf, element)``); ``buf`` (the
-# dynamic shared array) is only read by the simulator's model, which keys each barrier by (array, address).
+# Device functions (inline PTX on a GPU; a model under the simulator). ``saddr`` / ``dst`` / ``bar``: shared byte
+# addresses (``cvta_shared(buf, element)``); ``buf`` (the dynamic shared array) is read only by the simulator's
+# model, which keys each barrier by (the array's memory, address) and counts its completed phases.
+#   mbar_init(buf, saddr, count)       mbarrier.init.shared::cta.b64 (``count`` arrivals a phase)
+#   mbar_fence_init()                  fence.mbarrier_init.release.cluster (inits visible to the async proxy)
+#   mbar_expect_tx(buf, saddr, nbytes) mbarrier.arrive.expect_tx.shared::cta.b64 (one arrival + bytes to come)
+#   bulk_g2s(buf, dst, src, soff, nbytes, bar)
+#                                      cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes:
+#                                      ``nbytes`` (multiple of 16) from element ``soff`` of global ``src``
+#   bulk_g2s_l2(policy)                the same with .L2::cache_hint (createpolicy.fractional)
+#   mbar_try_wait(buf, saddr, parity)  mbarrier.try_wait.parity.shared::cta.b64 -> 1 once that phase completed
+#   fence_proxy_async()                fence.proxy.async.shared::cta (generic accesses before async-proxy ones)
+#   syncwarp()                         bar.warp.sync (simulator: a shuffle rendezvous)
+#   cp16_l2(policy)                    cp.async.cg 16 bytes with .L2::cache_hint (simulator: plain cp.async)
 if simulator_enabled():
     _BARS = {}
     _BAR_LOCK = threading.Lock()
@@ -397,14 +412,15 @@ def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs
 @functools.lru_cache(maxsize=None)
 def row_fwd_pipe_kernel(n, warps, stages, center, has_bias, write_stats, x_dt="float32", p_dt="float32",
                         y_dt="float32", s_dt="float32", eps_dt=None, stats="shift", params="smem", cs=False,
-                        bps=None, copy="async", hint=None):
+                        bps=None, copy="async", hint=None, experimental=False):
     """The kernel of the module docstring: arguments ``(x, scale, bias, y, s_mean, s_inv, eps, nrows)`` as
     :func:`.norm_row_fwd_sub.row_fwd_sub_kernel`'s (x / y rows of ``n`` float32, flat; eps a float, or a
     1-element array when ``eps_dt`` is given). Launch: grid any number of blocks (persistent: SMs x
     ``bps``), ``warps * 32`` threads, :func:`pipe_shared_bytes` dynamic shared memory. ``bps`` (blocks an
     SM the launch targets) caps the registers at 65536 / (threads * bps) on a GPU.
-    Needs n % 128 == 0, n <= 1024, float32 x / scale / bias / y / statistics, every buffer 16-byte
-    aligned. Returns (dispatcher, source)."""
+    ``stats`` / ``params`` / ``cs`` / ``copy`` / ``hint``: the module docstring's options (``copy="bulk"`` needs
+    ``experimental=True`` on a GPU). Needs n % 128 == 0, n <= 1024, float32 x / scale / bias / y / statistics
+    (other dtypes raise ValueError), every buffer 16-byte aligned. Returns (dispatcher, source)."""
     if n % 128 or not 0 < n <= N_MAX:
         raise ValueError(f"norm_row_fwd_pipe: rows of {n} elements (needs n % 128 == 0 and n <= {N_MAX})")
     for what, dt in (("x", x_dt), ("scale / bias", p_dt), ("y", y_dt), ("statistics", s_dt)):
@@ -415,6 +431,8 @@ def row_fwd_pipe_kernel(n, warps, stages, center, has_bias, write_stats, x_dt="f
     if stats not in PIPE_STATS or params not in PIPE_PARAMS or copy not in PIPE_COPIES:
         raise ValueError(f"norm_row_fwd_pipe: stats {stats!r} (one of {PIPE_STATS}), params {params!r} "
                          f"(one of {PIPE_PARAMS}), copy {copy!r} (one of {PIPE_COPIES})")
+    if copy == "bulk" and not (experimental or simulator_enabled()):
+        raise ValueError("norm_row_fwd_pipe: bulk copies stalled on the H200 (unverified): pass experimental=True")
     if hint is not None and (hint not in POLICIES or cs):
         raise ValueError(f"norm_row_fwd_pipe: L2 policy {hint!r} (one of {POLICIES}; not with .cs stores)")
     smem = pipe_shared_bytes(n, warps, stages, has_bias, params, copy)
@@ -464,7 +482,7 @@ def _register_compile_cases():
         return
     for n, w, s, bps, center, bias, stats, params, cs, copy, hint in COMPILE_CASES:
         k = row_fwd_pipe_kernel(n, w, s, center, bias, True, stats=stats, params=params, cs=cs, bps=bps,
-                                copy=copy, hint=hint)[0]
+                                copy=copy, hint=hint, experimental=True)[0]
         register_compile_case(f"norm_row_pipe_{'ln' if center else 'rms'}_n{n}_w{w}_s{s}_b{bps}_{stats}_{params}"
                               f"_{copy}{'_cs' if cs else ''}{'_' + hint if hint else ''}", k, signature(),
                               max_registers=65536 // (w * 32 * bps), max_local_bytes=0)
