@@ -240,13 +240,15 @@ FWD_SUB_VARIANTS = ((1, 32, 4, 0), (2, 32, 4, 0), (1, 32, 4, 1), (3, 32, 4, 0), 
 #: STAGES)[, "layer" | "rms"[, min vectors a row]]), ...); the first entry whose bounds hold the row's 16-byte vector count,
 #: whose mode (when given) matches and that :func:`_sub_reason` accepts replaces :func:`preferred_knobs`' config
 #: (empty: the row kernel stays the default). Rows of 512-1024 FP32 columns, layer and RMS norm: 128 threads a row,
-#: one row a block, scale / bias loaded early, x loaded and y stored with the L2 evict-first policy (KERNEL_CFG 16):
-#: on the H200 at 8192x1024 (tools/probe_norm_rows.py l2_ln l2_rms, 2026-12-01 session 7, two runs) LN 0.0211 /
-#: 0.0212 ms against 0.0218 / 0.0220 without the policies and 0.0218 / 0.0221 for cudnn-frontend; RMS 0.0206 /
-#: 0.0205 against 0.0214 / 0.0213 for the warp-a-row default before it and 0.0215 / 0.0214 for cudnn-frontend (a torch
-#: copy of the same bytes: 0.0213-0.0215). Where the policies do not apply (16-bit data, an epilogue): LN the same
-#: geometry without them (0.0216-0.0218 at 8192x1024 in session 6); RMS one warp a row, 4 rows a block. Rows of 4096
-#: columns keep the row kernel (with the policies: 0.0721-0.0746 ms against 0.0708).
+#: one row a block, scale / bias loaded early, x loaded and y stored with the L2 evict-first policy (KERNEL_CFG 16).
+#: On the H200 at 8192x1024, 2026-12-01 (session 7): in one process of tools/probe_norm_rows.py (l2_ln l2_rms, twice)
+#: LN 0.0211 / 0.0212 ms against 0.0218 / 0.0220 without the policies and 0.0218 / 0.0221 for cudnn-frontend, RMS
+#: 0.0206 / 0.0205 against 0.0214 / 0.0213 for the warp-a-row default before it; that gain did not reproduce in the
+#: benchmark's processes, where LN / RMS ran at 0.0215-0.0221 / 0.0216-0.0219 against cudnn-frontend's 0.0216-0.0222
+#: / 0.0213-0.0218 (0.98x-1.02x; tools/probe_interleave.py: 0.997x / 0.986x over 6 alternating rounds), all at the
+#: speed of a torch copy of the same bytes (0.0212-0.0215). It is kept as no slower than the old defaults in any run.
+#: Where the policies do not apply (16-bit data, an epilogue): LN the same geometry without them; RMS one warp a row,
+#: 4 rows a block. Rows of 4096 columns keep the row kernel (with the policies: 0.0721-0.0746 ms against 0.0708).
 FWD_SUB_DEFAULT = ((256, (16, 128, 1, 1), "rms", 128), (256, (2, 32, 4, 1), "rms"), (256, (16, 128, 1, 1), "layer", 128),
                    (256, (2, 128, 1, 1), "layer", 128))
 
