@@ -10,8 +10,13 @@ instruction beside each access). ``policy`` is one of :data:`POLICIES`:
   back late);
 * ``evict_normal`` / ``evict_unchanged``: the default priority / the line's present one.
 
+``cp16_l2(policy)`` returns a device function ``cp(dst, doff, src, soff)``: one ``cp.async.cg.shared.global
+.L2::cache_hint`` of 16 bytes from global ``src`` at element ``soff`` into shared ``dst`` at element ``doff`` (completed
+and made visible like :func:`ncudnn.kernels.ptx.cp_async_cg_16`: commit / wait groups, then a barrier for other
+threads), with the same ``createpolicy`` in its asm block.
+
 The caller guarantees ``i % 4 == 0`` and a 16-byte aligned base. Under the CUDA simulator: the plain 16-byte
-access's fallback (four reads / writes, offset checked).
+access's fallback (four reads / writes, offset checked); ``cp16_l2``: the plain ``ptx.cp_async_cg_16``.
 """
 import functools
 
@@ -19,7 +24,7 @@ from numba import cuda
 
 from ..platform import simulator_enabled
 
-__all__ = ["POLICIES", "ld4_l2", "st4_l2"]
+__all__ = ["POLICIES", "ld4_l2", "st4_l2", "cp16_l2"]
 
 POLICIES = ("evict_first", "evict_last", "evict_normal", "evict_unchanged")
 
@@ -30,6 +35,7 @@ def _check(policy):
 
 
 if simulator_enabled():
+    from .ptx import cp_async_cg_16 as _cp16
     from .resample_vec import ld4 as _ld4, st4 as _st4
 
     def ld4_l2(policy):
@@ -39,6 +45,10 @@ if simulator_enabled():
     def st4_l2(policy):
         _check(policy)
         return _st4
+
+    def cp16_l2(policy):
+        _check(policy)
+        return _cp16
 else:
     from llvmlite import ir
     from numba.cuda import types
@@ -97,3 +107,23 @@ else:
         def st(arr, i, a, b, c, d):
             _st(arr, i, a, b, c, d)
         return st
+
+    @functools.lru_cache(maxsize=None)
+    def cp16_l2(policy):
+        _check(policy)
+        text = "{ " + _pol(policy) + " cp.async.cg.shared.global.L2::cache_hint [$0], [$1], 16, pol; }"
+
+        @intrinsic
+        def cp(typingctx, dst, doff, src, soff):
+            def codegen(context, builder, sig, args):
+                i64 = ir.IntType(64)
+                dp = _elem_ptr(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+                sp = _elem_ptr(context, builder, sig.args[2], args[2], args[3], sig.args[3])
+                da = builder.asm(ir.FunctionType(ir.IntType(32), [i64]),
+                                 "{ .reg .u64 t; cvta.to.shared.u64 t, $1; cvt.u32.u64 $0, t; }", "=r,l",
+                                 [builder.ptrtoint(dp, i64)], True)
+                builder.asm(ir.FunctionType(ir.VoidType(), [da.type, i64]), text, "r,l,~{memory}",
+                            [da, builder.ptrtoint(sp, i64)], True)
+                return context.get_dummy_value()
+            return types.void(dst, doff, src, soff), codegen
+        return cp

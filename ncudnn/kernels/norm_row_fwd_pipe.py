@@ -30,38 +30,29 @@ the rows, one barrier) into the first ``n`` (``2 n``) floats of shared memory an
 ``"regs"`` loaded once into registers (VPT x 4 floats each a lane).
 
 ``hint``: an L2 eviction policy (:data:`ncudnn.kernels.l2hint.POLICIES`, e.g. ``"evict_first"``) on x's copies
-(``cp.async ... L2::cache_hint`` / the bulk copy's) and y's stores.
+(:func:`ncudnn.kernels.l2hint.cp16_l2`) and y's stores.
 
-Copies (``copy``): ``"async"`` as above; ``"bulk"``: lane 0 of the warp fetches the whole row with one
-``cp.async.bulk`` (the 1-D TMA copy) that completes a per-slot ``mbarrier`` (expected bytes set by
-``mbarrier.arrive.expect_tx``); every lane waits on its parity (``mbarrier.try_wait.parity``) before
-reading, and the warp's reads of a slot are ordered before its refill by ``__syncwarp`` and
-``fence.proxy.async.shared::cta``. The warps' barriers (8 bytes a slot) come first in shared memory.
-UNVERIFIED ON HARDWARE: the first H200 run of a bulk variant (2026-12-01, tools/probe_norm_pipe.py) never
-finished (a stalled barrier wait is the likely cause; the cause is not known). The simulator models the
-barrier phases and passes; on a GPU the factory refuses ``"bulk"`` unless ``experimental=True``.
+A version fetching each row with one bulk (TMA) copy completed by an mbarrier was tried and stalled the H200, so
+it was removed.
 
 Dynamic shared memory: :func:`pipe_shared_bytes`; above 48 KB it needs the opt-in attribute
 (:meth:`ncudnn.kernels.launch.CompiledKernel.prepare` sets it).
 """
 import functools
-import threading
-import time
 
-import numpy as np
 from numba import cuda
 
 from . import pointwise_ops as po
 from .dtypes import dtype_name, loader
-from .l2hint import POLICIES, st4_l2
+from .l2hint import POLICIES, cp16_l2, st4_l2
 from .norm_bn_cshint import st4cs
 from .primitives import shfl_idx, shfl_xor, warp_sum
 from ..platform import simulator_enabled
-from .ptx import cp_async_cg_16, cp_async_commit, cp_async_wait_all, cp_async_wait_group, cvta_shared
+from .ptx import cp_async_cg_16, cp_async_commit, cp_async_wait_all, cp_async_wait_group
 from .resample_vec import ld4, st4
 
 __all__ = ["row_fwd_pipe_kernel", "pipe_shared_bytes", "pipe_geometry", "pipe_fits", "PIPE_STATS",
-           "PIPE_PARAMS", "PIPE_COPIES", "SMEM_PER_SM", "SMEM_PER_BLOCK", "SMEM_RESERVED"]
+           "PIPE_PARAMS", "SMEM_PER_SM", "SMEM_PER_BLOCK", "SMEM_RESERVED"]
 
 #: shared memory of an sm_90 SM, the most one block may take, and the driver's reserve a block
 SMEM_PER_SM = 233472
@@ -70,204 +61,27 @@ SMEM_RESERVED = 1024
 #: statistics methods (layer norm) and homes of scale / bias
 PIPE_STATS = ("shift", "two", "chan")
 PIPE_PARAMS = ("smem", "regs")
-#: how rows reach shared memory: 16-byte cp.async a lane, or one bulk (TMA) copy a row
-PIPE_COPIES = ("async", "bulk")
 #: largest row the kernel takes (VPT = 8 vectors a lane)
 N_MAX = 1024
 
 
-def _bar_floats(warps, stages, copy):
-    """Floats of shared memory before scale / bias: the bulk copies' barriers (8 bytes a slot), 16-byte aligned."""
-    return -(-2 * warps * stages // 4) * 4 if copy == "bulk" else 0
-
-
-def pipe_shared_bytes(n, warps, stages, has_bias=True, params="smem", copy="async"):
+def pipe_shared_bytes(n, warps, stages, has_bias=True, params="smem"):
     """Dynamic shared memory a block uses: the warps' rings (``warps * stages * n`` floats) plus scale
-    (and bias) when ``params`` is ``"smem"``, plus the barriers of ``"bulk"`` copies."""
+    (and bias) when ``params`` is ``"smem"``."""
     p = (2 if has_bias else 1) * n if params == "smem" else 0
-    return 4 * (warps * stages * n + p + _bar_floats(warps, stages, copy))
+    return 4 * (warps * stages * n + p)
 
 
-def pipe_fits(n, warps, stages, bps, has_bias=True, params="smem", copy="async"):
+def pipe_fits(n, warps, stages, bps, has_bias=True, params="smem"):
     """True when ``bps`` blocks of this configuration fit in one SM's shared memory (with the driver's
     1 KB reserve a block) and a block has at most 1024 threads."""
-    s = pipe_shared_bytes(n, warps, stages, has_bias, params, copy)
+    s = pipe_shared_bytes(n, warps, stages, has_bias, params)
     return warps * 32 <= 1024 and s <= SMEM_PER_BLOCK and bps * (s + SMEM_RESERVED) <= SMEM_PER_SM
 
 
-def pipe_geometry(n, warps, stages, bps, sms, has_bias=True, params="smem", copy="async"):
+def pipe_geometry(n, warps, stages, bps, sms, has_bias=True, params="smem"):
     """(grid blocks, threads a block, dynamic shared bytes) of ``bps`` blocks on each of ``sms`` SMs."""
-    return sms * bps, warps * 32, pipe_shared_bytes(n, warps, stages, has_bias, params, copy)
-
-# ------------------------------------------------------------------ bulk copies and mbarriers (sm_90)
-# Device functions (inline PTX on a GPU; a model under the simulator). ``saddr`` / ``dst`` / ``bar``: shared byte
-# addresses (``cvta_shared(buf, element)``); ``buf`` (the dynamic shared array) is read only by the simulator's
-# model, which keys each barrier by (the array's memory, address) and counts its completed phases.
-#   mbar_init(buf, saddr, count)       mbarrier.init.shared::cta.b64 (``count`` arrivals a phase)
-#   mbar_fence_init()                  fence.mbarrier_init.release.cluster (inits visible to the async proxy)
-#   mbar_expect_tx(buf, saddr, nbytes) mbarrier.arrive.expect_tx.shared::cta.b64 (one arrival + bytes to come)
-#   bulk_g2s(buf, dst, src, soff, nbytes, bar)
-#                                      cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes:
-#                                      ``nbytes`` (multiple of 16) from element ``soff`` of global ``src``
-#   bulk_g2s_l2(policy)                the same with .L2::cache_hint (createpolicy.fractional)
-#   mbar_try_wait(buf, saddr, parity)  mbarrier.try_wait.parity.shared::cta.b64 -> 1 once that phase completed
-#   fence_proxy_async()                fence.proxy.async.shared::cta (generic accesses before async-proxy ones)
-#   syncwarp()                         bar.warp.sync (simulator: a shuffle rendezvous)
-#   cp16_l2(policy)                    cp.async.cg 16 bytes with .L2::cache_hint (simulator: plain cp.async)
-if simulator_enabled():
-    _BARS = {}
-    _BAR_LOCK = threading.Lock()
-
-    def _key(buf, saddr):
-        """(the array's base address: views of one block's shared memory agree, its byte address)."""
-        return np.asarray(getattr(buf, "_ary", buf)).__array_interface__["data"][0], int(saddr)
-
-    def _raw(arr):
-        return np.asarray(getattr(arr, "_ary", arr)).reshape(-1).view(np.uint8)
-
-    def mbar_init(buf, saddr, count):
-        with _BAR_LOCK:
-            _BARS[_key(buf, saddr)] = 0     # phases completed
-
-    def mbar_fence_init():
-        pass
-
-    def fence_proxy_async():
-        pass
-
-    def mbar_expect_tx(buf, saddr, nbytes):
-        pass
-
-    def bulk_g2s(buf, dst, src, soff, nbytes, bar):
-        """The copy happens now and completes the barrier's current phase (one arrival, as the kernel uses it)."""
-        s0 = int(soff) * np.asarray(getattr(src, "_ary", src)).dtype.itemsize
-        d0, n = int(dst), int(nbytes)
-        if d0 % 16 or s0 % 16 or n % 16:
-            raise ValueError(f"cp.async.bulk: dst {d0}, src {s0}, size {n} bytes must be multiples of 16")
-        _raw(buf)[d0:d0 + n] = _raw(src)[s0:s0 + n]
-        with _BAR_LOCK:
-            _BARS[_key(buf, bar)] += 1
-
-    def mbar_try_wait(buf, saddr, parity):
-        with _BAR_LOCK:
-            done = (_BARS[_key(buf, saddr)] & 1) != int(parity)
-        if not done:
-            time.sleep(1e-4)
-        return done
-
-    def syncwarp():
-        shfl_xor(0, 1)      # a warp rendezvous in the simulator (it has no syncwarp)
-
-    def cp16_l2(policy):
-        return cp_async_cg_16
-
-    def bulk_g2s_l2(policy):
-        return bulk_g2s
-else:
-    from llvmlite import ir
-    from numba.cuda import types
-    from numba.cuda.extending import intrinsic
-
-    from .llvm_ptr import item_ptr
-
-    def _asm(builder, ret, args, text, cons):
-        return builder.asm(ir.FunctionType(ret, [a.type for a in args]), text, cons, args, True)
-
-    def _u32(context, builder, sig, args, i):
-        return context.cast(builder, args[i], sig.args[i], types.uint32)
-
-    def _void_asm(text, cons, nargs):
-        """An intrinsic ``f(buf, a1, ...)`` emitting ``text`` on the (uint32) operands a1.."""
-        def codegen(context, builder, sig, args):
-            _asm(builder, ir.VoidType(), [_u32(context, builder, sig, args, i) for i in range(1, nargs)], text,
-                 cons)
-            return context.get_dummy_value()
-        return codegen
-
-    @intrinsic
-    def mbar_init(typingctx, buf, saddr, count):
-        return types.void(buf, saddr, count), _void_asm("mbarrier.init.shared::cta.b64 [$0], $1;",
-                                                       "r,r,~{memory}", 3)
-
-    @intrinsic
-    def mbar_expect_tx(typingctx, buf, saddr, nbytes):
-        return types.void(buf, saddr, nbytes), _void_asm(
-            "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,~{memory}", 3)
-
-    def _fence_intrinsic(text):
-        @intrinsic
-        def fence(typingctx):
-            def codegen(context, builder, sig, args):
-                _asm(builder, ir.VoidType(), [], text, "~{memory}")
-                return context.get_dummy_value()
-            return types.void(), codegen
-        return fence
-
-    mbar_fence_init = _fence_intrinsic("fence.mbarrier_init.release.cluster;")
-    fence_proxy_async = _fence_intrinsic("fence.proxy.async.shared::cta;")
-
-    @intrinsic
-    def bulk_g2s(typingctx, buf, dst, src, soff, nbytes, bar):
-        def codegen(context, builder, sig, args):
-            sp = builder.ptrtoint(item_ptr(context, builder, sig.args[2], args[2], args[3], sig.args[3]),
-                                  ir.IntType(64))
-            ops = [_u32(context, builder, sig, args, 1), sp, _u32(context, builder, sig, args, 4),
-                   _u32(context, builder, sig, args, 5)]
-            _asm(builder, ir.VoidType(), ops,
-                 "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];",
-                 "r,l,r,r,~{memory}")
-            return context.get_dummy_value()
-        return types.void(buf, dst, src, soff, nbytes, bar), codegen
-
-    @intrinsic
-    def mbar_try_wait(typingctx, buf, saddr, parity):
-        def codegen(context, builder, sig, args):
-            ops = [_u32(context, builder, sig, args, 1), _u32(context, builder, sig, args, 2)]
-            return _asm(builder, ir.IntType(32), ops, "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 "
-                        "p, [$1], $2; selp.u32 $0, 1, 0, p; }", "=r,r,r,~{memory}")
-        return types.uint32(buf, saddr, parity), codegen
-
-    @cuda.jit(device=True, inline=True)
-    def syncwarp():
-        cuda.syncwarp()
-
-    def _pol(policy):
-        return f".reg .b64 pol; createpolicy.fractional.L2::{policy}.b64 pol, 1.0;"
-
-    @functools.lru_cache(maxsize=None)
-    def cp16_l2(policy):
-        """``cp.async.cg`` of 16 bytes (dst array, element, src array, element) with an L2 eviction policy."""
-        text = "{ " + _pol(policy) + " cp.async.cg.shared.global.L2::cache_hint [$0], [$1], 16, pol; }"
-
-        @intrinsic
-        def cp(typingctx, dst, doff, src, soff):
-            def codegen(context, builder, sig, args):
-                dp = item_ptr(context, builder, sig.args[0], args[0], args[1], sig.args[1])
-                sp = item_ptr(context, builder, sig.args[2], args[2], args[3], sig.args[3])
-                da = _asm(builder, ir.IntType(32), [builder.ptrtoint(dp, ir.IntType(64))],
-                          "{ .reg .u64 t; cvta.to.shared.u64 t, $1; cvt.u32.u64 $0, t; }", "=r,l")
-                _asm(builder, ir.VoidType(), [da, builder.ptrtoint(sp, ir.IntType(64))], text, "r,l,~{memory}")
-                return context.get_dummy_value()
-            return types.void(dst, doff, src, soff), codegen
-        return cp
-
-    @functools.lru_cache(maxsize=None)
-    def bulk_g2s_l2(policy):
-        """:func:`bulk_g2s` with an L2 eviction policy on the source lines."""
-        text = ("{ " + _pol(policy) + " cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                ".L2::cache_hint [$0], [$1], $2, [$3], pol; }")
-
-        @intrinsic
-        def bulk(typingctx, buf, dst, src, soff, nbytes, bar):
-            def codegen(context, builder, sig, args):
-                sp = builder.ptrtoint(item_ptr(context, builder, sig.args[2], args[2], args[3], sig.args[3]),
-                                      ir.IntType(64))
-                ops = [_u32(context, builder, sig, args, 1), sp, _u32(context, builder, sig, args, 4),
-                       _u32(context, builder, sig, args, 5)]
-                _asm(builder, ir.VoidType(), ops, text, "r,l,r,r,~{memory}")
-                return context.get_dummy_value()
-            return types.void(buf, dst, src, soff, nbytes, bar), codegen
-        return bulk
+    return sms * bps, warps * 32, pipe_shared_bytes(n, warps, stages, has_bias, params)
 
 
 def _tree(terms):
@@ -281,13 +95,11 @@ def _tree(terms):
     return terms[0]
 
 
-def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs, copy="async"):
+def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs):
     vpt, nv, T = n // 128, n // 4, W * 32
     F = "float32"
     one, zero, inv_n = po.lit(1.0), po.lit(0.0), po.lit(1.0 / n)
-    bulk = copy == "bulk"
-    B0 = _bar_floats(W, S, copy)                                  # floats of barriers first
-    P = B0 + pipe_shared_bytes(n, W, 0, has_bias, params) // 4   # ... then scale / bias, then the rings
+    P = pipe_shared_bytes(n, W, 0, has_bias, params) // 4   # floats of scale / bias first, then the rings
     E = [f"v{k}_{j}" for k in range(vpt) for j in range(4)]      # this lane's elements of the row
     b = ["def kernel(x, scale, bias, y, s_mean, s_inv, eps_in, nrows):",
          f"buf = cuda.shared.array(0, {F})",
@@ -300,49 +112,30 @@ def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs
          "xo = lane * 4",
          f"ring = {P} + wid * {S * n} + xo",
          f"rend = ring + {S * n}"]
-    if bulk:     # the warp's S barriers (one arrival each: lane 0's expect_tx) and its ring's byte address
-        b += [f"bar = cvta_shared(buf, wid * {2 * S})", f"wring = cvta_shared(buf, {P} + wid * {S * n})",
-              "if lane == 0:"]
-        b += [f"    mbar_init(buf, bar + {8 * s}, 1)" for s in range(S)]
-        b.append("    mbar_fence_init()")
     if params == "smem":     # scale (and bias) into shared memory: one commit group before the rows'
         for j in range(-(-nv // T)):
             o = f"(tid + {j * T}) * 4"
-            cp = [f"cp_async_cg_16(buf, {B0} + {o}, scale, {o})"]
+            cp = [f"cp_async_cg_16(buf, {o}, scale, {o})"]
             if has_bias:
-                cp.append(f"cp_async_cg_16(buf, {B0 + n} + {o}, bias, {o})")
+                cp.append(f"cp_async_cg_16(buf, {n} + {o}, bias, {o})")
             if (j + 1) * T > nv:
                 b.append(f"if tid < {nv - j * T}:")
                 cp = ["    " + c for c in cp]
             b += cp
         b.append("cp_async_commit()")
-    if bulk:
-        b += ["cp_async_wait_all()", "cuda.syncthreads()", "if lane == 0:"]
-        for s in range(S):
-            b += [f"    r = gw + {s} * step", "    if r < nrows:", f"        mbar_expect_tx(buf, bar + {8 * s}, {4 * n})",
-                  f"        bulkx(buf, wring + {4 * s * n}, x, r * {n}, {4 * n}, bar + {8 * s})"]
-    else:
-        for s in range(S):       # prologue: the warp's first S rows, one commit group each
-            b += [f"r = gw + {s} * step", "if r < nrows:", f"    src = r * {n} + xo"]
-            b += [f"    cpx(buf, ring + {s * n + k * 128}, x, src + {k * 128})" for k in range(vpt)]
-            b.append("cp_async_commit()")
-        if params == "smem":
-            b += [f"cp_async_wait_group({S})", "cuda.syncthreads()"]
+    for s in range(S):       # prologue: the warp's first S rows, one commit group each
+        b += [f"r = gw + {s} * step", "if r < nrows:", f"    src = r * {n} + xo"]
+        b += [f"    cpx(buf, ring + {s * n + k * 128}, x, src + {k * 128})" for k in range(vpt)]
+        b.append("cp_async_commit()")
+    if params == "smem":
+        b += [f"cp_async_wait_group({S})", "cuda.syncthreads()"]
     if params == "regs":
         for k in range(vpt):
             b.append(f"g{k}_0, g{k}_1, g{k}_2, g{k}_3 = ld4(scale, xo + {k * 128})")
             if has_bias:
                 b.append(f"h{k}_0, h{k}_1, h{k}_2, h{k}_3 = ld4(bias, xo + {k * 128})")
-    b += ["row = gw", f"nxt = gw + {S} * step", "slot = ring"]
-    if bulk:
-        b += ["si = 0", "ph = 0", "bs = bar"]
-    b.append("while row < nrows:")
-    if bulk:
-        # bounded: a copy that never lands (a bug) gives wrong rows, which the checks catch, not a hung GPU
-        L = ["spin = 0", f"while mbar_try_wait(buf, bs, ph) == 0 and spin < {1 << (16 if simulator_enabled() else 24)}:",
-             "    spin += 1"]
-    else:
-        L = [f"cp_async_wait_group({S - 1})"]
+    b += ["row = gw", f"nxt = gw + {S} * step", "slot = ring", "while row < nrows:"]
+    L = [f"cp_async_wait_group({S - 1})"]
     L += [f"v{k}_0, v{k}_1, v{k}_2, v{k}_3 = ld4(buf, slot + {k * 128})" for k in range(vpt)]
     # per-lane partial sums first: they need every vector read, so the slot is free for the next copy
     if not center:
@@ -357,13 +150,9 @@ def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs
         L.append(f"lm = {_tree(E)} * {po.lit(1.0 / (4 * vpt))}")
         L += [f"d{e} = {e} - lm" for e in E]
         L.append(f"m2 = {_tree(f'd{e} * d{e}' for e in E)}")
-    if bulk:    # every lane's reads of the slot before its refill (generic, then async proxy)
-        L += ["syncwarp()", "if lane == 0 and nxt < nrows:", "    fence_proxy_async()",
-              f"    mbar_expect_tx(buf, bs, {4 * n})", f"    bulkx(buf, wring + (slot - ring) * 4, x, nxt * {n}, {4 * n}, bs)"]
-    else:
-        L += ["if nxt < nrows:", f"    src = nxt * {n} + xo"]
-        L += [f"    cpx(buf, slot + {k * 128}, x, src + {k * 128})" for k in range(vpt)]
-        L.append("cp_async_commit()")
+    L += ["if nxt < nrows:", f"    src = nxt * {n} + xo"]
+    L += [f"    cpx(buf, slot + {k * 128}, x, src + {k * 128})" for k in range(vpt)]
+    L.append("cp_async_commit()")
     if not center:
         L += [f"var = warp_sum(s2) * {inv_n}", f"mean = {zero}"]
         D = {e: e for e in E}
@@ -393,33 +182,27 @@ def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs
     L.append(f"base = row * {n} + xo")
     for k in range(vpt):
         if params == "smem":
-            L.append(f"g{k}_0, g{k}_1, g{k}_2, g{k}_3 = ld4(buf, xo + {B0 + k * 128})")
+            L.append(f"g{k}_0, g{k}_1, g{k}_2, g{k}_3 = ld4(buf, xo + {k * 128})")
             if has_bias:
-                L.append(f"h{k}_0, h{k}_1, h{k}_2, h{k}_3 = ld4(buf, xo + {B0 + n + k * 128})")
+                L.append(f"h{k}_0, h{k}_1, h{k}_2, h{k}_3 = ld4(buf, xo + {n + k * 128})")
         vals = [f"{D[f'v{k}_{j}']} * inv * g{k}_{j}" + (f" + h{k}_{j}" if has_bias else "") for j in range(4)]
         L.append(f"sty(y, base + {k * 128}, {', '.join(vals)})")
-    L += ["row += step", "nxt += step", f"slot += {n}"]
-    if bulk:
-        L += ["si += 1", "bs += 8", f"if si == {S}:", "    si = 0", "    bs = bar", "    slot = ring", "    ph ^= 1"]
-    else:
-        L += ["if slot == rend:", "    slot = ring"]
+    L += ["row += step", "nxt += step", f"slot += {n}", "if slot == rend:", "    slot = ring"]
     b += ["    " + ln for ln in L]
-    if not bulk:
-        b.append("cp_async_wait_all()")
+    b.append("cp_async_wait_all()")
     return "\n".join(b[:1] + ["    " + ln for ln in b[1:]]) + "\n"
 
 
 @functools.lru_cache(maxsize=None)
 def row_fwd_pipe_kernel(n, warps, stages, center, has_bias, write_stats, x_dt="float32", p_dt="float32",
                         y_dt="float32", s_dt="float32", eps_dt=None, stats="shift", params="smem", cs=False,
-                        bps=None, copy="async", hint=None, experimental=False):
+                        bps=None, hint=None):
     """The kernel of the module docstring: arguments ``(x, scale, bias, y, s_mean, s_inv, eps, nrows)`` as
     :func:`.norm_row_fwd_sub.row_fwd_sub_kernel`'s (x / y rows of ``n`` float32, flat; eps a float, or a
     1-element array when ``eps_dt`` is given). Launch: grid any number of blocks (persistent: SMs x
     ``bps``), ``warps * 32`` threads, :func:`pipe_shared_bytes` dynamic shared memory. ``bps`` (blocks an
     SM the launch targets) caps the registers at 65536 / (threads * bps) on a GPU.
-    ``stats`` / ``params`` / ``cs`` / ``copy`` / ``hint``: the module docstring's options (``copy="bulk"`` needs
-    ``experimental=True`` on a GPU). Needs n % 128 == 0, n <= 1024, float32 x / scale / bias / y / statistics
+    ``stats`` / ``params`` / ``cs`` / ``hint``: the module docstring's options. Needs n % 128 == 0, n <= 1024, float32 x / scale / bias / y / statistics
     (other dtypes raise ValueError), every buffer 16-byte aligned. Returns (dispatcher, source)."""
     if n % 128 or not 0 < n <= N_MAX:
         raise ValueError(f"norm_row_fwd_pipe: rows of {n} elements (needs n % 128 == 0 and n <= {N_MAX})")
@@ -428,24 +211,20 @@ def row_fwd_pipe_kernel(n, warps, stages, center, has_bias, write_stats, x_dt="f
             raise ValueError(f"norm_row_fwd_pipe: {what} of {dtype_name(dt)} (float32 only)")
     if not 1 <= warps <= 32 or stages < 2:
         raise ValueError(f"norm_row_fwd_pipe: {warps} warps, {stages} stages (1..32 warps, >= 2 stages)")
-    if stats not in PIPE_STATS or params not in PIPE_PARAMS or copy not in PIPE_COPIES:
+    if stats not in PIPE_STATS or params not in PIPE_PARAMS:
         raise ValueError(f"norm_row_fwd_pipe: stats {stats!r} (one of {PIPE_STATS}), params {params!r} "
-                         f"(one of {PIPE_PARAMS}), copy {copy!r} (one of {PIPE_COPIES})")
-    if copy == "bulk" and not (experimental or simulator_enabled()):
-        raise ValueError("norm_row_fwd_pipe: bulk copies stalled on the H200 (unverified): pass experimental=True")
+                         f"(one of {PIPE_PARAMS})")
     if hint is not None and (hint not in POLICIES or cs):
         raise ValueError(f"norm_row_fwd_pipe: L2 policy {hint!r} (one of {POLICIES}; not with .cs stores)")
-    smem = pipe_shared_bytes(n, warps, stages, has_bias, params, copy)
+    smem = pipe_shared_bytes(n, warps, stages, has_bias, params)
     if smem > SMEM_PER_BLOCK:
         raise ValueError(f"norm_row_fwd_pipe: {smem} bytes of shared memory a block > {SMEM_PER_BLOCK}")
-    src = _source(n, warps, stages, center, has_bias, write_stats, eps_dt is not None, stats, params, cs, copy)
+    src = _source(n, warps, stages, center, has_bias, write_stats, eps_dt is not None, stats, params, cs)
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, warp_sum=warp_sum, shfl_idx=shfl_idx,
               shfl_xor=shfl_xor, ld4=ld4, st4=st4, st4cs=st4cs, cp_async_cg_16=cp_async_cg_16,
               cp_async_commit=cp_async_commit, cp_async_wait_group=cp_async_wait_group,
-              cp_async_wait_all=cp_async_wait_all, ld_eps=loader(eps_dt or "float32"), cvta_shared=cvta_shared,
-              mbar_init=mbar_init, mbar_fence_init=mbar_fence_init, mbar_expect_tx=mbar_expect_tx,
-              mbar_try_wait=mbar_try_wait, fence_proxy_async=fence_proxy_async, syncwarp=syncwarp,
-              cpx=cp16_l2(hint) if hint else cp_async_cg_16, bulkx=bulk_g2s_l2(hint) if hint else bulk_g2s,
+              cp_async_wait_all=cp_async_wait_all, ld_eps=loader(eps_dt or "float32"),
+              cpx=cp16_l2(hint) if hint else cp_async_cg_16,
               sty=st4_l2(hint) if hint else st4cs if cs else st4)
     exec(compile(src, "<norm row-fwd-pipe>", "exec"), ns)
     opts = {}
@@ -460,19 +239,16 @@ def signature(eps_array=False):
     return f"void({f}, {f}, {f}, {f}, {f}, {f}, {f if eps_array else 'float64'}, int64)"
 
 
-#: (n, warps, stages, bps, center, has_bias, stats, params, cs, copy, L2 policy) the sm_90 compile check holds to
+#: (n, warps, stages, bps, center, has_bias, stats, params, cs, L2 policy) the sm_90 compile check holds to
 #: 65536 / (threads * bps) registers with no spills (8 warps at 3 blocks an SM, 80 registers, spill a few
 #: bytes with layer norm: those run at 2 blocks an SM here)
-COMPILE_CASES = ((1024, 8, 2, 2, True, True, "shift", "smem", False, "async", None),
-                 (1024, 4, 4, 3, True, True, "two", "smem", True, "async", None),
-                 (1024, 4, 3, 4, True, True, "chan", "smem", False, "async", None),
-                 (1024, 4, 4, 3, True, True, "shift", "regs", False, "async", None),
-                 (1024, 8, 2, 3, False, False, "shift", "smem", False, "async", None),
-                 (512, 8, 4, 3, True, True, "shift", "smem", False, "async", None),
-                 (1024, 4, 4, 3, True, True, "shift", "smem", False, "bulk", None),
-                 (1024, 8, 2, 3, False, False, "shift", "smem", False, "bulk", None),
-                 (1024, 4, 4, 3, True, True, "shift", "smem", False, "async", "evict_first"),
-                 (1024, 8, 2, 3, False, False, "shift", "smem", False, "bulk", "evict_first"))
+COMPILE_CASES = ((1024, 8, 2, 2, True, True, "shift", "smem", False, None),
+                 (1024, 4, 4, 3, True, True, "two", "smem", True, None),
+                 (1024, 4, 3, 4, True, True, "chan", "smem", False, None),
+                 (1024, 4, 4, 3, True, True, "shift", "regs", False, None),
+                 (1024, 8, 2, 3, False, False, "shift", "smem", False, None),
+                 (512, 8, 4, 3, True, True, "shift", "smem", False, None),
+                 (1024, 4, 4, 3, True, True, "shift", "smem", False, "evict_first"))
 
 
 def _register_compile_cases():
@@ -480,11 +256,10 @@ def _register_compile_cases():
         from .compile_check import register_compile_case
     except ImportError:
         return
-    for n, w, s, bps, center, bias, stats, params, cs, copy, hint in COMPILE_CASES:
-        k = row_fwd_pipe_kernel(n, w, s, center, bias, True, stats=stats, params=params, cs=cs, bps=bps,
-                                copy=copy, hint=hint, experimental=True)[0]
+    for n, w, s, bps, center, bias, stats, params, cs, hint in COMPILE_CASES:
+        k = row_fwd_pipe_kernel(n, w, s, center, bias, True, stats=stats, params=params, cs=cs, bps=bps, hint=hint)[0]
         register_compile_case(f"norm_row_pipe_{'ln' if center else 'rms'}_n{n}_w{w}_s{s}_b{bps}_{stats}_{params}"
-                              f"_{copy}{'_cs' if cs else ''}{'_' + hint if hint else ''}", k, signature(),
+                              f"{'_cs' if cs else ''}{'_' + hint if hint else ''}", k, signature(),
                               max_registers=65536 // (w * 32 * bps), max_local_bytes=0)
 
 

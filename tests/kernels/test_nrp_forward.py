@@ -4,7 +4,7 @@ import pytest
 from numba import cuda
 
 from ncudnn import reference as ref
-from ncudnn.kernels import norm_row_fwd_pipe as kp
+from ncudnn.kernels import l2hint, norm_row_fwd_pipe as kp
 from ncudnn.kernels.dtypes import placeholder
 from ncudnn.kernels.launch import CompiledKernel
 from ncudnn.testing import assert_close, size
@@ -15,18 +15,18 @@ def _poisoned(n):
 
 
 def _run(rng, rows, n, warps, stages, grid, rms=False, bias_on=True, stats_on=True, eps_array=False,
-         stats="shift", params="smem", cs=False, copy="async", hint=None):
+         stats="shift", params="smem", cs=False, hint=None):
     x = (rng.standard_normal((rows, n)) * 2 + 3.0).astype(np.float32)
     scale = rng.uniform(0.5, 1.5, n).astype(np.float32)
     bias = rng.standard_normal(n).astype(np.float32)
     eps = 1e-5
     kern, _ = kp.row_fwd_pipe_kernel(n, warps, stages, not rms, bias_on, stats_on,
                                      eps_dt="float32" if eps_array else None, stats=stats, params=params, cs=cs,
-                                     copy=copy, hint=hint)
+                                     hint=hint)
     y = _poisoned(rows * n)
     mean = _poisoned(rows) if stats_on and not rms else placeholder("float32")
     inv = _poisoned(rows) if stats_on else placeholder("float32")
-    shared = kp.pipe_shared_bytes(n, warps, stages, bias_on, params, copy)
+    shared = kp.pipe_shared_bytes(n, warps, stages, bias_on, params)
     eps_arg = cuda.to_device(np.array([eps], np.float32)) if eps_array else eps
     args = (cuda.to_device(x.reshape(-1)), cuda.to_device(scale),
             cuda.to_device(bias) if bias_on else placeholder("float32"), y, mean, inv, eps_arg, rows)
@@ -82,6 +82,8 @@ def test_nrp_rejects():
         kp.row_fwd_pipe_kernel(256, 4, 1, True, True, True)
     with pytest.raises(ValueError):
         kp.row_fwd_pipe_kernel(1024, 32, 2, True, True, True)     # 264 KB of shared memory
+    with pytest.raises(TypeError):
+        kp.row_fwd_pipe_kernel(256, 4, 2, True, True, True, copy="bulk")     # the bulk (TMA) mode is gone
 
 
 def test_nrp_fits():
@@ -110,29 +112,18 @@ def test_nrp_direct_launch(rng):
     assert_close(inv.copy_to_host().reshape(rows, 1), einv, "float32", name="inv_std")
 
 
-BULK = [(9, 128, 2, 2, 2, "shift", "smem"), (10, 256, 2, 3, 1, "two", "regs")]
+def test_nrp_many_rows_a_warp(rng):
+    """One warp, 23 rows: the two-slot ring wraps eleven times."""
+    _run(rng, 23, 128, 1, 2, 1)
 
 
-@pytest.mark.sim_only      # on a GPU the factory refuses bulk copies (they stalled on the H200)
-@pytest.mark.parametrize("rows,n,warps,stages,grid,stats,params", BULK, ids=["-".join(map(str, c)) for c in BULK])
-@pytest.mark.parametrize("rms", [False, True], ids=["layer", "rms"])
-def test_nrp_bulk_copies(rng, rows, n, warps, stages, grid, stats, params, rms):
-    """One bulk (TMA) copy a row, mbarrier-completed (the simulator models the barriers' phases)."""
-    _run(rng, rows, n, warps, stages, grid, rms, stats=stats, params=params, copy="bulk")
-
-
-@pytest.mark.parametrize("copy", ["async", pytest.param("bulk", marks=pytest.mark.sim_only)])
-def test_nrp_many_rows_a_warp(rng, copy):
-    """One warp, 23 rows: the two-slot ring wraps eleven times (barrier parities flip each wrap)."""
-    _run(rng, 23, 128, 1, 2, 1, copy=copy)
-
-
-@pytest.mark.parametrize("copy", ["async", pytest.param("bulk", marks=pytest.mark.sim_only)])
-def test_nrp_l2_policy(rng, copy):
+def test_nrp_l2_policy(rng):
     """x copied and y stored with the L2 evict-first policy (plain accesses in the simulator)."""
-    _run(rng, 9, 128, 2, 2, 2, copy=copy, hint="evict_first")
+    _run(rng, 9, 128, 2, 2, 2, hint="evict_first")
     with pytest.raises(ValueError):
         kp.row_fwd_pipe_kernel(128, 2, 2, True, True, True, hint="evict_sometimes")
+    with pytest.raises(ValueError):
+        l2hint.cp16_l2("evict_sometimes")
 
 
 @pytest.mark.parametrize("rms", [False, True], ids=["layer", "rms"])
