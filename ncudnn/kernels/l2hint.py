@@ -17,6 +17,9 @@ threads), with the same ``createpolicy`` in its asm block.
 
 The caller guarantees ``i % 4 == 0`` and a 16-byte aligned base. Under the CUDA simulator: the plain 16-byte
 access's fallback (four reads / writes, offset checked); ``cp16_l2``: the plain ``ptx.cp_async_cg_16``.
+
+``ld4_asm(text)`` / ``st4_asm(text)`` (GPU only) build such a load / store from any PTX text with the operand
+order their docstrings give; :mod:`ncudnn.kernels.norm_bn_cshint`'s ``.cs`` accesses are made by them too.
 """
 import functools
 
@@ -24,7 +27,7 @@ from numba import cuda
 
 from ..platform import simulator_enabled
 
-__all__ = ["POLICIES", "ld4_l2", "st4_l2", "cp16_l2"]
+__all__ = ["POLICIES", "ld4_l2", "st4_l2", "cp16_l2", "ld4_asm", "st4_asm"]
 
 POLICIES = ("evict_first", "evict_last", "evict_normal", "evict_unchanged")
 
@@ -60,10 +63,10 @@ else:
         return f".reg .b64 pol; createpolicy.fractional.L2::{policy}.b64 pol, 1.0;"
 
     @functools.lru_cache(maxsize=None)
-    def ld4_l2(policy):
-        _check(policy)
-        text = "{ " + _pol(policy) + " ld.global.L2::cache_hint.v4.f32 {$0, $1, $2, $3}, [$4], pol; }"
-
+    def ld4_asm(text):
+        """A device function ``ld(arr, i) -> (a, b, c, d)`` of a 1-D float32 array emitting the PTX ``text``
+        (operands $0-$3: the four values, $4: the element's address), e.g. ``ld.global.cs.v4.f32 {$0, $1, $2,
+        $3}, [$4];``."""
         @intrinsic
         def _ld(typingctx, arr, i):
             if not isinstance(arr, types.Array) or arr.ndim != 1 or arr.dtype != types.float32:
@@ -84,10 +87,10 @@ else:
         return ld
 
     @functools.lru_cache(maxsize=None)
-    def st4_l2(policy):
-        _check(policy)
-        text = "{ " + _pol(policy) + " st.global.L2::cache_hint.v4.f32 [$0], {$1, $2, $3, $4}, pol; }"
-
+    def st4_asm(text):
+        """A device function ``st(arr, i, a, b, c, d)`` of a 1-D float32 array emitting the PTX ``text``
+        (operand $0: the element's address, $1-$4: the values), e.g. ``st.global.cs.v4.f32 [$0], {$1, $2, $3,
+        $4};``."""
         @intrinsic
         def _st(typingctx, arr, i, a, b, c, d):
             if not isinstance(arr, types.Array) or arr.ndim != 1 or arr.dtype != types.float32:
@@ -107,6 +110,14 @@ else:
         def st(arr, i, a, b, c, d):
             _st(arr, i, a, b, c, d)
         return st
+
+    def ld4_l2(policy):
+        _check(policy)
+        return ld4_asm("{ " + _pol(policy) + " ld.global.L2::cache_hint.v4.f32 {$0, $1, $2, $3}, [$4], pol; }")
+
+    def st4_l2(policy):
+        _check(policy)
+        return st4_asm("{ " + _pol(policy) + " st.global.L2::cache_hint.v4.f32 [$0], {$1, $2, $3, $4}, pol; }")
 
     @functools.lru_cache(maxsize=None)
     def cp16_l2(policy):
