@@ -25,8 +25,8 @@ three launches. The backward there defaults to ONE cooperative kernel (:mod:`ncu
 KERNEL_CFG ``persist_*``: one block an SM keeping rows of x and dy on chip between the sums and dx, two grid
 barriers: :func:`ncudnn.kernels.grid_sync.grid_barrier` on the device's counter) where its grid fills every SM
 with one block (C up to 256 always; wider C where its 256-channel tiles divide the SM count); other shapes and
-misaligned buffers take the three-launch path, and as a cooperative kernel it is no plain CUDA-graph node (``populate``: NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API; choose a colsv
-KERNEL_CFG for graphs).
+misaligned buffers take the three-launch path, and as a cooperative kernel it is no plain CUDA-graph node
+(``populate``: NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API; choose a colsv KERNEL_CFG for graphs).
 Knobs: BLOCK_SIZE of the pointwise pass; KERNEL_CFG (:data:`COLS_LABELS` on packed NHWC,
 :data:`PLANES_LABELS` on packed NCHW), OCCUPANCY (blocks per SM of the colsv geometry, 0: the kernels'
 register budget) and ARRAY_SIZE_PER_THREAD (colsv unroll). Workspace: the partial and group sums and
