@@ -2,14 +2,14 @@
 65536 / THREADS registers and no local memory (one co-resident block an SM, the inline grid barrier; slow: NVVM)."""
 import pytest
 
-from ncudnn.kernels import compile_check
+from case_check import assert_cases_compile, cases_of
 from ncudnn.kernels import norm_bn_persist  # noqa: F401 (registers its cases)
 
 _MODULE = "ncudnn.kernels.norm_bn_persist"
 
 
 def _ours():
-    return [name for name, case in compile_check.registered_cases().items() if case.module == _MODULE]
+    return cases_of(_MODULE)
 
 
 def test_bnp_registers_cases():
@@ -21,7 +21,4 @@ def test_bnp_registers_cases():
 
 @pytest.mark.slow
 def test_bnp_kernels_compile_for_sm90():
-    results = compile_check.run_compile_check(_ours(), timeout=1800, jobs=2)
-    failed = [r.summary() for r in results if not r.ok]
-    assert not failed, "\n".join(failed)
-    assert len(results) == len(_ours())
+    assert_cases_compile(_ours())

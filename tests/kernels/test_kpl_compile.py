@@ -3,12 +3,14 @@ issue 4's shape) compile for sm_90 with no spills and at most 128 registers (slo
 import pytest
 
 from ncudnn.kernels import compile_check
+
+from case_check import assert_cases_compile, cases_of
 from ncudnn.kernels import resample_tile
 
 
 
 def _ours():
-    return [n for n, c in compile_check.registered_cases().items() if c.module == resample_tile.__name__]
+    return cases_of(resample_tile.__name__)
 
 
 def test_tile_kernels_register_cases():
@@ -19,10 +21,7 @@ def test_tile_kernels_register_cases():
 
 @pytest.mark.slow
 def test_tile_kernels_compile_for_sm90():
-    results = compile_check.run_compile_check(_ours(), timeout=1800, jobs=2)
-    failed = [r.summary() for r in results if not r.ok]
-    assert not failed, "\n".join(failed)
-    assert len(results) == len(_ours())
+    assert_cases_compile(_ours())
 
 
 def test_tile_nchw_avg_backward_compiles_for_sm90():

@@ -3,13 +3,15 @@ for sm_90 with no spills and within their register budgets (slow: NVVM)."""
 import pytest
 
 from ncudnn.kernels import compile_check
+
+from case_check import assert_cases_compile, cases_of
 from ncudnn.kernels import norm_bn_cols, norm_bn_planes, norm_row  # noqa: F401 (register)
 
 _MODULES = ("ncudnn.kernels.norm_row", "ncudnn.kernels.norm_bn_cols", "ncudnn.kernels.norm_bn_planes")
 
 
 def _ours():
-    return [name for name, case in compile_check.registered_cases().items() if case.module in _MODULES]
+    return cases_of(*_MODULES)
 
 
 def test_norm_modules_register_cases():
@@ -18,7 +20,4 @@ def test_norm_modules_register_cases():
 
 @pytest.mark.slow
 def test_norm_kernels_compile_for_sm90():
-    results = compile_check.run_compile_check(_ours(), timeout=1800, jobs=2)
-    failed = [r.summary() for r in results if not r.ok]
-    assert not failed, "\n".join(failed)
-    assert len(results) == len(_ours())
+    assert_cases_compile(_ours())

@@ -2,14 +2,14 @@
 65536 / (threads x blocks an SM) registers (slow: NVVM in a child process)."""
 import pytest
 
-from ncudnn.kernels import compile_check
+from case_check import assert_cases_compile, cases_of
 from ncudnn.kernels import norm_row_fwd_pipe  # noqa: F401 (registers its cases)
 
 _MODULE = "ncudnn.kernels.norm_row_fwd_pipe"
 
 
 def _ours():
-    return [name for name, case in compile_check.registered_cases().items() if case.module == _MODULE]
+    return cases_of(_MODULE)
 
 
 def test_nrp_registers_cases():
@@ -18,7 +18,4 @@ def test_nrp_registers_cases():
 
 @pytest.mark.slow
 def test_nrp_kernels_compile_for_sm90():
-    results = compile_check.run_compile_check(_ours(), timeout=1800, jobs=2)
-    failed = [r.summary() for r in results if not r.ok]
-    assert not failed, "\n".join(failed)
-    assert len(results) == len(_ours())
+    assert_cases_compile(_ours())
