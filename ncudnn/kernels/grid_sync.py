@@ -16,7 +16,7 @@ arrive-and-wait, inlined:
 
 Contract: every block of the grid calls it the same number of times; the grid is co-resident (at most one
 wave: a cooperative launch guarantees it, and refuses a grid that is not); two launches that share one
-counter must not run at the same time (one counter per stream). The simulator runs blocks one after
+counter must not interleave their barriers (:func:`device_counter` says when one counter a device is safe). The simulator runs blocks one after
 another, so there the grid must be one block (then the counter flips at the master's own add).
 """
 import threading
@@ -25,6 +25,7 @@ import numba
 import numpy as np
 from numba import cuda
 
+from ..platform import simulator_enabled
 from .ptx import atom_add_release_gpu, ld_acquire_gpu
 
 __all__ = ["grid_barrier", "TOP_BIT", "device_counter"]
@@ -40,7 +41,7 @@ def device_counter():
     kept for the process. Shared by every launch on the device, so only grids that can never overlap may use
     it: full grids of blocks that each take a whole SM (a second such grid cannot start a block before the first
     has left its last barrier; the engines pad the shared memory to guarantee one block an SM)."""
-    dev = 0 if numba.config.ENABLE_CUDASIM else cuda.get_current_device().id
+    dev = 0 if simulator_enabled() else cuda.get_current_device().id
     with _LOCK:
         arr = _COUNTERS.get(dev)
         if arr is None:
