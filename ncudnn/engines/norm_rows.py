@@ -371,10 +371,9 @@ def _forward(sub, cfg):
         two_pass, cs, csx = FWD_SUB_KCFG[_kcfg(cfg)][:3]
         rpt = _rpt(cfg)
         fargs = (n, tpr, srpb, vec, not rms, bias is not None, write, kdtype(x), p_dt, y_dt, s_dt, eps_dt,
-                 two_pass, cfg.get(KS, 0) == 1, cs, csx) + ((rpt,) if rpt > 1 else ())
-        hints = _l2hints(cfg)
-        if any(hints):
-            fargs = fargs[:16] + (rpt,) + hints
+                 two_pass, cfg.get(KS, 0) == 1, cs, csx)
+        hints = _l2hints(cfg)     # trailing arguments only where they differ from the defaults (same cache keys)
+        fargs += (rpt,) + hints if any(hints) else (rpt,) if rpt > 1 else ()
         step = Step("norm_rows_fwd_sub:" + src_key(fargs), lambda: ksub.row_fwd_sub_kernel(*fargs)[0],
                     math.ceil(rows / (srpb * rpt)), sthreads, args, nbytes=tensor_bytes(x, y, scale, bias))
     elif vec:
