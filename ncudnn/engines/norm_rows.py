@@ -22,7 +22,8 @@ CTA_COUNT (forward, 16-byte kernel: 0 = a block per row group, c = a persistent 
 looping over the rows; STAGES 2 then loads the next row before this row's statistics); forward KERNEL_CFG
 1..12: the sub-block kernel (:mod:`ncudnn.kernels.norm_row_fwd_sub`: BLOCK_SIZE threads a row, TILE_ROWS rows a
 block, STAGES 1 scale / bias loaded before the reductions; see FWD_SUB_KCFG; made the default by
-FWD_SUB_DEFAULT). Fused backward
+FWD_SUB_DEFAULT); forward KERNEL_CFG 20..27: the persistent cp.async-pipelined kernel (:mod:`.norm_rows_pipe`,
+the default for FP32 rows of 1024 columns and enough rows). Fused backward
 (KERNEL_CFG 1): BLOCK_SIZE threads, TILE_ROWS rows a loop step, CTA_COUNT blocks per SM, STAGES 2 (the
 next row group's loads issued before this group's reductions) or 1 (0 each: the kernel layer's choice,
 :func:`ncudnn.kernels.norm_row_bwd.fused_config`), LOAD_SIZE 16 for 16-byte accesses (rows dividing
@@ -42,6 +43,7 @@ from ..kernels import norm_row_fwd_sub as ksub
 from ..kernels.dtypes import compute_type
 from ..kernels import primitives as kprim
 from ..types import cudnnBackendKnobType_t, cudnnBackendNormFwdPhase_t, cudnnBackendNormMode_t, cudnnStatus_t
+from . import norm_rows_pipe as npipe
 from .base import OK, Config, Engine, KnobSpec
 from .membound_common import (Arg, MemPlan, PointwiseBuilder, Scratch, Step, extent, kdtype, src_key, steps_time,
                               tensor_bytes, written)
@@ -256,6 +258,10 @@ FWD_SUB_DEFAULT = ((256, (16, 128, 1, 1), "rms", 128), (256, (2, 32, 4, 1), "rms
 def _sub_default(sub):
     """Knob -> value of the sub-block default from :data:`FWD_SUB_DEFAULT` ({}: none applies)."""
     vec = _fwd_vec(sub)
+    pipe = npipe.pipe_default(sub, vec) if vec else 0
+    if pipe:
+        return {KC: pipe, K.CUDNN_KNOB_TYPE_BLOCK_SIZE: 0, K.CUDNN_KNOB_TYPE_TILE_ROWS: 0, KS: 0,
+                K.CUDNN_KNOB_TYPE_LOAD_SIZE: 16, KW: 0}
     if not vec or not FWD_SUB_DEFAULT:
         return {}
     nv = math.prod(sub.anchor.inputs["X"].dims[1:]) // vec
@@ -279,7 +285,8 @@ def _sub_rows(cfg):
 def _sub_reason(sub, cfg):
     """Why a sub-block forward config (KERNEL_CFG 1..12) cannot run here (None: it can)."""
     if _kcfg(cfg) not in FWD_SUB_KCFG:
-        return f"forward KERNEL_CFG {_kcfg(cfg)} is not 0 or one of {sorted(FWD_SUB_KCFG)}"
+        return f"forward KERNEL_CFG {_kcfg(cfg)} is not 0, one of {sorted(FWD_SUB_KCFG)} (the sub-block kernel) or " \
+            f"of {sorted(npipe.FWD_PIPE_KCFG)} (the pipelined kernel)"
     vec = _fwd_vec(sub)
     if not _load(cfg) or not vec:
         return "forward KERNEL_CFG > 0 (the sub-block kernel) needs LOAD_SIZE 16 and rows that divide into " \
@@ -365,7 +372,9 @@ def _forward(sub, cfg):
     eps_dt = None if eps.is_by_value else kdtype(eps)
     args = [Arg.tensor(x), Arg.tensor(scale), Arg.tensor(bias) if bias is not None else Arg.dummy(p_dt),
             y_arg, mean_arg, inv_arg, Arg.scalar(eps) if eps_dt is None else Arg.tensor(eps), Arg.const(rows)]
-    if vec and _kcfg(cfg):
+    if npipe.is_pipe(cfg):
+        step = npipe.pipe_step(sub, cfg, args, rms, bias is not None, write, eps_dt)
+    elif vec and _kcfg(cfg):
         tpr, srpb = _block(cfg), _sub_rows(cfg)
         sthreads, _ = ksub.sub_config(n, vec, tpr, srpb)
         two_pass, cs, csx = FWD_SUB_KCFG[_kcfg(cfg)][:3]
@@ -515,14 +524,14 @@ class NormRowsEngine(Engine):
                 KnobSpec(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 0, 16, 16, 0))
         if sub is not None and getattr(sub, "kind", None) == "norm_bwd":
             return base + (KnobSpec(KC, 0, 1, 1, 0), KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0))
-        return base + (KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0), KnobSpec(KC, 0, max(FWD_SUB_KCFG), 1, 0))
+        return base + (KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0), KnobSpec(KC, 0, max(npipe.FWD_PIPE_KCFG), 1, 0))
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
         if st != S.CUDNN_STATUS_SUCCESS:
             return st, why
         if sub.kind == "norm_fwd" and _kcfg(cfg):
-            why = _sub_reason(sub, cfg)
+            why = npipe.pipe_reason(sub, cfg, _fwd_vec(sub)) if npipe.is_pipe(cfg) else _sub_reason(sub, cfg)
             return (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}") if why else OK
         if _block(cfg) not in BLOCKS:
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: BLOCK_SIZE {_block(cfg)} is not one of {BLOCKS}"
@@ -575,9 +584,11 @@ class NormRowsEngine(Engine):
                 out = [c.with_knob(spec.type, v) for c in out for v in spec.values()]
             if sub is not None and _load(self.default_config(sub)):   # persistent grids first (64 are ranked)
                 d = self._row_default(sub)
-                out = [d.with_knob(KC, kc).with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b)
-                       .with_knob(K.CUDNN_KNOB_TYPE_TILE_ROWS, r).with_knob(KS, st)
-                       for kc, b, r, st in FWD_SUB_VARIANTS] + \
+                z = d.with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 0).with_knob(K.CUDNN_KNOB_TYPE_TILE_ROWS, 0)
+                out = [z.with_knob(KC, kc) for kc in npipe.FWD_PIPE_KCFG] + \
+                    [d.with_knob(KC, kc).with_knob(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, b)
+                     .with_knob(K.CUDNN_KNOB_TYPE_TILE_ROWS, r).with_knob(KS, st)
+                     for kc, b, r, st in FWD_SUB_VARIANTS] + \
                     [d.with_knob(KW, w).with_knob(KS, st) for st in (0, 2) for w in FWD_PERSIST_CTAS] + out
             return [c for c in dict.fromkeys(out) if self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
         base = super().default_config(sub)

@@ -35,9 +35,11 @@ the rows, one barrier) into the first ``n`` (``2 n``) floats of shared memory an
 A version fetching each row with one bulk (TMA) copy completed by an mbarrier was tried and stalled the H200, so
 it was removed.
 
-Status: no engine uses this kernel. On the H200 at 8192 x 1024 (2026-12-01, tools/probe_norm_pipe.py) it tied
-the engine's sub-block default and cuDNN: layer norm 0.0217-0.0220 ms, RMS norm 0.0210-0.0214, against
-cudnn-frontend's 0.0216 / 0.0212 and a torch copy of the same bytes at 0.0214 / 0.0212 in the same process.
+Used by engine "norm_rows" as forward KERNEL_CFG 20..27 (:mod:`ncudnn.engines.norm_rows_pipe`; 20, 4 warps x 4
+stages x 3 blocks an SM, scale / bias in registers, evict-first: the default for FP32 rows of 1024). On the H200
+at 8192 x 1024 (2026-12-01, session 8, tools/probe_norm_sweep.py, 8 alternating rounds in one process): that
+geometry ran layer norm in 0.0211 ms and RMS norm in 0.0207 against cudnn-frontend's 0.0217 / 0.0214 (faster in
+every round) and a torch copy of the same bytes at 0.0212; without the L2 policy (0.0215 / 0.0213) it tied cuDNN.
 
 Dynamic shared memory: :func:`pipe_shared_bytes`; above 48 KB it needs the opt-in attribute
 (:meth:`ncudnn.kernels.launch.CompiledKernel.prepare` sets it).
@@ -252,7 +254,9 @@ COMPILE_CASES = ((1024, 8, 2, 2, True, True, "shift", "smem", False, None),
                  (1024, 4, 4, 3, True, True, "shift", "regs", False, None),
                  (1024, 8, 2, 3, False, False, "shift", "smem", False, None),
                  (512, 8, 4, 3, True, True, "shift", "smem", False, None),
-                 (1024, 4, 4, 3, True, True, "shift", "smem", False, "evict_first"))
+                 (1024, 4, 4, 3, True, True, "shift", "smem", False, "evict_first"),
+                 (1024, 4, 4, 3, True, True, "shift", "regs", False, "evict_first"),    # the engine's default
+                 (1024, 4, 4, 3, False, False, "shift", "regs", False, "evict_first"))
 
 
 def _register_compile_cases():

@@ -62,11 +62,14 @@ def _first(mode, dims, **kw):
 
 @pytest.mark.parametrize("mode", [NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM], ids=["layer", "rms"])
 def test_default_is_the_measured_vector_config(mode):
-    """The heuristic's first config (no kernel runs: the shapes are the H200 benchmark's). Rows of 512..1024 FP32
-    columns take the sub-block kernel at 128 threads a row (norm_rows.FWD_SUB_DEFAULT), shorter RMS rows a warp a row,
-    4 rows a block."""
+    """The heuristic's first config (no kernel runs: the shapes are the H200 benchmark's). 8192 rows of 1024 FP32
+    columns take the pipelined kernel (norm_rows_pipe.FWD_PIPE_DEFAULT: its KERNEL_CFG names the geometry, the
+    other knobs 0); fewer rows and rows of 512 the sub-block kernel at 128 threads a row (norm_rows.FWD_SUB_DEFAULT),
+    shorter RMS rows a warp a row, 4 rows a block."""
     rms = mode == NM.CUDNN_RMS_NORM
-    assert _first(mode, (8192, 1024)) == ("norm_rows", (128, 1, 16))
+    assert _first(mode, (8192, 1024)) == ("norm_rows", (0, 0, 16))
+    assert _first(mode, (16, 1024)) == ("norm_rows", (128, 1, 16))
+    assert _first(mode, (8192, 512)) == ("norm_rows", (128, 1, 16))
     assert _first(mode, (8192, 2048)) == ("norm_rows", (128, 0, 16))
     assert _first(mode, (8192, 4096)) == ("norm_rows", (256, 0, 16))
     assert _first(mode, (64, 8, 16)) == ("norm_rows", (32, 4, 16) if rms else (32, 0, 16))   # 128 floats: warp per row
@@ -94,12 +97,14 @@ def test_default_runs_the_vector_kernel(rng, mode, dims, threads):
     # off by 7e-8 failed the 1e-5 bound)
     ec = api.get_heuristics(g)[0]
     plan = _execute(g, rng, positive=("X",), ec=ec)
-    # rows of 512..1024 FP32 columns: the sub-block kernel (norm_rows.FWD_SUB_DEFAULT: 128 threads a row, the L2
-    # evict-first policy); longer rows the row kernel
-    sub = ec.config.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0) > 0
+    # 8192 rows of 1024 FP32 columns: the pipelined kernel (4 warps a block); rows of 512..1024 columns otherwise the
+    # sub-block kernel (norm_rows.FWD_SUB_DEFAULT: 128 threads a row, the L2 evict-first policy); longer rows the row
+    # kernel
+    kc = ec.config.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0)
     if dims[1] > 1024:
-        assert not sub
+        assert not kc
     elif dims == (8192, 1024):
-        assert sub
-    assert plan.parts[0].steps[0].key.startswith("norm_rows_fwd_sub:" if sub else "norm_rows_fwd_vec:")
+        assert kc == 20
+    kind = "norm_rows_fwd_pipe:" if kc >= 20 else "norm_rows_fwd_sub:" if kc else "norm_rows_fwd_vec:"
+    assert plan.parts[0].steps[0].key.startswith(kind)
     assert plan.parts[0].steps[0].block == threads

@@ -1,0 +1,99 @@
+"""Engine "norm_rows", forward KERNEL_CFG 20..27: the persistent ``cp.async``-pipelined row kernel
+(:mod:`ncudnn.kernels.norm_row_fwd_pipe`) for layer / RMS norm rows of 128..1024 FP32 columns.
+
+A grid of SMs x ``bps`` blocks of ``warps`` warps; each warp streams whole rows through a ring of ``stages``
+rows in shared memory (the next rows' copies in flight while it normalizes this one). The KERNEL_CFG value
+names the whole geometry (:data:`FWD_PIPE_KCFG`); BLOCK_SIZE, TILE_ROWS, CTA_COUNT and STAGES stay 0,
+LOAD_SIZE is 16.
+
+Where it applies (:func:`pipe_reason`): FP32 X, Y, SCALE, BIAS and statistics, rows of n % 128 == 0 and
+n <= 1024 elements packed and 16-byte aligned, no pointwise epilogue, and the block's shared memory fits
+``bps`` blocks an SM.
+
+Default (:data:`FWD_PIPE_DEFAULT`, taken before the sub-block default): KERNEL_CFG 20 (4 warps, 4 stages,
+3 blocks an SM, scale / bias in registers, the L2 evict-first policy on x's copies and y's stores) for
+rows of 1024 columns when every warp of the grid gets at least two rows. Measured on the H200
+(2026-12-01, session 8, tools/probe_norm_sweep.py: 8 alternating rounds in one process, L2 flushed before
+each run) at 8192 x 1024: layer norm 0.0211 ms, RMS norm 0.0207, against cudnn-frontend's 0.0217 / 0.0214
+(per-round ratios 1.018-1.036x / 1.025-1.041x), a torch copy of the same bytes 0.0212, and the sub-block
+default before it 0.0218 / 0.0217.
+"""
+import math
+
+from ..kernels import norm_row_fwd_pipe as kp
+from ..kernels import primitives as kprim
+from ..types import cudnnBackendKnobType_t
+from .membound_common import Step, kdtype, src_key, tensor_bytes
+
+K = cudnnBackendKnobType_t
+KC = K.CUDNN_KNOB_TYPE_KERNEL_CFG
+#: KERNEL_CFG -> (warps a block, stages a warp, blocks an SM, statistics, scale / bias home, L2 policy)
+FWD_PIPE_KCFG = {20: (4, 4, 3, "shift", "regs", "evict_first"), 21: (4, 4, 3, "shift", "smem", "evict_first"),
+                 22: (4, 4, 3, "shift", "smem", None), 23: (4, 4, 3, "two", "smem", "evict_first"),
+                 24: (2, 6, 4, "shift", "smem", "evict_first"), 25: (4, 3, 4, "shift", "smem", "evict_first"),
+                 26: (2, 8, 3, "shift", "smem", "evict_first"), 27: (8, 2, 2, "shift", "smem", "evict_first")}
+#: (smallest, largest row length, KERNEL_CFG) of the default; a row must also give each warp of the grid two rows
+FWD_PIPE_DEFAULT = ((1024, 1024, 20),)
+#: knobs that must be 0 with a pipe KERNEL_CFG (the value names the geometry)
+_ZERO = (K.CUDNN_KNOB_TYPE_BLOCK_SIZE, K.CUDNN_KNOB_TYPE_TILE_ROWS, K.CUDNN_KNOB_TYPE_CTA_COUNT,
+         K.CUDNN_KNOB_TYPE_STAGES)
+
+
+def is_pipe(cfg):
+    return cfg.get(KC, 0) in FWD_PIPE_KCFG
+
+
+def _geometry(cfg):
+    return FWD_PIPE_KCFG[cfg.get(KC, 0)]
+
+
+def pipe_reason(sub, cfg, vec):
+    """Why a pipe config cannot run this forward (None: it can); ``vec`` is the forward's 16-byte vector width
+    (0: the layout or alignment allows none)."""
+    node = sub.anchor
+    if any(cfg.get(k, 0) for k in _ZERO) or cfg.get(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 0) != 16:
+        return f"forward KERNEL_CFG {cfg.get(KC)} (the pipelined kernel) takes LOAD_SIZE 16 and BLOCK_SIZE, " \
+            "TILE_ROWS, CTA_COUNT, STAGES 0 (the KERNEL_CFG value names its geometry)"
+    x = node.inputs["X"]
+    n = math.prod(x.dims[1:])
+    ts = [x, node.inputs["SCALE"], node.inputs.get("BIAS"), node.outputs["Y"], node.outputs.get("MEAN"),
+          node.outputs.get("INV_VARIANCE")]
+    if vec != 4 or any(t is not None and kdtype(t) != "float32" for t in ts):
+        return f"forward KERNEL_CFG {cfg.get(KC)} (the pipelined kernel) needs FP32 X, Y, SCALE, BIAS and " \
+            "statistics, packed rows and 16-byte alignment"
+    if n % 128 or n > kp.N_MAX:
+        return f"forward KERNEL_CFG {cfg.get(KC)} (the pipelined kernel) needs rows of a multiple of 128 and at " \
+            f"most {kp.N_MAX} elements (this row: {n})"
+    if sub.epilogue:
+        return f"forward KERNEL_CFG {cfg.get(KC)} (the pipelined kernel) takes no pointwise epilogue"
+    warps, stages, bps, _, params, _ = _geometry(cfg)
+    if not kp.pipe_fits(n, warps, stages, bps, node.inputs.get("BIAS") is not None, params):
+        return f"forward KERNEL_CFG {cfg.get(KC)}: {bps} blocks of {warps} warps x {stages} rows of {n} floats do " \
+            "not fit an SM's shared memory"
+    return None
+
+
+def pipe_default(sub, vec):
+    """KERNEL_CFG of the default pipe config for this forward (0: none applies)."""
+    x = sub.anchor.inputs["X"]
+    n, rows = math.prod(x.dims[1:]), x.dims[0]
+    for lo, hi, kc in FWD_PIPE_DEFAULT:
+        warps, _, bps, *_ = FWD_PIPE_KCFG[kc]
+        probe = {KC: kc, K.CUDNN_KNOB_TYPE_LOAD_SIZE: 16}
+        if lo <= n <= hi and rows >= 2 * kprim.sm_count() * bps * warps and pipe_reason(sub, probe, vec) is None:
+            return kc
+    return 0
+
+
+def pipe_step(sub, cfg, args, rms, has_bias, write, eps_dt):
+    """The launch of a pipe config; ``args`` as the other forward kernels take them (x, scale, bias, y, mean,
+    inv, eps, rows)."""
+    node = sub.anchor
+    x, y = node.inputs["X"], node.outputs["Y"]
+    n = math.prod(x.dims[1:])
+    warps, stages, bps, stats, params, hint = _geometry(cfg)
+    fargs = (n, warps, stages, not rms, has_bias, write, "float32", "float32", "float32", "float32", eps_dt, stats,
+             params, False, bps, hint)
+    grid, block, shared = kp.pipe_geometry(n, warps, stages, bps, kprim.sm_count(), has_bias, params)
+    return Step("norm_rows_fwd_pipe:" + src_key(fargs), lambda: kp.row_fwd_pipe_kernel(*fargs)[0], grid, block,
+                args, shared=shared, nbytes=tensor_bytes(x, y, node.inputs["SCALE"], node.inputs.get("BIAS")))
