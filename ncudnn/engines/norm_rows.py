@@ -23,7 +23,7 @@ looping over the rows; STAGES 2 then loads the next row before this row's statis
 1..12: the sub-block kernel (:mod:`ncudnn.kernels.norm_row_fwd_sub`: BLOCK_SIZE threads a row, TILE_ROWS rows a
 block, STAGES 1 scale / bias loaded before the reductions; see FWD_SUB_KCFG; made the default by
 FWD_SUB_DEFAULT); forward KERNEL_CFG 20..27: the persistent cp.async-pipelined kernel (:mod:`.norm_rows_pipe`,
-the default for FP32 rows of 1024 columns and enough rows). Fused backward
+the default for FP32 rows of 512..1024 columns and enough rows). Fused backward
 (KERNEL_CFG 1): BLOCK_SIZE threads, TILE_ROWS rows a loop step, CTA_COUNT blocks per SM, STAGES 2 (the
 next row group's loads issued before this group's reductions) or 1 (0 each: the kernel layer's choice,
 :func:`ncudnn.kernels.norm_row_bwd.fused_config`), LOAD_SIZE 16 for 16-byte accesses (rows dividing
@@ -241,7 +241,9 @@ FWD_SUB_VARIANTS = ((1, 32, 4, 0), (2, 32, 4, 0), (1, 32, 4, 1), (3, 32, 4, 0), 
 #: the sub-block forward as the default config: entries ((max vectors a row, (KERNEL_CFG, BLOCK_SIZE, TILE_ROWS,
 #: STAGES)[, "layer" | "rms"[, min vectors a row]]), ...); the first entry whose bounds hold the row's 16-byte vector count,
 #: whose mode (when given) matches and that :func:`_sub_reason` accepts replaces :func:`preferred_knobs`' config
-#: (empty: the row kernel stays the default). Rows of 512-1024 FP32 columns, layer and RMS norm: 128 threads a row,
+#: (empty: the row kernel stays the default). The pipelined kernel's default (:data:`.norm_rows_pipe.FWD_PIPE_DEFAULT`)
+#: comes first where it applies (FP32 rows of 512..1024 columns, two rows a warp of its grid; session 8: faster
+#: than this one and than cuDNN at 8192x1024 and 8192x512). Rows of 512-1024 FP32 columns, layer and RMS norm: 128 threads a row,
 #: one row a block, scale / bias loaded early, x loaded and y stored with the L2 evict-first policy (KERNEL_CFG 16).
 #: On the H200 at 8192x1024, 2026-12-01 (session 7): in one process of tools/probe_norm_rows.py (l2_ln l2_rms, twice)
 #: LN 0.0211 / 0.0212 ms against 0.0218 / 0.0220 without the policies and 0.0218 / 0.0221 for cudnn-frontend, RMS

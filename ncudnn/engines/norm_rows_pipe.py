@@ -10,13 +10,17 @@ Where it applies (:func:`pipe_reason`): FP32 X, Y, SCALE, BIAS and statistics, r
 n <= 1024 elements packed and 16-byte aligned, no pointwise epilogue, and the block's shared memory fits
 ``bps`` blocks an SM.
 
-Default (:data:`FWD_PIPE_DEFAULT`, taken before the sub-block default): KERNEL_CFG 20 (4 warps, 4 stages,
-3 blocks an SM, scale / bias in registers, the L2 evict-first policy on x's copies and y's stores) for
-rows of 1024 columns when every warp of the grid gets at least two rows. Measured on the H200
-(2026-12-01, session 8, tools/probe_norm_sweep.py: 8 alternating rounds in one process, L2 flushed before
-each run) at 8192 x 1024: layer norm 0.0211 ms, RMS norm 0.0207, against cudnn-frontend's 0.0217 / 0.0214
-(per-round ratios 1.018-1.036x / 1.025-1.041x), a torch copy of the same bytes 0.0212, and the sub-block
-default before it 0.0218 / 0.0217.
+Default (:data:`FWD_PIPE_DEFAULT`, taken before the sub-block default) when every warp of the grid gets at
+least two rows: 4 warps, 4 stages, 3 blocks an SM, the L2 evict-first policy on x's copies and y's stores,
+scale / bias in registers for rows of 1024 columns (KERNEL_CFG 20), in shared memory for 512..1023 (21).
+Measured on the H200 (2026-12-01, session 8, tools/probe_norm_sweep.py: 8 alternating rounds in one process,
+L2 flushed before each run; cuDNN through cudnn-frontend):
+
+- 8192 x 1024: KERNEL_CFG 20 layer norm 0.0211 ms, RMS norm 0.0207, against cuDNN's 0.0217 / 0.0214 (per-round
+  ratios 1.018-1.036x / 1.025-1.041x), a torch copy of the same bytes 0.0212, and the sub-block default before it
+  0.0218 / 0.0217;
+- 8192 x 512: KERNEL_CFG 21 0.0132 / 0.0129 ms against cuDNN's 0.0132 / 0.0130 (median ratios 1.009x / 1.002x;
+  KERNEL_CFG 20 0.995x / 0.991x), the sub-block default before it 0.0149 / 0.0138 (0.886x / 0.938x).
 """
 import math
 
@@ -33,7 +37,7 @@ FWD_PIPE_KCFG = {20: (4, 4, 3, "shift", "regs", "evict_first"), 21: (4, 4, 3, "s
                  24: (2, 6, 4, "shift", "smem", "evict_first"), 25: (4, 3, 4, "shift", "smem", "evict_first"),
                  26: (2, 8, 3, "shift", "smem", "evict_first"), 27: (8, 2, 2, "shift", "smem", "evict_first")}
 #: (smallest, largest row length, KERNEL_CFG) of the default; a row must also give each warp of the grid two rows
-FWD_PIPE_DEFAULT = ((1024, 1024, 20),)
+FWD_PIPE_DEFAULT = ((512, 1023, 21), (1024, 1024, 20))
 #: knobs that must be 0 with a pipe KERNEL_CFG (the value names the geometry)
 _ZERO = (K.CUDNN_KNOB_TYPE_BLOCK_SIZE, K.CUDNN_KNOB_TYPE_TILE_ROWS, K.CUDNN_KNOB_TYPE_CTA_COUNT,
          K.CUDNN_KNOB_TYPE_STAGES)

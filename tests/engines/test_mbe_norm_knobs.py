@@ -62,14 +62,15 @@ def _first(mode, dims, **kw):
 
 @pytest.mark.parametrize("mode", [NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM], ids=["layer", "rms"])
 def test_default_is_the_measured_vector_config(mode):
-    """The heuristic's first config (no kernel runs: the shapes are the H200 benchmark's). 8192 rows of 1024 FP32
+    """The heuristic's first config (no kernel runs: the shapes are the H200 benchmark's). 8192 rows of 512..1024 FP32
     columns take the pipelined kernel (norm_rows_pipe.FWD_PIPE_DEFAULT: its KERNEL_CFG names the geometry, the
-    other knobs 0); fewer rows and rows of 512 the sub-block kernel at 128 threads a row (norm_rows.FWD_SUB_DEFAULT),
-    shorter RMS rows a warp a row, 4 rows a block."""
+    other knobs 0); fewer rows the sub-block kernel at 128 threads a row (norm_rows.FWD_SUB_DEFAULT), shorter RMS
+    rows a warp a row, 4 rows a block."""
     rms = mode == NM.CUDNN_RMS_NORM
     assert _first(mode, (8192, 1024)) == ("norm_rows", (0, 0, 16))
     assert _first(mode, (16, 1024)) == ("norm_rows", (128, 1, 16))
-    assert _first(mode, (8192, 512)) == ("norm_rows", (128, 1, 16))
+    assert _first(mode, (8192, 512)) == ("norm_rows", (0, 0, 16))
+    assert _first(mode, (16, 512)) == ("norm_rows", (128, 1, 16))
     assert _first(mode, (8192, 2048)) == ("norm_rows", (128, 0, 16))
     assert _first(mode, (8192, 4096)) == ("norm_rows", (256, 0, 16))
     assert _first(mode, (64, 8, 16)) == ("norm_rows", (32, 4, 16) if rms else (32, 0, 16))   # 128 floats: warp per row

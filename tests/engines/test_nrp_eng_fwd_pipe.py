@@ -42,8 +42,8 @@ def test_nrp_eng_pipe_inference(rng, mode):
 
 
 def test_nrp_eng_pipe_default():
-    """KERNEL_CFG 20 is the first config for FP32 rows of 1024 with two rows a warp of the grid (2 x SMs x 3 x 4),
-    the sub-block default with fewer rows, other lengths or 16-bit data."""
+    """KERNEL_CFG 20 (21) is the first config for FP32 rows of 1024 (512..1023) with two rows a warp of the grid
+    (2 x SMs x 3 x 4), the sub-block default with fewer rows, shorter rows or 16-bit data."""
     def first(mode, dims, dtype=DT.CUDNN_DATA_FLOAT):
         c = api.get_heuristics(fwd_graph(mode, dims=dims, dtype=dtype))[0].config
         return c.get(KC), c.get(BS), c.get(TR), c.get(KS), c.get(KL)
@@ -53,7 +53,10 @@ def test_nrp_eng_pipe_default():
         assert first(mode, (enough, 1024)) == (20, 0, 0, 0, 16)
         assert first(mode, (8192, 4, 256)) == (20, 0, 0, 0, 16)
         assert first(mode, (enough - 1, 1024)) == (16, 128, 1, 1, 16)
-        assert first(mode, (enough, 512))[0] == 16
+        assert first(mode, (enough, 512)) == (21, 0, 0, 0, 16)
+        assert first(mode, (enough, 8, 96)) == (21, 0, 0, 0, 16)
+        assert first(mode, (enough, 384))[0] not in (20, 21)
+        assert first(mode, (enough - 1, 512))[0] == 16
         assert first(mode, (enough, 1024), DT.CUDNN_DATA_BFLOAT16)[0] != 20
         assert first(mode, (enough, 4096))[0] == 0
 
