@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # One H200, one call (session 7 final call A): the whole suite at real shapes (PAR 15, cut at SUITE_TIMEOUT; done.txt lets
 # call B finish the rest) with compute-sanitizer on the new kernels' tests beside it
-OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && touch /tmp/site/.installed
-export PYTHONPATH=/tmp/site:$PWD NUMBA_ENABLE_CUDASIM=0 PYTHONUNBUFFERED=1 NCUDNN_CACHE_DIR=$PWD/.kcache
-[ -f .gpustate/commit ] && export NCUDNN_GIT_COMMIT=$(cat .gpustate/commit)
-mkdir -p .kcache && tar xzf .gpustate/kcache.tgz -C .kcache 2>/dev/null
+source "$(dirname "$0")/gpu_env.sh"
 W=/tmp/f7; mkdir -p $W
 (OUT=$W/san PAR=3 SUITE_TIMEOUT=${SAN_TIMEOUT:-420} SANITIZER_TIMEOUT=300 SANITIZER_TESTS="${SAN_TESTS:-tests/engines/test_bnp_persist.py tests/kernels/test_gsync_barrier.py}" bash tools/gpu_par_sanitize.sh > /dev/null 2>&1) &
 OUT=$W/suite PAR=${PAR:-15} SUITE_TIMEOUT=${SUITE_TIMEOUT:-480} FILE_TIMEOUT=300 TIMEOUT_ARG=--timeout=240 bash tools/gpu_par_tests.sh > /dev/null 2>&1

@@ -1,13 +1,7 @@
 #!/usr/bin/env bash
 # One H200 (session 8, final call A): the LN / RMS forward variants at 8192x512 against cuDNN (tools/probe_norm_sweep.py),
 # the memory-bound benchmark rows, then the bench's 8192x1024 LN / RMS and NHWC BN backward in alternating rounds
-OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && touch /tmp/site/.installed
-export PYTHONPATH=/tmp/site:$PWD NUMBA_ENABLE_CUDASIM=0 PYTHONUNBUFFERED=1 NCUDNN_CACHE_DIR=$PWD/.kcache
-[ -f .gpustate/commit ] && export NCUDNN_GIT_COMMIT=$(cat .gpustate/commit)
-mkdir -p .kcache && tar xzf .gpustate/kcache.tgz -C .kcache 2>/dev/null
-run() { t0=$SECONDS; timeout $2 bash -c "$3" > $OUT/$1.txt 2>&1; echo "$1 rc $? $((SECONDS-t0)) s" >> $OUT/summary.txt; }
+source "$(dirname "$0")/gpu_env.sh"
 run sweep512 120 "python3 tools/probe_norm_sweep.py --cols 512 --rounds 8 --only fe,ncudnn,copy,sub128-ee,sub128-en,pipe-w4s4b3-regs-ef,pipe-w4s4b3-ef,pipe-w4s3b4-ef,pipe-w2s8b3-ef"
 WHAT=shard SHARD=0/1 NAME=mb ARGS='--filter norm/,softmax/,pool/,pointwise/,reduce/' MIN=2.5 SLACK=20 \
   bash tools/bench_run.sh >> "$OUT/summary.txt"

@@ -84,20 +84,15 @@ def _prepare(op, rows, cols, names, torch):
     for name in names:
         t0 = time.time()
         try:
-            if name == "fe":
-                p = ref_runners.fe_impls(c, inputs)[0].prepare()
+            if name in ("fe", "ncudnn"):     # the bench's own implementations, prepared as it does
+                impls = ref_runners.fe_impls(c, inputs) if name == "fe" else ncudnn_runners.impls(c, inputs, True)
+                p = [i for i in impls if name == "fe" or i.name == "ncudnn"][0].prepare()
                 p.fn()
                 torch.cuda.synchronize()
                 got = p.result()
                 fns[name] = p.fn
-                notes[name] = f"relerr {_relerr({r: got[r] for r in roles if r in got}, want):.1e}"
-            elif name == "ncudnn":
-                p = [i for i in ncudnn_runners.impls(c, inputs, True) if i.name == "ncudnn"][0].prepare()
-                p.fn()
-                torch.cuda.synchronize()
-                got = p.result()
-                fns[name] = p.fn
-                notes[name] = f"relerr {_relerr({r: got[r] for r in roles if r in got}, want):.1e} {p.detail[:70]}"
+                notes[name] = f"relerr {_relerr({r: got[r] for r in roles if r in got}, want):.1e}" + \
+                    ("" if name == "fe" else f" {p.detail[:70]}")
             elif name == "copy":
                 yc = torch.empty_like(x)
                 fns[name] = lambda yc=yc: yc.copy_(x)
