@@ -633,9 +633,13 @@ class NormRowsEngine(Engine):
             x = sub.nodes[0].inputs["X"]
             return ("bwd", _bwd_dparams(sub), _bwd_vec(sub), math.prod(x.dims[1:]),
                     tuple(preferred_bwd_knobs(sub).items()))
-        n = math.prod(sub.anchor.inputs["X"].dims[1:])
-        return ("fwd", n, bool(_fwd_vec(sub)), preferred_knobs(sub), kdtype(sub.anchor.outputs["Y"]),
-                bool(sub.epilogue), tuple(_sub_default(sub).items()))
+        node = sub.anchor
+        n = math.prod(node.inputs["X"].dims[1:])
+        # every dtype keep() reads (the .cs loads: X; the pipelined kernel: all of them, statistics included)
+        dts = tuple(kdtype(t) if t is not None else None for t in (
+            node.inputs["X"], node.inputs["SCALE"], node.inputs.get("BIAS"), node.outputs["Y"],
+            node.outputs.get("MEAN"), node.outputs.get("INV_VARIANCE")))
+        return ("fwd", n, _fwd_vec(sub), preferred_knobs(sub), dts, bool(sub.epilogue), tuple(_sub_default(sub).items()))
 
     def _steps(self, sub, cfg):
         memo = sub.__dict__.setdefault("_norm_rows_steps", {})

@@ -77,3 +77,26 @@ def test_nrp_eng_pipe_refusals():
         assert int(st) != 0 and words in why, why
     assert not any(e.config.get(KC, 0) in FWD_PIPE_KCFG
                    for e in api.get_heuristics(fwd_graph(NM.CUDNN_LAYER_NORM, dims=(64, 2048))))
+
+
+def test_nrp_eng_pipe_candidates_follow_dtypes():
+    """Candidate lists are memoized per problem key: an FP16 X with FP32 Y (16-byte vectors of 4 too) must not reuse
+    the all-FP32 problem's list, which holds the pipelined configs."""
+    from ncudnn.engines import registry
+    from ncudnn.ir import NormFwd, OpGraph
+    from ncudnn.ir.partition import partition
+    from ncudnn.types import cudnnBackendNormFwdPhase_t as PH
+
+    import mb_util as U
+
+    eng = registry.get("norm_rows")
+    f32 = partition(fwd_graph(NM.CUDNN_RMS_NORM, dims=(64, 1024), bias=False))[0][0]
+    d = (64, 1024)
+    ins = {"X": U.t(1, d, DT.CUDNN_DATA_HALF, name="x"), "SCALE": U.t(2, (1, 1024), name="scale"),
+           "EPSILON": U.scalar(4, 1e-5)}
+    outs = {"Y": U.t(10, d, name="y"), "INV_VARIANCE": U.t(12, (64, 1), name="inv")}
+    mixed = partition(OpGraph([NormFwd("rms", ins, outs, mode=NM.CUDNN_RMS_NORM,
+                                       phase=PH.CUDNN_NORM_FWD_TRAINING)]).finalize())[0][0]
+    assert eng.candidates_key(f32) != eng.candidates_key(mixed)
+    assert any(c.get(KC, 0) in FWD_PIPE_KCFG for c in eng.candidates(f32, None))
+    assert not any(c.get(KC, 0) in FWD_PIPE_KCFG for c in eng.candidates(mixed, None))
