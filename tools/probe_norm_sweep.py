@@ -9,6 +9,10 @@ Every variant's outputs are checked against float64 first (relerr: worst of y / 
     python3 tools/probe_norm_sweep.py                     # LN + RMS, the default variant set, 8 rounds
     python3 tools/probe_norm_sweep.py --op rms --rounds 12 --only fe,sub128-ef,pipe-w4s4b3-ef
 
+``--consumer``: every norm implementation is timed together with a ``torch.sum`` of its own y right after it (what
+the next layer reading y finds in the L2: the evict-first y stores leave less of it there). Floor references are
+left out then.
+
 Floor references (bytes as the op's): ``copy`` a torch copy x -> y; ``read`` torch.sum(x) (32 MB read, a
 scalar written); ``write`` y.zero_() (32 MB written); ``empty`` a one-element fill (the launch alone).
 
@@ -64,7 +68,7 @@ def _prepare(op, rows, cols, names, torch):
     b = inputs["bias"].reshape(-1) if ln else w
     stream = torch.cuda.current_stream().cuda_stream
     sms = kprim.sm_count()
-    fns, notes = {}, {}
+    fns, notes, ys = {}, {}, {}
 
     def check(name, fn, outs):
         for o in outs.values():
@@ -73,7 +77,7 @@ def _prepare(op, rows, cols, names, torch):
         torch.cuda.synchronize()
         err = _relerr({r: outs[r] for r in roles if r in outs}, want)
         notes[name] = f"relerr {err:.1e}{'  BAD' if err > 1e-5 else ''}"
-        fns[name] = fn
+        fns[name], ys[name] = fn, outs["y"]
 
     y = torch.empty_like(x)
     mean, inv = torch.empty(rows, device="cuda"), torch.empty(rows, device="cuda")
@@ -90,7 +94,7 @@ def _prepare(op, rows, cols, names, torch):
                 p.fn()
                 torch.cuda.synchronize()
                 got = p.result()
-                fns[name] = p.fn
+                fns[name], ys[name] = p.fn, got["y"]
                 notes[name] = f"relerr {_relerr({r: got[r] for r in roles if r in got}, want):.1e}" + \
                     ("" if name == "fe" else f" {p.detail[:70]}")
             elif name == "copy":
@@ -133,17 +137,21 @@ def _prepare(op, rows, cols, names, torch):
             print(f"  {name}: ERROR {type(e).__name__}: {str(e)[:200]}", flush=True)
             fns.pop(name, None)
     nbytes = 2 * rows * cols * 4 + (len(roles) - 1) * rows * 4
-    return fns, notes, nbytes
+    return fns, notes, nbytes, ys
 
 
-def run(op, rows, cols, names, rounds, budget, torch):
+def run(op, rows, cols, names, rounds, budget, torch, consumer=False):
     from bench.timing import TorchClock, measure
 
     clock = TorchClock()
-    fns, notes, nbytes = _prepare(op, rows, cols, names, torch)
+    fns, notes, nbytes, ys = _prepare(op, rows, cols, names, torch)
+    if consumer:     # the norm, then a sum reading its y (bytes: the norm's plus y once more)
+        fns = {n: (lambda f=f, y=ys[n]: (f(), torch.sum(y))) for n, f in fns.items() if n in ys}
+        nbytes += rows * cols * 4
     order = [n for n in names if n in fns]
     per = {n: [] for n in order}
-    print(f"== {'LayerNorm' if op == 'ln' else 'RMSNorm'} fwd training FP32 {rows}x{cols} "
+    print(f"== {'LayerNorm' if op == 'ln' else 'RMSNorm'} fwd training FP32 {rows}x{cols}"
+          f"{', then torch.sum(y)' if consumer else ''} "
           f"({nbytes / 1e6:.1f} MB): {len(order)} implementations, {rounds} rounds", flush=True)
     for r in range(rounds):
         for n in (order if r % 2 == 0 else order[::-1]):
@@ -168,6 +176,7 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--budget", type=float, default=0.03, help="timed seconds an implementation a round")
     ap.add_argument("--only", default="", help="comma-separated implementation names (default: all)")
+    ap.add_argument("--consumer", action="store_true", help="time each norm with a torch.sum of its y after it")
     args = ap.parse_args(argv)
     import torch
 
@@ -175,7 +184,7 @@ def main(argv=None):
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}",
           flush=True)
     for op in args.op.split(","):
-        run(op, args.rows, args.cols, names, args.rounds, args.budget, torch)
+        run(op, args.rows, args.cols, names, args.rounds, args.budget, torch, args.consumer)
 
 
 if __name__ == "__main__":
