@@ -18,7 +18,7 @@ scalar written); ``write`` y.zero_() (32 MB written); ``empty`` a one-element fi
 
 Variant names: ``sub<threads a row>[r<rows a block>][t<rows a thread>]-<x policy><y policy>`` the sub-block
 kernel (ncudnn.kernels.norm_row_fwd_sub; e = evict_first, n = none), ``pipe-w<warps>s<stages>b<blocks an
-SM>[-regs][-two]-ef|-nn`` the persistent cp.async kernel (ncudnn.kernels.norm_row_fwd_pipe).
+SM>[-regs][-two]-ef|-en|-nn`` the persistent cp.async kernel (ef: evict-first x copies and y stores, en: x only) (ncudnn.kernels.norm_row_fwd_pipe).
 """
 import argparse
 import os
@@ -37,8 +37,11 @@ SUB = {"sub128-ee": (128, 1, 1, "e", "e"), "sub128-nn": (128, 1, 1, "n", "n"), "
        "sub128t2-ee": (128, 1, 2, "e", "e"), "sub128t2-nn": (128, 1, 2, "n", "n"), "sub256-ee": (256, 1, 1, "e", "e"),
        "sub128r2-ee": (128, 2, 1, "e", "e"), "sub64r2-ee": (64, 2, 1, "e", "e"), "sub32r4-ee": (32, 4, 1, "e", "e"),
        "sub32r4-nn": (32, 4, 1, "n", "n")}
-#: pipe variants: name -> (warps, stages, blocks an SM, stats, params, L2 policy)
+#: pipe variants: name -> (warps, stages, blocks an SM, stats, params, L2 policy[, policy on y's stores too])
 PIPE = {"pipe-w4s4b3-nn": (4, 4, 3, "shift", "smem", None), "pipe-w4s4b3-ef": (4, 4, 3, "shift", "smem", "evict_first"),
+        "pipe-w4s4b3-regs-nn": (4, 4, 3, "shift", "regs", None),
+        "pipe-w4s4b3-en": (4, 4, 3, "shift", "smem", "evict_first", False),
+        "pipe-w4s4b3-regs-en": (4, 4, 3, "shift", "regs", "evict_first", False),
         "pipe-w4s4b3-regs-ef": (4, 4, 3, "shift", "regs", "evict_first"),
         "pipe-w4s3b4-ef": (4, 3, 4, "shift", "smem", "evict_first"),
         "pipe-w2s8b3-ef": (2, 8, 3, "shift", "smem", "evict_first"),
@@ -118,12 +121,12 @@ def _prepare(op, rows, cols, names, torch):
                 check(name, lambda pl=pl: pl.run(None, stream), outs)
                 notes[name] += f" regs {k.attrs.get('regs', '?')} local {k.attrs.get('local', '?')}"
             elif name in PIPE:
-                warps, stages, bps, stats, params, hint = PIPE[name]
+                warps, stages, bps, stats, params, hint, *hint_y = PIPE[name]
                 if not kp.pipe_fits(cols, warps, stages, bps, ln, params):
                     print(f"  {name}: does not fit {bps} blocks an SM", flush=True)
                     continue
                 disp, _ = kp.row_fwd_pipe_kernel(cols, warps, stages, ln, ln, True, stats=stats, params=params,
-                                                 bps=bps, hint=hint)
+                                                 bps=bps, hint=hint, hint_y=hint_y[0] if hint_y else True)
                 k = CompiledKernel(disp, sig)
                 grid, block, shared = kp.pipe_geometry(cols, warps, stages, bps, sms, ln, params)
                 pl = k.prepare(grid, block, args, shared)

@@ -30,7 +30,9 @@ the rows, one barrier) into the first ``n`` (``2 n``) floats of shared memory an
 ``"regs"`` loaded once into registers (VPT x 4 floats each a lane).
 
 ``hint``: an L2 eviction policy (:data:`ncudnn.kernels.l2hint.POLICIES`, e.g. ``"evict_first"``) on x's copies
-(:func:`ncudnn.kernels.l2hint.cp16_l2`) and y's stores.
+(:func:`ncudnn.kernels.l2hint.cp16_l2`) and, with ``hint_y`` (the default), y's stores. Evict-first y stores make
+the kernel alone faster after an L2 flush but leave less of y in the L2 for the next kernel reading it (on the
+H200 a torch.sum of y right after took ~5 us longer): ``hint_y=False`` keeps y's stores plain.
 
 A version fetching each row with one bulk (TMA) copy completed by an mbarrier was tried and stalled the H200, so
 it was removed.
@@ -202,13 +204,13 @@ def _source(n, W, S, center, has_bias, write_stats, eps_array, stats, params, cs
 @functools.lru_cache(maxsize=None)
 def row_fwd_pipe_kernel(n, warps, stages, center, has_bias, write_stats, x_dt="float32", p_dt="float32",
                         y_dt="float32", s_dt="float32", eps_dt=None, stats="shift", params="smem", cs=False,
-                        bps=None, hint=None):
+                        bps=None, hint=None, hint_y=True):
     """The kernel of the module docstring: arguments ``(x, scale, bias, y, s_mean, s_inv, eps, nrows)`` as
     :func:`.norm_row_fwd_sub.row_fwd_sub_kernel`'s (x / y rows of ``n`` float32, flat; eps a float, or a
     1-element array when ``eps_dt`` is given). Launch: grid any number of blocks (persistent: SMs x
     ``bps``), ``warps * 32`` threads, :func:`pipe_shared_bytes` dynamic shared memory. ``bps`` (blocks an
     SM the launch targets) caps the registers at 65536 / (threads * bps) on a GPU.
-    ``stats`` / ``params`` / ``cs`` / ``hint``: the module docstring's options. Needs n % 128 == 0, n <= 1024, float32 x / scale / bias / y / statistics
+    ``stats`` / ``params`` / ``cs`` / ``hint`` / ``hint_y``: the module docstring's options. Needs n % 128 == 0, n <= 1024, float32 x / scale / bias / y / statistics
     (other dtypes raise ValueError), every buffer 16-byte aligned. Returns (dispatcher, source)."""
     if n % 128 or not 0 < n <= N_MAX:
         raise ValueError(f"norm_row_fwd_pipe: rows of {n} elements (needs n % 128 == 0 and n <= {N_MAX})")
@@ -231,7 +233,7 @@ def row_fwd_pipe_kernel(n, warps, stages, center, has_bias, write_stats, x_dt="f
               cp_async_commit=cp_async_commit, cp_async_wait_group=cp_async_wait_group,
               cp_async_wait_all=cp_async_wait_all, ld_eps=loader(eps_dt or "float32"),
               cpx=cp16_l2(hint) if hint else cp_async_cg_16,
-              sty=st4_l2(hint) if hint else st4cs if cs else st4)
+              sty=st4_l2(hint) if hint and hint_y else st4cs if cs else st4)
     exec(compile(src, "<norm row-fwd-pipe>", "exec"), ns)
     opts = {}
     if bps and not simulator_enabled():
