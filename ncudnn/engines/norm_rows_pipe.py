@@ -1,4 +1,4 @@
-"""Engine "norm_rows", forward KERNEL_CFG 20..27: the persistent ``cp.async``-pipelined row kernel
+"""Engine "norm_rows", forward KERNEL_CFG 20..29: the persistent ``cp.async``-pipelined row kernel
 (:mod:`ncudnn.kernels.norm_row_fwd_pipe`) for layer / RMS norm rows of 128..1024 FP32 columns.
 
 A grid of SMs x ``bps`` blocks of ``warps`` warps; each warp streams whole rows through a ring of ``stages``
@@ -11,16 +11,17 @@ n <= 1024 elements packed and 16-byte aligned, no pointwise epilogue, and the bl
 ``bps`` blocks an SM.
 
 Default (:data:`FWD_PIPE_DEFAULT`, taken before the sub-block default) when every warp of the grid gets at
-least two rows: 4 warps, 4 stages, 3 blocks an SM, the L2 evict-first policy on x's copies and y's stores,
-scale / bias in registers for rows of 1024 columns (KERNEL_CFG 20), in shared memory for 512..1023 (21).
-Measured on the H200 (2026-12-01, session 8, tools/probe_norm_sweep.py: 8 alternating rounds in one process,
-L2 flushed before each run; cuDNN through cudnn-frontend):
+least two rows: KERNEL_CFG 28, 4 warps, 4 stages, 3 blocks an SM, scale / bias in shared memory, the L2
+evict-first policy on x's copies and y's stores plain. Measured on the H200 (2026-12-01, session 8,
+tools/probe_norm_sweep.py: 8 alternating rounds in one process, L2 flushed before each run; cuDNN through
+cudnn-frontend; ``--consumer``: each norm timed with a torch.sum of its y right after it):
 
-- 8192 x 1024: KERNEL_CFG 20 layer norm 0.0211 ms, RMS norm 0.0207, against cuDNN's 0.0217 / 0.0214 (per-round
-  ratios 1.018-1.036x / 1.025-1.041x), a torch copy of the same bytes 0.0212, and the sub-block default before it
-  0.0218 / 0.0217;
-- 8192 x 512: KERNEL_CFG 21 0.0132 / 0.0129 ms against cuDNN's 0.0132 / 0.0130 (median ratios 1.009x / 1.002x;
-  KERNEL_CFG 20 0.995x / 0.991x), the sub-block default before it 0.0149 / 0.0138 (0.886x / 0.938x).
+- 8192 x 1024 alone: layer norm 0.0212 ms, RMS norm 0.0208 against cuDNN's 0.0221 / 0.0216 (every round
+  1.036-1.049x / 1.033-1.050x); with the sum after it 1.028-1.034x. Evict-first y stores too (KERNEL_CFG 20 / 21)
+  were as fast alone (1.037x) but left y out of the L2: with the sum after them 0.88x. No policy (22): 1.021x /
+  1.014x alone, 1.015x with the sum.
+- 8192 x 512: 1.002x / 0.993x alone (per round 0.985-1.014x), 1.005x / 1.003x with the sum; the sub-block default
+  before it 0.881x / 0.933x.
 """
 import math
 
@@ -31,13 +32,16 @@ from .membound_common import Step, kdtype, src_key, tensor_bytes
 
 K = cudnnBackendKnobType_t
 KC = K.CUDNN_KNOB_TYPE_KERNEL_CFG
-#: KERNEL_CFG -> (warps a block, stages a warp, blocks an SM, statistics, scale / bias home, L2 policy)
-FWD_PIPE_KCFG = {20: (4, 4, 3, "shift", "regs", "evict_first"), 21: (4, 4, 3, "shift", "smem", "evict_first"),
-                 22: (4, 4, 3, "shift", "smem", None), 23: (4, 4, 3, "two", "smem", "evict_first"),
-                 24: (2, 6, 4, "shift", "smem", "evict_first"), 25: (4, 3, 4, "shift", "smem", "evict_first"),
-                 26: (2, 8, 3, "shift", "smem", "evict_first"), 27: (8, 2, 2, "shift", "smem", "evict_first")}
+EF = "evict_first"
+#: KERNEL_CFG -> (warps a block, stages a warp, blocks an SM, statistics, scale / bias home, L2 policy of x's copies,
+#: the same policy on y's stores too)
+FWD_PIPE_KCFG = {20: (4, 4, 3, "shift", "regs", EF, True), 21: (4, 4, 3, "shift", "smem", EF, True),
+                 22: (4, 4, 3, "shift", "smem", None, False), 23: (4, 4, 3, "two", "smem", EF, True),
+                 24: (2, 6, 4, "shift", "smem", EF, True), 25: (4, 3, 4, "shift", "smem", EF, True),
+                 26: (2, 8, 3, "shift", "smem", EF, True), 27: (8, 2, 2, "shift", "smem", EF, True),
+                 28: (4, 4, 3, "shift", "smem", EF, False), 29: (4, 4, 3, "shift", "regs", EF, False)}
 #: (smallest, largest row length, KERNEL_CFG) of the default; a row must also give each warp of the grid two rows
-FWD_PIPE_DEFAULT = ((512, 1023, 21), (1024, 1024, 20))
+FWD_PIPE_DEFAULT = ((512, 1024, 28),)
 #: knobs that must be 0 with a pipe KERNEL_CFG (the value names the geometry)
 _ZERO = (K.CUDNN_KNOB_TYPE_BLOCK_SIZE, K.CUDNN_KNOB_TYPE_TILE_ROWS, K.CUDNN_KNOB_TYPE_CTA_COUNT,
          K.CUDNN_KNOB_TYPE_STAGES)
@@ -70,7 +74,7 @@ def pipe_reason(sub, cfg, vec):
             f"most {kp.N_MAX} elements (this row: {n})"
     if sub.epilogue:
         return f"forward KERNEL_CFG {cfg.get(KC)} (the pipelined kernel) takes no pointwise epilogue"
-    warps, stages, bps, _, params, _ = _geometry(cfg)
+    warps, stages, bps, _, params, *_ = _geometry(cfg)
     if not kp.pipe_fits(n, warps, stages, bps, node.inputs.get("BIAS") is not None, params):
         return f"forward KERNEL_CFG {cfg.get(KC)}: {bps} blocks of {warps} warps x {stages} rows of {n} floats do " \
             "not fit an SM's shared memory"
@@ -95,9 +99,9 @@ def pipe_step(sub, cfg, args, rms, has_bias, write, eps_dt):
     node = sub.anchor
     x, y = node.inputs["X"], node.outputs["Y"]
     n = math.prod(x.dims[1:])
-    warps, stages, bps, stats, params, hint = _geometry(cfg)
+    warps, stages, bps, stats, params, hint, hint_y = _geometry(cfg)
     fargs = (n, warps, stages, not rms, has_bias, write, "float32", "float32", "float32", "float32", eps_dt, stats,
-             params, False, bps, hint)
+             params, False, bps, hint, hint_y)
     grid, block, shared = kp.pipe_geometry(n, warps, stages, bps, kprim.sm_count(), has_bias, params)
     return Step("norm_rows_fwd_pipe:" + src_key(fargs), lambda: kp.row_fwd_pipe_kernel(*fargs)[0], grid, block,
                 args, shared=shared, nbytes=tensor_bytes(x, y, node.inputs["SCALE"], node.inputs.get("BIAS")))

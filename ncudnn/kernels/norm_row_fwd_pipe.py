@@ -37,11 +37,12 @@ H200 a torch.sum of y right after took ~5 us longer): ``hint_y=False`` keeps y's
 A version fetching each row with one bulk (TMA) copy completed by an mbarrier was tried and stalled the H200, so
 it was removed.
 
-Used by engine "norm_rows" as forward KERNEL_CFG 20..27 (:mod:`ncudnn.engines.norm_rows_pipe`; 20, 4 warps x 4
-stages x 3 blocks an SM, scale / bias in registers, evict-first: the default for FP32 rows of 1024). On the H200
-at 8192 x 1024 (2026-12-01, session 8, tools/probe_norm_sweep.py, 8 alternating rounds in one process): that
-geometry ran layer norm in 0.0211 ms and RMS norm in 0.0207 against cudnn-frontend's 0.0217 / 0.0214 (faster in
-every round) and a torch copy of the same bytes at 0.0212; without the L2 policy (0.0215 / 0.0213) it tied cuDNN.
+Used by engine "norm_rows" as forward KERNEL_CFG 20..29 (:mod:`ncudnn.engines.norm_rows_pipe`; 28, 4 warps x 4
+stages x 3 blocks an SM, scale / bias in shared memory, x's copies evict-first, y's stores plain: the default for
+FP32 rows of 512..1024). On the H200 at 8192 x 1024 (2026-12-01, session 8, tools/probe_norm_sweep.py, 8
+alternating rounds in one process) it ran layer norm in 0.0212 ms and RMS norm in 0.0208 against
+cudnn-frontend's 0.0221 / 0.0216 (faster in every round) and a torch copy of the same bytes at 0.0211; without
+the L2 policy 1.021x / 1.014x cuDNN.
 
 Dynamic shared memory: :func:`pipe_shared_bytes`; above 48 KB it needs the opt-in attribute
 (:meth:`ncudnn.kernels.launch.CompiledKernel.prepare` sets it).
@@ -257,8 +258,10 @@ COMPILE_CASES = ((1024, 8, 2, 2, True, True, "shift", "smem", False, None),
                  (1024, 8, 2, 3, False, False, "shift", "smem", False, None),
                  (512, 8, 4, 3, True, True, "shift", "smem", False, None),
                  (1024, 4, 4, 3, True, True, "shift", "smem", False, "evict_first"),
-                 (1024, 4, 4, 3, True, True, "shift", "regs", False, "evict_first"),    # the engine's default
+                 (1024, 4, 4, 3, True, True, "shift", "regs", False, "evict_first"),
                  (1024, 4, 4, 3, False, False, "shift", "regs", False, "evict_first"))
+#: the engine's default (KERNEL_CFG 28: x's copies evict-first, y's stores plain), layer and RMS norm
+COMPILE_CASES_X_ONLY = ((1024, 4, 4, 3, True, True), (1024, 4, 4, 3, False, False), (512, 4, 4, 3, True, True))
 
 
 def _register_compile_cases():
@@ -271,6 +274,10 @@ def _register_compile_cases():
         register_compile_case(f"norm_row_pipe_{'ln' if center else 'rms'}_n{n}_w{w}_s{s}_b{bps}_{stats}_{params}"
                               f"{'_cs' if cs else ''}{'_' + hint if hint else ''}", k, signature(),
                               max_registers=65536 // (w * 32 * bps), max_local_bytes=0)
+    for n, w, s, bps, center, bias in COMPILE_CASES_X_ONLY:
+        k = row_fwd_pipe_kernel(n, w, s, center, bias, True, bps=bps, hint="evict_first", hint_y=False)[0]
+        register_compile_case(f"norm_row_pipe_{'ln' if center else 'rms'}_n{n}_w{w}_s{s}_b{bps}_x_evict_first", k,
+                              signature(), max_registers=65536 // (w * 32 * bps), max_local_bytes=0)
 
 
 _register_compile_cases()

@@ -87,9 +87,10 @@ def test_nrh_sub_pruned():
     def first(mode, dims, dtype=DT.CUDNN_DATA_FLOAT):
         c = api.get_heuristics(fwd_graph(mode, dims=dims, dtype=dtype))[0].config
         return c.get(KC), c.get(BS), c.get(TR), c.get(KS)
-    # the H200's fastest at 8192 x 1024 FP32: 128 threads a row, the L2 evict-first policy on x and y
-    assert first(NM.CUDNN_LAYER_NORM, (4, 1024)) == (16, 128, 1, 1)
-    assert first(NM.CUDNN_RMS_NORM, (4, 1024)) == (16, 128, 1, 1)
+    # 128 threads a row, x loaded with the L2 evict-first policy, y stored plain (y evict-first, KERNEL_CFG 16, left
+    # y out of the L2 for the next kernel on the H200)
+    assert first(NM.CUDNN_LAYER_NORM, (4, 1024)) == (13, 128, 1, 1)
+    assert first(NM.CUDNN_RMS_NORM, (4, 1024)) == (13, 128, 1, 1)
     # 16-bit data (no policies): LN the same geometry plain, RMS a warp a row; short RMS rows a warp a row too
     assert first(NM.CUDNN_LAYER_NORM, (4, 1024), DT.CUDNN_DATA_BFLOAT16) == (2, 128, 1, 1)
     assert first(NM.CUDNN_RMS_NORM, (4, 1024), DT.CUDNN_DATA_BFLOAT16) == (2, 32, 4, 1)

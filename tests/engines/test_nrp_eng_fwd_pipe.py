@@ -1,4 +1,4 @@
-"""Engine "norm_rows": the pipelined forward (KERNEL_CFG 20..27, engines/norm_rows_pipe.py) through the engine API vs
+"""Engine "norm_rows": the pipelined forward (KERNEL_CFG 20..29, engines/norm_rows_pipe.py) through the engine API vs
 the float64 oracle, its default and its refusals."""
 import pytest
 
@@ -23,7 +23,7 @@ def _pipe(g, kc):
 
 
 # the simulator: three geometries (2 SMs: grids of 4..8 blocks of 64..256 threads); the GPU: every one
-@pytest.mark.parametrize("kc", size((20, 23, 24), tuple(FWD_PIPE_KCFG)))
+@pytest.mark.parametrize("kc", size((20, 23, 24, 28), tuple(FWD_PIPE_KCFG)))
 @pytest.mark.parametrize("mode", [NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM], ids=["layer", "rms"])
 def test_nrp_eng_pipe_runs(rng, mode, kc):
     # rows never a multiple of the grid's warps (GPU: 4099 rows of 1024; 8192 in the benchmark)
@@ -42,22 +42,23 @@ def test_nrp_eng_pipe_inference(rng, mode):
 
 
 def test_nrp_eng_pipe_default():
-    """KERNEL_CFG 20 (21) is the first config for FP32 rows of 1024 (512..1023) with two rows a warp of the grid
-    (2 x SMs x 3 x 4), the sub-block default with fewer rows, shorter rows or 16-bit data."""
+    """KERNEL_CFG 28 (x's copies evict-first, y's stores plain) is the first config for FP32 rows of 512..1024 with
+    two rows a warp of the grid (2 x SMs x 3 x 4); the sub-block default (KERNEL_CFG 13, y plain too) with fewer rows,
+    shorter rows or 16-bit data."""
     def first(mode, dims, dtype=DT.CUDNN_DATA_FLOAT):
         c = api.get_heuristics(fwd_graph(mode, dims=dims, dtype=dtype))[0].config
         return c.get(KC), c.get(BS), c.get(TR), c.get(KS), c.get(KL)
 
     enough = 2 * kprim.sm_count() * 3 * 4
     for mode in (NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM):
-        assert first(mode, (enough, 1024)) == (20, 0, 0, 0, 16)
-        assert first(mode, (8192, 4, 256)) == (20, 0, 0, 0, 16)
-        assert first(mode, (enough - 1, 1024)) == (16, 128, 1, 1, 16)
-        assert first(mode, (enough, 512)) == (21, 0, 0, 0, 16)
-        assert first(mode, (enough, 8, 96)) == (21, 0, 0, 0, 16)
-        assert first(mode, (enough, 384))[0] not in (20, 21)
-        assert first(mode, (enough - 1, 512))[0] == 16
-        assert first(mode, (enough, 1024), DT.CUDNN_DATA_BFLOAT16)[0] != 20
+        assert first(mode, (enough, 1024)) == (28, 0, 0, 0, 16)
+        assert first(mode, (8192, 4, 256)) == (28, 0, 0, 0, 16)
+        assert first(mode, (enough - 1, 1024)) == (13, 128, 1, 1, 16)
+        assert first(mode, (enough, 512)) == (28, 0, 0, 0, 16)
+        assert first(mode, (enough, 8, 96)) == (28, 0, 0, 0, 16)
+        assert first(mode, (enough, 384))[0] not in FWD_PIPE_KCFG
+        assert first(mode, (enough - 1, 512))[0] == 13
+        assert first(mode, (enough, 1024), DT.CUDNN_DATA_BFLOAT16)[0] not in FWD_PIPE_KCFG
         assert first(mode, (enough, 4096))[0] == 0
 
 

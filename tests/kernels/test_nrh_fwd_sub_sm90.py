@@ -9,10 +9,13 @@ F = "float32"
 CASES = [(1024, 32, 4, 4, True, True, True, F, F, F, F, None, True, False, True, True),
          (1024, 64, 2, 4, True, True, True, F, F, F, F, None, False, True, False),
          (1024, 64, 2, 8, True, True, True, "bfloat16", F, "bfloat16", F, None, True, False, False),
-         # the 512-1024-column defaults (KERNEL_CFG 16: L2 evict-first x and y), layer and RMS norm
+         # KERNEL_CFG 16 (L2 evict-first x and y), layer and RMS norm
          (1024, 128, 1, 4, True, True, True, F, F, F, F, None, False, True, False, False, 1, "evict_first", "evict_first"),
          (1024, 128, 1, 4, False, False, True, F, F, F, F, None, False, True, False, False, 1, "evict_first",
-          "evict_first")]
+          "evict_first"),
+         # the 512-1024-column defaults below the pipelined kernel's rows (KERNEL_CFG 13: x evict-first, y plain)
+         (1024, 128, 1, 4, True, True, True, F, F, F, F, None, False, True, False, False, 1, "evict_first", None),
+         (512, 128, 1, 4, False, False, True, F, F, F, F, None, False, True, False, False, 1, "evict_first", None)]
 
 
 @pytest.mark.slow
