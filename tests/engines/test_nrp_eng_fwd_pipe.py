@@ -101,3 +101,16 @@ def test_nrp_eng_pipe_candidates_follow_dtypes():
     assert eng.candidates_key(f32) != eng.candidates_key(mixed)
     assert any(c.get(KC, 0) in FWD_PIPE_KCFG for c in eng.candidates(f32, None))
     assert not any(c.get(KC, 0) in FWD_PIPE_KCFG for c in eng.candidates(mixed, None))
+
+
+def test_nrp_eng_defaults_store_y_plain():
+    """The forward defaults read x evict-first but store y with no L2 policy: evict-first y stores made the kernel
+    alone no faster on the H200 and left y out of the L2 for the next kernel (LN 8192x1024 then a sum of y: 0.88x
+    cuDNN against 1.03x; session 8, tools/probe_norm_sweep.py --consumer)."""
+    from ncudnn.engines.norm_rows import FWD_SUB_DEFAULT, FWD_SUB_KCFG
+    from ncudnn.engines.norm_rows_pipe import FWD_PIPE_DEFAULT
+
+    for _, _, kc in FWD_PIPE_DEFAULT:
+        assert FWD_PIPE_KCFG[kc][5] == "evict_first" and FWD_PIPE_KCFG[kc][6] is False
+    for _, (kc, *_), *_ in FWD_SUB_DEFAULT:
+        assert len(FWD_SUB_KCFG[kc]) < 6 or FWD_SUB_KCFG[kc][5] is None
