@@ -18,7 +18,8 @@ scalar written); ``write`` y.zero_() (32 MB written); ``empty`` a one-element fi
 
 Variant names: ``sub<threads a row>[r<rows a block>][t<rows a thread>]-<x policy><y policy>`` the sub-block
 kernel (ncudnn.kernels.norm_row_fwd_sub; e = evict_first, n = none), ``pipe-w<warps>s<stages>b<blocks an
-SM>[-regs][-two]-ef|-en|-nn`` the persistent cp.async kernel (ef: evict-first x copies and y stores, en: x only) (ncudnn.kernels.norm_row_fwd_pipe).
+SM>[-regs][-two]-ef|-en|-nn`` the persistent cp.async kernel (ef: evict-first x copies and y stores, en: x
+only) (ncudnn.kernels.norm_row_fwd_pipe).
 """
 import argparse
 import os

@@ -243,8 +243,8 @@ FWD_SUB_VARIANTS = ((1, 32, 4, 0), (2, 32, 4, 0), (1, 32, 4, 1), (3, 32, 4, 0), 
 #: whose mode (when given) matches and that :func:`_sub_reason` accepts replaces :func:`preferred_knobs`' config
 #: (empty: the row kernel stays the default). The pipelined kernel's default (:data:`.norm_rows_pipe.FWD_PIPE_DEFAULT`)
 #: comes first where it applies (FP32 rows of 512..1024 columns, two rows a warp of its grid; session 8: faster
-#: than this one and than cuDNN at 8192x1024 and 8192x512). Rows of 512-1024 FP32 columns, layer and RMS norm: 128 threads a row,
-#: one row a block, scale / bias loaded early, x loaded with the L2 evict-first policy, y stored plain (KERNEL_CFG 13;
+#: than this one and than cuDNN at 8192x1024 and 8192x512). Rows of 512-1024 FP32 columns, layer and RMS norm:
+#: 128 threads a row, one row a block, scale / bias loaded early, x loaded with the L2 evict-first policy, y stored plain (KERNEL_CFG 13;
 #: until session 8 KERNEL_CFG 16, y evict-first as well, which on the H200 left y out of the L2 for the next kernel:
 #: LN 8192x1024 then a torch.sum of y 0.0395 ms against 0.0361 with y plain).
 #: On the H200 at 8192x1024, 2026-12-01 (session 7): in one process of tools/probe_norm_rows.py (l2_ln l2_rms, twice)
@@ -260,7 +260,9 @@ FWD_SUB_DEFAULT = ((256, (13, 128, 1, 1), "rms", 128), (256, (2, 32, 4, 1), "rms
 
 
 def _sub_default(sub):
-    """Knob -> value of the sub-block default from :data:`FWD_SUB_DEFAULT` ({}: none applies)."""
+    """Knob -> value of the forward's default beyond the row kernel: the pipelined kernel's
+    (:func:`.norm_rows_pipe.pipe_default`) where it applies, else the sub-block default from :data:`FWD_SUB_DEFAULT`
+    ({}: none applies)."""
     vec = _fwd_vec(sub)
     pipe = npipe.pipe_default(sub, vec) if vec else 0
     if pipe:
@@ -528,7 +530,8 @@ class NormRowsEngine(Engine):
                 KnobSpec(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 0, 16, 16, 0))
         if sub is not None and getattr(sub, "kind", None) == "norm_bwd":
             return base + (KnobSpec(KC, 0, 1, 1, 0), KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0))
-        return base + (KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0), KnobSpec(KC, 0, max(npipe.FWD_PIPE_KCFG), 1, 0))
+        return base + (KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0),
+                       KnobSpec(KC, 0, max(npipe.FWD_PIPE_KCFG), 1, 0))
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
@@ -641,7 +644,8 @@ class NormRowsEngine(Engine):
         dts = tuple(kdtype(t) if t is not None else None for t in (
             node.inputs["X"], node.inputs["SCALE"], node.inputs.get("BIAS"), node.outputs["Y"],
             node.outputs.get("MEAN"), node.outputs.get("INV_VARIANCE")))
-        return ("fwd", n, _fwd_vec(sub), preferred_knobs(sub), dts, bool(sub.epilogue), tuple(_sub_default(sub).items()))
+        return ("fwd", n, _fwd_vec(sub), preferred_knobs(sub), dts, bool(sub.epilogue),
+                tuple(_sub_default(sub).items()))
 
     def _steps(self, sub, cfg):
         memo = sub.__dict__.setdefault("_norm_rows_steps", {})

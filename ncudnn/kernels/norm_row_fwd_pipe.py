@@ -211,8 +211,9 @@ def row_fwd_pipe_kernel(n, warps, stages, center, has_bias, write_stats, x_dt="f
     1-element array when ``eps_dt`` is given). Launch: grid any number of blocks (persistent: SMs x
     ``bps``), ``warps * 32`` threads, :func:`pipe_shared_bytes` dynamic shared memory. ``bps`` (blocks an
     SM the launch targets) caps the registers at 65536 / (threads * bps) on a GPU.
-    ``stats`` / ``params`` / ``cs`` / ``hint`` / ``hint_y``: the module docstring's options. Needs n % 128 == 0, n <= 1024, float32 x / scale / bias / y / statistics
-    (other dtypes raise ValueError), every buffer 16-byte aligned. Returns (dispatcher, source)."""
+    ``stats`` / ``params`` / ``cs`` / ``hint`` / ``hint_y``: the module docstring's options. Needs n % 128 == 0,
+    n <= 1024, float32 x / scale / bias / y / statistics (other dtypes raise ValueError), every buffer 16-byte
+    aligned. Returns (dispatcher, source)."""
     if n % 128 or not 0 < n <= N_MAX:
         raise ValueError(f"norm_row_fwd_pipe: rows of {n} elements (needs n % 128 == 0 and n <= {N_MAX})")
     for what, dt in (("x", x_dt), ("scale / bias", p_dt), ("y", y_dt), ("statistics", s_dt)):
