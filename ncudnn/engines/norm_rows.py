@@ -244,8 +244,8 @@ FWD_SUB_VARIANTS = ((1, 32, 4, 0), (2, 32, 4, 0), (1, 32, 4, 1), (3, 32, 4, 0), 
 #: (empty: the row kernel stays the default). The pipelined kernel's default (:data:`.norm_rows_pipe.FWD_PIPE_DEFAULT`)
 #: comes first where it applies (FP32 rows of 512..1024 columns, two rows a warp of its grid; session 8: faster
 #: than this one and than cuDNN at 8192x1024 and 8192x512). Rows of 512-1024 FP32 columns, layer and RMS norm:
-#: 128 threads a row, one row a block, scale / bias loaded early, x loaded with the L2 evict-first policy, y stored plain (KERNEL_CFG 13;
-#: until session 8 KERNEL_CFG 16, y evict-first as well, which on the H200 left y out of the L2 for the next kernel:
+#: 128 threads a row, one row a block, scale / bias loaded early, x loaded with the L2 evict-first policy, y stored
+#: plain (KERNEL_CFG 13; until session 8 KERNEL_CFG 16, y evict-first as well, which on the H200 left y out of the L2 for the next kernel:
 #: LN 8192x1024 then a torch.sum of y 0.0395 ms against 0.0361 with y plain).
 #: On the H200 at 8192x1024, 2026-12-01 (session 7): in one process of tools/probe_norm_rows.py (l2_ln l2_rms, twice)
 #: LN 0.0211 / 0.0212 ms against 0.0218 / 0.0220 without the policies and 0.0218 / 0.0221 for cudnn-frontend, RMS
@@ -641,9 +641,7 @@ class NormRowsEngine(Engine):
         node = sub.anchor
         n = math.prod(node.inputs["X"].dims[1:])
         # every dtype keep() reads (the .cs loads: X; the pipelined kernel: all of them, statistics included)
-        dts = tuple(kdtype(t) if t is not None else None for t in (
-            node.inputs["X"], node.inputs["SCALE"], node.inputs.get("BIAS"), node.outputs["Y"],
-            node.outputs.get("MEAN"), node.outputs.get("INV_VARIANCE")))
+        dts = tuple(kdtype(t) if t is not None else None for t in npipe.fwd_tensors(node))
         return ("fwd", n, _fwd_vec(sub), preferred_knobs(sub), dts, bool(sub.epilogue),
                 tuple(_sub_default(sub).items()))
 

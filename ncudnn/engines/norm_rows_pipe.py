@@ -55,6 +55,13 @@ def _geometry(cfg):
     return FWD_PIPE_KCFG[cfg.get(KC, 0)]
 
 
+def fwd_tensors(node):
+    """The forward node's X, SCALE, BIAS, Y, MEAN, INV_VARIANCE (None where absent): the tensors whose dtypes decide
+    which forward kernels apply."""
+    return (node.inputs["X"], node.inputs["SCALE"], node.inputs.get("BIAS"), node.outputs["Y"],
+            node.outputs.get("MEAN"), node.outputs.get("INV_VARIANCE"))
+
+
 def pipe_reason(sub, cfg, vec):
     """Why a pipe config cannot run this forward (None: it can); ``vec`` is the forward's 16-byte vector width
     (0: the layout or alignment allows none)."""
@@ -64,9 +71,7 @@ def pipe_reason(sub, cfg, vec):
             "TILE_ROWS, CTA_COUNT, STAGES 0 (the KERNEL_CFG value names its geometry)"
     x = node.inputs["X"]
     n = math.prod(x.dims[1:])
-    ts = [x, node.inputs["SCALE"], node.inputs.get("BIAS"), node.outputs["Y"], node.outputs.get("MEAN"),
-          node.outputs.get("INV_VARIANCE")]
-    if vec != 4 or any(t is not None and kdtype(t) != "float32" for t in ts):
+    if vec != 4 or any(t is not None and kdtype(t) != "float32" for t in fwd_tensors(node)):
         return f"forward KERNEL_CFG {cfg.get(KC)} (the pipelined kernel) needs FP32 X, Y, SCALE, BIAS and " \
             "statistics, packed rows and 16-byte alignment"
     if n % 128 or n > kp.N_MAX:
