@@ -1,5 +1,5 @@
 """CUDA-event timing shared by the tensor-core timing scripts (:mod:`.tc_gemm.timing`,
-:mod:`.tc_conv.timing`): one copy of the warm-up / event / median loop."""
+experiments/tc_conv_timing.py, experiments/wgmma_timing.py): one copy of the warm-up / event / median loop."""
 import statistics
 
 

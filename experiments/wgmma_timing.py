@@ -1,6 +1,6 @@
 """Quick GPU timing of the wgmma GEMM configs beside torch (cuBLAS); not a benchmark (bench/ owns those).
 
-``python -m ncudnn.kernels.wgmma.timing [M N K ...] [--dtype bf16 fp16 tf32] [--layout mk_nk mk_kn ...]
+``python experiments/wgmma_timing.py [M N K ...] [--dtype bf16 fp16 tf32] [--layout mk_nk mk_kn ...]
 [--iters 20] [--configs SPEC ...] [--fused] [--jobs N]``. SPEC: an index into CONFIGS or
 ``BLOCK_N,WGS,MI,STAGES[,GROUP_M[,EARLY[,L2PF]]]``. Every config is first checked against a float64 product of A's
 first 256 rows (rel err printed), then timed with CUDA events: median of ``--iters`` launches after 3
@@ -15,13 +15,16 @@ import argparse
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 
-from .. import epilogue as ep
-from ..tc_timing import median_seconds
-from .config import CONFIGS, WgmmaConfig
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: ncudnn
+
+from ncudnn.kernels import epilogue as ep
+from ncudnn.kernels.tc_timing import median_seconds
+from ncudnn.kernels.wgmma.config import CONFIGS, WgmmaConfig
 
 #: dtype -> (kernel input dtype name, NumPy type, storage type of C / bias); tf32: FP32 storage, A / B passed
 #: to the kernel as uint16 halves (K and strides doubled, launch.tf32_halves)
@@ -51,14 +54,14 @@ def _operands(M, N, K, a_kmajor, b_kmajor, dtype, seed=0, check_rows=256):
 
 def _problem_args(M, N, K, a_kmajor, b_kmajor, dtype):
     """(K, A strides, B strides) as the kernel takes them (tf32: in uint16 halves)."""
-    from .launch import tf32_halves
+    from ncudnn.kernels.wgmma.launch import tf32_halves
     sa = (0, 0) + ((K, 1) if a_kmajor else (1, M))
     sb = (0, 0) + ((1, K) if b_kmajor else (N, 1))
     return tf32_halves(K, sa, sb) if dtype == "tf32" else (K, sa, sb)
 
 
 def _kernel(cfg, a_kmajor, b_kmajor, dtype, fused):
-    from .kernel import make_wgmma_gemm
+    from ncudnn.kernels.wgmma.kernel import make_wgmma_gemm
     name = _DT[dtype][0]
     steps = (ep.bias("col"), ep.relu()) if fused else ()
     return make_wgmma_gemm(cfg, a_kmajor, b_kmajor, name, ep.EpilogueSpec(steps, name), bias_dtype=name,
@@ -69,7 +72,7 @@ def time_config(cfg, M, N, K, a_kmajor=True, b_kmajor=True, iters=20, dtype="bf1
     """(tflops, rel_err of the first rows) for one config on the current GPU."""
     from numba import cuda
 
-    from .launch import compiled, fused_args, fused_grid
+    from ncudnn.kernels.wgmma.launch import compiled, fused_args, fused_grid
     name, npdt, store = _DT[dtype]
     a, b, ref = data or _operands(M, N, K, a_kmajor, b_kmajor, dtype)
     d_a, d_b = cuda.to_device(a), cuda.to_device(b)
@@ -119,14 +122,14 @@ def _precompile(specs, layouts, dtypes, fused, jobs):
     for i in range(0, len(todo), max(1, -(-len(todo) // jobs))):
         chunk = todo[i:i + max(1, -(-len(todo) // jobs))]
         arg = ";".join(f"{s}|{lay}|{d}" for s, lay, d in chunk)
-        procs.append(subprocess.Popen([sys.executable, "-m", "ncudnn.kernels.wgmma.timing", "--compile-only", arg] +
+        procs.append(subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--compile-only", arg] +
                                       (["--fused"] if fused else [])))
     for p in procs:
         p.wait()
 
 
 def _compile_only(arg, fused):
-    from .launch import compiled
+    from ncudnn.kernels.wgmma.launch import compiled
     for item in arg.split(";"):
         spec, lay, dtype = item.split("|")
         kern = _kernel(parse_config(spec), lay.split("_")[0] == "mk", lay.split("_")[1] == "nk", dtype, fused)
@@ -136,14 +139,14 @@ def _compile_only(arg, fused):
 def _dummy_args(kern, dtype):
     from numba import cuda
 
-    from .launch import fused_args
+    from ncudnn.kernels.wgmma.launch import fused_args
     x = cuda.device_array(8, _DT[dtype][2])
     ab = cuda.device_array(8, np.uint16) if dtype == "tf32" else x
     return fused_args(kern, ab, ab, x, x, x, 8, 8, 8, (1, 1), (0, 0, 8, 1), (0, 0, 1, 8), (0, 0, 8, 1), (0, 1))
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m ncudnn.kernels.wgmma.timing")
+    ap = argparse.ArgumentParser(prog="python experiments/wgmma_timing.py")
     ap.add_argument("shape", nargs="*", type=int, default=[8192, 8192, 8192], help="M N K [M N K ...]")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--layout", nargs="+", default=["mk_nk"], choices=["mk_kn", "mk_nk", "km_kn", "km_nk"])

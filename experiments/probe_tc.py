@@ -2,9 +2,9 @@
 
 Run on the GPU machine from the repo root::
 
-    python3 tools/probe_tc.py                       # everything below, within --budget seconds
-    python3 tools/probe_tc.py --only conv --layers c5 stem
-    python3 tools/probe_tc.py --only tf32 --sizes 8192
+    python3 experiments/probe_tc.py                       # everything below, within --budget seconds
+    python3 experiments/probe_tc.py --only conv --layers c5 stem
+    python3 experiments/probe_tc.py --only tf32 --sizes 8192
 
 Sections (each line: config, ms, TFLOP/s, ratio = torch time / ours, rel err vs a float64 / FP32 truth):
 
@@ -279,7 +279,7 @@ def conv_section(names, N, iters, budget, tile_idx=None):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="tools/probe_tc.py")
+    ap = argparse.ArgumentParser(prog="experiments/probe_tc.py")
     ap.add_argument("--only", nargs="*", default=["tf32", "conv", "bf16"], choices=["tf32", "bf16", "conv"])
     ap.add_argument("--sizes", nargs="*", type=int, default=[8192, 4096])
     ap.add_argument("--configs", nargs="*", type=int, default=None, help="tc_gemm CONFIGS indices")

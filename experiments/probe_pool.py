@@ -2,9 +2,9 @@
 
 N32 C256 112x112 FP32, 3x3 window, stride 2, padding 1 (ResNet's stem pool), NCHW and NHWC (channels_last)::
 
-    python3 tools/probe_pool.py                      # every group, most important first
-    python3 tools/probe_pool.py bwd_max_x_nchw ...   # only the groups named (see GROUPS)
-    python3 tools/probe_pool.py --dry                # build every plan, run nothing (simulator, no torch)
+    python3 experiments/probe_pool.py                      # every group, most important first
+    python3 experiments/probe_pool.py bwd_max_x_nchw ...   # only the groups named (see GROUPS)
+    python3 experiments/probe_pool.py --dry                # build every plan, run nothing (simulator, no torch)
 
 Each variant is a resample-engine config built through ``api.build_plan`` and run as a user runs it
 (``ExecutionPlan.execute`` on torch tensors, torch's stream): KERNEL_CFG=auto (what the heuristics pick

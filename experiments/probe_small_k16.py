@@ -2,12 +2,12 @@
 
 Run on the GPU machine from the repo root::
 
-    python3 tools/probe_small_k16.py                       # the three shapes, BF16 and FP16, full grid
-    python3 tools/probe_small_k16.py --dtypes bf16 --grid 1,4,5 --shapes 8192x8192x128
+    python3 experiments/probe_small_k16.py                       # the three shapes, BF16 and FP16, full grid
+    python3 experiments/probe_small_k16.py --dtypes bf16 --grid 1,4,5 --shapes 8192x8192x128
 
 What it measures: C (M, N) = A (M, K) @ B (K, N), row-major, A / B / C in the dtype, FP32 accumulation.
 Per dtype and shape it times, each as the median of --reps CUDA-event timed runs with the L2 flushed
-before every run (tools/probe_timing.flushed_median_ms; 256 MB zeroed):
+before every run (experiments/probe_timing.flushed_median_ms; 256 MB zeroed):
 
 * ``cublas``: torch.matmul (cuBLAS) on the same tensors;
 * ``hN``: the heuristics' top --top configs through the engine API (api.build_plan + api.execute), with

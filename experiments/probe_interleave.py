@@ -3,8 +3,8 @@ timed by the bench's own loop (bench.timing.measure: L2 flush, CUDA events, medi
 so drift between the implementations' turns (clocks, the L2 state another case left) shows as spread instead of
 as a difference. Prints each round's medians and ncudnn / reference ratios, then the median over rounds.
 
-    python3 tools/probe_interleave.py                                   # the 8192x1024 LN / RMS forward cases
-    python3 tools/probe_interleave.py --rounds 8 norm/rmsnorm_fwd/8192x1024/float32
+    python3 experiments/probe_interleave.py                                   # the 8192x1024 LN / RMS forward cases
+    python3 experiments/probe_interleave.py --rounds 8 norm/rmsnorm_fwd/8192x1024/float32
 """
 import argparse
 import os

@@ -4,9 +4,9 @@ directly, against torch, cuDNN (cudnn-frontend), a torch copy x -> y (the floor)
 every rep (CUDA-event median). Every variant's outputs are checked against float64 first (relerr = ||got - want||
 / ||want||, worst of y / mean / inv; BAD past 1e-5).
 
-    python3 tools/probe_norm_pipe.py                               # LN + RMS, 8192 x 1024, the probe set
-    python3 tools/probe_norm_pipe.py --rows 16384 --set best --no-fe
-    python3 tools/probe_norm_pipe.py --cols 512 --set best --no-fe
+    python3 experiments/probe_norm_pipe.py                               # LN + RMS, 8192 x 1024, the probe set
+    python3 experiments/probe_norm_pipe.py --rows 16384 --set best --no-fe
+    python3 experiments/probe_norm_pipe.py --cols 512 --set best --no-fe
 
 Variant label: w<warps a block> s<stages> b<blocks an SM> [two / chan: statistics method; cs: streaming y stores;
 regs: scale / bias in registers; ef: L2 evict-first on x's copies and y's stores];

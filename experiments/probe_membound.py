@@ -2,9 +2,9 @@
 
 Run on the GPU machine (torch with CUDA; about 1-2 minutes with every JIT compile)::
 
-    python3 tools/probe_membound.py                  # every group
-    python3 tools/probe_membound.py ln1024 sm32768   # only the groups named (see GROUPS)
-    python3 tools/probe_membound.py --dry            # build every plan, run nothing (simulator, no torch)
+    python3 experiments/probe_membound.py                  # every group
+    python3 experiments/probe_membound.py ln1024 sm32768   # only the groups named (see GROUPS)
+    python3 experiments/probe_membound.py --dry            # build every plan, run nothing (simulator, no torch)
 
 What it measures: each variant is an engine config (the default config with knobs set) built through
 the engine API (``api.build_plan``) and run as a user runs it (``ExecutionPlan.execute`` on torch

@@ -13,8 +13,8 @@ queued behind a torch.cuda._sleep (launch overhead hidden), median of ``--trials
 torch ms / ours (> 1: ours faster), the split S and chunk TC; at the end the geomean of the best
 ratio per layer and layout.
 
-    python3 tools/probe_wino_wgrad.py                  # all layers, engine configs, both tiles
-    python3 tools/probe_wino_wgrad.py --no-engine --gemms fast128x8 g128x16 --tiles 4 --layouts nhwc
+    python3 experiments/probe_wino_wgrad.py                  # all layers, engine configs, both tiles
+    python3 experiments/probe_wino_wgrad.py --no-engine --gemms fast128x8 g128x16 --tiles 4 --layouts nhwc
 """
 import argparse
 import math

@@ -3,10 +3,10 @@
 Run from the repo root on the GPU machine (about 60-90 s with every JIT compile; ``--jobs 12`` compiles every
 variant first in 12 processes through a temporary disk kernel cache, removed at the end)::
 
-    python3 tools/probe_norm_rows.py                 # every group
-    python3 tools/probe_norm_rows.py bwd1024 fwd_ln   # only the groups named (see GROUPS)
-    python3 tools/probe_norm_rows.py --dry           # check and build every config, run nothing (simulator)
-    python3 tools/probe_norm_rows.py --jobs 12 --reps 50 sub_ln sub_rms sub_ln4096 sub_rms4096 sub_ln sub_rms
+    python3 experiments/probe_norm_rows.py                 # every group
+    python3 experiments/probe_norm_rows.py bwd1024 fwd_ln   # only the groups named (see GROUPS)
+    python3 experiments/probe_norm_rows.py --dry           # check and build every config, run nothing (simulator)
+    python3 experiments/probe_norm_rows.py --jobs 12 --reps 50 sub_ln sub_rms sub_ln4096 sub_rms4096 sub_ln sub_rms
                                                      # the sub-block forward variants (a group named twice runs twice)
 
 Groups are the H200 benchmark's FP32 cases (bench/cases.py norm_cases, same tensors: dims (rows, cols, 1, 1),
@@ -19,7 +19,7 @@ A then FALLBACK) and each ncudnn variant: an engine config (the heuristic's firs
 built with ``api.build_plan`` and run with ``ExecutionPlan.execute`` on torch tensors on torch's stream.
 Each is checked against the float64 truth (bench/ref_runners.truth): the max over output roles of max abs
 error / max |truth| is printed as relerr ("BAD" past 1e-4); then timed: per rep an L2 flush (256 MB
-write), CUDA events around one run, median of REPS (tools/probe_timing.py). GB/s counts the bench's bytes
+write), CUDA events around one run, median of REPS (experiments/probe_timing.py). GB/s counts the bench's bytes
 (every input read once, every output written once: bench/cases.py); "vs fe" = cudnn-fe time / ours (> 1:
 faster than cuDNN). The last line names the fastest ncudnn variant and the heuristic's default.
 """

@@ -1,8 +1,8 @@
 """GPU probe: which kernels each implementation of a bench case launches (torch.profiler), with grid, block,
 registers, shared memory and the median GPU time of each kernel over a few flushed runs.
 
-    python3 tools/probe_kernels.py                                  # the #4 norm cases
-    python3 tools/probe_kernels.py norm/layernorm_fwd/8192x1024/float32   # case ids (bench/cases.py by_id)
+    python3 experiments/probe_kernels.py                                  # the #4 norm cases
+    python3 experiments/probe_kernels.py norm/layernorm_fwd/8192x1024/float32   # case ids (bench/cases.py by_id)
 
 Implementations: ncudnn (the bench's pygraph plan), torch, cudnn-fe (bench/ref_runners.py), each prepared as
 the bench does on the same inputs. Use it to read a reference's launch geometry (how many kernels, how big a

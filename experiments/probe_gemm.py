@@ -2,9 +2,9 @@
 
 Run on the GPU machine::
 
-    python3 tools/probe_gemm.py 4096 8192       # the square shapes named
-    python3 tools/probe_gemm.py --shapes 1024x1024x1024,8192x8192x256,16384x64x4096
-    python3 tools/probe_gemm.py                 # every shape in SHAPES (JIT ~5-10 s per kernel: slower)
+    python3 experiments/probe_gemm.py 4096 8192       # the square shapes named
+    python3 experiments/probe_gemm.py --shapes 1024x1024x1024,8192x8192x256,16384x64x4096
+    python3 experiments/probe_gemm.py                 # every shape in SHAPES (JIT ~5-10 s per kernel: slower)
 
 What it measures: C = A @ B, row-major fp32 (A "mk", B "kn"), alpha 1, beta 0. Every config is first
 checked against a float64 product of sampled rows / columns (first and last 32 of each: edge tiles

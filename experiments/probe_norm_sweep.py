@@ -6,8 +6,8 @@ rounds within one process. Prints, per variant, the median over rounds and the p
 
 Every variant's outputs are checked against float64 first (relerr: worst of y / mean / inv; BAD past 1e-5).
 
-    python3 tools/probe_norm_sweep.py                     # LN + RMS, the default variant set, 8 rounds
-    python3 tools/probe_norm_sweep.py --op rms --rounds 12 --only fe,sub128-ef,pipe-w4s4b3-ef
+    python3 experiments/probe_norm_sweep.py                     # LN + RMS, the default variant set, 8 rounds
+    python3 experiments/probe_norm_sweep.py --op rms --rounds 12 --only fe,sub128-ef,pipe-w4s4b3-ef
 
 ``--consumer``: every norm implementation is timed together with a ``torch.sum`` of its own y right after it (what
 the next layer reading y finds in the L2: the evict-first y stores leave less of it there). Floor references are

@@ -2,7 +2,7 @@
 staged in shared memory under several candidate layouts / descriptor encodings, compared with a float64
 oracle (tf32: of the truncated inputs; the errors against round-to-nearest and exact FP32 inputs printed).
 
-``python tools/probe_wgmma.py`` runs every variant (``--only tf32``: the TF32 ones), each worker process
+``python experiments/probe_wgmma.py`` runs every variant (``--only tf32``: the TF32 ones), each worker process
 restarted after a fault so one bad encoding does not hide the others; prints one line per variant (PASS /
 FAIL, max error, wrong count) and, for a failure, the first wrong elements with where in the oracle the
 value actually lives.

@@ -1,4 +1,4 @@
-"""The CUDA-event timing loop the probe scripts share (tools/probe_*.py import it; they run as scripts, so
+"""The CUDA-event timing loop the probe scripts share (experiments/probe_*.py import it; they run as scripts, so
 this directory is on sys.path)."""
 import statistics
 

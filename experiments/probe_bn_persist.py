@@ -1,9 +1,9 @@
 """Time the one-kernel batch-norm backward (ncudnn.kernels.norm_bn_persist) launched directly on the GPU, whole
 and cut after its phases (``stop`` 1: the sums only; 2: sums + coefficients), NHWC FP32, L2 flushed before
-every rep (median of 30). cuDNN on the same problem: tools/probe_bn.py --set persist nhwc_bwd.
+every rep (median of 30). cuDNN on the same problem: experiments/probe_bn.py --set persist nhwc_bwd.
 
-    python3 tools/probe_bn_persist.py                  # N32 C256 56x56
-    python3 tools/probe_bn_persist.py --rows 100352 --channels 256
+    python3 experiments/probe_bn_persist.py                  # N32 C256 56x56
+    python3 experiments/probe_bn_persist.py --rows 100352 --channels 256
 """
 import argparse
 import os

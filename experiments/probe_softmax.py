@@ -2,9 +2,9 @@
 
 Run on the GPU machine (torch with CUDA; about a minute with every JIT compile)::
 
-    python3 tools/probe_softmax.py                 # every group
-    python3 tools/probe_softmax.py f32_32768       # only the groups named (see GROUPS)
-    python3 tools/probe_softmax.py --dry           # generate and compile nothing on a GPU: list variants
+    python3 experiments/probe_softmax.py                 # every group
+    python3 experiments/probe_softmax.py f32_32768       # only the groups named (see GROUPS)
+    python3 experiments/probe_softmax.py --dry           # generate and compile nothing on a GPU: list variants
 
 Variants are kernel-layer launches (a :class:`ncudnn.kernels.launch.PreparedLaunch` each, on torch's
 current stream), not engine plans, so every kernel shape can be compared:

@@ -2,9 +2,9 @@
 
 Run on the GPU machine (torch with CUDA; about 1-2 minutes with every JIT compile)::
 
-    python3 tools/probe_reduce.py                      # every group
-    python3 tools/probe_reduce.py amax rows            # only the groups named (see GROUPS)
-    python3 tools/probe_reduce.py --dry                # build every plan, run nothing (simulator)
+    python3 experiments/probe_reduce.py                      # every group
+    python3 experiments/probe_reduce.py amax rows            # only the groups named (see GROUPS)
+    python3 experiments/probe_reduce.py --dry                # build every plan, run nothing (simulator)
 
 Shapes are exactly those of bench/cases.py (FP32): reduce_sum_rows 8192x32768 -> (8192, 1, 1, 1),
 reduce_sum_cols 32768x8192 -> (1, 8192, 1, 1), reduce_amax 8192x32768 -> (1, 1, 1, 1) (|x| max over

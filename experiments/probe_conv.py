@@ -22,11 +22,11 @@ predicted time, whether a fast GEMM mainloop ran (``fast``) or its generic fallb
 the geomean of the best ratio per direction (layout). A wall-clock budget (``--budget`` s, JIT included)
 skips what is left once it is spent.
 
-    python3 tools/probe_conv.py --dirs wgrad          # every layer, one direction (< 2 min each)
-    python3 tools/probe_conv.py --dirs wgrad --layers c2_3x3_64 --top 6
-    python3 tools/probe_conv.py --mode wgrad1x1       # 6 stride-1 1x1 layers x 2 layouts, < 2 min
-    python3 tools/probe_conv.py --mode wgrad1x1 --layers c1024_2048_14_s2 c512_1024_28_s2 c256_512_56_s2
-    python3 tools/probe_conv.py --mode reduce         # narrow vs wide split-K reduce, < 30 s
+    python3 experiments/probe_conv.py --dirs wgrad          # every layer, one direction (< 2 min each)
+    python3 experiments/probe_conv.py --dirs wgrad --layers c2_3x3_64 --top 6
+    python3 experiments/probe_conv.py --mode wgrad1x1       # 6 stride-1 1x1 layers x 2 layouts, < 2 min
+    python3 experiments/probe_conv.py --mode wgrad1x1 --layers c1024_2048_14_s2 c512_1024_28_s2 c256_512_56_s2
+    python3 experiments/probe_conv.py --mode reduce         # narrow vs wide split-K reduce, < 30 s
 """
 import argparse
 import math

@@ -4,9 +4,9 @@ beside torch's own sum over the slices, then whole FP32 GEMMs forced to a split 
 
 Run on the GPU machine::
 
-    python3 tools/probe_splitk_reduce.py                      # every case of CASES, then the GEMMs
-    python3 tools/probe_splitk_reduce.py --cases 65536x1024x8 --no-gemm
-    python3 tools/probe_splitk_reduce.py --tune 8192x8192x8192 --top 4   # autotuner vs bench timing
+    python3 experiments/probe_splitk_reduce.py                      # every case of CASES, then the GEMMs
+    python3 experiments/probe_splitk_reduce.py --cases 65536x1024x8 --no-gemm
+    python3 experiments/probe_splitk_reduce.py --tune 8192x8192x8192 --top 4   # autotuner vs bench timing
 
 What it measures: out[m, n] = sum_s ws[s, m, n] (fp32, alpha 1, beta 0, plain row-major output), every
 kernel compiled through the kernel cache and launched as the engines launch it (one prepared

@@ -2,12 +2,12 @@
 
 Run on the GPU machine from the repo root::
 
-    python3 tools/probe_skinny.py                                  # the skinny shapes of issue #5
-    python3 tools/probe_skinny.py --shapes 16384x64x4096 --top 12  # one shape, more heuristic configs
+    python3 experiments/probe_skinny.py                                  # the skinny shapes of issue #5
+    python3 experiments/probe_skinny.py --shapes 16384x64x4096 --top 12  # one shape, more heuristic configs
 
 What it measures: C[1, M, N] = A[1, M, K] @ B[1, K, N], row-major fp32, through the engine API (the
 heuristics' configs and hand-listed knob values of matmul_simt / matmul_small: api.build_plan +
-api.execute on torch tensors). Per shape it times (tools/probe_timing.flushed_median_ms: CUDA events,
+api.execute on torch tensors). Per shape it times (experiments/probe_timing.flushed_median_ms: CUDA events,
 L2 flushed before every run, median of --reps) cuBLAS (torch.matmul, allow_tf32 False), then
 
 * the heuristics' top --top configs (mode A on this device; ``h1`` is the first pick), with the

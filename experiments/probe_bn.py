@@ -4,11 +4,11 @@ cudnn-frontend, all in one process.
 
 Run on the GPU machine (torch with CUDA, nvidia-cudnn-frontend for the cudnn-fe line; about a minute)::
 
-    python3 tools/probe_bn.py                     # every group
-    python3 tools/probe_bn.py nhwc_fwd nhwc_bwd   # only the groups named (see GROUPS)
-    python3 tools/probe_bn.py --dry               # build every plan, run nothing (simulator, no torch)
-    python3 tools/probe_bn.py --set tree nhwc_bwd nhwc_fwd   # the tree-combine / aligned-chunk variants
-    python3 tools/probe_bn.py --set persist nhwc_bwd         # the one-kernel (cooperative) backward variants
+    python3 experiments/probe_bn.py                     # every group
+    python3 experiments/probe_bn.py nhwc_fwd nhwc_bwd   # only the groups named (see GROUPS)
+    python3 experiments/probe_bn.py --dry               # build every plan, run nothing (simulator, no torch)
+    python3 experiments/probe_bn.py --set tree nhwc_bwd nhwc_fwd   # the tree-combine / aligned-chunk variants
+    python3 experiments/probe_bn.py --set persist nhwc_bwd         # the one-kernel (cooperative) backward variants
 
 What it measures: the bench's case (bench.cases.norm_cases: same dims, strides, inputs from
 bench.data.torch_inputs, float64 truth from bench.ref_runners.truth). Each ncudnn variant is an engine
@@ -18,7 +18,7 @@ native_batch_norm_backward on the case's layout (channels_last for NHWC); cudnn-
 cudnn-frontend graph (heuristics A then FALLBACK). Every implementation's outputs are first compared with the
 float64 truth: max |err| / max |truth| over every output (y or dx, and the statistics / dscale, dbias;
 "BAD" past 1e-4). Then timed: per rep an L2 flush (a 256 MB write), CUDA events around one run; median
-of REPS reps (tools/probe_timing.py). GB/s = the case's bytes (x read + y written; backward x, dy read +
+of REPS reps (experiments/probe_timing.py). GB/s = the case's bytes (x read + y written; backward x, dy read +
 dx written) / time; "vs fe" = cudnn-fe time / ours (> 1: faster than cuDNN). For the default and the
 every variant the time of each kernel launch alone (flushed, median of 10) is printed under it.
 """

@@ -1,7 +1,7 @@
 """Quick GPU timing of the tensor-core conv fprop (BF16 NHWC + bias + relu) on the ResNet-50 layers
 beside torch (cuDNN); not a benchmark (bench/ owns those).
 
-``python -m ncudnn.kernels.tc_conv.timing [--n 32] [--iters 20] [--configs 0 1 ...] [--dtype bf16]``:
+``python experiments/tc_conv_timing.py [--n 32] [--iters 20] [--configs 0 1 ...] [--dtype bf16]``:
 for each distinct ResNet-50 conv layer (conv1's C = 3 is left out: C % 8 != 0) every config is checked
 against torch's FP32 conv of the same inputs (relative error printed) and timed with CUDA events
 (median of ``--iters`` after 3 warm-ups); the best config's time is set beside ``torch.conv2d(x, w, b)``
@@ -10,13 +10,17 @@ in channels_last of the same dtype (cuDNN; its relu is not timed, ours is). TFLO
 """
 import argparse
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 
-from .. import epilogue as ep
-from ..tc_gemm.launch import _compiled
-from ..tc_timing import median_seconds
-from .fprop import CONV_CONFIGS, conv_args, conv_grid, make_tc_conv_fprop
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: ncudnn
+
+from ncudnn.kernels import epilogue as ep
+from ncudnn.kernels.tc_gemm.launch import _compiled
+from ncudnn.kernels.tc_timing import median_seconds
+from ncudnn.kernels.tc_conv.fprop import CONV_CONFIGS, conv_args, conv_grid, make_tc_conv_fprop
 
 #: (C, H, K, R, stride) of every distinct ResNet-50 (v1.5) conv after conv1; H = W, pad = R // 2
 RESNET50 = (
@@ -73,7 +77,7 @@ def layer(N, C, H, K, R, stride, cfgs, iters=20, dtype="bf16"):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m ncudnn.kernels.tc_conv.timing")
+    ap = argparse.ArgumentParser(prog="python experiments/tc_conv_timing.py")
     ap.add_argument("--n", type=int, default=32)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])

@@ -2,8 +2,8 @@
 
 Run on the GPU machine from the repo root::
 
-    python3 tools/probe_tc_splitk.py                        # c5, c4, c3, seed at N = 32, within --budget s
-    python3 tools/probe_tc_splitk.py --layers c5 --splits 1 2 4 --tiles 0 2
+    python3 experiments/probe_tc_splitk.py                        # c5, c4, c3, seed at N = 32, within --budget s
+    python3 experiments/probe_tc_splitk.py --layers c5 --splits 1 2 4 --tiles 0 2
 
 For each BF16 NHWC conv fprop + bias + relu layer (N = 32): torch (cuDNN BF16, channels_last) conv2d +
 relu_ and conv2d alone; conv_tc's heuristic plan through the API (what the bench runs: its config and
@@ -14,7 +14,7 @@ TFLOP/s (2 * N * P * Q * K * C * R * S / s), ratio = torch conv+relu time / ours
 vs the float64 oracle (torch float64 conv of the same BF16 inputs, first NREF = 4 images) in the
 Frobenius norm, CTAs (grid
 x * y). Kernels compile first in --jobs spawned processes through the kernel cache (set NCUDNN_CACHE_DIR to
-a scratch directory; the timed process then loads cubins). Timing: tools/probe_timing.flushed_median_ms (median of --reps CUDA-event runs, L2 flushed
+a scratch directory; the timed process then loads cubins). Timing: experiments/probe_timing.flushed_median_ms (median of --reps CUDA-event runs, L2 flushed
 before each). Last: per layer the best variant, and the conv_tc ranking (first three configs with
 predicted ms) for all 8 BF16 layers of the bench's conv set, with and without split-K.
 """
@@ -231,7 +231,7 @@ def layer(name, C, H, K, R, stride, pad, N, tiles, splits, reps, budget, flush):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="tools/probe_tc_splitk.py")
+    ap = argparse.ArgumentParser(prog="experiments/probe_tc_splitk.py")
     ap.add_argument("--layers", nargs="*", default=["c5", "c4", "c3", "seed"], help="layer name prefixes")
     ap.add_argument("--tiles", nargs="*", type=int, default=None, help="indices into this script's TILES")
     ap.add_argument("--splits", nargs="*", type=int, default=[1, 2, 3, 4, 5, 6])
