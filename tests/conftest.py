@@ -17,7 +17,7 @@ def pytest_report_header(config):
 
 
 #: on a GPU run, the nodeids of finished tests go here (one per line), so a run restarted after a
-#: test broke the CUDA context carries on with the tests not yet run (tools/gpu_session.sh does that)
+#: test broke the CUDA context carries on with the tests not yet run (tools/gpu_tests.sh does that)
 DONE_FILE = os.environ.get("NCUDNN_DONE_FILE")
 #: on a GPU run, each failure's traceback is appended here as it happens (a run killed by its time cap
 #: still leaves them), and each test's call duration goes to NCUDNN_TIMES_FILE ("seconds nodeid")
