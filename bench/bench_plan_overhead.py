@@ -13,7 +13,7 @@ What it measures, for a one-kernel plan (``out = (x + b) * relu(y)``, fused by `
 * CUDA graph capture: the plan captured into a torch CUDA graph, replayed, and checked.
 
 Usage: ``python bench/bench_plan_overhead.py`` (results printed and written to
-``bench/results/plan_overhead-<device>.json`` and, when set, ``$OUT``). Target on the H200: <= 15 us host
+``plan_overhead-<device>.json`` in ``$NCUDNN_BENCH_OUT``, else ``$OUT``, else the current directory). Target on the H200: <= 15 us host
 time per execute of a one-kernel plan.
 """
 import json
@@ -250,12 +250,9 @@ def main():
         if k.endswith("_us") and k != "plan_cache_hit_us":
             print(f"{k:40s} {v:9.2f} us")
     print(f"cuda graph capture: {overhead.get('cuda_graph_capture')}")
-    out_dir = ROOT / "bench" / "results"
+    out_dir = Path(os.environ.get("NCUDNN_BENCH_OUT") or os.environ.get("OUT") or ".")
     out_dir.mkdir(parents=True, exist_ok=True)
-    name = f"plan_overhead-{dev.slug}.json"
-    (out_dir / name).write_text(json.dumps(result, indent=1))
-    if os.environ.get("OUT"):
-        Path(os.environ["OUT"], name).write_text(json.dumps(result, indent=1))
+    (out_dir / f"plan_overhead-{dev.slug}.json").write_text(json.dumps(result, indent=1))
     return 0
 
 

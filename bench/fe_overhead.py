@@ -25,7 +25,8 @@ For the variant that runs:
 
 Usage: ``python bench/fe_overhead.py [--print-only]`` (GPU + torch + nvidia-cudnn-frontend; otherwise it says what is
 missing). It always exits 0 (a refusal is a result, not a failure of the benchmark run); the JSON
-(printed last, and written to ``bench/results/fe_overhead-<device>.json`` and ``$OUT`` when set, unless ``--print-only``) has
+(printed last, and written to ``fe_overhead-<device>.json`` in ``$NCUDNN_BENCH_OUT``, else ``$OUT``, else the current
+directory, unless ``--print-only``) has
 ``variant`` (None when no variant ran), ``attempts`` and ``ok``.
 """
 import json
@@ -36,7 +37,6 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 DIMS = (1, 4, 1, 8)
 
 
@@ -278,11 +278,9 @@ def main(argv=None):
     if "--print-only" in argv:
         return 0
     slug = "".join(ch if ch.isalnum() else "-" for ch in str(res.get("device", "unknown")).lower()).strip("-")
-    out_dir = ROOT / "bench" / "results"
+    out_dir = Path(os.environ.get("NCUDNN_BENCH_OUT") or os.environ.get("OUT") or ".")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"fe_overhead-{slug}.json").write_text(text)
-    if os.environ.get("OUT"):
-        Path(os.environ["OUT"], f"fe_overhead-{slug}.json").write_text(text)
     return 0
 
 

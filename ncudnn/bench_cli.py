@@ -4,10 +4,15 @@
                  [--tune-budget S] [--overhead] [--filter TEXT] [--out DIR] [--max-minutes M] [--list]
                  [--report DIR|TGZ] [--merge DIR|TGZ ... --out DIR] [--pack [TGZ]] [--no-charts]
 
-Runs the runners of the repository's ``bench/`` directly (not through pytest) and writes
-``bench/results/<gpu>/<date>[-quick]/``: ``results.json`` (every row, versions, clocks, commit),
-``report.md`` (the table it also prints) and PNG charts. Without a GPU it says what is missing and exits 0
-having benchmarked nothing, unless ``--sim`` asks for the simulator smoke run (tiny shapes, wall clock).
+Runs the runners of the repository's ``bench/`` directly (not through pytest) and writes ``--out DIR``
+(default ``./bench-results/<gpu>/<date>[-quick]/`` under the current directory, never inside the installed
+package): ``results.json`` (every row, versions, clocks, commit), ``report.md`` (the table it also prints)
+and PNG charts. Without a GPU it says what is missing, unless ``--sim`` asks for the simulator smoke run
+(tiny shapes, wall clock).
+
+Exit status: 0 when ncudnn was measured on at least one case (``--list``: at least one case selected);
+1 when nothing was benchmarked that was asked for (no GPU, no ``bench/`` directory, no case selected,
+or every ncudnn row skipped, failed or refused); 2 for bad options.
 
 ``results.json`` and ``report.md`` are rewritten after every case, so a run cut short (``timeout``, a lost
 machine) keeps what ran; ``--max-minutes`` stops between cases and SIGTERM / SIGINT stop at once, both
@@ -23,6 +28,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the default results folder, under the current directory
+DEFAULT_OUT = "bench-results"
+#: exit statuses
+OK, NOTHING, USAGE = 0, 1, 2
 
 
 def _bench():
@@ -45,7 +54,7 @@ def build_parser(ap=None):
     ap.add_argument("--tune", action="store_true", help="also time ncudnn's autotuned best (ncudnn-tuned)")
     ap.add_argument("--overhead", action="store_true",
                     help="also the plan-build / execute host-overhead benchmarks (ncudnn and cudnn-frontend)")
-    ap.add_argument("--out", help="results directory (default bench/results/<gpu>/<date>[-quick])")
+    ap.add_argument("--out", help=f"results directory (default ./{DEFAULT_OUT}/<gpu>/<date>[-quick])")
     ap.add_argument("--max-minutes", type=float, help="wall-clock budget; cases past it are recorded as skipped")
     ap.add_argument("--filter", metavar="TEXT", help="only cases whose id contains TEXT (e.g. c4_3x3, bfloat16); comma-separated terms: any of "
                     "them, and none of the terms written !TERM (e.g. 'conv/,!_n128')")
@@ -93,15 +102,17 @@ def _out_dir(args, prov):
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     tag = "-sim" if args.sim else ("-quick" if args.quick else "")
     suite = "" if args.suite == "all" else f"-{args.suite}"
-    return ROOT / "bench" / "results" / slug(device_name(prov)) / f"{date}{tag}{suite}"
+    return Path.cwd() / DEFAULT_OUT / slug(device_name(prov)) / f"{date}{tag}{suite}"
 
 
 def _overhead(out_dir, env):
-    """bench_plan_overhead.py (ncudnn) and fe_overhead.py (cudnn-frontend) in fresh processes."""
+    """bench_plan_overhead.py (ncudnn) and fe_overhead.py (cudnn-frontend) in fresh processes, each writing
+    its JSON into ``out_dir`` (``NCUDNN_BENCH_OUT``)."""
     import os
 
     env_vars = dict(os.environ)
     env_vars["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env_vars.get("PYTHONPATH")]))
+    env_vars["NCUDNN_BENCH_OUT"] = str(Path(out_dir).resolve())
     res, started = {}, time.time()
     for name, script in (("ncudnn", "bench_plan_overhead.py"), ("cudnn_frontend", "fe_overhead.py")):
         try:
@@ -112,7 +123,7 @@ def _overhead(out_dir, env):
             continue
         print(p.stdout[-4000:], end="")
         res[name] = {"rc": p.returncode, "stdout_tail": p.stdout[-4000:], "stderr_tail": p.stderr[-2000:]}
-    for f in (ROOT / "bench" / "results").glob("*overhead*.json"):
+    for f in Path(out_dir).glob("*overhead-*.json"):
         if f.stat().st_mtime < started:
             continue  # an earlier run's
         try:
@@ -128,19 +139,19 @@ def main(argv=None):
     if _bench() is None:
         print("ncudnn bench: the bench/ directory is not next to this ncudnn (run it from a source checkout). "
               "Nothing benchmarked.")
-        return 0
+        return NOTHING
     from bench import cases as C
     from bench import pack, report, suite
 
     if args.merge:
         if not args.out:
             print("ncudnn bench: --merge needs --out DIR")
-            return 2
+            return USAGE
         md, files = report.merge(args.merge, args.out, not args.no_charts)
         print(md)
         print(f"merged {len(args.merge)} result directories / tarballs into {args.out}: {', '.join(files)}")
         _pack(args, args.out)
-        return 0
+        return OK
     if args.report:
         src = pack.results_dir(args.report)   # a tarball is extracted into a temporary directory
         if args.out and Path(args.out).resolve() != Path(src).resolve():   # ... or redrawn into --out
@@ -152,7 +163,7 @@ def main(argv=None):
         print(md)
         print(f"rewrote {', '.join(files)} in {src}")
         _pack(args, src)
-        return 0
+        return OK
     env = suite.detect()
     sel = C.select(args.suite, args.quick, sim=args.sim)
     if args.filter:
@@ -161,19 +172,24 @@ def main(argv=None):
         i, n = (int(v) for v in args.shard.split("/"))
         if not 0 <= i < n:
             print(f"ncudnn bench: --shard {args.shard}: want I/N with 0 <= I < N")
-            return 2
+            return USAGE
         sel = sel[i::n]
     if args.list:
         for c in sel:
             print(f"{c.id:60s} {c.flops / 1e9:10.2f} GFLOP {c.bytes / 1e6:10.1f} MB  {c.source}")
         print(f"{len(sel)} cases")
-        return 0
+        return OK if sel else NOTHING
+    if not sel:
+        print(f"ncudnn bench: no case selected (suite {args.suite}{', quick' if args.quick else ''}"
+              f"{f', filter {args.filter!r}' if args.filter else ''}{f', shard {args.shard}' if args.shard else ''}): "
+              "nothing benchmarked. `--list` shows the cases.")
+        return NOTHING
     if env.missing:
         print("ncudnn bench: missing here: " + "; ".join(env.missing))
     if env.simulator and not args.sim:
-        print("ncudnn bench: no GPU, so nothing was benchmarked (exit 0). `ncudnn bench --sim` runs a tiny smoke "
+        print("ncudnn bench: no GPU, so nothing was benchmarked (exit 1). `ncudnn bench --sim` runs a tiny smoke "
               "run of the harness in the CUDA simulator; the numbers belong to a GPU machine.")
-        return 0
+        return NOTHING
     if args.sim and not env.simulator:
         print("ncudnn bench: --sim asks for the simulator but a GPU is present; running the tiny cases on the GPU.")
     if not env.torch_ok and not env.simulator:
@@ -244,7 +260,15 @@ def main(argv=None):
     print(f"ncudnn bench: {len(rows)} rows in {meta['wall_s']:.0f} s; {meta['stopped']}; "
           f"wrote {', '.join(files)} to {out_dir}")
     _pack(args, out_dir)
-    return 0
+    if not measured(rows):
+        print("ncudnn bench: no ncudnn row was measured (every case skipped, refused or failed): exit 1")
+        return NOTHING
+    return OK
+
+
+def measured(rows):
+    """The ncudnn rows (default and tuned) that were timed: status ok, or timed with no reference to check."""
+    return [r for r in rows if str(r.get("kind", "")).startswith("ncudnn") and r.get("status") in ("ok", "not checked")]
 
 
 def _sigterm_as_interrupt():

@@ -119,7 +119,7 @@ def build_parser():
                    help="train the LeNet on scikit-learn's 8x8 digits through the legacy API and report the test "
                         "accuracy (PASS at >= 95%% on a GPU; on the simulator a reduced run whose loss must drop)")
     p.set_defaults(func=cmd_demo)
-    p = sub.add_parser("bench", help="benchmarks beside cuDNN / cuBLAS (results under bench/results/)",
+    p = sub.add_parser("bench", help="benchmarks beside cuDNN / cuBLAS (results under ./bench-results/ or --out)",
                        description="Time ncudnn beside cuDNN (through torch and cudnn-frontend) and cuBLAS on "
                                    "published shape sets; write JSON, a markdown table and charts.")
     from .bench_cli import build_parser as _bench_parser
