@@ -20,8 +20,27 @@ def global_count():
     return _registry().global_count()
 
 
-def engine_at(index):
-    return _registry().by_index(int(index))
+def graph_engines(gdesc):
+    """A finalized OPERATIONGRAPH's engines in the order of its ENGINE_GLOBAL_INDEX (cuDNN's index is
+    meaningful per operation graph): the engines that run the graph (:func:`support` answers SUCCESS, as
+    at ENGINE finalize) first, then the rest. Computed on first use and kept in the descriptor's state."""
+    order = gdesc.state.get("engines")
+    if order is None:
+        graph, ctx = gdesc.state["graph"], gdesc.state["ctx"]
+        supported = [e for e in _registry().engines() if support(graph, e, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
+        order = gdesc.state["engines"] = _registry().graph_order(supported)
+    return order
+
+
+def engine_at(gdesc, index):
+    """The engine at ENGINE_GLOBAL_INDEX ``index`` of the graph ``gdesc``, or None."""
+    order = graph_engines(gdesc)
+    return order[int(index)] if 0 <= int(index) < len(order) else None
+
+
+def index_of(gdesc, engine):
+    """The ENGINE_GLOBAL_INDEX of ``engine`` in the graph ``gdesc``."""
+    return graph_engines(gdesc).index(engine)
 
 
 def context(handle):
@@ -29,17 +48,18 @@ def context(handle):
 
 
 def support(graph, engine_or_config, ctx):
-    """(status, reason): can the engine (global index) or EngineConfig run the whole graph?
+    """(status, reason): can the engine (an Engine) or EngineConfig run the whole graph?
 
-    An engine given by index first answers for the graph's problem itself (the cheap pattern check),
-    so engines are never asked to price a problem they do not accept."""
-    if isinstance(engine_or_config, int):
-        engine = engine_at(engine_or_config)
+    An engine first answers for the graph's problem itself (the cheap pattern check), so engines are
+    never asked to price a problem they do not accept."""
+    if not hasattr(engine_or_config, "config"):
+        engine = engine_or_config
         sub = _api().problem(graph)
-        if engine is not None and engine.name != "composite" and type(sub).__name__ != "CompositeSub":
+        if engine.name != "composite" and type(sub).__name__ != "CompositeSub":
             status, reason = engine.check_support(sub, ctx)
             if int(status) != int(S.CUDNN_STATUS_SUCCESS):
                 return S(int(status)), reason
+        engine_or_config = engine.name
     status, reason = _api().check_support(graph, engine_or_config, ctx)
     return S(int(status)), reason
 

@@ -132,3 +132,12 @@ def by_index(index):
 
 def global_count():
     return len(ENGINE_ORDER)
+
+
+def graph_order(supported):
+    """The engines of one operation graph in the order of its ENGINE_GLOBAL_INDEX. In cuDNN an engine's
+    global index is meaningful per operation graph, so index 0 (and every index the heuristics report)
+    names an engine that runs the graph: ``supported`` (the engines that run it, global-index order)
+    first, then every other registered engine (those indices refuse with the engine's reason)."""
+    first = list(supported)
+    return first + [e for e in engines() if e not in first]

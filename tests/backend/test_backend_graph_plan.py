@@ -139,8 +139,9 @@ def test_engine_failures():
                         fin=False)
     expect(finalize(engine(unfinalized, 0, fin=False)), S.CUDNN_STATUS_BAD_PARAM, "CUDNN_ATTR_ENGINE_OPERATION_GRAPH",
            "not finalized")
-    pw = registry.by_name("pointwise_fused").global_index
-    conv = grouped_conv_graph()
+    conv = grouped_conv_graph()  # indices are per graph: the engines that run it first, then pointwise_fused
+    assert finalize(engine(conv, 0, fin=False))[0] == S.CUDNN_STATUS_SUCCESS
+    pw = conv.state["engines"].index(registry.by_name("pointwise_fused"))
     msg = expect(finalize(engine(conv, pw, fin=False)), S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
                  "CUDNN_ATTR_ENGINE_GLOBAL_INDEX", "pointwise_fused")
     assert "conv_fprop" in msg

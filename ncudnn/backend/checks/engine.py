@@ -76,11 +76,11 @@ def finalize_engine(d):
         unsupported(d, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
                     f"{index} is outside [0, {count - 1}] (CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT is {count})")
     _check_sm_target(d, A.CUDNN_ATTR_ENGINE_SM_COUNT_TARGET, gdesc.state["ctx"])
-    engine = bridge.engine_at(index)
+    engine = bridge.engine_at(gdesc, index)
     if engine is None:
         unsupported(d, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX, f"engine {index} is not available in this build")
     graph, ctx = gdesc.state["graph"], gdesc.state["ctx"]
-    status, reason = bridge.support(graph, index, ctx)
+    status, reason = bridge.support(graph, engine, ctx)
     if status != S.CUDNN_STATUS_SUCCESS:
         fail(status, d, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
              f"engine {index} ({engine.name}) does not support the graph: {reason}")
@@ -108,7 +108,7 @@ def finalize_engine_config(d):
         if spec is None:
             have = ", ".join(K(k).name for k in specs) or "none"
             unsupported(d, A.CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
-                        f"engine {engine.global_index} ({engine.name}) has no knob {ktype.name} (its knobs: {have})")
+                        f"engine {engine.name} has no knob {ktype.name} (its knobs: {have})")
         if not spec.valid(kval):
             unsupported(d, A.CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
                         f"{ktype.name} = {kval} is not in [{spec.min}, {spec.max}] step {spec.stride}")
@@ -142,7 +142,7 @@ def finalize_engine_heuristics(d):
     results = []
     for ec in ranked:
         edesc = make_filled(D.CUDNN_BACKEND_ENGINE_DESCRIPTOR, {
-            A.CUDNN_ATTR_ENGINE_OPERATION_GRAPH: gdesc, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX: ec.engine.global_index})
+            A.CUDNN_ATTR_ENGINE_OPERATION_GRAPH: gdesc, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX: bridge.index_of(gdesc, ec.engine)})
         default_ec = bridge.engine_config(ec.engine, graph, ctx, bridge.default_config(ec.engine, graph))
         _fill_engine(edesc, gdesc, ec.engine, default_ec)
         choices = [make_filled(D.CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, {
