@@ -258,6 +258,7 @@ class PipelineMixin(PlanQueryMixin):
 
     def execute_plan_at_index(self, variant_pack, workspace=None, index=0, handle=None, **overrides):
         i = self._index(index)
+        self._refuse_barred(i)
         if i not in self._built:
             self._build_index(i, handle)
         self._run(i, variant_pack, workspace, handle, **{k: overrides.get(k) for k in

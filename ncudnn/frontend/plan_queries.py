@@ -1,6 +1,8 @@
 """Plan filters and queries of pygraph: deselect / select by engine name, workspace and notes (they bar
 plan indices at check_support), plan names, engines and knobs, notes, appending a hand-picked engine
 config, building / selecting one plan, the graph key."""
+import numbers
+
 from ..types import cudnnStatus_t
 from .enums import behavior_note, enum_value, knob_type, numerical_note
 from .errors import graph_error
@@ -35,9 +37,29 @@ class PlanQueryMixin:
                         break
         return out
 
-    def _add_note_filter(self, kind, notes, keep, enum_cls):
-        self._filters["notes"].append((kind, {int(enum_value(n, enum_cls, kind)) for n in notes}, keep))
+    def _apply_filters(self):
+        """A filter changed: support is asked again, and built plans it now bars are dropped (a selected
+        one too: the first built plan left is selected, or none)."""
         self._support.clear()
+        if not self._candidates:
+            return
+        barred = self._barred()
+        for i in barred:
+            self._built.pop(i, None)
+        if self._selected in barred or self._selected not in self._built:
+            self._selected = min(self._built) if self._built else None
+
+    def _refuse_barred(self, i):
+        """Raise NOT_SUPPORTED when a filter bars plan ``i`` (it is never built, selected or run)."""
+        why = self._barred().get(i)
+        if why is not None:
+            raise graph_error(why[0], f"graph '{self.name}': plan {i} ({self._candidates[i]}) is barred: {why[1]}")
+
+    def _add_note_filter(self, kind, notes, keep, enum_cls):
+        if isinstance(notes, (str, bytes)) or not hasattr(notes, "__iter__"):
+            notes = [notes]
+        self._filters["notes"].append((kind, {int(enum_value(n, enum_cls, kind)) for n in notes}, keep))
+        self._apply_filters()
         if self._planned and not getattr(self, "_plans_tf32", True) and self._ctx().allow_tf32:
             self.create_execution_plans(self._plan_modes)   # the TF32 opt-in admits tensor-core plans: ask again
         return self
@@ -55,13 +77,26 @@ class PlanQueryMixin:
         return self._add_note_filter("behavior", notes, True, behavior_note)
 
     def deselect_engines(self, engine_names):
-        self._filters["engines"].update(engine_names)
-        self._support.clear()
+        """Bar every plan whose name (``get_plan_name_at_index``) contains one of ``engine_names`` (a list
+        of names, or one name), as cudnn-frontend does: a full plan name bars that plan."""
+        names = [engine_names] if isinstance(engine_names, str) else engine_names
+        try:
+            names = list(names)
+        except TypeError:
+            names = None
+        if names is None or not all(isinstance(n, str) for n in names):
+            raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"graph '{self.name}': deselect_engines takes a list of "
+                              f"engine / plan names (str), not {engine_names!r}")
+        self._filters["engines"].update(names)
+        self._apply_filters()
         return self
 
     def deselect_workspace_greater_than(self, workspace_limit):
+        if isinstance(workspace_limit, bool) or not isinstance(workspace_limit, numbers.Integral):
+            raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"graph '{self.name}': deselect_workspace_greater_than "
+                              f"takes a byte count (int), not {workspace_limit!r}")
         self._filters["workspace"] = int(workspace_limit)
-        self._support.clear()
+        self._apply_filters()
         return self
 
     # ------------------------------------------------------------------ plan queries
@@ -79,36 +114,45 @@ class PlanQueryMixin:
         return str(self._candidates[self._index(index)])
 
     def get_engine_count(self):
-        """Number of engines ncudnn has (global indices 0..count-1)."""
+        """Number of engine indices of a graph (0..count-1, as the backend's ENGINE_GLOBAL_COUNT)."""
         from ..engines import registry
 
         return registry.global_count()
 
-    def get_engine_and_knobs_at_index(self, index):
-        """(engine global index, {knob_type: value}) of plan ``index``."""
-        ec = self._candidates[self._index(index)]
-        return ec.global_index, {_knob(k): v for k, v in ec.config.knobs}
-
-    def get_knobs_for_engine(self, engine_id):
-        """The knobs engine ``engine_id`` offers for this graph, as :class:`knob` objects."""
+    def _engines(self):
+        """This graph's engines by index. As in the backend (and cuDNN), an engine's index is meaningful
+        per operation graph: the engines that run the graph first (global order), then the rest."""
         from ..engines import registry
 
-        eng = registry.by_index(int(engine_id))
-        if eng is None:
-            raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"no engine with global index {engine_id}")
+        if not self._op_graph_built:
+            self.build_operation_graph()
+        api, ctx = _api(), self._ctx()
+        supported = [e for e in registry.engines() if int(api.check_support(self._ir, e.name, ctx)[0]) == 0]
+        return registry.graph_order(supported)
+
+    def _engine(self, engine_id):
+        order = self._engines()
+        i = int(engine_id)
+        if not 0 <= i < len(order):
+            raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"graph '{self.name}': no engine with index {engine_id} "
+                              f"(0..{len(order) - 1})")
+        return order[i]
+
+    def get_engine_and_knobs_at_index(self, index):
+        """(engine index in this graph, {knob_type: value}) of plan ``index``."""
+        ec = self._candidates[self._index(index)]
+        return self._engines().index(ec.engine), {_knob(k): v for k, v in ec.config.knobs}
+
+    def get_knobs_for_engine(self, engine_id):
+        """The knobs engine ``engine_id`` (an index of this graph) offers, as :class:`knob` objects."""
+        eng = self._engine(engine_id)
         sub = _api().problem(self.ir)
         return [knob(_knob(int(k.type)), k.min, k.max, k.stride, k.default) for k in eng.knobs(sub)]
 
     def create_execution_plan(self, engine_id, knobs=None):
-        """Append the plan of engine ``engine_id`` with ``knobs`` ({knob_type: value}); returns self."""
-        from ..engines import registry
-        from ..engines.base import Config
-
-        if not self._op_graph_built:
-            self.build_operation_graph()
-        eng = registry.by_index(int(engine_id))
-        if eng is None:
-            raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"no engine with global index {engine_id}")
+        """Append the plan of engine ``engine_id`` (an index of this graph) with ``knobs``
+        ({knob_type: value}); returns self."""
+        eng = self._engine(engine_id)
         cfg = eng.default_config(_api().problem(self._ir))
         for k, v in (knobs or {}).items():
             cfg = cfg.with_knob(int(enum_value(k, knob_type, "knob_type")), int(v))
@@ -125,6 +169,7 @@ class PlanQueryMixin:
 
     def build_plan_at_index(self, index, handle=None):
         i = self._index(index)
+        self._refuse_barred(i)
         if i not in self._built:
             self._build_index(i, handle)
         if self._selected is None:
@@ -133,6 +178,7 @@ class PlanQueryMixin:
 
     def select_plan(self, index):
         i = self._index(index)
+        self._refuse_barred(i)
         if i not in self._built:
             self._build_index(i)
         self._selected = i
