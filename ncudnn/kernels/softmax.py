@@ -47,6 +47,14 @@ WARP_ROW_MAX = 1024
 WARP_VPT_MAX = 32
 
 
+if SIM:
+    def flog(v):
+        """math.log with the GPU's IEEE results where Python's raises: log(0) = -inf, log(< 0) = NaN."""
+        return math.log(v) if v > 0 else (-math.inf if v == 0 else math.nan)
+else:
+    flog = math.log
+
+
 #: rows whose storage fits here (and not in registers) stay in shared memory: x is read from DRAM once
 SMEM_ROW_BYTES = 160 * 1024
 #: loads a thread issues per trip of the shared-memory row path (bytes in flight: 64 KB an SM)
@@ -98,11 +106,35 @@ def _head(args, ct, block, rpb):
 
 
 def _pair_combine(ma, sa, mb, sb, ninf, zero):
-    """Lines merging running (max, sum) pair b into a (guards for -inf maxima)."""
+    """Lines merging running (max, sum) pair b into a. A side whose max is -inf has seen only -inf
+    (sum 0) or a NaN (sum NaN): its sum is added unscaled, so a NaN survives the combine."""
     return [f"mn = {ma} if {ma} >= {mb} else {mb}",
-            f"{sa} = ({sa} * math.exp({ma} - mn) if {ma} > {ninf} else {zero})"
-            f" + ({sb} * math.exp({mb} - mn) if {mb} > {ninf} else {zero})",
+            f"{sa} = ({sa} * math.exp({ma} - mn) if {ma} != {ninf} else {sa})"
+            f" + ({sb} * math.exp({mb} - mn) if {mb} != {ninf} else {sb})",
             f"{ma} = mn"]
+
+
+def _online_step(m, s, v, ninf, ind=""):
+    """Lines folding one element ``v`` into the running pair (m, s) with IEEE semantics: a NaN or a
+    +inf (whose exp(v - m) is exp(inf - inf)) makes s NaN, so the whole row comes out NaN as the
+    straightforward max-subtracted formula gives; -inf entries add nothing."""
+    return [f"{ind}if {v} > {m}:",
+            f"{ind}    {s} = ({s} * math.exp({m} - {v}) if {m} != {ninf} else {s}) + ({v} - {v} + one_)",
+            f"{ind}    {m} = {v}",
+            f"{ind}elif {v} != {ninf}:",
+            f"{ind}    {s} += math.exp({v} - {m})"]
+
+
+def _online_chunk(m, s, vals, ninf, zero, ind=""):
+    """Lines folding a chunk of elements into (m, s): one rescale for the chunk's max, then the sum
+    of exp(v - m) over all of them, NaN and +inf included (exp(NaN) / exp(inf - inf) make s NaN;
+    while m is still -inf every non-NaN element is -inf, shifted by 0 they add exp(-inf) = 0)."""
+    b = [f"{ind}mx = {vals[0]}"]
+    b += [f"{ind}mx = mx if mx >= {e} else {e}" for e in vals[1:]]
+    b += [f"{ind}if mx > {m}:", f"{ind}    {s} = {s} * math.exp({m} - mx) if {m} != {ninf} else {s}",
+          f"{ind}    {m} = mx", f"{ind}ms = {m} if {m} != {ninf} else {zero}",
+          f"{ind}{s} += " + " + ".join(f"math.exp({e} - ms)" for e in vals)]
+    return b
 
 
 #: elements a thread loads per trip of the online loops (all loads issued before any use)
@@ -130,16 +162,10 @@ def _online_block(n, block, ct, ind="    "):
 
     def body():
         b = [f"v{k} = ldx(x, base + c + {k * block})" for k in range(U)]
-        b.append("mx = v0")
-        b += [f"mx = mx if mx >= v{k} else v{k}" for k in range(1, U)]
-        b += ["if mx > m:", f"    s = s * math.exp(m - mx) if m > {ninf} else {zero}", "    m = mx",
-              f"if m > {ninf}:", "    s += " + " + ".join(f"math.exp(v{k} - m)" for k in range(U))]
-        return b
+        return b + _online_chunk("m", "s", [f"v{k}" for k in range(U)], ninf, zero)
 
-    tail = ["v = ldx(x, base + c)", "if v > m:",
-            f"    s = (s * math.exp(m - v) if m > {ninf} else {zero}) + {one}", "    m = v",
-            f"elif v > {ninf}:", "    s += math.exp(v - m)"]
-    s = [f"m = {ninf}", f"s = {zero}"] + _chunks(n, block, body, tail, ind="")
+    tail = ["v = ldx(x, base + c)"] + _online_step("m", "s", "v", ninf)
+    s = [f"m = {ninf}", f"s = {zero}", f"one_ = {one}"] + _chunks(n, block, body, tail, ind="")
     for msk in (16, 8, 4, 2, 1):
         s += [f"mo = shfl_xor(m, {msk})", f"so = shfl_xor(s, {msk})"]
         s += _pair_combine("m", "s", "mo", "so", ninf, zero)
@@ -177,7 +203,7 @@ def _row_fwd_source(n, block, vpt, log, ct, rpb=1):
             s.append(f"{ind}sty(y, base + c{k}, " + (f"v{k} - m - r)" if log else f"e{k} * r)"))
     else:
         s += _online_block(n, block, ct)
-        s.append("    r = math.log(s)" if log else f"    r = {one} / s")
+        s.append("    r = flog(s)" if log else f"    r = {one} / s")
         val = (lambda v: f"{v} - m - r") if log else (lambda v: f"math.exp({v} - m) * r")
         s += _chunks(n, block, lambda: [f"v{k} = ldx(x, base + c + {k * block})" for k in range(UNROLL)] +
                      [f"sty(y, base + c + {k * block}, {val(f'v{k}')})" for k in range(UNROLL)],
@@ -233,18 +259,10 @@ def _row_fwd_vec_source(n, block, vpt, vec, log, ct, rpb=1, unroll=4):
     if full:
         s += [f"    for jj in range({full}):", f"        q = t + jj * {step}"]
         s += loads("        ", U)
-        s.append("        mx = v0_0")
-        s += [f"        mx = mx if mx >= {e} else {e}" for e in flat[1:]]
-        s += ["        if mx > m:", f"            s = s * math.exp(m - mx) if m > {ninf} else {zero}",
-              "            m = mx", f"        if m > {ninf}:",
-              "            s += " + " + ".join(f"math.exp({e} - m)" for e in flat)]
+        s += _online_chunk("m", "s", flat, ninf, zero, "        ")
     s += [f"    q = t + {full * step}", f"    while q < {nv}:"]
     s += loads("        ", 1)
-    s.append("        mx = v0_0")
-    s += [f"        mx = mx if mx >= {e} else {e}" for e in one_vec[1:]]
-    s += ["        if mx > m:", f"            s = s * math.exp(m - mx) if m > {ninf} else {zero}",
-          "            m = mx", f"        if m > {ninf}:",
-          "            s += " + " + ".join(f"math.exp({e} - m)" for e in one_vec), f"        q += {block}"]
+    s += _online_chunk("m", "s", one_vec, ninf, zero, "        ") + [f"        q += {block}"]
     for msk in (16, 8, 4, 2, 1):
         s += [f"    mo = shfl_xor(m, {msk})", f"    so = shfl_xor(s, {msk})"]
         s += ["    " + ln for ln in _pair_combine("m", "s", "mo", "so", ninf, zero)]
@@ -253,7 +271,7 @@ def _row_fwd_vec_source(n, block, vpt, vec, log, ct, rpb=1, unroll=4):
               "    m = sm[0]", "    s = sm2[0]", f"    for w in range(1, {block // 32}):", "        mo = sm[w]",
               "        so = sm2[w]"]
         s += ["        " + ln for ln in _pair_combine("m", "s", "mo", "so", ninf, zero)]
-    s.append("    r = math.log(s)" if log else f"    r = {one} / s")
+    s.append("    r = flog(s)" if log else f"    r = {one} / s")
 
     def writes(ind, count, q="q"):
         b = loads(ind, count, q)
@@ -288,7 +306,7 @@ def fwd_vec_kernel(outer, n, log, vec, block, rows_per_block, unroll, x_dt, y_dt
     threads, blk, vpt, rpb = softmax_vec_config(n, vec, block, rows_per_block, online)
     src = _row_fwd_vec_source(n, blk, vpt, vec, log, ct, rpb, unroll)
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, block_sum=block_sum, block_max=block_max,
-              shfl_xor=shfl_xor, warp_sum=warp_sum, warp_max=warp_max, u64=numba.uint64,
+              shfl_xor=shfl_xor, warp_sum=warp_sum, warp_max=warp_max, u64=numba.uint64, flog=flog,
               **vector_names(vec, x_dt, y_dt, ct))
     exec(compile(src, "<softmax fwd-vec>", "exec"), ns)
     kern = cuda.jit(ns["kernel"]) if SIM else cuda.jit(ns["kernel"], max_registers=_reg_budget(threads))
@@ -389,14 +407,10 @@ def _col_fwd_source(n, inner, total, log, ct):
     s = ["def kernel(x, y, nrows):", "    p = cuda.grid(1)", f"    if p < {total}:",
          f"        base = (p // {inner}) * {n * inner} + p % {inner}",
          f"        m = {ninf}", f"        s = {zero}",
+         f"        one_ = {one}",
          f"        for c in range({n}):",
-         f"            v = ldx(x, base + c * {inner})",
-         "            if v > m:",
-         f"                s = (s * math.exp(m - v) if m > {ninf} else {zero}) + {one}",
-         "                m = v",
-         f"            elif v > {ninf}:",
-         "                s += math.exp(v - m)",
-         "        r = math.log(s)" if log else f"        r = {one} / s",
+         f"            v = ldx(x, base + c * {inner})"] + _online_step("m", "s", "v", ninf, "            ") + [
+         "        r = flog(s)" if log else f"        r = {one} / s",
          f"        for c in range({n}):",
          f"            v = ldx(x, base + c * {inner})",
          f"            sty(y, base + c * {inner}, " + ("v - m - r)" if log else "math.exp(v - m) * r)")]
@@ -433,7 +447,7 @@ def unsigned_indices(source):
 def _jit(source, name, threads, **names):
     source = unsigned_indices(source)
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, block_sum=block_sum, block_max=block_max,
-              shfl_xor=shfl_xor, warp_sum=warp_sum, warp_max=warp_max, u64=numba.uint64, **names)
+              shfl_xor=shfl_xor, warp_sum=warp_sum, warp_max=warp_max, u64=numba.uint64, flog=flog, **names)
     exec(compile(source, f"<softmax {name}>", "exec"), ns)
     # the register cap makes a 1024-thread block always launchable (the simulator has no such option)
     return cuda.jit(ns["kernel"]) if SIM else cuda.jit(ns["kernel"], max_registers=_reg_budget(threads))
