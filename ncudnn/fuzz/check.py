@@ -1,0 +1,55 @@
+"""The tolerance a plan is held to, and the comparison of one output with the oracle.
+
+The tolerance is :data:`ncudnn.testing.TOL` of the least precise of: the graph's non-virtual tensor
+types and what the plan's numerical notes claim (TENSOR_CORE on FP32 data: TF32; DOWN_CONVERT_INPUTS
+or REDUCED_PRECISION_REDUCTION: FP16 arithmetic; WINOGRAD: the FP32 tolerance times four, the
+transform's extra rounding). Integer and boolean outputs must match exactly.
+"""
+import numpy as np
+
+from ..testing import TOL, rel_err, to_f64
+from ..types import cudnnBackendNumericalNote_t as NN, cudnnDataType_t as CDT
+
+#: precision labels from most to least precise (keys of TOL)
+ORDER = ("float64", "float32", "tf32", "float16", "bfloat16", "fp8")
+
+_LABEL = {CDT.CUDNN_DATA_DOUBLE: "float64", CDT.CUDNN_DATA_FLOAT: "float32", CDT.CUDNN_DATA_HALF: "float16",
+          CDT.CUDNN_DATA_BFLOAT16: "bfloat16", CDT.CUDNN_DATA_FP8_E4M3: "fp8", CDT.CUDNN_DATA_FP8_E5M2: "fp8"}
+
+
+def _worst(labels):
+    return max(labels, key=ORDER.index) if labels else "float32"
+
+
+def tolerance(dtypes, notes):
+    """(label, tolerance) for a plan over tensors of ``dtypes`` (cudnnDataType_t) with ``notes``."""
+    labels = [_LABEL.get(CDT(int(d)), "float32") for d in dtypes]
+    label = _worst(labels)
+    notes = {int(n) for n in notes}
+    if int(NN.CUDNN_NUMERICAL_NOTE_TENSOR_CORE) in notes and label in ("float64", "float32"):
+        label = "tf32"
+    if notes & {int(NN.CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS),
+                int(NN.CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)}:
+        label = _worst([label, "float16"])
+    tol = TOL[label]
+    if int(NN.CUDNN_NUMERICAL_NOTE_WINOGRAD) in notes:
+        tol = max(tol, 4 * TOL["float32"])
+    return label, tol
+
+
+def compare(got, ref, dtype, tol):
+    """None when ``got`` matches ``ref`` (exactly for integer / boolean ``dtype``), else a short reason."""
+    kind = np.dtype(dtype).kind
+    if kind in "iub":
+        bad = int(np.count_nonzero(to_f64(got) != np.asarray(ref, np.float64)))
+        return None if bad == 0 else f"{bad} of {np.size(ref)} elements differ (exact type)"
+    err = rel_err(got, ref)
+    if err <= tol:
+        return None
+    g, r = to_f64(got), np.asarray(ref, np.float64)
+    scale = np.max(np.abs(r[np.isfinite(r)])) if np.isfinite(r).any() else 1.0
+    off = ~(np.abs(g - r) <= tol * scale) | (np.isnan(g) != np.isnan(r))
+    nan = int(np.count_nonzero(np.isnan(g) & ~np.isnan(r)))
+    first = tuple(int(i) for i in np.argwhere(off)[0]) if off.any() else ()
+    at = f"; first at {first}: got {g[first]!r}, expected {r[first]!r}" if first else ""
+    return f"rel_err {err:.3e} > {tol:.1e}: {int(off.sum())} of {r.size} off, {nan} NaN{at}"

@@ -1,0 +1,212 @@
+"""Run one fuzz case: generate the graph, plan it under every heuristic mode, run every built plan on
+fresh input draws, and compare each execution with the float64 oracle.
+
+One case is one generated graph (``family:seed:case``); its counted executions are (plan, draw)
+pairs: every plan ``build_plans(ALL)`` yields over the heuristics of modes A, B and FALLBACK (the
+first plan of each mode among them) runs each draw. The oracle runs once per draw, the buffers are
+allocated once per graph.
+
+Outcomes of a case: ``ok`` (every execution matched), ``wrong`` (an execution's output differs from
+the oracle, an element outside an output view or any element of an input changed), ``error`` (a bare
+Python exception anywhere, a plan that check_support accepted failing to build or execute),
+``refused`` (no engine supports the graph: every engine said why, which is the contract) and
+``invalid`` (the graph front end rejected the generated graph with a CudnnError: a generator bug or
+an over-strict validation, reported apart).
+"""
+import time
+import traceback
+
+import numpy as np
+from numba import cuda
+
+import ncudnn as cudnn
+from ..errors import CudnnError
+from ..memory import allocate, numpy_dtype
+from ..reference.ops import run_node
+from .bind import Buffer, draw_values
+from .check import compare, tolerance
+from .families import FAMILIES
+from .spec import case_rng, draw_rng
+
+MODES = (("A", cudnn.heur_mode.A), ("B", cudnn.heur_mode.B), ("FALLBACK", cudnn.heur_mode.FALLBACK))
+
+
+class ContextLost(RuntimeError):
+    """The CUDA context failed (a kernel faulted): the worker process must restart."""
+
+
+def repro(family, seed, case, draw=None, engine=None):
+    line = f"python -m ncudnn.fuzz --repro {family}:{seed}:{case}"
+    if draw is not None:
+        line += f" --draw {draw}"
+    if engine is not None:
+        line += f" --engine {engine}"
+    return line
+
+
+def _plans(g):
+    """{index: (name, engine, notes, first-of-modes)} of every plan build_plans(ALL) built, and the
+    build failures of plans check_support accepted."""
+    firsts = {}
+    for label, mode in MODES:
+        try:
+            g.create_execution_plans([mode])
+        except CudnnError:
+            continue
+        if g.get_execution_plan_count():
+            firsts.setdefault(g.get_plan_name_at_index(0), []).append(label)
+    g.create_execution_plans([m for _, m in MODES])
+    g.check_support()
+    g.build_plans(cudnn.build_plan_policy.ALL)
+    out = {}
+    for i in sorted(g._built):
+        name = g.get_plan_name_at_index(i)
+        out[i] = (name, name.split("(")[0], tuple(g.get_numerical_notes_for_plan_at_index(i)),
+                  firsts.get(name, []))
+    return out, dict(g._build_errors)
+
+
+def _oracle(g, spec, bufs, views, by_value, rng_draw):
+    """Fill every input with a fresh draw; the oracle's float64 values of every tensor."""
+    vals = {}
+    for uid, b in bufs.items():
+        if not b.output:
+            lo, hi = spec.ranges.get(b.name, (-1.0, 1.0))
+            vals[uid] = b.fill(draw_values(rng_draw, b.dims, b.dtype, lo, hi))
+    for uid, (src_uid, dims, strides, offset) in views.items():
+        vals[uid] = bufs[src_uid].view_of(dims, strides, offset)
+    vals.update(by_value)
+    for node in g.ir.nodes:
+        ins = {p: vals[t.uid] if t.uid in vals else np.asarray(t.value, np.float64) for p, t in node.inputs.items()}
+        outs = run_node(node, ins)
+        for port, t in node.outputs.items():
+            if port in outs:
+                vals[t.uid] = outs[port]
+    return vals
+
+
+def _bind(g, spec):
+    """Buffers of every non-virtual tensor, the views bound through their source, the by-value scalars
+    (uid -> value as the tensor's type holds it) and the variant pack."""
+    produced = {t.uid for n in g.ir.nodes for t in n.outputs.values()}
+    view_uids = {v._desc.uid: (src._desc.uid, off) for v, (src, off) in (g._views or {}).items()}
+    bufs, views, by_value, pack = {}, {}, {}, {}
+    for uid, d in g.ir.tensors().items():
+        if d.is_virtual:
+            continue
+        if d.is_by_value:
+            name = d.name
+            v = spec.scalars.get(name, d.value)
+            if name in spec.scalars:
+                pack[uid] = spec.scalars[name]
+            by_value[uid] = np.asarray(np.asarray(v).astype(numpy_dtype(d.dtype)), np.float64)
+            continue
+        if uid in view_uids:
+            src, off = view_uids[uid]
+            views[uid] = (src, d.dims, d.strides, off)
+            continue
+        b = Buffer(d, uid in produced)
+        bufs[uid] = b
+        pack[uid] = b.arg
+    return bufs, views, by_value, pack
+
+
+def _execute(g, i, pack, ws):
+    try:
+        g.execute_plan_at_index(pack, ws, index=i)
+        cuda.synchronize()
+    except CudnnError as e:
+        return f"{type(e).__name__}: {e}"
+    except Exception as e:  # noqa: BLE001 - any bare exception is a finding
+        msg = f"{type(e).__name__}: {e}"
+        try:
+            cuda.synchronize()
+        except Exception:  # noqa: BLE001
+            raise ContextLost(msg) from e
+        return msg
+    return None
+
+
+def run_case(family, seed, case, draws=2, engine=None, only_draw=None, verbose=False):
+    """Run case ``family:seed:case``; returns a result dict (see the module docstring). ``engine``
+    limits the executions to that engine's plans and ``only_draw`` to one draw (repro runs)."""
+    t0 = time.perf_counter()
+    res = {"family": family, "seed": seed, "case": case, "outcome": "ok", "plans": [], "desc": "",
+           "executions": 0, "failures": []}
+
+    def fail(kind, what, draw=None, eng=None):
+        res["failures"].append({"kind": kind, "what": what, "repro": repro(family, seed, case, draw, eng)})
+        if kind == "error" or res["outcome"] == "ok":
+            res["outcome"] = kind
+
+    try:
+        spec = FAMILIES[family](case_rng(family, seed, case))
+        res["desc"], res["front_end"] = spec.desc, spec.front_end
+        g = spec.graph
+        try:
+            g.validate()
+        except CudnnError as e:
+            res["outcome"], res["why"] = "invalid", f"{type(e).__name__}: {e}"[:300]
+            return res
+        try:
+            plans, build_errors = _plans(g)
+        except CudnnError as e:
+            res["outcome"], res["why"] = "refused", f"{e.status.name}: {e.message}"[:300]
+            return res
+        for i, why in build_errors.items():
+            fail("error", f"plan {g.get_plan_name_at_index(i)} passed check_support but did not build: {why}",
+                 eng=g.get_plan_name_at_index(i).split("(")[0])
+        bufs, views, by_value, pack = _bind(g, spec)
+        dtypes = [d.dtype for d in g.ir.tensors().values() if not d.is_virtual]
+        sizes = [g.get_workspace_size_plan_at_index(i) for i in plans]
+        ws = allocate(max(sizes)) if sizes and max(sizes) else None
+        rows = {i: {"name": p[0], "engine": p[1], "first_of": p[3], "executions": 0, "wrong": 0,
+                    "tol": tolerance(dtypes, p[2])} for i, p in plans.items()}
+        res["plans"] = list(rows.values())
+        for d in range(draws):
+            if only_draw is not None and d != only_draw:
+                continue
+            vals = _oracle(g, spec, bufs, views, by_value, draw_rng(family, seed, case, d))
+            for i, row in rows.items():
+                if engine is not None and row["engine"] != engine:
+                    continue
+                for b in bufs.values():
+                    if b.output:
+                        b.fill()
+                err = _execute(g, i, pack, ws)
+                row["executions"] += 1
+                res["executions"] += 1
+                if err is not None:
+                    row["wrong"] += 1
+                    fail("error", f"{row['name']}: execute raised {err}"[:400], d, row["engine"])
+                    continue
+                bad = _check(bufs, vals, row["tol"][1] * spec.tol_scale)
+                if bad:
+                    row["wrong"] += 1
+                    fail("wrong", f"{row['name']} (tol {row['tol'][0]}): " + "; ".join(bad), d, row["engine"])
+                if verbose:
+                    print(f"draw {d} {row['name']}: {'; '.join(bad) if bad else 'ok'}")
+    except ContextLost:
+        raise
+    except Exception as e:  # noqa: BLE001 - a bare exception from the library is a finding
+        tb = traceback.format_exc(limit=-3).replace("\n", " | ")
+        fail("error", f"{type(e).__name__}: {e} [{tb}]"[:600])
+    finally:
+        res["seconds"] = time.perf_counter() - t0
+    return res
+
+
+def _check(bufs, vals, tol):
+    bad = []
+    for uid, b in bufs.items():
+        if not b.output:
+            if not b.unchanged():
+                bad.append(f"input {b.name} changed")
+            continue
+        got, same = b.read()
+        why = compare(got, vals[uid], b.dtype, tol)
+        if why:
+            bad.append(f"{b.name}: {why}")
+        if not same:
+            bad.append(f"{b.name}: elements outside the view changed")
+    return bad
