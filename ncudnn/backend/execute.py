@@ -1,7 +1,9 @@
 """cudnnBackendExecute and the native CUDA graph hooks: a finalized plan run on a variant pack.
 
 The variant pack's uid -> pointer map goes to the plan as is (the engine layer checks each buffer
-against its tensor: NULL, alignment, size); by-value tensors get host scalars of their data type.
+against its tensor: NULL, alignment, size, and a self-describing buffer's dtype / shape / strides);
+a by-value tensor's data pointer is a host pointer to its value (or a ctypes object, NumPy scalar or
+float holding it, see ncudnn.host_values), read with the tensor's data type at every execute.
 """
 import numpy as np
 
@@ -24,31 +26,44 @@ def checked_pair(plan, pack):
     return plan, pack
 
 
-def _scalar(pack, obj, t):
+def _reader(pack, obj, t):
+    """A function reading by-value tensor ``t``'s value from ``obj``, its variant-pack data pointer (a
+    host pointer, a ctypes object, a NumPy scalar or array, a float: see ncudnn.host_values). A host
+    pointer is read at every execute, as cuDNN does; the form is checked when the pack is bound."""
+    from ..host_values import host_value
     from ..ir import numpy_dtype
+    from ..errors import BadParamError
     dt = numpy_dtype(t.dtype) or np.dtype(np.float32)
-    try:
-        return np.asarray(obj).astype(dt).reshape(-1)[0]
-    except (TypeError, ValueError, IndexError) as e:
-        fail(S.CUDNN_STATUS_BAD_PARAM, pack, None, f"by-value {t.label}: {obj!r} is not a scalar ({e})")
+    what = f"by-value {t.label}"
+
+    def read():
+        try:
+            return host_value(obj, dt, what)
+        except BadParamError as e:
+            fail(e.status, pack, None, e.message)
+    read()
+    return read
 
 
 def variant_map(plan, pack):
-    """uid -> buffer (host scalar for by-value tensors) for every non-virtual tensor of the plan."""
+    """(uid -> buffer for every non-virtual tensor of the plan, uid -> reader of each by-value tensor)."""
     tensors = plan.state["graph"].tensors()
     given = pack.state["buffers"]
     extra = sorted(u for u in given if u not in tensors or tensors[u].is_virtual)
     if extra:
         fail(S.CUDNN_STATUS_BAD_PARAM, pack, None, f"unique id(s) {extra} are not non-virtual tensors of the "
              "plan's operation graph")
-    out = {}
+    out, readers = {}, {}
     for uid, t in sorted(tensors.items()):
         if t.is_virtual:
             continue
         if uid not in given:
             fail(S.CUDNN_STATUS_BAD_PARAM, pack, None, f"no data pointer for {t.label}")
-        out[uid] = _scalar(pack, given[uid], t) if t.is_by_value else given[uid]
-    return out
+        if t.is_by_value:
+            readers[uid] = _reader(pack, given[uid], t)
+        else:
+            out[uid] = given[uid]
+    return out, readers
 
 
 def workspace_of(plan, pack):
@@ -67,9 +82,18 @@ def bound(plan, pack):
     hit = pack.state.get("bound")
     if hit is not None and hit[0] == key:
         return hit[1], hit[2]
-    buffers, workspace = variant_map(plan, pack), workspace_of(plan, pack)
-    pack.state["bound"] = (key, buffers, workspace)
-    return buffers, workspace
+    (buffers, readers), workspace = variant_map(plan, pack), workspace_of(plan, pack)
+    pack.state["bound"] = (key, (buffers, readers), workspace)
+    return (buffers, readers), workspace
+
+
+def _buffers(bound_buffers):
+    """The pack for one execute: the device buffers and each by-value tensor's value read now."""
+    buffers, readers = bound_buffers
+    out = dict(buffers)
+    for uid, read in readers.items():
+        out[uid] = read()
+    return out
 
 
 def execute(handle, plan, pack):
@@ -78,7 +102,7 @@ def execute(handle, plan, pack):
     checked_pair(plan, pack)
     buffers, workspace = bound(plan, pack)
     try:
-        bridge.execute(plan.state["plan"], dict(buffers), workspace, h)
+        bridge.execute(plan.state["plan"], _buffers(buffers), workspace, h)
     except CudnnError as e:
         fail(e.status, pack, None, e.message)
     except Exception as e:  # noqa: BLE001 - a launch failure is EXECUTION_FAILED with its text
@@ -102,6 +126,6 @@ def cuda_graph(handle, plan, pack, graph, update):
              f"{name} does not support the native CUDA graph API (no CUDNN_BEHAVIOR_NOTE_SUPPORTS_CUDA_GRAPH_NATIVE_API)")
     buffers, workspace = bound(plan, pack)
     try:
-        hook(graph, dict(buffers), workspace, h)
+        hook(graph, _buffers(buffers), workspace, h)
     except CudnnError as e:
         fail(e.status, plan, None, e.message)

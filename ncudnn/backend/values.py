@@ -111,8 +111,8 @@ def to_fraction(v):
 
 def to_void_ptr(v):
     """A data pointer: an int (0 is NULL), None (NULL), any device buffer ``ncudnn.memory`` accepts
-    (``__cuda_array_interface__``, ``__dlpack__``, torch-like, numba arrays), or a host scalar /
-    NumPy array (the value of a by-value tensor)."""
+    (``__cuda_array_interface__``, ``__dlpack__``, torch-like, numba arrays), a ctypes object, or a host
+    scalar / NumPy array (a by-value tensor's value; see ncudnn.host_values)."""
     if v is None:
         return 0
     if isinstance(v, (bool, np.bool_, str, bytes)):
@@ -123,6 +123,9 @@ def to_void_ptr(v):
         return int(v)
     if isinstance(v, (float, np.floating, np.ndarray, np.generic)):
         return v
+    from ..host_values import is_ctypes
+    if is_ctypes(v):
+        return v  # a host pointer / value of a by-value tensor (c_void_p: a pointer of either kind)
     from ..errors import CudnnError
     from ..memory import device_pointer
     try:
