@@ -37,6 +37,8 @@ ENGINE_ORDER = [
     "data_movement",          # concat, reshape, transpose, slice: strided copy kernels
     "conv_direct",            # direct convolution: depthwise and tiny channel counts
     "matmul_wgmma",           # batched matmul on Hopper warpgroup MMA (wgmma.mma_async bf16 / f16, sm_90a)
+    "attention_flash_fwd",    # SDPA forward: flash attention, online softmax, masks / bias / ALiBi (attention/)
+    "attention_flash_bwd",    # SDPA backward: deterministic dK/dV and dQ passes from the stats (attention/)
 ]
 
 #: modules of the package that are machinery, not engines

@@ -11,8 +11,9 @@ divides H and query head h reads kv head h // (H / Hk). Per (b, h), in cudnn-fro
       causal: j > i + shift, with shift = 0 for diagonal_alignment 'top_left' [default] and
         shift = Skv_b - Sq_b for 'bottom_right' (Skv_b = seq_len_kv[b] or Sk, Sq_b = seq_len_q[b]
         or Sq: the last valid query row sees every valid key);
-      sliding_window_length W: j <= i + shift - W (with causal: the W most recent keys, itself
-        included).
+      sliding_window_length W (cudnn-frontend's diagonal_band_left_bound): j <= i + shift - W
+        (with causal: the W most recent keys, itself included);
+      right_bound R (diagonal_band_right_bound; causal is R = 0): j > i + shift + R.
     stats = logsumexp_j S   (B, H, Sq, 1): cuDNN's softmax "Stats" output (max + log sum exp)
     P = exp(S - stats)      (softmax; computed before dropout, so stats ignore dropout)
     o = (P * dropout_mask * dropout_scale) @ v   (dropout_mask 0/1 broadcastable to (B,H,Sq,Sk),
@@ -73,8 +74,9 @@ def _scores(q, k, scale, bias, alibi, o):
     lq, lk = _lens(o["seq_len_q"], B, Sq), _lens(o["seq_len_kv"], B, Sk)
     shift = 0 if o["diagonal_alignment"] == "top_left" else lk - lq
     keep = np.broadcast_to(j < lk, (B, H, Sq, Sk)).copy()
-    if o["causal"]:
-        keep &= j <= i + shift
+    right = 0 if o["causal"] else o["right_bound"]
+    if right is not None:
+        keep &= j <= i + shift + int(right)
     if o["sliding_window_length"] is not None:
         keep &= j > i + shift - int(o["sliding_window_length"])
     rows = np.arange(Sq)[None, None, :, None] < lq
@@ -85,19 +87,21 @@ def _dropped(p, dropout_mask, dropout_scale):
     return p if dropout_mask is None else p * f64(dropout_mask) * dropout_scale
 
 
-def _opts(causal, diagonal_alignment, seq_len_q, seq_len_kv, sliding_window_length):
+def _opts(causal, diagonal_alignment, seq_len_q, seq_len_kv, sliding_window_length, right_bound=None):
+    if causal and right_bound is not None:
+        raise ValueError("causal is right_bound 0: give one of them")
     return dict(causal=causal, diagonal_alignment=diagonal_alignment, seq_len_q=seq_len_q,
-                seq_len_kv=seq_len_kv, sliding_window_length=sliding_window_length)
+                seq_len_kv=seq_len_kv, sliding_window_length=sliding_window_length, right_bound=right_bound)
 
 
 def sdpa_forward(q, k, v, scale, causal=False, bias=None, dropout_mask=None, dropout_scale=1.0,
                  diagonal_alignment="top_left", seq_len_q=None, seq_len_kv=None,
-                 sliding_window_length=None, alibi=False):
+                 sliding_window_length=None, alibi=False, right_bound=None):
     """Attention forward -> (o (B, H, Sq, Dv), stats (B, H, Sq, 1)); see the module docstring."""
     q, k, v = f64(q), f64(k), f64(v)
     H = q.shape[1]
     s, keep, rows = _scores(q, k, scale, bias, alibi, _opts(
-        causal, diagonal_alignment, seq_len_q, seq_len_kv, sliding_window_length))
+        causal, diagonal_alignment, seq_len_q, seq_len_kv, sliding_window_length, right_bound))
     s = np.where(keep, s, -np.inf)
     m = s.max(axis=-1, keepdims=True)
     m_safe = np.where(np.isfinite(m), m, 0.0)
@@ -119,7 +123,8 @@ def _reduce_to(g, shape):
 
 def sdpa_backward(q, k, v, o, do, stats, scale, causal=False, bias=None, dropout_mask=None,
                   dropout_scale=1.0, diagonal_alignment="top_left", seq_len_q=None,
-                  seq_len_kv=None, sliding_window_length=None, alibi=False, return_dbias=False):
+                  seq_len_kv=None, sliding_window_length=None, alibi=False, return_dbias=False,
+                  right_bound=None):
     """Attention backward -> (dq, dk, dv), plus dbias (bias's shape) when return_dbias.
 
     P is rebuilt from ``stats`` as exp(S - stats) (masked entries 0), as a flash kernel does.
@@ -129,7 +134,7 @@ def sdpa_backward(q, k, v, o, do, stats, scale, causal=False, bias=None, dropout
     Hk, Sk = k.shape[1], k.shape[2]
     ke, ve = _expand(k, H), _expand(v, H)
     s, keep, rows = _scores(q, k, scale, bias, alibi, _opts(
-        causal, diagonal_alignment, seq_len_q, seq_len_kv, sliding_window_length))
+        causal, diagonal_alignment, seq_len_q, seq_len_kv, sliding_window_length, right_bound))
     keep = keep & rows & np.isfinite(stats)
     with np.errstate(invalid="ignore", over="ignore"):
         p = np.where(keep, np.exp(np.where(keep, s - stats, 0.0)), 0.0)

@@ -1,0 +1,134 @@
+"""What an attention kernel is compiled for (:class:`AttnSpec`) and the device functions every attention
+kernel shares: the masked, biased score of one (query, key) pair and the per-batch sequence bounds.
+
+Runtime arguments every kernel takes, in this order after its own arrays (see ``fwd.py``):
+sizes ``B, H, HK, SQ, SK``; the attention scale (a float32, or read from ``scale_arr[0]`` when
+SCALE_DTYPE is set); the band bounds ``left, right``; bias strides ``(b, h, i, j)`` (0 on broadcast axes).
+Tensor strides are runtime too (elements): one kernel serves every layout (BHSD, BSHD, interleaved QKV).
+"""
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+from numba import cuda, float32, int64
+
+from ..dtypes import loader
+
+NEG_INF = float32(-math.inf)
+
+
+@dataclass(frozen=True)
+class AttnSpec:
+    """Compile-time facts of one attention problem family (dtypes, head dims, mask and bias options)."""
+
+    D_QK: int
+    D_V: int
+    Q: str = "float32"          # dtypes of the tensors (kernel dtype names)
+    K: str = "float32"
+    V: str = "float32"
+    O: str = "float32"          # forward output / backward's O input
+    DO: str = "float32"
+    DQ: str = "float32"
+    DK: str = "float32"
+    DV: str = "float32"
+    BIAS: Optional[str] = None  # dtype of the additive bias (None: no bias)
+    DBIAS: Optional[str] = None  # backward: dtype of the bias gradient (None: not wanted)
+    SEQ: Optional[str] = None   # dtype of SEQ_LEN_Q / SEQ_LEN_KV (None: no padding mask)
+    SCALE: Optional[str] = None  # dtype of an attention scale read from memory (None: a launch argument)
+    ALIBI: bool = False
+    HAS_LEFT: bool = False      # a left band bound (sliding window)
+    HAS_RIGHT: bool = False     # a right band bound (causal = 0)
+    BOTTOM_RIGHT: bool = False  # band aligned to the bottom-right corner (per-batch lengths)
+    STATS: bool = True          # forward writes the log-sum-exp
+
+
+def seq_bounds(spec):
+    """Device function ``(seqq, seqkv, b, SQ, SK) -> (lq, lk, shift)``: the valid query rows and keys of
+    batch ``b`` and the diagonal's shift (0 top-left; lk - lq bottom-right)."""
+    PAD, BR = spec.SEQ is not None, spec.BOTTOM_RIGHT
+
+    @cuda.jit(device=True, inline=True)
+    def bounds(seqq, seqkv, b, SQ, SK):
+        lq = SQ
+        lk = SK
+        if PAD:
+            lq = min(SQ, max(int64(0), int64(seqq[b])))
+            lk = min(SK, max(int64(0), int64(seqkv[b])))
+        shift = int64(0)
+        if BR:
+            shift = lk - lq
+        return lq, lk, shift
+    return bounds
+
+
+def key_range(spec):
+    """Device function ``(i0, i1, lk, shift, left, right) -> (j0, j1)``: the keys any query row in
+    [i0, i1) keeps, as a half-open range (tiles outside it are skipped)."""
+    HL, HR = spec.HAS_LEFT, spec.HAS_RIGHT
+
+    @cuda.jit(device=True, inline=True)
+    def krange(i0, i1, lk, shift, left, right):
+        j0 = int64(0)
+        j1 = lk
+        if HR:
+            j1 = min(lk, i1 - 1 + shift + right + 1)
+        if HL:
+            j0 = max(int64(0), i0 + shift - left + 1)
+        return j0, j1
+    return krange
+
+
+def query_range(spec):
+    """Device function ``(j0, j1, lq, shift, left, right) -> (i0, i1)``: the query rows that keep any key
+    in [j0, j1)."""
+    HL, HR = spec.HAS_LEFT, spec.HAS_RIGHT
+
+    @cuda.jit(device=True, inline=True)
+    def qrange(j0, j1, lq, shift, left, right):
+        i0 = int64(0)
+        i1 = lq
+        if HR:
+            i0 = max(int64(0), j0 - shift - right)
+        if HL:
+            i1 = min(lq, j1 - 1 - shift + left)
+        return i0, i1
+    return qrange
+
+
+def score_fn(spec):
+    """Device function ``(dot, b, h, i, j, lq, lk, shift, scale, left, right, slope, bias, bb, bh, bs, bk)
+    -> float32``: scale * dot + bias + alibi for a kept (i, j), NEG_INF for a masked one (outside the
+    valid rows / keys or the diagonal band)."""
+    HB, AL, HL, HR = spec.BIAS is not None, spec.ALIBI, spec.HAS_LEFT, spec.HAS_RIGHT
+    ld_bias = loader(spec.BIAS) if HB else None
+
+    @cuda.jit(device=True, inline=True)
+    def score(dot, b, h, i, j, lq, lk, shift, scale, left, right, slope, bias, bb, bh, bs, bk):
+        if i >= lq or j >= lk:
+            return NEG_INF
+        if HR:
+            if j > i + shift + right:
+                return NEG_INF
+        if HL:
+            if j <= i + shift - left:
+                return NEG_INF
+        s = dot * scale
+        if HB:
+            s += ld_bias(bias, b * bb + h * bh + i * bs + j * bk)
+        if AL:
+            s += slope * float32(j - i)
+        return s
+    return score
+
+
+def alibi_slope_fn():
+    """Device function ``(h, H) -> float32``: cudnn-frontend's ALiBi slope of query head ``h``."""
+
+    @cuda.jit(device=True, inline=True)
+    def slope(h, H):
+        n = int64(1)
+        while n * 2 <= H:
+            n *= 2
+        e = float32(h + 1) if h < n else float32(h - n) + float32(0.5)
+        return float32(2.0) ** (float32(-8.0) * e / float32(n))
+    return slope
