@@ -270,6 +270,7 @@ def bn_stats_steps(lay, scratch, x, out0, out1, ct, dy=None, mean=None, var=None
     ins = [Arg.tensor(x), Arg.tensor(dy) if dy is not None else Arg.dummy(x_dt),
            Arg.tensor(mean) if mean is not None else Arg.dummy("float32")]
     nbytes = tensor_bytes(x, dy)
+    ct = ct if dy is not None else "float64"   # the forward partial sums (and out0 / out1) are float64
     if lay[0] == "cols" and var is not None:
         _, rows, C = lay
         g = _colsv_geometry(lay, var, dy is not None, occupancy, unroll)
@@ -289,7 +290,7 @@ def bn_stats_steps(lay, scratch, x, out0, out1, ct, dy=None, mean=None, var=None
         cty = kcols.combine_ty(g.chunks)
         comb = Step(f"norm_bn_colsv_combine:{ct}:{cty}", lambda: kcolsv.combine_kernel(ct, cty)[0],
                     max(1, -(-C // 32)), (32, cty), [p0, p1, out0, out1, Arg.const(g.chunks), Arg.const(C)],
-                    nbytes=g.chunks * C * 8)
+                    nbytes=g.chunks * C * 2 * (8 if ct == "float64" else 4))
         return [main, comb]
     elif lay[0] == "cols":
         _, rows, C = lay
@@ -310,7 +311,8 @@ def bn_stats_steps(lay, scratch, x, out0, out1, ct, dy=None, mean=None, var=None
                     (C, chunks), T, ins + [p0, p1, Arg.const(n), Arg.const(per)], nbytes=nbytes)
     cty = kcols.combine_ty(chunks)
     comb = Step(f"norm_bn_combine:{ct}:{cty}", lambda: kcols.combine_kernel(ct, ty=cty), max(1, -(-C // kcols.TX)),
-                (kcols.TX, cty), [p0, p1, out0, out1, Arg.const(chunks), Arg.const(C)], nbytes=chunks * C * 8)
+                (kcols.TX, cty), [p0, p1, out0, out1, Arg.const(chunks), Arg.const(C)],
+                    nbytes=chunks * C * 2 * (8 if ct == "float64" else 4))
     return [main, comb]
 
 
@@ -500,21 +502,23 @@ def _forward_steps(sub, cfg):
         return [pw.step("norm_batch_apply", _block(cfg))], 0
     ct = compute_type([kdtype(x), kdtype(i["SCALE"])])
     out_shape, g_strides, groups, C = _group_geometry(x, per_sample)
-    ssum, ssq = scratch.take(groups, ct), scratch.take(groups, ct)
+    lay = None if per_sample else _fast(sub, x, ct)
+    # the dedicated kernels sum in float64 (no overflow of (x - K)^2, no loss in the variance)
+    sdt = "float64" if lay is not None else ct
+    ssum, ssq = scratch.take(groups, sdt), scratch.take(groups, sdt)
     es, eb = scratch.take(groups, ct), scratch.take(groups, ct)
     # shifted-data sums: K = the group's first element (no cancellation when |mean| >> std)
     k_strides = tuple(st if m != 1 or n == 1 else 0 for st, m, n in zip(x.strides, out_shape, x.dims))
     spec = kr.ReduceSpec(tuple(x.dims), ((kdtype(x), tuple(x.strides)), (kdtype(x), k_strides)), out_shape,
                          (kr.Term("v0 - v1", "sum"), kr.Term("(v0 - v1) * (v0 - v1)", "sum")),
                          ((ct, g_strides), (ct, g_strides)))
-    lay = None if per_sample else _fast(sub, x, ct)
     var, occ, unr = _cols_knobs(cfg, lay)
     if lay is not None:
         steps = bn_stats_steps(lay, scratch, x, ssum, ssq, ct, var=var, occupancy=occ, unroll=unr)
     else:
         steps = reduce_steps(spec, scratch, [Arg.tensor(x), Arg.tensor(x)], [ssum, ssq], name="norm_batch_stats")
     bias = i.get("BIAS")
-    tensors = {"sum": ("scratch", ssum, ct), "sqsum": ("scratch", ssq, ct), "scale": i["SCALE"],
+    tensors = {"sum": ("scratch", ssum, sdt), "sqsum": ("scratch", ssq, sdt), "scale": i["SCALE"],
                "bias": bias, "eq_scale": ("scratch", es, ct), "eq_bias": ("scratch", eb, ct),
                "prev_mean": i.get("INPUT_RUNNING_MEAN"), "prev_var": i.get("INPUT_RUNNING_VAR"),
                "next_mean": o.get("OUTPUT_RUNNING_MEAN"), "next_var": o.get("OUTPUT_RUNNING_VAR"),

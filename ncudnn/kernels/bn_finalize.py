@@ -70,8 +70,9 @@ def finalize_kernel(arrays, training=True, writes=frozenset({"saved_mean", "save
     Returns (dispatcher, source). Arguments: the 13
     arrays, then ``groups, channels`` (int64), ``count, eps, momentum`` (float64)."""
     ct = compute_type([a[0] for a in arrays])
+    at = "float64" if training and arrays[0][0] == "float64" else ct   # float64 sums: the statistics in float64
     L = po.lit
-    one, zero = L(1.0, ct), L(0.0, ct)
+    one, zero = L(1.0, at), L(0.0, at)
     off = {name: _offset(kind, a[1], a[2]) for (name, kind), a in zip(FINALIZE_ARRAYS, arrays)}
     s = ["def kernel(" + ", ".join(n for n, _ in FINALIZE_ARRAYS) + ", groups, channels, count_in, eps_in, mom_in):",
          "    g = cuda.grid(1)",
@@ -79,15 +80,15 @@ def finalize_kernel(arrays, training=True, writes=frozenset({"saved_mean", "save
          "        return",
          "    n = g // channels",
          "    c = g - n * channels",
-         _scalar("eps", scalars, ct),
-         _scalar("cnt", scalars, ct, "count")]
+         _scalar("eps", scalars, at),
+         _scalar("cnt", scalars, at, "count")]
     if training:
         s += [f"    m1 = ld_sum(sum, {off['sum']}) / cnt",
               f"    var = ld_sqsum(sqsum, {off['sqsum']}) / cnt - m1 * m1",
-              f"    mean = m1 + ld_shift(shift, {off['shift']})" if shifted else "    mean = m1",
+              f"    mean = m1 + {at}(ld_shift(shift, {off['shift']}))" if shifted else "    mean = m1",
               f"    var = var if var > {zero} else {zero}",
               f"    inv = {one} / math.sqrt(var + eps)",
-              f"    es = ld_scale(scale, {off['scale']}) * inv"]
+              f"    es = {at}(ld_scale(scale, {off['scale']})) * inv"]
     else:
         s += [f"    mean = ld_prev_mean(prev_mean, {off['prev_mean']})",
               f"    es = ld_scale(scale, {off['scale']}) / math.sqrt(ld_prev_var(prev_var, {off['prev_var']}) + eps)"]
@@ -99,7 +100,7 @@ def finalize_kernel(arrays, training=True, writes=frozenset({"saved_mean", "save
     if training and "saved_inv" in writes:
         s.append(f"    st_saved_inv(saved_inv, {off['saved_inv']}, inv)")
     if training and ("next_mean" in writes or "next_var" in writes):
-        s.append(_scalar("mom", scalars, ct))
+        s.append(_scalar("mom", scalars, at))
     if "next_mean" in writes:
         s.append(f"    st_next_mean(next_mean, {off['next_mean']}, " + (
             f"({one} - mom) * ld_prev_mean(prev_mean, {off['prev_mean']}) + mom * mean)" if training else "mean)"))
@@ -111,9 +112,9 @@ def finalize_kernel(arrays, training=True, writes=frozenset({"saved_mean", "save
         else:  # inference passes the running statistics through
             s.append(f"    st_next_var(next_var, {off['next_var']}, {pv})")
     src = "\n".join(s) + "\n"
-    names = {f"ld_scalar_{n}": loader(dt, ct) for n, dt in scalars}
+    names = {f"ld_scalar_{n}": loader(dt, at) for n, dt in scalars}
     for (name, _), a in zip(FINALIZE_ARRAYS, arrays):
-        names["ld_" + name] = loader(a[0], ct)
+        names["ld_" + name] = loader(a[0], at if name in ("sum", "sqsum") else ct)
         names["st_" + name] = storer(a[0])
     return _jit(src, "fwd", names), src
 

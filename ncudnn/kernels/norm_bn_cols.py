@@ -69,8 +69,9 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
     compute-type values; grid (tiles, chunks), block (tx, ty). Returns (dispatcher, source)."""
     bwd = dy_dt is not None
     ct = compute_type([x_dt] + ([dy_dt, mean_dt] if bwd else []))
+    at = ct if bwd else "float64"   # forward sums in float64: (x - K)^2 of 1e20 overflows float32
     C, U = channels, unroll
-    zero = po.lit(0.0, ct)
+    zero = po.lit(0.0, at)
     body = []
     if bwd:
         body += [f"v{u} = ldx(x, p + {u} * step)" for u in range(U)]
@@ -78,9 +79,9 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
         body += [f"a += g{u}\nb += g{u} * (v{u} - k)" for u in range(U)]
         tail = ["g = ldd(dy, p)", "a += g", "b += g * (ldx(x, p) - k)"]
     else:
-        body += [f"v{u} = ldx(x, p + {u} * step) - k" for u in range(U)]
+        body += [f"v{u} = float64(ldx(x, p + {u} * step)) - k" for u in range(U)]
         body += [f"a += v{u}\nb += v{u} * v{u}" for u in range(U)]
-        tail = ["v = ldx(x, p) - k", "a += v", "b += v * v"]
+        tail = ["v = float64(ldx(x, p)) - k", "a += v", "b += v * v"]
 
     def ind(lines, n):
         return "\n".join(" " * n + ln for line in lines for ln in line.split("\n"))
@@ -96,7 +97,7 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
     a = {zero}
     b = {zero}
     if c < {C}:
-        k = {"ldm(mean, c * " + str(mean_stride) + ")" if bwd else "ldx(x, c)"}
+        k = {"ldm(mean, c * " + str(mean_stride) + ")" if bwd else "float64(ldx(x, c))"}
         step = {ty * C}
         p = (r0 + ty) * {C} + c
         pend = r1 * {C}
@@ -118,8 +119,8 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
         stw(part1, o, b)
 """
     import numba
-    names = dict(SDT=numba.float64 if ct == "float64" else numba.float32, ldx=loader(x_dt, ct),
-                 ldd=loader(dy_dt or x_dt, ct), ldm=loader(mean_dt, ct), stw=storer(ct))
+    names = dict(SDT=numba.float64 if at == "float64" else numba.float32, ldx=loader(x_dt, ct),
+                 ldd=loader(dy_dt or x_dt, ct), ldm=loader(mean_dt, ct), stw=storer(at))
     return _jit(src, "partial", names), src
 
 

@@ -103,8 +103,9 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
     Returns (dispatcher, source)."""
     bwd = dy_dt is not None
     ct = compute_type([x_dt] + ([dy_dt, mean_dt] if bwd else []))
+    at = ct if bwd else "float64"   # forward sums in float64: (x - K)^2 of 1e20 overflows float32
     C, U, V = channels, unroll, vec
-    zero = po.lit(0.0, ct)
+    zero = po.lit(0.0, at)
     J = range(V)
     body = []
     for u in range(U):
@@ -116,13 +117,13 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
             if bwd:
                 body.append(f"a{j} += g{u}_{j}\nb{j} += g{u}_{j} * (v{u}_{j} - k{j})")
             else:
-                body.append(f"d = v{u}_{j} - k{j}\na{j} += d\nb{j} += d * d")
+                body.append(f"d = float64(v{u}_{j}) - k{j}\na{j} += d\nb{j} += d * d")
     tail = [_load(V, "ld4", "ldx", "x", "p", "v_")]
     if bwd:
         tail.append(_load(V, "ld4", "ldd", "dy", "p", "g_"))
         tail += [f"a{j} += g_{j}\nb{j} += g_{j} * (v_{j} - k{j})" for j in J]
     else:
-        tail += [f"d = v_{j} - k{j}\na{j} += d\nb{j} += d * d" for j in J]
+        tail += [f"d = float64(v_{j}) - k{j}\na{j} += d\nb{j} += d * d" for j in J]
     if gtail and U > 1:
         tail = []
         for u in range(U - 1):
@@ -135,11 +136,11 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
                 if bwd:
                     tail.append(f"t = g{u}_{j} if ok{u} else {zero}\na{j} += t\nb{j} += t * (v{u}_{j} - k{j})")
                 else:
-                    tail.append(f"d = v{u}_{j} - k{j} if ok{u} else {zero}\na{j} += d\nb{j} += d * d")
+                    tail.append(f"d = float64(v{u}_{j}) - k{j} if ok{u} else {zero}\na{j} += d\nb{j} += d * d")
     if bwd:
         kinit = [f"k{j} = ldm(mean, (c + {j}) * {mean_stride})" for j in J]
     else:
-        kinit = [f"k{j} = ldx(x, c + {j})" for j in J]
+        kinit = [f"k{j} = float64(ldx(x, c + {j}))" for j in J]
     src = f"""def kernel(x, dy, mean, part0, part1, rows, chunk_rows):
     sa = cuda.shared.array(({ty}, {txv * V}), SDT)
     sb = cuda.shared.array(({ty}, {txv * V}), SDT)
@@ -169,8 +170,8 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
 {_ind([f"stw(part0, o + {j}, a{j})" for j in J] + [f"stw(part1, o + {j}, b{j})" for j in J], 8)}
 """
     import numba
-    names = dict(SDT=numba.float64 if ct == "float64" else numba.float32, ldx=loader(x_dt, ct),
-                 ldd=loader(dy_dt or x_dt, ct), ldm=loader(mean_dt, ct), stw=storer(ct))
+    names = dict(SDT=numba.float64 if at == "float64" else numba.float32, ldx=loader(x_dt, ct),
+                 ldd=loader(dy_dt or x_dt, ct), ldm=loader(mean_dt, ct), stw=storer(at))
     return _jit(src, "partial", names), src
 
 
@@ -315,13 +316,17 @@ def _register_compile_cases():
     f = a("float32")
     sig7 = f"void({f}, {f}, {f}, {f}, {f}, int64, int64)"
     sig8 = f"void({f}, {f}, {f}, {f}, {f}, {f}, int64, int64)"
-    register_compile_case("bn_colsv_partial_fwd", partial_kernel(256, "float32")[0], sig7, max_registers=48)
+    d = a("float64")
+    register_compile_case("bn_colsv_partial_fwd", partial_kernel(256, "float32")[0],
+                          f"void({f}, {f}, {f}, {d}, {d}, int64, int64)", max_registers=64)
     register_compile_case("bn_colsv_partial_bwd", partial_kernel(256, "float32", "float32")[0], sig7,
                           max_registers=64)
     register_compile_case("bn_colsv_apply_fwd", apply_kernel(256, "float32", "float32", shifted=True)[0], sig8,
                           max_registers=48)
     register_compile_case("bn_colsv_combine", combine_kernel()[0], f"void({f}, {f}, {f}, {f}, int64, int64)",
                           max_registers=40)
+    register_compile_case("bn_colsv_combine_fwd", combine_kernel("float64")[0],
+                          f"void({d}, {d}, {d}, {d}, int64, int64)", max_registers=48)
     register_compile_case("bn_colsv_apply_bwd", apply_kernel(256, "float32", "float32", "float32")[0], sig8,
                           max_registers=64)
     register_compile_case("bn_colsv_partial_bwd_gtail", partial_kernel(256, "float32", "float32", gtail=True)[0],

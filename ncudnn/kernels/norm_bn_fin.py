@@ -116,25 +116,28 @@ def fin_kernel(arrays, writes=frozenset(), scalars=(), ty=32, unroll=4, cpb=32, 
     combine (:func:`tree_geometry`), grid ceil(C / cpb), block (cpb, ty). Returns (dispatcher, source)."""
     import numba
     ct = compute_type([a[0] for a in arrays])
+    at = "float64" if arrays[0][0] == "float64" else ct   # the partials' type ("sum"): the statistics' math
     L = po.lit
-    one, zero = L(1.0, ct), L(0.0, ct)
+    one, zero = L(1.0, at), L(0.0, at)
     d = dict(zip((n for n, _ in FINALIZE_ARRAYS), arrays))
     head = ("def kernel(part0, part1, " + ", ".join(n for n, _ in FINALIZE_ARRAYS)
             + ", kout, chunks, channels, count_in, eps_in, mom_in):")
     sc = dict(scalars)
-    s = [_combine(head, ct, ty, unroll, cpb, nper),
-         f"    cnt = {ct}(count_in)",
-         f"    eps = ld_scalar_eps(eps_in, 0)" if "eps" in sc else f"    eps = {ct}(eps_in)",
+    s = [_combine(head, at, ty, unroll, cpb, nper),
+         f"    cnt = {at}(count_in)",
+         f"    eps = ld_scalar_eps(eps_in, 0)" if "eps" in sc else f"    eps = {at}(eps_in)",
          "    m1 = a / cnt",
          "    var = b / cnt - m1 * m1",
          f"    var = var if var > {zero} else {zero}",
-         f"    k = ld_shift(shift, {_off(d['shift'])})",
+         f"    mean = m1 + {at}(ld_shift(shift, {_off(d['shift'])}))",
+         # the apply pass's K: the mean rounded to the compute type, eq_bias relative to it (x - K is exact
+         # for x near the mean, also when x[row 0] was an outlier)
+         f"    k = {ct}(mean)",
          "    st_k(kout, c, k)",
-         "    mean = m1 + k",
-         f"    inv = {one} / math.sqrt(var + eps)",
-         f"    es = ld_scale(scale, {_off(d['scale'])}) * inv",
+         f"    inv = {one} / math.sqrt(var + {at}(eps))",
+         f"    es = {at}(ld_scale(scale, {_off(d['scale'])})) * inv",
          f"    st_eq_scale(eq_scale, {_off(d['eq_scale'])}, es)",
-         f"    st_eq_bias(eq_bias, {_off(d['eq_bias'])}, ld_bias(bias, {_off(d['bias'])}) - m1 * es)"]
+         f"    st_eq_bias(eq_bias, {_off(d['eq_bias'])}, ld_bias(bias, {_off(d['bias'])}) - (mean - {at}(k)) * es)"]
     if "saved_mean" in writes:
         s.append(f"    st_saved_mean(saved_mean, {_off(d['saved_mean'])}, mean)")
     if "saved_inv" in writes:
@@ -153,7 +156,7 @@ def fin_kernel(arrays, writes=frozenset(), scalars=(), ty=32, unroll=4, cpb=32, 
     for (name, _), a in zip(FINALIZE_ARRAYS, arrays):
         names["ld_" + name] = loader(a[0], ct)
         names["st_" + name] = storer(a[0])
-    names["SDT"] = numba.float64 if ct == "float64" else numba.float32
+    names["SDT"] = numba.float64 if at == "float64" else numba.float32
     names["st_k"] = storer(ct)
     return _jit(src, "fwd", names), src
 

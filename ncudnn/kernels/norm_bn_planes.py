@@ -53,16 +53,17 @@ def partial_kernel(channels, hw, sn, threads, x_dt, dy_dt=None, mean_dt="float32
     ``(x, dy, mean, part0, part1, n, per_chunk)``; grid (C, chunks), block ``threads``."""
     bwd = dy_dt is not None
     ct = compute_type([x_dt] + ([dy_dt, mean_dt] if bwd else []))
+    at = ct if bwd else "float64"   # forward sums in float64: (x - K)^2 of 1e20 overflows float32
     C, U, T = channels, unroll, threads
-    zero = po.lit(0.0, ct)
+    zero = po.lit(0.0, at)
     if bwd:
         body = [f"v{u} = ldx(x, p + {u * T})\ng{u} = ldd(dy, p + {u * T})" for u in range(U)]
         body += [f"a += g{u}\nb += g{u} * (v{u} - k)" for u in range(U)]
         tail = ["g = ldd(dy, p)", "a += g", "b += g * (ldx(x, p) - k)"]
     else:
-        body = [f"v{u} = ldx(x, p + {u * T}) - k" for u in range(U)]
+        body = [f"v{u} = float64(ldx(x, p + {u * T})) - k" for u in range(U)]
         body += [f"a += v{u}\nb += v{u} * v{u}" for u in range(U)]
-        tail = ["v = ldx(x, p) - k", "a += v", "b += v * v"]
+        tail = ["v = float64(ldx(x, p)) - k", "a += v", "b += v * v"]
     src = f"""def kernel(x, dy, mean, part0, part1, n, per_chunk):
     sm = cuda.shared.array(32, SDT)
     sm2 = cuda.shared.array(32, SDT)
@@ -70,7 +71,7 @@ def partial_kernel(channels, hw, sn, threads, x_dt, dy_dt=None, mean_dt="float32
     t = cuda.threadIdx.x
     n0 = cuda.blockIdx.y * per_chunk
     n1 = min(n0 + per_chunk, n)
-    k = {"ldm(mean, c * " + str(mean_stride) + ")" if bwd else "ldx(x, c * " + str(hw) + ")"}
+    k = {"ldm(mean, c * " + str(mean_stride) + ")" if bwd else "float64(ldx(x, c * " + str(hw) + "))"}
     a = {zero}
     b = {zero}
     for i in range(n0, n1):
@@ -90,8 +91,8 @@ def partial_kernel(channels, hw, sn, threads, x_dt, dy_dt=None, mean_dt="float32
         stw(part1, o, b)
 """
     import numba
-    names = dict(SDT=numba.float64 if ct == "float64" else numba.float32, ldx=loader(x_dt, ct),
-                 ldd=loader(dy_dt or x_dt, ct), ldm=loader(mean_dt, ct), stw=storer(ct))
+    names = dict(SDT=numba.float64 if at == "float64" else numba.float32, ldx=loader(x_dt, ct),
+                 ldd=loader(dy_dt or x_dt, ct), ldm=loader(mean_dt, ct), stw=storer(at))
     return _jit(src, "partial", names), src
 
 
@@ -169,13 +170,13 @@ def _register_compile_cases():
     except ImportError:
         return
     from .dtypes import array_sig as a
-    f = a("float32")
+    f, d = a("float32"), a("float64")
     C, HW = 256, 56 * 56
     T = threads_for(HW)
     for dt in ("float32", "bfloat16"):
         x = a(dt)
         register_compile_case(f"bn_planes_partial_fwd_{dt}", partial_kernel(C, HW, C * HW, T, dt)[0],
-                              f"void({x}, {x}, {f}, {f}, {f}, int64, int64)", max_registers=32)
+                              f"void({x}, {x}, {f}, {d}, {d}, int64, int64)", max_registers=40)
         register_compile_case(f"bn_planes_partial_bwd_{dt}", partial_kernel(C, HW, C * HW, T, dt, dt)[0],
                               f"void({x}, {x}, {f}, {f}, {f}, int64, int64)", max_registers=48)
         register_compile_case(f"bn_planes_apply_fwd_{dt}", apply_kernel(C, HW, C * HW, T, dt, dt, shifted=True)[0],
