@@ -116,8 +116,9 @@ def build_parser():
                                    "against the NumPy oracle. Exit status 0 PASS, 1 FAIL, 2 an engine or "
                                    "device is missing.")
     p.add_argument("--train", action="store_true",
-                   help="train the LeNet on scikit-learn's 8x8 digits through the legacy API and report the test "
-                        "accuracy (PASS at >= 95%% on a GPU; on the simulator a reduced run whose loss must drop)")
+                   help="train the LeNet on scikit-learn's 8x8 digits (pip install 'ncudnn[demo]') through the legacy "
+                        "API and report the test accuracy (PASS at >= 95%% on a GPU; on the simulator a reduced run "
+                        "whose loss must drop, with no accuracy)")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("bench", help="benchmarks beside cuDNN / cuBLAS (results under ./bench-results/ or --out)",
                        description="Time ncudnn beside cuDNN (through torch and cudnn-frontend) and cuBLAS on "

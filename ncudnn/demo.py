@@ -13,10 +13,11 @@ classification, per-layer timings and PASS / FAIL. On a machine without a GPU th
 the CUDA simulator at a reduced size. A layer whose engine is not registered yet ends the demo with
 the NOT_SUPPORTED message naming it (exit status 2), never a traceback.
 
-:func:`train` (``ncudnn demo --train`` once the command has the flag; ``python -m ncudnn.demo --train``)
-trains a small LeNet on scikit-learn's 8x8 handwritten digits with the legacy forward and backward calls
-and SGD by cudnnAddTensor, printing per-epoch loss, test accuracy and time (PASS at 95% on the GPU; on
-the simulator a few steps at reduced size, PASS when the loss drops).
+:func:`train` (``ncudnn demo --train``; ``python -m ncudnn.demo --train``; scikit-learn from
+``pip install 'ncudnn[demo]'``) trains a small LeNet on scikit-learn's 8x8 handwritten digits with the legacy
+forward and backward calls and SGD by cudnnAddTensor, printing per-epoch loss, test accuracy and time (PASS
+at 95% on the GPU). On the simulator it runs a few steps on a handful of images: it reports the loss going
+down (PASS when it does) and no accuracy, which would mean nothing at that size.
 """
 import time
 
@@ -422,7 +423,8 @@ def train(small=None, out=print, data=None):
     n_train, n_test, epochs, batch, channels = TRAIN_SIZES["sim" if sim else "gpu"]
     images, labels = data if data is not None else load_digits()
     if images is None:
-        out("FAIL: the digits dataset comes with scikit-learn, which is not installed (pip install scikit-learn)")
+        out("FAIL: the digits dataset comes with scikit-learn, which is not installed: pip install 'ncudnn[demo]' "
+            "(from a checkout: pip install -e '.[demo]')")
         return 2
     split = int(len(images) * 0.8)
     xtr, ytr = images[:split][:n_train], labels[:split][:n_train]
@@ -443,9 +445,17 @@ def train(small=None, out=print, data=None):
                   for i in range(0, len(xtr) - batch + 1, batch)]
             losses.append(float(np.mean(ep)))
             out(f"epoch {epoch + 1}: loss {np.mean(ep):.4f} ({time.perf_counter() - t0:.1f} s)")
-        acc = net.accuracy(xte, yte)
-        out(f"test accuracy {acc * 100:.2f}% on {len(xte) // batch * batch} images; {time.perf_counter() - t0:.1f} s")
-        ok = losses[-1] < losses[0] if sim else acc >= TARGET_ACCURACY  # sim: a few steps, the loss must drop
+        if sim:  # a few steps on a handful of images: an accuracy would mean nothing, the loss can drop
+            ok = losses[-1] < losses[0]
+            out(f"test accuracy: not measured at this size ({len(xtr)} training images, {epochs} epochs; the full run "
+                f"on a GPU checks >= {TARGET_ACCURACY:.0%}); what the simulator shows: every forward and backward "
+                f"call ran and the training loss went {losses[0]:.4f} -> {losses[-1]:.4f} "
+                f"({'down' if ok else 'not down'}); {time.perf_counter() - t0:.1f} s")
+        else:
+            acc = net.accuracy(xte, yte)
+            ok = acc >= TARGET_ACCURACY
+            out(f"test accuracy {acc * 100:.2f}% on {len(xte) // batch * batch} images (PASS at "
+                f"{TARGET_ACCURACY:.0%}); {time.perf_counter() - t0:.1f} s")
         out("PASS" if ok else "FAIL")
         return 0 if ok else 1
     except DemoError as e:
