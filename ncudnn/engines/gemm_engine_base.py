@@ -313,6 +313,8 @@ class TiledGemmEngine(Engine):
                 M, N, _, B = self.gemm_shape(p)
                 shared = memo[None] = (M, N, B, p.fp64, gc.tail_workspace(sub, p.epi.out))
             M, N, B, fp64, tail = shared
+            if self._knobs_ok(sub, cfg, None)[0] != S.CUDNN_STATUS_SUCCESS:
+                return 0                # keep refuses it: no tile to size
             ws = gc.split_workspace(self.gemm_config(cfg), M, N, B, fp64)
             hit = memo[cfg.knobs] = ws if ws > tail else tail
         return hit
@@ -355,8 +357,8 @@ class TiledGemmEngine(Engine):
 
     def _cost(self, sub, cfg, device):
         shape = self._shape(sub)
-        if shape is None:
-            return math.inf
+        if shape is None or self._knobs_ok(sub, cfg, None)[0] != S.CUDNN_STATUS_SUCCESS:
+            return math.inf             # (a knob value out of range indexes no tile)
         M, N, K_, B, in_b, out_b, extra, fp64, eff, tail = shape
         return tile_cost(self._static(cfg, device, fp64), device, M, N, K_, B, in_b, out_b, extra, fp64, eff) + tail
 

@@ -255,7 +255,8 @@ class TcEngineBase(Engine):
         return gc.tail_workspace(sub, p.epi.out)
 
     def cost(self, sub, cfg, device):
-        return gc.memo(sub, ("cost", self.name, cfg, device), lambda: self._cost(sub, cfg, device))
+        return gc.memo(sub, ("cost", self.name, cfg, device), lambda: self._cost(sub, cfg, device)
+                       if Engine.keep(self, sub, cfg, None)[0] == S.CUDNN_STATUS_SUCCESS else math.inf)
 
     def _cost(self, sub, cfg, device):
         try:

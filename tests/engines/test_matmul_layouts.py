@@ -235,6 +235,22 @@ def test_int8_io_is_refused_with_a_reason():
     assert "A" in str(e.value) and "INT8" in str(e.value), str(e.value)
 
 
+def test_hand_picked_tile_out_of_range_is_refused_with_a_reason(rng):
+    """A hand-picked TILE_SIZE past an engine's table is NOT_SUPPORTED naming the knob (it indexed no tile:
+    an IndexError escaped create_execution_plan before), for every matmul engine of the graph."""
+    case = make_case(rng, "fp16", *TC, "col", "row")
+    g, *_ = make_graph(case, "fp16")
+    g.build([HM.A])
+    engines = {g.get_engine_and_knobs_at_index(i)[0] for i in range(g.get_execution_plan_count())}
+    assert len(engines) >= 2
+    for e in sorted(engines):
+        n = g.get_execution_plan_count()
+        g.create_execution_plan(e, {cudnn.knob_type.TILE_SIZE: 99})
+        with pytest.raises(cudnn.cudnnGraphNotSupportedError) as err:
+            g.build_plan_at_index(n)
+        assert "TILE_SIZE = 99" in str(err.value), str(err.value)
+
+
 # ------------------------------------------------------------------------------ real shapes on the GPU
 
 GPU_SHAPES = [(1, 257, 129, 65), (2, 264, 136, 72), (1, 1024, 1024, 1024)]
