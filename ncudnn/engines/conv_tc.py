@@ -37,10 +37,8 @@ K = cudnnBackendKnobType_t
 
 #: block tiles, best first for large problems (256x128 spilled in the sm_90 compile check: left out); the
 #: last is the simulator's. rate1 / rate: TFLOP/s of one SM with one / several resident CTAs, fitted to
-#: tools/probe_tc_splitk.py on the H200 (2026-11-30, BF16 NHWC 3x3 conv + bias + relu, N = 32, mainloop v4;
-#: ms at c5 / c4 / c3 / seed: 128x128 0.098 / 0.061 / 0.057 / 0.304, 128x64 0.069 / 0.055 / 0.049 / 0.343,
-#: 64x128 0.066 / 0.050 / 0.046 / 0.304, 64x64 0.059 / 0.047 / 0.059 / 0.335, 128x256 0.144 / 0.088 / 0.113 /
-#: 0.331); the 32x32 rates are a guess. eff: the generic estimate (unused by conv_tc's cost)
+#: experiments/probe_tc_splitk.py on an H200 (BF16 NHWC 3x3 conv + bias + relu, N = 32, mainloop v4; the
+#: figures: dev/perf_notes.md); the 32x32 rates are a guess. eff: the generic estimate (unused by conv_tc's cost)
 TILES = (
     _t(128, 128, 32, 2, 4, 0.24, 168, 4, rate1=1.5, rate=1.5),
     _t(128, 256, 32, 2, 4, 0.22, 255, 3, rate1=1.4, rate=1.4),
@@ -49,14 +47,13 @@ TILES = (
     _t(64, 128, 32, 2, 2, 0.20, 164, 4, rate1=1.14, rate=1.47),
     _t(32, 32, 32, 2, 2, 0.07, 64, 2, rate1=0.3, rate=0.3),
 )
-#: outputs a second the split-K reduce (kernels/gemm/splitk.make_reduce, one thread an output) finished on
-#: the H200 (probe_tc_splitk, 2026-11-30: 16-20 us for c5's 0.8 M outputs, 31 us for c4's 1.6 M)
+#: outputs a second the split-K reduce (kernels/gemm/splitk.make_reduce, one thread an output) finishes on
+#: an H200 (experiments/probe_tc_splitk.py)
 REDUCE_OUTPUTS_PER_S = 50e9
-#: the same for the vector reduce (K % 4 == 0), H200 probe_tc_splitk 2026-11-30 22:10 UTC: 4.6-6.6 us for c5's
-#: 0.8 M outputs, 7.5-12 us for c4's 1.6 M, 13-27 us for c3's 3.2 M at 2-6 slices (120-270 G outputs/s)
+#: the same for the vector reduce (K % 4 == 0): 120-270 G outputs/s at 2-6 slices on an H200
 VEC_REDUCE_OUTPUTS_PER_S = 150e9
 #: seconds each round of resident CTAs a split adds on an SM (prologue / epilogue of short CTAs: c5 at 128x128,
-#: split 1-6, fits 15 us a round plus 0.57 us a k tile on the H200; 10 us here)
+#: split 1-6 on an H200 fits about 15 us a round plus 0.57 us a k tile; 10 us here)
 ROUND_OVERHEAD = 10e-6
 
 
@@ -161,7 +158,7 @@ class ConvTcEngine(TcEngineBase):
     TILES = TILES
     PROBLEM_MEMO = "_conv_problem"
     EDGE_LABEL = "predicated edges, zero-filled padding"
-    #: (8 and more slices take the wide reduce: 124 us for c5 on the H200, not offered)
+    #: (8 and more slices would take the wide reduce, several times slower for c5: not offered)
     SPLITS = (1, 2, 3, 4, 5, 6)
 
     def _problem(self, sub):

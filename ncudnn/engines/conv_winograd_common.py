@@ -494,14 +494,14 @@ class WgradProblem(PerTile):
 WG_L2_KEEP = 0.8
 #: the H200's L2 kept for M (bytes): the split choice is made without a device (WgradProblem._tile)
 L2_TARGET = int(WG_L2_KEEP * 50 * 1024 * 1024)
-#: measured / model time of the dy and x transforms at ResNet-50 sizes (H200, 2026-11-30: 1.26 - 1.37
-#: for transforms past the L2, ~1.0 - 1.3 below it)
+#: measured / model time of the dy and x transforms at ResNet-50 sizes on an H200 (about 1.3 past the L2,
+#: 1.0 - 1.3 below it; docs/winograd.md)
 WG_TRANSFORM_SLOW = 1.3
 #: the batched GEMM: measured / ``gc.tile_cost`` -> WG_GEMM_EFF x (TC + ww.FIXED_K) / TC (128x128x16,
-#: TC = 128 .. 6272, 2026-11-30)
+#: TC = 128 .. 6272, docs/winograd.md)
 WG_GEMM_EFF = 0.8
 #: output kernel, per alpha^2: (seconds per pass over the S splits with M in L2 (doubled past it),
-#: its bandwidth reading M as a fraction of the device's): measured 2026-11-30 (docs/winograd.md)
+#: its bandwidth reading M as a fraction of the device's), fitted to H200 measurements (docs/winograd.md)
 WG_OUT = {16: (1.2e-6, 0.83), 36: (5.5e-6, 0.35)}
 #: the output kernel's dw stores: coalesced (c fastest, KRSC; or KCRS-packed through shared memory,
 #: ``ww.packed_dw``) / 9 scattered per thread (other strides), fraction of the device bandwidth

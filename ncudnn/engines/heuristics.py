@@ -182,8 +182,8 @@ def demotion(engine, sub):
     analytic model does not capture on its own. Mode B's measured times are never demoted.
 
     * Winograd (engines noted CUDNN_NUMERICAL_NOTE_WINOGRAD) on fewer than ``WINOGRAD_MIN_CHANNELS``
-      input or output channels per group: implicit GEMM first. Issue #3: on the H200 Winograd measured
-      1.6-2.3x faster than the implicit GEMM at C, K >= 64; for fewer channels the rule stands in for
+      input or output channels per group: implicit GEMM first. Winograd beats the implicit GEMM on
+      FP32 3x3 layers with C, K >= 64 (docs/heuristics.md); for fewer channels the rule stands in for
       a measurement (an autotune record of the problem overrides it in mode B).
     """
     if _WINOGRAD not in engine.numerical_notes:

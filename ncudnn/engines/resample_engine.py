@@ -43,7 +43,7 @@ AUTO, DIRECT, TILED = 0, 1, 2     # KERNEL_CFG values
 #: max-pool winners recomputed from X, "dy" average); the first the problem supports wins, none supported
 #: (or an empty list) runs the direct kernel. NHWC forward keeps the direct kernel (~90% of copy bandwidth on
 #: the H200 at issue 4's shape). The tiles are chosen from instruction and L2-traffic counts, not yet from
-#: H200 measurements: tools/probe_pool.py times every alternative (direct included) beside torch.
+#: measurements: experiments/probe_pool.py times every alternative (direct included) beside torch.
 AUTO_TILES = {("fwd", "nchw", ""): ((1, 4), (1, 8)), ("fwd", "nhwc", ""): (), ("fwd", "nchw1", ""): (),
               ("bwd", "nchw", "idx"): ((2, 8), (4, 8)), ("bwd", "nchw", "x"): ((2, 8), (4, 8)),
               ("bwd", "nchw", "dy"): ((2, 8), (4, 8)),
