@@ -405,11 +405,10 @@ def vec_width(spec, kept=None, red=None):
 def _choose_vec(spec, kept, red, v):
     """(block, rows per block, split, unroll) of the vector row kernel (knobs in the spec win).
 
-    Automatic choices, measured on the H200 (tools/probe_reduce.py, FP32 8192 x 32768): enough
-    rows to fill the GPU: a block of up to 512 threads per row, 4 vectors in flight (row sums
-    0.2415 ms, 1.05x torch; a warp per row 0.259 ms); few outputs: 256-thread blocks, 8 a SM over
-    contiguous chunks (whole-tensor amax 0.2513 ms = 101% of copy bandwidth; 4 a SM 0.2596 ms,
-    1 a SM 0.3558 ms)."""
+    Automatic choices, the fastest of experiments/probe_reduce.py's variants on an H200 (FP32
+    8192 x 32768): enough rows to fill the GPU: a block of up to 512 threads per row, 4 vectors in
+    flight (a warp per row is slower); few outputs: 256-thread blocks, 8 a SM over contiguous chunks
+    (at copy bandwidth; fewer blocks a SM are slower)."""
     n_out, nv = _numel(kept), _numel(red) // v
     unroll = spec.unroll or (2 if SIM else 4)
     rows = spec.rows or 1

@@ -443,9 +443,9 @@ def _ld_scalar(ws, p0, p1, p2, p3, off):
 
 
 def make_reduce_wide_v1(OUT, EPI, ftype="float32", rows=WIDE_ROWS):
-    """The first wide reduce, kept for comparison (tools/probe_splitk_reduce.py): a block of 32 x rows
-    threads owns 32 outputs, one 4-byte load a thread per slice group, launched with :func:`wide_grid_v1`
-    (2 M blocks for 64 M outputs: 12.5 ms at 8 slices on the H200). Same sum as :func:`make_reduce_wide`."""
+    """The first wide reduce, kept for comparison (experiments/probe_splitk_reduce.py): a block of 32 x
+    rows threads owns 32 outputs, one 4-byte load a thread per slice group, launched with :func:`wide_grid_v1`
+    (2 M blocks for 64 M outputs). Same sum as :func:`make_reduce_wide`."""
     key = ("reduce_wide_v1", OUT.key, EPI.key, ftype, rows)
     if key in _CACHE:
         return _CACHE[key]

@@ -6,7 +6,7 @@ from ..tc_gemm import TcGemmConfig, make_tc_gemm, tc_gemm_grid
 __all__ = ["CONV_CONFIGS", "make_tc_conv_fprop", "conv_args", "conv_grid", "check_conv"]
 
 #: GPU configs, best first for large problems: 8 warps keep the per-thread gather state small.
-#: sm_90 compile check (2026-11-30): 128x128 w2x4 210 registers, 128x256 w2x4 255, no spills;
+#: sm_90 compile check: 128x128 w2x4 210 registers, 128x256 w2x4 255, no spills;
 #: 256x128 w4x2 spilled (88 / 196 bytes: four A gather slots per thread) and is left out.
 CONV_CONFIGS = (
     TcGemmConfig(128, 128, 32, 2, 4, 4),

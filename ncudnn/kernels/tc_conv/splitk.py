@@ -11,8 +11,8 @@ arguments; ``reduce_launch(splits, M, N)`` its (grid, threads); ``workspace_byte
 ``partial_args(...)`` the main kernel's argument tuple writing partials (kernels/tc_conv/fprop.py's
 ``conv_args`` with the workspace as output).
 
-The generic reduce spends its time on 64-bit index division (three to five a thread: 16-20 us for the
-0.8 M outputs of ResNet's c5 at N = 32 on the H200, ~50 G outputs/s). ``make_split_reduce_vec(spec,
+The generic reduce spends its time on 64-bit index division (three to five a thread: about 50 G outputs/s
+on an H200). ``make_split_reduce_vec(spec,
 bias_dtype, res_dtype)`` is the same ordered sum for N % 4 == 0 with a 2-D grid and no division:
 thread (x, y) of block (bx, by) owns row m = by * VEC_ROWS + y, columns n = (bx * VEC_THREADS + x) * 4
 .. + 3, reads each slice's four partials as one 16-byte load (a warp: 512 contiguous bytes) and calls

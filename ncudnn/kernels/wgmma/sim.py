@@ -2,8 +2,8 @@
 
 Each thread computes its own accumulator fragment at issue time from the shared array, decoding the
 descriptors exactly as the layout model of :mod:`.layout` says (tf32: 4-byte elements, 4 to a 16-byte
-chunk, low 13 mantissa bits dropped: on the H200 the m64n{64,128,256}k8 products match truncated inputs to
-1.2e-6 and miss round-to-nearest ones by 5e-3, tools/probe_wgmma.py 2026-11-30) (a valid schedule: on the hardware the
+chunk, low 13 mantissa bits dropped: on an H200 the m64n{64,128,256}k8 products match truncated inputs to
+1.2e-6 and miss round-to-nearest ones by 5e-3, experiments/probe_wgmma.py) (a valid schedule: on the hardware the
 operands are read between issue and the ``wait_group`` that retires the group, and kernels must not
 write them in between). Products are exact and summed in float64, then rounded to float32.
 

@@ -35,11 +35,11 @@ POINTS = {2: (0, 1, -1), 4: (0, 1, -1, 2, -2)}
 CHUNK = 16
 _T = {}
 #: the batched GEMM's fixed cost per block (prologue, epilogue, pipeline fill) in reduction elements:
-#: H200, FP32, 128x128x16 VEC=4, measured 2026-11-30 (docs/winograd.md: GEMM time / model ~ 0.8 x
-#: (TC + 96) / TC for TC = 128 .. 6272)
+#: fitted on an H200, FP32, 128x128x16 VEC=4 (docs/winograd.md: GEMM time / model ~ 0.8 x (TC + 96) / TC
+#: for TC = 128 .. 6272)
 FIXED_K = 96
 #: one more split's cost to the output kernel (a latency-bound pass over M) in the 128x128 block's
-#: reduction elements (~132 ns each on the H200), per alpha^2: ~1.2 us (F(3x3,2x2)), ~5.5 us (F(3x3,4x4))
+#: reduction elements, per alpha^2 (fitted on an H200: the WG_OUT pass times of conv_winograd_common)
 OUT_ITER_K = {16: 9, 36: 42}
 
 

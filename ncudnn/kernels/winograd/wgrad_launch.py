@@ -1,5 +1,5 @@
 """Host launcher of the Winograd weight gradient (wgrad.py) over numba device arrays: the kernel-level
-entry the tests and tools/probe_wino_wgrad.py use (the engine launches the same kernels through the
+entry the tests and experiments/probe_wino_wgrad.py use (the engine launches the same kernels through the
 kernel cache, conv_winograd_common).
 
 ``WgradShape`` fixes the problem (N, C, H, W, K, P, Q, padding, strides of x / dy / dw in elements,
