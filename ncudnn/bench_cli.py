@@ -49,7 +49,7 @@ def build_parser(ap=None):
     ap = ap or argparse.ArgumentParser(prog="ncudnn bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--suite", default="all",
                     choices=("conv", "gemm", "norm", "pool", "softmax", "pointwise", "reduce", "attention", "all"))
-    ap.add_argument("--quick", action="store_true", help="the representative subset (< 5 min on the H200)")
+    ap.add_argument("--quick", action="store_true", help="the representative subset (a few minutes on an H200)")
     ap.add_argument("--sim", action="store_true", help="without a GPU: a tiny smoke run in the CUDA simulator")
     ap.add_argument("--tune", action="store_true", help="also time ncudnn's autotuned best (ncudnn-tuned)")
     ap.add_argument("--overhead", action="store_true",
