@@ -36,7 +36,7 @@ def _run(cmd):
 
 def git_commit():
     """The checkout's commit; ``NCUDNN_GIT_COMMIT`` wins (a copied tree can carry stale git metadata:
-    tools/gpu_session.sh sets it from the .gpustate/commit file written before a device call)."""
+    tools/gpu_env.sh sets it from the .gpustate/commit file written before a device call)."""
     given = os.environ.get("NCUDNN_GIT_COMMIT")
     if given:
         return {"commit": given, "dirty": False, "source": "NCUDNN_GIT_COMMIT"}
