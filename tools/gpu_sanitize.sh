@@ -29,7 +29,7 @@ one_run() {  # $1 tool, $2 test file or node id
 }
 export -f one_run; export W SANITIZER_TIMEOUT
 # shellcheck disable=SC2016  # $0 / $1: the inner bash's
-for tool in ${TOOLS:-memcheck racecheck}; do
+for tool in ${TOOLS:-${SANITIZER_TOOLS:-memcheck racecheck}}; do
   for t in "${tests[@]}"; do echo "$tool $t"; done
 done | timeout "${SUITE_TIMEOUT:-500}" xargs -P "${PAR:-8}" -L 1 bash -c 'one_run "$0" "$1"'
 echo "sanitize rc $? (124: SUITE_TIMEOUT hit)" > "$OUT/sanitize.txt"

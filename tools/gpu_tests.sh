@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
     *) paths+=("$1"); shift ;;
   esac
 done
-[ ${#paths[@]} -gt 0 ] || paths=(tests)
+[ ${#paths[@]} -gt 0 ] || read -r -a paths <<< "${TEST_DIRS:-tests}"   # TEST_DIRS: the older spelling
 W=$WORK/tests; rm -rf "$W"; mkdir -p "$W/logs"
 export NCUDNN_SHAPES=${SHAPES:-gpu} NCUDNN_DONE_FILE=$W/done.txt NCUDNN_FAIL_LOG=$OUT/failures.txt \
   NCUDNN_TIMES_FILE=$W/times.txt
