@@ -438,8 +438,18 @@ def _is_sim_array(obj):
     return simulator_enabled() and getattr(obj, "__cuda_ndarray__", False) and hasattr(obj, "_ary")
 
 
+def describe(obj):
+    """What ``obj`` says about its memory before a descriptor is applied: ``ptr``, ``extent`` (bytes,
+    or None), ``dtype`` (a NumPy dtype, a producer's dtype object or name, or None when unknown),
+    ``shape`` and element ``strides`` (both None for a raw integer pointer), ``owner``. Passing the
+    result to :func:`as_view` does not describe ``obj`` again."""
+    return _describe(obj)
+
+
 def _describe(obj):
     """Dispatch on the producer kind."""
+    if isinstance(obj, _Raw):
+        return obj
     if isinstance(obj, DeviceView):
         return _Raw(obj.ptr, obj.nbytes, obj.dtype, obj.shape, obj.strides, obj.owner, obj._region)
     if _is_sim_array(obj):

@@ -84,15 +84,105 @@ def nbytes_of(obj):
 
 
 def tensor_view(obj, t):
-    """``obj`` as a DeviceView with the descriptor's dims, strides, dtype and alignment."""
+    """``obj`` as a DeviceView with the descriptor's dims, strides, dtype and alignment.
+
+    A buffer that describes itself (numba / torch / CuPy / DLPack / DeviceView) must also agree with
+    the tensor (:func:`buffer_mismatch`); a raw integer pointer is taken as is, as cuDNN does.
+    """
     if obj is None:
         raise BadParamError(f"{t.label}: no device pointer in the variant pack",
                             S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER)
     try:
-        return memory.as_view(obj, dims=t.dims, strides=t.strides, dtype=t.dtype,
+        raw = memory.describe(obj)
+        why = buffer_mismatch(raw, t)
+        if why is not None:
+            small = raw.extent is not None and raw.extent < t.nbytes_needed()
+            raise BadParamError(why, S.CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT if small else S.CUDNN_STATUS_BAD_PARAM)
+        return memory.as_view(raw, dims=t.dims, strides=t.strides, dtype=t.dtype,
                               alignment=min(t.alignment, t.itemsize) if t.itemsize else None)
     except BadParamError as e:
-        raise BadParamError(f"{t.label}: {e.message}", e.status) from None
+        msg = e.message if e.message.startswith(t.label) else f"{t.label}: {e.message}"
+        raise BadParamError(msg, e.status) from None
+
+
+# --------------------------------------------------------------- self-describing buffers
+#
+# A buffer that carries its dtype, shape and strides is accepted for a tensor when
+#   * its dtype is the tensor's (bfloat16 may come as the uint16 bits numba arrays carry, FP8 as uint8
+#     bits; a dtype the producer cannot name, e.g. '<V2', is not checked), and
+#   * its geometry is the tensor's: the same dims and element strides once dims of extent 1 and
+#     broadcast (stride-0) dims are left out; or a packed buffer of the same element count when the
+#     tensor's strides are packed too (a reshape of a C-contiguous buffer, e.g. an NHWC-shaped array
+#     for an NHWC descriptor);
+#     or a 1-D buffer of exactly the elements the strides span (flat storage of a strided tensor).
+# A 1-D uint8 buffer is untyped storage (``memory.allocate``): only its size is checked. Descriptors a
+# front end re-shaped for the graph (a legacy broadcast) keep the user's dims / strides in
+# ``meta["declared"]``, which the buffer is checked against.
+
+#: declared data type -> the other NumPy dtypes a buffer may carry its bits in
+_BITS_OF = {np.dtype(memory.ml_dtypes.bfloat16): (np.dtype(np.uint16),),
+            np.dtype(memory.ml_dtypes.float8_e4m3fn): (_U8,),
+            np.dtype(memory.ml_dtypes.float8_e5m2): (_U8,)}
+
+
+def _dtype_name(dt):
+    if dt is None:
+        return "untyped"
+    name = getattr(dt, "name", None)
+    return name if isinstance(name, str) else str(dt)
+
+
+def _squeezed(dims, strides):
+    return [(int(d), int(s)) for d, s in zip(dims, strides) if int(d) != 1 and int(s) != 0]
+
+
+def _is_packed(pairs):
+    """True when (extent, stride) pairs cover their elements densely, in some dim order."""
+    expect = 1
+    for d, s in sorted(pairs, key=lambda p: (p[1], p[0])):
+        if s != expect:
+            return False
+        expect *= d
+    return True
+
+
+def buffer_mismatch(raw, t):
+    """Why a self-describing buffer (``memory.describe`` of it) disagrees with tensor ``t``, or None.
+
+    None as well for raw pointers, untyped byte buffers and tensors whose layout the buffer cannot
+    express (vectorized or sub-byte data types).
+    """
+    if raw.shape is None or t.dims is None or t.strides is None or t.vector_count != 1:
+        return None
+    want = memory.DTYPE_OF.get(t.dtype)
+    if want is None:
+        return None
+    try:
+        given = None if raw.dtype is None else memory.numpy_dtype(raw.dtype)
+    except Exception:
+        given = raw.dtype  # a type ncudnn has no buffer type for: a mismatch, named as the producer does
+    shape, strides = tuple(raw.shape), tuple(raw.strides)
+    if given == _U8 and len(shape) == 1:
+        return None  # untyped storage
+    dims, dstrides = t.meta.get("declared") or (t.dims, t.strides)
+    ok_type = given is None or given == want or given in _BITS_OF.get(want, ())
+    if ok_type and _geometry_ok(shape, strides, dims, dstrides):
+        return None
+    return (f"{t.label}: declared {t.dtype.name.replace('CUDNN_DATA_', '')} dims {list(dims)} strides "
+            f"{list(dstrides)}, given {_dtype_name(given)} buffer shape {shape} strides {strides}")
+
+
+def _geometry_ok(shape, strides, dims, dstrides):
+    got, decl = _squeezed(shape, strides), _squeezed(dims, dstrides)
+    if [d for d, _ in got] == [d for d, _ in decl]:
+        return [s for _, s in got] == [s for _, s in decl]
+    numel = int(np.prod([d for d, _ in decl], dtype=np.int64))
+    if len(shape) == 1 and (shape[0] <= 1 or strides[0] == 1):
+        span = 1 + sum((d - 1) * s for d, s in decl)
+        return shape[0] == span
+    got_numel = int(np.prod([d for d, _ in got], dtype=np.int64))
+    return got_numel == numel and [s for _, s in got] == list(memory.packed_strides([d for d, _ in got])) \
+        and _is_packed(decl)
 
 
 def workspace_view(obj, nbytes):

@@ -54,6 +54,8 @@ class TensorDescriptor(Descriptor):
         t = TensorDesc(uid, dims=dims or self.dims, strides=strides or self.strides, dtype=self.dtype, name=name)
         if self.vect > 1:
             t.vector_count, t.vectorized_dim = self.vect, 1
+        if dims or strides:  # the caller's buffer is checked against the descriptor, not the graph's view
+            t.meta["declared"] = (tuple(self.dims), tuple(self.strides))
         return t
 
     def signature(self):
