@@ -10,6 +10,7 @@ Without either flag, an override that changes a shape is refused, saying how to 
 from ..errors import CudnnError
 from ..types import cudnnStatus_t
 from .errors import graph_error, reraise
+from .tensor import _ints
 
 S = cudnnStatus_t
 KEPT = 32  # specialized plans kept per graph
@@ -19,9 +20,10 @@ def _normalized(graph, uids, shapes, strides):
     rows = []
     for n, uid in enumerate(uids):
         t = graph.query_tensor_attributes_of_uid(uid)
-        shape = [int(d) for d in shapes[n]] if shapes is not None and len(shapes) > n else t.get_dim()
-        stride = [int(s) for s in strides[n]] if strides is not None and len(strides) > n and strides[n] is not None \
-            and len(strides[n]) else t.get_stride()
+        shape = list(_ints(shapes[n], "override_shapes", t.desc)) if shapes is not None and len(shapes) > n \
+            else t.get_dim()
+        stride = list(_ints(strides[n], "override_strides", t.desc)) if strides is not None and len(strides) > n \
+            and strides[n] is not None and len(strides[n]) else t.get_stride()
         rows.append((int(uid), tuple(shape), tuple(stride)))
     return tuple(rows)
 

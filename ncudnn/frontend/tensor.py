@@ -10,6 +10,7 @@ import weakref
 
 import numpy as np
 
+from ..errors import CudnnError
 from ..ir import TensorDesc
 from .enums import data_type, tensor_reordering, to_ir_dtype
 
@@ -61,13 +62,13 @@ class tensor:
         return self
 
     def set_dim(self, value):
-        self._desc.dims = tuple(int(d) for d in value) if value is not None and len(value) else None
+        self._desc.dims = _ints(value, "dims", self._desc) if value is not None and len(value) else None
         self._desc.meta[USER_DIMS] = self._desc.dims is not None
         self._touch()
         return self
 
     def set_stride(self, value):
-        self._desc.strides = tuple(int(s) for s in value) if value is not None and len(value) else None
+        self._desc.strides = _ints(value, "strides", self._desc) if value is not None and len(value) else None
         self._desc.meta[USER_STRIDES] = self._desc.strides is not None
         self._touch()
         return self
@@ -157,10 +158,22 @@ class tensor:
     __str__ = __repr__
 
 
+def _ints(values, what, owner):
+    """Dims / strides as ints: a float (even 2.0), bool or string entry is BAD_PARAM, never truncated."""
+    from ..ir.tensor import int_tuple
+    from .errors import reraise
+
+    try:
+        return int_tuple(values, what, owner.label if isinstance(owner, TensorDesc) else owner)
+    except CudnnError as e:
+        raise reraise(e) from None
+
+
 def new_desc(uid, dims=None, strides=None, dtype=None, is_virtual=False, is_by_value=False, name="", value=None):
     """A fresh TensorDesc with the user-set flags recorded."""
-    dims = tuple(int(x) for x in dims) if dims is not None and len(dims) else None
-    strides = tuple(int(x) for x in strides) if strides is not None and len(strides) else None
+    label = f"tensor '{name}'" if name else "tensor"
+    dims = _ints(dims, "dims", label) if dims is not None and len(dims) else None
+    strides = _ints(strides, "strides", label) if strides is not None and len(strides) else None
     dt = to_ir_dtype(dtype)
     d = TensorDesc(uid=int(uid), dims=dims, strides=strides, dtype=dt, is_virtual=bool(is_virtual),
                    is_by_value=bool(is_by_value), name=name, value=value)

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..ir.tensor import packed_strides
 from ..types import cudnnDataType_t, cudnnStatus_t
-from ..errors import NotSupportedError
+from ..errors import CudnnError, NotSupportedError
 from .enums import to_ir_dtype
 from .errors import graph_error
 
@@ -45,9 +45,19 @@ def np_scalar(value, dt):
 
 
 def host_scalar(arg, dt):
-    """A Python / NumPy scalar from a host tensor (CPU torch tensor, NumPy array) or number."""
+    """A Python / NumPy scalar from a host tensor (CPU torch tensor, NumPy array), a number or a ctypes
+    object / pointer (read with the tensor's data type). A Python int is the value itself here, as in
+    cudnn-frontend; only the backend API reads by-value tensors through host addresses."""
     if type(arg) in (float, int) or isinstance(arg, (numbers.Number, np.generic)):
         return np_scalar(arg, dt)
+    from ..host_values import host_value, is_ctypes
+    if is_ctypes(arg):
+        from ..ir import numpy_dtype
+        npd = numpy_dtype(to_ir_dtype(dt)) if dt is not None else None
+        try:
+            return host_value(arg, npd if npd is not None else np.float32, "by-value tensor", int_is_address=False)
+        except CudnnError as e:
+            raise graph_error(e.status, e.message) from None
     if hasattr(arg, "item"):
         return np_scalar(arg.item(), dt)
     return np_scalar(np.asarray(arg).reshape(-1)[0], dt)

@@ -1,4 +1,5 @@
 """Tensor descriptors of the op-graph IR (what CUDNN_BACKEND_TENSOR_DESCRIPTOR holds)."""
+import numbers
 from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple
 
@@ -40,6 +41,18 @@ def numpy_dtype(dt):
     return np.dtype(t) if t is not None else None
 
 
+def int_tuple(values, what, label="tensor"):
+    """``values`` (dims or strides) as a tuple of ints; BAD_PARAM naming ``label`` and ``what`` when an
+    entry is not an integer (a float, even 2.0, a bool, a string): dims are never truncated."""
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, np.integer)):
+            raise CudnnError(f"{label}: {what}[{i}] = {v!r} is not an integer ({what} {list(values)!r})",
+                             S.CUDNN_STATUS_BAD_PARAM)
+        out.append(int(v))
+    return tuple(out)
+
+
 def packed_strides(dims, order=None):
     """Fully packed strides for ``dims``. ``order`` lists dims from outermost to innermost
     (default row-major: NCHW for 4-d)."""
@@ -79,9 +92,9 @@ class TensorDesc:
 
     def __post_init__(self):
         if self.dims is not None:
-            self.dims = tuple(int(d) for d in self.dims)
+            self.dims = int_tuple(self.dims, "dims", self.label)
         if self.strides is not None:
-            self.strides = tuple(int(s) for s in self.strides)
+            self.strides = int_tuple(self.strides, "strides", self.label)
         if self.dtype is not None:
             self.dtype = DT(int(self.dtype))
 
