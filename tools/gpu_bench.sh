@@ -6,6 +6,8 @@
 #   bash tools/gpu_bench.sh families norm,softmax # the cases of these families (conv gemm norm pool softmax
 #                                                 # pointwise reduce attention; the memory-bound ones: norm,softmax,
 #                                                 # pool,pointwise,reduce)
+#   bash tools/gpu_bench.sh full                  # the whole suite on one GPU with --overhead, MIN minutes of cases
+#                                                 # (default 8: the rest is recorded as skipped; use shards for all)
 #   bash tools/gpu_bench.sh shard 0/2             # every 2nd case of the full suite: the full suite is two
 #                                                 # 10-minute calls on one GPU (shard 0/2, then 1/2)
 #   bash tools/gpu_bench.sh full2                 # a 2-GPU machine: both shards side by side, merged (with --overhead)
@@ -52,6 +54,7 @@ case "$what" in
     [ -n "$arg" ] || { echo "gpu_bench.sh families FAM[,FAM...]"; exit 2; }
     filter=$(echo "$arg" | tr ',' '\n' | sed '/^$/d; s#$#/#' | paste -sd, -)
     bench "${NAME:-$(echo "$arg" | tr ',' '_')}" "${MIN:-8}" --filter "$filter" "${extra[@]}" ;;
+  full)  bench "${NAME:-full}" "${MIN:-8}" --overhead "${extra[@]}" ;;
   shard)
     case "$arg" in */*) ;; *) echo "gpu_bench.sh shard I/N"; exit 2 ;; esac
     bench "${NAME:-full${arg%%/*}}" "${MIN:-8}" --shard "$arg" "${extra[@]}" ;;
@@ -62,6 +65,6 @@ case "$what" in
     "$PY" -m ncudnn bench --merge "$OUT/bench_full0.tgz" "$OUT/bench_full1.tgz" --out "$RUNS/full" --no-charts \
       --pack "$OUT/bench_full.tgz" > "$OUT/bench_merge.log" 2>&1
     tail -n 1 "$OUT/bench_merge.log" | tee -a "$OUT/summary.txt" ;;
-  -h|--help) sed -n '2,22p' "$0" ;;
-  *) echo "gpu_bench.sh quick|tune|families FAM,...|shard I/N|full2 [-- ncudnn bench options]"; exit 2 ;;
+  -h|--help) sed -n '2,24p' "$0" ;;
+  *) echo "gpu_bench.sh quick|tune|families FAM,...|full|shard I/N|full2 [-- ncudnn bench options]"; exit 2 ;;
 esac

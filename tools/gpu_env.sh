@@ -25,9 +25,7 @@ export NUMBA_ENABLE_CUDASIM=${SIM:-0} PYTHONUNBUFFERED=1 NCUDNN_CACHE_DIR=${NCUD
 export OUT WORK PY
 if [ -f .gpustate/commit ]; then NCUDNN_GIT_COMMIT=$(cat .gpustate/commit); export NCUDNN_GIT_COMMIT; fi
 mkdir -p "$NCUDNN_CACHE_DIR"
-if [ -f .gpustate/kcache.tgz ] && [ ! -e "$NCUDNN_CACHE_DIR/.unpacked" ]; then
-  tar xzf .gpustate/kcache.tgz -C "$NCUDNN_CACHE_DIR" 2> /dev/null && touch "$NCUDNN_CACHE_DIR/.unpacked"
-fi
+[ -f .gpustate/kcache.tgz ] && tar xzf .gpustate/kcache.tgz -C "$NCUDNN_CACHE_DIR" 2> /dev/null
 
 run() {  # run NAME SECONDS COMMAND: COMMAND under a time cap, its output in $OUT/NAME.txt
   local t0=$SECONDS rc
@@ -38,5 +36,5 @@ run() {  # run NAME SECONDS COMMAND: COMMAND under a time cap, its output in $OU
 }
 
 pack_kcache() {  # the disk kernel cache as $OUT/kcache.tgz (carry it back as .gpustate/kcache.tgz)
-  tar czf "$OUT/kcache.tgz" --exclude=.unpacked -C "$NCUDNN_CACHE_DIR" . 2> /dev/null
+  tar czf "$OUT/kcache.tgz" -C "$NCUDNN_CACHE_DIR" . 2> /dev/null
 }
