@@ -127,9 +127,22 @@ def _execute(g, i, pack, ws):
     return None
 
 
-def run_case(family, seed, case, draws=2, engine=None, only_draw=None, verbose=False):
+def _sample(plans, max_plans, rng):
+    """The plans to run: all, or (``max_plans`` given) the first plan of each mode and a seeded sample of
+    the rest up to ``max_plans`` (the simulator tier; across cases every plan gets its turn)."""
+    if max_plans is None or len(plans) <= max_plans:
+        return plans
+    keep = [i for i, p in plans.items() if p[3]]
+    rest = [i for i in plans if i not in keep]
+    extra = max(0, max_plans - len(keep))
+    keep += [rest[j] for j in sorted(rng.choice(len(rest), size=min(extra, len(rest)), replace=False))]
+    return {i: plans[i] for i in sorted(keep)}
+
+
+def run_case(family, seed, case, draws=2, engine=None, only_draw=None, verbose=False, max_plans=None):
     """Run case ``family:seed:case``; returns a result dict (see the module docstring). ``engine``
-    limits the executions to that engine's plans and ``only_draw`` to one draw (repro runs)."""
+    limits the executions to that engine's plans and ``only_draw`` to one draw (repro runs);
+    ``max_plans`` runs a sample of the built plans (see :func:`_sample`)."""
     t0 = time.perf_counter()
     res = {"family": family, "seed": seed, "case": case, "outcome": "ok", "plans": [], "desc": "",
            "executions": 0, "failures": []}
@@ -156,6 +169,8 @@ def run_case(family, seed, case, draws=2, engine=None, only_draw=None, verbose=F
         for i, why in build_errors.items():
             fail("error", f"plan {g.get_plan_name_at_index(i)} passed check_support but did not build: {why}",
                  eng=g.get_plan_name_at_index(i).split("(")[0])
+        res["plans_built"] = len(plans)
+        plans = _sample(plans, max_plans, draw_rng(family, seed, case, -1 & 0xFFFF))
         bufs, views, by_value, pack = _bind(g, spec)
         dtypes = [d.dtype for d in g.ir.tensors().values() if not d.is_virtual]
         sizes = [g.get_workspace_size_plan_at_index(i) for i in plans]

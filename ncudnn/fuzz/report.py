@@ -1,0 +1,95 @@
+"""The summary of a fuzz run: counts of graphs, plans and executions (an execution is one
+(graph, plan, input draw) triple, the unit "cases" counts) by family, by engine and by heuristic mode,
+the wrong and error counts with a repro line for each failure, and why graphs were refused; as JSON and
+as markdown."""
+import json
+import os
+from collections import Counter, defaultdict
+
+OUTCOMES = ("ok", "wrong", "error", "refused", "invalid")
+
+
+def summarize(results, meta):
+    fam = defaultdict(lambda: Counter())
+    eng = defaultdict(lambda: Counter())
+    modes = Counter()
+    refusals = defaultdict(Counter)
+    failures = []
+    for r in results:
+        f = fam[r["family"]]
+        f["graphs"] += 1
+        f[r["outcome"]] += 1
+        f["plans_built"] += r.get("plans_built", len(r.get("plans", [])))
+        f["plans_run"] += len(r.get("plans", []))
+        f["executions"] += r.get("executions", 0)
+        for p in r.get("plans", []):
+            e = eng[p["engine"]]
+            e["plans"] += 1
+            e["executions"] += p["executions"]
+            e["wrong"] += p["wrong"]
+            f["wrong_executions"] += p["wrong"]
+            for m in p.get("first_of", []):
+                modes[m] += p["executions"]
+        if r["outcome"] in ("refused", "invalid"):
+            refusals[r["family"]][(r["outcome"] + ": " + r.get("why", ""))[:160]] += 1
+        for x in r.get("failures", []):
+            failures.append({"family": r["family"], "desc": r.get("desc", ""), **x})
+    total = Counter()
+    for f in fam.values():
+        total.update(f)
+    return {
+        "meta": meta,
+        "total": dict(total),
+        "cases": total["executions"],
+        "wrong": total["wrong_executions"],
+        "errors": len([x for x in failures if x["kind"] == "error"]),
+        "per_family": {k: dict(v) for k, v in sorted(fam.items())},
+        "per_engine": {k: dict(v) for k, v in sorted(eng.items())},
+        "first_plan_of_mode_executions": dict(modes),
+        "failures": failures[:500],
+        "failures_total": len(failures),
+        "refusals": {k: v.most_common(8) for k, v in refusals.items()},
+    }
+
+
+def markdown(s):
+    m = s["meta"]
+    t = s["total"]
+    lines = [f"# ncudnn differential fuzz: {s['cases']} cases, {s['wrong']} wrong, {s['errors']} errors", "",
+             f"seed {m.get('seed')}, families {', '.join(m.get('families', []))}, {m.get('jobs')} job(s), "
+             f"{m.get('draws')} draw(s) per plan, wall {m.get('wall_s', 0):.0f} s, device {m.get('device', '?')}, "
+             f"commit {m.get('commit', '?')}", "",
+             "A case is one (graph, plan, input draw) execution compared with the float64 oracle.", "",
+             f"graphs {t.get('graphs', 0)} (ok {t.get('ok', 0)}, wrong {t.get('wrong', 0)}, error {t.get('error', 0)}, "
+             f"refused {t.get('refused', 0)}, invalid {t.get('invalid', 0)}), plans built {t.get('plans_built', 0)}, "
+             f"plans run {t.get('plans_run', 0)}, executions {t.get('executions', 0)}", "",
+             "| family | graphs | refused | plans built | plans run | cases | wrong | errors |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for k, v in s["per_family"].items():
+        lines.append(f"| {k} | {v.get('graphs', 0)} | {v.get('refused', 0)} | {v.get('plans_built', 0)} | "
+                     f"{v.get('plans_run', 0)} | {v.get('executions', 0)} | {v.get('wrong_executions', 0)} | "
+                     f"{v.get('error', 0)} |")
+    lines += ["", "| engine | plans | cases | wrong |", "| --- | ---: | ---: | ---: |"]
+    for k, v in s["per_engine"].items():
+        lines.append(f"| {k} | {v.get('plans', 0)} | {v.get('executions', 0)} | {v.get('wrong', 0)} |")
+    lines += ["", "Cases on the first plan of each heuristic mode: "
+              + ", ".join(f"{k} {v}" for k, v in sorted(s["first_plan_of_mode_executions"].items())), ""]
+    if s["failures"]:
+        lines += [f"## Failures ({s['failures_total']})", ""]
+        for x in s["failures"][:100]:
+            lines.append(f"- {x['kind']} {x['family']}: `{x['repro']}`: {x['what'][:300]} ({x['desc'][:200]})")
+        lines.append("")
+    if s["refusals"]:
+        lines += ["## Most common refusals", ""]
+        for k, v in s["refusals"].items():
+            for why, n in v:
+                lines.append(f"- {k} x{n}: {why}")
+    return "\n".join(lines) + "\n"
+
+
+def write(s, out):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "fuzz_report.json"), "w") as f:
+        json.dump(s, f, indent=1)
+    with open(os.path.join(out, "fuzz_report.md"), "w") as f:
+        f.write(markdown(s))
