@@ -282,7 +282,10 @@ def reduce_cases():
 
 def attention_cases():
     out = []
-    for b, hd, s, d, causal in ((4, 16, 2048, 128, True), (8, 16, 1024, 64, False)):
+    for b, hd, s, d, causal in ((4, 16, 2048, 128, True), (8, 16, 1024, 64, False),
+                                # issue 25's targets (beside cuDNN through torch's CUDNN_ATTENTION backend)
+                                (4, 16, 4096, 128, False), (4, 16, 4096, 128, True),
+                                (8, 16, 2048, 64, False), (8, 16, 2048, 64, True)):
         flops = 4 * b * hd * s * s * d // (2 if causal else 1)
         byt = 2 * 4 * b * hd * s * d  # q, k, v read and o written once, BF16
         out.append(Case("attention", "sdpa_fwd", f"b{b}h{hd}s{s}d{d}{'_causal' if causal else ''}",

@@ -164,10 +164,13 @@ def _norm_bwd(ins, a, shp, dts):
 
 def _sdpa_kw(ins, a, q_shape, k_shape):
     scale = _scalar(ins["SCALE"]) if "SCALE" in ins else float(a.get("attn_scale") or 1.0)
-    kw = dict(causal=bool(a.get("causal_mask")) or bool(a.get("causal_mask_bottom_right")),
-              diagonal_alignment="bottom_right" if a.get("causal_mask_bottom_right") else "top_left",
+    causal = bool(a.get("causal_mask")) or bool(a.get("causal_mask_bottom_right"))
+    align = "bottom_right" if a.get("causal_mask_bottom_right") else \
+        ("top_left" if causal else a.get("diagonal_alignment", "top_left"))
+    left = a.get("sliding_window_length", a.get("left_bound"))
+    kw = dict(causal=causal, diagonal_alignment=align, right_bound=None if causal else a.get("right_bound"),
               bias=ins.get("BIAS"), seq_len_q=ins.get("SEQ_LEN_Q"), seq_len_kv=ins.get("SEQ_LEN_KV"),
-              sliding_window_length=a.get("sliding_window_length"))
+              sliding_window_length=left, alibi=bool(a.get("alibi_mask")))
     p = float(a.get("dropout_probability") or 0.0)
     if p > 0:
         B, H, Sq = q_shape[:3]
@@ -189,9 +192,12 @@ def _sdpa_fwd(ins, a, shp, dts):
 def _sdpa_bwd(ins, a, shp, dts):
     q, k = f64(ins["Q"]), f64(ins["K"])
     scale, kw = _sdpa_kw(ins, a, q.shape, k.shape)
-    dq, dk, dv = sdpa_backward(q, k, ins["V"], ins["O"], ins["DO"], ins["STATS"],
-                                         scale, **kw)
-    return {"DQ": dq, "DK": dk, "DV": dv}
+    r = sdpa_backward(q, k, ins["V"], ins["O"], ins["DO"], ins["STATS"], scale,
+                      return_dbias="BIAS" in ins, **kw)
+    out = {"DQ": r[0], "DK": r[1], "DV": r[2]}
+    if "BIAS" in ins:
+        out["DBIAS"] = r[3]
+    return out
 
 
 def _rng(ins, a, shp, dts):

@@ -237,10 +237,10 @@ def test_sdpa_forward_backward():
     assert n2.dropout_probability == 0.1 and n2.inputs["SEED"].is_by_value and not n2.generate_stats
     g3 = graph()
     q = t(g3, "q", [1, 1, 4, 8])
-    g3.sdpa(q, q, q, use_alibi_mask=True, name="al")[0].set_output(True)
+    g3.sdpa(q, q, q, generate_stats=False, paged_attention_max_seq_len_kv=16, name="al")[0].set_output(True)
     with pytest.raises(cudnn.cudnnGraphNotSupportedError) as e:
         g3.validate()
-    assert "use_alibi_mask" in str(e.value) and e.value.status == S.CUDNN_STATUS_NOT_SUPPORTED
+    assert "paged_attention_max_seq_len_kv" in str(e.value) and e.value.status == S.CUDNN_STATUS_NOT_SUPPORTED
 
 
 def test_out_dims_and_phase_first_call_style():

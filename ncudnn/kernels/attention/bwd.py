@@ -76,6 +76,7 @@ def dkdv_kernel(spec: AttnSpec, cfg: AttnConfig):
     grid (ceil(SK / BLOCK_N), HK, B) x cfg.THREADS."""
     f = _common(spec, cfg)
     BM, BN, NT, D, DV = cfg.BLOCK_M, cfg.BLOCK_N, cfg.THREADS, spec.D_QK, spec.D_V
+    D_PAD, DV_PAD = D + 1, DV + 1    # + 1 word a row: a warp's score reads of K / V rows hit 32 banks
     S_PER, K_PER, V_PER = BM * BN // NT, BN * D // NT, BN * DV // NT
     SCALE_MEM, AL, WS_OUT = spec.SCALE is not None, spec.ALIBI, spec.DBIAS is not None
     ld_q, ld_k, ld_v, ld_do, ld_scale = f["ld_q"], f["ld_k"], f["ld_v"], f["ld_do"], f["ld_scale"]
@@ -89,8 +90,8 @@ def dkdv_kernel(spec: AttnSpec, cfg: AttnConfig):
                       o1b, o1h, o1s, o1d, o2b, o2h, o2s, o2d, scale, left, right):
         q_t = cuda.shared.array((BM, D), float32)
         do_t = cuda.shared.array((BM, DV), float32)
-        k_t = cuda.shared.array((BN, D), float32)
-        v_t = cuda.shared.array((BN, DV), float32)
+        k_t = cuda.shared.array((BN, D_PAD), float32)
+        v_t = cuda.shared.array((BN, DV_PAD), float32)
         p_t = cuda.shared.array((BM, BN), float32)
         ds_t = cuda.shared.array((BM, BN), float32)
         lse_r = cuda.shared.array(BM, float32)
@@ -202,6 +203,7 @@ def dq_kernel(spec: AttnSpec, cfg: AttnConfig):
     x cfg.THREADS."""
     f = _common(spec, cfg)
     BM, BN, NT, D, DV = cfg.BLOCK_M, cfg.BLOCK_N, cfg.THREADS, spec.D_QK, spec.D_V
+    D_PAD, DV_PAD = D + 1, DV + 1    # + 1 word a row: a warp's score reads of K / V rows hit 32 banks
     S_PER, Q_PER = BM * BN // NT, BM * D // NT
     SCALE_MEM, AL = spec.SCALE is not None, spec.ALIBI
     ld_q, ld_k, ld_v, ld_do, ld_scale = f["ld_q"], f["ld_k"], f["ld_v"], f["ld_do"], f["ld_scale"]
@@ -215,8 +217,8 @@ def dq_kernel(spec: AttnSpec, cfg: AttnConfig):
                     o1b, o1h, o1s, o1d, o2b, o2h, o2s, o2d, scale, left, right):
         q_t = cuda.shared.array((BM, D), float32)
         do_t = cuda.shared.array((BM, DV), float32)
-        k_t = cuda.shared.array((BN, D), float32)
-        v_t = cuda.shared.array((BN, DV), float32)
+        k_t = cuda.shared.array((BN, D_PAD), float32)
+        v_t = cuda.shared.array((BN, DV_PAD), float32)
         ds_t = cuda.shared.array((BM, BN), float32)
         lse_r = cuda.shared.array(BM, float32)
         dr_r = cuda.shared.array(BM, float32)

@@ -5,7 +5,8 @@ a backward dK/dV block owns BLOCK_N keys of one (batch, kv head) and streams the
 query head of its group BLOCK_M at a time, a dQ block owns BLOCK_M query rows and streams the keys.
 THREADS threads share each tile's work (scores: BLOCK_M x BLOCK_N entries, accumulators: rows x head
 dim, both split evenly over the threads, accumulators in registers). The tiles live in shared memory
-as float32 (Q, one K-or-V buffer, the score tile; the backward also dO and both K and V), so the
+as float32 (Q, one K-or-V buffer, the score tile; the backward also dO and both K and V; the K / V
+rows padded by one word against shared-memory bank conflicts), so the
 static 48 KiB per block bounds the tile sizes for a head dimension; :func:`smem_bytes` is the count.
 """
 from dataclasses import dataclass, replace
@@ -57,10 +58,10 @@ class AttnConfig:
 def smem_bytes(cfg, d_qk, d_v, backward=False):
     """Static shared memory of the kernel for ``cfg`` (float32 tiles plus per-row statistics)."""
     m, n = cfg.BLOCK_M, cfg.BLOCK_N
-    if backward:   # Q, dO, K, V, P, dS, two row vectors
-        words = m * d_qk + m * d_v + n * d_qk + n * d_v + 2 * m * n + 2 * m
-    else:          # Q, K-or-V, S, three row vectors
-        words = m * d_qk + n * max(d_qk, d_v) + m * n + 3 * m
+    if backward:   # Q, dO, K, V (rows padded by a word), P, dS, two row vectors
+        words = m * d_qk + m * d_v + n * (d_qk + 1) + n * (d_v + 1) + 2 * m * n + 2 * m
+    else:          # Q, K-or-V (rows padded by a word), S, three row vectors
+        words = m * d_qk + n * (max(d_qk, d_v) + 1) + m * n + 3 * m
     return 4 * words
 
 

@@ -41,7 +41,7 @@ def fwd_kernel(spec: AttnSpec, cfg: AttnConfig):
     if not ok:
         raise ValueError(f"attention forward config {cfg}: {why}")
     BM, BN, NT, D, DV = cfg.BLOCK_M, cfg.BLOCK_N, cfg.THREADS, spec.D_QK, spec.D_V
-    DKV = max(D, DV)
+    DKV_PAD = max(D, DV) + 1    # + 1 word a row: a warp's score reads of K rows hit 32 banks
     S_PER = BM * BN // NT
     A_PER = BM * DV // NT
     STATS, SCALE_MEM, AL = spec.STATS, spec.SCALE is not None, spec.ALIBI
@@ -55,7 +55,7 @@ def fwd_kernel(spec: AttnSpec, cfg: AttnConfig):
                  qb, qh, qs, qd, kb, kh, ks, kd, vb, vh, vs, vd, ob, oh, os, od,
                  sb, sh, ss, bb, bh, bs, bk, scale, left, right):
         q_t = cuda.shared.array((BM, D), float32)
-        kv_t = cuda.shared.array((BN, DKV), float32)
+        kv_t = cuda.shared.array((BN, DKV_PAD), float32)
         s_t = cuda.shared.array((BM, BN), float32)
         m_r = cuda.shared.array(BM, float32)
         l_r = cuda.shared.array(BM, float32)

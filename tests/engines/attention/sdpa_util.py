@@ -63,8 +63,9 @@ class DevBuf:
         return self
 
     def view(self, k=0):
-        off = self.views[k][0]
-        return self.dev[off:self.n]
+        """The device slice of view ``k``: from its offset, exactly the elements its strides reach."""
+        off, dims, strides = self.views[k]
+        return self.dev[off:off + 1 + sum((d - 1) * s for d, s in zip(dims, strides))]
 
     def read(self, k=0):
         host = self.dev.copy_to_host()

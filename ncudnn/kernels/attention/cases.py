@@ -1,0 +1,58 @@
+"""sm_90 compile checks of the attention kernels (registers, spills, stack frame): the default configs of
+head dim 128 in BF16 (the bench's shape) and, at head dim 64, every option compiled in at once (each
+specialisation the simulator cannot type-check: shared-array shapes, loaders, mask branches).
+
+No spills are allowed. The stack frame may hold the accumulator arrays and nothing more: NVVM keeps
+``cuda.local.array`` accumulators indexed by a loop counter in local memory (the loops over them are
+not unrolled); a tensor-core mainloop with accumulators in named registers is to remove that budget."""
+from ..dtypes import array_sig
+from .bwd import dbias_kernel, dkdv_kernel, dot_kernel, dq_kernel
+from .config import default_config
+from .fwd import fwd_kernel
+from .spec import AttnSpec
+
+
+def _sig(arrays, n_int, tail_float=1, n_int_tail=2):
+    return "void(" + ", ".join([*arrays, *["int64"] * n_int, *["float32"] * tail_float,
+                                *["int64"] * n_int_tail]) + ")"
+
+
+def _register():
+    try:
+        from ..compile_check import register_compile_case
+    except ImportError:
+        return
+    bf, f32, i32 = array_sig("bfloat16"), array_sig("float32"), array_sig("int32")
+    d = 128
+    spec = AttnSpec(d, d, Q="bfloat16", K="bfloat16", V="bfloat16", O="bfloat16", DO="bfloat16", DQ="bfloat16",
+                    DK="bfloat16", DV="bfloat16")
+    cfg, bcfg = default_config(d, d), default_config(d, d, backward=True)
+    register_compile_case("attn_fwd_d128_bf16", fwd_kernel(spec, cfg),
+                          _sig([bf, bf, bf, bf, f32, f32, i32, i32, f32], 5 + 16 + 3 + 4), max_registers=255,
+                          max_local_bytes=4 * cfg.BLOCK_M * d // cfg.THREADS)
+    sig = _sig([bf, bf, bf, bf, f32, f32, f32, i32, i32, f32, bf, bf, f32], 5 + 16 + 3 + 4 + 8)
+    register_compile_case("attn_bwd_dkdv_d128_bf16", dkdv_kernel(spec, bcfg), sig, max_registers=255,
+                          max_local_bytes=4 * bcfg.BLOCK_N * 2 * d // bcfg.THREADS)
+    register_compile_case("attn_bwd_dq_d128_bf16", dq_kernel(spec, bcfg), sig, max_registers=255,
+                          max_local_bytes=4 * bcfg.BLOCK_M * d // bcfg.THREADS)
+
+    # every option at once (bias and its gradient, padding, the scale in memory, ALiBi, a bottom-right band)
+    spec = AttnSpec(64, 64, Q="bfloat16", K="bfloat16", V="bfloat16", O="bfloat16", DO="bfloat16", DQ="bfloat16",
+                    DK="bfloat16", DV="bfloat16", BIAS="bfloat16", DBIAS="bfloat16", SEQ="int32", SCALE="bfloat16",
+                    ALIBI=True, HAS_LEFT=True, HAS_RIGHT=True, BOTTOM_RIGHT=True)
+    cfg, bcfg = default_config(64, 64), default_config(64, 64, backward=True)
+    register_compile_case("attn_fwd_d64_bf16_all_options", fwd_kernel(spec, cfg),
+                          _sig([bf, bf, bf, bf, f32, bf, i32, i32, bf], 5 + 16 + 3 + 4), max_registers=255,
+                          max_local_bytes=4 * cfg.BLOCK_M * 64 // cfg.THREADS)
+    sig = _sig([bf, bf, bf, bf, f32, f32, bf, i32, i32, bf, bf, bf, f32], 5 + 16 + 3 + 4 + 8)
+    register_compile_case("attn_bwd_dkdv_d64_bf16_all_options", dkdv_kernel(spec, bcfg), sig, max_registers=255,
+                          max_local_bytes=4 * bcfg.BLOCK_N * 128 // bcfg.THREADS)
+    register_compile_case("attn_bwd_dq_d64_bf16_all_options", dq_kernel(spec, bcfg), sig, max_registers=255,
+                          max_local_bytes=4 * bcfg.BLOCK_M * 64 // bcfg.THREADS)
+    register_compile_case("attn_bwd_dot_d64_bf16_padding", dot_kernel(spec),
+                          _sig([bf, bf, f32, i32, i32], 4 + 8, 0, 0), max_registers=64, max_local_bytes=0)
+    register_compile_case("attn_bwd_dbias_bf16_band", dbias_kernel(spec),
+                          _sig([f32, bf, i32, i32], 4 + 4 + 4 + 2, 0, 0), max_registers=64, max_local_bytes=0)
+
+
+_register()

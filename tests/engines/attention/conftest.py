@@ -1,0 +1,5 @@
+"""The attention tests import their runners from this folder."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
