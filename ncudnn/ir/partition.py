@@ -5,7 +5,9 @@ Patterns, tried in topological order:
     nodes that consume its (virtual) output, plus an optional trailing reduction or genstats;
   * softmax / log-softmax written as max-reduce, sub, exp, add-reduce, div (or sub-log): one unit;
   * pointwise DAG: pointwise nodes joined by virtual tensors (one fused kernel), grown only where the
-    group stays convex (no path leaves the group and comes back, so groups never form a cycle);
+    group stays convex (no path leaves the group and comes back, so groups never form a cycle); then
+    independent groups of one shape that read a common graph input are merged (outputs bound in place
+    over those inputs stay correct: one kernel reads each element before writing it);
   * a single op.
 Virtual tensors that cross subgraphs are *materialized*: the plan gives them workspace.
 """
@@ -103,7 +105,7 @@ def partition(graph):
         else:
             taken.add(id(node))
             subs.append(Subgraph(kind=node.OP, nodes=[node]))
-    groups = _pointwise_groups([n for _, n in pw_slots], order)
+    groups = _merge_siblings(_pointwise_groups([n for _, n in pw_slots], order), order)
     first_slot = {}
     for slot, n in pw_slots:
         g = groups[id(n)]
@@ -168,6 +170,54 @@ def _pointwise_groups(nodes, order):
         if id(g) not in canon:
             canon[id(g)] = sorted(g, key=lambda m: pos[id(m)])
         out[k] = canon[id(g)]
+    return out
+
+
+def _merge_siblings(groups, order):
+    """Merge pointwise groups that read a common graph input, have one shape and do not depend on each
+    other (e.g. the two halves of a rotary embedding): one kernel reads each element of every input
+    before it writes that element of any output, so outputs may be bound in place over those inputs;
+    as two kernels the first would overwrite what the second still reads. Returns the same mapping."""
+    prod = {t.uid: n for n in order for t in n.outputs.values()}
+    ancestors = {}
+    for n in order:
+        acc = set()
+        for t in n.inputs.values():
+            p = prod.get(t.uid)
+            if p is not None:
+                acc.add(id(p))
+                acc |= ancestors[id(p)]
+        ancestors[id(n)] = acc
+    pos = {id(n): i for i, n in enumerate(order)}
+    distinct = list({id(g): g for g in groups.values()}.values())
+    info = []
+    for g in distinct:
+        ids = {id(n) for n in g}
+        dims = [t.dims for n in g for t in n.tensors() if t.dims is not None]
+        shape = tuple(max(d) for d in zip(*dims)) if dims and len({len(d) for d in dims}) == 1 else None
+        reads = {t.uid for n in g for t in n.inputs.values() if not t.is_virtual and t.uid not in prod}
+        info.append([g, ids, set().union(*(ancestors[i] for i in ids)), shape, reads])
+    merged = True
+    while merged:
+        merged = False
+        for a in range(len(info)):
+            for b in range(a + 1, len(info)):
+                ga, gb = info[a], info[b]
+                if ga[3] is None or ga[3] != gb[3] or not ga[4] & gb[4] or ga[1] & gb[2] or gb[1] & ga[2]:
+                    continue
+                ga[0] = sorted(ga[0] + gb[0], key=lambda m: pos[id(m)])
+                ga[1] |= gb[1]
+                ga[2] |= gb[2]
+                ga[4] |= gb[4]
+                del info[b]
+                merged = True
+                break
+            if merged:
+                break
+    out = dict(groups)
+    for g, ids, *_ in info:
+        for i in ids:
+            out[i] = g
     return out
 
 
