@@ -41,7 +41,7 @@ def generate(rng):
             d[axis] = pick(rng, SIZES)
             parts.append(g.tensor(name=f"X{k + 1}", dim=d, stride=rand_strides(rng, d, None, pad_p=0.3)))
             xs.append(d)
-        Y = g.concatenate(parts, axis=axis, name="concat")
+        Y = g.concatenate(inputs=parts, axis=axis, name="concat")
         out = list(dims)
         out[axis] = sum(d[axis] for d in xs)
         what = f"concat axis {axis} of {xs}"

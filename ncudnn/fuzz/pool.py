@@ -66,8 +66,10 @@ def run_local(seed, cases, families, draws=2, max_plans=None, deadline=None, on_
     return out
 
 
-def run_pool(seed, cases, families, jobs, out, seconds, draws, max_plans, restarts=50):
-    """``jobs`` worker processes to ``seconds`` from now; returns the result dicts of every worker."""
+def run_pool(seed, cases, families, jobs, out, seconds, draws, max_plans, restarts=50, grace=45):
+    """``jobs`` worker processes to ``seconds`` from now; returns the result dicts of every worker. A worker
+    still inside a case ``grace`` seconds after the deadline is killed (its finished cases are on disk; the
+    unfinished case is not counted)."""
     os.makedirs(out, exist_ok=True)
     deadline = time.time() + seconds
     base = [sys.executable, "-m", "ncudnn.fuzz", "--seed", str(seed), "--cases", str(cases), "--families",
@@ -83,7 +85,11 @@ def run_pool(seed, cases, families, jobs, out, seconds, draws, max_plans, restar
         start(j)
     while procs:
         time.sleep(0.5)
+        late = time.time() > deadline + grace
         for j, p in list(procs.items()):
+            if late and p.poll() is None:
+                p.kill()
+                p.wait()
             rc = p.poll()
             if rc is None:
                 continue

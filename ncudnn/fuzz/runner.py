@@ -91,8 +91,12 @@ def _bind(g, spec):
     produced = {t.uid for n in g.ir.nodes for t in n.outputs.values()}
     view_uids = {v._desc.uid: (src._desc.uid, off) for v, (src, off) in (g._views or {}).items()}
     bufs, views, by_value, pack = {}, {}, {}, {}
+    for src, _ in (g._views or {}).values():  # a sliced / transposed input the IR reads only through its view
+        d = src._desc
+        bufs[d.uid] = Buffer(d, False)
+        pack[d.uid] = bufs[d.uid].arg
     for uid, d in g.ir.tensors().items():
-        if d.is_virtual:
+        if d.is_virtual or uid in bufs:
             continue
         if d.is_by_value:
             name = d.name

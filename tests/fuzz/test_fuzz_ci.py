@@ -16,7 +16,7 @@ from ncudnn.types import cudnnBackendNumericalNote_t as NN, cudnnDataType_t as D
 
 SEED = 1
 #: graphs per family (the simulator runs a few plans of each, one input draw: about 3 minutes in all)
-CASES = {"conv": 6, "matmul": 8, "pointwise": 6, "norm": 4, "pool": 6, "reduce": 6, "softmax": 3, "move": 8}
+CASES = {"conv": 8, "matmul": 12, "pointwise": 10, "norm": 6, "pool": 10, "reduce": 10, "softmax": 3, "move": 12}
 DRAWS, MAX_PLANS = 1, 2
 #: (family, case) -> the issue item it belongs to
 KNOWN = {}
