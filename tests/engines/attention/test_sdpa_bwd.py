@@ -52,3 +52,45 @@ def test_bias_without_dbias_alibi(rng):
 def test_scale_tensor_and_deterministic_flag(rng):
     run_bwd(rng, dtype="float16", B=1, H=2, SQ=5, SK=6, D=16, DV=8, scale_mode="device_tensor",
             deterministic=True, every=False)
+
+
+def test_training_graph_forward_and_backward(rng):
+    """One pygraph holding sdpa and sdpa_backward (Stats virtual between them, as a training step builds it)."""
+    import numpy as np
+    from numba import cuda
+
+    from ncudnn.memory import allocate
+    from ncudnn.reference.attention import sdpa_backward, sdpa_forward
+    from ncudnn.testing import assert_close
+    from sdpa_util import graph, out_buffer, qkv_buffers, rounded
+
+    B, H, HK, SQ, SK, D = 1, 2, 1, 5, 6, 8
+    g = graph("float32")
+    vals, bufs, st = qkv_buffers(rng, "bhsd", "float32", B, H, HK, SQ, SK, D, D)
+    q = g.tensor(name="q", dim=[B, H, SQ, D], stride=st["q"])
+    k = g.tensor(name="k", dim=[B, HK, SK, D], stride=st["k"])
+    v = g.tensor(name="v", dim=[B, HK, SK, D], stride=st["v"])
+    do = g.tensor(name="dO", dim=[B, H, SQ, D], stride=st["q"])
+    o, stats = g.sdpa(q, k, v, attn_scale=0.4, generate_stats=True, use_causal_mask_bottom_right=True, name="f")
+    o.set_output(True).set_dim([B, H, SQ, D]).set_stride(st["q"])
+    dq, dk, dv = g.sdpa_backward(q, k, v, o, do, stats, attn_scale=0.4, use_causal_mask_bottom_right=True, name="b")
+    for t, s in ((dq, st["q"]), (dk, st["k"]), (dv, st["v"])):
+        t.set_output(True).set_stride(s)
+    g.build([cudnn.heur_mode.A])
+    rdo = rounded(rng, (B, H, SQ, D), "float32")
+    outs = {n: out_buffer(dims, s, "float32") for n, dims, s in (
+        ("o", [B, H, SQ, D], st["q"]), ("dq", [B, H, SQ, D], st["q"]), ("dk", [B, HK, SK, D], st["k"]),
+        ("dv", [B, HK, SK, D], st["v"]))}
+    pack = {q: bufs["q"][0].view(), k: bufs["k"][0].view(), v: bufs["v"][0].view(),
+            do: cuda.to_device(rdo.astype(np.float32).reshape(-1)), o: outs["o"].view(), dq: outs["dq"].view(),
+            dk: outs["dk"].view(), dv: outs["dv"].view()}
+    ws = g.get_workspace_size()
+    g.execute(pack, allocate(ws) if ws else None)
+    cuda.synchronize()
+    kw = dict(causal=True, diagonal_alignment="bottom_right")
+    ro, rs = sdpa_forward(vals["q"], vals["k"], vals["v"], 0.4, **kw)
+    refs = sdpa_backward(vals["q"], vals["k"], vals["v"], ro, rdo, rs, 0.4, **kw)
+    assert_close(outs["o"].read(), ro, 2e-5, name="O")
+    for n, r in zip(("dq", "dk", "dv"), refs):
+        assert_close(outs[n].read(), r, 5e-5, name=n)
+        outs[n].check_guard(n)
