@@ -69,13 +69,14 @@ def _merge(a):
 
 def _meta(a, wall):
     from ..engines import device
+    from ..testing import SIM
 
     try:
         dev = device.current().name
     except Exception:  # noqa: BLE001 - the report names the device where it can
         dev = "?"
     return {"seed": a.seed, "cases_requested": a.cases, "families": a.families.split(","), "jobs": a.jobs,
-            "draws": a.draws, "max_plans": a.max_plans, "seconds": a.seconds, "wall_s": wall, "device": dev,
+            "draws": a.draws, "max_plans": a.max_plans, "seconds": a.seconds, "wall_s": wall, "device": dev + (" (CUDA simulator)" if SIM else ""),
             "commit": os.environ.get("NCUDNN_GIT_COMMIT", "?")}
 
 

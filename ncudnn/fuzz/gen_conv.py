@@ -1,6 +1,7 @@
 """Convolution graphs: fprop (sometimes with a bias and an activation fused after it), dgrad and wgrad,
 1-3 spatial dims, random padding (asymmetric too), strides, dilations and groups, NCHW / NHWC / any dim
-order with padded strides, FP32 / FP16 / BF16 data with FP32 compute."""
+order with padded strides, FP32 / FP16 / BF16 data with FP32 compute. About a third of the graphs
+without an epilogue are built through the backend API instead of pygraph."""
 from ..testing import SIM
 from .spec import DT, Spec, graph, pick, rand_strides
 
@@ -68,4 +69,5 @@ def generate(rng):
         DY = g.tensor(name="DY", dim=yd, stride=ys)
         DW = g.conv_wgrad(image=X, loss=DY, out_dims=wd, name="wgrad", **geo)
         DW.set_output(True).set_name("DW").set_stride(ws)
-    return Spec(g, desc)
+    fe = "backend" if "+" not in desc and rng.random() < 0.35 else "pygraph"
+    return Spec(g, desc + (" [backend API]" if fe == "backend" else ""), front_end=fe)

@@ -1,6 +1,7 @@
 """Matmul graphs: C = A @ B over every transpose of A and B (row- or column-major, leading dims padded),
 batched with the batch broadcast from either side, FP32 / FP16 / BF16 / FP64, sometimes with a bias and
-an activation fused after it and the output in another layout or type."""
+an activation fused after it and the output in another layout or type. About a third of the plain
+matmuls are built through the backend API instead of pygraph."""
 from ..testing import SIM
 from .spec import DT, Spec, graph, pick
 
@@ -50,4 +51,5 @@ def generate(rng):
         C.set_data_type(DT.FLOAT)
         desc.append("C float")
     # a K-term dot product of values in [-1, 1]: the norm tolerance holds for every K drawn here
-    return Spec(g, ", ".join(desc))
+    fe = "backend" if len(desc) == 1 and rng.random() < 0.35 else "pygraph"
+    return Spec(g, ", ".join(desc) + (" [backend API]" if fe == "backend" else ""), front_end=fe)

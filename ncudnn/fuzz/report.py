@@ -19,6 +19,8 @@ def summarize(results, meta):
         f = fam[r["family"]]
         f["graphs"] += 1
         f[r["outcome"]] += 1
+        if r.get("front_end") == "backend":
+            f["backend_api_graphs"] += 1
         f["plans_built"] += r.get("plans_built", len(r.get("plans", [])))
         f["plans_run"] += len(r.get("plans", []))
         f["executions"] += r.get("executions", 0)
@@ -63,10 +65,10 @@ def markdown(s):
              f"graphs {t.get('graphs', 0)} (ok {t.get('ok', 0)}, wrong {t.get('wrong', 0)}, error {t.get('error', 0)}, "
              f"refused {t.get('refused', 0)}, invalid {t.get('invalid', 0)}), plans built {t.get('plans_built', 0)}, "
              f"plans run {t.get('plans_run', 0)}, executions {t.get('executions', 0)}", "",
-             "| family | graphs | refused | plans built | plans run | cases | wrong | errors |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| family | graphs | via backend API | refused | plans built | plans run | cases | wrong | errors |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for k, v in s["per_family"].items():
-        lines.append(f"| {k} | {v.get('graphs', 0)} | {v.get('refused', 0)} | {v.get('plans_built', 0)} | "
+        lines.append(f"| {k} | {v.get('graphs', 0)} | {v.get('backend_api_graphs', 0)} | {v.get('refused', 0)} | {v.get('plans_built', 0)} | "
                      f"{v.get('plans_run', 0)} | {v.get('executions', 0)} | {v.get('wrong_executions', 0)} | "
                      f"{v.get('error', 0)} |")
     lines += ["", "| engine | plans | cases | wrong |", "| --- | ---: | ---: | ---: |"]

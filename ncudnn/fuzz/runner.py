@@ -23,6 +23,7 @@ import ncudnn as cudnn
 from ..errors import CudnnError
 from ..memory import allocate, numpy_dtype
 from ..reference.ops import run_node
+from .backend_graph import BackendGraph, translatable
 from .bind import Buffer, draw_values
 from .check import compare, tolerance
 from .families import FAMILIES
@@ -165,14 +166,20 @@ def run_case(family, seed, case, draws=2, engine=None, only_draw=None, verbose=F
         except CudnnError as e:
             res["outcome"], res["why"] = "invalid", f"{type(e).__name__}: {e}"[:300]
             return res
+        if spec.front_end == "backend" and translatable(g.ir):
+            g = BackendGraph(g)
+        else:
+            res["front_end"] = "pygraph"
         try:
-            plans, build_errors = _plans(g)
+            plans, build_errors = g.backend_plans(MODES) if isinstance(g, BackendGraph) else _plans(g)
         except CudnnError as e:
-            res["outcome"], res["why"] = "refused", f"{e.status.name}: {e.message}"[:300]
+            why = e.message.replace(f"graph '{g.name}': no engine config from the heuristics. ", "") \
+                if hasattr(g, "name") else e.message
+            res["outcome"], res["why"] = "refused", f"{e.status.name}: {why}"[:600]
             return res
         for i, why in build_errors.items():
-            fail("error", f"plan {g.get_plan_name_at_index(i)} passed check_support but did not build: {why}",
-                 eng=g.get_plan_name_at_index(i).split("(")[0])
+            name = g.get_plan_name_at_index(i) if isinstance(i, int) else f"backend config {i}"
+            fail("error", f"plan {name} passed check_support but did not build: {why}", eng=name.split("(")[0])
         res["plans_built"] = len(plans)
         plans = _sample(plans, max_plans, draw_rng(family, seed, case, -1 & 0xFFFF))
         bufs, views, by_value, pack = _bind(g, spec)
