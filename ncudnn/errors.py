@@ -32,7 +32,7 @@ def cudnnGetErrorString(status):
     """Name of a status, as cuDNN prints it (``"CUDNN_STATUS_BAD_PARAM"``)."""
     try:
         return S(int(status)).name
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError):
         return "CUDNN_STATUS_UNKNOWN"
 
 
@@ -130,8 +130,8 @@ def c_api(n_outs=0):
                 set_last_error(e.status, f"{fn.__name__}: {e.message}")
                 return _pad(e.status, n_outs)
             except Exception as e:  # never a traceback from the C-style API
-                status = S.CUDNN_STATUS_INTERNAL_ERROR
-                set_last_error(status, f"{fn.__name__}: unexpected {type(e).__name__}: {e}")
+                status, why = _unexpected(fn, e, args, kwargs)
+                set_last_error(status, f"{fn.__name__}: {why}")
                 return _pad(status, n_outs)
             if outs is None:
                 outs = ()
@@ -143,6 +143,23 @@ def c_api(n_outs=0):
         return wrapper
 
     return deco
+
+
+def _unexpected(fn, exc, args, kwargs):
+    """(status, message) of an exception that is not a CudnnError: arguments the signature cannot take
+    (a wrong count, an unknown keyword) are the caller's BAD_PARAM, as is a number no C type holds
+    (an OverflowError from converting inf or 10**400); anything else is INTERNAL_ERROR with its text."""
+    import inspect
+
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as e:
+        return S.CUDNN_STATUS_BAD_PARAM, f"wrong arguments: {e}"
+    except ValueError:  # no signature to check against
+        pass
+    if isinstance(exc, OverflowError):
+        return S.CUDNN_STATUS_BAD_PARAM, f"an argument is out of range ({exc})"
+    return S.CUDNN_STATUS_INTERNAL_ERROR, f"unexpected {type(exc).__name__}: {exc}"
 
 
 def _pad(status, n_outs):

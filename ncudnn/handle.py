@@ -122,6 +122,10 @@ def stream_handle(stream):
     """The raw cudaStream_t value of any accepted stream object (0 = default stream)."""
     if stream is None:
         return 0
+    if not isinstance(stream, np.integer) and (
+            any(hasattr(stream, a) for a in ("__cuda_array_interface__", "__array_interface__", "__dlpack__"))
+            or isinstance(stream, (np.ndarray, bool, float, str, bytes))):
+        raise BadParamError(f"a {type(stream).__name__} is not a CUDA stream (a device array or a value)")
     try:
         if hasattr(stream, "__cuda_stream__"):
             proto = stream.__cuda_stream__
@@ -137,8 +141,8 @@ def stream_handle(stream):
             raw = _as_int(stream)
     except (TypeError, ValueError) as e:
         raise BadParamError(f"{type(stream).__name__} is not a CUDA stream ({e})") from None
-    if raw < 0:
-        raise BadParamError(f"stream handle {raw} is negative")
+    if not 0 <= raw < 2 ** 64:
+        raise BadParamError(f"stream handle {raw:.6g} is not a 64-bit handle")
     return raw
 
 

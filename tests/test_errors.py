@@ -120,9 +120,21 @@ def test_unexpected_exception_becomes_internal_error():
 
 
 def test_wrong_arguments_never_raise():
-    assert one_out("a") == (S.CUDNN_STATUS_INTERNAL_ERROR, None)
-    assert one_out() == (S.CUDNN_STATUS_INTERNAL_ERROR, None)
+    assert one_out("a") == (S.CUDNN_STATUS_INTERNAL_ERROR, None)   # the function's own failure
     cudnnGetLastErrorString()
+    # arguments the signature cannot take, or a number no C type holds, are the caller's BAD_PARAM
+    assert one_out() == (S.CUDNN_STATUS_BAD_PARAM, None)
+    assert "wrong arguments" in cudnnGetLastErrorString()
+    assert one_out(1, 2) == one_out(x=1, y=2) == (S.CUDNN_STATUS_BAD_PARAM, None)
+    assert one_out(float("inf")) == (S.CUDNN_STATUS_SUCCESS, float("inf"))
+    cudnnGetLastErrorString()
+
+
+def test_get_error_string_of_anything():
+    from ncudnn.errors import cudnnGetErrorString
+
+    for bad in (float("inf"), float("nan"), 10 ** 400, "x", None):
+        assert cudnnGetErrorString(bad) == "CUDNN_STATUS_UNKNOWN"
 
 
 def test_success_leaves_last_error_alone():

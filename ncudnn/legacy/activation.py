@@ -9,7 +9,7 @@ from ..errors import BadParamError, c_api
 from ..handle import get_handle_or_raise
 from ..types import cudnnActivationMode_t, cudnnPointwiseMode_t
 from . import lower as L
-from ._util import desc_arg, host_scalar, need_ptr
+from ._util import desc_arg, host_scalar, need_ptr, optional_ptrs
 from .op_desc import ActivationDescriptor
 from .tensor_desc import TensorDescriptor
 
@@ -84,6 +84,7 @@ def cudnnActivationBackward(handle, activationDesc, alpha, yDesc, y, dyDesc, dy,
     dxd = desc_arg(dxDesc, TensorDescriptor, "dxDesc")
     al, be = host_scalar(alpha, "alpha"), host_scalar(beta, "beta")
     need_ptr(dy, "dy"), need_ptr(x, "x"), need_ptr(dx, "dx")
+    optional_ptrs(y=y)
     _check_act(a)
     same_dims(dyd, dxd, "dyDesc", "dxDesc")
     same_dims(xd, dxd, "xDesc", "dxDesc")

@@ -184,6 +184,11 @@ def cudnnBatchNormalizationForwardTrainingEx(handle, mode, bnOps, alpha, beta, x
                                              exponentialAverageFactor, resultRunningMean, resultRunningVariance,
                                              epsilon, resultSaveMean, resultSaveInvVariance, activationDesc,
                                              workspace, workSpaceSizeInBytes, reserveSpace, reserveSpaceSizeInBytes):
+    from ._util import plausible
+
+    plausible(locals(), ptrs=("bnScale", "bnBias", "resultRunningMean", "resultRunningVariance", "resultSaveMean",
+                              "resultSaveInvVariance", "workspace", "reserveSpace"),
+              sizes=("workSpaceSizeInBytes", "reserveSpaceSizeInBytes"))
     training(handle, mode, bnOps, alpha, beta, xDesc, xData, zDesc, zData, yDesc, yData, bnScaleBiasMeanVarDesc,
               bnScale, bnBias, exponentialAverageFactor, resultRunningMean, resultRunningVariance, epsilon,
               resultSaveMean, resultSaveInvVariance, activationDesc)
@@ -338,12 +343,20 @@ def cudnnBatchNormalizationBackwardEx(handle, mode, bnOps, alphaDataDiff, betaDa
                                       dxDesc, dxData, dBnScaleBiasDesc, bnScaleData, bnBiasData, dBnScaleData,
                                       dBnBiasData, epsilon, savedMean, savedInvVariance, activationDesc, workSpace,
                                       workSpaceSizeInBytes, reserveSpace, reserveSpaceSizeInBytes):
+    from ._util import plausible
+
+    plausible(locals(), ptrs=("bnScaleData", "bnBiasData", "dBnScaleData", "dBnBiasData", "savedMean",
+                              "savedInvVariance", "workSpace", "reserveSpace"),
+              sizes=("workSpaceSizeInBytes", "reserveSpaceSizeInBytes"))
     backward(handle, mode, bnOps, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff, xDesc, xData, yDesc,
               yData, dyDesc, dyData, dzDesc, dzData, dxDesc, dxData, dBnScaleBiasDesc, bnScaleData, bnBiasData,
               dBnScaleData, dBnBiasData, epsilon, savedMean, savedInvVariance, activationDesc)
 
 
-def _ex_size(handle, mode, bnOps, *descs):
+def _ex_size(handle, mode, bnOps, **descs):
+    from ._util import optional_descs
+
+    optional_descs(**descs)
     get_handle_or_raise(handle)
     enum_arg(BM, mode, "mode")
     enum_arg(BO, bnOps, "bnOps")
@@ -354,16 +367,18 @@ def _ex_size(handle, mode, bnOps, *descs):
 def cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, bnOps, xDesc, zDesc, yDesc,
                                                              bnScaleBiasMeanVarDesc, activationDesc):
     """(status, 0): the engines' workspace comes from the handle's pool."""
-    return _ex_size(handle, mode, bnOps)
+    return _ex_size(handle, mode, bnOps, xDesc=xDesc, zDesc=zDesc, yDesc=yDesc,
+                    bnScaleBiasMeanVarDesc=bnScaleBiasMeanVarDesc, activationDesc=activationDesc)
 
 
 @c_api(1)
 def cudnnGetBatchNormalizationBackwardExWorkspaceSize(handle, mode, bnOps, xDesc, yDesc, dyDesc, dzDesc, dxDesc,
                                                       dBnScaleBiasDesc, activationDesc):
-    return _ex_size(handle, mode, bnOps)
+    return _ex_size(handle, mode, bnOps, xDesc=xDesc, yDesc=yDesc, dyDesc=dyDesc, dzDesc=dzDesc, dxDesc=dxDesc,
+                    dBnScaleBiasDesc=dBnScaleBiasDesc, activationDesc=activationDesc)
 
 
 @c_api(1)
 def cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, mode, bnOps, activationDesc, xDesc):
-    return _ex_size(handle, mode, bnOps)
+    return _ex_size(handle, mode, bnOps, activationDesc=activationDesc, xDesc=xDesc)
 

@@ -15,7 +15,7 @@ from ..ir import Rng
 from ..ir.tensor import ITEMSIZE, packed_strides
 from ..types import cudnnDataType_t, cudnnPointwiseMode_t, cudnnRngDistribution_t
 from . import lower as L
-from ._util import Descriptor, desc_arg, float_arg, int_arg, need_ptr
+from ._util import SIZE_MAX, Descriptor, desc_arg, float_arg, int_arg, need_ptr, size_arg
 from .tensor_desc import TensorDescriptor
 
 PM = cudnnPointwiseMode_t
@@ -60,12 +60,12 @@ def _set(d, handle, dropout, states, stateSizeInBytes, seed, restore):
     p = float_arg(dropout, "dropout")
     if not 0.0 <= p < 1.0:
         raise BadParamError(f"dropout = {p} must be in [0, 1)")
-    size = int_arg(stateSizeInBytes or 0, "stateSizeInBytes")
+    size = int_arg(stateSizeInBytes or 0, "stateSizeInBytes", 0, SIZE_MAX)
     if states is not None and size < STATES_SIZE:
         raise BadParamError(f"stateSizeInBytes = {size} < cudnnDropoutGetStatesSize() = {STATES_SIZE}")
     if states is None and p > 0 and not restore:
         raise BadParamError("states is NULL: allocate cudnnDropoutGetStatesSize() bytes")
-    d.dropout, d.states, d.state_size, d.seed = p, states, size, int_arg(seed, "seed") & (2 ** 64 - 1)
+    d.dropout, d.states, d.state_size, d.seed = p, states, size, int_arg(seed, "seed", -2 ** 63, SIZE_MAX) & SIZE_MAX
     if not restore:
         d.offset = 0
     d.is_set = True
@@ -94,7 +94,7 @@ def cudnnGetDropoutDescriptor(dropoutDesc, handle):
 def _reserve(xd, reserveSpace, size):
     need_ptr(reserveSpace, "reserveSpace")
     need = math.prod(xd.dims) * ITEMSIZE[xd.dtype]
-    if int(size or 0) < need:
+    if size_arg(size, "reserveSpaceSizeInBytes") < need:
         raise BadParamError(f"reserveSpaceSizeInBytes = {size}, {need} needed")
 
 

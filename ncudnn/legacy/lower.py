@@ -28,6 +28,7 @@ from ..handle import get_handle_or_raise
 from ..ir import OpGraph, Pointwise, TensorDesc
 from ..ir.tensor import packed_strides
 from ..types import cudnnBackendHeurMode_t, cudnnDataType_t, cudnnMathType_t, cudnnPointwiseMode_t, cudnnStatus_t
+from ._util import size_arg
 
 S = cudnnStatus_t
 DT = cudnnDataType_t
@@ -306,7 +307,7 @@ def execute(h, low, bind, scalars=None, workspace=None, workspace_size=None, pla
     need = plan.workspace_size
     ws = None
     if need and workspace_size is not None:
-        size = int(workspace_size) if workspace is not None else 0
+        size = size_arg(workspace_size, "workSpaceSizeInBytes") if workspace is not None else 0
         scratch = (plan.scratch_size + 255) // 256 * 256
         if size >= need:
             ws = workspace

@@ -14,7 +14,7 @@ from ..ir import ConvFprop
 from ..ir.tensor import packed_strides
 from ..types import cudnnDataType_t, cudnnLRNMode_t, cudnnPointwiseMode_t, cudnnStatus_t
 from . import lower as L
-from ._util import desc_arg, enum_arg, host_scalar, need_ptr
+from ._util import desc_arg, enum_arg, host_scalar, need_ptr, optional_ptrs
 from .op_desc import LRNDescriptor
 from .tensor_desc import TensorDescriptor
 
@@ -92,6 +92,7 @@ def cudnnLRNCrossChannelBackward(handle, normDesc, lrnMode, alpha, yDesc, y, dyD
     xd, dxd = desc_arg(xDesc, TensorDescriptor, "xDesc"), desc_arg(dxDesc, TensorDescriptor, "dxDesc")
     al, be = host_scalar(alpha, "alpha"), host_scalar(beta, "beta")
     need_ptr(dy, "dy"), need_ptr(x, "x"), need_ptr(dx, "dx")
+    optional_ptrs(y=y)
     _check(d, lrnMode, [(xd, "xDesc"), (yd, "yDesc"), (dyd, "dyDesc"), (dxd, "dxDesc")])
     nd, C = xd.nbDims, xd.dims[1]
 

@@ -7,10 +7,14 @@ from ..errors import BadParamError, CudnnError, c_api
 from ..handle import get_handle_or_raise
 from ..types import cudnnBatchNormOps_t, cudnnNormAlgo_t, cudnnNormMode_t, cudnnNormOps_t, cudnnStatus_t
 from . import batchnorm as BN
-from ._util import desc_arg, enum_arg, int_arg
+from ._util import desc_arg, enum_arg, int_arg, optional_descs, plausible
 from .tensor_desc import TensorDescriptor
 
 S = cudnnStatus_t
+_TRAIN_PTRS = ("normScale", "normBias", "resultRunningMean", "resultRunningVariance", "resultSaveMean",
+               "resultSaveInvVariance", "workspace", "reserveSpace")
+_BWD_PTRS = ("normScaleData", "normBiasData", "dNormScaleData", "dNormBiasData", "savedMean", "savedInvVariance",
+             "workSpace", "reserveSpace")
 
 
 def _args(mode, normOps, algo, groupCnt):
@@ -45,6 +49,7 @@ def cudnnNormalizationForwardInference(handle, mode, normOps, algo, alpha, beta,
                                        z, activationDesc, yDesc, y, epsilon, groupCnt):
     m, ops = _args(mode, normOps, algo, groupCnt)
     _same(normScaleBiasDesc, normMeanVarDesc, "normScaleBiasDesc", "normMeanVarDesc")
+    plausible(locals(), ptrs=("x", "normScale", "normBias", "estimatedMean", "estimatedVariance", "z", "y"))
     BN.inference(handle, m, ops, alpha, beta, xDesc, x, zDesc, z, yDesc, y, normScaleBiasDesc, normScale, normBias,
                  estimatedMean, estimatedVariance, epsilon, activationDesc)
 
@@ -57,6 +62,7 @@ def cudnnNormalizationForwardTraining(handle, mode, normOps, algo, alpha, beta, 
                                       workSpaceSizeInBytes, reserveSpace, reserveSpaceSizeInBytes, groupCnt):
     m, ops = _args(mode, normOps, algo, groupCnt)
     _same(normScaleBiasDesc, normMeanVarDesc, "normScaleBiasDesc", "normMeanVarDesc")
+    plausible(locals(), ptrs=_TRAIN_PTRS, sizes=("workSpaceSizeInBytes", "reserveSpaceSizeInBytes"))
     BN.training(handle, m, ops, alpha, beta, xDesc, xData, zDesc, zData, yDesc, yData, normScaleBiasDesc, normScale,
                 normBias, exponentialAverageFactor, resultRunningMean, resultRunningVariance, epsilon, resultSaveMean,
                 resultSaveInvVariance, activationDesc)
@@ -70,6 +76,7 @@ def cudnnNormalizationBackward(handle, mode, normOps, algo, alphaDataDiff, betaD
                                workSpaceSizeInBytes, reserveSpace, reserveSpaceSizeInBytes, groupCnt):
     m, ops = _args(mode, normOps, algo, groupCnt)
     _same(dNormScaleBiasDesc, normMeanVarDesc, "dNormScaleBiasDesc", "normMeanVarDesc")
+    plausible(locals(), ptrs=_BWD_PTRS, sizes=("workSpaceSizeInBytes", "reserveSpaceSizeInBytes"))
     BN.backward(handle, m, ops, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff, xDesc, xData, yDesc,
                 yData, dyDesc, dyData, dzDesc, dzData, dxDesc, dxData, dNormScaleBiasDesc, normScaleData,
                 normBiasData, dNormScaleData, dNormBiasData, epsilon, savedMean, savedInvVariance, activationDesc)
@@ -85,15 +92,21 @@ def _size(handle, mode, normOps, algo, groupCnt):
 def cudnnGetNormalizationForwardTrainingWorkspaceSize(handle, mode, normOps, algo, xDesc, zDesc, yDesc,
                                                       normScaleBiasDesc, activationDesc, normMeanVarDesc, groupCnt):
     """(status, 0): intermediates come from the handle's pool."""
+    optional_descs(xDesc=xDesc, zDesc=zDesc, yDesc=yDesc, normScaleBiasDesc=normScaleBiasDesc,
+                   activationDesc=activationDesc, normMeanVarDesc=normMeanVarDesc)
     return _size(handle, mode, normOps, algo, groupCnt)
 
 
 @c_api(1)
 def cudnnGetNormalizationBackwardWorkspaceSize(handle, mode, normOps, algo, xDesc, yDesc, dyDesc, dzDesc, dxDesc,
                                                dNormScaleBiasDesc, activationDesc, normMeanVarDesc, groupCnt):
+    optional_descs(xDesc=xDesc, yDesc=yDesc, dyDesc=dyDesc, dzDesc=dzDesc, dxDesc=dxDesc,
+                   dNormScaleBiasDesc=dNormScaleBiasDesc, activationDesc=activationDesc,
+                   normMeanVarDesc=normMeanVarDesc)
     return _size(handle, mode, normOps, algo, groupCnt)
 
 
 @c_api(1)
 def cudnnGetNormalizationTrainingReserveSpaceSize(handle, mode, normOps, algo, activationDesc, xDesc, groupCnt):
+    optional_descs(activationDesc=activationDesc, xDesc=xDesc)
     return _size(handle, mode, normOps, algo, groupCnt)

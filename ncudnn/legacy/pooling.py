@@ -15,7 +15,7 @@ from ..ir.tensor import packed_strides
 from ..kernels.resample_direct import bwd_supported
 from ..types import cudnnDataType_t, cudnnPaddingMode_t, cudnnPoolingMode_t, cudnnResampleMode_t
 from . import lower as L
-from ._util import desc_arg, host_scalar, need_ptr
+from ._util import desc_arg, host_scalar, need_ptr, optional_ptrs
 from .op_desc import PoolingDescriptor
 from .tensor_desc import TensorDescriptor
 
@@ -86,6 +86,8 @@ def cudnnPoolingBackward(handle, poolingDesc, alpha, yDesc, y, dyDesc, dy, xDesc
     is_max = p.mode in (PM.CUDNN_POOLING_MAX, PM.CUDNN_POOLING_MAX_DETERMINISTIC)
     if is_max:
         need_ptr(x, "x"), need_ptr(y, "y")
+    else:
+        optional_ptrs(x=x, y=y)
     _check_out(p, dxd, dyd, "dxDesc", "dyDesc")
     if xd.dims != dxd.dims or yd.dims != dyd.dims:
         raise BadParamError(f"xDesc {xd.dims} / yDesc {yd.dims} must match dxDesc {dxd.dims} / dyDesc {dyd.dims}")

@@ -18,7 +18,7 @@ from ..ir.tensor import packed_strides
 from ..types import (cudnnDataType_t, cudnnIndicesType_t, cudnnPointwiseMode_t, cudnnReduceTensorIndices_t,
                      cudnnReduceTensorOp_t, cudnnStatus_t)
 from . import lower as L
-from ._util import desc_arg, host_scalar, need_ptr
+from ._util import desc_arg, host_scalar, need_ptr, optional_ptrs, size_arg
 from .op_desc import ReduceTensorDescriptor
 from .tensor_desc import TensorDescriptor
 
@@ -107,13 +107,18 @@ def cudnnReduceTensor(handle, reduceTensorDesc, indices, indicesSizeInBytes, wor
     ad, cd = desc_arg(aDesc, TensorDescriptor, "aDesc"), desc_arg(cDesc, TensorDescriptor, "cDesc")
     al, be = host_scalar(alpha, "alpha"), host_scalar(beta, "beta")
     need_ptr(A, "A"), need_ptr(C, "C")
+    optional_ptrs(workspace=workspace)
+    size_arg(workspaceSizeInBytes, "workspaceSizeInBytes")
     _check(rd, ad, cd)
     want_idx = _wants_indices(rd)
     if want_idx:
         need_ptr(indices, "indices")
-        if int(indicesSizeInBytes or 0) < 4 * math.prod(cd.dims):
+        if size_arg(indicesSizeInBytes, "indicesSizeInBytes") < 4 * math.prod(cd.dims):
             raise BadParamError(f"indicesSizeInBytes = {indicesSizeInBytes}, {4 * math.prod(cd.dims)} needed",
                                 S.CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT)
+    else:
+        optional_ptrs(indices=indices)
+        size_arg(indicesSizeInBytes, "indicesSizeInBytes")
     sdt = L.scalar_dtype(cd.dtype)
 
     def build(b):

@@ -39,7 +39,13 @@ class TensorDescriptor(Descriptor):
         return len(self.dims)
 
     def set(self, dtype, dims, strides, fmt=TF.CUDNN_TENSOR_NCHW, vect=1):
+        old = (self.dtype, self.dims, self.strides, self.format, self.vect)
         self.dtype, self.dims, self.strides, self.format, self.vect = dtype, tuple(dims), tuple(strides), fmt, vect
+        try:
+            _check_size(self, "tensor")
+        except BadParamError:
+            self.dtype, self.dims, self.strides, self.format, self.vect = old
+            raise
         self.is_set = True
 
     def size_in_bytes(self):
@@ -104,6 +110,18 @@ def _vect_strides(dims, v):
     inner = math.prod(dims[2:])
     groups = dims[1] // v
     return (groups * inner, inner) + packed_strides(dims[2:])
+
+
+#: the largest tensor in bytes: sizes are int64_t in cuDNN's graph API (and size_t in this one)
+MAX_BYTES = 2 ** 63 - 1
+
+
+def _check_size(d, what):
+    """BAD_PARAM when the descriptor spans more bytes than an int64_t holds (dims and strides are each
+    C ints, their products are not)."""
+    size = d.size_in_bytes()
+    if size > MAX_BYTES:
+        raise BadParamError(f"{what} dims {d.dims} span {size:.4g} bytes, more than 2^63 - 1")
 
 
 def _check_dims(dims, what):
@@ -244,7 +262,13 @@ def _set_filter(d, dataType, format, dims):
     v = 1
     if fmt == TF.CUDNN_TENSOR_NCHW_VECT_C:
         v = _format_strides(fmt, dt, dims)[1]
+    old = (d.dtype, d.format, d.dims, d.vect)
     d.dtype, d.format, d.dims, d.vect = dt, fmt, tuple(dims), v
+    try:
+        _check_size(d, "filter")
+    except BadParamError:
+        d.dtype, d.format, d.dims, d.vect = old
+        raise
     d.is_set = True
 
 
