@@ -97,7 +97,8 @@ def tensor_view(obj, t):
         why = buffer_mismatch(raw, t)
         if why is not None:
             small = raw.extent is not None and raw.extent < t.nbytes_needed()
-            raise BadParamError(why, S.CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT if small else S.CUDNN_STATUS_BAD_PARAM)
+            raise BadParamError(why, S.CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT if small
+                                else S.CUDNN_STATUS_BAD_PARAM)
         return memory.as_view(raw, dims=t.dims, strides=t.strides, dtype=t.dtype,
                               alignment=min(t.alignment, t.itemsize) if t.itemsize else None)
     except BadParamError as e:
@@ -111,10 +112,10 @@ def tensor_view(obj, t):
 #   * its dtype is the tensor's (bfloat16 may come as the uint16 bits numba arrays carry, FP8 as uint8
 #     bits; a dtype the producer cannot name, e.g. '<V2', is not checked), and
 #   * its geometry is the tensor's: the same dims and element strides once dims of extent 1 and
-#     broadcast (stride-0) dims are left out; or a packed buffer of the same element count when the
-#     tensor's strides are packed too (a reshape of a C-contiguous buffer, e.g. an NHWC-shaped array
-#     for an NHWC descriptor);
-#     or a 1-D buffer of exactly the elements the strides span (flat storage of a strided tensor).
+#     broadcast (stride-0) dims are left out; or a C-contiguous buffer of the same element count when
+#     the tensor's strides are packed too (a reshape, e.g. an NHWC-shaped array for an NHWC
+#     descriptor); or a contiguous 1-D buffer (flat storage, as an allocation is: it must hold the
+#     span of the strides). Same dims with other strides (an NCHW tensor for an NHWC one) is a mismatch.
 # A 1-D uint8 buffer is untyped storage (``memory.allocate``): only its size is checked. Descriptors a
 # front end re-shaped for the graph (a legacy broadcast) keep the user's dims / strides in
 # ``meta["declared"]``, which the buffer is checked against.
@@ -178,8 +179,7 @@ def _geometry_ok(shape, strides, dims, dstrides):
         return [s for _, s in got] == [s for _, s in decl]
     numel = int(np.prod([d for d, _ in decl], dtype=np.int64))
     if len(shape) == 1 and (shape[0] <= 1 or strides[0] == 1):
-        span = 1 + sum((d - 1) * s for d, s in decl)
-        return shape[0] == span
+        return True  # flat storage: as_view checks that it holds the span
     got_numel = int(np.prod([d for d, _ in got], dtype=np.int64))
     return got_numel == numel and [s for _, s in got] == list(memory.packed_strides([d for d, _ in got])) \
         and _is_packed(decl)

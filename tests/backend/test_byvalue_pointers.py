@@ -156,3 +156,26 @@ def test_unreadable_by_value_forms_are_bad_param(bad, status, fragment, rng):
     expect(cudnnBackendExecute(handle(), plan, _pack(buffers, ws)), status, "uid 5", fragment)
     for dev in outputs.values():
         assert np.isnan(dev.copy_to_host()).all()  # nothing ran
+
+
+@pytest.mark.parametrize("form", ["int", "float", "numpy_scalar", "ctypes", "pointer", "byref"])
+def test_pygraph_by_value_numbers_are_values_and_ctypes_are_read(rng, form):
+    """In pygraph a Python int is the value (cudnn-frontend), not an address; ctypes objects are read."""
+    import ncudnn as cudnn
+    shape = [2, 3, 4]
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT)
+    X = g.tensor(name="X", dim=shape)
+    s = g.tensor(name="s", dim=[1, 1, 1], is_pass_by_value=True, data_type=cudnn.data_type.FLOAT)
+    Y = g.scale(input=X, scale=s)
+    Y.set_output(True)
+    g.build([cudnn.heur_mode.A])
+    value = int(rng.integers(2, 9)) if form == "int" else float(rng.uniform(0.5, 2.0))
+    c = ctypes.c_float(value)
+    given = {"int": value, "float": value, "numpy_scalar": np.float32(value), "ctypes": c,
+             "pointer": ctypes.pointer(c), "byref": ctypes.byref(c)}[form]
+    x = random(rng, shape)
+    y = cuda.to_device(np.full(shape, poison_value(np.float32), np.float32))
+    g.execute({X: cuda.to_device(x), s: given, Y: y}, None)
+    assert_close(y.copy_to_host(), x.astype(np.float64) * np.float32(value), "float32")
+    with pytest.raises(cudnn.cudnnGraphBadParamError, match="c_double holds 8 bytes"):
+        g.execute({X: cuda.to_device(x), s: ctypes.c_double(value), Y: y}, None)

@@ -87,8 +87,9 @@ def test_rotary_in_place_over_its_input(rng):
     x, c, s = _inputs(rng)
     for i in _built_plans(g):
         buf = cuda.to_device(x)
-        g.execute_plan_at_index({X1: buf[..., :HALF], X2: buf[..., HALF:], C: cuda.to_device(c),
-                                 Sn: cuda.to_device(s), Y1: buf[..., :HALF], Y2: buf[..., HALF:]}, _workspace(g, i), index=i)
+        pack = {X1: buf[..., :HALF], X2: buf[..., HALF:], C: cuda.to_device(c), Sn: cuda.to_device(s),
+                Y1: buf[..., :HALF], Y2: buf[..., HALF:]}
+        g.execute_plan_at_index(pack, _workspace(g, i), index=i)
         assert_close(buf.copy_to_host(), rotary_oracle(x, c, s), "float32", name=f"plan {i} in place")
 
 
