@@ -140,17 +140,23 @@ def tolerance(g, i, dtype):
     return DTYPES[dtype][3]
 
 
-def check_every_plan(case, dtype, modes=MODES):
+def check_every_plan(case, dtype, modes=MODES, per_engine=False):
     """Run the first plan of each heuristic mode and every plan build_plans(ALL) builds (each distinct plan
-    once); return the plan names run. Fails with the plan's name on a wrong answer."""
+    once; ``per_engine``: only each engine's first plan of the list, for the real shapes' JIT time); return
+    the plan names run. Fails with the plan's name on a wrong answer."""
     seen, failures = {}, []
     for mode in modes:
         g, tensors, count = plans_of(case, dtype, mode)
         assert count >= 1
+        engines = set()
         for i in range(count):
             name = g.get_plan_name_at_index(i)
+            engine = name.split("(")[0]
             if name in seen or (dtype == "tf32" and tolerance(g, i, dtype) != "tf32"):
                 continue            # run once; with TF32 selected, the filter bars the other plans
+            if per_engine and i > 0 and engine in engines:
+                continue
+            engines.add(engine)
             got, untouched = run_plan(g, tensors, i, case, dtype)
             tol = tolerance(g, i, dtype)
             err = rel_err(got, case["ref"])
@@ -260,11 +266,26 @@ GPU_SHAPES = [(1, 257, 129, 65), (2, 264, 136, 72), (1, 1024, 1024, 1024)]
 @pytest.mark.parametrize("shape", GPU_SHAPES, ids=["x".join(map(str, s)) for s in GPU_SHAPES])
 @pytest.mark.parametrize("dtype", ["fp32", "tf32", "fp16", "bf16"])
 @pytest.mark.parametrize("a_order,b_order", ORDERS, ids=[f"A{a}_B{b}" for a, b in ORDERS])
-def test_gpu_every_plan_every_layout(rng, shape, dtype, a_order, b_order):
+def test_gpu_every_engine_every_layout(rng, shape, dtype, a_order, b_order):
+    """Real shapes: the first plan of modes A / B / FALLBACK and each engine's best plan of the list (every
+    plan of every case would be some 650 JIT compiles: test_gpu_every_plan runs them at one shape)."""
     case = make_case(rng, dtype, *shape, a_order, b_order)
-    ran = check_every_plan(case, dtype)
-    if shape[1] % 8 == 0 and shape[3] % 8 == 0 and dtype in ("fp16", "bf16"):
+    if dtype == "tf32" and (a_order, b_order) != ("row", "col"):
+        with pytest.raises(cudnn.cudnnGraphNotSupportedError):
+            plans_of(case, dtype, HM.A)
+        return
+    ran = check_every_plan(case, dtype, per_engine=True, modes=(HM.A,) if dtype == "tf32" else MODES)
+    if shape[1] % 8 == 0 and shape[3] % 8 == 0 and dtype != "fp32":
         assert any(e in name for name in ran for e in TC_ENGINES), sorted(ran)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("a_order,b_order", ORDERS, ids=[f"A{a}_B{b}" for a, b in ORDERS])
+def test_gpu_every_plan(rng, dtype, a_order, b_order):
+    """Every plan build_plans(ALL) builds at 264x136x72 (batch 2), each layout (NCUDNN_SLOW=1: JIT-bound)."""
+    check_every_plan(make_case(rng, dtype, 2, 264, 136, 72, a_order, b_order), dtype)
 
 
 @pytest.mark.gpu
@@ -273,4 +294,4 @@ def test_gpu_every_plan_every_layout(rng, shape, dtype, a_order, b_order):
 @pytest.mark.parametrize("a_order,b_order", ORDERS, ids=[f"A{a}_B{b}" for a, b in ORDERS])
 def test_gpu_broadcast_and_padded_layouts(rng, batch, pad, c_order, dtype, a_order, b_order):
     case = make_case(rng, dtype, 3, 264, 136, 72, a_order, b_order, batch=batch, pad=pad, c_order=c_order)
-    check_every_plan(case, dtype, modes=(HM.A, HM.FALLBACK))
+    check_every_plan(case, dtype, modes=(HM.A, HM.FALLBACK), per_engine=True)
