@@ -17,6 +17,12 @@ mismatching entry is counted as corrupt, ignored and rewritten; the directory is
 cap (``$NCUDNN_CACHE_MAX_BYTES``, default 1 GiB) by deleting the least recently used entries (a hit
 refreshes the file's mtime). Under the CUDA simulator there is no cubin: the cache is in memory only.
 
+Trust: a cache entry is GPU code this process will run, so (as ssh does for its keys) a cache directory
+not owned by the user, or writable by group / others, is refused and logged once: the cache then works
+in memory only. Ancestors of the root must be the user's or root's, and not group / other writable
+unless sticky (``/tmp``); an entry file must be the user's and not group / other writable. The size-cap
+cleanup deletes entries only, never another writer's ``.tmp-*`` file.
+
 Compile-time checks without a GPU live in :mod:`ncudnn.kernels.cubin` (:func:`compile_cubin`,
 :func:`resource_usage`, :func:`resource_usage_subprocess`, ...; importable from here too):
 :meth:`KernelCache.prewarm` writes such cubins into the cache, so a GPU process need not JIT at all.
@@ -25,6 +31,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import stat
 import struct
 import tempfile
 import threading
@@ -233,6 +240,15 @@ class KernelCache:
     def path_for(self, key):
         return os.path.join(self.directory, key_digest(key) + SUFFIX)
 
+    def trusted(self):
+        """Whether this cache's directory may be read and written (see the module docstring); the
+        first refusal of a directory is logged as a warning."""
+        why = untrusted_reason(self.directory)
+        if why is not None and self.directory not in _refused:
+            _refused.add(self.directory)
+            _warn(f"kernel cache {self.directory} is not used (memory only): {why}")
+        return why is None
+
     def get_or_compile(self, key, build_dispatcher_fn, signature):
         """The CompiledKernel for spec ``key`` and ``signature``; ``build_dispatcher_fn()`` runs on a miss.
 
@@ -253,13 +269,14 @@ class KernelCache:
                 if kernel is not None:  # another thread finished it meanwhile
                     self.stats["memory_hits"] += 1
                     return kernel
-            kernel = self._load(full, argtypes) if self.disk else None
+            disk = self.disk and self.trusted()
+            kernel = self._load(full, argtypes) if disk else None
             if kernel is not None:
                 self._count("disk_hits")
             else:
                 self._count("misses")
                 kernel, entry = self.compile_fn(build_dispatcher_fn, argtypes)
-                if self.disk and entry is not None:
+                if disk and entry is not None:
                     entry.key = full
                     self._write(full, entry)
             with self._lock:
@@ -275,6 +292,10 @@ class KernelCache:
         path = self.path_for(key)
         try:
             with open(path, "rb") as f:
+                why = _bad_owner_or_mode(os.fstat(f.fileno()), "entry")
+                if why is not None:
+                    _warn(f"kernel cache entry {path} is not loaded: {why}")
+                    return None
                 data = f.read()
         except OSError:
             return None
@@ -294,7 +315,9 @@ class KernelCache:
     def _write(self, key, entry):
         path = self.path_for(key)
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            if not self.trusted():
+                return
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=os.path.dirname(path))
             try:
                 with os.fdopen(fd, "wb") as f:
@@ -311,7 +334,8 @@ class KernelCache:
     def cleanup(self, keep=None):
         """Delete least recently used entries until the directory holds at most ``max_bytes``."""
         try:
-            names = [n for n in os.listdir(self.directory) if n.endswith(SUFFIX)]
+            # entries only: a ".tmp-*" file is another writer's entry in progress
+            names = [n for n in os.listdir(self.directory) if n.endswith(SUFFIX) and not n.startswith(".tmp-")]
         except OSError:
             return
         files = []
@@ -351,6 +375,51 @@ class KernelCache:
 
     def __len__(self):
         return len(self._mem)
+
+
+_refused = set()
+
+
+def _warn(msg):
+    from .. import log   # the kernels import nothing above them but the log, and only here
+    from ..types import cudnnSeverity_t
+
+    log.log(cudnnSeverity_t.CUDNN_SEV_WARNING, msg)
+
+
+def _bad_owner_or_mode(st, what, ancestor=False):
+    """Why a stat result is not trustworthy, or None."""
+    uid = os.getuid()
+    if st.st_uid != uid and not (ancestor and st.st_uid == 0):
+        return f"the {what} is owned by uid {st.st_uid}, not by this user ({uid})"
+    if st.st_mode & 0o022 and not (ancestor and st.st_mode & stat.S_ISVTX):
+        return f"the {what} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def untrusted_reason(directory):
+    """Why the cache directory ``directory`` (``<root>/<cc>``) must not be used, or None: it and its
+    root (where they exist) belong to the user and are not group / other writable; every existing
+    ancestor above belongs to the user or root and is not group / other writable unless sticky."""
+    if not hasattr(os, "getuid"):
+        return None   # no POSIX owners (Windows): nothing to check against
+    path = os.path.abspath(directory)
+    strict = {path, os.path.dirname(path)}
+    while True:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            st = None
+        except OSError as e:
+            return f"{path} cannot be checked ({e})"
+        if st is not None:
+            why = _bad_owner_or_mode(st, f"directory {path}", ancestor=path not in strict)
+            if why is not None:
+                return why
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
 
 
 def _remove(path):
