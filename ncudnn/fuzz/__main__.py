@@ -45,22 +45,15 @@ def _repro(a):
 
 
 def _merge(a):
-    """One report of several runs (e.g. one per device call): their case results, seeds and wall times."""
+    """One report of several runs (e.g. one device call each) from their fuzz_report.json files: counts
+    summed, failures and refusals concatenated, seeds and wall times listed."""
     from . import report
-    from .pool import load
 
-    results, metas = [], []
+    parts = []
     for d in a.merge:
-        results += load(d)
-        try:
-            with open(os.path.join(d, "fuzz_report.json")) as f:
-                metas.append(json.load(f)["meta"])
-        except (OSError, ValueError, KeyError):
-            metas.append({})
-    meta = dict(metas[0]) if metas else {}
-    meta.update(seed=[m.get("seed") for m in metas], wall_s=sum(m.get("wall_s", 0) for m in metas),
-                runs=metas, families=sorted({f for m in metas for f in m.get("families", [])}))
-    s = report.summarize(results, meta)
+        with open(os.path.join(d, "fuzz_report.json")) as f:
+            parts.append(json.load(f))
+    s = report.merge(parts)
     if a.out:
         report.write(s, a.out)
     print(json.dumps({"cases": s["cases"], "wrong": s["wrong"], "errors": s["errors"]}))

@@ -1,5 +1,6 @@
 """Run many cases: in this process, or in ``jobs`` worker processes (each its own CUDA context) until a
-deadline. Case ``c`` (0, 1, 2, ...) is family ``families[c % len(families)]``; worker ``j`` runs cases
+deadline. Case ``c`` (0, 1, 2, ...) is of family :func:`family_of` (a hash of ``c``, so every worker
+sees every family whatever the number of workers); worker ``j`` runs cases
 ``j, j + jobs, ...`` and appends one JSON line per case to ``DIR/worker-j.jsonl``. A worker whose CUDA
 context failed exits with status 3 and is started again after its last case (the faulting case is
 recorded as an error first)."""
@@ -13,6 +14,10 @@ import time
 from .runner import ContextLost, repro, run_case
 
 CONTEXT_LOST = 3
+
+
+def family_of(c, families):
+    return families[((c * 2654435761) >> 7) % len(families)]
 
 
 def _done(path):
@@ -38,7 +43,7 @@ def worker(j, jobs, seed, cases, families, out, deadline, draws, max_plans):
                 break
             if c in done:
                 continue
-            fam = families[c % len(families)]
+            fam = family_of(c, families)
             try:
                 res = run_case(fam, seed, c, draws=draws, max_plans=max_plans)
             except ContextLost as e:
@@ -59,7 +64,7 @@ def run_local(seed, cases, families, draws=2, max_plans=None, deadline=None, on_
     for c in range(cases):
         if deadline is not None and time.time() >= deadline:
             break
-        r = run_case(families[c % len(families)], seed, c, draws=draws, max_plans=max_plans)
+        r = run_case(family_of(c, families), seed, c, draws=draws, max_plans=max_plans)
         out.append(r)
         if on_result is not None:
             on_result(r)

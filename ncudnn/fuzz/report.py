@@ -54,6 +54,36 @@ def summarize(results, meta):
     }
 
 
+def _add(into, d):
+    for k, v in d.items():
+        if isinstance(v, dict):
+            _add(into.setdefault(k, {}), v)
+        else:
+            into[k] = into.get(k, 0) + v
+
+
+def merge(parts):
+    """One summary of several :func:`summarize` results (one per run)."""
+    metas = [p["meta"] for p in parts]
+    meta = dict(metas[0]) if metas else {}
+    meta.update(seed=[m.get("seed") for m in metas], wall_s=sum(m.get("wall_s", 0) for m in metas), runs=metas,
+                families=sorted({f for m in metas for f in m.get("families", [])}))
+    out = {"meta": meta, "total": {}, "per_family": {}, "per_engine": {}, "first_plan_of_mode_executions": {}}
+    for p in parts:
+        for k in ("total", "per_family", "per_engine", "first_plan_of_mode_executions"):
+            _add(out[k], p[k])
+    for k in ("cases", "wrong", "errors", "failures_total"):
+        out[k] = sum(p[k] for p in parts)
+    out["failures"] = [x for p in parts for x in p["failures"]][:500]
+    refusals = defaultdict(Counter)
+    for p in parts:
+        for fam, rows in p["refusals"].items():
+            for why, n in rows:
+                refusals[fam][why] += n
+    out["refusals"] = {k: v.most_common(8) for k, v in refusals.items()}
+    return out
+
+
 def markdown(s):
     m = s["meta"]
     t = s["total"]
