@@ -3,10 +3,13 @@ with their arguments) plus the selected plan's engine config, as JSON.
 
 Deserializing replays the op calls through the same pygraph methods, restores names, uids and the
 attributes the user set, validates, and builds the recorded engine config directly (no heuristics).
-A different schema version raises SERIALIZATION_VERSION_MISMATCH.
+A different schema version raises SERIALIZATION_VERSION_MISMATCH; a blob that is not a well-formed
+graph of this schema (bad UTF-8 or JSON, missing or mistyped fields, an op kind that is not one of
+pygraph's op methods, nesting past the parser's depth) raises cudnnGraphBadParamError (BAD_PARAM).
 """
 import json
 
+from ..errors import CudnnError
 from ..types import cudnnStatus_t
 from .errors import graph_error
 from .tensor import USER_DIMS, USER_DTYPE, USER_STRIDES, USER_UID
@@ -87,20 +90,28 @@ class SerializeMixin:
             handle = rest[0]
         if handle is not None:
             self.handle = handle
-        if isinstance(data, (list, tuple)):
-            data = bytes(data)
-        d = json.loads(data.decode() if isinstance(data, (bytes, bytearray)) else data)
-        if d.get("schema") != SCHEMA or d.get("version") != VERSION:
-            raise graph_error(S.CUDNN_STATUS_SERIALIZATION_VERSION_MISMATCH,
-                              f"serialized graph is {d.get('schema')} v{d.get('version')}, this ncudnn reads "
-                              f"{SCHEMA} v{VERSION}")
-        self._replay(d)
-        self.validate()
-        self.build_operation_graph()
+        try:
+            d = _parse(data)
+            if d.get("schema") != SCHEMA or d.get("version") != VERSION:
+                raise graph_error(S.CUDNN_STATUS_SERIALIZATION_VERSION_MISMATCH,
+                                  f"serialized graph is {d.get('schema')!r:.60} v{d.get('version')!r:.20}, this "
+                                  f"ncudnn reads {SCHEMA} v{VERSION}")
+            self._replay(d)
+            self.validate()
+            self.build_operation_graph()
+        except CudnnError:
+            raise
+        except Exception as e:   # a malformed blob, whatever the parser or the replay tripped on
+            raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"deserialize: malformed graph blob "
+                              f"({type(e).__name__}: {str(e)[:200]})") from None
         if d.get("plan") is not None:
             from ..engines import api
 
-            ec = self._call(api.engine_config_from_json, d["plan"], self._ir, self._ctx())
+            try:
+                ec = api.engine_config_from_json(d["plan"], self._ir, self._ctx())
+            except Exception as e:   # the blob's plan record is data: one this ncudnn cannot read is BAD_PARAM
+                raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"deserialize: malformed plan "
+                                  f"({type(e).__name__}: {str(e)[:200]})") from None
             self._reset_plans()
             self._op_graph_built = self._planned = True
             self._candidates = [ec]
@@ -109,6 +120,12 @@ class SerializeMixin:
 
     def _replay(self, d):
         from ..types import cudnnDataType_t as DT
+
+        kinds = _op_kinds(type(self))
+        for op in d["ops"]:
+            if op["kind"] not in kinds:
+                raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"deserialize: op kind {op['kind']!r:.60} is not a "
+                                  "pygraph op")
 
         ctx = d["context"]
         self.name = d["name"]
@@ -153,6 +170,29 @@ class SerializeMixin:
                     t.set_stride(r["strides"])
                 if r["dtype"] is not None:
                     t.set_data_type(DT(r["dtype"]))
+
+
+def _parse(data):
+    """The blob's JSON object (bytes, a list of byte values, or text)."""
+    if isinstance(data, (list, tuple)):
+        data = bytes(data)
+    d = json.loads(data.decode() if isinstance(data, (bytes, bytearray)) else data)
+    if not isinstance(d, dict):
+        raise TypeError(f"the blob holds a {type(d).__name__}, not a graph object")
+    return d
+
+
+_KINDS = {}
+
+
+def _op_kinds(cls):
+    """The op kinds a blob may name: pygraph's public op methods (those of its ``ops_*`` mixins), never
+    any other attribute of the graph."""
+    kinds = _KINDS.get(cls)
+    if kinds is None:
+        kinds = _KINDS[cls] = frozenset(n for c in cls.__mro__ if c.__module__.startswith("ncudnn.frontend.ops_")
+                                        for n, v in vars(c).items() if callable(v) and not n.startswith("_"))
+    return kinds
 
 
 def _sdpa_kwargs(kw):
