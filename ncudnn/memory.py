@@ -285,7 +285,8 @@ def _host_region(ptr, shape, strides, itemsize, owner, extent):
     reg = _find_region(ptr)
     if reg is not None:
         return reg
-    return _Region(ptr, span_bytes(shape, strides, itemsize) if extent is None else extent, owner)
+    # no simulated device array holds this address: reading it would touch arbitrary host memory
+    raise _bad(f"pointer 0x{ptr:x} is not in any simulated device array (the simulator cannot vouch for it)")
 
 
 def _from_sim_array(obj):

@@ -267,12 +267,19 @@ class PipelineMixin(PlanQueryMixin):
     def _run(self, i, variant_pack, workspace, handle, override_uids=None, override_shapes=None,
              override_strides=None):
         h = handle if handle is not None else self.handle
+        if h is not None:
+            from ..handle import get_handle_or_raise
+
+            self._call(get_handle_or_raise, h, context=f"graph '{self.name}' execute")
         plan = self._plan(i, h, override_uids, override_shapes, override_strides)
         pack = self._pack(variant_pack)
+        where = f"graph '{self.name}' execute (plan {i}: {self._candidates[i]})"
         try:
             _api().execute(plan, pack, workspace, handle=h)
         except CudnnError as e:
-            raise reraise(e, f"graph '{self.name}' execute (plan {i}: {self._candidates[i]})") from None
+            raise reraise(e, where) from None
+        except Exception as e:   # a kernel or launch failure is the call's EXECUTION_FAILED, never a bare error
+            raise graph_error(S.CUDNN_STATUS_EXECUTION_FAILED, f"{where}: {type(e).__name__}: {e}") from None
 
     def autotune(self, variant_pack, workspace=None, handle=None, runs=None, warmup=None, store=True, indices=None):
         """Time every supported plan (or those in ``indices``) on these buffers with the engine layer's

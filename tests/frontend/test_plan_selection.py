@@ -132,3 +132,51 @@ def test_engine_index_0_of_a_conv_graph_runs_it(rng):
                  "float32")
     with pytest.raises(cudnn.cudnnGraphBadParamError):
         g.create_execution_plan(g.get_engine_count())
+
+
+# ------------------------------------------------------------------ execution edges of pygraph
+def _built():
+    g, X, B, Y = relu_bias_graph()
+    g.check_support()
+    g.build_plans()
+    return g, X, B, Y
+
+
+def test_execute_on_a_destroyed_handle_is_bad_param(data):
+    g, X, B, Y = _built()
+    h = cudnn.cudnnCreate()[1]
+    cudnn.cudnnDestroy(h)
+    y = cuda.to_device(np.full(SHAPE, poison_value(np.float32), np.float32))
+    with pytest.raises(cudnn.cudnnGraphBadParamError, match="destroyed"):
+        g.execute({X: cuda.to_device(data[0]), B: cuda.to_device(data[1]), Y: y}, None, handle=h)
+    assert np.isnan(y.copy_to_host()).all(), "the plan ran on a destroyed handle"
+
+
+@pytest.mark.parametrize("exc", [OverflowError("int too large"), AttributeError("'float' has no 'ptr'")])
+def test_kernel_failure_is_execution_failed(data, monkeypatch, exc):
+    from ncudnn.engines import api
+
+    g, X, B, Y = _built()
+
+    def fail(*a, **k):
+        raise exc
+
+    monkeypatch.setattr(api, "execute", fail)
+    with pytest.raises(cudnn.cudnnGraphExecutionFailedError) as e:
+        g.execute({X: cuda.to_device(data[0]), B: cuda.to_device(data[1]), Y: cuda.device_array(SHAPE, np.float32)})
+    assert e.value.status == S.CUDNN_STATUS_EXECUTION_FAILED and type(exc).__name__ in str(e.value)
+
+
+@pytest.mark.sim_only
+def test_fake_array_interface_pointer_is_bad_param(data):
+    """A producer whose __cuda_array_interface__ names memory no simulated array holds (it used to be
+    read as host memory: a segfault)."""
+    class Fake:
+        __cuda_array_interface__ = {"data": (0x10, False), "shape": tuple(SHAPE), "strides": None,
+                                    "typestr": "<f4", "version": 3}
+
+    g, X, B, Y = _built()
+    y = cuda.to_device(np.full(SHAPE, poison_value(np.float32), np.float32))
+    with pytest.raises(cudnn.cudnnGraphBadParamError, match="not in any simulated device array"):
+        g.execute({X: Fake(), B: cuda.to_device(data[1]), Y: y}, None)
+    assert np.isnan(y.copy_to_host()).all()
