@@ -127,7 +127,8 @@ class AttentionFlashBwd(Engine):
                     Arg.tensor(ins["STATS"]), dr, bias, *seq, scale_arr, Arg.tensor(out1),
                     Arg.tensor(out2), ws, *C.sizes(node), *C.strides4(ins["Q"]), *C.strides4(ins["K"]),
                     *C.strides4(ins["V"]), *C.strides4(ins["DO"]), *C.strides4(ins["STATS"])[:3], *bias_st,
-                    *C.strides4(out1), *C.strides4(out2), scale, *C.band_args(node)]
+                    *C.strides4(out1), *C.strides4(out2), scale, *C.band_args(node),
+                    *C.dropout_args(node)]
 
         steps.append(Step("attn_bwd_dkdv:" + src_key(spec, c), lambda: dkdv_kernel(spec, c),
                           (math.ceil(SK / c.BLOCK_N), HK, B), c.THREADS, args(outs["DK"], outs["DV"]),

@@ -43,12 +43,17 @@ def _layout_ok(node, port, t, allowed):
 
 def check_node(node, tensor_ports):
     """(status, reason) for an SDPA node: the options, data types, layouts and head dims the kernels take."""
-    if float(node.dropout_probability or 0.0) > 0.0:
-        return no(S.CUDNN_STATUS_NOT_SUPPORTED, node, "dropout", "dropout (probability "
-                  f"{node.dropout_probability}) is not supported by ncudnn's attention engines yet")
+    if float(node.dropout_probability or 0.0) > 0.0 and "SEED" not in node.inputs:
+        return no(S.CUDNN_STATUS_BAD_PARAM, node, "SEED", "dropout needs the seed tensor")
     for p in ("SEED", "OFFSET"):
-        if p in node.inputs:
-            return no(S.CUDNN_STATUS_NOT_SUPPORTED, node, p, "dropout seed / offset: dropout is not supported")
+        t = node.inputs.get(p)
+        if t is None:
+            continue
+        if not t.is_by_value:
+            return no(S.CUDNN_STATUS_NOT_SUPPORTED, node, p, "dropout seed / offset in device memory: the "
+                      "attention engines take them as pass-by-value tensors only")
+        if kdtype(t) not in SEQ_TYPES:
+            return no(S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, node, p, f"data type {t.dtype.name} is not INT32 / INT64")
     if node.compute_dtype not in (None, cudnnDataType_t.CUDNN_DATA_FLOAT):
         return no(S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, node, "compute_data_type",
                   f"{node.compute_dtype.name}: the kernels compute in FLOAT")
@@ -98,7 +103,7 @@ def spec_of(node, sub, backward):
               SEQ=kdtype(ins["SEQ_LEN_Q"]) if "SEQ_LEN_Q" in ins else None,
               SCALE=kdtype(ins["SCALE"]) if "SCALE" in ins and not ins["SCALE"].is_by_value else None,
               ALIBI=bool(node.alibi_mask), HAS_LEFT=left is not None, HAS_RIGHT=right is not None,
-              BOTTOM_RIGHT=align == "bottom_right")
+              BOTTOM_RIGHT=align == "bottom_right", DROPOUT=float(node.dropout_probability or 0.0) > 0.0)
     if backward:
         db = written(sub, outs.get("DBIAS"))
         kw.update(O=kdtype(ins["O"]), DO=kdtype(ins["DO"]), DQ=kdtype(outs["DQ"]), DK=kdtype(outs["DK"]),
@@ -169,3 +174,13 @@ def bias_args(node):
 def sizes(node):
     B, H, HK, SQ, SK, _, _ = dims(node)
     return [Arg.const(int(x)) for x in (B, H, HK, SQ, SK)]
+
+
+def dropout_args(node):
+    """(seed, rng offset, p_keep, drop_scale) arguments of the dropout (placeholders without one)."""
+    p = float(node.dropout_probability or 0.0)
+    if p <= 0.0:
+        return [Arg.const(0), Arg.const(0), Arg.const(1.0, types.float64), Arg.const(1.0, types.float32)]
+    seed, off = node.inputs["SEED"], node.inputs.get("OFFSET")
+    return [Arg.scalar(seed, types.int64, int), Arg.scalar(off, types.int64, int) if off is not None else Arg.const(0),
+            Arg.const(1.0 - p, types.float64), Arg.const(1.0 / (1.0 - p), types.float32)]

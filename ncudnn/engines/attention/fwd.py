@@ -5,7 +5,8 @@ Takes Q / K / V / O in FP16, BF16 or FP32 with any non-negative strides (BHSD, B
 head dims multiples of 8 up to 256 (D_qk may differ from D_v), GQA / MQA, the scale by value, as a
 pass-by-value tensor or in device memory, the diagonal band (causal top-left / bottom-right, sliding
 window, left / right bounds), padding masks, an additive bias broadcast over any axis of extent 1 and
-ALiBi. Refused with a reason: dropout, ragged offsets. Knobs TILE_M / TILE_N / BLOCK_SIZE
+ALiBi, dropout (Philox; seed / offset pass-by-value). Refused with a reason: seed / offset in device
+memory, ragged offsets. Knobs TILE_M / TILE_N / BLOCK_SIZE
 (:class:`~ncudnn.kernels.attention.AttnConfig`); no workspace.
 """
 import math
@@ -106,7 +107,7 @@ class AttentionFlashFwd(Engine):
                 C.opt_tensor(stats), bias, *C.seq_args(node), scale_arr, *C.sizes(node),
                 *C.strides4(ins["Q"]), *C.strides4(ins["K"]), *C.strides4(ins["V"]), *C.strides4(outs["O"]),
                 *(C.strides4(stats)[:3] if stats is not None else [Arg.const(0)] * 3), *bias_st, scale,
-                *C.band_args(node)]
+                *C.band_args(node), *C.dropout_args(node)]
         return Step("attn_fwd:" + src_key(spec, c), lambda: fwd_kernel(spec, c), fwd_grid(c, B, H, SQ),
                     c.THREADS, args, name="attn_fwd")
 

@@ -6,7 +6,8 @@ Four kernels, launched in this order:
 2. ``attn_bwd_dkdv``: one block per (key tile, kv head, batch). K and V of its BLOCK_N keys stay in
    shared memory; the block streams the query rows of every query head of its GQA group BLOCK_M at a
    time, recomputes P = exp(S - Stats) from the forward's statistics, dP = dO V^T, dS = P (dP - Dr),
-   and accumulates dV += P^T dO, dK += scale dS^T Q in registers. With a bias gradient wanted it also
+   and accumulates dV += P^T dO, dK += scale dS^T Q in registers (with dropout: P and dP times the
+   regenerated mask / (1 - p) where dV and dS use them, dS's leading P undropped). With a bias gradient wanted it also
    writes dS for every (b, h, i, j) it visits into a float32 workspace.
 3. ``attn_bwd_dq``: one block per (query tile, head, batch): streams the key tiles, recomputes P and dS
    the same way and accumulates dQ += scale dS K.
@@ -23,7 +24,8 @@ from numba import cuda, float32, int64
 
 from ..dtypes import loader, storer
 from .config import AttnConfig
-from .spec import NEG_INF, AttnSpec, alibi_slope_fn, key_range, query_range, score_fn, seq_bounds
+from .spec import (NEG_INF, AttnSpec, alibi_slope_fn, dropout_keep_fn, key_range, query_range, score_fn,
+                   seq_bounds)
 
 __all__ = ["dot_kernel", "dkdv_kernel", "dq_kernel", "dbias_kernel", "DOT_THREADS"]
 
@@ -58,7 +60,8 @@ def dot_kernel(spec: AttnSpec):
 BWD_ARGS = ("q", "k", "v", "do", "stats", "dr", "bias", "seq_q", "seq_kv", "scale_arr", "out1", "out2", "ws",
             "B", "H", "HK", "SQ", "SK", "qb", "qh", "qs", "qd", "kb", "kh", "ks", "kd", "vb", "vh", "vs", "vd",
             "gb", "gh", "gs", "gd", "sb", "sh", "ss", "bb", "bh", "bs", "bk",
-            "o1b", "o1h", "o1s", "o1d", "o2b", "o2h", "o2s", "o2d", "scale", "left", "right")
+            "o1b", "o1h", "o1s", "o1d", "o2b", "o2h", "o2s", "o2d", "scale", "left", "right",
+            "seed", "rng_offset", "p_keep", "drop_scale")
 
 
 def _common(spec, cfg):
@@ -67,7 +70,7 @@ def _common(spec, cfg):
         raise ValueError(f"attention backward config {cfg}: {why}")
     return dict(ld_q=loader(spec.Q), ld_k=loader(spec.K), ld_v=loader(spec.V), ld_do=loader(spec.DO),
                 ld_scale=loader(spec.SCALE) if spec.SCALE else None, bounds=seq_bounds(spec),
-                score=score_fn(spec), slope_of=alibi_slope_fn())
+                score=score_fn(spec), slope_of=alibi_slope_fn(), drop_keep=dropout_keep_fn())
 
 
 @functools.lru_cache(maxsize=None)
@@ -79,6 +82,7 @@ def dkdv_kernel(spec: AttnSpec, cfg: AttnConfig):
     D_PAD, DV_PAD = D + 1, DV + 1    # + 1 word a row: a warp's score reads of K / V rows hit 32 banks
     S_PER, K_PER, V_PER = BM * BN // NT, BN * D // NT, BN * DV // NT
     SCALE_MEM, AL, WS_OUT = spec.SCALE is not None, spec.ALIBI, spec.DBIAS is not None
+    DROP, drop_keep = spec.DROPOUT, f["drop_keep"]
     ld_q, ld_k, ld_v, ld_do, ld_scale = f["ld_q"], f["ld_k"], f["ld_v"], f["ld_do"], f["ld_scale"]
     bounds, score, slope_of, qrange = f["bounds"], f["score"], f["slope_of"], query_range(spec)
     st_dk, st_dv = storer(spec.DK), storer(spec.DV)
@@ -87,7 +91,8 @@ def dkdv_kernel(spec: AttnSpec, cfg: AttnConfig):
     def attn_bwd_dkdv(q, k, v, do, stats, dr, bias, seq_q, seq_kv, scale_arr, out1, out2, ws,
                       B, H, HK, SQ, SK, qb, qh, qs, qd, kb, kh, ks, kd, vb, vh, vs, vd,
                       gb, gh, gs, gd, sb, sh, ss, bb, bh, bs, bk,
-                      o1b, o1h, o1s, o1d, o2b, o2h, o2s, o2d, scale, left, right):
+                      o1b, o1h, o1s, o1d, o2b, o2h, o2s, o2d, scale, left, right, seed, rng_offset, p_keep,
+                      drop_scale):
         q_t = cuda.shared.array((BM, D), float32)
         do_t = cuda.shared.array((BM, DV), float32)
         k_t = cuda.shared.array((BN, D_PAD), float32)
@@ -160,8 +165,14 @@ def dkdv_kernel(spec: AttnSpec, cfg: AttnConfig):
                     dp = float32(0.0)
                     for d in range(DV):
                         dp += do_t[r, d] * v_t[c, d]
+                    pd = p
+                    if DROP:
+                        mk = drop_scale if drop_keep(b, h, i, j, H, SQ, SK, seed, rng_offset, p_keep) \
+                            else float32(0.0)
+                        pd = p * mk
+                        dp = dp * mk
                     ds = p * (dp - dr_r[r])
-                    p_t[r, c] = p
+                    p_t[r, c] = pd
                     ds_t[r, c] = ds
                     if WS_OUT:
                         if i < SQ and j < SK:
@@ -206,6 +217,7 @@ def dq_kernel(spec: AttnSpec, cfg: AttnConfig):
     D_PAD, DV_PAD = D + 1, DV + 1    # + 1 word a row: a warp's score reads of K / V rows hit 32 banks
     S_PER, Q_PER = BM * BN // NT, BM * D // NT
     SCALE_MEM, AL = spec.SCALE is not None, spec.ALIBI
+    DROP, drop_keep = spec.DROPOUT, f["drop_keep"]
     ld_q, ld_k, ld_v, ld_do, ld_scale = f["ld_q"], f["ld_k"], f["ld_v"], f["ld_do"], f["ld_scale"]
     bounds, score, slope_of, krange = f["bounds"], f["score"], f["slope_of"], key_range(spec)
     st_dq = storer(spec.DQ)
@@ -214,7 +226,8 @@ def dq_kernel(spec: AttnSpec, cfg: AttnConfig):
     def attn_bwd_dq(q, k, v, do, stats, dr, bias, seq_q, seq_kv, scale_arr, out1, out2, ws,
                     B, H, HK, SQ, SK, qb, qh, qs, qd, kb, kh, ks, kd, vb, vh, vs, vd,
                     gb, gh, gs, gd, sb, sh, ss, bb, bh, bs, bk,
-                    o1b, o1h, o1s, o1d, o2b, o2h, o2s, o2d, scale, left, right):
+                    o1b, o1h, o1s, o1d, o2b, o2h, o2s, o2d, scale, left, right, seed, rng_offset, p_keep,
+                    drop_scale):
         q_t = cuda.shared.array((BM, D), float32)
         do_t = cuda.shared.array((BM, DV), float32)
         k_t = cuda.shared.array((BN, D_PAD), float32)
@@ -279,6 +292,10 @@ def dq_kernel(spec: AttnSpec, cfg: AttnConfig):
                 dp = float32(0.0)
                 for d in range(DV):
                     dp += do_t[r, d] * v_t[c, d]
+                if DROP:
+                    if not drop_keep(b, h, i0 + r, n0 + c, H, SQ, SK, seed, rng_offset, p_keep):
+                        dp = float32(0.0)
+                    dp = dp * drop_scale
                 ds_t[r, c] = p * (dp - dr_r[r])
             cuda.syncthreads()
             for t in range(Q_PER):

@@ -12,9 +12,13 @@ from .fwd import fwd_kernel
 from .spec import AttnSpec
 
 
-def _sig(arrays, n_int, tail_float=1, n_int_tail=2):
+#: the dropout arguments every SDPA kernel ends with: seed, rng offset, p_keep, drop_scale
+DROPOUT_SIG = ("int64", "int64", "float64", "float32")
+
+
+def _sig(arrays, n_int, tail_float=1, n_int_tail=2, dropout=True):
     return "void(" + ", ".join([*arrays, *["int64"] * n_int, *["float32"] * tail_float,
-                                *["int64"] * n_int_tail]) + ")"
+                                *["int64"] * n_int_tail, *(DROPOUT_SIG if dropout else ())]) + ")"
 
 
 def _register():
@@ -36,10 +40,11 @@ def _register():
     register_compile_case("attn_bwd_dq_d128_bf16", dq_kernel(spec, bcfg), sig, max_registers=255,
                           max_local_bytes=4 * bcfg.BLOCK_M * d // bcfg.THREADS)
 
-    # every option at once (bias and its gradient, padding, the scale in memory, ALiBi, a bottom-right band)
+    # every option at once (bias and its gradient, padding, the scale in memory, ALiBi, a bottom-right band,
+    # dropout)
     spec = AttnSpec(64, 64, Q="bfloat16", K="bfloat16", V="bfloat16", O="bfloat16", DO="bfloat16", DQ="bfloat16",
                     DK="bfloat16", DV="bfloat16", BIAS="bfloat16", DBIAS="bfloat16", SEQ="int32", SCALE="bfloat16",
-                    ALIBI=True, HAS_LEFT=True, HAS_RIGHT=True, BOTTOM_RIGHT=True)
+                    ALIBI=True, HAS_LEFT=True, HAS_RIGHT=True, BOTTOM_RIGHT=True, DROPOUT=True)
     cfg, bcfg = default_config(64, 64), default_config(64, 64, backward=True)
     register_compile_case("attn_fwd_d64_bf16_all_options", fwd_kernel(spec, cfg),
                           _sig([bf, bf, bf, bf, f32, bf, i32, i32, bf], 5 + 16 + 3 + 4), max_registers=255,
@@ -50,9 +55,9 @@ def _register():
     register_compile_case("attn_bwd_dq_d64_bf16_all_options", dq_kernel(spec, bcfg), sig, max_registers=255,
                           max_local_bytes=4 * bcfg.BLOCK_M * 64 // bcfg.THREADS)
     register_compile_case("attn_bwd_dot_d64_bf16_padding", dot_kernel(spec),
-                          _sig([bf, bf, f32, i32, i32], 4 + 8, 0, 0), max_registers=64, max_local_bytes=0)
+                          _sig([bf, bf, f32, i32, i32], 4 + 8, 0, 0, False), max_registers=64, max_local_bytes=0)
     register_compile_case("attn_bwd_dbias_bf16_band", dbias_kernel(spec),
-                          _sig([f32, bf, i32, i32], 4 + 4 + 4 + 2, 0, 0), max_registers=64, max_local_bytes=0)
+                          _sig([f32, bf, i32, i32], 4 + 4 + 4 + 2, 0, 0, False), max_registers=64, max_local_bytes=0)
 
 
 _register()

@@ -3,8 +3,8 @@
 The block loads its BLOCK_M query rows once (float32 in shared memory), then streams the keys BLOCK_N
 at a time through one shared buffer: K tile -> scores (scale, bias, ALiBi, masks applied as each score
 is made) -> V tile loaded while one thread per row runs the online softmax (running max m, running sum
-l, the rescale factor alpha of the old accumulators) -> O accumulators (registers, rescaled by alpha)
-+= P V. Key tiles outside the diagonal band are skipped. No S x S matrix exists outside the block's
+l, the rescale factor alpha of the old accumulators; dropout applied to P after its sum) -> O
+accumulators (registers, rescaled by alpha) += P V. Key tiles outside the diagonal band are skipped. No S x S matrix exists outside the block's
 score tile. At the end O = acc / l and Stats = m + log(l) (natural log, float32).
 
 Rows without a kept key get O = 0 and Stats = -inf; padding rows (i >= seq_len_q[b]) get O = 0 and
@@ -20,14 +20,15 @@ from numba import cuda, float32, int64
 
 from ..dtypes import loader, storer
 from .config import AttnConfig
-from .spec import NEG_INF, AttnSpec, alibi_slope_fn, key_range, score_fn, seq_bounds
+from .spec import NEG_INF, AttnSpec, alibi_slope_fn, dropout_keep_fn, key_range, score_fn, seq_bounds
 
 __all__ = ["fwd_kernel", "fwd_grid", "FWD_ARGS"]
 
 #: argument names of the forward kernel, in order
 FWD_ARGS = ("q", "k", "v", "o", "stats", "bias", "seq_q", "seq_kv", "scale_arr", "B", "H", "HK", "SQ", "SK",
             "qb", "qh", "qs", "qd", "kb", "kh", "ks", "kd", "vb", "vh", "vs", "vd", "ob", "oh", "os", "od",
-            "sb", "sh", "ss", "bb", "bh", "bs", "bk", "scale", "left", "right")
+            "sb", "sh", "ss", "bb", "bh", "bs", "bk", "scale", "left", "right", "seed", "rng_offset", "p_keep",
+            "drop_scale")
 
 
 def fwd_grid(cfg, B, H, SQ):
@@ -49,11 +50,12 @@ def fwd_kernel(spec: AttnSpec, cfg: AttnConfig):
     st_o, st_s = storer(spec.O), storer("float32")
     ld_scale = loader(spec.SCALE) if SCALE_MEM else None
     bounds, krange, score, slope_of = seq_bounds(spec), key_range(spec), score_fn(spec), alibi_slope_fn()
+    DROP, drop_keep = spec.DROPOUT, dropout_keep_fn()
 
     @cuda.jit
     def attn_fwd(q, k, v, o, stats, bias, seq_q, seq_kv, scale_arr, B, H, HK, SQ, SK,
                  qb, qh, qs, qd, kb, kh, ks, kd, vb, vh, vs, vd, ob, oh, os, od,
-                 sb, sh, ss, bb, bh, bs, bk, scale, left, right):
+                 sb, sh, ss, bb, bh, bs, bk, scale, left, right, seed, rng_offset, p_keep, drop_scale):
         q_t = cuda.shared.array((BM, D), float32)
         kv_t = cuda.shared.array((BN, DKV_PAD), float32)
         s_t = cuda.shared.array((BM, BN), float32)
@@ -128,8 +130,13 @@ def fwd_kernel(spec: AttnSpec, cfg: AttnConfig):
                     tot = float32(0.0)
                     for c in range(BN):
                         p = math.exp(s_t[r, c] - mx)
+                        tot += p                      # the softmax sums P before dropout
+                        if DROP:
+                            if drop_keep(b, h, i0 + r, n0 + c, H, SQ, SK, seed, rng_offset, p_keep):
+                                p *= drop_scale
+                            else:
+                                p = float32(0.0)
                         s_t[r, c] = p
-                        tot += p
                     alpha = math.exp(m_old - mx)
                     a_r[r] = alpha
                     l_r[r] = l_r[r] * alpha + tot

@@ -3,16 +3,23 @@ kernel shares: the masked, biased score of one (query, key) pair and the per-bat
 
 Runtime arguments every kernel takes, in this order after its own arrays (see ``fwd.py``):
 sizes ``B, H, HK, SQ, SK``; the attention scale (a float32, or read from ``scale_arr[0]`` when
-SCALE_DTYPE is set); the band bounds ``left, right``; bias strides ``(b, h, i, j)`` (0 on broadcast axes).
+SCALE_DTYPE is set); the band bounds ``left, right``; bias strides ``(b, h, i, j)`` (0 on broadcast axes);
+last the dropout's ``seed, rng_offset`` (int64), ``p_keep`` (float64, 1 - probability) and
+``drop_scale`` (float32, 1 / (1 - probability)).
+
+Dropout keeps score (b, h, i, j) when the uniform u of Philox stream word
+``rng_offset + ((b H + h) S_q + i) S_kv + j`` of ``seed`` is <= p_keep: the RNG op's BERNOULLI
+convention (``ncudnn.reference.rng``) over the [B, H, S_q, S_kv] mask, so the oracle draws the same mask.
 Tensor strides are runtime too (elements): one kernel serves every layout (BHSD, BSHD, interleaved QKV).
 """
 import math
 from dataclasses import dataclass
 from typing import Optional
 
-from numba import cuda, float32, int64
+from numba import cuda, float32, float64, int64, uint64
 
 from ..dtypes import loader
+from ..rng import _MASK, _S32, _ZERO, _unit, _word, philox4x32_10
 
 NEG_INF = float32(-math.inf)
 
@@ -40,6 +47,7 @@ class AttnSpec:
     HAS_RIGHT: bool = False     # a right band bound (causal = 0)
     BOTTOM_RIGHT: bool = False  # band aligned to the bottom-right corner (per-batch lengths)
     STATS: bool = True          # forward writes the log-sum-exp
+    DROPOUT: bool = False       # Philox dropout on P (see the module docstring)
 
 
 def seq_bounds(spec):
@@ -132,3 +140,17 @@ def alibi_slope_fn():
         e = float32(h + 1) if h < n else float32(h - n) + float32(0.5)
         return float32(2.0) ** (float32(-8.0) * e / float32(n))
     return slope
+
+
+def dropout_keep_fn():
+    """Device function ``(b, h, i, j, H, SQ, SK, seed, rng_offset, p_keep) -> bool``: whether dropout keeps
+    score (b, h, i, j) (see the module docstring)."""
+
+    @cuda.jit(device=True, inline=True)
+    def keep(b, h, i, j, H, SQ, SK, seed, rng_offset, p_keep):
+        t = ((b * H + h) * SQ + i) * SK + j + rng_offset
+        blk = uint64(t // 4)
+        sd = uint64(seed)
+        w0, w1, w2, w3 = philox4x32_10(blk & _MASK, blk >> _S32, _ZERO, _ZERO, sd & _MASK, sd >> _S32)
+        return float64(_unit(_word(t % 4, w0, w1, w2, w3))) <= p_keep
+    return keep

@@ -5,6 +5,8 @@ from numba import cuda
 
 import ncudnn as cudnn
 from ncudnn.reference.attention import sdpa_forward
+from ncudnn.reference.rng import rng_generate
+from ncudnn.types import cudnnRngDistribution_t as RD
 from ncudnn.testing import assert_close
 
 from sdpa_util import DTYPES, TOL, graph, int_tensor, out_buffer, plans, qkv_buffers, rounded, strides_of, workspace
@@ -13,7 +15,8 @@ F = cudnn.data_type.FLOAT
 
 
 def options(g, rng, B, H, SQ, SK, dtype, scale=0.3, scale_mode="value", bias_shape=None, padding=None,
-            causal=False, causal_br=False, left=None, right=None, alignment=None, alibi=False, window=None):
+            causal=False, causal_br=False, left=None, right=None, alignment=None, alibi=False, window=None,
+            dropout=None):
     """(sdpa keyword arguments, pack entries, oracle keyword arguments, oracle scale)."""
     kw, pack, ref = {}, {}, {}
     if scale_mode == "value":
@@ -65,6 +68,14 @@ def options(g, rng, B, H, SQ, SK, dtype, scale=0.3, scale_mode="value", bias_sha
     if alibi:
         kw["use_alibi_mask"] = True
         ref["alibi"] = True
+    if dropout is not None:
+        p, seed, offset = dropout
+        ts, to = (g.tensor(name=n, dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], is_pass_by_value=True,
+                           data_type=cudnn.data_type.INT64) for n in ("seed", "offset"))
+        kw["dropout"] = (p, ts, to)
+        pack[ts], pack[to] = np.full(1, seed, np.int64), np.full(1, offset, np.int64)
+        ref.update(dropout_mask=rng_generate((B, H, SQ, SK), RD.CUDNN_RNG_DISTRIBUTION_BERNOULLI, seed, offset,
+                                             bernoulli_probability=1.0 - p), dropout_scale=1.0 / (1.0 - p))
     return kw, pack, ref, scale
 
 

@@ -1,6 +1,6 @@
 """SDPA backward through pygraph (dQ, dK, dV and dBias) against the analytic float64 backward: dtypes,
 layouts, GQA / MQA, different head dims, causal / band / padding masks, bias with its gradient over
-broadcast axes, ALiBi, the deterministic flag; every plan build_plans(ALL) returns; poisoned outputs."""
+broadcast axes, ALiBi, dropout, the deterministic flag; every plan build_plans(ALL) returns; poisoned outputs."""
 import pytest
 
 import ncudnn as cudnn
@@ -47,6 +47,11 @@ def test_bias_and_dbias(rng, shape):
 def test_bias_without_dbias_alibi(rng):
     run_bwd(rng, dtype="bfloat16", B=1, H=4, HK=2, SQ=6, SK=6, D=8, bias_shape=(1, 4, 6, 6), alibi=True,
             every=False)
+
+
+def test_dropout(rng):
+    run_bwd(rng, dtype="float32", B=1, H=2, SQ=6, SK=7, D=8, dropout=(0.3, 99, 11), bias_shape=(1, 2, 6, 7),
+            dbias=True)
 
 
 def test_scale_tensor_and_deterministic_flag(rng):

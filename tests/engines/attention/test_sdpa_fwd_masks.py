@@ -1,6 +1,7 @@
 """SDPA forward through pygraph with every mask and score option of cudnn-frontend: causal (top-left,
 bottom-right), sliding window / diagonal band bounds, padding masks (seq_len_q / seq_len_kv), an
-additive bias broadcast over batch / heads, ALiBi, and their combinations; every plan checked."""
+additive bias broadcast over batch / heads, ALiBi, dropout (the mask the RNG op's Philox convention draws),
+and their combinations; every plan checked."""
 import pytest
 
 import ncudnn as cudnn
@@ -52,3 +53,13 @@ def test_alibi(rng, H):
 def test_everything_at_once(rng):
     run_fwd(rng, dtype="bfloat16", B=2, H=4, HK=2, SQ=9, SK=12, D=16, DV=8, bias_shape=(1, 4, 9, 12),
             alibi=True, padding=([9, 5], [12, 7]), left=5, right=1, alignment=BR, scale_mode="by_value_tensor")
+
+
+@pytest.mark.parametrize("p", [0.25, 0.6])
+def test_dropout(rng, p):
+    run_fwd(rng, dtype="float32", B=2, H=2, SQ=6, SK=9, D=8, dropout=(p, 1234567, 5), causal=True)
+
+
+def test_dropout_with_stats_bf16(rng):
+    """Stats are the softmax's (before dropout); O uses the dropped, rescaled P."""
+    run_fwd(rng, dtype="bfloat16", B=1, H=3, HK=1, SQ=7, SK=7, D=16, dropout=(0.1, 2 ** 40 + 17, 3), every=False)

@@ -1,5 +1,5 @@
 """What the attention engines and the SDPA node refuse, and how: NOT_SUPPORTED naming the option for
-what no engine runs yet (dropout, head dims, FP8 I/O, a key-broadcast dBias), BAD_PARAM naming the field
+what no engine runs yet (a dropout seed in device memory, head dims, FP8 I/O, a key-broadcast dBias), BAD_PARAM naming the field
 for graphs cudnn-frontend itself rejects (conflicting masks, padding without lengths, bad bias dims)."""
 import numpy as np
 import pytest
@@ -35,15 +35,14 @@ def _refused(g, cls, status, *words):
         assert w in str(e.value), str(e.value)
 
 
-def test_dropout_not_supported():
+def test_dropout_seed_in_device_memory_not_supported():
     g = graph("bfloat16")
     q, k, v = _qkv(g)
-    seed = g.tensor(name="seed", dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], is_pass_by_value=True,
-                    data_type=cudnn.data_type.INT64)
+    seed = g.tensor(name="seed", dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=cudnn.data_type.INT64)
     off = g.tensor(name="off", dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], is_pass_by_value=True,
                    data_type=cudnn.data_type.INT64)
     g.sdpa(q, k, v, generate_stats=False, dropout=(0.1, seed, off), name="att")[0].set_output(True)
-    _refused(g, cudnn.cudnnGraphNotSupportedError, S.CUDNN_STATUS_NOT_SUPPORTED, "dropout", "att")
+    _refused(g, cudnn.cudnnGraphNotSupportedError, S.CUDNN_STATUS_NOT_SUPPORTED, "seed", "device memory", "att")
 
 
 @pytest.mark.parametrize("D,DV", [(12, 8), (8, 20), (264, 8)])
