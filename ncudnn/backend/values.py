@@ -95,10 +95,10 @@ def to_float(v, single):
 
 def to_fraction(v):
     if isinstance(v, Fraction):
-        return v
-    if _is_int(v):
-        return Fraction(int(v))
-    if isinstance(v, (tuple, list)) and len(v) == 2 and all(_is_int(x) for x in v):
+        num, den = v.numerator, v.denominator
+    elif _is_int(v):
+        num, den = int(v), 1
+    elif isinstance(v, (tuple, list)) and len(v) == 2 and all(_is_int(x) for x in v):
         num, den = int(v[0]), int(v[1])
     elif hasattr(v, "numerator") and hasattr(v, "denominator"):
         num, den = int(v.numerator), int(v.denominator)
@@ -106,6 +106,8 @@ def to_fraction(v):
         raise BadParamError(f"{v!r} is not a cudnnFraction_t (numerator, denominator)")
     if den == 0:
         raise BadParamError(f"cudnnFraction_t {num}/{den} has a zero denominator")
+    if not all(INT64_MIN <= x <= INT64_MAX for x in (num, den)):
+        raise BadParamError(f"cudnnFraction_t {num:.6g}/{den:.6g}: its int64_t parts cannot hold it")
     return Fraction(num, den)
 
 
