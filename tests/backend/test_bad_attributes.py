@@ -98,3 +98,23 @@ def test_wrong_argument_counts():
     _check("no args", cudnnBackendFinalize(), True)
     _check("create, two", cudnnBackendCreateDescriptor(D.CUDNN_BACKEND_TENSOR_DESCRIPTOR, 1), True)
     assert ncudnn.cudnnGetLastErrorString() == ""
+
+
+@pytest.mark.parametrize("dims,strides", [
+    ([1, 2], [2 ** 63 - 1, 2 ** 63 - 1]),          # one step of stride 2^63-1 is past int64 bytes
+    ([2 ** 40, 2 ** 40], [2 ** 40, 1]),            # 2^80 elements
+    ([2, 2 ** 62], [2 ** 62, 1]),
+])
+def test_tensor_past_int64_bytes_is_bad_param(dims, strides):
+    from ncudnn.types import cudnnBackendAttributeName_t as A
+    from ncudnn.types import cudnnBackendDescriptorType_t as D
+
+    t = cudnnBackendCreateDescriptor(D.CUDNN_BACKEND_TENSOR_DESCRIPTOR)[1]
+    for name, atype, vals in ((A.CUDNN_ATTR_TENSOR_DATA_TYPE, T.CUDNN_TYPE_DATA_TYPE, [ncudnn.CUDNN_DATA_FLOAT]),
+                              (A.CUDNN_ATTR_TENSOR_UNIQUE_ID, T.CUDNN_TYPE_INT64, [1]),
+                              (A.CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, T.CUDNN_TYPE_INT64, [4]),
+                              (A.CUDNN_ATTR_TENSOR_DIMENSIONS, T.CUDNN_TYPE_INT64, dims),
+                              (A.CUDNN_ATTR_TENSOR_STRIDES, T.CUDNN_TYPE_INT64, strides)):
+        assert cudnnBackendSetAttribute(t, name, atype, len(vals), vals) == (S.CUDNN_STATUS_SUCCESS,)
+    assert cudnnBackendFinalize(t) == (S.CUDNN_STATUS_BAD_PARAM,)
+    assert "int64_t" in cudnnGetLastErrorString()

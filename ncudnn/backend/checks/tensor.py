@@ -50,6 +50,13 @@ class TensorInfo:
         return n
 
 
+def _prod(xs):
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
 def finalize_tensor(d):
     dims = d.values(A.CUDNN_ATTR_TENSOR_DIMENSIONS)
     strides = d.values(A.CUDNN_ATTR_TENSOR_STRIDES)
@@ -64,6 +71,10 @@ def finalize_tensor(d):
     for i, s in enumerate(strides):
         if s <= 0:
             bad(d, A.CUDNN_ATTR_TENSOR_STRIDES, f"stride {i} is {s}: strides must be positive")
+    elements = 1 + sum((x - 1) * s for x, s in zip(dims, strides))
+    if elements * DTYPE_SIZE.get(dtype, 1) > 2 ** 63 - 1 or len(dims) and _prod(dims) > 2 ** 63 - 1:
+        bad(d, A.CUDNN_ATTR_TENSOR_DIMENSIONS, f"dims {dims} strides {strides} span {elements:.4g} elements: "
+            "more bytes than an int64_t (or a size_t workspace) holds")
     if dtype in VECTOR_TYPES:
         unsupported(d, A.CUDNN_ATTR_TENSOR_DATA_TYPE, f"{dtype.name} is not supported: use CUDNN_DATA_INT8 "
                     "with CUDNN_ATTR_TENSOR_VECTOR_COUNT instead")
