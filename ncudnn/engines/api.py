@@ -25,7 +25,7 @@ from ..types import cudnnBackendHeurMode_t, cudnnStatus_t
 from . import device as _device
 from . import heuristics, registry
 from .base import OK, BuildContext, Config
-from .composite import CompositeSub, make_composite
+from .composite import CompositeSub, fallback_problem, make_composite
 from .plan import ExecutionPlan, layout
 from .plancache import cache_for, graph_identity, plan_key
 from .ranking import (_MODES, EngineConfig, _ctx_flags, config_status, engine_config, log, log_enabled, rank_subgraph,
@@ -190,6 +190,8 @@ def get_heuristics(graph, mode=HM.CUDNN_HEUR_MODE_A, ctx=None):
             out = rank_subgraph(sub, mode, ctx, key, explain) + _rank_composite(graph, sub, mode, ctx, key, explain)
         else:
             out = rank_subgraph(sub, mode, ctx, key, explain)
+            if fallback_problem(graph, sub, ctx) is not None:  # the unfused pieces after the fused plans
+                out = out + _rank_composite(graph, sub, mode, ctx, key, explain)
         if mode == HM.CUDNN_HEUR_MODE_B:
             out = _winner_first(graph, out, ctx, explain)
     finally:
@@ -204,8 +206,14 @@ def get_heuristics(graph, mode=HM.CUDNN_HEUR_MODE_A, ctx=None):
     return out
 
 
+def _csub(graph, sub, ctx):
+    """The composite engine's problem: the fallback partition, else the graph's one subgraph as one part."""
+    return fallback_problem(graph, sub, ctx) or make_composite(graph, [sub], ())
+
+
 def _rank_composite(graph, sub, mode, ctx, key, explain):
     comp = registry.by_name("composite")
+    sub = _csub(graph, sub, ctx)
     st, why = comp.check_support(sub, ctx)
     if st != S.CUDNN_STATUS_SUCCESS:
         if explain is not None:
@@ -250,8 +258,12 @@ def supported_engines(graph, ctx=None):
     if isinstance(sub, CompositeSub):
         comp = registry.by_name("composite")
         whole = [e for e in registry.engines() if _whole(e) and support(e, sub, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
-        return whole + ([comp] if comp.check_support(sub, ctx)[0] == S.CUDNN_STATUS_SUCCESS else [])
-    return [e for e in registry.engines() if e.name != "composite" and support(e, sub, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
+        return whole + ([comp] if comp.check_support(_csub(graph, sub, ctx), ctx)[0] == S.CUDNN_STATUS_SUCCESS else [])
+    out = [e for e in registry.engines() if e.name != "composite" and support(e, sub, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
+    fb = fallback_problem(graph, sub, ctx)
+    if fb is not None and registry.by_name("composite").check_support(fb, ctx)[0] == S.CUDNN_STATUS_SUCCESS:
+        out.append(registry.by_name("composite"))
+    return out
 
 
 def _as_engine_config(graph, ec, ctx):
@@ -279,7 +291,7 @@ def check_support(graph, engine_config, ctx=None):
     except CudnnError as e:
         return e.status, e.message
     if ec.engine.name == "composite":
-        csub = sub if isinstance(sub, CompositeSub) else make_composite(graph, [sub], ())
+        csub = _csub(graph, sub, ctx)
         st, why = ec.engine.check_support(csub, ctx)
         if st != S.CUDNN_STATUS_SUCCESS or not ec.parts:
             return S(st), why
@@ -324,7 +336,7 @@ def build_plan(graph, engine_config, ctx=None):
     if info:
         log(f"build plan 1/3 CHECK SUPPORT: {ec} accepts {sub.describe()}")
     if ec.engine.name == "composite":
-        csub = sub if isinstance(sub, CompositeSub) else make_composite(graph, [sub], ())
+        csub = _csub(graph, sub, ctx)
         parts = ec.parts or ec.engine.choose_parts(csub, HM.CUDNN_HEUR_MODE_A, ctx, _graph_key(graph))
         if not ec.parts:
             ec = _composite_config(graph, csub, parts)
@@ -384,7 +396,7 @@ def engine_config_from_json(d, graph, ctx=None):
             raise error_for(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
                             f"{eng.name} cannot run a graph of {len(sub.parts)} subgraphs")
         return _given(eng, sub, cfg, ctx)
-    csub = sub if isinstance(sub, CompositeSub) else make_composite(graph, [sub], ())
+    csub = _csub(graph, sub, ctx)
     rows = d.get("parts") or []
     if rows and len(rows) != len(csub.parts):
         raise error_for(S.CUDNN_STATUS_BAD_PARAM, f"{len(rows)} parts given, the graph has {len(csub.parts)}")

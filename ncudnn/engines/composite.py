@@ -105,3 +105,110 @@ class CompositeEngine(Engine):
         from . import api
 
         return api.build_plan(graph, self.name, ctx)
+
+
+# ------------------------------------------------------------------------ the fallback partition
+
+def _runs(part, ctx):
+    """Does an engine other than the composite accept ``part``?"""
+    from .ranking import support
+    from . import registry
+
+    return any(e.name != "composite" and support(e, part, ctx)[0] == S.CUDNN_STATUS_SUCCESS
+               for e in registry.engines())
+
+
+def _piece(graph, kind, nodes, anchor=None, epilogue=(), tail=None, meta=None):
+    """A Subgraph of ``nodes`` whose ``materialize`` names its virtual tensors produced or read outside it
+    (set before any engine is asked, since engines size and bind those from the workspace)."""
+    sub = Subgraph(kind=kind, nodes=list(nodes), anchor=anchor, epilogue=list(epilogue), tail=tail,
+                   meta=dict(meta or {}))
+    inside = {id(n) for n in nodes}
+    cons = graph.consumers()
+    prod = {t.uid for n in nodes for t in n.outputs.values()}
+    cross = set()
+    for n in nodes:
+        for t in n.tensors():
+            if not t.is_virtual:
+                continue
+            if t.uid not in prod or any(id(c) not in inside for c in cons.get(t.uid, ())):
+                cross.add(t.uid)
+    sub.materialize = frozenset(cross)
+    return sub
+
+
+def _single(graph, node):
+    from ..ir.ops import Pointwise
+
+    return _piece(graph, "pointwise" if isinstance(node, Pointwise) else node.OP, [node])
+
+
+def _split(graph, part, ctx, force=False):
+    """Pieces some engine runs for one subgraph of the partition, in execution order. Greedy: the anchor
+    with the longest epilogue prefix an engine fuses (shorter than the whole when ``force``), the rest of the
+    epilogue as one pointwise group where an engine runs it, else node by node; the tail on its own; any other
+    unsupported group node by node. A node no engine runs stays a piece of its own (the composite's
+    check_support names it)."""
+    if not force and _runs(part, ctx):
+        return [part]
+    if part.anchor is not None and part.kind != "softmax" and part.epilogue is not None:
+        ep = list(part.epilogue)
+        top = len(ep) - (1 if force and part.tail is None else 0)
+        for k in range(top, -1, -1):
+            head = _piece(graph, part.kind, [part.anchor] + ep[:k], part.anchor, ep[:k])
+            if (k < len(ep) or part.tail is not None or not force) and _runs(head, ctx):
+                break
+        else:
+            return [part] if force else [_piece(graph, part.kind, [part.anchor], part.anchor)] + \
+                [_single(graph, n) for n in part.nodes[1:]]
+        pieces = [head]
+        rest = ep[k:]
+        if rest:
+            group = _piece(graph, "pointwise", rest)
+            pieces += [group] if _runs(group, ctx) else [_single(graph, n) for n in rest]
+        if part.tail is not None:
+            pieces.append(_single(graph, part.tail))
+        return pieces
+    if len(part.nodes) > 1:
+        pos = {id(n): i for i, n in enumerate(graph.nodes)}
+        return [_single(graph, n) for n in sorted(part.nodes, key=lambda n: pos[id(n)])]
+    return [part]
+
+
+def fallback_problem(graph, sub, ctx):
+    """The composite engine's problem for ``graph`` (whose partition is ``sub``: one Subgraph or a
+    CompositeSub): every part an engine runs kept whole, the others split into pieces engines run. A graph
+    of one fused anchor subgraph is split too (the unfused plan, listed after the fused one). None when
+    the result is the graph's one subgraph itself (no second plan to offer)."""
+    from .ranking import _ctx_flags
+    from . import registry
+
+    memo = graph.__dict__.setdefault("_fallback_problem", {})
+    key = (_ctx_flags(ctx), registry.generation)
+    if key in memo:
+        return memo[key]
+    single = not isinstance(sub, CompositeSub)
+    parts = [sub] if single else sub.parts
+    pieces = []
+    for p in parts:
+        pieces += _split(graph, p, ctx)
+    if single and pieces == [sub]:
+        pieces = _split(graph, sub, ctx, force=sub.anchor is not None and len(sub.nodes) > 1)
+    if single and len(pieces) == 1:
+        memo[key] = None
+        return None
+    if not single and len(pieces) == len(parts) and all(a is b for a, b in zip(pieces, parts)):
+        memo[key] = sub
+        return sub
+    cons = graph.consumers()
+    mat = set()
+    for p in pieces:
+        for t in p.outputs(cons):
+            if t.is_virtual:
+                mat.add(t.uid)
+    comp = CompositeSub(kind="composite", nodes=list(graph.nodes), parts=pieces, materialize=frozenset(mat))
+    for p in pieces:
+        uids = {t.uid for n in p.nodes for t in n.tensors()}
+        p.materialize = frozenset(uids & mat)
+    memo[key] = comp
+    return comp
