@@ -26,6 +26,23 @@ class CompositeSub(Subgraph):
         return "[composite] " + " | ".join(p.describe() for p in self.parts)
 
 
+def _unrunnable(part, status, reasons):
+    """(status, message) for a piece no engine runs: the node (the single node, else the piece), its op, and
+    the reasons of the engines that take its pattern (every engine's kind mismatch only when none does)."""
+    pattern = int(S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN)
+    near = [w for st, w in reasons if int(st) != pattern] or [w for _, w in reasons]
+    if len(part.nodes) == 1:
+        n = part.nodes[0]
+        mode = getattr(n, "mode", None)
+        what = f"{part.describe()}: node '{n.name}' (op {n.OP}{', ' + mode.name if hasattr(mode, 'name') else ''})"
+    else:
+        what = part.describe()
+    if all(int(st) == pattern for st, _ in reasons) and all("accepts" in w for w in near):
+        return S(status), f"no engine runs {what}: no engine implements it (no registered engine accepts " \
+            f"{part.kind} subgraphs)"
+    return S(status), f"no engine runs {what}: " + "; ".join(near)
+
+
 def make_composite(graph, parts, materialize):
     """The composite problem; each part learns (``part.materialize``) which of its virtual tensors
     live in the workspace because another part reads or writes them."""
@@ -60,8 +77,7 @@ class CompositeEngine(Engine):
             else:
                 if not reasons:
                     return S.CUDNN_STATUS_NOT_SUPPORTED, f"{part.describe()}: no engine is registered"
-                st, reasons = refusal(reasons)
-                return st, "no engine runs " + "; ".join(w for _, w in reasons)
+                return _unrunnable(part, *refusal(reasons))
         return OK
 
     def default_config(self, sub):
