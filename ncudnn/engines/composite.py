@@ -196,11 +196,11 @@ def fallback_problem(graph, sub, ctx):
     CompositeSub): every part an engine runs kept whole, the others split into pieces engines run. A graph
     of one fused anchor subgraph is split too (the unfused plan, listed after the fused one). None when
     the result is the graph's one subgraph itself (no second plan to offer)."""
+    from .api import _engines_fingerprint
     from .ranking import _ctx_flags
-    from . import registry
 
     memo = graph.__dict__.setdefault("_fallback_problem", {})
-    key = (_ctx_flags(ctx), registry.generation)
+    key = (_ctx_flags(ctx), _engines_fingerprint())
     if key in memo:
         return memo[key]
     single = not isinstance(sub, CompositeSub)
