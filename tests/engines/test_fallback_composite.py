@@ -13,14 +13,17 @@ from numba import cuda
 import ncudnn as cudnn
 from ncudnn.engines import registry
 from ncudnn.errors import CudnnError
-from ncudnn.testing import assert_close, random, size
+from ncudnn.testing import assert_close, random
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "frontend"))
-from fe_oracle import graph_oracle, poisoned, read_strided, to_device_strided  # noqa: E402
+from fe_oracle import graph_oracle, to_device_strided  # noqa: E402
 
 F = cudnn.data_type.FLOAT
-B_, M, N, K = size((2, 5, 6, 3), (4, 256, 384, 128))
-CONV = size(dict(n=2, c=4, hw=5, k=3), dict(n=8, c=64, hw=28, k=64))
+# tiny shapes for the simulator tests (also on a GPU: every plan of build_plans(ALL) is compiled);
+# test_fallback_real_shapes switches to GPU shapes
+B_, M, N, K = 2, 5, 6, 3
+CONV = dict(n=2, c=4, hw=5, k=3)
+REAL = dict(B_=4, M=256, N=384, K=128, CONV=dict(n=8, c=64, hw=28, k=64))
 
 
 def new_graph():
@@ -92,8 +95,13 @@ def silu_and_mul(b_from_matmul):
     return g, Y
 
 
-BIAS_SHAPES = [[1, 1, 1], [B_, 1, 1], [1, M, 1], [B_, M, 1], [1, 1, N], [B_, 1, N], [1, M, N], [B_, M, N]]
-CASES = {f"mm_bias_{'x'.join(map(str, s))}": (lambda s=s: mm_bias(s)) for s in BIAS_SHAPES}
+def bias_shape(kind):
+    """The bias dims of a broadcast kind: 'b', 'm', 'n' name the dims it spans (others are 1)."""
+    return [B_ if "b" in kind else 1, M if "m" in kind else 1, N if "n" in kind else 1]
+
+
+BIAS_KINDS = ["scalar", "b", "m", "bm", "n", "bn", "mn", "bmn"]
+CASES = {f"mm_bias_{k}": (lambda k=k: mm_bias(bias_shape(k))) for k in BIAS_KINDS}
 CASES.update(conv_scale_bias_relu=conv_scale_bias_relu, conv3x3_sum=conv_sum, mm_rowsum=mm_rowsum,
              silu_and_mul=lambda: silu_and_mul(False), silu_and_mul_two_matmuls=lambda: silu_and_mul(True))
 
@@ -148,7 +156,7 @@ def test_every_plan_runs(case, rng):
 
 
 def test_fused_plan_comes_before_the_composite():
-    g, _ = mm_bias([1, 1, N])
+    g, _ = mm_bias(bias_shape("n"))
     plans(g, [cudnn.heur_mode.A])
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
     comp = [i for i, n in enumerate(names) if "composite" in n]
@@ -156,7 +164,7 @@ def test_fused_plan_comes_before_the_composite():
 
 
 def test_fallback_workspace_holds_the_intermediate():
-    g, _ = mm_bias([1, 1, 1])
+    g, _ = mm_bias(bias_shape("scalar"))
     plans(g, [cudnn.heur_mode.FALLBACK])
     g.build_plans(cudnn.build_plan_policy.HEURISTICS_CHOICE)
     assert "composite" in g.get_plan_name_at_index(0)
@@ -188,9 +196,11 @@ def test_unimplemented_node_is_named(no_reduction_engine):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", ["mm_bias_1x1x1", f"mm_bias_{B_}x{M}x1", "conv_scale_bias_relu", "conv3x3_sum",
-                                  "mm_rowsum", "silu_and_mul"])
-def test_fallback_real_shapes(case, rng):
+@pytest.mark.parametrize("case", ["mm_bias_scalar", "mm_bias_b", "mm_bias_bm", "mm_bias_bmn", "conv_scale_bias_relu",
+                                  "conv3x3_sum", "mm_rowsum", "silu_and_mul"])
+def test_fallback_real_shapes(case, rng, monkeypatch):
+    for k, v in REAL.items():
+        monkeypatch.setitem(globals(), k, v)
     g, Y = CASES[case]()
     plans(g, [cudnn.heur_mode.FALLBACK])
     g.build_plans(cudnn.build_plan_policy.HEURISTICS_CHOICE)
