@@ -205,3 +205,19 @@ def test_fallback_real_shapes(case, rng, monkeypatch):
     plans(g, [cudnn.heur_mode.FALLBACK])
     g.build_plans(cudnn.build_plan_policy.HEURISTICS_CHOICE)
     run_and_check(g, Y, rng, [0])
+
+
+def test_fallback_config_round_trips_through_json(rng):
+    """A fallback plan's config (its pieces' engines and knobs) rebuilt from JSON runs the same pieces."""
+    from ncudnn.engines import api
+    from ncudnn.types import cudnnBackendHeurMode_t as HM
+
+    g, Y = conv_scale_bias_relu()
+    g.validate()
+    g.build_operation_graph()
+    ecs = [ec for ec in api.get_heuristics(g.ir, HM.CUDNN_HEUR_MODE_FALLBACK) if ec.engine.name == "composite"]
+    assert ecs and len(ecs[0].parts) >= 2
+    again = api.engine_config_from_json(ecs[0].to_json(), g.ir)
+    assert again.ident() == ecs[0].ident() and again.workspace_size == ecs[0].workspace_size
+    plan = api.build_plan(g.ir, again)
+    assert plan.engine_names == [p.engine.name for p in ecs[0].parts]
