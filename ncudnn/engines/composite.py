@@ -1,6 +1,11 @@
 """The composite engine: a graph that partitions into several subgraphs, each run on its own best
 engine, in order; virtual tensors crossing subgraphs are materialized in the workspace.
 
+It is also the fallback that always runs: :func:`fallback_problem` splits a subgraph no engine runs (an
+anchor whose epilogue or tail no engine fuses, a pointwise group, a recognized softmax) into pieces engines
+run, and splits a fused anchor subgraph into its unfused pieces too, so every graph whose nodes each have an
+engine gets this plan (after the fused ones); a node no engine implements is refused naming it.
+
 Its "subgraph" is a :class:`CompositeSub` holding the partition. Its config has no knobs; the chosen
 per-subgraph EngineConfigs travel in ``EngineConfig.parts`` (so a plan rebuilt from JSON, or picked
 by autotuning, runs exactly the same parts).
