@@ -234,7 +234,7 @@ def _register_compile_cases():
     for dt in ("float32", "bfloat16"):
         x = a(dt)
         register_compile_case(f"bn_cols_partial_fwd_{dt}", partial_kernel(256, dt)[0],
-                              f"void({x}, {x}, {f}, {f}, {f}, int64, int64)", max_registers=40)
+                              f"void({x}, {x}, {f}, {a('float64')}, {a('float64')}, int64, int64)", max_registers=48)
         register_compile_case(f"bn_cols_partial_bwd_{dt}", partial_kernel(256, dt, dt)[0],
                               f"void({x}, {x}, {f}, {f}, {f}, int64, int64)", max_registers=64)
         register_compile_case(f"bn_cols_apply_fwd_{dt}", apply_kernel(256, dt, dt, shifted=True)[0],

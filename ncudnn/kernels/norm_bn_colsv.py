@@ -27,11 +27,14 @@ from numba import cuda
 from . import pointwise_ops as po
 from .dtypes import compute_type, loader, storer
 from .norm_bn_cshint import ld4cs, st4cs
+from .primitives import SIM
 from .resample_vec import ld4, st4
 
 __all__ = ["ColsVConfig", "colsv_config", "vec_ok", "partial_kernel", "apply_kernel", "combine_kernel"]
 
 THREADS = 256
+#: register cap of the forward partial kernel (float64 accumulators): 65536 / (5 blocks x 256 threads)
+FWD_PARTIAL_REGS = 48
 
 
 class ColsVConfig(tuple):
@@ -69,10 +72,12 @@ def colsv_config(rows, channels, sms, vec=4, blocks_per_sm=4, unroll=4, align=Fa
     return ColsVConfig((txv, ty, vec, unroll, tiles, chunks, chunk_rows))
 
 
-def _jit(src, name, names):
+def _jit(src, name, names, max_registers=0):
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, ld4=ld4, st4=st4, ld4cs=ld4cs, st4cs=st4cs,
               **names)
     exec(compile(src, f"<norm_bn_colsv {name}>", "exec"), ns)
+    if max_registers and not SIM:
+        return cuda.jit(ns["kernel"], max_registers=max_registers)
     return cuda.jit(ns["kernel"])
 
 
@@ -172,7 +177,8 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
     import numba
     names = dict(SDT=numba.float64 if at == "float64" else numba.float32, ldx=loader(x_dt, ct),
                  ldd=loader(dy_dt or x_dt, ct), ldm=loader(mean_dt, ct), stw=storer(at))
-    return _jit(src, "partial", names), src
+    # the float64 forward sums: capped so 5 blocks of 256 threads (the forward geometry) stay resident an SM
+    return _jit(src, "partial", names, 0 if bwd else FWD_PARTIAL_REGS), src
 
 
 @functools.lru_cache(maxsize=None)
@@ -318,7 +324,7 @@ def _register_compile_cases():
     sig8 = f"void({f}, {f}, {f}, {f}, {f}, {f}, int64, int64)"
     d = a("float64")
     register_compile_case("bn_colsv_partial_fwd", partial_kernel(256, "float32")[0],
-                          f"void({f}, {f}, {f}, {d}, {d}, int64, int64)", max_registers=64)
+                          f"void({f}, {f}, {f}, {d}, {d}, int64, int64)", max_registers=FWD_PARTIAL_REGS)
     register_compile_case("bn_colsv_partial_bwd", partial_kernel(256, "float32", "float32")[0], sig7,
                           max_registers=64)
     register_compile_case("bn_colsv_apply_fwd", apply_kernel(256, "float32", "float32", shifted=True)[0], sig8,
