@@ -12,8 +12,8 @@ Backward: per-group sums of dy and dy*x in one pass over (x, dy) -> dscale, dbia
 coefficients (thread per group; instance norm sums dscale / dbias over samples with a second small
 reduction) -> one pointwise pass ``dx = a*dy + b*x + c``.
 
-Statistics are float32 sums of shifted data (x - K, K = the group's first element: no cancellation
-when |mean| >> std, one pass); backward sums dy * (x - MEAN). Deterministic (no atomics). EPSILON and
+Statistics are sums of shifted data (x - K, K = the group's first element: no cancellation
+when |mean| >> std, one pass), float64 on the dedicated NHWC / NCHW kernels (no overflow of (x - K)^2); backward sums dy * (x - MEAN). Deterministic (no atomics). EPSILON and
 EXP_AVG_FACTOR by value or as one-element device tensors (read inside the finalize kernel).
 Batch norm on packed NHWC / NCHW runs dedicated kernels (:mod:`ncudnn.kernels.norm_bn_cols`,
 :mod:`ncudnn.kernels.norm_bn_planes`: one-wave partial sums, an ordered combine, the finalize and a
