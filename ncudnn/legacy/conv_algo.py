@@ -16,7 +16,7 @@ from ..handle import get_handle_or_raise
 from ..types import cudnnStatus_t
 from . import algos as A
 from . import lower as L
-from ._util import desc_arg, enum_arg, int_arg, size_arg
+from ._util import desc_arg, enum_arg, int_arg, optional_ptrs, size_arg
 from .conv import ConvProblem, algo_config, ranked, workspace_bytes
 from .conv_desc import ConvolutionDescriptor
 from .tensor_desc import FilterDescriptor, TensorDescriptor
@@ -198,6 +198,7 @@ def _find_ex(handle, direction, a, pa, b, pb, conv, c, pc, requestedAlgoCount, w
     for k, v in bufs.items():
         if v is None:
             raise BadParamError(f"{k} is NULL", S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER)
+    optional_ptrs(workSpace=workSpace)
     size = size_arg(workSpaceSizeInBytes, "workSpaceSizeInBytes") if workSpace is not None else 0
     return _find(h, prob, n, bufs, workSpace, size)
 

@@ -28,7 +28,7 @@ from ..handle import get_handle_or_raise
 from ..ir import OpGraph, Pointwise, TensorDesc
 from ..ir.tensor import packed_strides
 from ..types import cudnnBackendHeurMode_t, cudnnDataType_t, cudnnMathType_t, cudnnPointwiseMode_t, cudnnStatus_t
-from ._util import size_arg
+from ._util import optional_ptrs, size_arg
 
 S = cudnnStatus_t
 DT = cudnnDataType_t
@@ -306,6 +306,9 @@ def execute(h, low, bind, scalars=None, workspace=None, workspace_size=None, pla
     pack = pack_of(low, bind, scalars)
     need = plan.workspace_size
     ws = None
+    if workspace_size is not None:
+        optional_ptrs(workSpace=workspace)
+        size_arg(workspace_size, "workSpaceSizeInBytes")
     if need and workspace_size is not None:
         size = size_arg(workspace_size, "workSpaceSizeInBytes") if workspace is not None else 0
         scratch = (plan.scratch_size + 255) // 256 * 256
