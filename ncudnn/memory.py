@@ -482,6 +482,8 @@ def as_view(obj, dims=None, strides=None, dtype=None, alignment=None):
     raw = _describe(obj)
     if raw.ptr == 0:
         raise _bad("device pointer is NULL", S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER)
+    if not 0 < raw.ptr < 1 << 64:
+        raise _bad(f"device pointer {raw.ptr} is not a 64-bit address")
     if dtype is None and raw.dtype is None:
         raise _bad(f"the element type of {type(obj).__name__} is unknown: pass dtype")
     dt = numpy_dtype(raw.dtype if dtype is None else dtype)

@@ -63,7 +63,9 @@ def test_view_only_reshape_in_place_with_cast(rng):
     host = np.full(96, np.nan, np.float32)
     host.view(np.float16)[:96] = a.astype(np.float16).ravel()
     buf = cuda.to_device(host)
-    plan = U.run(g, {x.uid: buf, y.uid: buf})
+    # the same bytes for both tensors, as one untyped byte buffer (a typed buffer must match its tensor's type)
+    raw = buf.view(np.uint8)
+    plan = U.run(g, {x.uid: raw, y.uid: raw})
     assert plan.parts[0].workspace_size == 96 * 2
     np.testing.assert_array_equal(U.download(buf, y), U.cast(a, F16))
 

@@ -16,6 +16,11 @@ from ncudnn import memory
 from ncudnn.testing import assert_close, poison_value, random, size
 from ncudnn.types import cudnnStatus_t as S
 
+
+def lastdim(a, s):
+    """a[..., s] for arrays whose indexing takes no Ellipsis (numba device arrays on a GPU)."""
+    return a[(slice(None),) * (a.ndim - 1) + (s,)]
+
 B, H, SEQ, D = size((2, 2, 3, 8), (4, 16, 512, 128))
 HALF = D // 2
 FULL = [B, H, SEQ, D]
@@ -48,7 +53,7 @@ def rotary_graph(in_strides=STRIDES, out_strides=STRIDES):
 
 def rotary_oracle(x, c, s):
     x = x.astype(np.float64)
-    x1, x2 = x[..., :HALF], x[..., HALF:]
+    x1, x2 = lastdim(x, slice(None, HALF)), lastdim(x, slice(HALF, None))
     return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
 
 
@@ -74,12 +79,12 @@ def test_rotary_out_of_place_into_halves_of_a_larger_buffer(rng):
     xd = cuda.to_device(x)
     for i in _built_plans(g):
         big = poisoned(wide)
-        g.execute_plan_at_index({X1: xd[..., :HALF], X2: xd[..., HALF:], C: cuda.to_device(c),
-                                 Sn: cuda.to_device(s), Y1: big[..., :HALF], Y2: big[..., HALF:D]},
+        g.execute_plan_at_index({X1: lastdim(xd, slice(None, HALF)), X2: lastdim(xd, slice(HALF, None)), C: cuda.to_device(c),
+                                 Sn: cuda.to_device(s), Y1: lastdim(big, slice(None, HALF)), Y2: lastdim(big, slice(HALF, D))},
                                 _workspace(g, i), index=i)
         out = big.copy_to_host()
-        assert_close(out[..., :D], rotary_oracle(x, c, s), "float32", name=f"plan {i}")
-        assert np.isnan(out[..., D:]).all(), f"plan {i} wrote beside its views"
+        assert_close(lastdim(out, slice(None, D)), rotary_oracle(x, c, s), "float32", name=f"plan {i}")
+        assert np.isnan(lastdim(out, slice(D, None))).all(), f"plan {i} wrote beside its views"
 
 
 def test_rotary_in_place_over_its_input(rng):
@@ -87,8 +92,8 @@ def test_rotary_in_place_over_its_input(rng):
     x, c, s = _inputs(rng)
     for i in _built_plans(g):
         buf = cuda.to_device(x)
-        pack = {X1: buf[..., :HALF], X2: buf[..., HALF:], C: cuda.to_device(c), Sn: cuda.to_device(s),
-                Y1: buf[..., :HALF], Y2: buf[..., HALF:]}
+        pack = {X1: lastdim(buf, slice(None, HALF)), X2: lastdim(buf, slice(HALF, None)), C: cuda.to_device(c), Sn: cuda.to_device(s),
+                Y1: lastdim(buf, slice(None, HALF)), Y2: lastdim(buf, slice(HALF, None))}
         g.execute_plan_at_index(pack, _workspace(g, i), index=i)
         assert_close(buf.copy_to_host(), rotary_oracle(x, c, s), "float32", name=f"plan {i} in place")
 
@@ -99,8 +104,8 @@ def test_rotary_undeclared_output_strides_refuse_a_strided_view(rng):
     x, c, s = _inputs(rng)
     xd, big = cuda.to_device(x), poisoned(FULL)
     with pytest.raises(cudnn.cudnnGraphBadParamError) as e:
-        g.execute({X1: xd[..., :HALF], X2: xd[..., HALF:], C: cuda.to_device(c), Sn: cuda.to_device(s),
-                   Y1: big[..., :HALF], Y2: big[..., HALF:]}, None)
+        g.execute({X1: lastdim(xd, slice(None, HALF)), X2: lastdim(xd, slice(HALF, None)), C: cuda.to_device(c), Sn: cuda.to_device(s),
+                   Y1: lastdim(big, slice(None, HALF)), Y2: lastdim(big, slice(HALF, None))}, None)
     assert e.value.status == S.CUDNN_STATUS_BAD_PARAM and "y1::" in str(e.value) and "strides" in str(e.value)
     assert np.isnan(big.copy_to_host()).all()
 
@@ -128,13 +133,13 @@ def test_every_plan_writes_a_column_half_exactly_or_refuses(rng, kind):
     ran = 0
     for i in _built_plans(g):
         big = poisoned([1, M, 2 * cols])
-        pack = {A: cuda.to_device(a), Y: big[..., cols:]}
+        pack = {A: cuda.to_device(a), Y: lastdim(big, slice(cols, None))}
         if kind == "matmul":
             pack[Bt] = cuda.to_device(b)
         g.execute_plan_at_index(pack, _workspace(g, i), index=i)
         out = big.copy_to_host()
-        assert_close(out[..., cols:], ref, "tf32" if kind == "matmul" else "float32", name=f"plan {i}")
-        assert np.isnan(out[..., :cols]).all(), f"plan {i} wrote beside its view"
+        assert_close(lastdim(out, slice(cols, None)), ref, "tf32" if kind == "matmul" else "float32", name=f"plan {i}")
+        assert np.isnan(lastdim(out, slice(None, cols))).all(), f"plan {i} wrote beside its view"
         ran += 1
     assert ran
 
@@ -145,7 +150,7 @@ def test_rotary_in_place_with_torch_views(rng):
     g, (X1, X2, C, Sn, Y1, Y2) = rotary_graph()
     x, c, s = _inputs(rng)
     buf = torch.from_numpy(x).cuda()
-    g.execute({X1: buf[..., :HALF], X2: buf[..., HALF:], C: torch.from_numpy(c).cuda(),
-               Sn: torch.from_numpy(s).cuda(), Y1: buf[..., :HALF], Y2: buf[..., HALF:]}, None)
+    g.execute({X1: lastdim(buf, slice(None, HALF)), X2: lastdim(buf, slice(HALF, None)), C: torch.from_numpy(c).cuda(),
+               Sn: torch.from_numpy(s).cuda(), Y1: lastdim(buf, slice(None, HALF)), Y2: lastdim(buf, slice(HALF, None))}, None)
     torch.cuda.synchronize()
     assert_close(buf.cpu().numpy(), rotary_oracle(x, c, s), "float32")
