@@ -811,8 +811,10 @@ def build_pointwise(spec):
     for m, o in enumerate(spec.outputs):
         ns[f"st{m}"] = storer2(o.dtype) if wide else storer(o.dtype, o.saturate)
     exec(compile(source, f"<pointwise {key[:12]}>", "exec"), ns)
-    if spec.min_blocks and not SIM:   # the simulator's jit takes no launch bounds
-        kernel = cuda.jit(launch_bounds=(spec.block, spec.min_blocks))(ns["kernel"])
+    if not SIM:   # the simulator's jit takes no launch bounds
+        # the block size is a launch bound even with no min_blocks, so the compiler keeps a 1024-thread block
+        # within the SM's 64K registers (without it a many-output chain failed to launch at BLOCK_SIZE 1024)
+        kernel = cuda.jit(launch_bounds=(spec.block, max(spec.min_blocks, 1)))(ns["kernel"])
     else:
         kernel = cuda.jit(ns["kernel"])
     pk = PointwiseKernel(spec, source, kernel)
