@@ -24,12 +24,17 @@ def summarize(results, meta):
         f["plans_built"] += r.get("plans_built", len(r.get("plans", [])))
         f["plans_run"] += len(r.get("plans", []))
         f["executions"] += r.get("executions", 0)
+        f["build_s"] += r.get("build_s", 0.0)
+        f["run_s"] += r.get("run_s", 0.0)
+        f["first_draw_s"] += r.get("first_draw_s", 0.0)
         for p in r.get("plans", []):
             e = eng[p["engine"]]
             e["plans"] += 1
             e["executions"] += p["executions"]
             e["wrong"] += p["wrong"]
+            e["errors"] += p.get("errors", 0)
             f["wrong_executions"] += p["wrong"]
+            f["error_executions"] += p.get("errors", 0)
             for m in p.get("first_of", []):
                 modes[m] += p["executions"]
         if r["outcome"] in ("refused", "invalid"):
@@ -44,7 +49,7 @@ def summarize(results, meta):
         "total": dict(total),
         "cases": total["executions"],
         "wrong": total["wrong_executions"],
-        "errors": len([x for x in failures if x["kind"] == "error"]),
+        "errors": total["error_executions"] + len([x for x in failures if x["kind"] == "error" and "execute raised" not in x["what"]]),
         "per_family": {k: dict(v) for k, v in sorted(fam.items())},
         "per_engine": {k: dict(v) for k, v in sorted(eng.items())},
         "first_plan_of_mode_executions": dict(modes),
@@ -88,22 +93,27 @@ def markdown(s):
     m = s["meta"]
     t = s["total"]
     lines = [f"# ncudnn differential fuzz: {s['cases']} cases, {s['wrong']} wrong, {s['errors']} errors", "",
+             "Wrong: an output differed from the oracle or an element outside a view changed (a silent wrong "
+             "answer). Errors: an execution or plan build that failed after check_support accepted it.", "",
              f"seed {m.get('seed')}, families {', '.join(m.get('families', []))}, {m.get('jobs')} job(s), "
              f"{m.get('draws')} draw(s) per plan, wall {m.get('wall_s', 0):.0f} s, device {m.get('device', '?')}, "
              f"commit {m.get('commit', '?')}", "",
              "A case is one (graph, plan, input draw) execution compared with the float64 oracle.", "",
              f"graphs {t.get('graphs', 0)} (ok {t.get('ok', 0)}, wrong {t.get('wrong', 0)}, error {t.get('error', 0)}, "
              f"refused {t.get('refused', 0)}, invalid {t.get('invalid', 0)}), plans built {t.get('plans_built', 0)}, "
-             f"plans run {t.get('plans_run', 0)}, executions {t.get('executions', 0)}", "",
+             f"plans run {t.get('plans_run', 0)}, executions {t.get('executions', 0)}; worker time "
+             f"{t.get('build_s', 0):.0f} s planning and building, {t.get('run_s', 0):.0f} s executing and checking "
+             f"(the first draw, which compiles each plan's kernels, {t.get('first_draw_s', 0):.0f} s)", "",
              "| family | graphs | via backend API | refused | plans built | plans run | cases | wrong | errors |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for k, v in s["per_family"].items():
         lines.append(f"| {k} | {v.get('graphs', 0)} | {v.get('backend_api_graphs', 0)} | {v.get('refused', 0)} | {v.get('plans_built', 0)} | "
                      f"{v.get('plans_run', 0)} | {v.get('executions', 0)} | {v.get('wrong_executions', 0)} | "
-                     f"{v.get('error', 0)} |")
-    lines += ["", "| engine | plans | cases | wrong |", "| --- | ---: | ---: | ---: |"]
+                     f"{v.get('error_executions', 0)} |")
+    lines += ["", "| engine | plans | cases | wrong | errors |", "| --- | ---: | ---: | ---: | ---: |"]
     for k, v in s["per_engine"].items():
-        lines.append(f"| {k} | {v.get('plans', 0)} | {v.get('executions', 0)} | {v.get('wrong', 0)} |")
+        lines.append(f"| {k} | {v.get('plans', 0)} | {v.get('executions', 0)} | {v.get('wrong', 0)} | "
+                     f"{v.get('errors', 0)} |")
     lines += ["", "Cases on the first plan of each heuristic mode: "
               + ", ".join(f"{k} {v}" for k, v in sorted(s["first_plan_of_mode_executions"].items())), ""]
     if s["failures"]:
