@@ -7,6 +7,7 @@ from collections import defaultdict
 from ..errors import CudnnError
 from ..types import cudnnStatus_t
 from .node import GraphContext
+from .tensor import overlap
 
 S = cudnnStatus_t
 
@@ -98,6 +99,14 @@ class OpGraph:
             t.validate()
         for node in order:
             node.run_lifecycle(self.ctx)
+        for node in order:
+            for port, t in node.outputs.items():
+                why = None if t.is_virtual or t.is_by_value or not t.dims or not t.strides else \
+                    overlap(t.dims, t.strides)
+                if why:
+                    raise CudnnError(f"node '{node.name}' ({node.OP}): {port}: output {t.label} dims "
+                                     f"{list(t.dims)} strides {list(t.strides)} overlap ({why}): two results "
+                                     "would be written to one element", S.CUDNN_STATUS_BAD_PARAM)
         self.nodes = order
         self.finalized = True
         return self

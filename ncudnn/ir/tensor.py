@@ -53,6 +53,33 @@ def int_tuple(values, what, label="tensor"):
     return tuple(out)
 
 
+def overlap(dims, strides, limit=1 << 22):
+    """Why a layout maps two elements to one address (None when it does not, or when it is too large
+    to enumerate and not provably overlapping): a stride 0 on a dim of size > 1, or any collision."""
+    for i, (d, s) in enumerate(zip(dims, strides)):
+        if d > 1 and s == 0:
+            return f"stride 0 on dim {i} of size {d}"
+    pairs = sorted((s, d) for d, s in zip(dims, strides) if d > 1)
+    reach = 0
+    for s, d in pairs:
+        if s <= reach:
+            break
+        reach += (d - 1) * s
+    else:
+        return None
+    n = 1
+    for d in dims:
+        n *= d
+    if n > limit:
+        return None
+    idx = np.zeros(1, np.int64)
+    for d, s in zip(dims, strides):
+        idx = (idx[:, None] + np.arange(d, dtype=np.int64)[None, :] * s).reshape(-1)
+    if np.unique(idx).size < idx.size:
+        return "two elements at one address"
+    return None
+
+
 def packed_strides(dims, order=None):
     """Fully packed strides for ``dims``. ``order`` lists dims from outermost to innermost
     (default row-major: NCHW for 4-d)."""
