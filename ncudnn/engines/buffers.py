@@ -42,6 +42,41 @@ def _learn(obj):
     return memory.device_pointer
 
 
+#: type -> function(obj) -> the binding-cache key of a buffer: its address and, for a buffer that
+#: describes itself, its dtype, shape and strides (a new view at the same address is checked again)
+KEYS = {}
+
+
+def _learn_key(obj):
+    t = type(obj)
+    if isinstance(obj, memory.DeviceView):
+        return lambda o: (o.ptr, o.dtype, o.shape, o.strides)
+    if callable(getattr(t, "data_ptr", None)) and callable(getattr(obj, "stride", None)):
+        return lambda o: (o.data_ptr(), o.dtype, o.shape, o.stride())  # torch
+    ptr = _learn(obj)
+    if all(hasattr(obj, a) for a in ("dtype", "shape", "strides")):
+        return lambda o: (ptr(o), o.dtype, o.shape, o.strides)  # numba, CuPy
+    if hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "__dlpack__"):
+        def described(o):  # a generic producer: what it says of itself, read again each call
+            r = memory.describe(o)
+            return (r.ptr, str(r.dtype), r.shape, r.strides)
+        return described
+    return lambda o: (ptr(o), t)
+
+
+def key_of(obj):
+    """The binding-cache key of ``obj`` (see :data:`KEYS`); a raw int pointer is its own key."""
+    t = type(obj)
+    if t is int:
+        return obj
+    f = KEYS.get(t)
+    if f is None:
+        if obj is None:
+            return 0
+        f = KEYS[t] = _learn_key(obj)
+    return f(obj)
+
+
 def ptr_of(obj):
     """Device address of ``obj`` (0 for None)."""
     t = type(obj)

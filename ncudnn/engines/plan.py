@@ -5,8 +5,10 @@ Workspace layout (every piece 256-byte aligned)::
 
     [ materialized intermediates ... | scratch shared by the sub-plans (the largest of theirs) ]
 
-The hot path: :meth:`ExecutionPlan.execute` reads one device address per external tensor (the
-variant pack) and the workspace address; that tuple keys a small cache of *bindings* — the
+The hot path: :meth:`ExecutionPlan.execute` reads one key per external tensor of the variant pack
+(the device address, with the dtype, shape and strides of a buffer that describes itself, so a new
+view at a known address is checked again) and the workspace address; that tuple keys a small cache
+of *bindings* — the
 sub-plans' prepared ``run(stream)`` callables over checked views — so a repeated call with the same
 buffers does no conversion, no descriptor check and no allocation. Bindings hold addresses, not the
 buffers' owners: as in cuDNN, the caller keeps its memory alive while a plan may run on it.
@@ -72,9 +74,9 @@ class ExecutionPlan:
         """Run on ``pack`` (uid -> device pointer int or array object; by-value uids -> scalars,
         defaulting to the descriptor's value) with ``workspace`` (pointer or array, or None when
         ``workspace_size`` is 0) on ``stream`` (int handle or a numba / torch / CuPy stream)."""
-        getters = B.GETTERS
-        try:  # the hot path: one pointer read per tensor, C-level getters (torch: Tensor.data_ptr)
-            key = tuple([o if type(o) is int else getters[type(o)](o)
+        keys = B.KEYS
+        try:  # the hot path: one key per tensor (a raw pointer is its own key)
+            key = tuple([o if type(o) is int else keys[type(o)](o)
                          for o in map(pack.__getitem__, self.external_uids)])
         except KeyError:
             key = self._slow_key(pack)
@@ -95,7 +97,7 @@ class ExecutionPlan:
         missing = [u for u in self.external_uids if u not in pack]
         if missing:
             raise BadParamError(f"variant pack lacks device pointers for uids {missing}", S.CUDNN_STATUS_BAD_PARAM)
-        return tuple([B.ptr_of(pack[u]) for u in self.external_uids])  # learns the getters of new types
+        return tuple([B.key_of(pack[u]) for u in self.external_uids])  # learns the keys of new types
 
     # ------------------------------------------------------------------ binding
     def views(self, pack, workspace):

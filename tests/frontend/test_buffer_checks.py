@@ -313,3 +313,24 @@ def test_torch_tensors_are_checked_and_views_honoured(rng):
     out = big.cpu().numpy()
     assert_close(lastdim(out, slice(1, None, 2)), np.maximum(x.cpu().numpy().astype(np.float64), 0), "float32")
     assert np.isnan(lastdim(out, slice(None, None, 2))).all()
+
+
+@pytest.mark.parametrize("producer", list(PRODUCERS))
+def test_a_new_view_at_a_known_address_is_checked_again(rng, producer):
+    """The plan's binding cache is keyed by what a buffer says of itself, not by its address alone: after
+    a good run, a buffer at the same address with another dtype (input) or as a strided view (output)
+    is BAD_PARAM, and nothing is written."""
+    g, X, Y = relu_graph()
+    x = cuda.to_device(random(rng, SHAPE).astype(np.float32))
+    n = int(np.prod(SHAPE))
+    big = poisoned(BIG)
+    packed = big.reshape(-1)[:n].reshape(SHAPE)  # starts where the strided view below starts
+    g.execute({X: PRODUCERS[producer](x), Y: PRODUCERS[producer](packed)}, None)
+    with pytest.raises(cudnn.cudnnGraphBadParamError) as e:
+        g.execute({X: PRODUCERS[producer](x.view(np.int32)), Y: PRODUCERS[producer](packed)}, None)
+    assert f"tensor 'X' (uid {X.get_uid()})" in str(e.value) and "int32" in str(e.value)
+    before = big.copy_to_host()
+    with pytest.raises(cudnn.cudnnGraphBadParamError) as e:
+        g.execute({X: PRODUCERS[producer](x), Y: PRODUCERS[producer](lastdim(big, slice(None, None, 2)))}, None)
+    assert f"tensor 'Y' (uid {Y.get_uid()})" in str(e.value) and "strides" in str(e.value)
+    np.testing.assert_array_equal(big.copy_to_host().view(np.uint32), before.view(np.uint32))
