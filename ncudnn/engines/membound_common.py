@@ -114,6 +114,12 @@ class Arg:
         if k == "tensor":
             v = views[self.t.uid]
             st = abi_dtype(self.dtype)
+            if self.t.is_by_value:  # a by-value scalar read as a one-element array: a device copy of it
+                from numba import cuda
+
+                v = self.t.value if v is None else v
+                host = np.array([np.asarray(v).reshape(-1)[0]]).astype(memory.numpy_dtype(self.t.dtype))
+                return cuda.to_device(host.view(st))  # kept alive by the prepared launch
             return ArgView(v.ptr, (extent(self.t.dims, self.t.strides),), (st.itemsize,), st.itemsize, st)
         if k == "scratch":
             st = abi_dtype(self.dtype)

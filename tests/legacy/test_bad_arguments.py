@@ -227,8 +227,6 @@ def test_get_error_string_names_a_status():
     assert ncudnn.cudnnGetErrorString(2000) == "CUDNN_STATUS_BAD_PARAM"
 
 
-@pytest.mark.xfail(strict=True, reason="norm_batch binds the blend's by-value alpha tensor as a device array "
-                   "(engines/membound_common PointwiseBuilder.add_tensor): INTERNAL_ERROR")
 @pytest.mark.parametrize("name,param", sorted(ENGINE_BUGS))
 @pytest.mark.parametrize("value", [-1, 0.5])
 def test_batchnorm_training_blend_alpha(defaults, name, param, value):

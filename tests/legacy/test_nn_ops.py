@@ -128,6 +128,24 @@ def test_batchnorm_training(handle, rng, mode):
                   {"factor": 0.25, "epsilon": 1e-4}, tol=1e-5, dev_tol=1e-4)  # float32 statistics of few samples
 
 
+@pytest.mark.parametrize("alpha,beta", [(0.5, 0.0), (-1.0, 0.5), (2.0, 1.0)])
+def test_batchnorm_training_blends_with_alpha_and_beta(handle, rng, alpha, beta):
+    """y = alpha * BN(x) + beta * y_prior: the blend's alpha reached the kernel as a host float
+    (INTERNAL_ERROR) before; the statistics are those of x whatever the blend."""
+    mode = ncudnn.CUDNN_BATCHNORM_SPATIAL
+    pd, ps = bn_params(rng, mode)
+    x = rng.standard_normal(SHAPE).astype(np.float32)
+    sc, bi = rng.standard_normal(ps).astype(np.float32), rng.standard_normal(ps).astype(np.float32)
+    prior = rng.standard_normal(SHAPE).astype(np.float32)
+    y, sm, si = dev(prior), poisoned(ps), poisoned(ps)
+    ret = L.cudnnBatchNormalizationForwardTraining(handle, mode, alpha, beta, tdesc(SHAPE), dev(x), tdesc(SHAPE), y,
+                                                   pd, dev(sc), dev(bi), 0.25, None, None, 1e-4, sm, si)
+    ry, rmean, rinv, _, _ = R.batchnorm_forward_training(x, sc, bi, 1e-4)
+    check_or_skip(handle, ret, ["norm_fwd"], {"y": y, "save_mean": sm, "save_inv_var": si},
+                  {"y": alpha * ry + beta * prior, "save_mean": rmean, "save_inv_var": rinv},
+                  {"x": x, "y": prior, "scale": sc, "bias": bi}, {"alpha": alpha, "epsilon": 1e-4}, tol=1e-5)
+
+
 @pytest.mark.parametrize("saved", [True, False], ids=["saved_stats", "recomputed_stats"])
 def test_batchnorm_backward(handle, rng, saved):
     mode = ncudnn.CUDNN_BATCHNORM_SPATIAL
