@@ -503,15 +503,15 @@ def _forward_steps(sub, cfg):
     ct = compute_type([kdtype(x), kdtype(i["SCALE"])])
     out_shape, g_strides, groups, C = _group_geometry(x, per_sample)
     lay = None if per_sample else _fast(sub, x, ct)
-    # the dedicated kernels sum in float64 (no overflow of (x - K)^2, no loss in the variance)
-    sdt = "float64" if lay is not None else ct
+    # the statistics are summed in float64 on every path (no overflow of (x - K)^2, no loss in the variance)
+    sdt = "float64"
     ssum, ssq = scratch.take(groups, sdt), scratch.take(groups, sdt)
     es, eb = scratch.take(groups, ct), scratch.take(groups, ct)
     # shifted-data sums: K = the group's first element (no cancellation when |mean| >> std)
     k_strides = tuple(st if m != 1 or n == 1 else 0 for st, m, n in zip(x.strides, out_shape, x.dims))
     spec = kr.ReduceSpec(tuple(x.dims), ((kdtype(x), tuple(x.strides)), (kdtype(x), k_strides)), out_shape,
                          (kr.Term("v0 - v1", "sum"), kr.Term("(v0 - v1) * (v0 - v1)", "sum")),
-                         ((ct, g_strides), (ct, g_strides)))
+                         ((sdt, g_strides), (sdt, g_strides)), acc=sdt)
     var, occ, unr = _cols_knobs(cfg, lay)
     if lay is not None:
         steps = bn_stats_steps(lay, scratch, x, ssum, ssq, ct, var=var, occupancy=occ, unroll=unr)

@@ -80,6 +80,7 @@ class ReduceSpec:
     rows: int = 0           # vector row kernel: rows per block (1: a block per row; block // 32: a warp per row)
     unroll: int = 0         # vector row kernel: vectors in flight per thread per trip (0: auto)
     ctas: int = 0           # vector row kernel, split grids: blocks per SM the split targets (0: auto)
+    acc: str = ""           # accumulation type ("float64": loads widened before the terms); "": by the I/O types
 
     def __post_init__(self):
         if len(self.out_shape) != len(self.shape):
@@ -559,7 +560,7 @@ class ReduceKernel:
         self.spec = spec
         kept, red = _layout(spec)
         self.n_out, self.n_red = _numel(kept), _numel(red)
-        self.ctype = compute_type([d for d, _ in spec.inputs] + [d for d, _ in spec.outputs])
+        self.ctype = spec.acc or compute_type([d for d, _ in spec.inputs] + [d for d, _ in spec.outputs])
         self.vec = vec_width(spec, kept, red) if spec.vec != 1 else 1
         if spec.vec > 1:
             self.vec = min(self.vec, spec.vec)
