@@ -69,7 +69,7 @@ def child_build():
     from numba import cuda
 
     from ncudnn.engines import api
-    from ncudnn.kernels import kcache
+    from ncudnn.kernels.runtime import kcache
     from ncudnn.types import cudnnBackendHeurMode_t as HM
 
     t_import = time.perf_counter() - t0

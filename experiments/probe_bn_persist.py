@@ -1,4 +1,4 @@
-"""Time the one-kernel batch-norm backward (ncudnn.kernels.norm_bn_persist) launched directly on the GPU, whole
+"""Time the one-kernel batch-norm backward (ncudnn.kernels.norm.bn_persist) launched directly on the GPU, whole
 and cut after its phases (``stop`` 1: the sums only; 2: sums + coefficients), NHWC FP32, L2 flushed before
 every rep (median of 30). cuDNN on the same problem: experiments/probe_bn.py --set persist nhwc_bwd.
 
@@ -32,9 +32,9 @@ def main(argv=None):
     import torch
     from probe_timing import flushed_median_ms
 
-    from ncudnn.kernels import norm_bn_persist as kp
-    from ncudnn.kernels import primitives as kprim
-    from ncudnn.kernels.launch import CompiledKernel
+    from ncudnn.kernels.norm import bn_persist as kp
+    from ncudnn.kernels.primitives import warp as kprim
+    from ncudnn.kernels.runtime.launch import CompiledKernel
 
     R, C = args.rows, args.channels
     dev = "cuda"

@@ -267,7 +267,7 @@ def reduce_launch(kern, ws, c, slices, M, N, wide):
     """``run(None, stream)`` of ``kern``'s narrow or wide split-K reduce of ``ws`` (``slices`` x M x N
     floats, a gc.Flat) into ``c``, compiled through the kernel cache as gemm_common.BlockLaunch does."""
     from ncudnn.engines import gemm_common as gc
-    from ncudnn.kernels import kcache
+    from ncudnn.kernels.runtime import kcache
     from ncudnn.kernels.gemm import splitk
     from ncudnn.kernels.gemm.gemm import gemm_args
     _, _, _, _, _, _, o_args, bias_args, r_args = gemm_args(

@@ -1,6 +1,6 @@
-"""Time the persistent cp.async-pipelined layer / RMS norm forward (ncudnn.kernels.norm_row_fwd_pipe), launched
+"""Time the persistent cp.async-pipelined layer / RMS norm forward (ncudnn.kernels.norm.row_fwd_pipe), launched
 directly, against torch, cuDNN (cudnn-frontend), a torch copy x -> y (the floor) and our current kernel
-(ncudnn.kernels.norm_row_fwd_sub) in one process: FP32 rows x cols, stats written, eps 1e-5, L2 flushed before
+(ncudnn.kernels.norm.row_fwd_sub) in one process: FP32 rows x cols, stats written, eps 1e-5, L2 flushed before
 every rep (CUDA-event median). Every variant's outputs are checked against float64 first (relerr = ||got - want||
 / ||want||, worst of y / mean / inv; BAD past 1e-5).
 
@@ -83,10 +83,10 @@ def run_op(op, rows, cols, names, torch, flush, reps, end, fe=True, sub=True):
     from bench import data, ref_runners
     from probe_timing import flushed_median_ms
 
-    from ncudnn.kernels import norm_row_fwd_pipe as kp
-    from ncudnn.kernels import norm_row_fwd_sub as ks
-    from ncudnn.kernels import primitives as kprim
-    from ncudnn.kernels.launch import CompiledKernel
+    from ncudnn.kernels.norm import row_fwd_pipe as kp
+    from ncudnn.kernels.norm import row_fwd_sub as ks
+    from ncudnn.kernels.primitives import warp as kprim
+    from ncudnn.kernels.runtime.launch import CompiledKernel
 
     ln = op == "ln"
     c = _case("layernorm_fwd" if ln else "rmsnorm_fwd", rows, cols)

@@ -311,7 +311,7 @@ def _combine_ms(torch, flush, chunks, n):
         return _COMBINE[(chunks, n)]
     from numba import cuda as ncuda
 
-    from ncudnn.kernels import norm_bn_cols as kcols
+    from ncudnn.kernels.norm import bn_cols as kcols
 
     ty = kcols.combine_ty(chunks)
     k = kcols.combine_kernel("float32", "float32", "float32", True, True, ty)

@@ -17,9 +17,9 @@ Floor references (bytes as the op's): ``copy`` a torch copy x -> y; ``read`` tor
 scalar written); ``write`` y.zero_() (32 MB written); ``empty`` a one-element fill (the launch alone).
 
 Variant names: ``sub<threads a row>[r<rows a block>][t<rows a thread>]-<x policy><y policy>`` the sub-block
-kernel (ncudnn.kernels.norm_row_fwd_sub; e = evict_first, n = none), ``pipe-w<warps>s<stages>b<blocks an
+kernel (ncudnn.kernels.norm.row_fwd_sub; e = evict_first, n = none), ``pipe-w<warps>s<stages>b<blocks an
 SM>[-regs][-two]-ef|-en|-nn`` the persistent cp.async kernel (ef: evict-first x copies and y stores, en: x
-only) (ncudnn.kernels.norm_row_fwd_pipe).
+only) (ncudnn.kernels.norm.row_fwd_pipe).
 """
 import argparse
 import os
@@ -57,10 +57,10 @@ def _prepare(op, rows, cols, names, torch):
     from bench import data, ncudnn_runners, ref_runners
     from probe_norm_pipe import _case, _relerr
 
-    from ncudnn.kernels import norm_row_fwd_pipe as kp
-    from ncudnn.kernels import norm_row_fwd_sub as ks
-    from ncudnn.kernels import primitives as kprim
-    from ncudnn.kernels.launch import CompiledKernel
+    from ncudnn.kernels.norm import row_fwd_pipe as kp
+    from ncudnn.kernels.norm import row_fwd_sub as ks
+    from ncudnn.kernels.primitives import warp as kprim
+    from ncudnn.kernels.runtime.launch import CompiledKernel
 
     ln = op == "ln"
     c = _case("layernorm_fwd" if ln else "rmsnorm_fwd", rows, cols)

@@ -49,7 +49,7 @@ def wg_config(spec):
 
 
 def kernel(spec, dtype):
-    from ncudnn.kernels import epilogue as ep
+    from ncudnn.kernels.pointwise import epilogue as ep
     from ncudnn.kernels.wgmma.kernel import make_wgmma_gemm
     name = _DT[dtype][0]
     return make_wgmma_gemm(wg_config(spec), True, False, name, ep.EpilogueSpec((), name))

@@ -6,7 +6,7 @@ Run on the GPU machine (torch with CUDA; about a minute with every JIT compile):
     python3 experiments/probe_softmax.py f32_32768       # only the groups named (see GROUPS)
     python3 experiments/probe_softmax.py --dry           # generate and compile nothing on a GPU: list variants
 
-Variants are kernel-layer launches (a :class:`ncudnn.kernels.launch.PreparedLaunch` each, on torch's
+Variants are kernel-layer launches (a :class:`ncudnn.kernels.runtime.launch.PreparedLaunch` each, on torch's
 current stream), not engine plans, so every kernel shape can be compared:
 
 * ``online v512 u8``: the vector online kernel (reads the row twice; the session-3 winner);
@@ -36,9 +36,9 @@ def _variants(rows, n, dt, log, sms, wide=False, online_ref=False):
     """(label, factory) pairs; a factory returns (compiled kernel, grid, threads, shared bytes).
     ``wide``: also blocks below 1024 threads and the one-block-per-row launch; ``online_ref``: the
     vector online kernel (today's path for rows past the persistent kernel's registers)."""
-    from ncudnn.kernels import kcache
-    from ncudnn.kernels import softmax as ksm
-    from ncudnn.kernels.dtypes import array_sig, storage_dtype
+    from ncudnn.kernels.runtime import kcache
+    from ncudnn.kernels.softmax import axis as ksm
+    from ncudnn.kernels.runtime.dtypes import array_sig, storage_dtype
     vec = 16 // storage_dtype(dt).itemsize
     sig = f"void({array_sig(dt)}, {array_sig(dt)}, int64)"
 
@@ -118,7 +118,7 @@ def _row(label, ms, nbytes, torch_ms, extra=""):
 
 
 def _view(t):
-    from ncudnn.kernels.launch import ArgView
+    from ncudnn.kernels.runtime.launch import ArgView
     st = np.dtype(np.uint16) if t.element_size() == 2 else np.dtype(np.float32)
     return ArgView(t.data_ptr(), (t.numel(),), (st.itemsize,), st.itemsize, st)
 
@@ -246,7 +246,7 @@ def main(argv=None):
         return 0
     import torch
 
-    from ncudnn.kernels.primitives import sm_count
+    from ncudnn.kernels.primitives.warp import sm_count
     flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
           f"{sm_count()} SMs; median of {REPS} reps, L2 flushed ({FLUSH_BYTES >> 20} MB) before each", flush=True)

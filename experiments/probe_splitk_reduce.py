@@ -51,7 +51,7 @@ def flushed_ms(fn, torch, flush, reps):
 
 def kernels():
     """{name: (kernel, grid function(total, splits))} of the reduces compared."""
-    from ncudnn.kernels import epilogue as ep
+    from ncudnn.kernels.pointwise import epilogue as ep
     from ncudnn.kernels.gemm import splitk
     from ncudnn.kernels.gemm.operands import strided_output
     out, epi = strided_output(), ep.build(ep.EpilogueSpec())
@@ -70,7 +70,7 @@ def kernels():
 def tc_vec_run(M, N, S, ws, c, gc, kcache, batch=1):
     """run(None, stream) of the tensor-core conv's vector reduce (kernels/tc_conv/splitk.py), the one
     conv_tc uses for N % 4 == 0, over the same partials (``batch`` 4: four slices' loads at once)."""
-    from ncudnn.kernels import epilogue as ep
+    from ncudnn.kernels.pointwise import epilogue as ep
     from ncudnn.kernels.tc_conv import splitk as tsk
     kern = tsk.make_split_reduce_vec(ep.EpilogueSpec(), "float32", "float32", batch)
     args = tsk.vec_args(ws, S, c, c, c, M, N, N, 1)
@@ -82,7 +82,7 @@ def tc_vec_run(M, N, S, ws, c, gc, kcache, batch=1):
 def reduce_cases(cases, reps, torch, flush, deadline):
     from ncudnn import memory
     from ncudnn.engines import gemm_common as gc
-    from ncudnn.kernels import kcache
+    from ncudnn.kernels.runtime import kcache
     i64 = np.int64
     ks = kernels()
     for M, N, S, shift in cases:

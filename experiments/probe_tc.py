@@ -21,7 +21,7 @@ Sections (each line: config, ms, TFLOP/s, ratio = torch time / ours, rel err vs 
   stem, C = 3, it includes conv_tc's two channel-padding launches); the per-tile lines of the stem time
   the kernel on x / w zero-padded to C = 8 beforehand.
 
-Timing: median of ``--iters`` CUDA-event timings after 3 warm-ups (ncudnn.kernels.tc_timing), inputs
+Timing: median of ``--iters`` CUDA-event timings after 3 warm-ups (experiments/tc_timing.py), inputs
 fixed (L2 not flushed). TFLOP/s = 2 * M * N * K / s (conv: 2 * N * P * Q * K * C * R * S). JIT of each
 kernel happens at its first launch (untimed). Sections stop starting new configs past ``--budget``.
 """
@@ -53,7 +53,7 @@ def _with_version(cfg, v):
 # ------------------------------------------------------------------------------------------- GEMM
 def gemm_section(dtype, sizes, cfg_idx, iters, budget):
     from ncudnn.kernels.tc_gemm import CONFIGS
-    from ncudnn.kernels.tc_gemm.timing import _operands, time_config, time_torch
+    from tc_gemm_timing import _operands, time_config, time_torch
 
     for n in sizes:
         M = N = K = n
@@ -156,10 +156,10 @@ def conv_layer(name, C, H, K, R, stride, pad, N, tiles, iters, budget):
     import torch.nn.functional as F
     from numba import cuda
 
-    from ncudnn.kernels import epilogue as ep
+    from ncudnn.kernels.pointwise import epilogue as ep
     from ncudnn.kernels.tc_conv import conv_args, conv_grid, make_tc_conv_fprop
     from ncudnn.kernels.tc_gemm.launch import _compiled
-    from ncudnn.kernels.tc_timing import median_seconds
+    from tc_timing import median_seconds
 
     P = (H + 2 * pad - R) // stride + 1
     flop = 2.0 * N * P * P * K * C * R * R
@@ -235,7 +235,7 @@ def engine_plan_line(N, C, H, K, R, stride, pad, x, w, b, t_ref, flop, iters):
     import torch.nn.functional as F
 
     from ncudnn.engines import api
-    from ncudnn.kernels.tc_timing import median_seconds
+    from tc_timing import median_seconds
 
     g, cx = layer_graph(N, C, H, K, R, stride, pad)
     ec = api.get_heuristics(g, ctx=cx)[0]

@@ -57,8 +57,8 @@ def kernels(t, C, split):
     through the kernel cache (shape-free keys: one compile serves every layer; warm workers write the cubins
     first)."""
     from ncudnn.engines import gemm_common as gc
-    from ncudnn.kernels import epilogue as ep
-    from ncudnn.kernels import kcache
+    from ncudnn.kernels.pointwise import epilogue as ep
+    from ncudnn.kernels.runtime import kcache
     from ncudnn.kernels.tc_conv import conv_args, make_tc_conv_fprop
     from ncudnn.kernels.tc_conv.splitk import make_split_reduce, make_split_reduce_vec, partial_args, reduce_args
     from ncudnn.kernels.tc_conv.splitk import vec_args

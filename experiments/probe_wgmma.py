@@ -139,7 +139,7 @@ def make_kernel(n, dtype, ta, tb):
         return _KERNELS[key]
     from numba import cuda, float32, int64, uint16
 
-    from ncudnn.kernels import ptx
+    from ncudnn.kernels.primitives import ptx
     from ncudnn.kernels.wgmma import ptx as wp
     nreg = n // 2
     src = ["def probe(img, out, b_off, a_const, b_const, a_step, b_step, ksteps, nwords):",

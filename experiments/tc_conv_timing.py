@@ -17,9 +17,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: ncudnn
 
-from ncudnn.kernels import epilogue as ep
+from ncudnn.kernels.pointwise import epilogue as ep
 from ncudnn.kernels.tc_gemm.launch import _compiled
-from ncudnn.kernels.tc_timing import median_seconds
+from tc_timing import median_seconds
 from ncudnn.kernels.tc_conv.fprop import CONV_CONFIGS, conv_args, conv_grid, make_tc_conv_fprop
 
 #: (C, H, K, R, stride) of every distinct ResNet-50 (v1.5) conv after conv1; H = W, pad = R // 2

@@ -22,8 +22,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: ncudnn
 
-from ncudnn.kernels import epilogue as ep
-from ncudnn.kernels.tc_timing import median_seconds
+from ncudnn.kernels.pointwise import epilogue as ep
+from tc_timing import median_seconds
 from ncudnn.kernels.wgmma.config import CONFIGS, WgmmaConfig
 
 #: dtype -> (kernel input dtype name, NumPy type, storage type of C / bias); tf32: FP32 storage, A / B passed

@@ -3,8 +3,8 @@ from nvJitLink's ptxas log (in a subprocess with the simulator off when the simu
 import pytest
 from numba import cuda, float32
 
-from ncudnn.kernels import compile_check as cc
-from ncudnn.kernels.compile_check import register_compile_case
+from ncudnn.kernels.runtime import compile_check as cc
+from ncudnn.kernels.runtime.compile_check import register_compile_case
 from ncudnn.platform import simulator_enabled
 
 SIM_ON = simulator_enabled()

@@ -118,7 +118,7 @@ class SubPlan:
         return lambda stream: self.execute(arrays, ws, stream)
 
     def launches(self, views, scratch):
-        """The kernel launches (``kernels.launch.PreparedLaunch``) ``prepare`` would run, for the native
+        """The kernel launches (``kernels.runtime.launch.PreparedLaunch``) ``prepare`` would run, for the native
         CUDA graph path; None when the engine cannot give them (the default)."""
         return None
 

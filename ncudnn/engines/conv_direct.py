@@ -1,4 +1,4 @@
-"""Engine "conv_direct": convolution forward as a direct convolution (:mod:`ncudnn.kernels.conv_direct`),
+"""Engine "conv_direct": convolution forward as a direct convolution (:mod:`ncudnn.kernels.conv.direct`),
 one thread per output element, for depthwise convolutions (groups == C, any channel multiplier) and
 tiny channel counts: problems whose per-output reduction C/G*T*R*S is at most ``MAX_REDUCTION``.
 1-3 spatial dims, any stride / padding / dilation, both modes, any element strides (NHWC: channels
@@ -12,7 +12,7 @@ import math
 
 from numba import types
 
-from ..kernels.conv_direct import make_direct_fprop
+from ..kernels.conv.direct import make_direct_fprop
 from ..types import cudnnBackendKnobType_t, cudnnBackendLayoutType_t, cudnnStatus_t
 from . import gemm_common as gc
 from . import heuristics as H

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from ..kernels import kcache
+from ..kernels.runtime import kcache
 from ..kernels.tc_conv import check_conv, conv_args, conv_grid, make_tc_conv_fprop
 from ..kernels.tc_conv.pad import PAD_THREADS, make_pad_channels, pad_grid
 from ..kernels.tc_conv.splitk import (make_split_reduce, make_split_reduce_vec, partial_args, reduce_args,

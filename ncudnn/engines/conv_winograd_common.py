@@ -17,8 +17,8 @@ import math
 
 import numpy as np
 
-from ..kernels import epilogue as ep
-from ..kernels import kcache
+from ..kernels.pointwise import epilogue as ep
+from ..kernels.runtime import kcache
 from ..kernels.gemm import make_gemm
 from ..kernels.gemm.gemm import dummy, gemm_args
 from ..kernels.winograd import kernels as wk

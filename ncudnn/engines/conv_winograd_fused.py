@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 
-from ..kernels import epilogue as ep
-from ..kernels import kcache
+from ..kernels.pointwise import epilogue as ep
+from ..kernels.runtime import kcache
 from ..kernels.gemm.gemm import dummy
 from ..kernels.winograd import kernels as wk
 from ..kernels.winograd.fused import FusedConfig, check, make_fused

@@ -1,5 +1,5 @@
 """Engine "data_movement": concat, reshape (which covers transposes: same dims, other strides) and
-slice as strided copy kernels (:mod:`ncudnn.kernels.datamove_copy`), with a dtype cast where the
+slice as strided copy kernels (:mod:`ncudnn.kernels.datamove.strided_copy`), with a dtype cast where the
 output's dtype differs.
 
 Semantics:
@@ -35,7 +35,7 @@ import math
 
 from ..errors import BadParamError
 from ..ir.tensor import packed_strides
-from ..kernels import datamove_copy as kdm
+from ..kernels.datamove import strided_copy as kdm
 from ..types import cudnnBackendReshapeMode_t as RM, cudnnStatus_t
 from .base import OK, Engine
 from .membound_common import Arg, MemPlan, Step, abi_dtype, array_type, extent, kdtype, src_key, steps_time
@@ -110,7 +110,7 @@ class _WordArg(Arg):
     """A tensor passed to the word path re-typed as int64 (same address, 8-byte elements)."""
 
     def bind(self, views, scratch):
-        from ..kernels.launch import ArgView
+        from ..kernels.runtime.launch import ArgView
 
         v = views[self.t.uid]
         st = abi_dtype(kdtype(self.t))

@@ -1,7 +1,7 @@
 """What the GEMM-family engines (matmul_*, conv_*) share.
 
 * the tile tables (TILE_SIZE knob values) with the H200 figures that rank them;
-* the fused epilogue: the subgraph's pointwise chain as a :class:`~ncudnn.kernels.epilogue.EpilogueSpec`
+* the fused epilogue: the subgraph's pointwise chain as a :class:`~ncudnn.kernels.pointwise.epilogue.EpilogueSpec`
   (bias, unary pointwise, scale, one residual / backward-activation operand), or a reason why not;
 * knob specs and the cost-model glue (``heuristics.gemm_time``);
 * compile through the kernel cache and prepare ``cuLaunchKernel`` launches of a
@@ -19,10 +19,10 @@ from numba.cuda import types
 from numba.cuda.np import numpy_support
 
 from .. import memory
-from ..kernels import dtypes as kdt
-from ..kernels import epilogue as ep
-from ..kernels import kcache
-from ..kernels import pointwise_ops as po
+from ..kernels.runtime import dtypes as kdt
+from ..kernels.pointwise import epilogue as ep
+from ..kernels.runtime import kcache
+from ..kernels.pointwise import ops as po
 from ..kernels.gemm import splitk
 from ..kernels.gemm.config import FAST_SKINNY, GemmConfig, check
 from ..kernels.gemm.launch import kernel_args
@@ -575,7 +575,7 @@ def alpha_of(epi, views, alpha, sub=None):
 # ------------------------------------------------------------------------------- launches
 
 class Flat:
-    """A flat 1-D buffer as a kernel argument (what kernels/launch.as_arg_view reads)."""
+    """A flat 1-D buffer as a kernel argument (what kernels/runtime/launch.as_arg_view reads)."""
 
     __slots__ = ("ptr", "shape", "strides_bytes", "itemsize", "dtype", "ndim")
 

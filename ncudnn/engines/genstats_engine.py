@@ -1,9 +1,9 @@
 """Engine "genstats": GENSTATS (SUM_SQSUM) — per-channel sum and sum of squares of X in one pass
 over X (any layout: NCHW reads rows, NHWC reads 32 channels per block, coalesced), as one
-:mod:`ncudnn.kernels.reduce` spec with two terms. Knobs as the "reduction" engine (BLOCK_SIZE,
+:mod:`ncudnn.kernels.reduce.strided` spec with two terms. Knobs as the "reduction" engine (BLOCK_SIZE,
 SPLIT_K). Accumulates in float32; deterministic (fixed combine order, no atomics).
 """
-from ..kernels import reduce as kr
+from ..kernels.reduce import strided as kr
 from ..types import cudnnGenStatsMode_t, cudnnStatus_t
 from .base import OK, Engine
 from .membound_common import Arg, MemPlan, Scratch, io_dtypes_ok, kdtype, reduce_steps, steps_time

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from ..kernels import kcache
+from ..kernels.runtime import kcache
 from ..kernels.tc_gemm import check, check_fused, fused_args, fused_grid, make_tc_gemm
 from ..kernels.tc_gemm.launch import amax_zero_kernel
 from ..types import cudnnBackendKnobType_t, cudnnBackendLayoutType_t, cudnnBackendNumericalNote_t, cudnnStatus_t

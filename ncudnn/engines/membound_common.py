@@ -2,7 +2,7 @@
 
 A memory-bound subgraph runs as a short, fixed sequence of kernel launches. Each launch is a
 :class:`Step`: a kernel-cache key and a factory for the ``cuda.jit`` dispatcher (compiled once
-through :func:`ncudnn.kernels.kcache.get_or_compile`), a grid / block, and its arguments as
+through :func:`ncudnn.kernels.runtime.kcache.get_or_compile`), a grid / block, and its arguments as
 :class:`Arg` records that say where each value comes from when the plan is bound:
 
 * ``Arg.tensor(t)``: the tensor's storage as a flat 1-D array (the kernels index it with the
@@ -13,7 +13,7 @@ through :func:`ncudnn.kernels.kcache.get_or_compile`), a grid / block, and its a
 * ``Arg.dummy(dtype)``: a one-element placeholder array for an unused slot.
 
 :class:`MemPlan` binds the steps once per set of buffer addresses (``prepare``) into
-``kernels.launch.PreparedLaunch`` objects; ``run(stream)`` is then one ``cuLaunchKernel`` per step.
+``kernels.runtime.launch.PreparedLaunch`` objects; ``run(stream)`` is then one ``cuLaunchKernel`` per step.
 """
 import functools
 import hashlib
@@ -24,9 +24,9 @@ from numba.cuda import types
 from numba.cuda.np import numpy_support
 
 from .. import memory
-from ..kernels import kcache
-from ..kernels.dtypes import dtype_name, placeholder, storage_dtype
-from ..kernels.launch import ArgView
+from ..kernels.runtime import kcache
+from ..kernels.runtime.dtypes import dtype_name, placeholder, storage_dtype
+from ..kernels.runtime.launch import ArgView
 from ..types import cudnnStatus_t
 from . import heuristics as H
 from .base import SubPlan
@@ -102,7 +102,7 @@ class Arg:
     @classmethod
     def device(cls, provider, n, dtype):
         """A device array the engine owns beyond any one execution (``provider()`` returns it, e.g.
-        :func:`ncudnn.kernels.grid_sync.device_counter`), bound as its first ``n`` elements of ``dtype``."""
+        :func:`ncudnn.kernels.primitives.grid_sync.device_counter`), bound as its first ``n`` elements of ``dtype``."""
         return cls("device", value=provider, n=n, dtype=dtype, nbtype=array_type(dtype))
 
     @classmethod
@@ -255,13 +255,13 @@ def io_dtypes_ok(node, allowed=("float32", "float16", "bfloat16", "float64")):
     return S.CUDNN_STATUS_SUCCESS, ""
 
 
-# ------------------------------------------------------------------ kernels.reduce as steps
+# ------------------------------------------------------------------ kernels.reduce.strided as steps
 
 def reduce_steps(spec, scratch, in_args, out_args, name="reduce"):
-    """Steps running :class:`ncudnn.kernels.reduce.ReduceSpec` ``spec``: the main kernel and, when
+    """Steps running :class:`ncudnn.kernels.reduce.strided.ReduceSpec` ``spec``: the main kernel and, when
     the launcher splits the reduced range, the fixed-order combine (partials in ``scratch``). A
     vector kernel's main step carries its element-load twin as ``fallback`` (misaligned inputs)."""
-    from ..kernels import reduce as kr
+    from ..kernels.reduce import strided as kr
 
     rk = kr.build_reduce(spec)  # source generated; numba compiles only on a kernel-cache miss
     ws = scratch.take(rk.workspace_elems(), rk.ctype) if rk.workspace_elems() else Arg.dummy(rk.ctype)
@@ -306,7 +306,7 @@ def grid_steps_time(device, steps, regs=32):
     return t
 
 
-# ------------------------------------------------------------- kernels.pointwise as a step
+# ------------------------------------------------------------- kernels.pointwise.fused as a step
 
 #: pointwise node attributes passed to the generator (as the pointwise_fused engine passes them)
 PW_PARAMS = ("relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope", "elu_alpha", "softplus_beta",
@@ -334,7 +334,7 @@ class PointwiseBuilder:
         return self.add_input(Arg.tensor(t), kdtype(t), bcast_strides(t, self.shape))
 
     def node(self, mode, *operands, **params):
-        from ..kernels.pointwise import NodeSpec
+        from ..kernels.pointwise.fused import NodeSpec
 
         self.nodes.append(NodeSpec.make(int(mode), operands, **params))
         return len(self.nodes) - 1   # a node ref is finalized in :meth:`step` (n_inputs + index)
@@ -365,7 +365,7 @@ class PointwiseBuilder:
         return j
 
     def spec(self, block=256):
-        from ..kernels import pointwise as kpw
+        from ..kernels.pointwise import fused as kpw
 
         n_in = len(self.inputs)
 
@@ -381,7 +381,7 @@ class PointwiseBuilder:
         return kpw.PointwiseSpec(self.shape, ins, nodes, outs, block=block)
 
     def step(self, name="pointwise", block=256):
-        from ..kernels import pointwise as kpw
+        from ..kernels.pointwise import fused as kpw
 
         spec = self.spec(block)
         meta = kpw.PointwiseKernel(spec, None, None)

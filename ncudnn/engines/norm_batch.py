@@ -3,8 +3,8 @@
 
 Forward, training (and instance norm in either phase: its statistics always come from x):
   1. one deterministic reduction pass over x: per-group sum and sum of squares (a group is a channel
-     for BN, a (sample, channel) pair for IN) into workspace (:mod:`ncudnn.kernels.reduce`);
-  2. a thread-per-group finalize (:mod:`ncudnn.kernels.bn_finalize`): MEAN, INV_VARIANCE, running
+     for BN, a (sample, channel) pair for IN) into workspace (:mod:`ncudnn.kernels.reduce.strided`);
+  2. a thread-per-group finalize (:mod:`ncudnn.kernels.norm.bn_finalize`): MEAN, INV_VARIANCE, running
      statistics (INPUT_RUNNING_* -> OUTPUT_RUNNING_*, unbiased variance), equivalent scale / bias;
   3. one fused pointwise pass ``y = x * eq_scale + eq_bias`` followed by the epilogue nodes.
 Forward, BN inference: ONE pointwise pass ``(x - MEAN_IN) * INV_VARIANCE_IN * scale + bias`` (+ epilogue).
@@ -15,15 +15,15 @@ reduction) -> one pointwise pass ``dx = a*dy + b*x + c``.
 Statistics are sums of shifted data (x - K, K = the group's first element: no cancellation
 when |mean| >> std, one pass), float64 on the dedicated NHWC / NCHW kernels (no overflow of (x - K)^2); backward sums dy * (x - MEAN). Deterministic (no atomics). EPSILON and
 EXP_AVG_FACTOR by value or as one-element device tensors (read inside the finalize kernel).
-Batch norm on packed NHWC / NCHW runs dedicated kernels (:mod:`ncudnn.kernels.norm_bn_cols`,
-:mod:`ncudnn.kernels.norm_bn_planes`: one-wave partial sums, an ordered combine, the finalize and a
+Batch norm on packed NHWC / NCHW runs dedicated kernels (:mod:`ncudnn.kernels.norm.bn_cols`,
+:mod:`ncudnn.kernels.norm.bn_planes`: one-wave partial sums, an ordered combine, the finalize and a
 register-coefficient apply pass); other layouts and instance norm take the generic reduce / pointwise path.
-Packed NHWC with float32 and C % 4 == 0 runs :mod:`ncudnn.kernels.norm_bn_colsv` by default (16-byte
+Packed NHWC with float32 and C % 4 == 0 runs :mod:`ncudnn.kernels.norm.bn_colsv` by default (16-byte
 loads, one geometry for both passes, the apply pass walking each chunk backwards from the rows still in
-the L2, streaming hints) with the chunk combine and the coefficients fused (:mod:`ncudnn.kernels.norm_bn_fin`):
-three launches. The backward there defaults to ONE cooperative kernel (:mod:`ncudnn.kernels.norm_bn_persist`,
+the L2, streaming hints) with the chunk combine and the coefficients fused (:mod:`ncudnn.kernels.norm.bn_fin`):
+three launches. The backward there defaults to ONE cooperative kernel (:mod:`ncudnn.kernels.norm.bn_persist`,
 KERNEL_CFG ``persist_*``: one block an SM keeping rows of x and dy on chip between the sums and dx, two grid
-barriers: :func:`ncudnn.kernels.grid_sync.grid_barrier` on the device's counter) where its grid fills every SM
+barriers: :func:`ncudnn.kernels.primitives.grid_sync.grid_barrier` on the device's counter) where its grid fills every SM
 with one block (C up to 256 always; wider C where its 256-channel tiles divide the SM count); other shapes and
 misaligned buffers take the three-launch path, and as a cooperative kernel it is no plain CUDA-graph node
 (``populate``: NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API; choose a colsv KERNEL_CFG for graphs).
@@ -34,16 +34,16 @@ coefficients (float32).
 """
 from numba.cuda import types
 
-from ..kernels import norm_bn_cols as kcols
-from ..kernels import bn_finalize as kbf
-from ..kernels import norm_bn_colsv as kcolsv
-from ..kernels import norm_bn_fin as kfin
-from ..kernels import grid_sync as kgsync
-from ..kernels import norm_bn_persist as kpersist
-from ..kernels import norm_bn_planes as kplanes
-from ..kernels import reduce as kr
-from ..kernels.dtypes import compute_type
-from ..kernels import primitives as kprim
+from ..kernels.norm import bn_cols as kcols
+from ..kernels.norm import bn_finalize as kbf
+from ..kernels.norm import bn_colsv as kcolsv
+from ..kernels.norm import bn_fin as kfin
+from ..kernels.primitives import grid_sync as kgsync
+from ..kernels.norm import bn_persist as kpersist
+from ..kernels.norm import bn_planes as kplanes
+from ..kernels.reduce import strided as kr
+from ..kernels.runtime.dtypes import compute_type
+from ..kernels.primitives import warp as kprim
 from ..platform import simulator_enabled
 from ..types import (cudnnBackendKnobType_t, cudnnBackendNormFwdPhase_t, cudnnBackendNormMode_t,
                      cudnnPointwiseMode_t, cudnnStatus_t)
@@ -92,7 +92,7 @@ def check_norm_node(engine, sub, modes):
         return S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': SCALE: required by {engine.name}"
     if sub.tail is not None:
         return S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"node '{sub.tail.name}': a fused reduction tail"
-    from ..kernels import pointwise_ops as po
+    from ..kernels.pointwise import ops as po
 
     for n in sub.epilogue:
         if int(n.mode) not in po.SUPPORTED_MODES:
@@ -141,13 +141,13 @@ def bn_layout(x):
     return ("cols", acc // C, C)
 
 
-#: KERNEL_CFG values: which kernels run packed NHWC batch norm. None: :mod:`ncudnn.kernels.norm_bn_cols`
-#: (statistics and apply with their own grids); else (vec, reverse, hint, fin) of :mod:`ncudnn.kernels.norm_bn_colsv`
+#: KERNEL_CFG values: which kernels run packed NHWC batch norm. None: :mod:`ncudnn.kernels.norm.bn_cols`
+#: (statistics and apply with their own grids); else (vec, reverse, hint, fin) of :mod:`ncudnn.kernels.norm.bn_colsv`
 #: (one geometry for both passes; reverse: the apply pass walks each chunk backwards, starting on the rows
 #: the statistics pass left in the L2; hint: streaming loads / stores in the apply pass; fin: the chunk
-#: combine and the coefficients in one kernel, :mod:`ncudnn.kernels.norm_bn_fin`). Entries of 6:
+#: combine and the coefficients in one kernel, :mod:`ncudnn.kernels.norm.bn_fin`). Entries of 6:
 #: (vec, reverse, hint, fin, cpb, align): ``cpb`` channels per block of the fused combine (< 32: the
-#: many-block tree combine of :func:`ncudnn.kernels.norm_bn_fin.tree_geometry`), ``align``: chunk rows a
+#: many-block tree combine of :func:`ncudnn.kernels.norm.bn_fin.tree_geometry`), ``align``: chunk rows a
 #: multiple of TY * unroll and the threads' last rows loaded at once (no one-row tail trips).
 COLS_VARIANTS = (None, (4, True, True, False), (4, True, False, False), (4, False, False, False),
                  (1, True, False, False), (4, False, True, False), (4, True, True, True), (4, True, False, True),
@@ -158,7 +158,7 @@ COLS_LABELS = ("cols", "colsv4_rev_hint", "colsv4_rev", "colsv4", "colsv1_rev", 
                "colsv4_rev_fin", "colsv1_rev_fin",
                "colsv4_rev_hint_fin8", "colsv4_rev_hint_fin4", "colsv4_rev_hint_fin_al", "colsv4_rev_hint_fin8_al",
                "colsv4_rev_hint_fin4_al")
-#: the one-kernel backward (:mod:`ncudnn.kernels.norm_bn_persist`, a cooperative grid of one block an SM keeping
+#: the one-kernel backward (:mod:`ncudnn.kernels.norm.bn_persist`, a cooperative grid of one block an SM keeping
 #: rows of (x, dy) in registers and shared memory between the sums and the dx pass): (threads, register rows,
 #: shared rows, unroll) a thread; appended to COLS_VARIANTS as 7-entry tuples whose last entry is ("persist", ...)
 PERSIST_VARIANTS = kpersist.PERSIST_CASES
@@ -332,7 +332,7 @@ def _descs(tensors, names):
 
 def fin_step(comb, tensors, C, count, eps=None, mom=None, shift=None, kout=None, cpb=32):
     """The combine Step ``comb`` of the colsv statistics replaced by the fused combine + coefficients
-    kernel (:mod:`ncudnn.kernels.norm_bn_fin`): forward when ``eps`` is given (``tensors`` as for
+    kernel (:mod:`ncudnn.kernels.norm.bn_fin`): forward when ``eps`` is given (``tensors`` as for
     finalize_step; ``kout``: the scratch Arg receiving K per channel), else backward (as for bwd_weights_step).
     ``cpb`` < 32: the tree combine on ceil(C / cpb) blocks of (cpb, lanes)."""
     p0, p1, chunks = comb.args[0], comb.args[1], comb.args[4]

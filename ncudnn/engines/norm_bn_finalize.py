@@ -1,12 +1,12 @@
 """Engine "bn_finalize": BN_FINALIZE (training / inference) as one thread-per-channel kernel
-(:mod:`ncudnn.kernels.bn_finalize`): equivalent scale / bias, saved mean and inverse std, running
+(:mod:`ncudnn.kernels.norm.bn_finalize`): equivalent scale / bias, saved mean and inverse std, running
 statistics read from PREV_* and written to UPDATED_* (they may alias). EPSILON, ACCUM_COUNT and
 EXP_AVG_FACTOR by value or as one-element device tensors (read inside the kernel). Knob: BLOCK_SIZE (threads per block). No workspace.
 Also "bn_bwd_weights": BN_BWD_WEIGHTS (dscale, dbias and the dx coefficients) the same way.
 """
 from numba.cuda import types
 
-from ..kernels import bn_finalize as kb
+from ..kernels.norm import bn_finalize as kb
 from ..types import cudnnBackendKnobType_t, cudnnBnFinalizeStatsMode_t, cudnnStatus_t
 from .base import OK, Engine, KnobSpec
 from .membound_common import Arg, MemPlan, Scratch, Step, io_dtypes_ok, kdtype, src_key, \

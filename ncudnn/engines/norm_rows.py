@@ -1,15 +1,15 @@
 """Engine "norm_rows": NORM_FORWARD / NORM_BACKWARD for LAYER_NORM and RMS_NORM as row kernels
-(:mod:`ncudnn.kernels.norm_row`): each sample's normalized elements form one row of n = prod(dims[1:]).
+(:mod:`ncudnn.kernels.norm.row`): each sample's normalized elements form one row of n = prod(dims[1:]).
 
 Forward: one kernel, a block (or a warp, for rows <= 256) per row; rows up to BLOCK * 16 elements
 stay in registers (two-pass mean / variance, one read of x, one write of y), longer rows loop
 (shifted one-pass sums). Training writes MEAN (layer norm) and INV_VARIANCE. A pointwise epilogue
 runs as a second pass over y kept in the workspace (float32).
 Backward writing DSCALE / DBIAS (default, KERNEL_CFG 1): one persistent row kernel
-(:mod:`ncudnn.kernels.norm_row_bwd`: dx, and per block the partial column sums of dscale / dbias in
+(:mod:`ncudnn.kernels.norm.row_bwd`: dx, and per block the partial column sums of dscale / dbias in
 registers; x and dy read once) then the ordered combine of the blocks' partial rows (deterministic).
 KERNEL_CFG 0 (and the default without DSCALE / DBIAS): dx in one row kernel; dscale (and dbias) as
-ordered column sums over the rows (:mod:`ncudnn.kernels.norm_row_dparams`: coalesced one-wave partials,
+ordered column sums over the rows (:mod:`ncudnn.kernels.norm.row_dparams`: coalesced one-wave partials,
 re-reading x and dy, then an ordered combine).
 
 Layouts: each sample's block must be dense (any order of the non-batch dims: NCHW, NHWC, ...) with
@@ -20,13 +20,13 @@ rows a block, 0 = the kernel layer's 4); LOAD_SIZE (forward: 0 = an element per 
 vector accesses when n divides into vectors and X, Y, SCALE, BIAS declare >= 16-byte alignment);
 CTA_COUNT (forward, 16-byte kernel: 0 = a block per row group, c = a persistent grid of SMs x c blocks
 looping over the rows; STAGES 2 then loads the next row before this row's statistics); forward KERNEL_CFG
-1..12: the sub-block kernel (:mod:`ncudnn.kernels.norm_row_fwd_sub`: BLOCK_SIZE threads a row, TILE_ROWS rows a
+1..12: the sub-block kernel (:mod:`ncudnn.kernels.norm.row_fwd_sub`: BLOCK_SIZE threads a row, TILE_ROWS rows a
 block, STAGES 1 scale / bias loaded before the reductions; see FWD_SUB_KCFG; made the default by
 FWD_SUB_DEFAULT); forward KERNEL_CFG 20..29: the persistent cp.async-pipelined kernel (:mod:`.norm_rows_pipe`,
 the default for FP32 rows of 512..1024 columns and enough rows). Fused backward
 (KERNEL_CFG 1): BLOCK_SIZE threads, TILE_ROWS rows a loop step, CTA_COUNT blocks per SM, STAGES 2 (the
 next row group's loads issued before this group's reductions) or 1 (0 each: the kernel layer's choice,
-:func:`ncudnn.kernels.norm_row_bwd.fused_config`), LOAD_SIZE 16 for 16-byte accesses (rows dividing
+:func:`ncudnn.kernels.norm.row_bwd.fused_config`), LOAD_SIZE 16 for 16-byte accesses (rows dividing
 into vectors, X / DY / DX / SCALE 16-byte aligned).
 The default config (:func:`preferred_knobs`, :func:`preferred_bwd_knobs`) is the 16-byte / fused
 kernel wherever it applies; the cost model ranks every other config 5% behind its path's bytes.
@@ -35,13 +35,13 @@ EPSILON by value or as a one-element device tensor (read in the kernel).
 import math
 
 
-from ..kernels import norm_bn_cols as kcols
-from ..kernels import norm_row as kn
-from ..kernels import norm_row_bwd as kf
-from ..kernels import norm_row_dparams as kd
-from ..kernels import norm_row_fwd_sub as ksub
-from ..kernels.dtypes import compute_type
-from ..kernels import primitives as kprim
+from ..kernels.norm import bn_cols as kcols
+from ..kernels.norm import row as kn
+from ..kernels.norm import row_bwd as kf
+from ..kernels.norm import row_dparams as kd
+from ..kernels.norm import row_fwd_sub as ksub
+from ..kernels.runtime.dtypes import compute_type
+from ..kernels.primitives import warp as kprim
 from ..types import cudnnBackendKnobType_t, cudnnBackendNormFwdPhase_t, cudnnBackendNormMode_t, cudnnStatus_t
 from . import norm_rows_pipe as npipe
 from .base import OK, Config, Engine, KnobSpec
@@ -149,7 +149,7 @@ def _bwd_vec_of(sub):
 
 
 def _fused_geometry(sub, cfg):
-    """:class:`ncudnn.kernels.norm_row_bwd.FusedConfig` of a fused backward config (None: the row is too
+    """:class:`ncudnn.kernels.norm.row_bwd.FusedConfig` of a fused backward config (None: the row is too
     long for registers at that BLOCK_SIZE)."""
     x = sub.nodes[0].inputs["X"]
     vec = _bwd_vec(sub) if _load(cfg) else 1
@@ -196,7 +196,7 @@ def preferred_knobs(sub):
 
 
 #: fused backward geometries the heuristics rank and the autotuner tries: (BLOCK_SIZE, TILE_ROWS, CTA_COUNT),
-#: 0 = the kernel layer's choice (:func:`ncudnn.kernels.norm_row_bwd.fused_config`)
+#: 0 = the kernel layer's choice (:func:`ncudnn.kernels.norm.row_bwd.fused_config`)
 BWD_FUSED_VARIANTS = ((0, 0, 0), (128, 2, 0), (128, 4, 0), (256, 1, 0), (256, 2, 0), (256, 4, 0), (512, 1, 0),
                       (512, 2, 0), (0, 0, 1), (0, 0, 2), (0, 0, 4), (0, 2, 0), (0, 1, 0))
 
@@ -204,11 +204,11 @@ BWD_FUSED_VARIANTS = ((0, 0, 0), (128, 2, 0), (128, 4, 0), (256, 1, 0), (256, 2,
 #: forward CTA_COUNT values (persistent grids of SMs x CTA_COUNT blocks) ranked after the default
 FWD_PERSIST_CTAS = (4, 8, 16)
 
-#: forward KERNEL_CFG values: 0 the row kernel of :mod:`ncudnn.kernels.norm_row`; 1..12 the sub-block
-#: kernel (:mod:`ncudnn.kernels.norm_row_fwd_sub`, BLOCK_SIZE threads a row, TILE_ROWS rows a block,
+#: forward KERNEL_CFG values: 0 the row kernel of :mod:`ncudnn.kernels.norm.row`; 1..12 the sub-block
+#: kernel (:mod:`ncudnn.kernels.norm.row_fwd_sub`, BLOCK_SIZE threads a row, TILE_ROWS rows a block,
 #: STAGES 1 = scale / bias loaded before the reductions), as (two-pass statistics, .cs stores, .cs loads of X
 #: [, rows a thread: several consecutive rows interleaved, scale / bias loaded once for them
-#: [, L2 policy of X's loads, of Y's stores (:mod:`ncudnn.kernels.l2hint`; None: none)]])
+#: [, L2 policy of X's loads, of Y's stores (:mod:`ncudnn.kernels.primitives.l2hint`; None: none)]])
 FWD_SUB_KCFG = {1: (True, False, False), 2: (False, False, False), 3: (True, True, False), 4: (False, True, False),
                 5: (True, True, True), 6: (False, True, True), 7: (True, False, True), 8: (False, False, True),
                 9: (True, False, False, 2), 10: (False, False, False, 2), 11: (True, False, False, 4),
@@ -341,7 +341,7 @@ def packed_strides_of(dims):
 
 
 def kprim_itemsize(dt):
-    from ..kernels.dtypes import storage_dtype
+    from ..kernels.runtime.dtypes import storage_dtype
     return storage_dtype(dt).itemsize
 
 
@@ -442,7 +442,7 @@ def _backward(sub, cfg):
 
 def _backward_fused(sub, cfg):
     """One persistent kernel (dx and per-block dscale / dbias partials,
-    :mod:`ncudnn.kernels.norm_row_bwd`), then the ordered combine of the partials."""
+    :mod:`ncudnn.kernels.norm.row_bwd`), then the ordered combine of the partials."""
     node = sub.nodes[0]
     i = node.inputs
     x, dy, scale, inv = i["X"], i["DY"], i["SCALE"], i["INV_VARIANCE"]
@@ -475,7 +475,7 @@ def _backward_fused(sub, cfg):
 
 
 def _dparams_steps(scratch, x, dy, mean, inv, dscale, dbias, rows, n, rms):
-    """dscale / dbias as ordered column sums (:mod:`ncudnn.kernels.norm_row_dparams`), then the combine."""
+    """dscale / dbias as ordered column sums (:mod:`ncudnn.kernels.norm.row_dparams`), then the combine."""
     s_dt = kdtype(inv)
     ct = compute_type([kdtype(x), kdtype(dy), s_dt])
     cfg = kcols.cols_config(rows, n, kprim.sm_count(), blocks_per_sm=kd.BLOCKS_PER_SM, unroll=kd.UNROLL)

@@ -1,5 +1,5 @@
 """Engine "norm_rows", forward KERNEL_CFG 20..29: the persistent ``cp.async``-pipelined row kernel
-(:mod:`ncudnn.kernels.norm_row_fwd_pipe`) for layer / RMS norm rows of 128..1024 FP32 columns.
+(:mod:`ncudnn.kernels.norm.row_fwd_pipe`) for layer / RMS norm rows of 128..1024 FP32 columns.
 
 A grid of SMs x ``bps`` blocks of ``warps`` warps; each warp streams whole rows through a ring of ``stages``
 rows in shared memory (the next rows' copies in flight while it normalizes this one). The KERNEL_CFG value
@@ -25,8 +25,8 @@ cudnn-frontend; ``--consumer``: each norm timed with a torch.sum of its y right 
 """
 import math
 
-from ..kernels import norm_row_fwd_pipe as kp
-from ..kernels import primitives as kprim
+from ..kernels.norm import row_fwd_pipe as kp
+from ..kernels.primitives import warp as kprim
 from ..types import cudnnBackendKnobType_t
 from .membound_common import Step, kdtype, src_key, tensor_bytes
 

@@ -1,6 +1,6 @@
 """Engine "pointwise_fused": a DAG of pointwise nodes (or one node) as ONE generated kernel.
 
-The subgraph's nodes become a :class:`~ncudnn.kernels.pointwise.PointwiseSpec`: tensors read from
+The subgraph's nodes become a :class:`~ncudnn.kernels.pointwise.fused.PointwiseSpec`: tensors read from
 outside are kernel inputs (broadcast dims get stride 0 over the output shape; by-value scalars are a
 one-element device array), virtual tensors inside stay in registers, non-virtual (and materialized)
 tensors written are kernel outputs. Knobs: BLOCK_SIZE (threads per block),
@@ -19,11 +19,11 @@ from numba.cuda import types
 from numba.cuda.np import numpy_support
 
 from .. import memory
-from ..kernels import kcache
-from ..kernels import pointwise as kpw
-from ..kernels.launch import ArgView
-from ..kernels import pointwise_ops as po
-from ..kernels.dtypes import dtype_name
+from ..kernels.runtime import kcache
+from ..kernels.pointwise import fused as kpw
+from ..kernels.runtime.launch import ArgView
+from ..kernels.pointwise import ops as po
+from ..kernels.runtime.dtypes import dtype_name
 from ..types import cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
 from . import heuristics as H
 from .base import OK, Engine, KnobSpec, SubPlan
@@ -261,7 +261,7 @@ def resident_grid(meta, compiled):
     regs = (getattr(compiled, "attrs", None) or {}).get("regs")
     if not spec.waves or not regs:
         return grid
-    from ..kernels.primitives import sm_count
+    from ..kernels.primitives.warp import sm_count
 
     warps = spec.block // 32
     per_warp = -(-regs * 32 // 256) * 256           # registers are allocated per warp, 256 at a time
@@ -290,7 +290,7 @@ def _compiled(spec):
 
 class PointwisePlan(SubPlan):
     """One fused kernel. ``prepare`` packs the launch parameters once (flat storage views of the
-    tensors, the element count); ``run`` is one ``cuLaunchKernel`` (kernels/launch.py). A vector
+    tensors, the element count); ``run`` is one ``cuLaunchKernel`` (kernels/runtime/launch.py). A vector
     kernel (``vec > 1``) whose buffers are not aligned to one vector runs its ``vec = 1`` twin
     (compiled on first need)."""
 

@@ -1,5 +1,5 @@
 """Engine "reduction": a REDUCTION node (every cudnnReduceTensorOp_t) over the axes where Y's extent
-is 1, any strides, as :mod:`ncudnn.kernels.reduce` kernels.
+is 1, any strides, as :mod:`ncudnn.kernels.reduce.strided` kernels.
 
 Layout decides the kernel: when the innermost memory axis is reduced, a block per output walks the
 reduced elements (row kernel); otherwise 32 outputs per block read coalesced (column kernel). When
@@ -18,7 +18,7 @@ ARRAY_SIZE_PER_THREAD (vector kernel: vectors in flight per thread) and CTA_COUN
 split grids: blocks per SM). Accumulates in float32 (float64 for all-fp64 I/O); NaN propagates
 through MIN / MAX / AMAX.
 """
-from ..kernels import reduce as kr
+from ..kernels.reduce import strided as kr
 from ..types import cudnnBackendKnobType_t, cudnnReduceTensorOp_t, cudnnStatus_t
 from .base import OK, Engine, KnobSpec
 from .membound_common import Arg, MemPlan, Scratch, grid_steps_time, io_dtypes_ok, kdtype, reduce_steps

@@ -2,7 +2,7 @@
 excluding padding, nearest, bilinear; ZERO / NEG_INF / EDGE padding; 1-3 spatial dims; any layout).
 
 2-D float32 pooling with int32 IDX and every tensor NHWC (C % 4 == 0) or every tensor with unit W stride
-may run the register-tiled kernels of :mod:`ncudnn.kernels.resample_tile` (a thread per TH x TW tile of
+may run the register-tiled kernels of :mod:`ncudnn.kernels.resample.tile` (a thread per TH x TW tile of
 outputs / dx, the window loaded once into registers: 16-byte vectors when 16-byte aligned and, in NCHW,
 W % 4 == 0, else scalars; backward a gather from dy and IDX windows, or the winners recomputed from an X
 window). Knob KERNEL_CFG picks: auto (``AUTO_TILES``: the tile per direction, layout and backward
@@ -10,13 +10,13 @@ source; else the direct kernel), direct, or tiled with TILE_ROWS x TILE_COLS (re
 that tile does not fit the problem).
 
 Otherwise forward NEAREST / BILINEAR and pooling with at most ``MAX_TAPS`` taps run the direct kernels of
-:mod:`ncudnn.kernels.resample_direct`: 16-byte vectors of 4 channels per thread for float32
+:mod:`ncudnn.kernels.resample.direct`: 16-byte vectors of 4 channels per thread for float32
 tensors with unit channel stride (NHWC), C % 4 == 0, strides multiples of 4 and alignment >= 16 (checked again on the addresses at bind time),
 else a thread per element in the output's memory order (NCHW: threads along W); the window unrolled,
 the max-pool index written only when the graph has an IDX output. Pooling backward is the direct
 integer gather (deterministic, no atomics): MAXPOOL routes dy by IDX, or without IDX recomputes the
 winners from X. NEAREST / BILINEAR backward, larger windows and EDGE-padded pooling backward use the generic
-:mod:`ncudnn.kernels.resample` kernels (also a deterministic gather). Knobs: BLOCK_SIZE, KERNEL_CFG,
+:mod:`ncudnn.kernels.resample.generic` kernels (also a deterministic gather). Knobs: BLOCK_SIZE, KERNEL_CFG,
 TILE_ROWS, TILE_COLS. No workspace.
 Unsupported (reason names the node and field): alpha != 1 or beta != 0, MAXPOOL backward with
 neither IDX nor X (or X with EDGE padding), non-integer pooling geometry, BILINEAR window != 2.
@@ -24,9 +24,9 @@ neither IDX nor X (or X with EDGE padding), non-integer pooling geometry, BILINE
 import math
 
 from ..errors import BadParamError
-from ..kernels import resample as krs
-from ..kernels import resample_direct as rd
-from ..kernels import resample_tile as rv
+from ..kernels.resample import generic as krs
+from ..kernels.resample import direct as rd
+from ..kernels.resample import tile as rv
 from ..types import cudnnBackendKnobType_t, cudnnNanPropagation_t, cudnnResampleMode_t, cudnnStatus_t
 from .base import OK, Engine, KnobSpec
 from .membound_common import Arg, MemPlan, Step, io_dtypes_ok, kdtype, src_key, steps_time, tensor_bytes

@@ -1,5 +1,5 @@
 """Engine "rng_philox": the RNG node (BERNOULLI, UNIFORM, NORMAL) as the Philox4x32-10 kernel of
-:mod:`ncudnn.kernels.rng`: a counter-based generator, so the output depends only on (seed, offset)
+:mod:`ncudnn.kernels.rng.philox`: a counter-based generator, so the output depends only on (seed, offset)
 and never on the launch configuration (BLOCK_SIZE knob, grid size).
 
 SEED and OFFSET come from the by-value SEED / OFFSET tensors (the variant pack may override them)
@@ -12,8 +12,8 @@ import math
 import numpy as np
 from numba.cuda import types
 
-from ..kernels import rng as krng
-from ..kernels.primitives import SIM, sm_count
+from ..kernels.rng import philox as krng
+from ..kernels.primitives.warp import SIM, sm_count
 from ..types import cudnnBackendKnobType_t, cudnnRngDistribution_t, cudnnStatus_t
 from .base import OK, Engine, KnobSpec
 from .membound_common import Arg, MemPlan, Step, by_value_only, kdtype, src_key, steps_time

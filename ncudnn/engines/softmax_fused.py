@@ -1,5 +1,5 @@
 """Engine "softmax_fused": softmax / log-softmax forward and backward, recognized from the reduction +
-pointwise pattern front ends lower it to, as ONE :mod:`ncudnn.kernels.softmax` kernel (a row or
+pointwise pattern front ends lower it to, as ONE :mod:`ncudnn.kernels.softmax.axis` kernel (a row or
 column kernel: one read of x, one write of y; online max/sum for long rows).
 
 Patterns (tensors between the nodes virtual, each read only inside the pattern; ``r`` = the axes
@@ -30,7 +30,7 @@ longer ones; the cost model ranks every other config 5% behind it. No workspace.
 """
 import math
 
-from ..kernels import softmax as ksm
+from ..kernels.softmax import axis as ksm
 from ..types import (cudnnBackendKnobType_t, cudnnPointwiseMode_t as PM, cudnnReduceTensorOp_t as RO,
                      cudnnStatus_t)
 from . import heuristics as H
@@ -260,7 +260,7 @@ def _row_vec(sub):
 
 
 def storage_itemsize(dt):
-    from ..kernels.dtypes import storage_dtype
+    from ..kernels.runtime.dtypes import storage_dtype
     return storage_dtype(dt).itemsize
 
 

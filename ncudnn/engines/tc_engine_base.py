@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import BadParamError
-from ..kernels import kcache
+from ..kernels.runtime import kcache
 from ..kernels.tc_gemm import TcGemmConfig, check, smem_bytes
 from ..platform import simulator_enabled
 from ..types import cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnStatus_t

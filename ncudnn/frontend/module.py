@@ -61,7 +61,7 @@ def get_last_error_string():
 def create_kernel_cache():
     """The kernel cache compiled kernels are kept in (shared by all graphs; in memory and, on a GPU,
     on disk). Accepted by ``pygraph(kernel_cache=...)``."""
-    from ..kernels.kcache import default_cache
+    from ..kernels.runtime.kcache import default_cache
 
     return default_cache()
 

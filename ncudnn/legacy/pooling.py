@@ -12,7 +12,7 @@ from ..errors import BadParamError, c_api
 from ..handle import get_handle_or_raise
 from ..ir import ResampleBwd, ResampleFwd
 from ..ir.tensor import packed_strides
-from ..kernels.resample_direct import bwd_supported
+from ..kernels.resample.direct import bwd_supported
 from ..types import cudnnDataType_t, cudnnPaddingMode_t, cudnnPoolingMode_t, cudnnResampleMode_t
 from . import lower as L
 from ._util import desc_arg, host_scalar, need_ptr, optional_ptrs

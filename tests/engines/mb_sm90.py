@@ -107,10 +107,10 @@ _LAST = {}
 
 def _patch_sm_count():
     import ncudnn.engines.rng_philox as a
-    import ncudnn.kernels.pointwise as b
-    import ncudnn.kernels.primitives as c
-    import ncudnn.kernels.reduce as d
-    import ncudnn.kernels.resample as e
+    import ncudnn.kernels.pointwise.fused as b
+    import ncudnn.kernels.primitives.warp as c
+    import ncudnn.kernels.reduce.strided as d
+    import ncudnn.kernels.resample.generic as e
 
     for mod in (a, b, c, d, e):
         mod.sm_count = lambda: SM_COUNT

@@ -7,7 +7,7 @@ import pytest
 from ncudnn.engines import api
 from ncudnn.engines.norm_batch import COLS_LABELS, COLS_VARIANTS, cols_info
 from ncudnn.ir import NormBwd, NormFwd, OpGraph
-from ncudnn.kernels import norm_bn_colsv as kv
+from ncudnn.kernels.norm import bn_colsv as kv
 from ncudnn.types import cudnnBackendKnobType_t as K, cudnnBackendNormFwdPhase_t as PH
 from ncudnn.types import cudnnBackendNormMode_t as NM
 
@@ -109,7 +109,7 @@ def test_bnf_colsv_geometry():
 def test_bnf_planes_reverse_order(rng, monkeypatch, phase):
     """NCHW, KERNEL_CFG planes_rev: the apply blocks take the planes in the reverse of the statistics
     pass's order; 1 SM modelled: 2 chunks of 3 samples over N = 5 (one empty slot)."""
-    from ncudnn.kernels import primitives as kprim
+    from ncudnn.kernels.primitives import warp as kprim
     monkeypatch.setattr(kprim, "sm_count", lambda *a, **k: 1)
     n, c = 5, 3
     xs = (c * H * W, H * W, W, 1)

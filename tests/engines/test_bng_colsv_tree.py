@@ -10,9 +10,9 @@ from numba import cuda
 from ncudnn.engines import api
 from ncudnn.engines.norm_batch import (COLS_LABELS, COLS_VARIANTS, DEFAULT_COLS_VARIANT, NormBatchEngine,
                                        var_align, var_cpb)
-from ncudnn.kernels import norm_bn_colsv as kv
-from ncudnn.kernels import norm_bn_fin as kfin
-from ncudnn.kernels.bn_finalize import BWD_ARRAYS
+from ncudnn.kernels.norm import bn_colsv as kv
+from ncudnn.kernels.norm import bn_fin as kfin
+from ncudnn.kernels.norm.bn_finalize import BWD_ARRAYS
 from ncudnn.testing import assert_close, poison_value
 from ncudnn.types import cudnnBackendKnobType_t as K
 
@@ -129,7 +129,7 @@ def test_bng_backward_default_knob(monkeypatch):
 @pytest.mark.slow
 def test_bng_kernels_compile_for_sm90():
     """The tree combine (fwd / bwd) and the loaded-at-once tails compile for sm_90: no spills, in budget."""
-    from ncudnn.kernels import compile_check
+    from ncudnn.kernels.runtime import compile_check
     names = ["bn_fin_bwd_tree8", "bn_fin_bwd_tree4", "bn_fin_fwd_tree4", "bn_colsv_partial_bwd_gtail",
              "bn_colsv_apply_bwd_gtail", "bn_colsv_apply_fwd_gtail"]
     assert set(names) <= set(compile_check.registered_cases())

@@ -1,4 +1,4 @@
-"""The one-kernel packed-NHWC batch-norm backward (:mod:`ncudnn.kernels.norm_bn_persist`): the kernel launched
+"""The one-kernel packed-NHWC batch-norm backward (:mod:`ncudnn.kernels.norm.bn_persist`): the kernel launched
 directly at small thread counts (register rows, shared-memory rows and streamed rows all in use, ragged
 channel tile, a thread with no rows) against the float64 oracle with poisoned outputs, and the engine's
 KERNEL_CFG persist variants end to end (one step; misaligned buffers take the three-launch default)."""
@@ -8,7 +8,7 @@ from numba import cuda
 
 from ncudnn import memory
 from ncudnn.engines.norm_batch import COLS_LABELS, COLS_VARIANTS, DEFAULT_COLS_VARIANT_BWD, var_persist
-from ncudnn.kernels import norm_bn_persist as kp
+from ncudnn.kernels.norm import bn_persist as kp
 from ncudnn.reference.ops import run_node
 from ncudnn.testing import assert_close, poison_value, size
 
@@ -94,7 +94,7 @@ def test_bnp_engine_variant(rng, variant):
     from ncudnn.platform import simulator_enabled
     # a full grid (the inline barrier on the device counter, shared memory padded to one block an SM): one block in
     # the simulator, on a GPU one chunk an SM (70 of 1 row, the rest empty)
-    from ncudnn.kernels import primitives as kprim
+    from ncudnn.kernels.primitives import warp as kprim
     assert steps[0].grid == (1, 1 if simulator_enabled() else kprim.sm_count())
     assert steps[0].shared == max(kp.shared_bytes(threads, ns, pf), kp.ONE_BLOCK_SHARED) and steps[0].cooperative
     assert [a.kind for a in steps[0].args].count("device") == 1
@@ -114,7 +114,7 @@ def test_bnp_forward_and_knobs_rejected():
     wide = _bwd(1, 512)          # 2 channel tiles: the simulator's one-block grid cannot hold them (a GPU's can)
     st, why = api.check_support(wide, _cfg(wide, PERSIST[0], unroll=4))
     assert (int(st) != 0 and "co-resident" in why) if simulator_enabled() else int(st) == 0
-    from ncudnn.kernels import primitives as kprim
+    from ncudnn.kernels.primitives import warp as kprim
     five = _bwd(1, 1280)         # 5 channel tiles: a grid of 5 x (SMs // 5) blocks leaves SMs idle (132 SMs: 2)
     st, why = api.check_support(five, _cfg(five, PERSIST[0], unroll=4))
     if simulator_enabled():
@@ -171,7 +171,7 @@ def test_bnp_gpu_resnet_shape(rng):
         plan = _execute(g, rng, positive=("INV_VARIANCE",), ec=_cfg(g, v, unroll=4))
         step = plan.parts[0].steps[0]
         assert [a.kind for a in step.args].count("device") == 1      # a full grid: the inline barrier
-    from ncudnn.kernels.grid_sync import device_counter
+    from ncudnn.kernels.primitives.grid_sync import device_counter
     assert int(device_counter().copy_to_host()[0]) & 0x7FFFFFFF == 0
 
 
@@ -180,8 +180,8 @@ def test_bnp_gpu_full_grid_inline_barrier(rng):
     """N = SMs x 5 x 7 rows of 16 channels: one chunk of 35 rows a block, every SM (the inline barrier on the device
     counter), run three times in a row through two variants (the counter needs no reset between launches);
     small enough for compute-sanitizer."""
-    from ncudnn.kernels import primitives as kprim
-    from ncudnn.kernels.grid_sync import device_counter
+    from ncudnn.kernels.primitives import warp as kprim
+    from ncudnn.kernels.primitives.grid_sync import device_counter
     from ncudnn.platform import simulator_enabled
     if simulator_enabled():
         pytest.skip("the simulator runs one-block grids only")

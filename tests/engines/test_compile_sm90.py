@@ -1,7 +1,7 @@
 """The kernel pointwise_fused builds, compiled for sm_90 without a GPU (CI cannot run it there)."""
 import os
 
-from ncudnn.kernels import kcache
+from ncudnn.kernels.runtime import kcache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -84,7 +84,7 @@ def test_graph_handle_and_kernel_node_params():
     from cuda.bindings import driver
 
     from ncudnn.engines import cudagraph
-    from ncudnn.kernels.launch import pack_params
+    from ncudnn.kernels.runtime.launch import pack_params
 
     assert cudagraph._graph_int(driver.CUgraph(0x5A5A0)) == 0x5A5A0
     assert cudagraph._graph_int(0x5A5A0) == 0x5A5A0

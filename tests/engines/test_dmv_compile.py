@@ -1,8 +1,8 @@
 """The data-movement copy kernels compile for sm_90 (no GPU needed) with no spills or local memory and
 within 64 registers (the word-path memcpy here; every case with
-``python -m ncudnn.kernels.compile_check ncudnn.kernels.datamove_copy``)."""
-from ncudnn.kernels import compile_check
-from ncudnn.kernels import datamove_copy  # noqa: F401  (registers the cases)
+``python -m ncudnn.kernels.runtime.compile_check ncudnn.kernels.datamove.strided_copy``)."""
+from ncudnn.kernels.runtime import compile_check
+from ncudnn.kernels.datamove import strided_copy as datamove_copy  # noqa: F401  (registers the cases)
 
 
 def test_copy_kernels_compile_for_sm90():

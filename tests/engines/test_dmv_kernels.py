@@ -1,12 +1,12 @@
-"""The strided copy kernels of kernels/datamove_copy.py called directly: slices (element offsets on both
+"""The strided copy kernels of kernels/datamove/strided_copy.py called directly: slices (element offsets on both
 sides), casts on the strided and the tiled path, int32 bit-exact copies, and the normalization that
 picks the path (merged dims, word path, tiled transpose)."""
 import ml_dtypes
 import numpy as np
 from numba import cuda
 
-from ncudnn.kernels import datamove_copy as dc
-from ncudnn.kernels.dtypes import from_storage, to_storage
+from ncudnn.kernels.datamove import strided_copy as dc
+from ncudnn.kernels.runtime.dtypes import from_storage, to_storage
 from ncudnn.testing import poison_value
 
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from ncudnn.kernels import kcache
+from ncudnn.kernels.runtime import kcache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

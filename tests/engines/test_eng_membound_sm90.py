@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from ncudnn.kernels import kcache
+from ncudnn.kernels.runtime import kcache
 
 import mb_sm90
 

@@ -1,4 +1,4 @@
-"""Resample engine on the register-tiled pooling kernels (ncudnn.kernels.resample_tile): KERNEL_CFG auto
+"""Resample engine on the register-tiled pooling kernels (ncudnn.kernels.resample.tile): KERNEL_CFG auto
 picks them per direction and layout, tiled configs run any applicable tile, refused tiles say why; every
 run checked against the float64 oracle with poisoned outputs."""
 import pytest

@@ -3,7 +3,7 @@ the 16-byte row kernel, block and warp-per-row modes, through the engine API aga
 import pytest
 
 from ncudnn.engines import api, registry
-from ncudnn.kernels import primitives as kprim
+from ncudnn.kernels.primitives import warp as kprim
 from ncudnn.ir.partition import partition
 from ncudnn.testing import size
 from ncudnn.types import cudnnBackendKnobType_t as K, cudnnBackendNormMode_t as NM

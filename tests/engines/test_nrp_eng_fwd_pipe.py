@@ -4,7 +4,7 @@ import pytest
 
 from ncudnn.engines import api
 from ncudnn.engines.norm_rows_pipe import FWD_PIPE_KCFG
-from ncudnn.kernels import primitives as kprim
+from ncudnn.kernels.primitives import warp as kprim
 from ncudnn.testing import size
 from ncudnn.types import cudnnBackendKnobType_t as K, cudnnBackendNormMode_t as NM, cudnnDataType_t as DT
 

@@ -9,7 +9,7 @@ from numba import cuda
 from ncudnn.engines import api, registry
 from ncudnn.engines.reduce_engine import KR, KU, _spec, reduction_spec_knobs, vector_problem
 from ncudnn.ir import OpGraph, Reduction, TensorDesc, packed_strides
-from ncudnn.kernels import reduce as kr
+from ncudnn.kernels.reduce import strided as kr
 from ncudnn.testing import assert_close, poison_value
 from ncudnn.types import cudnnBackendKnobType_t as K, cudnnDataType_t as DT, cudnnReduceTensorOp_t as RO
 from ncudnn.types import cudnnStatus_t as S

@@ -1,4 +1,4 @@
-"""Pooling through the engine API on the direct kernels (ncudnn.kernels.resample_direct): NHWC float32
+"""Pooling through the engine API on the direct kernels (ncudnn.kernels.resample.direct): NHWC float32
 16-byte vector path and NCHW, forward with / without index, backward routed by IDX and recomputed
 from X, 2D / 3D, against the float64 oracle. GPU-only: timing of the issue-4 shape (N32 C256 112x112,
 3x3 s2) forward and backward, printed with GB/s and torch in the same run."""

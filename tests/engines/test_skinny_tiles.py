@@ -8,7 +8,7 @@ from numba import cuda
 from ncudnn.engines import api, registry
 from ncudnn.engines import gemm_common as gc
 from ncudnn.ir import Matmul, OpGraph, TensorDesc, packed_strides
-from ncudnn.kernels import compile_check
+from ncudnn.kernels.runtime import compile_check
 from ncudnn.kernels.gemm import cases
 from ncudnn.kernels.gemm.fastloop import fast_ok
 from ncudnn.kernels.gemm.gemm import gemm_args, make_gemm

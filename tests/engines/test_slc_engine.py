@@ -10,7 +10,7 @@ from ncudnn.engines import api, registry
 from ncudnn.errors import CudnnError
 from ncudnn.ir import OpGraph, Slice
 from ncudnn.ir.partition import Subgraph
-from ncudnn.kernels import datamove_copy as kdm
+from ncudnn.kernels.datamove import strided_copy as kdm
 from ncudnn.types import cudnnDataType_t as DT, cudnnStatus_t as S
 
 import mb_util as U

@@ -11,7 +11,7 @@ from ncudnn.engines import api, registry
 from ncudnn.errors import CudnnError
 from ncudnn.ir import Concat, OpGraph, Reshape
 from ncudnn.ir.partition import Subgraph
-from ncudnn.kernels import datamove_copy as kdm
+from ncudnn.kernels.datamove import strided_copy as kdm
 from ncudnn.types import cudnnBackendReshapeMode_t as RM, cudnnDataType_t as DT, cudnnStatus_t as S
 
 import mb_util as U

@@ -15,8 +15,8 @@ import ncudnn.legacy as L
 from ncudnn import reference as R
 from ncudnn.engines import api, registry
 from ncudnn.ir.partition import Subgraph, partition
-from ncudnn.kernels import softmax as ksm
-from ncudnn.kernels.primitives import SIM
+from ncudnn.kernels.softmax import axis as ksm
+from ncudnn.kernels.primitives.warp import SIM
 from ncudnn.testing import assert_close, size
 from ncudnn.types import cudnnBackendHeurMode_t as HM, cudnnStatus_t as S
 

@@ -145,7 +145,7 @@ def sm90_amax_sig(_kernel):
 def test_amax_kernel_compiles_for_sm90(monkeypatch):
     import os
 
-    from ncudnn.kernels import kcache
+    from ncudnn.kernels.runtime import kcache
 
     here = os.path.dirname(os.path.abspath(__file__))
     monkeypatch.setenv("PYTHONPATH", here + os.pathsep + os.environ.get("PYTHONPATH", ""))

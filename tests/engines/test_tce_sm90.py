@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ncudnn.kernels import kcache
+from ncudnn.kernels.runtime import kcache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: (tile index, fp8 kind, output) compiled: the two largest tiles matmul_tc offers FP8 (FP8_SPILLS left out)

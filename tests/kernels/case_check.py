@@ -1,7 +1,7 @@
 """The scaffolding of the sm_90 compile tests that check a module's registered cases
-(ncudnn.kernels.compile_check): the case names a module registered, and the assertion that all of them compile
+(ncudnn.kernels.runtime.compile_check): the case names a module registered, and the assertion that all of them compile
 with no problem (spills, registers, local memory, as each case's budget says)."""
-from ncudnn.kernels import compile_check
+from ncudnn.kernels.runtime import compile_check
 
 
 def cases_of(*modules):

@@ -1,11 +1,11 @@
-"""The one-kernel batch-norm backward (ncudnn.kernels.norm_bn_persist) compiles for sm_90 with no spills within
+"""The one-kernel batch-norm backward (ncudnn.kernels.norm.bn_persist) compiles for sm_90 with no spills within
 65536 / THREADS registers and no local memory (one co-resident block an SM, the inline grid barrier; slow: NVVM)."""
 import pytest
 
 from case_check import assert_cases_compile, cases_of
-from ncudnn.kernels import norm_bn_persist  # noqa: F401 (registers its cases)
+from ncudnn.kernels.norm import bn_persist as norm_bn_persist  # noqa: F401 (registers its cases)
 
-_MODULE = "ncudnn.kernels.norm_bn_persist"
+_MODULE = "ncudnn.kernels.norm.bn_persist"
 
 
 def _ours():

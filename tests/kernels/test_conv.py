@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from ncudnn import reference as R
-from ncudnn.kernels import dtypes as dt
-from ncudnn.kernels import epilogue as ep
+from ncudnn.kernels.runtime import dtypes as dt
+from ncudnn.kernels.pointwise import epilogue as ep
 from ncudnn.kernels.conv import geometry, make_conv_fprop, packed_strides
 from ncudnn.kernels.conv.table import table_bytes
 from ncudnn.kernels.gemm import CONFIGS, GemmConfig

@@ -6,7 +6,7 @@ import pytest
 from numba import cuda
 
 from ncudnn import reference as R
-from ncudnn.kernels import epilogue as ep
+from ncudnn.kernels.pointwise import epilogue as ep
 from ncudnn.kernels.conv import geometry
 from ncudnn.kernels.conv.dgrad_phased import make_conv_dgrad_phased, phases
 from ncudnn.kernels.gemm import CONFIGS, GemmConfig

@@ -1,13 +1,13 @@
-"""Direct convolution kernel (ncudnn.kernels.conv_direct) against the float64 oracle: depthwise and
+"""Direct convolution kernel (ncudnn.kernels.conv.direct) against the float64 oracle: depthwise and
 tiny-channel problems, strides, asymmetric padding, dilation, groups, both modes, NCHW / NHWC."""
 import numpy as np
 import pytest
 from numba import cuda
 
 from ncudnn import reference as R
-from ncudnn.kernels import epilogue as ep
+from ncudnn.kernels.pointwise import epilogue as ep
 from ncudnn.kernels.conv import geometry, packed_strides
-from ncudnn.kernels.conv_direct import make_direct_fprop, source
+from ncudnn.kernels.conv.direct import make_direct_fprop, source
 from ncudnn.testing import assert_close, poison_value
 from ncudnn.types import cudnnPointwiseMode_t as PM
 
@@ -76,9 +76,9 @@ def test_source_has_constant_divisors_and_no_padding_multiplies():
 _PTX = r"""
 import ncudnn
 from numba import cuda
-from ncudnn.kernels import epilogue as ep
+from ncudnn.kernels.pointwise import epilogue as ep
 from ncudnn.kernels.conv import geometry, packed_strides
-from ncudnn.kernels.conv_direct import make_direct_fprop
+from ncudnn.kernels.conv.direct import make_direct_fprop
 from ncudnn.types import cudnnPointwiseMode_t as PM
 xs, ws = (32, 64, 56, 56), (64, 1, 3, 3)
 g = geometry(xs, ws, groups=64, pre_pad=1, post_pad=1, x_strides=packed_strides(xs, "nhwc"),

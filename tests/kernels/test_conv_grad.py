@@ -4,7 +4,7 @@ from numba import cuda
 import pytest
 
 from ncudnn import reference as R
-from ncudnn.kernels import dtypes as dt
+from ncudnn.kernels.runtime import dtypes as dt
 from ncudnn.kernels.conv import geometry, make_conv_dgrad, make_conv_wgrad, packed_strides
 from ncudnn.kernels.gemm import CONFIGS, GemmConfig
 from ncudnn.testing import assert_close, poison_value, random, size

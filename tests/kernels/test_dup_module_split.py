@@ -1,4 +1,4 @@
-"""kernels/launch.py and kernels/kcache.py split by responsibility (launch_args: views / ABI / types;
+"""kernels/runtime/launch.py and kernels/runtime/kcache.py split by responsibility (launch_args: views / ABI / types;
 launch_sim: the simulator's prepared launch; cubin: offline compile and resource reading): every public
 name is still importable from the old module and is the same object, and each module stays small."""
 import pathlib
@@ -6,7 +6,7 @@ import pathlib
 import numpy as np
 from numba import cuda
 
-from ncudnn.kernels import cubin, kcache, launch, launch_args, launch_sim
+from ncudnn.kernels.runtime import cubin, kcache, launch, launch_args, launch_sim
 
 
 def test_dup_old_modules_keep_their_public_names():

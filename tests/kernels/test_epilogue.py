@@ -1,11 +1,11 @@
-"""Fused GEMM epilogues (ncudnn.kernels.epilogue) against the oracle: bias, activation chains,
+"""Fused GEMM epilogues (ncudnn.kernels.pointwise.epilogue) against the oracle: bias, activation chains,
 scale, residual, output casts."""
 import numpy as np
 import pytest
 
 from ncudnn import reference as R
-from ncudnn.kernels import dtypes as dt
-from ncudnn.kernels import epilogue as ep
+from ncudnn.kernels.runtime import dtypes as dt
+from ncudnn.kernels.pointwise import epilogue as ep
 from ncudnn.kernels.gemm import GemmConfig, make_gemm, run_gemm
 from ncudnn.testing import assert_close, poison_value, random, size
 from ncudnn.types import cudnnPointwiseMode_t as PM

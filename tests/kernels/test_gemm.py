@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from ncudnn import reference as R
-from ncudnn.kernels import dtypes as dt
-from ncudnn.kernels import epilogue as ep
+from ncudnn.kernels.runtime import dtypes as dt
+from ncudnn.kernels.pointwise import epilogue as ep
 from ncudnn.kernels.gemm import CONFIGS, GemmConfig, check, keep, make_gemm, run_gemm
 from ncudnn.testing import assert_close, poison_value, random, size
 

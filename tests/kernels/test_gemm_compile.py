@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ncudnn.kernels import compile_check
+from ncudnn.kernels.runtime import compile_check
 from ncudnn.kernels.conv import cases as conv_cases  # noqa: F401  (registers)
 from ncudnn.kernels.gemm import CONFIGS
 from ncudnn.kernels.gemm import cases as gemm_cases  # noqa: F401  (registers)
@@ -19,7 +19,7 @@ _PTX_STATS = r"""
 import json, os, sys
 import ncudnn
 from numba import cuda
-from ncudnn.kernels import compile_check
+from ncudnn.kernels.runtime import compile_check
 from ncudnn.kernels.gemm import cases
 case = compile_check.registered_cases()[sys.argv[1]]
 ptx = cuda.compile_ptx(case.func.py_func, case.signature, cc=(9, 0))[0]

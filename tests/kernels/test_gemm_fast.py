@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from ncudnn import reference as R
-from ncudnn.kernels import epilogue as ep
+from ncudnn.kernels.pointwise import epilogue as ep
 from ncudnn.kernels.gemm import CONFIGS, GemmConfig, check, make_gemm, run_gemm
 from ncudnn.kernels.gemm.gemm import gemm_args
 from ncudnn.kernels.gemm.fastloop import make_fast_kernel

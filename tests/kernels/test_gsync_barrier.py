@@ -1,4 +1,4 @@
-"""The inline grid barrier (ncudnn.kernels.grid_sync): the counter protocol over every arrival order (a host
+"""The inline grid barrier (ncudnn.kernels.primitives.grid_sync): the counter protocol over every arrival order (a host
 model: the simulator runs blocks one after another, so a many-block barrier cannot run there), the barrier in a
 one-block kernel on the simulator / GPU, and the sm_90 PTX of the two gpu-scope instructions."""
 import itertools
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from ncudnn.kernels import grid_sync
+from ncudnn.kernels.primitives import grid_sync
 
 TOP = grid_sync.TOP_BIT
 
@@ -68,7 +68,7 @@ def test_gsync_device_counter_is_zeroed_and_shared():
 _PTX = """
 import json, sys
 from numba import cuda, uint32
-from ncudnn.kernels import grid_sync
+from ncudnn.kernels.primitives import grid_sync
 
 def k(bar):
     grid_sync.grid_barrier(bar, 4)

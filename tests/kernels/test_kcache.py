@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from ncudnn.kernels import kcache
-from ncudnn.kernels.kcache import CacheEntry, KernelCache, decode_entry, encode_entry, make_key
-from ncudnn.kernels.launch import CompiledKernel
+from ncudnn.kernels.runtime import kcache
+from ncudnn.kernels.runtime.kcache import CacheEntry, KernelCache, decode_entry, encode_entry, make_key
+from ncudnn.kernels.runtime.launch import CompiledKernel
 from ncudnn.testing import random
 
 SIG = "void(float32[::1], float32[::1], float32)"
@@ -65,7 +65,7 @@ def test_key_is_stable_across_processes():
     assert key == make_key("gemm/BLOCK_M=64", (kcache.normalize_argtypes(SIG)), "sm_90")
     parts = json.loads(key)
     assert parts[0] == "gemm/BLOCK_M=64" and parts[2] == "sm_90" and parts[3:] == list(kcache.versions())
-    code = ("from ncudnn.kernels import kcache;"
+    code = ("from ncudnn.kernels.runtime import kcache;"
             f"print(kcache.key_digest(kcache.make_key('gemm/BLOCK_M=64', {SIG!r}, 'sm_90')))")
     env = dict(os.environ, PYTHONHASHSEED=str(hash("x") % 1000 + 1))  # another hash seed
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
@@ -241,7 +241,7 @@ def test_resource_usage_sm90_without_gpu(monkeypatch, rng):
 CUBIN_VS_LOG = r'''
 import json, os, sys
 sys.path.insert(0, os.environ["HERE"])
-from ncudnn.kernels import kcache
+from ncudnn.kernels.runtime import kcache
 from test_kcache import make_resource_kernel
 out = []
 for n_local, n_shared in json.loads(sys.argv[1]):
@@ -303,7 +303,7 @@ PREWARM = r'''
 import os, sys
 import numpy as np
 sys.path.insert(0, os.environ["HERE"])
-from ncudnn.kernels.kcache import KernelCache
+from ncudnn.kernels.runtime.kcache import KernelCache
 from test_kcache import SIG, make_scale_kernel
 print("PATH " + KernelCache(directory=sys.argv[1], cc="sm_90").prewarm(
     "scale", lambda: make_scale_kernel(np.float32(2.0)), SIG))

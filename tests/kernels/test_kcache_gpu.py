@@ -14,7 +14,7 @@ import json, os, sys, time
 import numpy as np
 from numba import cuda
 sys.path.insert(0, os.environ["HERE"])
-from ncudnn.kernels import kcache
+from ncudnn.kernels.runtime import kcache
 from test_kcache import make_scale_kernel
 mode = sys.argv[1]
 

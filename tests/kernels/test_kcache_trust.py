@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from ncudnn import log
-from ncudnn.kernels import kcache
-from ncudnn.kernels.kcache import make_key
+from ncudnn.kernels.runtime import kcache
+from ncudnn.kernels.runtime.kcache import make_key
 
 from test_kcache import SIG, FakeGPU, _cache, _close, _never, _run, make_scale_kernel
 

@@ -1,11 +1,11 @@
-"""The register-tiled pooling kernels the resample engine picks by default (ncudnn.kernels.resample_tile,
+"""The register-tiled pooling kernels the resample engine picks by default (ncudnn.kernels.resample.tile,
 issue 4's shape) compile for sm_90 with no spills and at most 128 registers (slow: NVVM)."""
 import pytest
 
-from ncudnn.kernels import compile_check
+from ncudnn.kernels.runtime import compile_check
 
 from case_check import assert_cases_compile, cases_of
-from ncudnn.kernels import resample_tile
+from ncudnn.kernels.resample import tile as resample_tile
 
 
 

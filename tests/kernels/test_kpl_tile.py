@@ -1,4 +1,4 @@
-"""Register-tiled 2D pooling kernels (ncudnn.kernels.resample_tile): forward (with / without index) and
+"""Register-tiled 2D pooling kernels (ncudnn.kernels.resample.tile): forward (with / without index) and
 the gather backward (routed by index, recomputed from x, average including / excluding padding), NCHW
 (4-column chunks) and NHWC (4-channel vectors), several tiles, against the float64 oracle."""
 import numpy as np
@@ -6,9 +6,9 @@ import pytest
 from numba import cuda
 
 from ncudnn import reference as ref
-from ncudnn.kernels import resample as rs
-from ncudnn.kernels import resample_tile as rv
-from ncudnn.kernels.primitives import launch
+from ncudnn.kernels.resample import generic as rs
+from ncudnn.kernels.resample import tile as rv
+from ncudnn.kernels.primitives.warp import launch
 from ncudnn.testing import assert_close
 from ncudnn.types import cudnnPaddingMode_t as PAD, cudnnResampleMode_t as RM
 
@@ -183,8 +183,8 @@ def test_tile_sources_assign_every_name_once(lay, tile):
 
 def test_tile_names_reexported_by_resample_vec():
     """The tiled kernels' public names still resolve through resample_vec, as the same objects."""
-    from ncudnn.kernels import resample_vec
-    from ncudnn.kernels.resample_vec import fwd_tile_kernel
+    from ncudnn.kernels.resample import vec as resample_vec
+    from ncudnn.kernels.resample.vec import fwd_tile_kernel
     assert fwd_tile_kernel is rv.fwd_tile_kernel
     for name in rv.__all__:
         assert getattr(resample_vec, name) is getattr(rv, name), name

@@ -5,8 +5,8 @@ import pytest
 
 from ncudnn.engines import api
 from ncudnn.ir import OpGraph, Reduction, TensorDesc, packed_strides
-from ncudnn.kernels import reduce as kr
-from ncudnn.kernels.pointwise import contiguous_strides as cs
+from ncudnn.kernels.reduce import strided as kr
+from ncudnn.kernels.pointwise.fused import contiguous_strides as cs
 from ncudnn.types import cudnnDataType_t as DT, cudnnReduceTensorOp_t as RO
 
 R, C = 8192, 32768

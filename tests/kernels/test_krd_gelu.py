@@ -7,8 +7,8 @@ import pytest
 from numba import cuda
 
 from ncudnn import reference as ref
-from ncudnn.kernels import pointwise as kpw
-from ncudnn.kernels import pointwise_ops as po
+from ncudnn.kernels.pointwise import fused as kpw
+from ncudnn.kernels.pointwise import ops as po
 from ncudnn.testing import assert_close, poison_value
 from ncudnn.types import cudnnPointwiseMode_t as PM
 

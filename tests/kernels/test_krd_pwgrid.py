@@ -5,8 +5,8 @@ from types import SimpleNamespace
 import pytest
 
 from ncudnn.engines import pointwise as EP
-from ncudnn.kernels import pointwise as kpw
-from ncudnn.kernels import primitives
+from ncudnn.kernels.pointwise import fused as kpw
+from ncudnn.kernels.primitives import warp as primitives
 from ncudnn.types import cudnnPointwiseMode_t as PM
 
 SHAPE = (8192, 4096)

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from ncudnn.kernels import softmax as ksm
-from ncudnn.kernels import softmax_persist
-from ncudnn.kernels.dtypes import from_storage, to_storage
+from ncudnn.kernels.softmax import axis as ksm
+from ncudnn.kernels.softmax import persist as softmax_persist
+from ncudnn.kernels.runtime.dtypes import from_storage, to_storage
 from ncudnn.testing import assert_close, poison_value, size
 
 
@@ -98,8 +98,8 @@ SM90 = [(32768, False, 4, 1024, 1, "float32"), (32768, True, 4, 1024, 1, "float3
 def test_ksm_persist_compiles_sm90(monkeypatch, n, log, vec, block, prefetch, dt):
     import os
 
-    from ncudnn.kernels import kcache
-    from ncudnn.kernels.dtypes import array_sig
+    from ncudnn.kernels.runtime import kcache
+    from ncudnn.kernels.runtime.dtypes import array_sig
     here = os.path.dirname(os.path.abspath(__file__))
     monkeypatch.setenv("PYTHONPATH", here + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = kcache.resource_usage_subprocess("test_ksm_persist:sm90_factory", f"void({array_sig(dt)}, {array_sig(dt)}, int64)",

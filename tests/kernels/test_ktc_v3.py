@@ -4,8 +4,8 @@ TF32 halves, the conv gather; every GPU config of v3 on a GPU; sm_90 compile (sl
 import numpy as np
 import pytest
 
-from ncudnn.kernels import compile_check
-from ncudnn.kernels import epilogue as ep
+from ncudnn.kernels.runtime import compile_check
+from ncudnn.kernels.pointwise import epilogue as ep
 from ncudnn.kernels.tc_gemm import CONFIGS, TcGemmConfig, check, make_tc_gemm, run_tc_gemm
 from ncudnn.testing import SIM, assert_close, poison_value, size
 from test_tc_conv import _run as conv_run

@@ -8,8 +8,8 @@ from ptx_stats import ptx_stats
 _SCRIPT = r"""
 import json, sys
 from numba import cuda
-from ncudnn.kernels import epilogue as ep
-from ncudnn.kernels.kcache import link_ptx
+from ncudnn.kernels.pointwise import epilogue as ep
+from ncudnn.kernels.runtime.kcache import link_ptx
 from ncudnn.kernels.wgmma.config import WgmmaConfig
 from ncudnn.kernels.wgmma.kernel import make_wgmma_gemm
 bn, wgs, mi, st, ak, bk = (int(x) for x in sys.argv[1].split(","))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from ncudnn import reference as ref
-from ncudnn.kernels import epilogue as ep
+from ncudnn.kernels.pointwise import epilogue as ep
 from ncudnn.kernels.wgmma.config import CONFIGS, WgmmaConfig
 from ncudnn.kernels.wgmma.kernel import make_wgmma_gemm
 from ncudnn.kernels.wgmma.launch import run_wgmma_gemm

@@ -9,7 +9,7 @@ from numba import cuda
 from numba.cuda import types
 from numba.cuda.np import numpy_support
 
-from ncudnn.kernels.launch import (ArgView, CompiledKernel, as_arg_view, dim3, stream_handle,
+from ncudnn.kernels.runtime.launch import (ArgView, CompiledKernel, as_arg_view, dim3, stream_handle,
                                    typeof_arg)
 from ncudnn.memory import as_view
 from ncudnn.testing import poison_value, random

@@ -1,4 +1,4 @@
-"""The parameter packing of ncudnn.kernels.launch against numba's own kernel ABI, without a GPU.
+"""The parameter packing of ncudnn.kernels.runtime.launch against numba's own kernel ABI, without a GPU.
 
 * In this process: the packed buffer read back through the pointer array is the flattened values.
 * In a child process with the simulator off: numba-cuda's ``_Kernel._prepare_args`` flattens the same
@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from ncudnn.kernels.launch import ArgView, flatten_args, pack_params
+from ncudnn.kernels.runtime.launch import ArgView, flatten_args, pack_params
 from numba.cuda import types
 
 
@@ -49,7 +49,7 @@ from numba.cuda import types, compile_ptx
 from numba.cuda.args import ArgHint
 from numba.cuda.dispatcher import _Kernel
 from numba.cuda.np import numpy_support
-from ncudnn.kernels.launch import ArgView, flatten_args
+from ncudnn.kernels.runtime.launch import ArgView, flatten_args
 
 rng = np.random.default_rng(req["seed"])
 REC = numpy_support.from_dtype(np.dtype([("a", np.float32), ("b", np.int64)], align=True))
@@ -150,7 +150,7 @@ GPU_PATH_CHILD = r'''
 import ctypes, json, struct, sys
 import numpy as np
 from cuda.bindings import driver as drv
-import ncudnn.kernels.launch as L
+import ncudnn.kernels.runtime.launch as L
 
 req = json.loads(sys.stdin.read())
 calls, attrs = [], []

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numba import cuda, float32
 
-from ncudnn.kernels.launch import CompiledKernel, LaunchError
+from ncudnn.kernels.runtime.launch import CompiledKernel, LaunchError
 from ncudnn.testing import poison_value, random
 
 pytestmark = pytest.mark.gpu

@@ -5,8 +5,8 @@ import pytest
 from numba import cuda
 
 from ncudnn import reference as ref
-from ncudnn.kernels import norm_row as kn
-from ncudnn.kernels.dtypes import from_storage, to_storage
+from ncudnn.kernels.norm import row as kn
+from ncudnn.kernels.runtime.dtypes import from_storage, to_storage
 from ncudnn.testing import assert_close
 
 
@@ -84,8 +84,8 @@ SM90 = [(1024, False, "float32", 4, 4, 0), (1024, True, "float32", 4, 8, 0), (40
 def test_row_norm_vec_compiles_sm90(monkeypatch, n, rms, dt, vec, rpb, block):
     import os
 
-    from ncudnn.kernels import kcache
-    from ncudnn.kernels.dtypes import array_sig as a
+    from ncudnn.kernels.runtime import kcache
+    from ncudnn.kernels.runtime.dtypes import array_sig as a
     here = os.path.dirname(os.path.abspath(__file__))
     monkeypatch.setenv("PYTHONPATH", here + os.pathsep + os.environ.get("PYTHONPATH", ""))
     sig = f"void({a(dt)}, {a('float32')}, {a('float32')}, {a(dt)}, {a('float32')}, {a('float32')}, float64, int64)"
@@ -122,7 +122,7 @@ def test_layer_norm_refuses_inv_std_without_mean():
     out-of-bounds write into a one-element dummy."""
     from numba import cuda
 
-    from ncudnn.kernels.norm_row import row_norm_forward
+    from ncudnn.kernels.norm.row import row_norm_forward
     x = cuda.to_device(np.ones((4, 8), np.float32))
     y = cuda.to_device(np.zeros((4, 8), np.float32))
     inv = cuda.to_device(np.zeros(4, np.float32))

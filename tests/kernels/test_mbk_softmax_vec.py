@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from ncudnn.kernels import softmax as ksm
-from ncudnn.kernels.dtypes import from_storage, to_storage
+from ncudnn.kernels.softmax import axis as ksm
+from ncudnn.kernels.runtime.dtypes import from_storage, to_storage
 from ncudnn.testing import assert_close
 
 
@@ -63,7 +63,7 @@ SM90 = [(1024, 4, 32, 4, 4, False), (32768, 4, 512, 0, 4, True), (32768, 4, 1024
 def test_softmax_vec_compiles_sm90(monkeypatch, n, vec, block, rpb, unroll, online):
     import os
 
-    from ncudnn.kernels import kcache
+    from ncudnn.kernels.runtime import kcache
     here = os.path.dirname(os.path.abspath(__file__))
     monkeypatch.setenv("PYTHONPATH", here + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = kcache.resource_usage_subprocess("test_mbk_softmax_vec:sm90_factory", "void(float32[::1], float32[::1], int64)",

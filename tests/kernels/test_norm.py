@@ -5,9 +5,9 @@ import pytest
 from numba import cuda
 
 from ncudnn import reference as ref
-from ncudnn.kernels import norm
-from ncudnn.kernels.dtypes import from_storage, to_storage
-from ncudnn.kernels.pointwise import contiguous_strides as cs
+from ncudnn.kernels.norm import bn_generic as norm
+from ncudnn.kernels.runtime.dtypes import from_storage, to_storage
+from ncudnn.kernels.pointwise.fused import contiguous_strides as cs
 from ncudnn.testing import assert_close
 
 

@@ -1,9 +1,9 @@
-"""Channel-innermost batch-norm kernels (ncudnn.kernels.norm_bn_cols) against float64 NumPy."""
+"""Channel-innermost batch-norm kernels (ncudnn.kernels.norm.bn_cols) against float64 NumPy."""
 import numpy as np
 import pytest
 from numba import cuda
 
-from ncudnn.kernels import norm_bn_cols as kc
+from ncudnn.kernels.norm import bn_cols as kc
 from ncudnn.testing import assert_close, poison_value
 
 

@@ -1,11 +1,11 @@
-"""Plane-contiguous (NCHW) batch-norm kernels (ncudnn.kernels.norm_bn_planes) against float64 NumPy."""
+"""Plane-contiguous (NCHW) batch-norm kernels (ncudnn.kernels.norm.bn_planes) against float64 NumPy."""
 import math
 
 import numpy as np
 import pytest
 from numba import cuda
 
-from ncudnn.kernels import norm_bn_cols as kc, norm_bn_planes as kp
+from ncudnn.kernels.norm import bn_cols as kc, bn_planes as kp
 from ncudnn.testing import assert_close, poison_value
 
 N, C, HW = 5, 3, 75

@@ -2,12 +2,12 @@
 for sm_90 with no spills and within their register budgets (slow: NVVM)."""
 import pytest
 
-from ncudnn.kernels import compile_check
+from ncudnn.kernels.runtime import compile_check
 
 from case_check import assert_cases_compile, cases_of
-from ncudnn.kernels import norm_bn_cols, norm_bn_planes, norm_row  # noqa: F401 (register)
+from ncudnn.kernels.norm import bn_cols as norm_bn_cols, bn_planes as norm_bn_planes, row as norm_row  # noqa: F401 (register)
 
-_MODULES = ("ncudnn.kernels.norm_row", "ncudnn.kernels.norm_bn_cols", "ncudnn.kernels.norm_bn_planes")
+_MODULES = ("ncudnn.kernels.norm.row", "ncudnn.kernels.norm.bn_cols", "ncudnn.kernels.norm.bn_planes")
 
 
 def _ours():

@@ -1,11 +1,11 @@
-"""Layer / RMS norm dscale / dbias column sums (ncudnn.kernels.norm_row_dparams + the ordered combine)
+"""Layer / RMS norm dscale / dbias column sums (ncudnn.kernels.norm.row_dparams + the ordered combine)
 against float64 NumPy, with a partial column tile and several row chunks."""
 import ml_dtypes
 import numpy as np
 import pytest
 from numba import cuda
 
-from ncudnn.kernels import norm_bn_cols as kc, norm_row_dparams as kd
+from ncudnn.kernels.norm import bn_cols as kc, row_dparams as kd
 from ncudnn.testing import assert_close, poison_value
 
 P32 = poison_value(np.float32)

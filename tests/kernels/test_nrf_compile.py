@@ -1,11 +1,11 @@
-"""The fused layer / RMS norm backward kernels (ncudnn.kernels.norm_row_bwd) and the norm_row forward's
+"""The fused layer / RMS norm backward kernels (ncudnn.kernels.norm.row_bwd) and the norm_row forward's
 registered cases compile for sm_90 with no spills, within their register budgets (slow: NVVM)."""
 import pytest
 
 from case_check import assert_cases_compile, cases_of
-from ncudnn.kernels import norm_row_bwd  # noqa: F401 (registers its cases)
+from ncudnn.kernels.norm import row_bwd as norm_row_bwd  # noqa: F401 (registers its cases)
 
-_MODULE = "ncudnn.kernels.norm_row_bwd"
+_MODULE = "ncudnn.kernels.norm.row_bwd"
 
 
 def _ours():

@@ -1,11 +1,11 @@
-"""The fused layer / RMS norm backward kernel (ncudnn.kernels.norm_row_bwd) launched directly, float64 I/O
+"""The fused layer / RMS norm backward kernel (ncudnn.kernels.norm.row_bwd) launched directly, float64 I/O
 (float64 compute, 2-element vectors) and float32 with element accesses, against float64 NumPy; the ordered
 combine of its partial rows; the geometry search's refusals."""
 import numpy as np
 import pytest
 from numba import cuda
 
-from ncudnn.kernels import norm_bn_cols as kc, norm_row_bwd as kb
+from ncudnn.kernels.norm import bn_cols as kc, row_bwd as kb
 from ncudnn.testing import assert_close, poison_value
 
 

@@ -7,8 +7,8 @@ import pytest
 from numba import cuda
 
 from ncudnn import reference as ref
-from ncudnn.kernels import norm_row_fwd_sub as ks
-from ncudnn.kernels.dtypes import from_storage, placeholder, to_storage
+from ncudnn.kernels.norm import row_fwd_sub as ks
+from ncudnn.kernels.runtime.dtypes import from_storage, placeholder, to_storage
 from ncudnn.testing import assert_close
 
 

@@ -1,8 +1,8 @@
 """The sub-block row norm forward compiles for sm_90 without spills (slow: NVVM in a child process)."""
 import pytest
 
-from ncudnn.kernels.cubin import resource_usage_subprocess
-from ncudnn.kernels.dtypes import array_sig as a
+from ncudnn.kernels.runtime.cubin import resource_usage_subprocess
+from ncudnn.kernels.runtime.dtypes import array_sig as a
 
 F = "float32"
 # (n, tpr, rpb, vec, center, bias, stats, x, p, y, s, eps_dt, two_pass, preload, cs, csx[, rpt, xhint, yhint])
@@ -23,6 +23,6 @@ CASES = [(1024, 32, 4, 4, True, True, True, F, F, F, F, None, True, False, True,
 def test_nrh_sub_compiles_sm90(args):
     dt = args[7]
     sig = f"void({a(dt)}, {a(F)}, {a(F)}, {a(dt)}, {a(F)}, {a(F)}, float64, int64)"
-    r = resource_usage_subprocess("ncudnn.kernels.norm_row_fwd_sub:sub_dispatcher", sig, args)
+    r = resource_usage_subprocess("ncudnn.kernels.norm.row_fwd_sub:sub_dispatcher", sig, args)
     assert r["spill_stores"] == 0 and r["spill_loads"] == 0, r
     assert r["registers"] <= 96, r      # at most 96: >= 5 blocks of 128 threads an SM

@@ -1,11 +1,11 @@
-"""The pipelined row norm forward (ncudnn.kernels.norm_row_fwd_pipe) compiles for sm_90 with no spills within
+"""The pipelined row norm forward (ncudnn.kernels.norm.row_fwd_pipe) compiles for sm_90 with no spills within
 65536 / (threads x blocks an SM) registers (slow: NVVM in a child process)."""
 import pytest
 
 from case_check import assert_cases_compile, cases_of
-from ncudnn.kernels import norm_row_fwd_pipe  # noqa: F401 (registers its cases)
+from ncudnn.kernels.norm import row_fwd_pipe as norm_row_fwd_pipe  # noqa: F401 (registers its cases)
 
-_MODULE = "ncudnn.kernels.norm_row_fwd_pipe"
+_MODULE = "ncudnn.kernels.norm.row_fwd_pipe"
 
 
 def _ours():

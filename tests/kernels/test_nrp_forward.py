@@ -1,12 +1,13 @@
-"""Persistent cp.async-pipelined row norm forward (ncudnn.kernels.norm_row_fwd_pipe) vs the float64 oracle."""
+"""Persistent cp.async-pipelined row norm forward (ncudnn.kernels.norm.row_fwd_pipe) vs the float64 oracle."""
 import numpy as np
 import pytest
 from numba import cuda
 
 from ncudnn import reference as ref
-from ncudnn.kernels import l2hint, norm_row_fwd_pipe as kp
-from ncudnn.kernels.dtypes import placeholder
-from ncudnn.kernels.launch import CompiledKernel
+from ncudnn.kernels.primitives import l2hint
+from ncudnn.kernels.norm import row_fwd_pipe as kp
+from ncudnn.kernels.runtime.dtypes import placeholder
+from ncudnn.kernels.runtime.launch import CompiledKernel
 from ncudnn.testing import assert_close, size
 
 
@@ -96,7 +97,7 @@ def test_nrp_fits():
 
 
 def test_nrp_direct_launch(rng):
-    """Through kernels.launch.CompiledKernel with the explicit signature (the probe's path)."""
+    """Through kernels.runtime.launch.CompiledKernel with the explicit signature (the probe's path)."""
     rows, n, warps, stages = 6, 128, 2, 2
     x = rng.standard_normal((rows, n)).astype(np.float32)
     scale = rng.uniform(0.5, 1.5, n).astype(np.float32)
@@ -130,6 +131,6 @@ def test_nrp_l2_policy(rng):
 def test_nrp_bench_shape(rng, rms):
     """The benchmark's rows (8192 x 1024 on a GPU, persistent grid of 3 blocks an SM, 4 warps, 4 stages,
     evict-first); a small stand-in in the simulator."""
-    from ncudnn.kernels.primitives import sm_count
+    from ncudnn.kernels.primitives.warp import sm_count
     rows, n, warps, stages, grid = size((13, 256, 2, 2, 2), (8192, 1024, 4, 4, 3 * sm_count()))
     _run(rng, rows, n, warps, stages, grid, rms, bias_on=not rms, hint="evict_first")

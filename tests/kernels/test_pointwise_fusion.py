@@ -1,13 +1,13 @@
-"""Runtime-fused pointwise kernels (ncudnn.kernels.pointwise) against the float64 oracle."""
+"""Runtime-fused pointwise kernels (ncudnn.kernels.pointwise.fused) against the float64 oracle."""
 import ml_dtypes
 import numpy as np
 import pytest
 from numba import cuda
 
 from ncudnn import reference as ref
-from ncudnn.kernels import pointwise as pw
-from ncudnn.kernels.dtypes import from_storage, storage_dtype, to_storage
-from ncudnn.kernels.pointwise import NodeSpec, OutputSpec, PointwiseSpec, TensorSpec
+from ncudnn.kernels.pointwise import fused as pw
+from ncudnn.kernels.runtime.dtypes import from_storage, storage_dtype, to_storage
+from ncudnn.kernels.pointwise.fused import NodeSpec, OutputSpec, PointwiseSpec, TensorSpec
 from ncudnn.testing import assert_close, poison_value
 from ncudnn.types import cudnnPointwiseMode_t as PM
 

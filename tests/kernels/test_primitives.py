@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from numba import cuda, float32
 
-from ncudnn.kernels import primitives as pr
+from ncudnn.kernels.primitives import warp as pr
 from ncudnn.testing import poison_value
 
 

@@ -2,11 +2,16 @@
 spills, no local memory and within its register budget (slow: ~5 minutes of NVVM)."""
 import pytest
 
-from ncudnn.kernels import compile_check
-from ncudnn.kernels import norm, pointwise, reduce, resample, rng, softmax  # noqa: F401 (register)
+from ncudnn.kernels.runtime import compile_check
+from ncudnn.kernels.norm import bn_generic as norm
+from ncudnn.kernels.pointwise import fused as pointwise
+from ncudnn.kernels.reduce import strided as reduce
+from ncudnn.kernels.resample import generic as resample
+from ncudnn.kernels.rng import philox as rng
+from ncudnn.kernels.softmax import axis as softmax  # noqa: F401 (register)
 
-_MODULES = ("ncudnn.kernels.pointwise", "ncudnn.kernels.reduce", "ncudnn.kernels.norm",
-            "ncudnn.kernels.softmax", "ncudnn.kernels.resample", "ncudnn.kernels.rng")
+_MODULES = ("ncudnn.kernels.pointwise.fused", "ncudnn.kernels.reduce.strided", "ncudnn.kernels.norm.bn_generic",
+            "ncudnn.kernels.softmax.axis", "ncudnn.kernels.resample.generic", "ncudnn.kernels.rng.philox")
 
 
 def _ours():

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from ncudnn.kernels import dtypes as dt
+from ncudnn.kernels.runtime import dtypes as dt
 from ncudnn.testing import poison_value
 
 NAMES = ["float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float32", "float64"]

@@ -1,11 +1,11 @@
 """ptx intrinsics run through one-warp kernels (simulator fallbacks in CI, the real PTX on a GPU),
-checked against NumPy with the fragment layouts documented in ncudnn/kernels/ptx.py."""
+checked against NumPy with the fragment layouts documented in ncudnn/kernels/primitives/ptx.py."""
 import ml_dtypes
 import numpy as np
 import pytest
 from numba import cuda, float32, uint16, uint32
 
-from ncudnn.kernels import ptx
+from ncudnn.kernels.primitives import ptx
 from ncudnn.testing import poison_value
 
 KINDS = {  # kind: (mma, K, numpy dtype of the inputs, bits per element)

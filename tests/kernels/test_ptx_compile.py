@@ -9,7 +9,7 @@ import sys
 import pytest
 from numba import cuda, float32, uint16
 
-from ncudnn.kernels import ptx
+from ncudnn.kernels.primitives import ptx
 
 _MARK = "PTX_PROBE_JSON "
 
@@ -77,7 +77,7 @@ def _probe(fa, fb, src, out):
 
 
 def _main():
-    from ncudnn.kernels.compile_check import link_info_log, parse_ptxas_log, ptx_local_bytes
+    from ncudnn.kernels.runtime.compile_check import link_info_log, parse_ptxas_log, ptx_local_bytes
     ptx_text = cuda.compile_ptx(_probe, "void(float32[::1], float32[::1], uint16[::1], float32[::1])",
                                 cc=(9, 0))[0]
     funcs = parse_ptxas_log(link_info_log(ptx_text, (9, 0)))

@@ -4,9 +4,9 @@ import pytest
 from numba import cuda
 
 from ncudnn import reference as ref
-from ncudnn.kernels import reduce as rd
-from ncudnn.kernels.dtypes import from_storage, to_storage
-from ncudnn.kernels.pointwise import contiguous_strides as cs
+from ncudnn.kernels.reduce import strided as rd
+from ncudnn.kernels.runtime.dtypes import from_storage, to_storage
+from ncudnn.kernels.pointwise.fused import contiguous_strides as cs
 from ncudnn.testing import assert_close
 from ncudnn.types import cudnnReduceTensorOp_t as RO
 

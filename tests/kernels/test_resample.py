@@ -5,9 +5,9 @@ import pytest
 from numba import cuda
 
 from ncudnn import reference as ref
-from ncudnn.kernels import resample as rs
-from ncudnn.kernels.dtypes import from_storage, to_storage
-from ncudnn.kernels.pointwise import contiguous_strides as cs
+from ncudnn.kernels.resample import generic as rs
+from ncudnn.kernels.runtime.dtypes import from_storage, to_storage
+from ncudnn.kernels.pointwise.fused import contiguous_strides as cs
 from ncudnn.testing import assert_close
 from ncudnn.types import cudnnPaddingMode_t as PAD, cudnnResampleMode_t as RM
 

@@ -1,4 +1,4 @@
-"""Direct pooling kernels (ncudnn.kernels.resample_direct): forward (with / without index) and the
+"""Direct pooling kernels (ncudnn.kernels.resample.direct): forward (with / without index) and the
 integer gather backward (index-routed and recomputed from x), NCHW / NHWC (VEC 1 / 4), 2D / 3D, all
 padding modes, against the float64 oracle."""
 import numpy as np
@@ -6,9 +6,9 @@ import pytest
 from numba import cuda
 
 from ncudnn import reference as ref
-from ncudnn.kernels import resample as rs
-from ncudnn.kernels import resample_direct as rd
-from ncudnn.kernels.primitives import launch
+from ncudnn.kernels.resample import generic as rs
+from ncudnn.kernels.resample import direct as rd
+from ncudnn.kernels.primitives.warp import launch
 from ncudnn.testing import assert_close
 from ncudnn.types import cudnnPaddingMode_t as PAD, cudnnResampleMode_t as RM
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from ncudnn.kernels import rng as philox
-from ncudnn.kernels.dtypes import from_storage, storage_dtype
+from ncudnn.kernels.rng import philox
+from ncudnn.kernels.runtime.dtypes import from_storage, storage_dtype
 from ncudnn.reference import rng as ref_rng
 from ncudnn.testing import assert_close
 from ncudnn.types import cudnnRngDistribution_t as RD

@@ -12,7 +12,8 @@ _STATS = r"""
 import json, sys
 import ncudnn
 from numba import cuda
-from ncudnn.kernels import compile_check, epilogue as ep
+from ncudnn.kernels.runtime import compile_check
+from ncudnn.kernels.pointwise import epilogue as ep
 from ncudnn.kernels.gemm import splitk
 from ncudnn.kernels.gemm.operands import strided_output
 OUT = strided_output()

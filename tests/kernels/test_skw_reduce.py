@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from ncudnn.kernels import epilogue as ep
+from ncudnn.kernels.pointwise import epilogue as ep
 from ncudnn.kernels.gemm import splitk
 from ncudnn.kernels.gemm.operands import strided_output
 from ncudnn.testing import assert_close, poison_value, size

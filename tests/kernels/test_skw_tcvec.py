@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from ncudnn.kernels import epilogue as ep
+from ncudnn.kernels.pointwise import epilogue as ep
 from ncudnn.kernels.tc_conv import splitk as tsk
 from ncudnn.testing import assert_close, poison_value
 

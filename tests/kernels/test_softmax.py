@@ -5,8 +5,8 @@ import pytest
 from numba import cuda
 
 from ncudnn import reference as ref
-from ncudnn.kernels import softmax as sm
-from ncudnn.kernels.dtypes import from_storage, to_storage
+from ncudnn.kernels.softmax import axis as sm
+from ncudnn.kernels.runtime.dtypes import from_storage, to_storage
 from ncudnn.testing import assert_close
 
 

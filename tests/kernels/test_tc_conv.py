@@ -5,7 +5,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ncudnn.kernels import epilogue as ep
+from ncudnn.kernels.pointwise import epilogue as ep
 from ncudnn.kernels.tc_conv import CONV_CONFIGS, check_conv, conv_args, conv_grid, make_tc_conv_fprop
 from ncudnn.kernels.tc_gemm import TcGemmConfig
 from ncudnn.kernels.tc_gemm.launch import _compiled
@@ -82,7 +82,7 @@ def test_check_conv_reasons():
 
 
 def _conv_cases():
-    from ncudnn.kernels import compile_check
+    from ncudnn.kernels.runtime import compile_check
     from ncudnn.kernels.tc_conv import cases  # noqa: F401 (registers)
     return [n for n, c in compile_check.registered_cases().items() if c.module == "ncudnn.kernels.tc_conv.cases"]
 
@@ -94,7 +94,7 @@ def test_conv_cases_registered():
 
 @pytest.mark.slow
 def test_conv_configs_compile_for_sm90_without_spills():
-    from ncudnn.kernels import compile_check
+    from ncudnn.kernels.runtime import compile_check
     results = compile_check.run_compile_check(_conv_cases(), timeout=3000, jobs=4)
     failed = [r.summary() for r in results if not r.ok]
     assert not failed, "\n".join(failed)

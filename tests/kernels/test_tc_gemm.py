@@ -4,7 +4,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ncudnn.kernels import compile_check
+from ncudnn.kernels.runtime import compile_check
 from ncudnn.kernels.tc_gemm import (CONFIGS, TcGemmConfig, check, check_problem, make_tc_gemm,
                                     run_tc_gemm)
 from ncudnn.kernels.tc_gemm import cases as tc_cases  # noqa: F401 (registers compile cases)
@@ -130,7 +130,7 @@ def test_tf32_nt_f32_out_batched(rng):
 def test_fp8_descale_scale_amax(rng, fp8):
     """FP8 A (m, k) and B stored (n, k) on m16n8k32 (16-bit halves view: K and strides in halves):
     alpha = descale_a * descale_b, the epilogue scales by scale_d and stores FP8; amax of |alpha * acc|."""
-    from ncudnn.kernels import epilogue as ep
+    from ncudnn.kernels.pointwise import epilogue as ep
     from ncudnn.kernels.tc_gemm import fused_args, fused_grid
     from ncudnn.kernels.tc_gemm.launch import _compiled
 

@@ -1,9 +1,14 @@
-"""The tensor-core timing helpers run end to end (simulator at a tiny shape: the check half, not the
+"""The tensor-core GEMM timing script (experiments/tc_gemm_timing.py) runs end to end (simulator at a tiny shape: the check half, not the
 numbers): plain and fused kernels match the float64 product."""
+import sys
+from pathlib import Path
+
 import pytest
 
 from ncudnn.kernels.tc_gemm import TcGemmConfig
-from ncudnn.kernels.tc_gemm.timing import time_config
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))  # as running a script there does
+from tc_gemm_timing import time_config  # noqa: E402
 
 _SMALL = TcGemmConfig(32, 32, 32, 2, 2, 2, 1)
 

@@ -6,13 +6,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ncudnn.kernels import epilogue as ep
+from ncudnn.kernels.pointwise import epilogue as ep
 from ncudnn.kernels.tc_conv import conv_grid, make_tc_conv_fprop
 from ncudnn.kernels.tc_conv.splitk import (make_split_reduce, make_split_reduce_vec, partial_args, reduce_args,
                                            reduce_launch, vec_args, vec_launch, workspace_bytes)
 from ncudnn.kernels.tc_gemm import TcGemmConfig
 from ncudnn.kernels.tc_gemm.launch import _compiled
-from ncudnn.kernels.launch import CompiledKernel
+from ncudnn.kernels.runtime.launch import CompiledKernel
 from ncudnn.reference.conv import conv_fprop
 from ncudnn.testing import SIM, assert_close, poison_value, rel_err
 
@@ -112,7 +112,7 @@ def test_tsk_split_name_and_check():
 @pytest.mark.slow
 def test_tsk_sm90_no_spills():
     """The registered split-K conv cases (kernels/tc_conv/split_cases.py) link for sm_90: no spills, no stack."""
-    from ncudnn.kernels import compile_check
+    from ncudnn.kernels.runtime import compile_check
     from ncudnn.kernels.tc_conv.split_cases import TC_CONV_SPLIT_CASES
     names = [c[0] for c in TC_CONV_SPLIT_CASES] + ["tc_conv_splitk_reduce_vec_bf16_bias_relu"]
     assert set(names) <= set(compile_check.registered_cases())

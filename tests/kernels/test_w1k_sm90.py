@@ -7,14 +7,14 @@ import sys
 
 import pytest
 
-from ncudnn.kernels import compile_check
+from ncudnn.kernels.runtime import compile_check
 from ncudnn.kernels.gemm import cases
 
 _STATS = r"""
 import json, sys
 import ncudnn
 from numba import cuda
-from ncudnn.kernels import compile_check
+from ncudnn.kernels.runtime import compile_check
 from ncudnn.kernels.gemm import cases
 out = {}
 for name in sys.argv[1:]:

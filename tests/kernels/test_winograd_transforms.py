@@ -76,7 +76,7 @@ def test_generated_source_skips_zero_terms():
 
 @pytest.mark.slow
 def test_transform_kernels_compile_for_sm90():
-    from ncudnn.kernels import compile_check
+    from ncudnn.kernels.runtime import compile_check
     from ncudnn.kernels.winograd import cases  # noqa: F401  (registers)
 
     names = [n for n in compile_check.registered_cases() if n.startswith("wino")]

@@ -148,7 +148,7 @@ def test_splits_pay_for_output_passes():
 def test_compile_sm90():
     """The transforms (the output kernel also KCRS-packed) compile for sm_90 without spills or local
     memory (subprocess, no simulator)."""
-    from ncudnn.kernels import compile_check
+    from ncudnn.kernels.runtime import compile_check
     from ncudnn.kernels.winograd import wgrad_cases  # noqa: F401  (registers)
 
     names = [n for n in compile_check.registered_cases() if n.startswith("wgrad_f3r")]
@@ -163,7 +163,7 @@ def test_compile_sm90():
 def test_gemm_layouts_compile_sm90():
     """The batched GEMM in the wgrad layouts compiles for sm_90: the engine's 128x128x16 tile without
     spills (the fast-mainloop 128x128x8 spills 8-12 bytes at its 128-register cap: reported only)."""
-    from ncudnn.kernels import compile_check
+    from ncudnn.kernels.runtime import compile_check
     from ncudnn.kernels.winograd import wgrad_cases  # noqa: F401  (registers)
 
     names = [n for n in compile_check.registered_cases() if n.startswith("wgrad_gemm_")]

@@ -10,7 +10,7 @@ def spec_to_json(spec):
 
 
 def spec_from_json(d):
-    from ncudnn.kernels import pointwise as kpw
+    from ncudnn.kernels.pointwise import fused as kpw
 
     return kpw.PointwiseSpec(
         tuple(d["shape"]), tuple(kpw.TensorSpec(t, tuple(s)) for t, s in d["inputs"]),
@@ -20,7 +20,7 @@ def spec_from_json(d):
 
 
 def build(d):
-    from ncudnn.kernels import pointwise as kpw
+    from ncudnn.kernels.pointwise import fused as kpw
 
     return kpw.build_pointwise(spec_from_json(d))
 

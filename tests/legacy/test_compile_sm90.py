@@ -8,7 +8,7 @@ import pytest
 
 import ncudnn
 import ncudnn.legacy as L
-from ncudnn.kernels import kcache
+from ncudnn.kernels.runtime import kcache
 
 from .conftest import dev, last_lowered, poisoned, tdesc
 from .legacy_kernels import pointwise_specs, spec_from_json

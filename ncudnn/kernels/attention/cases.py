@@ -5,7 +5,7 @@ specialisation the simulator cannot type-check: shared-array shapes, loaders, ma
 No spills are allowed. The stack frame may hold the accumulator arrays and nothing more: NVVM keeps
 ``cuda.local.array`` accumulators indexed by a loop counter in local memory (the loops over them are
 not unrolled); a tensor-core mainloop with accumulators in named registers is to remove that budget."""
-from ..dtypes import array_sig
+from ..runtime.dtypes import array_sig
 from .bwd import dbias_kernel, dkdv_kernel, dot_kernel, dq_kernel
 from .config import default_config
 from .fwd import fwd_kernel
@@ -23,7 +23,7 @@ def _sig(arrays, n_int, tail_float=1, n_int_tail=2, dropout=True):
 
 def _register():
     try:
-        from ..compile_check import register_compile_case
+        from ..runtime.compile_check import register_compile_case
     except ImportError:
         return
     bf, f32, i32 = array_sig("bfloat16"), array_sig("float32"), array_sig("int32")

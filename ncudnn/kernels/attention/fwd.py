@@ -18,7 +18,7 @@ import math
 
 from numba import cuda, float32, int64
 
-from ..dtypes import loader, storer
+from ..runtime.dtypes import loader, storer
 from .config import AttnConfig
 from .spec import NEG_INF, AttnSpec, alibi_slope_fn, dropout_keep_fn, key_range, score_fn, seq_bounds
 

@@ -18,8 +18,8 @@ from typing import Optional
 
 from numba import cuda, float32, float64, int64, uint64
 
-from ..dtypes import loader
-from ..rng import _MASK, _S32, _ZERO, _unit, _word, philox4x32_10
+from ..runtime.dtypes import loader
+from ..rng.philox import _MASK, _S32, _ZERO, _unit, _word, philox4x32_10
 
 NEG_INF = float32(-math.inf)
 

@@ -1,8 +1,8 @@
 """GPU-size implicit-GEMM convolution configurations registered with the sm_90 compile check."""
 import numpy as np
 
-from .. import dtypes as dt
-from .. import epilogue as ep
+from ..runtime import dtypes as dt
+from ..pointwise import epilogue as ep
 from ..gemm.cases import register_block_cases, register_compile_case
 from ..gemm.config import CONFIGS
 from .dgrad import make_conv_dgrad

@@ -1,8 +1,8 @@
 """What the three implicit-GEMM convolutions share: dtype/epilogue normalisation, argument checks."""
 import numpy as np
 
-from .. import dtypes as dt
-from .. import epilogue as ep
+from ..runtime import dtypes as dt
+from ..pointwise import epilogue as ep
 from ..gemm.gemm import dummy  # noqa: F401  (re-exported)
 from .geometry import extent
 

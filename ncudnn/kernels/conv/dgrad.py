@@ -7,7 +7,7 @@ test is a shift / multiply). Knobs as in fprop.py; ``order`` walks (k, t, r, s).
 """
 import numpy as np
 
-from .. import epilogue as ep
+from ..pointwise import epilogue as ep
 from ..gemm.launch import BlockKernels, launch
 from . import common, operands
 from .table import build_table, table_bytes

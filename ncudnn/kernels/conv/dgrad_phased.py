@@ -16,7 +16,7 @@ phase, ``run(...)`` launches them in order. SPLIT_K must be 1.
 """
 import numpy as np
 
-from .. import epilogue as ep
+from ..pointwise import epilogue as ep
 from ..gemm.launch import BlockKernels, launch
 from . import common, operands
 from .table import ENTRY, LIMIT, pack3

@@ -10,7 +10,7 @@ reduction: NHWC with "rsc"); ``b_fast`` likewise for w.
 """
 import numpy as np
 
-from .. import epilogue as ep
+from ..pointwise import epilogue as ep
 from ..gemm.launch import BlockKernels, launch
 from . import common, operands
 from .table import build_table, table_bytes

@@ -15,7 +15,7 @@ the filter offsets: taps (t, r, s) read w at (T-1-t, R-1-r, S-1-s).
 """
 from numba import cuda, float32, float64, int64, uint64
 
-from .. import dtypes
+from ..runtime import dtypes
 from ..gemm.operands import Operand, Output
 from .table import BITS, ENTRY
 

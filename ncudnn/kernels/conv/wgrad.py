@@ -9,7 +9,7 @@ offset table (``make_table(g)``, ``table_size(g)`` bytes, exact) instead of divi
 """
 import numpy as np
 
-from .. import epilogue as ep
+from ..pointwise import epilogue as ep
 from ..gemm.launch import BlockKernels, launch
 from . import common, operands
 from .table import build_wgrad_table, table_bytes

@@ -1,19 +1,19 @@
 """GPU-size GEMM configurations registered with the sm_90 compile check (no spills, no local memory).
 
-Imported by ``python -m ncudnn.kernels.compile_check`` (it walks ncudnn/kernels/); registering only
+Imported by ``python -m ncudnn.kernels.runtime.compile_check`` (it walks ncudnn/kernels/); registering only
 builds the kernel objects and their signature text, nothing is compiled here.
 """
 import numpy as np
 
-from .. import dtypes as dt
-from .. import epilogue as ep
+from ..runtime import dtypes as dt
+from ..pointwise import epilogue as ep
 from .config import CONFIGS, FAST_SKINNY, FAST_SMALL
 from .gemm import gemm_args, make_gemm
 from .launch import kernel_args, signature
 from .transpose import make_pixels_last
 
 try:
-    from ..compile_check import register_compile_case
+    from ..runtime.compile_check import register_compile_case
 except ImportError:            # the registry is optional: without it nothing is registered
     register_compile_case = None
 

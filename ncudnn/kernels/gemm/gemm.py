@@ -15,7 +15,8 @@ import numpy as np
 from .config import GemmConfig
 from .launch import BlockKernels, launch
 from .operands import strided_operand, strided_output
-from .. import dtypes as dt, epilogue as ep
+from ..runtime import dtypes as dt
+from ..pointwise import epilogue as ep
 
 _KERNELS = {}
 _DUMMY = {}

@@ -15,7 +15,7 @@ from .config import check
 from .fastloop import fast_ok, make_fast_kernel
 from .mainloop import make_block_kernel
 from .operands import strided_output
-from .. import epilogue as ep
+from ..pointwise import epilogue as ep
 
 
 def fast_applies(cfg, A, B, ftype):

@@ -13,7 +13,7 @@ it unchanged; they differ only in the operand objects:
   predication; loads past the block's k range are not issued (zeros instead);
 * the output ``OUT`` has ``row(args, z, m)`` and ``col(args, z, n)`` element offsets into ``args[0]``;
 * the epilogue ``EPI`` is ``fn(v, out, o_off, bias, b_off, res, r_off, alpha, beta)`` plus flags
-  ``BIAS`` ("row" | "col" | None) and ``RESIDUAL`` (bool). See ncudnn/kernels/epilogue.py.
+  ``BIAS`` ("row" | "col" | None) and ``RESIDUAL`` (bool). See ncudnn/kernels/pointwise/epilogue.py.
 
 Kernel signature (pointers / sizes / meta, Triton style):
 ``kernel(a_args, b_args, o_args, bias_args, r_args, M, N, K, K_SLICE, SPLITS, alpha, beta)``

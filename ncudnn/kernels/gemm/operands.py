@@ -9,7 +9,7 @@ stride 0, two batch dims cover numpy-style broadcasting of (B1, B2) batches.
 """
 from numba import cuda, int64, uint64
 
-from .. import dtypes
+from ..runtime import dtypes
 
 _CACHE = {}
 

@@ -1,11 +1,11 @@
 """Tensor-core conv fprop configurations registered with the sm_90 compile check (no spills, no local
-memory). Imported by ``python -m ncudnn.kernels.compile_check``; registering compiles nothing."""
-from .. import dtypes as dt
-from .. import epilogue as ep
+memory). Imported by ``python -m ncudnn.kernels.runtime.compile_check``; registering compiles nothing."""
+from ..runtime import dtypes as dt
+from ..pointwise import epilogue as ep
 from .fprop import CONV_CONFIGS, make_tc_conv_fprop
 
 try:
-    from ..compile_check import register_compile_case
+    from ..runtime.compile_check import register_compile_case
 except ImportError:            # the registry is optional: without it nothing is registered
     register_compile_case = None
 

@@ -1,12 +1,12 @@
 """Split-K tensor-core conv partial kernels (fp32 workspace output, kernels/tc_conv/splitk.py) registered
 with the sm_90 compile check (no spills, no local memory): conv_tc's tiles with the v4 mainloop, the first with v3. Imported
-by ``python -m ncudnn.kernels.compile_check``; registering compiles nothing."""
-from .. import epilogue as ep
+by ``python -m ncudnn.kernels.runtime.compile_check``; registering compiles nothing."""
+from ..pointwise import epilogue as ep
 from .cases import _BIAS_RELU, signature
 from .fprop import CONV_CONFIGS, make_tc_conv_fprop
 
 try:
-    from ..compile_check import register_compile_case
+    from ..runtime.compile_check import register_compile_case
 except ImportError:            # the registry is optional: without it nothing is registered
     register_compile_case = None
 
@@ -27,7 +27,7 @@ def register_split_cases():
 
 
 def register_reduce_case():
-    from .. import dtypes as dt
+    from ..runtime import dtypes as dt
     from .splitk import make_split_reduce_vec
     kern = make_split_reduce_vec(_BIAS_RELU, "bfloat16", "bfloat16")
     kern.py_func.__module__ = __name__

@@ -23,10 +23,10 @@ res_m, res_n, alpha, beta)`` / ``vec_launch(M, N)``. Sums are bit-identical to t
 import numpy as np
 from numba import cuda, float32, int64, uint64
 
-from .. import epilogue as ep
+from ..pointwise import epilogue as ep
 from ..gemm import splitk as sk
 from ..gemm.operands import strided_output
-from ..resample_vec import ld4
+from ..resample.vec import ld4
 from .fprop import conv_args
 
 __all__ = ["make_split_reduce", "reduce_args", "reduce_launch", "workspace_bytes", "partial_args",

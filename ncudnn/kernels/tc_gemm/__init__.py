@@ -2,12 +2,12 @@
 
 config (knobs, CONFIGS, check / keep), kernel (the generated block kernel: cp.async ring, swizzled
 shared tiles, ldmatrix fragments, mma.sync), launch (``run_tc_gemm``), cases (sm_90 compile-check
-registration). Intrinsics: ncudnn/kernels/ptx.py; their simulator fallbacks: primitives_ptx.py.
+registration). Intrinsics: ncudnn/kernels/primitives/ptx.py; their simulator fallbacks: primitives/ptx_sim.py.
 
 Kernel versions:
   v1  cp.async.cg 16-byte zero-fill loads into a STAGES-deep ring, XOR-swizzled 16-byte chunks,
       ldmatrix.x4 (.trans for m- / n-contiguous operands), serpentine mma order, scalar epilogue.
-  v2  (same mainloop) fused variant: two batch dims, the shared epilogue (kernels/epilogue.py: alpha /
+  v2  (same mainloop) fused variant: two batch dims, the shared epilogue (kernels/pointwise/epilogue.py: alpha /
       beta, bias, pointwise chain, residual) per accumulator; the engine matmul_tc runs it.
   v3  (cfg.VERSION = 3) 32-bit shared-window byte addresses (``ptx.*_a`` intrinsics: one add per
       cp.async / ldmatrix instead of 64-bit pointer math and a cvta each), write / read stage addresses

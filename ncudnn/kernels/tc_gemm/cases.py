@@ -1,13 +1,13 @@
 """Tensor-core GEMM configurations registered with the sm_90 compile check (no spills, no local
-memory). Imported by ``python -m ncudnn.kernels.compile_check``; registering compiles nothing."""
-from .. import dtypes as dt
-from .. import epilogue as ep
+memory). Imported by ``python -m ncudnn.kernels.runtime.compile_check``; registering compiles nothing."""
+from ..runtime import dtypes as dt
+from ..pointwise import epilogue as ep
 from ...types import cudnnPointwiseMode_t as PM
 from .config import CONFIGS, TcGemmConfig
 from .kernel import make_tc_gemm
 
 try:
-    from ..compile_check import register_compile_case
+    from ..runtime.compile_check import register_compile_case
 except ImportError:            # the registry is optional: without it nothing is registered
     register_compile_case = None
 

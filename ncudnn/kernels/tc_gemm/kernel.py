@@ -38,10 +38,10 @@ from dataclasses import dataclass
 
 from numba import cuda, float32, int32, int64, uint16, uint32, uint64
 
-from .. import dtypes as dt
-from .. import epilogue as ep
-from .. import primitives as prim
-from .. import ptx
+from ..runtime import dtypes as dt
+from ..pointwise import epilogue as ep
+from ..primitives import warp as prim
+from ..primitives import ptx
 from .config import TcGemmConfig, check, smem_bytes
 
 __all__ = ["TcGemmKernel", "make_tc_gemm"]
@@ -433,7 +433,7 @@ def fused_arg_names(amax=False, dscales=0, pscales=None):
 
 
 def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False, dscales=0, pscales=None, raw=False):
-    """The shared epilogue ``epi(v, c, o, bias, b_off, res, r_off, alpha, beta)`` (kernels/epilogue.py:
+    """The shared epilogue ``epi(v, c, o, bias, b_off, res, r_off, alpha, beta)`` (kernels/pointwise/epilogue.py:
     alpha / beta blend, bias, pointwise chain, residual, cast, store) on every output element.
 
     The accumulators go through shared memory (the drained cp.async ring) one 16-row strip of the warp
@@ -522,7 +522,7 @@ def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", o
                  pscales=None):
     """The kernel for ``cfg`` (default: the first of CONFIGS) and these layouts / dtypes, cached.
 
-    ``epi``: an :class:`~ncudnn.kernels.epilogue.EpilogueSpec` (its ``out_dtype`` replaces
+    ``epi``: an :class:`~ncudnn.kernels.pointwise.epilogue.EpilogueSpec` (its ``out_dtype`` replaces
     ``out_dtype``) selects the fused kernel (signature :data:`FUSED_ARGS`: two batch dims, bias,
     residual, alpha / beta); None the plain ``alpha * A @ B`` kernel. ``conv=True`` (with ``epi``,
     both operands k-major): the implicit-GEMM conv fprop kernel (signature :data:`CONV_ARGS`).

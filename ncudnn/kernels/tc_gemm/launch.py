@@ -3,12 +3,12 @@
 ``run_tc_gemm(kern, a, b, c, M, N, K, a_strides, b_strides, c_strides, batch=1,
 batch_strides=(0, 0, 0), alpha=1.0, stream=0)`` with element strides ``a_strides = (s_m, s_k)``,
 ``b_strides = (s_k, s_n)``, ``c_strides = (s_m, s_n)``; ``a`` / ``b`` / ``c`` are 1-D storage arrays
-(NumPy under the simulator, device arrays / anything :mod:`ncudnn.kernels.launch` accepts on a GPU).
+(NumPy under the simulator, device arrays / anything :mod:`ncudnn.kernels.runtime.launch` accepts on a GPU).
 """
 import numpy as np
 from numba import cuda, float32
 
-from ..launch import CompiledKernel, data_pointer
+from ..runtime.launch import CompiledKernel, data_pointer
 from .config import TcGemmConfig
 
 __all__ = ["run_tc_gemm", "tc_gemm_grid", "check_problem", "check_fused", "fused_args", "fused_grid",

@@ -23,7 +23,8 @@ Under the CUDA simulator they are element-wise Python.
 from numba import cuda
 
 from ...platform import simulator_enabled
-from .. import dtypes, pointwise_ops
+from ..runtime import dtypes
+from ..pointwise import ops as pointwise_ops
 from ..gemm.vec import addr as vaddr
 
 __all__ = ["lds4", "stg4", "stg4cs", "vaddr", "value_fn", "vec_width", "emit", "emit_scalar_walk", "emit_packed"]
@@ -50,7 +51,7 @@ else:
     from numba.cuda import types
     from numba.cuda.extending import intrinsic
 
-    from ..llvm_ptr import item_ptr as _ptr
+    from ..runtime.llvm_ptr import item_ptr as _ptr
 
     @intrinsic
     def _lds4(typingctx, arr, i):

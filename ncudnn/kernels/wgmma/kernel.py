@@ -43,9 +43,9 @@ from dataclasses import dataclass
 
 from numba import cuda, float32, int32, int64, uint16, uint32
 
-from .. import dtypes as dt
-from .. import epilogue as ep
-from .. import ptx
+from ..runtime import dtypes as dt
+from ..pointwise import epilogue as ep
+from ..primitives import ptx
 from ..tc_gemm.kernel import FUSED_ARGS
 from . import epi_vec
 from . import ptx as wp

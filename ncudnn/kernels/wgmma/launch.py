@@ -5,8 +5,8 @@ are those of :mod:`ncudnn.kernels.tc_gemm.launch` (``fused_args``, ``fused_grid`
 """
 import numpy as np
 
-from .. import kcache
-from ..launch import data_pointer, typeof_arg
+from ..runtime import kcache
+from ..runtime.launch import data_pointer, typeof_arg
 from ..tc_gemm.launch import check_fused, fused_args, fused_grid
 
 __all__ = ["run_wgmma_gemm", "compiled", "cache_key", "check_fused", "fused_args", "fused_grid", "tf32_halves",
@@ -22,7 +22,7 @@ def cache_key(kern):
 
 
 def compiled(kern, args):
-    """The :class:`~ncudnn.kernels.launch.CompiledKernel` of a WgmmaKernel for these arguments' types,
+    """The :class:`~ncudnn.kernels.runtime.launch.CompiledKernel` of a WgmmaKernel for these arguments' types,
     through the kernel cache (a second process loads the cubin, no JIT)."""
     sig = tuple(typeof_arg(a) for a in args)
     ck = _COMPILED.get((id(kern), sig))

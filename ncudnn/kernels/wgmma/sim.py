@@ -128,7 +128,7 @@ def store_acc(arr, off, acc, row_stride):
 
 def get_cp_async_l2(prefetch):
     """The hint changes nothing observable: the plain zero-filling 16-byte cp.async."""
-    from ..primitives_ptx import cp_async_cg_16_zfill
+    from ..primitives.ptx_sim import cp_async_cg_16_zfill
     if prefetch not in (64, 128, 256):
         raise ValueError(f"L2 prefetch size must be 64, 128 or 256 bytes, got {prefetch}")
     return cp_async_cg_16_zfill

@@ -4,8 +4,8 @@ with the channels-last V operand ("mk" x "nk", 128x128x16 VEC=4) the non-fused e
 fused F(2x2, 3x3) kernel at its two GPU block shapes."""
 import numpy as np
 
-from .. import dtypes as dt
-from .. import epilogue as ep
+from ..runtime import dtypes as dt
+from ..pointwise import epilogue as ep
 from ..gemm.cases import register_block_cases, register_compile_case
 from ..gemm.config import GemmConfig
 from ..gemm.gemm import gemm_args, make_gemm

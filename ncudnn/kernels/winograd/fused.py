@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from numba import cuda, float32, int64, uint64
 
-from .. import dtypes
+from ..runtime import dtypes
 from .kernels import input_window, sandwich, tile_origin
 from .transforms import transform
 

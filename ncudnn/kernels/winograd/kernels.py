@@ -15,7 +15,7 @@ registers. Three kernels make the non-fused Winograd convolution around a batche
   consecutive words for NHWC / NCHW inputs respectively.
 * ``output``: ``Y = A^T M A`` per (k, tile) from the GEMM result M ([alpha^2, tiles, K] with
   ``CFAST``, else [alpha^2, K, tiles]), each of the m x m outputs inside the image through the
-  fused epilogue ``fn(v, y, y_off, bias, b_off, res, r_off, alpha, beta)`` (ncudnn.kernels.epilogue).
+  fused epilogue ``fn(v, y, y_off, bias, b_off, res, r_off, alpha, beta)`` (ncudnn.kernels.pointwise.epilogue).
 
 Signatures (pointers / sizes / strides / scalars):
 ``filter(w, u, KO, CI, COG, base, s_grp, s_ko, s_ci, s_r, s_s)``;
@@ -28,7 +28,7 @@ from fractions import Fraction
 import numpy as np
 from numba import cuda, float32, int64, uint64
 
-from .. import dtypes
+from ..runtime import dtypes
 from .transforms import transform
 
 THREADS = 256
@@ -208,7 +208,7 @@ def output_source(m, cfast, epi):
 
 def make_output(m, epi, cfast=False):
     """The output-transform kernel of F(m x m, 3 x 3) ending in the built epilogue ``epi``
-    (``ncudnn.kernels.epilogue.build``: its key names the output / bias / residual dtypes)."""
+    (``ncudnn.kernels.pointwise.epilogue.build``: its key names the output / bias / residual dtypes)."""
     return _compile(("output", m, bool(cfast), epi.key), output_source(m, cfast, epi), "wino_output",
                     {"epi": epi.fn})
 

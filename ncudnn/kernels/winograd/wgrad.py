@@ -24,7 +24,7 @@ Signatures (pointers / sizes / strides / scalars), 1-D grids of ``THREADS``:
 """
 import numpy as np
 
-from .. import dtypes
+from ..runtime import dtypes
 from .kernels import THREADS, _compile, blocks, input_source, sandwich, split_index, tile_origin  # noqa: F401
 # (blocks: the launchers' grid)
 from .transforms import derive

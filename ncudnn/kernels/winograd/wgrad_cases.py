@@ -4,7 +4,7 @@ batched GEMM in the wgrad layouts (mk x nk for NCHW, km x kn for NHWC) on the en
 VEC=4 tile and the fast-mainloop 128x128x8 tile (``wgrad_gemm_*``)."""
 import numpy as np
 
-from .. import epilogue as ep
+from ..pointwise import epilogue as ep
 from ..gemm.cases import register_block_cases, register_compile_case
 from ..gemm.config import GemmConfig
 from ..gemm.gemm import gemm_args, make_gemm

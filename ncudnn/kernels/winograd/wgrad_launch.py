@@ -9,7 +9,7 @@ dy transform -> x transform -> batched GEMM (alpha^2 x S) -> output transform on
 from numba import cuda
 import numpy as np
 
-from .. import epilogue as ep
+from ..pointwise import epilogue as ep
 from ..gemm import make_gemm
 from ..gemm.gemm import run_gemm
 from . import wgrad as ww

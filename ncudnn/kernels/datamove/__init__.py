@@ -1,0 +1,1 @@
+"""Strided copy kernels of the data-movement engine (strided_copy)."""

@@ -1,0 +1,171 @@
+"""Compile-time epilogues: what happens to each fp32 (or fp64) accumulator before it is stored.
+
+An :class:`EpilogueSpec` is a frozen, hashable tuple of steps applied in order after the always-present
+blend ``v = alpha * acc (+ beta * out_old, read only when beta != 0)``:
+
+* ``bias(axis)``: ``v += bias[...]`` per column ("col": an output channel / GEMM column) or row;
+* ``pointwise(mode, **params)``: any unary cudnnPointwiseMode_t (relu / clipped / leaky relu, gelu,
+  swish, tanh, sigmoid, elu, softplus, ...), text from :mod:`ncudnn.kernels.pointwise.ops`;
+* ``scale(value)``: ``v *= value`` (a compile-time constant);
+* ``residual(mode=ADD, **params)``: ``v = mode(v, r)`` with ``r`` from a second full tensor.
+
+:func:`build` turns a spec into a device function
+``fn(v, out, o_off, bias, b_off, res, r_off, alpha, beta)`` that stores the cast result to
+``out[o_off]``, used identically by the GEMM kernel, the conv kernels and the split-K reduce.
+``raw()`` (store the accumulator unchanged: split-K partials) and ``atomic()`` (``out += alpha*v``
+with atomics: NONDETERMINISTIC) are the two special epilogues.
+"""
+from dataclasses import dataclass
+
+from numba import cuda
+
+from ..runtime import dtypes
+from . import ops as pointwise_ops
+from ...types import cudnnPointwiseMode_t as PM
+
+
+@dataclass(frozen=True)
+class EpilogueSpec:
+    steps: tuple = ()
+    out_dtype: str = "float32"
+    ftype: str = "float32"      # register type: "float64" only for an all-fp64 problem
+
+    @property
+    def bias_axis(self):
+        for s in self.steps:
+            if s[0] == "bias":
+                return s[1]
+        return None
+
+    @property
+    def has_residual(self):
+        return any(s[0] == "residual" for s in self.steps)
+
+    @property
+    def linear(self):
+        """Only alpha/beta: the form atomic split-K can apply."""
+        return not self.steps
+
+    def then(self, *steps):
+        return EpilogueSpec(self.steps + tuple(steps), self.out_dtype, self.ftype)
+
+
+def _params_key(params):
+    return tuple(sorted(params.items()))
+
+
+def bias(axis="col"):
+    if axis not in ("row", "col"):
+        raise ValueError("bias axis must be 'row' or 'col'")
+    return ("bias", axis)
+
+
+def pointwise(mode, **params):
+    mode = PM(mode)
+    if pointwise_ops.arity(mode) != 1 or pointwise_ops.result_kind(mode) != "float":
+        raise ValueError(f"{mode.name} is not a unary float pointwise step")
+    pointwise_ops.normalize_params(params)
+    return ("pointwise", int(mode), _params_key(params))
+
+
+def scale(value):
+    return ("scale", float(value))
+
+
+def residual(mode=PM.CUDNN_POINTWISE_ADD, **params):
+    mode = PM(mode)
+    if pointwise_ops.arity(mode) != 2 or pointwise_ops.result_kind(mode) != "float":
+        raise ValueError(f"{mode.name} is not a binary float pointwise step")
+    pointwise_ops.normalize_params(params)
+    return ("residual", int(mode), _params_key(params))
+
+
+def relu(**params):
+    return pointwise(PM.CUDNN_POINTWISE_RELU_FWD, **params)
+
+
+def _dtype_name(dtype):
+    return dtypes.dtype_name(dtype)
+
+
+def _globals(spec=None, in_dtypes=None):
+    g = dict(pointwise_ops.expr_globals())
+    g["cuda"] = cuda
+    if spec is not None:
+        g["ld_out"] = dtypes.loader(spec.out_dtype, spec.ftype)
+        g["st_out"] = dtypes.storer(spec.out_dtype)
+        g["ld_bias"] = dtypes.loader(in_dtypes["bias"], spec.ftype)
+        g["ld_res"] = dtypes.loader(in_dtypes["res"], spec.ftype)
+    return g
+
+
+class Built:
+    """A compiled epilogue: ``fn`` plus the flags the kernels need and a key.
+
+    BIAS ("row" | "col" | None), RESIDUAL (bool), STAGE (True when the body is too big for LLVM to
+    unroll a thread tile's worth of it: the kernel then stages the accumulators, see mainloop.py).
+    """
+
+    def __init__(self, key, fn, bias_axis=None, residual=False, source="", stage=False):
+        self.key, self.fn, self.BIAS, self.RESIDUAL, self.source = key, fn, bias_axis, residual, source
+        self.STAGE = stage
+
+
+_CACHE = {}
+
+
+def _compile(key, src, name, g=None, **flags):
+    if key not in _CACHE:
+        g = g if g is not None else _globals()
+        exec(compile(src, f"<epilogue {name}>", "exec"), g)
+        _CACHE[key] = Built(key, cuda.jit(device=True, inline=True)(g[name]), source=src, **flags)
+    return _CACHE[key]
+
+
+def source(spec):
+    """Source text of the epilogue device function (loads / stores through kernels/runtime/dtypes.py)."""
+    F = spec.ftype
+    L = [f"def epilogue(v, out, o_off, bias, b_off, res, r_off, alpha, beta):",
+         f"    v = {F}(alpha) * v",
+         f"    if beta != 0:",
+         f"        v = v + {F}(beta) * ld_out(out, o_off)"]
+    for step in spec.steps:
+        kind = step[0]
+        if kind == "bias":
+            L.append("    v = v + ld_bias(bias, b_off)")
+        elif kind == "scale":
+            L.append(f"    v = v * {pointwise_ops.lit(step[1], F)}")
+        elif kind == "pointwise":
+            L.append(f"    v = {pointwise_ops.expr(step[1], ['v'], dict(step[2]), F)}")
+        elif kind == "residual":
+            L.append("    r = ld_res(res, r_off)")
+            L.append(f"    v = {pointwise_ops.expr(step[1], ['v', 'r'], dict(step[2]), F)}")
+        else:
+            raise ValueError(f"unknown epilogue step {step!r}")
+    L.append("    st_out(out, o_off, v)")
+    return "\n".join(L) + "\n"
+
+
+def build(spec, bias_dtype="float32", res_dtype="float32"):
+    """The device function for ``spec`` (cached by spec and input dtypes)."""
+    dts = {"bias": _dtype_name(bias_dtype), "res": _dtype_name(res_dtype)}
+    spec = EpilogueSpec(spec.steps, _dtype_name(spec.out_dtype), spec.ftype)
+    key = ("epilogue", spec, dts["bias"], dts["res"])
+    small = spec.linear and spec.out_dtype in ("float32", "float64", "float16")
+    return _compile(key, source(spec), "epilogue", _globals(spec, dts), bias_axis=spec.bias_axis,
+                    residual=spec.has_residual, stage=not small)
+
+
+def raw(ftype="float32"):
+    """Store the accumulator unchanged (split-K partials into an ``ftype`` workspace)."""
+    src = ("def epilogue(v, out, o_off, bias, b_off, res, r_off, alpha, beta):\n"
+           "    out[o_off] = v\n")
+    return _compile(("raw", ftype), src, "epilogue")
+
+
+def atomic():
+    """``out[o_off] += alpha * v`` atomically (NONDETERMINISTIC summation order); out pre-scaled by beta."""
+    src = ("def epilogue(v, out, o_off, bias, b_off, res, r_off, alpha, beta):\n"
+           "    cuda.atomic.add(out, o_off, v * alpha)\n")
+    built = _compile(("atomic",), src, "epilogue")
+    return built

@@ -1,0 +1,3 @@
+"""Device primitives every kernel family uses: warp / block reductions and bit casts (warp), tensor-core
+and async-copy PTX intrinsics (ptx) with their simulator fallbacks (ptx_sim), the inline grid
+barrier (grid_sync) and 16-byte accesses with cache hints (l2hint, cshint)."""

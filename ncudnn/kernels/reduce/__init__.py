@@ -1,0 +1,1 @@
+"""Deterministic strided reductions (strided): cudnnReduceTensorOp_t over any axes, and GENSTATS."""

@@ -1,0 +1,1 @@
+"""Counter-based random numbers: Philox4x32-10 (philox)."""

@@ -1,0 +1,1 @@
+"""Softmax / log-softmax over one axis (axis) and the persistent long-row kernel (persist)."""
