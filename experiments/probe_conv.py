@@ -266,7 +266,7 @@ def wgrad1x1_mode(args, t_start):
 def reduce_launch(kern, ws, c, slices, M, N, wide):
     """``run(None, stream)`` of ``kern``'s narrow or wide split-K reduce of ``ws`` (``slices`` x M x N
     floats, a gc.Flat) into ``c``, compiled through the kernel cache as gemm_common.BlockLaunch does."""
-    from ncudnn.engines import gemm_common as gc
+    from ncudnn.engines.gemm import common as gc
     from ncudnn.kernels.runtime import kcache
     from ncudnn.kernels.gemm import splitk
     from ncudnn.kernels.gemm.gemm import gemm_args
@@ -284,7 +284,7 @@ def reduce_mode(args, t_start):
     the engines run it (one prepared cuLaunchKernel), timed with CUDA events on torch's stream."""
     import torch
     from ncudnn import memory
-    from ncudnn.engines import gemm_common as gc
+    from ncudnn.engines.gemm import common as gc
     from ncudnn.kernels.gemm import GemmConfig, make_gemm, splitk
     cfg = GemmConfig()
     gen = torch.Generator(device="cuda").manual_seed(0)

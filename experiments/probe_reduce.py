@@ -76,7 +76,7 @@ PW_V = ([{}] + [{KB: b, KU: u, KC: w} for b, u, w in
                 ((128, 4, 0), (256, 2, 0), (256, 4, 0), (512, 2, 0), (1024, 1, 0),
                  (128, 2, 1), (256, 4, 1), (512, 4, 1), (256, 4, 2), (128, 2, 8))])
 
-#: bias + GELU with the heavy-kernel launch bounds varied (engines.pointwise.HEAVY_THREADS; 0: unbounded)
+#: bias + GELU with the heavy-kernel launch bounds varied (engines.pointwise.fused.HEAVY_THREADS; 0: unbounded)
 GELU_BOUNDS_V = [({}, 1536), ({}, 0), ({}, 2048), ({}, 1024), ({KU: 4}, 1536), ({KU: 4}, 0), ({KB: 256}, 1536),
                  ({KU: 1}, 2048)]
 
@@ -184,7 +184,7 @@ def run_group(key, torch, flush, budget_end):
     tol = 1e-5 if key in ("rows", "cols", "amax") else 1e-4
     scale = truth.abs().max().item() or 1.0
     results = []
-    from ncudnn.engines import pointwise as epw
+    from ncudnn.engines.pointwise import fused as epw
     for label, cfg, why, heavy in cfgs:
         if cfg is None:
             print(f"  {label:52s} refused: {why[:110]}")

@@ -79,7 +79,7 @@ def label(engine, knobs):
 def plan_rows(shapes, top):
     """[(shape, tag, engine, knobs, predicted seconds or None)], the heuristics run on this device."""
     from ncudnn.engines import api
-    from ncudnn.engines import gemm_common as gc
+    from ncudnn.engines.gemm import common as gc
     from ncudnn.engines import registry
     from ncudnn.types import cudnnBackendKnobType_t as K
 

@@ -61,7 +61,7 @@ def storage(dtype):
 
 
 def flats(dtype, pa, pb, pc, M, N, K):
-    from ncudnn.engines.gemm_common import Flat
+    from ncudnn.engines.gemm.common import Flat
     st = storage(dtype)
     return Flat(pa, M * K, st), Flat(pb, K * N, st), Flat(pc, M * N, st)
 

@@ -81,7 +81,7 @@ def tc_vec_run(M, N, S, ws, c, gc, kcache, batch=1):
 
 def reduce_cases(cases, reps, torch, flush, deadline):
     from ncudnn import memory
-    from ncudnn.engines import gemm_common as gc
+    from ncudnn.engines.gemm import common as gc
     from ncudnn.kernels.runtime import kcache
     i64 = np.int64
     ks = kernels()

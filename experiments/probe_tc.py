@@ -13,7 +13,7 @@ Sections (each line: config, ms, TFLOP/s, ratio = torch time / ours, rel err vs 
   beside ``torch.matmul`` with TF32 on (cuBLAS), at 8192^3 and 4096^3. Rel err: first 256 rows vs float64.
 * ``bf16``: the same for BF16 (mk_kn) at 8192^3, only the first configs (v1 against later versions).
 * ``conv``: BF16 NHWC conv fprop + bias + relu (the fused kernel conv_tc runs), the 8 ResNet-50 layers
-  at N = 32, every tile of ``engines.conv_tc.TILES`` and mainloop version (v1, v3, v4 where C % BLOCK_K
+  at N = 32, every tile of ``engines.conv.tc.TILES`` and mainloop version (v1, v3, v4 where C % BLOCK_K
   == 0; conv_tc's default is v4 there, v3 elsewhere), beside ``torch.conv2d(x, w, b)`` in
   channels_last BF16 (cuDNN; its relu not timed, ours is). Rel err vs torch's FP32 conv. The line
   "engine order" gives conv_tc's ranking of its tiles for the layer (what the heuristic would pick).
@@ -255,7 +255,7 @@ def engine_plan_line(N, C, H, K, R, stride, pad, x, w, b, t_ref, flop, iters):
 
 
 def conv_section(names, N, iters, budget, tile_idx=None):
-    from ncudnn.engines.conv_tc import TILES
+    from ncudnn.engines.conv.tc import TILES
 
     tiles = []
     for i in (tile_idx if tile_idx is not None else range(len(TILES) - 1)):   # the last tile is the simulator's

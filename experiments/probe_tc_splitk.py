@@ -56,7 +56,7 @@ def kernels(t, C, split):
     """(kernel, its CompiledKernel, the generic and the vector reduce's CompiledKernels or None) of tile ``t``
     through the kernel cache (shape-free keys: one compile serves every layer; warm workers write the cubins
     first)."""
-    from ncudnn.engines import gemm_common as gc
+    from ncudnn.engines.gemm import common as gc
     from ncudnn.kernels.pointwise import epilogue as ep
     from ncudnn.kernels.runtime import kcache
     from ncudnn.kernels.tc_conv import conv_args, make_tc_conv_fprop

@@ -5,11 +5,14 @@ length is OPERATIONGRAPH_ENGINE_GLOBAL_COUNT), so they never change when engines
 engine appends its name there. A listed name whose module has not landed yet has no engine
 (``by_index`` gives None: NOT_SUPPORTED in the backend).
 
-Engine modules are :data:`ENGINE_MODULES` plus every other module of ``ncudnn.engines`` outside
-:data:`INFRASTRUCTURE` (discovered on first use). A discovered module that fails to import is left
-out, its error kept in :data:`load_errors` and logged as a warning; a listed one raises.
+Engine modules are :data:`ENGINE_MODULES` plus every module of the family packages of
+``ncudnn.engines`` (``conv/``, ``matmul/``, ``norm/``, ...) and every other top-level module outside
+:data:`INFRASTRUCTURE` (discovered on first use, without importing anything to find them). A discovered
+module that fails to import is left out, its error kept in :data:`load_errors` and logged as a warning;
+a listed one raises.
 """
 import importlib
+import os
 import pkgutil
 
 #: Engines with an index by position. Append only.
@@ -48,7 +51,7 @@ INFRASTRUCTURE = frozenset({"api", "autotune", "base", "buffers", "cudagraph", "
 #: engine modules always imported (errors raise)
 ENGINE_MODULES = [
     "ncudnn.engines.composite",
-    "ncudnn.engines.pointwise",
+    "ncudnn.engines.pointwise.fused",
 ]
 
 _ENGINES = {}
@@ -73,10 +76,21 @@ def register(engine_cls):
 
 
 def _discovered():
+    """Engine modules by name: the top-level modules outside INFRASTRUCTURE and every module of each
+    family package one level down (a family's ``__init__`` is imported with its first module)."""
     from . import __path__ as pkg_path
 
-    return sorted(f"{__package__}.{m.name}" for m in pkgutil.iter_modules(pkg_path)
-                  if m.name not in INFRASTRUCTURE and not m.name.startswith("_"))
+    found = []
+    for m in pkgutil.iter_modules(pkg_path):
+        if m.name in INFRASTRUCTURE or m.name.startswith("_"):
+            continue
+        if not m.ispkg:
+            found.append(f"{__package__}.{m.name}")
+            continue
+        family = [os.path.join(p, m.name) for p in pkg_path]
+        found += [f"{__package__}.{m.name}.{s.name}" for s in pkgutil.iter_modules(family)
+                  if not s.name.startswith("_")]
+    return sorted(found)
 
 
 def _load():

@@ -92,7 +92,7 @@ def random_pair(rng, shape, dtype=np.float32):
 def sm90_pointwise_kernel(block=256, unroll=4):
     """The pointwise_fused kernel of bias_relu_mul as the engine specializes it (compile checks)."""
     from ncudnn.engines import api
-    from ncudnn.engines.pointwise import _layout
+    from ncudnn.engines.pointwise.fused import _layout
     from ncudnn.kernels.pointwise import fused as kpw
 
     lay = _layout(api.problem(bias_relu_mul((8, 64, 32, 32))))

@@ -106,7 +106,7 @@ _LAST = {}
 
 
 def _patch_sm_count():
-    import ncudnn.engines.rng_philox as a
+    import ncudnn.engines.rng.philox as a
     import ncudnn.kernels.pointwise.fused as b
     import ncudnn.kernels.primitives.warp as c
     import ncudnn.kernels.reduce.strided as d

@@ -8,7 +8,7 @@ import pytest
 from numba import cuda
 
 from ncudnn.engines import api
-from ncudnn.engines.norm_batch import (COLS_LABELS, COLS_VARIANTS, DEFAULT_COLS_VARIANT, NormBatchEngine,
+from ncudnn.engines.norm.batch import (COLS_LABELS, COLS_VARIANTS, DEFAULT_COLS_VARIANT, NormBatchEngine,
                                        var_align, var_cpb)
 from ncudnn.kernels.norm import bn_colsv as kv
 from ncudnn.kernels.norm import bn_fin as kfin
@@ -102,7 +102,7 @@ def test_bng_tree_geometry_and_default():
     assert g.chunk_rows % (g.ty * 4) == 0 and g.chunks * g.tiles <= 132 * 4 and g.chunks * g.chunk_rows >= 100352
     gb = _bwd(32, 256)
     first = api.get_heuristics(gb)[0].config
-    from ncudnn.engines import norm_batch as nb
+    from ncudnn.engines.norm import batch as nb
     assert first.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG) == nb.DEFAULT_COLS_VARIANT_BWD    # the others rank after it
     eng = NormBatchEngine()
     from ncudnn.engines import api as A
@@ -115,7 +115,7 @@ def test_bng_backward_default_knob(monkeypatch):
     """DEFAULT_COLS_VARIANT_BWD picks the backward's default alone (the forward keeps DEFAULT_COLS_VARIANT)
     and the heuristics rank it first."""
     from ncudnn.engines import heuristics
-    from ncudnn.engines import norm_batch as nb
+    from ncudnn.engines.norm import batch as nb
     with monkeypatch.context() as m:
         m.setattr(nb, "DEFAULT_COLS_VARIANT_BWD", NEW[4])
         heuristics.bump()            # rankings cached before are keyed by the older generation

@@ -7,7 +7,7 @@ import pytest
 from numba import cuda
 
 from ncudnn import memory
-from ncudnn.engines.norm_batch import COLS_LABELS, COLS_VARIANTS, DEFAULT_COLS_VARIANT_BWD, var_persist
+from ncudnn.engines.norm.batch import COLS_LABELS, COLS_VARIANTS, DEFAULT_COLS_VARIANT_BWD, var_persist
 from ncudnn.kernels.norm import bn_persist as kp
 from ncudnn.reference.ops import run_node
 from ncudnn.testing import assert_close, poison_value, size
@@ -121,7 +121,7 @@ def test_bnp_forward_and_knobs_rejected():
         assert int(st) != 0 and "co-resident" in why
     elif kprim.sm_count() % 5:
         assert int(st) != 0 and "must fill" in why
-    from ncudnn.engines.norm_batch import DEFAULT_COLS_VARIANT, _default_cols
+    from ncudnn.engines.norm.batch import DEFAULT_COLS_VARIANT, _default_cols
     from ncudnn.ir.partition import partition
     assert _default_cols(partition(five)[0][0]) == DEFAULT_COLS_VARIANT      # the three-launch default there
 

@@ -11,7 +11,7 @@ import pytest
 
 from crank_graphs import conv_graph
 from ncudnn.engines import api, registry
-from ncudnn.engines.conv_common import conv_problem
+from ncudnn.engines.conv.common import conv_problem
 from ncudnn.engines.ranking import engine_config
 
 #: calls allowed: a fixed part plus this many per config of the engine's space

@@ -7,9 +7,9 @@ a small L2), over problem sizes drawn fresh each run."""
 from dataclasses import replace
 
 from ncudnn.engines import device as dev_mod
-from ncudnn.engines import gemm_common as gc
+from ncudnn.engines.gemm import common as gc
 from ncudnn.engines import heuristics as H
-from ncudnn.engines.gemm_engine_base import tile_cost, tile_static
+from ncudnn.engines.gemm.engine_base import tile_cost, tile_static
 
 
 def reference_cost(device, tile, c, m, n, k, batch, in_bytes, out_bytes, extra_bytes, fp64, factor):

@@ -14,9 +14,9 @@ import pytest
 
 from crank_graphs import FIXED, conv_graph, draw
 from ncudnn.engines import api, device, heuristics, registry
-from ncudnn.engines import gemm_common as gc
+from ncudnn.engines.gemm import common as gc
 from ncudnn.engines.base import OK, Engine
-from ncudnn.engines.conv_common import MAX_SPLIT, ConvProblem, table_fits_built
+from ncudnn.engines.conv.common import MAX_SPLIT, ConvProblem, table_fits_built
 from ncudnn.engines.ranking import rank_subgraph
 from ncudnn.types import cudnnBackendHeurMode_t as HM, cudnnBackendKnobType_t as K, cudnnStatus_t as S
 
@@ -108,8 +108,8 @@ def _cost(eng, p, c, dev):
 def _reference_1x1(eng, sub, dev):
     """conv_gemm_1x1: GemmEngineBase's space (configs made with Config.with_knob), gemm_common's checks
     and costs on the 1x1 mapping."""
-    from ncudnn.engines.conv_gemm_1x1 import conv1x1_mapping
-    from ncudnn.engines.matmul_common import GemmEngineBase
+    from ncudnn.engines.conv.gemm_1x1 import conv1x1_mapping
+    from ncudnn.engines.matmul.common import GemmEngineBase
 
     def keep(c, p):
         st = Engine.keep(eng, sub, c, None)
@@ -193,7 +193,7 @@ def _reference_wgrad_1x1(eng, sub, dev, keep_of):
     powers of 2 giving half a wave to 8 waves of resident blocks (slices of >= 8 k-tiles; else the two
     longest when even the longest leaves SMs idle), one tile unsplit under the simulator for tiny problems;
     costed as gemm_common.cost with the route's corrections; cheapest first (stable), at most 24."""
-    from ncudnn.engines import conv_gemm_1x1 as m
+    from ncudnn.engines.conv import gemm_1x1 as m
     from ncudnn.platform import simulator_enabled
 
     want = _wgrad_route(sub)
@@ -267,7 +267,7 @@ def _workspace(name, sub, c):
 def _gemm_dims(name, sub):
     """(M, N, batch, fp64) of the GEMM an engine runs."""
     if name == "conv_gemm_1x1":
-        from ncudnn.engines.conv_gemm_1x1 import conv1x1_mapping
+        from ncudnn.engines.conv.gemm_1x1 import conv1x1_mapping
         p = conv1x1_mapping(sub)
         return p.M, p.N, p.nb, p.fp64
     p = ConvProblem(sub)

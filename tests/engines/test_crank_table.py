@@ -4,7 +4,7 @@ run: 1-3 spatial dims, strides, dilations past the 10-bit tap coordinates, eleme
 int32, negative strides, fprop / dgrad (crs / rsc order) / wgrad."""
 from types import SimpleNamespace
 
-from ncudnn.engines.conv_common import table_fits, table_fits_built
+from ncudnn.engines.conv.common import table_fits, table_fits_built
 from ncudnn.kernels.conv import geometry
 
 

@@ -7,7 +7,7 @@ from numba import cuda
 
 from ncudnn import memory
 from ncudnn.engines import api, registry
-from ncudnn.engines.data_movement import common_shape
+from ncudnn.engines.datamove.engine import common_shape
 from ncudnn.ir import Concat, OpGraph, Reshape
 from ncudnn.ir.partition import Subgraph
 from ncudnn.reference.ops import run_node

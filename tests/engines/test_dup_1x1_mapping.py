@@ -4,8 +4,8 @@ the mappings keep their GEMM shapes and strides (no kernels run)."""
 import pytest
 
 from ncudnn.engines import api
-from ncudnn.engines import conv_gemm_1x1 as E
-from ncudnn.engines import gemm_common as gc
+from ncudnn.engines.conv import gemm_1x1 as E
+from ncudnn.engines.gemm import common as gc
 from ncudnn.ir import ConvDgrad, ConvFprop, ConvWgrad, OpGraph, TensorDesc, packed_strides
 from ncudnn.ir.tensor import nhwc_order
 from ncudnn.types import cudnnConvolutionMode_t as CM, cudnnDataType_t as DT

@@ -6,7 +6,7 @@ import pytest
 from numba import cuda
 
 from ncudnn.engines import api, registry
-from ncudnn.engines import gemm_common as gc
+from ncudnn.engines.gemm import common as gc
 from ncudnn.ir import ConvWgrad, OpGraph, TensorDesc, packed_strides
 from ncudnn.ir.tensor import nhwc_order
 from ncudnn.kernels.gemm import splitk

@@ -5,9 +5,9 @@ dtypes, byte sizes and tensors; without ``fp8`` FP8 is still refused, naming the
 import pytest
 
 from ncudnn.engines import api
-from ncudnn.engines import gemm_common as gc
-from ncudnn.engines.matmul_common import FP8_DTYPES, matmul_mapping
-from ncudnn.engines.matmul_tc_fp8 import FP8, fp8_mapping
+from ncudnn.engines.gemm import common as gc
+from ncudnn.engines.matmul.common import FP8_DTYPES, matmul_mapping
+from ncudnn.engines.matmul.tc_fp8 import FP8, fp8_mapping
 from ncudnn.ir import Matmul, OpGraph, Pointwise, TensorDesc, packed_strides
 from ncudnn.types import cudnnDataType_t as DT, cudnnPointwiseMode_t as PM
 

@@ -3,8 +3,8 @@
 import pytest
 
 from ncudnn.engines import api
-from ncudnn.engines import gemm_common as gc
-from ncudnn.engines.conv_winograd_common import WgradProblem, WinoProblem
+from ncudnn.engines.gemm import common as gc
+from ncudnn.engines.winograd.common import WgradProblem, WinoProblem
 from ncudnn.ir import ConvDgrad, ConvFprop, ConvWgrad, OpGraph, TensorDesc, packed_strides
 from ncudnn.types import cudnnConvolutionMode_t as CM, cudnnDataType_t as DT
 

@@ -5,7 +5,7 @@ import pytest
 from numba import cuda
 
 from ncudnn.engines import api, registry
-from ncudnn.engines import gemm_common as gc
+from ncudnn.engines.gemm import common as gc
 from ncudnn.ir import ConvDgrad, ConvFprop, ConvWgrad, OpGraph, Pointwise, TensorDesc, packed_strides
 from ncudnn.ir.tensor import nhwc_order
 from ncudnn.reference import conv as ref
@@ -332,7 +332,7 @@ def test_1x1_gemm_engine_dgrad_refuses_stride_and_ranks_first():
 def test_wgrad_ranking_fits_tile_to_k_and_splits_npq():
     # ResNet-50 conv2 wgrad (M = K = 64, N = C*R*S = 576, reduction N*P*Q = 100 352): the first
     # candidate has no dead tile rows and splits the reduction over at least one wave of blocks
-    from ncudnn.engines.conv_common import wgrad_splits
+    from ncudnn.engines.conv.common import wgrad_splits
     from ncudnn.engines.device import H200
     attrs = conv_attrs(2, pre=1, post=1)
     x, dy, dw = (tensor(1, (32, 64, 56, 56), nhwc=True), tensor(2, (32, 64, 56, 56), nhwc=True),

@@ -12,7 +12,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def _engine_kernel(which):
     """(BlockKernels, argument types) the engine builds for a GPU-size problem of ``which``."""
     from ncudnn.engines import api, registry
-    from ncudnn.engines import gemm_common as gc
+    from ncudnn.engines.gemm import common as gc
     from ncudnn.ir import ConvFprop, Matmul, OpGraph, Pointwise, TensorDesc, packed_strides
     from ncudnn.ir.tensor import nhwc_order
     from ncudnn.kernels.gemm import make_gemm

@@ -6,7 +6,7 @@ import pytest
 from numba import cuda
 
 from ncudnn.engines import api, registry
-from ncudnn.engines import gemm_common as gc
+from ncudnn.engines.gemm import common as gc
 from ncudnn.ir import Matmul, OpGraph, Pointwise, TensorDesc, packed_strides
 from ncudnn.reference.matmul import matmul as ref_mm
 from ncudnn.reference.pointwise import pointwise as rpw

@@ -65,7 +65,7 @@ def test_fused_dgrad(rng):
 def test_fused_multi_thread_block(rng):
     """64 threads: 4 per position, 4x4 interleaved accumulators, two exchange passes; K and the
     tile count not multiples of the block."""
-    from ncudnn.engines.conv_winograd_fused import FUSED_TILES
+    from ncudnn.engines.winograd.fused import FUSED_TILES
     from ncudnn.types import cudnnBackendKnobType_t as K
 
     idx = [t[0] for t in FUSED_TILES].index("8k x 8t x 4c t4x4")

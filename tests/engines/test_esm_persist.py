@@ -3,7 +3,7 @@ float64 oracle; the heuristic's default for long rows; refusals with reasons."""
 import pytest
 
 from ncudnn.engines import api, registry
-from ncudnn.engines.softmax_fused import PERSIST_BLOCK, PERSIST_STAGES
+from ncudnn.engines.softmax.fused import PERSIST_BLOCK, PERSIST_STAGES
 from ncudnn.ir.partition import partition
 from ncudnn.testing import assert_close, size
 from ncudnn.types import cudnnBackendKnobType_t as K, cudnnStatus_t as S

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ncudnn.engines import api, registry
-from ncudnn.engines.matmul_wgmma import TILES
+from ncudnn.engines.matmul.wgmma import TILES
 from ncudnn.reference.matmul import matmul as ref_mm
 from ncudnn.testing import assert_close, size
 from ncudnn.types import cudnnBackendKnobType_t as K

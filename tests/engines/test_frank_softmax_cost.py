@@ -6,7 +6,7 @@ import time
 import pytest
 
 from ncudnn.engines import api, registry
-from ncudnn.engines.softmax_fused import BLOCKS
+from ncudnn.engines.softmax.fused import BLOCKS
 from ncudnn.ir import OpGraph
 from ncudnn.ir.partition import Subgraph
 from ncudnn.types import cudnnDataType_t as DT, cudnnPointwiseMode_t as PM, cudnnReduceTensorOp_t as RO

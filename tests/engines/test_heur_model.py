@@ -9,8 +9,9 @@ import time
 import numpy as np
 import pytest
 
-from ncudnn.engines import api, device, gemm_common as gc, heuristics as H, registry
-from ncudnn.engines.gemm_engine_base import TiledGemmEngine
+from ncudnn.engines import api, device, heuristics as H, registry
+from ncudnn.engines.gemm import common as gc
+from ncudnn.engines.gemm.engine_base import TiledGemmEngine
 from ncudnn.ir import ConvFprop, Matmul, OpGraph, Pointwise, TensorDesc, packed_strides
 from ncudnn.types import cudnnBackendHeurMode_t as HM, cudnnDataType_t as DT, cudnnPointwiseMode_t as PM
 

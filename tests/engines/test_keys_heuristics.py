@@ -226,7 +226,7 @@ def test_registry_discovers_engine_modules():
     from ncudnn.engines import registry
 
     found = registry._discovered()
-    assert "ncudnn.engines.pointwise" in found and "ncudnn.engines.composite" in found
+    assert "ncudnn.engines.pointwise.fused" in found and "ncudnn.engines.composite" in found
     assert not any(m.rsplit(".", 1)[1] in registry.INFRASTRUCTURE for m in found)
     assert registry.by_index(0).name == "pointwise_fused" and registry.global_count() == len(registry.ENGINE_ORDER)
     assert not registry.load_errors, registry.load_errors

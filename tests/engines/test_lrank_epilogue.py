@@ -4,9 +4,9 @@ import pytest
 
 from crank_graphs import conv_graph
 from ncudnn.engines import api
-from ncudnn.engines import gemm_common as gc
-from ncudnn.engines.conv_common import ConvProblem
-from ncudnn.engines.conv_winograd_common import WinoProblem
+from ncudnn.engines.gemm import common as gc
+from ncudnn.engines.conv.common import ConvProblem
+from ncudnn.engines.winograd.common import WinoProblem
 
 
 @pytest.mark.parametrize("prob", [("fprop", 3, 32, 14, 16, 3, 1, True, "f32", True),

@@ -8,8 +8,8 @@ import pytest
 from crank_graphs import conv_graph
 from ncudnn.engines import api, registry
 from ncudnn.engines.base import Engine
-from ncudnn.engines.conv_winograd_common import WinogradEngineBase
-from ncudnn.engines.gemm_engine_base import TiledGemmEngine
+from ncudnn.engines.winograd.common import WinogradEngineBase
+from ncudnn.engines.gemm.engine_base import TiledGemmEngine
 from ncudnn.engines.ranking import rank_subgraph
 from ncudnn.types import cudnnBackendHeurMode_t as HM
 

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from ncudnn.engines import api, registry
-from ncudnn.engines import norm_rows as nr
+from ncudnn.engines.norm import rows as nr
 from ncudnn.engines.device import H200
 from ncudnn.ir import NormBwd, OpGraph
 from ncudnn.ir.partition import partition
@@ -156,7 +156,7 @@ def test_h200_default_geometry_is_the_measured_best():
 def test_backward_costed_per_path():
     """The fused and two-pass backwards move different bytes: a two-pass config costs its own steps' time,
     every fused geometry the default's (5% more off the default); the default ranks first."""
-    from ncudnn.engines.membound_common import steps_time
+    from ncudnn.engines.membound.common import steps_time
 
     g = bwd_graph(LN, (48, 768))
     eng, ctx = registry.by_name("norm_rows"), api.context()

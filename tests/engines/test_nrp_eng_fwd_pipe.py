@@ -1,9 +1,9 @@
-"""Engine "norm_rows": the pipelined forward (KERNEL_CFG 20..29, engines/norm_rows_pipe.py) through the engine API vs
+"""Engine "norm_rows": the pipelined forward (KERNEL_CFG 20..29, engines/norm/rows_pipe.py) through the engine API vs
 the float64 oracle, its default and its refusals."""
 import pytest
 
 from ncudnn.engines import api
-from ncudnn.engines.norm_rows_pipe import FWD_PIPE_KCFG
+from ncudnn.engines.norm.rows_pipe import FWD_PIPE_KCFG
 from ncudnn.kernels.primitives import warp as kprim
 from ncudnn.testing import size
 from ncudnn.types import cudnnBackendKnobType_t as K, cudnnBackendNormMode_t as NM, cudnnDataType_t as DT
@@ -107,8 +107,8 @@ def test_nrp_eng_defaults_store_y_plain():
     """The forward defaults read x evict-first but store y with no L2 policy: evict-first y stores made the kernel
     alone no faster on the H200 and left y out of the L2 for the next kernel (LN 8192x1024 then a sum of y: 0.88x
     cuDNN against 1.03x; session 8, tools/probe_norm_sweep.py --consumer)."""
-    from ncudnn.engines.norm_rows import FWD_SUB_DEFAULT, FWD_SUB_KCFG
-    from ncudnn.engines.norm_rows_pipe import FWD_PIPE_DEFAULT
+    from ncudnn.engines.norm.rows import FWD_SUB_DEFAULT, FWD_SUB_KCFG
+    from ncudnn.engines.norm.rows_pipe import FWD_PIPE_DEFAULT
 
     for _, _, kc in FWD_PIPE_DEFAULT:
         assert FWD_PIPE_KCFG[kc][5] == "evict_first" and FWD_PIPE_KCFG[kc][6] is False

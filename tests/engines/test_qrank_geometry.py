@@ -8,7 +8,7 @@ from types import SimpleNamespace as NS
 import numpy as np
 import pytest
 
-from ncudnn.engines.conv_common import conv_geometry
+from ncudnn.engines.conv.common import conv_geometry
 from ncudnn.kernels.conv import geometry
 from ncudnn.kernels.conv.geometry import packed_strides
 from ncudnn.types import cudnnConvolutionMode_t as CM

@@ -9,7 +9,8 @@ from dataclasses import replace
 import pytest
 
 from crank_graphs import conv_graph, draw
-from ncudnn.engines import api, conv_common, ranking, registry
+from ncudnn.engines import api, ranking, registry
+from ncudnn.engines.conv import common as conv_common
 from ncudnn.types import cudnnBackendHeurMode_t as HM
 
 A = HM.CUDNN_HEUR_MODE_A

@@ -6,7 +6,7 @@ is costed from its own steps, checked in test_nrf_fused_bwd.py::test_backward_co
 import pytest
 
 from ncudnn.engines import api, registry
-from ncudnn.engines.membound_common import steps_time
+from ncudnn.engines.membound.common import steps_time
 from ncudnn.ir import NormBwd, OpGraph
 from ncudnn.ir.partition import partition
 from ncudnn.types import cudnnBackendNormMode_t as NM

@@ -7,7 +7,7 @@ import pytest
 from numba import cuda
 
 from ncudnn.engines import api, registry
-from ncudnn.engines.reduce_engine import KR, KU, _spec, reduction_spec_knobs, vector_problem
+from ncudnn.engines.reduce.reduction import KR, KU, _spec, reduction_spec_knobs, vector_problem
 from ncudnn.ir import OpGraph, Reduction, TensorDesc, packed_strides
 from ncudnn.kernels.reduce import strided as kr
 from ncudnn.testing import assert_close, poison_value

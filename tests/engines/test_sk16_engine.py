@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from ncudnn.engines import api, registry
-from ncudnn.engines.matmul_tc import SMALL_K_TILES
-from ncudnn.engines.matmul_wgmma import SMALL_K_RATE, TILES
+from ncudnn.engines.matmul.tc import SMALL_K_TILES
+from ncudnn.engines.matmul.wgmma import SMALL_K_RATE, TILES
 from ncudnn.ir import Matmul, OpGraph
 from ncudnn.reference.matmul import matmul as ref_mm
 from ncudnn.testing import SIM, assert_close, size
@@ -96,7 +96,7 @@ def test_sk16_sim_tiny_picks_wgmma():
 
 def test_sk16_small_k_kernel_epilogue():
     # small-K plans build their kernel with SMALL_K_EPI; large K keeps the tile's own epilogue (vector stores)
-    from ncudnn.engines.matmul_wgmma import SMALL_K_EPI
+    from ncudnn.engines.matmul.wgmma import SMALL_K_EPI
     eng = registry.by_name(ENGINE)
     for k, want in ((128, SMALL_K_EPI), (1024, TILES[0].cfg.EPI)):
         g, _ = plain(256, 256, k, BF16)

@@ -12,7 +12,7 @@ from numba import cuda
 
 from ncudnn.engines import api
 from ncudnn.engines import device as dev_mod
-from ncudnn.engines import gemm_common as gc
+from ncudnn.engines.gemm import common as gc
 from ncudnn.ir import Matmul, OpGraph, TensorDesc, packed_strides
 from ncudnn.reference.matmul import matmul as ref_mm
 from ncudnn.testing import assert_close, poison_value, size

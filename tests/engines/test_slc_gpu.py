@@ -13,7 +13,7 @@ from numba import cuda
 
 from ncudnn import memory
 from ncudnn.engines import api
-from ncudnn.engines.data_movement import _copy_step
+from ncudnn.engines.datamove.engine import _copy_step
 from ncudnn.ir import OpGraph, Reshape, Slice
 from ncudnn.types import cudnnBackendReshapeMode_t as RM, cudnnDataType_t as DT
 

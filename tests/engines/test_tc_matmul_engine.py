@@ -8,7 +8,7 @@ import pytest
 from numba import cuda
 
 from ncudnn.engines import api, registry
-from ncudnn.engines.matmul_tc import TILES
+from ncudnn.engines.matmul.tc import TILES
 from ncudnn.ir import Matmul, OpGraph, Pointwise, TensorDesc, packed_strides
 from ncudnn.reference.matmul import matmul as ref_mm
 from ncudnn.testing import SIM, assert_close, poison_value, size

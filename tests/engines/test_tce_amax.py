@@ -8,7 +8,7 @@ import pytest
 from numba import cuda
 
 from ncudnn.engines import api, registry
-from ncudnn.engines.matmul_tc import TILES
+from ncudnn.engines.matmul.tc import TILES
 from ncudnn.engines.plan import ExecutionPlan
 from ncudnn.ir import Matmul, OpGraph, Pointwise, Reduction, TensorDesc
 from ncudnn.testing import SIM, size
@@ -121,7 +121,7 @@ def test_gpu_amax_every_tile(rng, tile):
 def amax_kernel(tile):
     """(kernel dispatcher, argument types) of matmul_tc's amax plan for a 1024^3 e4m3 graph (descale_a and
     scale_d device tensors) at TILE_SIZE ``tile`` (for the sm_90 compile check)."""
-    from ncudnn.engines import gemm_common as gc
+    from ncudnn.engines.gemm import common as gc
 
     scales = (0.5, 0.25, 0.125)
     g, _ = amax_graph(1, 1024, 1024, 1024, E4, E4, scales, (True, False, True))

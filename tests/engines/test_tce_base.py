@@ -4,9 +4,9 @@ import math
 from dataclasses import replace
 
 from ncudnn.engines import api, registry
-from ncudnn.engines import gemm_common as gc
+from ncudnn.engines.gemm import common as gc
 from ncudnn.engines.device import H200
-from ncudnn.engines.tc_engine_base import TcEngineBase, tile_config
+from ncudnn.engines.gemm.tc_base import TcEngineBase, tile_config
 from ncudnn.types import cudnnBackendKnobType_t as K, cudnnBackendNumericalNote_t as NN
 from ncudnn.types import cudnnDataType_t as DT, cudnnStatus_t as S
 from test_tc_conv_engine import graph as conv_graph

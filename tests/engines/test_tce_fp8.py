@@ -11,7 +11,7 @@ from numba import cuda
 
 from ncudnn.engines import api, registry
 from ncudnn.engines.device import H200
-from ncudnn.engines.matmul_tc import FP8_SPILLS, TILES
+from ncudnn.engines.matmul.tc import FP8_SPILLS, TILES
 from ncudnn.ir import Matmul, OpGraph, Pointwise, TensorDesc, packed_strides
 from ncudnn.testing import SIM, size
 from ncudnn.types import cudnnBackendHeurMode_t as HM, cudnnBackendKnobType_t as K

@@ -18,8 +18,8 @@ def _engine_kernel(tile, kind, out):
     from dataclasses import replace
 
     from ncudnn.engines import api, registry
-    from ncudnn.engines import gemm_common as gc
-    from ncudnn.engines.matmul_tc import TILES
+    from ncudnn.engines.gemm import common as gc
+    from ncudnn.engines.matmul.tc import TILES
     from ncudnn.types import cudnnBackendKnobType_t as K, cudnnDataType_t as DT
     from test_tce_fp8 import fp8_graph
 

@@ -11,7 +11,7 @@ from numba import cuda
 
 from ncudnn import reference as ref
 from ncudnn.engines import api, registry
-from ncudnn.engines.conv_tc import TILES
+from ncudnn.engines.conv.tc import TILES
 from ncudnn.engines.device import H200
 from ncudnn.ir import ConvFprop, OpGraph, Pointwise, TensorDesc, packed_strides
 from ncudnn.ir.tensor import nhwc_order

@@ -6,7 +6,7 @@ import pytest
 from numba import cuda
 
 from ncudnn.engines import api, registry
-from ncudnn.engines import conv_gemm_1x1 as c1
+from ncudnn.engines.conv import gemm_1x1 as c1
 from ncudnn.engines import device as dev_mod
 from ncudnn.ir import ConvWgrad, OpGraph, TensorDesc, packed_strides
 from ncudnn.ir.tensor import nhwc_order

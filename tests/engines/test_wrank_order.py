@@ -8,10 +8,10 @@ import math
 import pytest
 
 from ncudnn.engines import api, device, heuristics, registry
-from ncudnn.engines import conv_winograd_common as cw
-from ncudnn.engines import gemm_common as gc
+from ncudnn.engines.winograd import common as cw
+from ncudnn.engines.gemm import common as gc
 from ncudnn.engines.base import Engine
-from ncudnn.engines.conv_winograd_fused import FUSED_TILES
+from ncudnn.engines.winograd.fused import FUSED_TILES
 from ncudnn.engines.ranking import rank_subgraph
 from ncudnn.ir import ConvDgrad, ConvFprop, OpGraph, Pointwise, TensorDesc, packed_strides
 from ncudnn.ir.tensor import nhwc_order

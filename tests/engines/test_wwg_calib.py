@@ -4,7 +4,7 @@ times are within the stated bounds; mode A's order of F(3x3, 2x2) and F(3x3, 4x4
 import pytest
 
 from ncudnn.engines import api, registry
-from ncudnn.engines import conv_winograd_common as cwc
+from ncudnn.engines.winograd import common as cwc
 from ncudnn.kernels.winograd import wgrad as ww
 from ncudnn.types import cudnnBackendHeurMode_t as HM, cudnnBackendKnobType_t as K
 

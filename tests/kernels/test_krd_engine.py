@@ -6,7 +6,8 @@ import pytest
 from numba import cuda
 
 from ncudnn import reference as R
-from ncudnn.engines import api, reduce_engine as RE
+from ncudnn.engines import api
+from ncudnn.engines.reduce import reduction as RE
 from ncudnn.ir import OpGraph, Reduction, TensorDesc, packed_strides
 from ncudnn.testing import assert_close
 from ncudnn.types import cudnnDataType_t as DT, cudnnReduceTensorOp_t as RO

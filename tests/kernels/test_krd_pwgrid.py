@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ncudnn.engines import pointwise as EP
+from ncudnn.engines.pointwise import fused as EP
 from ncudnn.kernels.pointwise import fused as kpw
 from ncudnn.kernels.primitives import warp as primitives
 from ncudnn.types import cudnnPointwiseMode_t as PM

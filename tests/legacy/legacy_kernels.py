@@ -36,7 +36,7 @@ def pointwise_specs(graph):
     """PointwiseSpec (JSON) of every pointwise part of a lowered graph, as pointwise_fused builds it."""
     from ncudnn.engines import api
     from ncudnn.engines.composite import CompositeSub
-    from ncudnn.engines.pointwise import _layout
+    from ncudnn.engines.pointwise.fused import _layout
 
     sub = api.problem(graph)
     parts = sub.parts if isinstance(sub, CompositeSub) else [sub]

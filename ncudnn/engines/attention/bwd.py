@@ -15,7 +15,7 @@ from ...kernels.attention.bwd import (DBIAS_THREADS, DOT_THREADS, dbias_kernel, 
 from ...types import cudnnStatus_t
 from .. import heuristics as Hr
 from ..base import OK, Engine
-from ..membound_common import Arg, MemPlan, Scratch, Step, src_key, written
+from ..membound.common import Arg, MemPlan, Scratch, Step, src_key, written
 from ..registry import register
 from . import common as C
 from .fwd import flops as fwd_flops

@@ -6,7 +6,7 @@ from numba.cuda import types
 from ...kernels import attention as ka
 from ...types import cudnnBackendKnobType_t, cudnnDataType_t, cudnnStatus_t
 from ..base import OK, Config, KnobSpec
-from ..membound_common import Arg, kdtype, written
+from ..membound.common import Arg, kdtype, written
 
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t

@@ -16,7 +16,7 @@ from ...kernels.attention.fwd import fwd_grid, fwd_kernel
 from ...types import cudnnStatus_t
 from .. import heuristics as Hr
 from ..base import OK, Engine
-from ..membound_common import Arg, MemPlan, Step, src_key, written
+from ..membound.common import Arg, MemPlan, Step, src_key, written
 from ..registry import register
 from . import common as C
 

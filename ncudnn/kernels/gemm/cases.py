@@ -46,7 +46,7 @@ GEMM_CASES = (
        ("gemm_f32_128x128_splitk4_atomic", CONFIGS[0].replace(SPLIT_K=4, SPLIT_MODE="atomic"), "mk",
         "kn", ("float32",) * 3, ep.EpilogueSpec()),
        ("gemm_f64_64x64_t4x4", CONFIGS[5], "mk", "kn", ("float64",) * 3, ep.EpilogueSpec())]
-    # the skinny-matmul fast tiles (engines/gemm_common.FAST_SKINNY_TILES) on row-major A and B
+    # the skinny-matmul fast tiles (engines/gemm/common.FAST_SKINNY_TILES) on row-major A and B
     + [(f"gemm_fast_{c.BLOCK_M}x{c.BLOCK_N}_t{c.THREAD_M}x{c.THREAD_N}_mk_kn", c, "mk", "kn", ("float32",) * 3,
         ep.EpilogueSpec()) for c in FAST_SKINNY]
     + [("gemm_fast_128x64_mk_kn_splitk4", FAST_SKINNY[0].replace(SPLIT_K=4, SWIZZLE=8), "mk", "kn",
@@ -55,7 +55,7 @@ GEMM_CASES = (
         ep.EpilogueSpec())])
 
 
-#: 1x1 conv wgrad (engines/conv_gemm_1x1.py): NHWC one GEMM with both operands outer-fast ("km", "kn"),
+#: 1x1 conv wgrad (engines/conv/gemm_1x1.py): NHWC one GEMM with both operands outer-fast ("km", "kn"),
 #: NCHW per-image GEMMs (both k-fast: "mk", "nk") summed over the batch (sum_batch)
 WGRAD_CASES = (
     [(f"gemm_fast_{c.BLOCK_M}x{c.BLOCK_N}_t{c.THREAD_M}x{c.THREAD_N}_km_kn", c, "km", "kn", False)

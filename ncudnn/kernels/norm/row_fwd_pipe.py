@@ -37,7 +37,7 @@ H200 a torch.sum of y right after took ~5 us longer): ``hint_y=False`` keeps y's
 A version fetching each row with one bulk (TMA) copy completed by an mbarrier was tried and stalled the H200, so
 it was removed.
 
-Used by engine "norm_rows" as forward KERNEL_CFG 20..29 (:mod:`ncudnn.engines.norm_rows_pipe`; 28, 4 warps x 4
+Used by engine "norm_rows" as forward KERNEL_CFG 20..29 (:mod:`ncudnn.engines.norm.rows_pipe`; 28, 4 warps x 4
 stages x 3 blocks an SM, scale / bias in shared memory, x's copies evict-first, y's stores plain: the default for
 FP32 rows of 512..1024). On the H200 at 8192 x 1024 (2026-12-01, session 8, tools/probe_norm_sweep.py, 8
 alternating rounds in one process) it ran layer norm in 0.0212 ms and RMS norm in 0.0208 against

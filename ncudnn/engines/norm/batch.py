@@ -1,0 +1,763 @@
+"""Engine "norm_batch": NORM_FORWARD / NORM_BACKWARD for BATCH_NORM and INSTANCE_NORM, any layout
+(NCHW, NHWC, any strides), with the following pointwise epilogue fused into the apply pass.
+
+Forward, training (and instance norm in either phase: its statistics always come from x):
+  1. one deterministic reduction pass over x: per-group sum and sum of squares (a group is a channel
+     for BN, a (sample, channel) pair for IN) into workspace (:mod:`ncudnn.kernels.reduce.strided`);
+  2. a thread-per-group finalize (:mod:`ncudnn.kernels.norm.bn_finalize`): MEAN, INV_VARIANCE, running
+     statistics (INPUT_RUNNING_* -> OUTPUT_RUNNING_*, unbiased variance), equivalent scale / bias;
+  3. one fused pointwise pass ``y = x * eq_scale + eq_bias`` followed by the epilogue nodes.
+Forward, BN inference: ONE pointwise pass ``(x - MEAN_IN) * INV_VARIANCE_IN * scale + bias`` (+ epilogue).
+Backward: per-group sums of dy and dy*x in one pass over (x, dy) -> dscale, dbias and the dx
+coefficients (thread per group; instance norm sums dscale / dbias over samples with a second small
+reduction) -> one pointwise pass ``dx = a*dy + b*x + c``.
+
+Statistics are sums of shifted data (x - K, K = the group's first element: no cancellation
+when |mean| >> std, one pass), float64 on the dedicated NHWC / NCHW kernels (no overflow of (x - K)^2); backward sums dy * (x - MEAN). Deterministic (no atomics). EPSILON and
+EXP_AVG_FACTOR by value or as one-element device tensors (read inside the finalize kernel).
+Batch norm on packed NHWC / NCHW runs dedicated kernels (:mod:`ncudnn.kernels.norm.bn_cols`,
+:mod:`ncudnn.kernels.norm.bn_planes`: one-wave partial sums, an ordered combine, the finalize and a
+register-coefficient apply pass); other layouts and instance norm take the generic reduce / pointwise path.
+Packed NHWC with float32 and C % 4 == 0 runs :mod:`ncudnn.kernels.norm.bn_colsv` by default (16-byte
+loads, one geometry for both passes, the apply pass walking each chunk backwards from the rows still in
+the L2, streaming hints) with the chunk combine and the coefficients fused (:mod:`ncudnn.kernels.norm.bn_fin`):
+three launches. The backward there defaults to ONE cooperative kernel (:mod:`ncudnn.kernels.norm.bn_persist`,
+KERNEL_CFG ``persist_*``: one block an SM keeping rows of x and dy on chip between the sums and dx, two grid
+barriers: :func:`ncudnn.kernels.primitives.grid_sync.grid_barrier` on the device's counter) where its grid fills every SM
+with one block (C up to 256 always; wider C where its 256-channel tiles divide the SM count); other shapes and
+misaligned buffers take the three-launch path, and as a cooperative kernel it is no plain CUDA-graph node
+(``populate``: NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API; choose a colsv KERNEL_CFG for graphs).
+Knobs: BLOCK_SIZE of the pointwise pass; KERNEL_CFG (:data:`COLS_LABELS` on packed NHWC,
+:data:`PLANES_LABELS` on packed NCHW), OCCUPANCY (blocks per SM of the colsv geometry, 0: the kernels'
+register budget) and ARRAY_SIZE_PER_THREAD (colsv unroll). Workspace: the partial and group sums and
+coefficients (float32).
+"""
+from numba.cuda import types
+
+from ...kernels.norm import bn_cols as kcols
+from ...kernels.norm import bn_finalize as kbf
+from ...kernels.norm import bn_colsv as kcolsv
+from ...kernels.norm import bn_fin as kfin
+from ...kernels.primitives import grid_sync as kgsync
+from ...kernels.norm import bn_persist as kpersist
+from ...kernels.norm import bn_planes as kplanes
+from ...kernels.reduce import strided as kr
+from ...kernels.runtime.dtypes import compute_type
+from ...kernels.primitives import warp as kprim
+from ...platform import simulator_enabled
+from ...types import (cudnnBackendKnobType_t, cudnnBackendNormFwdPhase_t, cudnnBackendNormMode_t,
+                     cudnnPointwiseMode_t, cudnnStatus_t)
+from ..base import OK, Engine, KnobSpec
+from ..membound.common import (Arg, MemPlan, PointwiseBuilder, Scratch, Step, bcast_strides, io_dtypes_ok, kdtype, reduce_steps, src_key, steps_time, tensor_bytes, written)
+from .bn_finalize import bwd_weights_step, finalize_step, group_desc, scalar_arg, scalar_ports_ok, tensor_arg
+from ..registry import register
+
+S = cudnnStatus_t
+K = cudnnBackendKnobType_t
+NM = cudnnBackendNormMode_t
+PH = cudnnBackendNormFwdPhase_t
+PM = cudnnPointwiseMode_t
+MODES = (NM.CUDNN_BATCH_NORM, NM.CUDNN_INSTANCE_NORM)
+
+
+def _group_geometry(x, per_sample):
+    """(group out_shape over x, dense group strides, groups, C)."""
+    nd, C = x.ndim, x.dims[1]
+    out_shape = tuple(n if d == 1 or (per_sample and d == 0) else 1 for d, n in enumerate(x.dims))
+    strides = [0] * nd
+    strides[1] = 1
+    if per_sample:
+        strides[0] = C
+    groups = C * (x.dims[0] if per_sample else 1)
+    return out_shape, tuple(strides), groups, C
+
+
+def check_norm_node(engine, sub, modes):
+    """Shared checks of the norm engines: kind, mode, dtypes, by-value scalars, epilogue."""
+    if sub.kind not in engine.kinds:
+        return S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, \
+            f"{engine.name}: accepts {engine.kinds}, not a {sub.kind} subgraph"
+    node = sub.anchor if sub.anchor is not None else sub.nodes[0]
+    if NM(int(node.mode)) not in modes:
+        return S.CUDNN_STATUS_NOT_SUPPORTED, \
+            f"node '{node.name}': mode {NM(int(node.mode)).name}: {engine.name} runs {[m.name for m in modes]}"
+    for n in sub.nodes:
+        st, why = io_dtypes_ok(n)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+    st, why = scalar_ports_ok(node, ("EPSILON", "EXP_AVG_FACTOR"))
+    if st != S.CUDNN_STATUS_SUCCESS:
+        return st, why
+    if node.OP == "norm_fwd" and "SCALE" not in node.inputs:
+        return S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': SCALE: required by {engine.name}"
+    if sub.tail is not None:
+        return S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, f"node '{sub.tail.name}': a fused reduction tail"
+    from ...kernels.pointwise import ops as po
+
+    for n in sub.epilogue:
+        if int(n.mode) not in po.SUPPORTED_MODES:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{n.name}': mode {n.mode.name} has no kernel expression"
+        if tuple(next(iter(n.outputs.values())).dims) != tuple(node.inputs["X"].dims):
+            return S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"node '{n.name}': epilogue output dims differ from X's"
+    return OK
+
+
+def epilogue_output(pw, sub, y, y_ref):
+    """Append the subgraph's epilogue to PointwiseBuilder ``pw`` after value ``y_ref`` of tensor ``y`` (a node
+    index, or an ("in", k) / ("node", j) ref);
+    add the written outputs (Y itself when it is not virtual, every non-virtual epilogue output)."""
+    if not y.is_virtual or y.uid in getattr(sub, "materialize", ()):
+        pw.add_output(y_ref, Arg.tensor(y), kdtype(y), y.strides)
+    value_of = {y.uid: y_ref if isinstance(y_ref, tuple) else ("node", y_ref)}
+    pw.add_ir_nodes(sub.epilogue, value_of)
+    for n in sub.epilogue:
+        for t in n.outputs.values():
+            if not t.is_virtual or t.uid in getattr(sub, "materialize", ()):
+                pw.add_output(value_of[t.uid][1], Arg.tensor(t), kdtype(t), t.strides)
+
+
+def bn_layout(x):
+    """The dedicated BN kernels' view of ``x``: ("cols", rows, C) when the channel is innermost and the
+    other dims pack rows of C (NHWC), ("planes", N, C, HW, sN) when each (n, c) plane of the spatial
+    dims is contiguous at offset n * sN + c * HW (NCHW), else None (the generic reduce path)."""
+    dims, st = tuple(int(d) for d in x.dims), tuple(int(s) for s in x.strides)
+    C = dims[1]
+    spatial = [d for d in range(2, len(dims))]
+    hw = 1
+    for d in reversed(spatial):                                        # NCHW: spatial dims row-major
+        if dims[d] > 1 and st[d] != hw:
+            break
+        hw *= dims[d]
+    else:
+        if (C == 1 or st[1] == hw) and (dims[0] == 1 or st[0] >= C * hw):
+            return ("planes", dims[0], C, hw, st[0] if dims[0] > 1 else C * hw)
+    acc = C                                                            # NHWC: rows of C contiguous channels
+    if C > 1 and st[1] != 1:
+        return None
+    for d in reversed([0] + spatial):
+        if dims[d] > 1 and st[d] != acc:
+            return None
+        acc *= dims[d]
+    return ("cols", acc // C, C)
+
+
+#: KERNEL_CFG values: which kernels run packed NHWC batch norm. None: :mod:`ncudnn.kernels.norm.bn_cols`
+#: (statistics and apply with their own grids); else (vec, reverse, hint, fin) of :mod:`ncudnn.kernels.norm.bn_colsv`
+#: (one geometry for both passes; reverse: the apply pass walks each chunk backwards, starting on the rows
+#: the statistics pass left in the L2; hint: streaming loads / stores in the apply pass; fin: the chunk
+#: combine and the coefficients in one kernel, :mod:`ncudnn.kernels.norm.bn_fin`). Entries of 6:
+#: (vec, reverse, hint, fin, cpb, align): ``cpb`` channels per block of the fused combine (< 32: the
+#: many-block tree combine of :func:`ncudnn.kernels.norm.bn_fin.tree_geometry`), ``align``: chunk rows a
+#: multiple of TY * unroll and the threads' last rows loaded at once (no one-row tail trips).
+COLS_VARIANTS = (None, (4, True, True, False), (4, True, False, False), (4, False, False, False),
+                 (1, True, False, False), (4, False, True, False), (4, True, True, True), (4, True, False, True),
+                 (1, True, False, True),
+                 (4, True, True, True, 8, False), (4, True, True, True, 4, False), (4, True, True, True, 32, True),
+                 (4, True, True, True, 8, True), (4, True, True, True, 4, True))
+COLS_LABELS = ("cols", "colsv4_rev_hint", "colsv4_rev", "colsv4", "colsv1_rev", "colsv4_hint", "colsv4_rev_hint_fin",
+               "colsv4_rev_fin", "colsv1_rev_fin",
+               "colsv4_rev_hint_fin8", "colsv4_rev_hint_fin4", "colsv4_rev_hint_fin_al", "colsv4_rev_hint_fin8_al",
+               "colsv4_rev_hint_fin4_al")
+#: the one-kernel backward (:mod:`ncudnn.kernels.norm.bn_persist`, a cooperative grid of one block an SM keeping
+#: rows of (x, dy) in registers and shared memory between the sums and the dx pass): (threads, register rows,
+#: shared rows, unroll) a thread; appended to COLS_VARIANTS as 7-entry tuples whose last entry is ("persist", ...)
+PERSIST_VARIANTS = kpersist.PERSIST_CASES
+COLS_VARIANTS += tuple((4, True, True, True, 8, True, ("persist",) + v) for v in PERSIST_VARIANTS)
+COLS_LABELS += tuple("persist_t%d_r%d_s%d_u%d" % v[:4] + ("_cp" if v[4] else "") + ("_pf%d" % v[5] if v[5] else "")
+                     for v in PERSIST_VARIANTS)
+#: the default: C/8 blocks of tree combine with aligned chunks, the fastest on the H200 (tools/probe_bn.py --set tree,
+#: 2026-11-30 22:32 UTC, N32 C256 56x56 FP32 NHWC): forward 0.0894 ms (the colsv4_rev_hint_fin before it: 0.0919;
+#: cudnn-frontend 0.0944), backward 0.1362 ms (0.1377; cudnn-frontend 0.1292)
+DEFAULT_COLS_VARIANT = 12
+#: the backward's own default (packed NHWC): the one-kernel backward with 10 shared rows a thread and the inline
+#: grid barrier, measured 0.1244 / 0.1244 ms on the H200 at N32 C256 56x56 FP32 (tools/probe_bn.py --set persist,
+#: 2026-12-01, session 7) against 0.1349-0.1354 for the three-launch colsv default and 0.1277 / 0.1278 for
+#: cudnn-frontend in the same runs; DEFAULT_COLS_VARIANT where its grid cannot be co-resident
+DEFAULT_COLS_VARIANT_BWD = len(COLS_VARIANTS) - len(PERSIST_VARIANTS)
+#: KERNEL_CFG values of packed NCHW batch norm: the apply pass in the statistics pass's plane order, or reversed
+PLANES_LABELS = ("planes", "planes_rev")
+DEFAULT_PLANES_VARIANT = 0
+
+
+def var_cpb(var):
+    """Channels per block of a variant's fused combine (32: the (32, TY) combine)."""
+    return var[4] if var is not None and len(var) > 4 else 32
+
+
+def var_persist(var):
+    """(threads, register rows, shared rows, unroll, cp.async, prefetched rows) of a one-kernel backward variant,
+    else None."""
+    return var[6][1:] if var is not None and len(var) > 6 else None
+
+
+def _persist_blocks():
+    """Co-resident blocks of the one-kernel backward: one an SM (the simulator runs blocks one after another:
+    one)."""
+    return 1 if simulator_enabled() else kprim.sm_count()
+
+
+def persist_geometry(lay, var):
+    """(PersistConfig, dynamic shared bytes) of a one-kernel variant on layout ``lay``, or (None, why).
+    One block an SM (the simulator runs blocks one after another: one block there)."""
+    threads, nr, ns, unroll, _, pf = var_persist(var)
+    _, rows, C = lay
+    blocks = _persist_blocks()
+    g = kpersist.persist_config(rows, C, blocks, threads, fill=True)
+    if g is None:
+        return None, f"the one-kernel backward needs C % 4 == 0 and at most {blocks * 256} channels " \
+            f"({blocks} co-resident blocks of 256 channels)"
+    if g.tiles * g.chunks != blocks:
+        return None, f"the one-kernel backward's grid must fill all {blocks} SMs (its barrier's condition): " \
+            f"C = {C} makes {g.tiles} channel tiles of 256, which do not divide {blocks}"
+    shared = kpersist.shared_bytes(threads, ns, pf)
+    if shared + kpersist.static_bytes(threads) > kpersist.SMEM_LIMIT:
+        return None, f"{ns} shared rows of {threads} threads exceed {kpersist.SMEM_LIMIT} bytes of shared memory"
+    return g, shared
+
+
+def persist_step(lay, scratch, x, dy, dx, tensors, var):
+    """The one-kernel backward Step (sums, combine + coefficients, dx; two grid barriers)."""
+    threads, nr, ns, unroll, acache, pf = var_persist(var)
+    _, rows, C = lay
+    g, shared = persist_geometry(lay, var)
+    p0, p1 = scratch.take(g.chunks * C, "float32"), scratch.take(g.chunks * C, "float32")
+    coef = scratch.take(3 * C, "float32")
+    descs, cargs = _descs(tensors, [(n, None) for n in kpersist.CHANNEL_ARRAYS])
+    cpb, _ = kpersist.phase2_geometry(C, g.tiles * g.chunks, threads)
+    # the inline barrier on the device's one counter: the grid fills every SM with one block each (the shared
+    # memory padded to guarantee it), so no block of another such grid starts before this one's last barrier
+    fargs = (C, descs, g.txv, g.ty, g.tiles, nr, ns, unroll, cpb, True, acache, 0, True, pf, True)
+    args = [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(dx), p0, p1, coef] + cargs + \
+        [Arg.const(rows), Arg.const(g.chunk_rows), Arg.const(g.chunks), Arg.const(float(rows), types.float64),
+         Arg.device(kgsync.device_counter, 1, "uint32")]
+    shared = max(shared, kpersist.ONE_BLOCK_SHARED)
+    on_chip = min(rows, g.chunks * g.ty * (nr + ns)) * C * 8
+    step = Step("norm_bn_persist_bwd:" + src_key(fargs), lambda: kpersist.persist_bwd_kernel(*fargs)[0],
+                (g.tiles, g.chunks), (g.txv, g.ty), args, shared=shared,
+                nbytes=tensor_bytes(x, dy, dx) + tensor_bytes(x, dy) - on_chip)
+    step.cooperative = True     # co-residency checked by the driver (an error, never a hang)
+    step.inflight = unroll * 32
+    step.align = {0: 16, 1: 16, 2: 16}
+    return step
+
+
+def var_align(var):
+    """Whether a variant aligns the chunk rows and loads the threads' last rows at once."""
+    return bool(var is not None and len(var) > 5 and var[5])
+
+
+def _colsv_geometry(lay, var, bwd, occupancy, unroll):
+    vec = var[0]
+    per_sm = occupancy or (4 if bwd else 5)
+    return kcolsv.colsv_config(lay[1], lay[2], kprim.sm_count(), vec=vec, blocks_per_sm=per_sm, unroll=unroll,
+                               align=var_align(var))
+
+
+def _colsv_twin(g, C):
+    """The VEC 1 geometry with the same chunks (the element-load twin of a VEC 4 step)."""
+    one = kcolsv.colsv_config(g.chunk_rows * g.chunks, C, 1, vec=1, blocks_per_sm=1, unroll=g.unroll)
+    return kcolsv.ColsVConfig((one.txv, one.ty, 1, g.unroll, one.tiles, g.chunks, g.chunk_rows))
+
+
+def bn_stats_steps(lay, scratch, x, out0, out1, ct, dy=None, mean=None, var=None, occupancy=0, unroll=4):
+    """Steps writing per-channel sums into scratch Args ``out0`` / ``out1`` with the dedicated kernels:
+    forward (``dy`` None) sum (x - K), sum (x - K)^2 with K = x[0, c, 0...]; backward sum dy,
+    sum dy * (x - mean). ``var``: a :data:`COLS_VARIANTS` entry for the "cols" layout."""
+    sms = kprim.sm_count()
+    x_dt, dy_dt = kdtype(x), (kdtype(dy) if dy is not None else None)
+    m_dt = kdtype(mean) if mean is not None else "float32"
+    m_st = (mean.strides[1] if mean.dims[1] > 1 else 0) if mean is not None else 1
+    ins = [Arg.tensor(x), Arg.tensor(dy) if dy is not None else Arg.dummy(x_dt),
+           Arg.tensor(mean) if mean is not None else Arg.dummy("float32")]
+    nbytes = tensor_bytes(x, dy)
+    ct = ct if dy is not None else "float64"   # the forward partial sums (and out0 / out1) are float64
+    if lay[0] == "cols" and var is not None:
+        _, rows, C = lay
+        g = _colsv_geometry(lay, var, dy is not None, occupancy, unroll)
+        p0, p1 = scratch.take(g.chunks * C, ct), scratch.take(g.chunks * C, ct)
+        args = ins + [p0, p1, Arg.const(rows), Arg.const(g.chunk_rows)]
+
+        def step(g):
+            fargs = (C, x_dt, dy_dt, m_dt, m_st, g.txv, g.ty, g.vec, g.unroll, var_align(var))
+            s = Step("norm_bn_colsv_partial:" + src_key(fargs), lambda: kcolsv.partial_kernel(*fargs)[0],
+                     (g.tiles, g.chunks), (g.txv, g.ty), args, nbytes=nbytes)
+            s.inflight = g.unroll * g.vec * 4 * (2 if dy is not None else 1)
+            return s
+        main = step(g)
+        if g.vec > 1:
+            main.fallback = step(_colsv_twin(g, C))
+            main.align = {0: 16, 1: 16} if dy is not None else {0: 16}
+        cty = kcols.combine_ty(g.chunks)
+        comb = Step(f"norm_bn_colsv_combine:{ct}:{cty}", lambda: kcolsv.combine_kernel(ct, cty)[0],
+                    max(1, -(-C // 32)), (32, cty), [p0, p1, out0, out1, Arg.const(g.chunks), Arg.const(C)],
+                    nbytes=g.chunks * C * 2 * (8 if ct == "float64" else 4))
+        return [main, comb]
+    elif lay[0] == "cols":
+        _, rows, C = lay
+        cfg = kcols.cols_config(rows, C, sms)
+        fargs = (C, x_dt, dy_dt, m_dt, m_st, cfg.tx, cfg.ty, cfg.unroll)
+        p0, p1 = scratch.take(cfg.chunks * C, ct), scratch.take(cfg.chunks * C, ct)
+        main = Step("norm_bn_cols_partial:" + src_key(fargs), lambda: kcols.partial_kernel(*fargs)[0],
+                    (cfg.tiles, cfg.chunks), (cfg.tx, cfg.ty),
+                    ins + [p0, p1, Arg.const(rows), Arg.const(cfg.chunk_rows)], nbytes=nbytes)
+        chunks = cfg.chunks
+    else:
+        _, n, C, hw, sn = lay
+        chunks, per = kplanes.planes_config(n, C, sms)
+        T = kplanes.threads_for(hw)
+        fargs = (C, hw, sn, T, x_dt, dy_dt, m_dt, m_st)
+        p0, p1 = scratch.take(chunks * C, ct), scratch.take(chunks * C, ct)
+        main = Step("norm_bn_planes_partial:" + src_key(fargs), lambda: kplanes.partial_kernel(*fargs)[0],
+                    (C, chunks), T, ins + [p0, p1, Arg.const(n), Arg.const(per)], nbytes=nbytes)
+    cty = kcols.combine_ty(chunks)
+    comb = Step(f"norm_bn_combine:{ct}:{cty}", lambda: kcols.combine_kernel(ct, ty=cty), max(1, -(-C // kcols.TX)),
+                (kcols.TX, cty), [p0, p1, out0, out1, Arg.const(chunks), Arg.const(C)],
+                    nbytes=chunks * C * 2 * (8 if ct == "float64" else 4))
+    return [main, comb]
+
+
+def _descs(tensors, names):
+    """(dtype, sN, sC) and Arg per name, as the finalize steps lay them out (scratch: dense per channel)."""
+    descs, args = [], []
+    for name, _ in names:
+        t = tensors.get(name)
+        if isinstance(t, tuple):
+            descs.append((t[2], 0, 1))
+            args.append(t[1])
+        else:
+            descs.append(group_desc(t))
+            args.append(tensor_arg(t))
+    return tuple(descs), args
+
+
+def fin_step(comb, tensors, C, count, eps=None, mom=None, shift=None, kout=None, cpb=32):
+    """The combine Step ``comb`` of the colsv statistics replaced by the fused combine + coefficients
+    kernel (:mod:`ncudnn.kernels.norm.bn_fin`): forward when ``eps`` is given (``tensors`` as for
+    finalize_step; ``kout``: the scratch Arg receiving K per channel), else backward (as for bwd_weights_step).
+    ``cpb`` < 32: the tree combine on ceil(C / cpb) blocks of (cpb, lanes)."""
+    p0, p1, chunks = comb.args[0], comb.args[1], comb.args[4]
+    cty, nper, grid, block = comb.block[1], 4, comb.grid, comb.block
+    if cpb != 32:
+        cty, nper = kfin.tree_geometry(chunks.value, cpb)
+        grid, block = max(1, -(-C // cpb)), (cpb, cty)
+    if eps is not None:
+        descs, args = _descs(dict(tensors, shift=shift), kbf.FINALIZE_ARRAYS)
+        writes = frozenset(n for n in ("saved_mean", "saved_inv", "next_mean", "next_var") if tensors.get(n) is not None)
+        scalars = tuple((n, a.dtype) for n, a in (("eps", eps), ("mom", mom)) if a.kind == "tensor")
+        key = "norm_bn_fin_fwd:" + src_key(descs, sorted(writes), scalars, cty, cpb, nper)
+        factory = lambda: kfin.fin_kernel(descs, writes, scalars, cty, 4, cpb, nper)[0]  # noqa: E731
+        tail = [eps, mom]
+        args = args + [kout]
+    else:
+        descs, args = _descs(tensors, kbf.BWD_ARRAYS)
+        key = "norm_bn_fin_bwd:" + src_key(descs, cty, cpb, nper)
+        factory = lambda: kfin.bwd_kernel(descs, cty, 4, cpb, nper)[0]  # noqa: E731
+        tail = []
+    return Step(key, factory, grid, block,
+                [p0, p1] + args + [chunks, Arg.const(C), Arg.const(count, types.float64)] + tail,
+                nbytes=comb.nbytes + C * 4 * 8)
+
+
+def l2_reuse_bytes(lay, var, device_l2, *ts):
+    """DRAM bytes the reverse apply pass is expected to find in the L2 (about half the L2 worth of
+    what the statistics pass read last; with streaming hints about three quarters)."""
+    if lay[0] != "cols" or not isinstance(var, tuple) or not var[1]:
+        return 0
+    share = 0.75 if var[2] else 0.5
+    return int(min(tensor_bytes(*ts), device_l2) * share)
+
+
+def bn_apply_step(lay, x, out, coefs, ct, dy=None, var=None, occupancy=0, unroll=4):
+    """The dedicated apply pass: ``out = (x - K) * e0 + e1`` (forward; K = x[0, c, 0...], e1 the
+    shifted eq_bias) or ``dy * e0 + x * e1 + e2`` (backward, ``dy`` given); ``coefs``: per-channel
+    scratch Args in ``ct``; ``var``: a :data:`COLS_VARIANTS` entry for the "cols" layout, True for the
+    reverse plane order of "planes"."""
+    shifted = dy is None
+    x_dt, o_dt, dy_dt = kdtype(x), kdtype(out), (kdtype(dy) if dy is not None else None)
+    ins = [Arg.tensor(x), Arg.tensor(dy) if dy is not None else Arg.dummy(x_dt)]
+    e = list(coefs) + [Arg.dummy(ct)] * (3 - len(coefs))
+    nbytes = tensor_bytes(x, dy, out)
+    if lay[0] == "cols" and var is not None:
+        _, rows, C = lay
+        g = _colsv_geometry(lay, var, dy is not None, occupancy, unroll)
+        args = ins + e + [Arg.tensor(out), Arg.const(rows), Arg.const(g.chunk_rows)]
+
+        def step(g):
+            fargs = (C, x_dt, o_dt, dy_dt, ct, g.txv, g.ty, g.vec, g.unroll, shifted, var[1], var[2],
+                     shifted and len(coefs) == 3, var_align(var))
+            s = Step("norm_bn_colsv_apply:" + src_key(fargs), lambda: kcolsv.apply_kernel(*fargs)[0],
+                     (g.tiles, g.chunks), (g.txv, g.ty), args, nbytes=nbytes)
+            s.inflight = g.unroll * g.vec * 4 * (2 if dy is not None else 1)
+            return s
+        main = step(g)
+        if g.vec > 1:
+            main.fallback = step(_colsv_twin(g, C))
+            main.align = {0: 16, 1: 16, 5: 16} if dy is not None else {0: 16, 5: 16}
+        return main
+    if lay[0] == "cols":
+        _, rows, C = lay
+        fargs = (C, x_dt, o_dt, dy_dt, ct, kcols.TX, kcols.TY, 4, shifted)
+        grid = kcols.apply_grid(rows, C, kprim.sm_count())
+        return Step("norm_bn_cols_apply:" + src_key(fargs), lambda: kcols.apply_kernel(*fargs)[0], grid,
+                    (kcols.TX, kcols.TY), ins + e + [Arg.tensor(out), Arg.const(rows)], nbytes=nbytes)
+    _, n, C, hw, sn = lay
+    T = kplanes.threads_for(hw)
+    per_plane = kplanes.apply_grid(hw, T)
+    gx, order = n * C, None
+    if var:      # reverse plane order: the planes the statistics pass read last first
+        gx, (chunks, per) = kplanes.reverse_grid(n, C, kprim.sm_count())
+        order = (n, chunks, per)
+    fargs = (C, hw, sn, T, x_dt, o_dt, dy_dt, ct, 4, shifted, order)
+    return Step("norm_bn_planes_apply:" + src_key(fargs), lambda: kplanes.apply_kernel(*fargs)[0],
+                (gx, per_plane), T, ins + e + [Arg.tensor(out), Arg.const(-(-hw // per_plane))], nbytes=nbytes)
+
+
+def _fast(sub, x, ct, *others):
+    """bn_layout(x) when the dedicated kernels apply: batch norm, every listed tensor at X's strides,
+    the compute type fixed by X (and DY) alone."""
+    lay = bn_layout(x)
+    if lay is None or any(t is not None and tuple(t.strides) != tuple(x.strides) for t in others):
+        return None
+    if compute_type([kdtype(t) for t in (x,) + others if t is not None]) != ct:
+        return None
+    return lay
+
+
+def _default_cols(sub):
+    if sub.kind == "norm_bwd":
+        info = fast_info(sub)
+        var = COLS_VARIANTS[DEFAULT_COLS_VARIANT_BWD]
+        if var_persist(var) is None or (info is not None and info[0][0] == "cols"
+                                        and persist_geometry(info[0], var)[0] is not None):
+            return DEFAULT_COLS_VARIANT_BWD
+    return DEFAULT_COLS_VARIANT
+
+
+def _block(cfg):
+    return cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 256)
+
+
+def _cols_knobs(cfg, lay=("cols",)):
+    """(variant, blocks per SM (0: the kernel's own), unroll) of a config: the variant is a
+    :data:`COLS_VARIANTS` entry for the "cols" layout, True / False (reverse apply order) for "planes"."""
+    k = cfg.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0)
+    var = COLS_VARIANTS[k] if lay is None or lay[0] == "cols" else k == 1
+    return var, cfg.get(K.CUDNN_KNOB_TYPE_OCCUPANCY, 0), cfg.get(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 4)
+
+
+def cols_info(sub):
+    """(layout, vec4 ok) when the subgraph runs the dedicated packed-NHWC batch-norm kernels, else None."""
+    info = fast_info(sub)
+    return info if info is not None and info[0][0] == "cols" else None
+
+
+def fast_info(sub):
+    """(layout, vec4 ok) when the subgraph runs the dedicated packed NHWC ("cols") or NCHW ("planes")
+    statistics and apply kernels, else None."""
+    memo = sub.__dict__.setdefault("_norm_batch_cols", [])
+    if memo:
+        return memo[0]
+    node = sub.anchor if sub.anchor is not None else sub.nodes[0]
+    i = node.inputs
+    out = None
+    if NM(int(node.mode)) == NM.CUDNN_BATCH_NORM and "X" in i and "SCALE" in i and len(i["X"].dims) >= 3:
+        x = i["X"]
+        if node.OP == "norm_fwd" and PH(int(node.phase)) == PH.CUDNN_NORM_FWD_TRAINING:
+            y = node.outputs.get("Y")
+            ct = compute_type([kdtype(x), kdtype(i["SCALE"])])
+            ok = (y is not None and not sub.epilogue and written(sub, y) is not None and _fast(sub, x, ct, y))
+            others = (x, y)
+        elif node.OP == "norm_bwd" and "DY" in i and "DX" in node.outputs:
+            dy, dx = i["DY"], node.outputs["DX"]
+            ct = compute_type([kdtype(x), kdtype(dy), kdtype(i["SCALE"])])
+            ok = _fast(sub, x, ct, dy, dx)
+            others = (x, dy, dx)
+        else:
+            ok = None
+        if ok:
+            out = (ok, ok[0] == "cols" and kcolsv.vec_ok(ok[2], [kdtype(t) for t in others]))
+    memo.append(out)
+    return out
+
+
+def _forward_steps(sub, cfg):
+    node = sub.anchor
+    i = node.inputs
+    o = {p: written(sub, t) for p, t in node.outputs.items()}
+    o["Y"] = node.outputs["Y"]
+    x, y = i["X"], o["Y"]
+    per_sample = NM(int(node.mode)) == NM.CUDNN_INSTANCE_NORM
+    scratch = Scratch()
+    pw = PointwiseBuilder(x.dims)
+    xr = pw.add_tensor(x)
+    training = PH(int(node.phase)) == PH.CUDNN_NORM_FWD_TRAINING
+    if not per_sample and not training:
+        m, inv, sc = pw.add_tensor(i["MEAN_IN"]), pw.add_tensor(i["INV_VARIANCE_IN"]), pw.add_tensor(i["SCALE"])
+        a = pw.node(PM.CUDNN_POINTWISE_SUB, ("in", xr), ("in", m))
+        a = pw.node(PM.CUDNN_POINTWISE_MUL, ("node", a), ("in", inv))
+        a = pw.node(PM.CUDNN_POINTWISE_MUL, ("node", a), ("in", sc))
+        if "BIAS" in i:
+            a = pw.node(PM.CUDNN_POINTWISE_ADD, ("node", a), ("in", pw.add_tensor(i["BIAS"])))
+        epilogue_output(pw, sub, y, a)
+        return [pw.step("norm_batch_apply", _block(cfg))], 0
+    ct = compute_type([kdtype(x), kdtype(i["SCALE"])])
+    out_shape, g_strides, groups, C = _group_geometry(x, per_sample)
+    lay = None if per_sample else _fast(sub, x, ct)
+    # the statistics are summed in float64 on every path (no overflow of (x - K)^2, no loss in the variance)
+    sdt = "float64"
+    ssum, ssq = scratch.take(groups, sdt), scratch.take(groups, sdt)
+    es, eb = scratch.take(groups, ct), scratch.take(groups, ct)
+    # shifted-data sums: K = the group's first element (no cancellation when |mean| >> std)
+    k_strides = tuple(st if m != 1 or n == 1 else 0 for st, m, n in zip(x.strides, out_shape, x.dims))
+    spec = kr.ReduceSpec(tuple(x.dims), ((kdtype(x), tuple(x.strides)), (kdtype(x), k_strides)), out_shape,
+                         (kr.Term("v0 - v1", "sum"), kr.Term("(v0 - v1) * (v0 - v1)", "sum")),
+                         ((sdt, g_strides), (sdt, g_strides)), acc=sdt)
+    var, occ, unr = _cols_knobs(cfg, lay)
+    if lay is not None:
+        steps = bn_stats_steps(lay, scratch, x, ssum, ssq, ct, var=var, occupancy=occ, unroll=unr)
+    else:
+        steps = reduce_steps(spec, scratch, [Arg.tensor(x), Arg.tensor(x)], [ssum, ssq], name="norm_batch_stats")
+    bias = i.get("BIAS")
+    tensors = {"sum": ("scratch", ssum, sdt), "sqsum": ("scratch", ssq, sdt), "scale": i["SCALE"],
+               "bias": bias, "eq_scale": ("scratch", es, ct), "eq_bias": ("scratch", eb, ct),
+               "prev_mean": i.get("INPUT_RUNNING_MEAN"), "prev_var": i.get("INPUT_RUNNING_VAR"),
+               "next_mean": o.get("OUTPUT_RUNNING_MEAN"), "next_var": o.get("OUTPUT_RUNNING_VAR"),
+               "saved_mean": o.get("MEAN") if training else None,
+               "saved_inv": o.get("INV_VARIANCE") if training else None}
+    if bias is None:
+        return None, "BIAS"
+    mom = scalar_arg(i["EXP_AVG_FACTOR"]) if "EXP_AVG_FACTOR" in i else Arg.const(0.0, types.float64)
+    count = x.numel // groups
+    direct = lay is not None and not sub.epilogue and written(sub, y) is not None and _fast(sub, x, ct, y) is not None
+    if direct and lay[0] == "cols" and var is not None and var[3]:
+        kb = scratch.take(groups, ct)      # K per channel: the apply pass reads it there (y may alias x)
+        steps[-1] = fin_step(steps[-1], tensors, C, float(count), scalar_arg(i["EPSILON"]), mom, shift=x, kout=kb,
+                             cpb=var_cpb(var))
+        steps.append(bn_apply_step(lay, x, y, (es, eb, kb), ct, var=var, occupancy=occ, unroll=unr))
+        return steps, scratch.size
+    steps.append(finalize_step(tensors, groups, C, Arg.const(float(count), types.float64),
+                               scalar_arg(i["EPSILON"]), mom, True, per_sample, shift=x, bias_shifted=direct))
+    if direct:
+        steps.append(bn_apply_step(lay, x, y, (es, eb), ct, var=var, occupancy=occ, unroll=unr))
+        return steps, scratch.size
+    a = pw.node(PM.CUDNN_POINTWISE_MUL, ("in", xr), ("in", pw.add_input(es, ct, g_strides)))
+    a = pw.node(PM.CUDNN_POINTWISE_ADD, ("node", a), ("in", pw.add_input(eb, ct, g_strides)))
+    epilogue_output(pw, sub, y, a)
+    steps.append(pw.step("norm_batch_apply", _block(cfg)))
+    return steps, scratch.size
+
+
+def _backward_steps(sub, cfg):
+    node = sub.nodes[0]
+    i = node.inputs
+    o = {p: written(sub, t) for p, t in node.outputs.items()}
+    o = {p: t for p, t in o.items() if t is not None}
+    x, dy, dx = i["X"], i["DY"], node.outputs["DX"]
+    per_sample = NM(int(node.mode)) == NM.CUDNN_INSTANCE_NORM
+    ct = compute_type([kdtype(x), kdtype(dy), kdtype(i["SCALE"])])
+    out_shape, g_strides, groups, C = _group_geometry(x, per_sample)
+    scratch = Scratch()
+    dys, dyxs = scratch.take(groups, ct), scratch.take(groups, ct)
+    mean = i["MEAN"]  # sum dy * (x - mean): no cancellation when |mean| >> std
+    spec = kr.ReduceSpec(tuple(x.dims), ((kdtype(x), tuple(x.strides)), (kdtype(dy), tuple(dy.strides)),
+                                         (kdtype(mean), bcast_strides(mean, x.dims))), out_shape,
+                         (kr.Term("v1", "sum"), kr.Term("v1 * (v0 - v2)", "sum")), ((ct, g_strides), (ct, g_strides)))
+    lay = None if per_sample else _fast(sub, x, ct, dy, dx)
+    var, occ, unr = _cols_knobs(cfg, lay)
+    if lay is not None:
+        steps = bn_stats_steps(lay, scratch, x, dys, dyxs, ct, dy=dy, mean=mean, var=var, occupancy=occ, unroll=unr)
+    else:
+        steps = reduce_steps(spec, scratch, [Arg.tensor(x), Arg.tensor(dy), Arg.tensor(mean)], [dys, dyxs],
+                             name="norm_batch_bwd_sums")
+    eq = [scratch.take(groups, ct) for _ in range(3)]
+    tensors = {"dy_sum": ("scratch", dys, ct), "dyx_sum": ("scratch", dyxs, ct), "mean": i["MEAN"],
+               "inv": i["INV_VARIANCE"], "scale": i["SCALE"], "eq_dy": ("scratch", eq[0], ct),
+               "eq_x": ("scratch", eq[1], ct), "eq_b": ("scratch", eq[2], ct)}
+    per_group = {}
+    for port, name in (("DSCALE", "dscale"), ("DBIAS", "dbias")):
+        if per_sample or port not in o:
+            per_group[port] = scratch.take(groups, ct)
+            tensors[name] = ("scratch", per_group[port], ct)
+        else:
+            tensors[name] = o[port]
+    if lay is not None and lay[0] == "cols" and var is not None and var[3]:
+        one = var_persist(var) is not None
+        if one and persist_geometry(lay, var)[0] is None:
+            return None, persist_geometry(lay, var)[1]
+        if one:     # misaligned buffers: the three-launch default replaces the one-kernel step
+            var = COLS_VARIANTS[DEFAULT_COLS_VARIANT]
+        steps[-1] = fin_step(steps[-1], tensors, C, float(x.numel // groups), cpb=var_cpb(var))
+        steps.append(bn_apply_step(lay, x, dx, eq, ct, dy=dy, var=var, occupancy=occ, unroll=unr))
+        if one:
+            step = persist_step(lay, scratch, x, dy, dx, tensors, COLS_VARIANTS[cfg.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG)])
+            step.fallback = steps
+            steps = [step]
+        return steps, scratch.size
+    steps.append(bwd_weights_step(tensors, groups, C, x.numel // groups, per_sample, centered=True))
+    if per_sample:  # dscale / dbias of instance norm: sum the (N, C) per-group values over samples
+        for port in ("DSCALE", "DBIAS"):
+            if port in o:
+                t = o[port]
+                rs = kr.ReduceSpec((x.dims[0], C), ((ct, (C, 1)),), (1, C), (kr.Term("v0", "sum"),),
+                                   ((kdtype(t), (0, t.strides[1])),))
+                steps += reduce_steps(rs, scratch, [per_group[port]], [Arg.tensor(t)], name="norm_batch_bwd_wsum")
+    if lay is not None:
+        steps.append(bn_apply_step(lay, x, dx, eq, ct, dy=dy, var=var, occupancy=occ, unroll=unr))
+        return steps, scratch.size
+    pw = PointwiseBuilder(x.dims)
+    rdy, rx = pw.add_tensor(dy), pw.add_tensor(x)
+    ra, rb, rc = (pw.add_input(e, ct, g_strides) for e in eq)
+    a = pw.node(PM.CUDNN_POINTWISE_MUL, ("in", rdy), ("in", ra))
+    b = pw.node(PM.CUDNN_POINTWISE_MUL, ("in", rx), ("in", rb))
+    s = pw.node(PM.CUDNN_POINTWISE_ADD, ("node", a), ("node", b))
+    s = pw.node(PM.CUDNN_POINTWISE_ADD, ("node", s), ("in", rc))
+    pw.add_output(s, Arg.tensor(dx), kdtype(dx), dx.strides)
+    steps.append(pw.step("norm_batch_dx", _block(cfg)))
+    return steps, scratch.size
+
+
+@register
+class NormBatchEngine(Engine):
+    name = "norm_batch"
+    kinds = ("norm_fwd", "norm_bwd")
+    fallback = True
+
+    def check_support(self, sub, ctx):
+        st, why = check_norm_node(self, sub, MODES)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        node = sub.anchor if sub.anchor is not None else sub.nodes[0]
+        x = node.inputs["X"]
+        if x.ndim < 3:
+            return S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"node '{node.name}': X: needs [N, C, spatial...] dims"
+        if node.OP == "norm_bwd":
+            for p in ("MEAN", "INV_VARIANCE"):
+                if p not in node.inputs:
+                    return S.CUDNN_STATUS_BAD_PARAM, f"node '{node.name}': {p}: saved statistics are required"
+        steps, why = self._steps(sub, self.default_config(sub))
+        if steps is None:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{node.name}': {why}: required by {self.name}"
+        return OK
+
+    def knobs(self, sub):
+        info = fast_info(sub)
+        planes = info is not None and info[0][0] == "planes"
+        kc = KnobSpec(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0, 1, 1, 0, PLANES_LABELS) if planes else \
+            KnobSpec(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0, len(COLS_VARIANTS) - 1, 1, 0, COLS_LABELS)
+        return (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128, 512, 128, 256), kc,
+                KnobSpec(K.CUDNN_KNOB_TYPE_OCCUPANCY, 0, 8, 1, 0),
+                KnobSpec(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, 2, 8, 2, 4))
+
+    def default_config(self, sub):
+        cfg = super().default_config(sub)
+        info = fast_info(sub)
+        if info is not None and info[0][0] == "cols":
+            cfg = cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, _default_cols(sub) if info[1] else 0)
+        elif info is not None:
+            cfg = cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, DEFAULT_PLANES_VARIANT)
+        return cfg
+
+    def keep(self, sub, cfg, ctx):
+        st, why = super().keep(sub, cfg, ctx)
+        if st != S.CUDNN_STATUS_SUCCESS:
+            return st, why
+        if _block(cfg) == 384:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: BLOCK_SIZE 384 is not a power of 2"
+        info = fast_info(sub)
+        lay = info[0] if info is not None else None
+        kc = cfg.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0)
+        var, occ, unr = _cols_knobs(cfg, lay)
+        if info is None and (kc or occ or unr != 4):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: KERNEL_CFG / OCCUPANCY / ARRAY_SIZE_PER_THREAD " \
+                "apply to packed NHWC / NCHW batch norm (training forward with no epilogue, backward) only"
+        if info is None:
+            return OK
+        if lay[0] == "planes" and (occ or unr != 4):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: the NCHW kernels have no OCCUPANCY / ARRAY_SIZE_PER_THREAD"
+        if lay[0] == "cols" and var is not None and var[0] == 4 and not info[1]:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, \
+                f"{self.name}: KERNEL_CFG {COLS_LABELS[kc]}: 16-byte loads need float32 and C % 4 == 0"
+        if lay[0] == "cols" and var is None and (occ or unr != 4):
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: KERNEL_CFG cols has no OCCUPANCY / ARRAY_SIZE_PER_THREAD"
+        if lay[0] == "cols" and var_persist(var) is not None:
+            label = f"{self.name}: KERNEL_CFG {COLS_LABELS[kc]}"
+            if sub.kind != "norm_bwd":
+                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{label}: the one-kernel variants are backward only"
+            if occ or unr != 4:
+                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{label}: no OCCUPANCY / ARRAY_SIZE_PER_THREAD (its own geometry)"
+            g, why = persist_geometry(lay, var)
+            if g is None:
+                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{label}: {why}"
+        return OK
+
+    def candidates(self, sub, ctx):
+        key = self.candidates_key(sub)
+        if key[0] == "other":
+            return super().candidates(sub, ctx)
+        memo = self.__dict__.setdefault("_fast_candidates", {})
+        key = key + (_default_cols(sub),)
+        if key in memo:
+            return memo[key]
+        d = self.default_config(sub)
+        out = [d] + [d.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, v) for v in range(len(COLS_VARIANTS))]
+        if key[0] == "cols":
+            for occ in (2, 3, 4, 5, 6, 8):
+                for unr in (2, 4, 8):
+                    out.append(d.with_knob(K.CUDNN_KNOB_TYPE_OCCUPANCY, occ)
+                               .with_knob(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, unr))
+        seen, res = set(), []
+        for c in out:
+            if c not in seen and self.keep(sub, c, ctx)[0] == S.CUDNN_STATUS_SUCCESS:
+                seen.add(c)
+                res.append(c)
+        memo[key] = tuple(res)
+        return memo[key]
+
+    def candidates_key(self, sub):
+        info = fast_info(sub)
+        return ("other",) if info is None else (info[0][0], info[1], sub.kind)
+
+    def _steps(self, sub, cfg):
+        memo = sub.__dict__.setdefault("_norm_batch_steps", {})
+        if cfg not in memo:
+            memo[cfg] = _forward_steps(sub, cfg) if sub.kind == "norm_fwd" else _backward_steps(sub, cfg)
+        return memo[cfg]
+
+    def workspace_size(self, sub, cfg):
+        return self._steps(sub, cfg)[1]
+
+    def cost(self, sub, cfg, device):
+        steps = self._steps(sub, cfg)[0]
+        if steps is None:       # a config keep() rejects (e.g. a one-kernel grid that cannot be co-resident)
+            return float("inf")
+        t = steps_time(device, steps) * (1.0 + abs(_block(cfg) - 256) / 1e4)
+        info = fast_info(sub)
+        if info is None:
+            return t
+        var, occ, unr = _cols_knobs(cfg, info[0])
+        if info[0][0] == "planes":     # the reverse plane order: not measured on the H200 yet, ranked second
+            return t * (1.01 if var else 1.0)
+        node = sub.anchor if sub.anchor is not None else sub.nodes[0]
+        x, dy = node.inputs["X"], node.inputs.get("DY")
+        t -= l2_reuse_bytes(info[0], var, device.l2_bytes, x, dy) / device.mem_bandwidth
+        # measured on the H200 (tools/probe_bn.py): VEC 4 loads and the one shared geometry move bytes faster
+        if var is not None and var[0] == 1:
+            # VEC 1 colsv is not measured on the H200 yet: ranked after the cols kernels it would replace
+            return self.cost(sub, cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0), device) * 1.05
+        kc = cfg.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0)
+        if var_persist(var) is not None and kc != _default_cols(sub):
+            # the other one-kernel variants: 0.5-8 % slower than the default on the H200, ranked after it
+            return self.cost(sub, cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, _default_cols(sub)), device) * 1.03
+        if var is not None and len(var) > 4 and kc != _default_cols(sub):
+            # the other tree-combine / aligned-chunk variants: measured within 1-3 % of the default on the H200
+            t *= 1.02
+        if var is not None and kc == _default_cols(sub):
+            t *= 0.995
+        if var is not None:
+            t *= 0.97
+            t *= 1.0 + abs((occ or (4 if dy is not None else 5)) - (4 if dy is not None else 5)) / 100 + abs(unr - 4) / 200
+        return t
+
+    def build(self, sub, cfg, ctx):
+        steps, ws = self._steps(sub, cfg)
+        return MemPlan(self, sub, cfg, steps, ws)

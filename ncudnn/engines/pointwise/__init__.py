@@ -1,0 +1,1 @@
+"""The runtime-fused pointwise engine (fused). Kernels: ncudnn.kernels.pointwise."""

@@ -1,0 +1,1 @@
+"""Reduction engines: REDUCTION (reduction) and GENSTATS (genstats). Kernels: ncudnn.kernels.reduce."""

@@ -1,0 +1,1 @@
+"""The resample engine (engine): pooling, nearest, bilinear. Kernels: ncudnn.kernels.resample."""

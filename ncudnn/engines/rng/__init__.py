@@ -1,0 +1,1 @@
+"""The Philox RNG engine (philox). Kernels: ncudnn.kernels.rng."""

@@ -1,0 +1,1 @@
+"""The fused softmax engine (fused). Kernels: ncudnn.kernels.softmax."""
