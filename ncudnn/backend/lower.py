@@ -10,6 +10,7 @@ from ..errors import CudnnError
 from ..types import cudnnBackendAttributeName_t as A
 from ..types import cudnnBackendDescriptorType_t as D
 from ..types import cudnnBackendNormFwdPhase_t as Phase
+from ..types import cudnnDataType_t as DT
 from ..types import cudnnRngDistribution_t as RngDist
 from ..types import cudnnStatus_t as S
 from .report import fail
@@ -341,6 +342,55 @@ def _dequantize(op, T):
                                 block_size=op.value(A[Q + "BLOCK_SIZE"]), math_precision=op.value(A[Q + "MATH_PREC"]))
 
 
+_SDPA_REFUSED = {
+    "FWD": ("BLOCK_MASK_DESC", "PAGE_TABLE_KDESC", "PAGE_TABLE_VDESC", "CU_SEQ_LEN_QDESC", "CU_SEQ_LEN_KVDESC",
+            "DROPOUT_RNG_DUMP_DESC", "DESCALE_QDESC", "DESCALE_KDESC", "DESCALE_VDESC", "DESCALE_SDESC",
+            "SCALE_SDESC", "SCALE_ODESC", "AMAX_SDESC", "AMAX_ODESC", "SUBGRAPH", "SOFTMAX_DESC"),
+    "BWD": ("SINK_DESC", "DSINK_DESC", "SUBGRAPH", "MAX_TOTAL_SEQ_LEN_Q", "MAX_TOTAL_SEQ_LEN_KV"),
+}
+_SDPA_WHY = {"BLOCK_MASK_DESC": "block-sparse masks", "PAGE_TABLE_KDESC": "paged K/V caches",
+             "PAGE_TABLE_VDESC": "paged K/V caches", "CU_SEQ_LEN_QDESC": "ragged (cumulative-length) sequences",
+             "CU_SEQ_LEN_KVDESC": "ragged (cumulative-length) sequences", "SUBGRAPH": "score-modifier subgraphs",
+             "SOFTMAX_DESC": "a custom softmax operation (sinks)", "SINK_DESC": "attention sinks",
+             "DSINK_DESC": "attention sinks", "DROPOUT_RNG_DUMP_DESC": "dumping the dropout mask",
+             "MAX_TOTAL_SEQ_LEN_Q": "ragged (cumulative-length) sequences",
+             "MAX_TOTAL_SEQ_LEN_KV": "ragged (cumulative-length) sequences"}
+
+
+def _sdpa_common(op, T, kind):
+    """Refusals, then (inputs, attributes) shared by SDPA forward and backward."""
+    P = f"CUDNN_ATTR_OPERATION_SDPA_{kind}_"
+    for n in _SDPA_REFUSED[kind]:
+        if op.is_set(A[P + n]):
+            why = _SDPA_WHY.get(n, "FP8 scales and amax")
+            fail(S.CUDNN_STATUS_NOT_SUPPORTED, op, A[P + n], f"{why}: not supported by ncudnn's attention engines")
+    if kind == "FWD" and op.value(A[P + "UNFUSE_FMA"]):
+        fail(S.CUDNN_STATUS_NOT_SUPPORTED, op, A[P + "UNFUSE_FMA"], "the attention kernels fuse multiply-adds")
+    ins = _ports(op, T, P, (("Q", "QDESC"), ("K", "KDESC"), ("V", "VDESC"), ("SCALE", "SCALEDESC"),
+                            ("SEQ_LEN_Q", "SEQ_LEN_QDESC"), ("SEQ_LEN_KV", "SEQ_LEN_KVDESC")))
+    attrs = {"padding_mask": "SEQ_LEN_Q" in {k for k, v in ins.items() if v is not None}
+             or ins.get("SEQ_LEN_KV") is not None}
+    return P, ins, attrs
+
+
+def _sdpa_fwd(op, T):
+    from ..ir import SdpaFwd
+    P, ins, attrs = _sdpa_common(op, T, "FWD")
+    ins.update(_ports(op, T, P, (("SEED", "DROPOUT_SEED_DESC"), ("OFFSET", "DROPOUT_OFFSET_DESC"))))
+    outs = _ports(op, T, P, (("O", "ODESC"), ("STATS", "STATSDESC")))
+    p = _first(op, A[P + "DROPOUT_PROBABILITY"]) or 0.0
+    return SdpaFwd(name="sdpa_fwd", inputs=ins, outputs=outs, compute_dtype=DT.CUDNN_DATA_FLOAT,
+                   dropout_probability=p, generate_stats=outs["STATS"] is not None, **attrs)
+
+
+def _sdpa_bwd(op, T):
+    from ..ir import SdpaBwd
+    P, ins, attrs = _sdpa_common(op, T, "BWD")
+    ins.update(_ports(op, T, P, (("O", "ODESC"), ("DO", "DODDESC"), ("STATS", "STATSDESC"))))
+    outs = _ports(op, T, P, (("DQ", "DQDESC"), ("DK", "DKDESC"), ("DV", "DVDESC")))
+    return SdpaBwd(name="sdpa_bwd", inputs=ins, outputs=outs, compute_dtype=DT.CUDNN_DATA_FLOAT, **attrs)
+
+
 LOWER = {
     D.CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR:
         _lower_conv("FORWARD", "X", "W", "Y", ("X", "W", "Y"), "ConvFprop"),
@@ -369,6 +419,8 @@ LOWER = {
     D.CUDNN_BACKEND_OPERATION_PAGED_CACHE_LOAD_DESCRIPTOR: _paged,
     D.CUDNN_BACKEND_OPERATION_BLOCK_SCALE_QUANTIZE_DESCRIPTOR: _quantize,
     D.CUDNN_BACKEND_OPERATION_BLOCK_SCALE_DEQUANTIZE_DESCRIPTOR: _dequantize,
+    D.CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR: _sdpa_fwd,
+    D.CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR: _sdpa_bwd,
 }
 
 

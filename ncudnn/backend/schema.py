@@ -1,13 +1,14 @@
 """The one attribute schema: every supported descriptor type -> :class:`DescSchema`.
 
-Built from the data modules (``schema_core``, ``schema_ops``, ``schema_ops2``, ``schema_engine``)
+Built from the data modules (``schema_core``, ``schema_ops``, ``schema_ops2``, ``schema_attention``,
+``schema_engine``)
 and the per-descriptor finalize checks (``checks/``). Descriptor types missing here are refused by
 ``cudnnBackendCreateDescriptor`` with NOT_SUPPORTED.
 """
 import os
 
 from ..types import cudnnBackendAttributeName_t as A
-from . import descriptor, schema_core, schema_engine, schema_ops, schema_ops2
+from . import descriptor, schema_attention, schema_core, schema_engine, schema_ops, schema_ops2
 from .attrs import DescSchema
 from .checks import FINALIZERS
 
@@ -19,7 +20,7 @@ def _prefix(names):
 
 def _build():
     table = {}
-    for module in (schema_core, schema_ops, schema_ops2, schema_engine):
+    for module in (schema_core, schema_ops, schema_ops2, schema_attention, schema_engine):
         for dtype, attrs in module.SCHEMAS.items():
             table[dtype] = DescSchema(
                 dtype=dtype, attrs=attrs, finalize=FINALIZERS.get(dtype),

@@ -20,8 +20,8 @@ def test_every_documented_descriptor_type_is_created(dtype):
 
 
 def test_create_unsupported_and_invalid_types():
-    expect(cudnnBackendCreateDescriptor(D.CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR), S.CUDNN_STATUS_NOT_SUPPORTED,
-           "CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR")
+    expect(cudnnBackendCreateDescriptor(D.CUDNN_BACKEND_OPERATION_ROPE_FWD_DESCRIPTOR), S.CUDNN_STATUS_NOT_SUPPORTED,
+           "CUDNN_BACKEND_OPERATION_ROPE_FWD_DESCRIPTOR")
     expect(cudnnBackendCreateDescriptor(999), S.CUDNN_STATUS_BAD_PARAM, "999")
     assert cudnnBackendCreateDescriptor(999) == (S.CUDNN_STATUS_BAD_PARAM, None)
 
