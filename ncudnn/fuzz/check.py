@@ -1,9 +1,14 @@
 """The tolerance a plan is held to, and the comparison of one output with the oracle.
 
 The tolerance is :data:`ncudnn.testing.TOL` of the least precise of: the graph's non-virtual tensor
-types and what the plan's numerical notes claim (TENSOR_CORE on FP32 data: TF32; DOWN_CONVERT_INPUTS
-or REDUCED_PRECISION_REDUCTION: FP16 arithmetic; WINOGRAD: the FP32 tolerance times four, the
-transform's extra rounding). Integer and boolean outputs must match exactly.
+types and what the plan's numerical notes claim. On FP32 (or FP64) data: TENSOR_CORE is TF32, whether
+or not DOWN_CONVERT_INPUTS comes with it (the tensor-core engines note both when they run FP32
+operands as TF32: the down-conversion is to TF32, not to FP16); DOWN_CONVERT_INPUTS without
+TENSOR_CORE, or REDUCED_PRECISION_REDUCTION, is FP16 arithmetic. On 16-bit or FP8 data the notes add
+nothing (tensor cores multiply those inputs exactly and accumulate in FP32) except
+REDUCED_PRECISION_REDUCTION (FP16 accumulation, where the data was BF16 or FP8 the coarser of the
+two). WINOGRAD: at least the FP32 tolerance times four (the transforms' extra rounding). Integer and
+boolean outputs must match exactly.
 """
 import numpy as np
 
@@ -26,10 +31,12 @@ def tolerance(dtypes, notes):
     labels = [_LABEL.get(CDT(int(d)), "float32") for d in dtypes]
     label = _worst(labels)
     notes = {int(n) for n in notes}
-    if int(NN.CUDNN_NUMERICAL_NOTE_TENSOR_CORE) in notes and label in ("float64", "float32"):
-        label = "tf32"
-    if notes & {int(NN.CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS),
-                int(NN.CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)}:
+    if label in ("float64", "float32"):
+        if int(NN.CUDNN_NUMERICAL_NOTE_TENSOR_CORE) in notes:
+            label = "tf32"
+        elif int(NN.CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) in notes:
+            label = "float16"
+    if int(NN.CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) in notes:
         label = _worst([label, "float16"])
     tol = TOL[label]
     if int(NN.CUDNN_NUMERICAL_NOTE_WINOGRAD) in notes:

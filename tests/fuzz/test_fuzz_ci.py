@@ -80,6 +80,15 @@ def test_tolerance_follows_types_and_notes():
     assert tolerance([DT.CUDNN_DATA_FLOAT], (NN.CUDNN_NUMERICAL_NOTE_TENSOR_CORE,))[0] == "tf32"
     assert tolerance([DT.CUDNN_DATA_FLOAT, DT.CUDNN_DATA_BFLOAT16], ())[0] == "bfloat16"
     assert tolerance([DT.CUDNN_DATA_DOUBLE], ())[0] == "float64"
+    # FP32 operands on tensor cores run as TF32: the engines note TENSOR_CORE and DOWN_CONVERT_INPUTS
+    tf32 = (NN.CUDNN_NUMERICAL_NOTE_TENSOR_CORE, NN.CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)
+    assert tolerance([DT.CUDNN_DATA_FLOAT], tf32)[0] == "tf32"
+    assert tolerance([DT.CUDNN_DATA_FLOAT], (NN.CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS,))[0] == "float16"
+    assert tolerance([DT.CUDNN_DATA_HALF], tf32)[0] == "float16"
+    assert tolerance([DT.CUDNN_DATA_BFLOAT16], (NN.CUDNN_NUMERICAL_NOTE_TENSOR_CORE,))[0] == "bfloat16"
+    assert tolerance([DT.CUDNN_DATA_FP8_E4M3, DT.CUDNN_DATA_FLOAT], (NN.CUDNN_NUMERICAL_NOTE_TENSOR_CORE,))[0] == "fp8"
+    assert tolerance([DT.CUDNN_DATA_BFLOAT16], (NN.CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION,))[0] == "bfloat16"
+    assert tolerance([DT.CUDNN_DATA_FLOAT], (NN.CUDNN_NUMERICAL_NOTE_WINOGRAD,))[1] == pytest.approx(4e-5)
     ref = np.linspace(-1, 1, 10)
     assert compare(ref * (1 + 1e-7), ref, np.float32, 1e-5) is None
     assert "rel_err" in compare(ref * 1.001, ref, np.float32, 1e-5)
