@@ -3,9 +3,12 @@ writes it: tensor, operation and operation-graph descriptors, engine heuristics 
 FALLBACK, one execution plan per engine config, a variant pack and cudnnBackendExecute.
 
 Graphs of one matmul, convolution (fprop / dgrad / wgrad) or pointwise node are translated; the
-pygraph's validated IR gives every tensor's dims, strides and type. The runner drives this object
-as it drives a pygraph (``backend_plans``, ``get_workspace_size_plan_at_index``,
-``execute_plan_at_index``, ``ir``)."""
+pygraph's validated IR gives every tensor's dims, strides and type. Operations pygraph has no method
+for (BN finalize, BN backward weights; GENSTATS too) come as a :class:`BackendOp`: the operation's
+descriptor type, its tensors by attribute name and its other attributes, set as given. The runner
+drives this object as it drives a pygraph (``backend_plans``, ``get_workspace_size_plan_at_index``,
+``execute_plan_at_index``, ``ir``: the graph the backend lowered, its tensors named as the source
+named them)."""
 from ..backend import (cudnnBackendCreateDescriptor, cudnnBackendExecute, cudnnBackendFinalize,
                        cudnnBackendGetAttribute, cudnnBackendSetAttribute)
 from ..errors import error_for, peek_last_error
@@ -46,8 +49,26 @@ def _handle():
     return _HANDLE[0]
 
 
-def translatable(ir):
-    return len(ir.nodes) == 1 and ir.nodes[0].OP in OPS
+class BackendOp:
+    """One backend operation described directly: descriptor type ``kind`` (cudnnBackendDescriptorType_t),
+    ``tensors`` {attribute name suffix: TensorDesc} (by-value ones are by-value tensor descriptors; the
+    variant pack gives their values) and ``attrs`` {attribute name suffix: (cudnnBackendAttributeType_t,
+    value)}, the suffixes after ``prefix`` (e.g. ``CUDNN_ATTR_OPERATION_BN_FINALIZE_``). It stands where
+    a pygraph stands until the runner translates it (``validate`` checks the tensors)."""
+
+    _views = {}
+
+    def __init__(self, kind, prefix, tensors, attrs, name="fuzz"):
+        self.kind, self.prefix, self.tensors, self.attrs, self.name = kind, prefix, tensors, attrs, name
+
+    def validate(self):
+        for t in self.tensors.values():
+            t.validate()
+
+
+def translatable(g):
+    """Whether graph ``g`` (a pygraph or a :class:`BackendOp`) can run through the backend API here."""
+    return isinstance(g, BackendOp) or (len(g.ir.nodes) == 1 and g.ir.nodes[0].OP in OPS)
 
 
 class BackendGraph:
@@ -57,8 +78,13 @@ class BackendGraph:
 
     def __init__(self, g):
         self.src = g
-        node = g.ir.nodes[0]
         self._tensors = {}
+        if isinstance(g, BackendOp):
+            attrs = {A[g.prefix + k]: (DESC, self._tensor(t)) for k, t in g.tensors.items()}
+            attrs.update({A[g.prefix + k]: v for k, v in g.attrs.items()})
+            self._finish(_make(g.kind, attrs, f"{g.kind.name}"), {t.uid: t.name for t in g.tensors.values()})
+            return
+        node = g.ir.nodes[0]
         ports = {}
         for table in (node.inputs, node.outputs):
             for port, t in table.items():
@@ -96,21 +122,31 @@ class BackendGraph:
             attrs.update({A[p + "CONV_DESC"]: (DESC, conv), A[p + "ALPHA"]: (T.CUDNN_TYPE_FLOAT, 1.0),
                           A[p + "BETA"]: (T.CUDNN_TYPE_FLOAT, 0.0)})
             op = _make(kind, attrs, f"{node.OP} operation")
+        self._finish(op, {})
+
+    def _finish(self, op, names):
+        """The operation graph of ``op``; the lowered IR's tensors named by ``names`` {uid: name} (the
+        runner draws inputs and reports by name)."""
         self.graph = _make(D.CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, {
             A.CUDNN_ATTR_OPERATIONGRAPH_OPS: (DESC, [op]),
             A.CUDNN_ATTR_OPERATIONGRAPH_HANDLE: (T.CUDNN_TYPE_HANDLE, _handle())}, "operation graph")
         self.ir = self.graph.state["graph"]
+        for uid, t in self.ir.tensors().items():
+            if uid in names:
+                t.name = names[uid]
         self.plans = []
 
     def _tensor(self, t):
         d = self._tensors.get(t.uid)
         if d is None:
-            d = self._tensors[t.uid] = _make(D.CUDNN_BACKEND_TENSOR_DESCRIPTOR, {
-                A.CUDNN_ATTR_TENSOR_UNIQUE_ID: (T.CUDNN_TYPE_INT64, t.uid),
-                A.CUDNN_ATTR_TENSOR_DATA_TYPE: (T.CUDNN_TYPE_DATA_TYPE, t.dtype),
-                A.CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT: (T.CUDNN_TYPE_INT64, 16),
-                A.CUDNN_ATTR_TENSOR_DIMENSIONS: (T.CUDNN_TYPE_INT64, list(t.dims)),
-                A.CUDNN_ATTR_TENSOR_STRIDES: (T.CUDNN_TYPE_INT64, list(t.strides))}, f"tensor {t.name}")
+            attrs = {A.CUDNN_ATTR_TENSOR_UNIQUE_ID: (T.CUDNN_TYPE_INT64, t.uid),
+                     A.CUDNN_ATTR_TENSOR_DATA_TYPE: (T.CUDNN_TYPE_DATA_TYPE, t.dtype),
+                     A.CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT: (T.CUDNN_TYPE_INT64, 16),
+                     A.CUDNN_ATTR_TENSOR_DIMENSIONS: (T.CUDNN_TYPE_INT64, list(t.dims)),
+                     A.CUDNN_ATTR_TENSOR_STRIDES: (T.CUDNN_TYPE_INT64, list(t.strides))}
+            if t.is_by_value:
+                attrs[A.CUDNN_ATTR_TENSOR_IS_BY_VALUE] = (T.CUDNN_TYPE_BOOLEAN, True)
+            d = self._tensors[t.uid] = _make(D.CUDNN_BACKEND_TENSOR_DESCRIPTOR, attrs, f"tensor {t.name}")
         return d
 
     def backend_plans(self, modes):

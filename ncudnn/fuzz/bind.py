@@ -17,6 +17,15 @@ from ..testing import poison_value, to_f64
 GUARD_BYTES = 256
 
 
+def _float_like(dt):
+    """Floating types, ml_dtypes' bfloat16 / FP8 included (NumPy files some of them under kind 'V')."""
+    return dt.kind == "f" or dt.name.startswith(("float", "bfloat"))
+
+
+def _poison(dtype):
+    return np.nan if _float_like(np.dtype(dtype)) else poison_value(dtype)
+
+
 def _gap_value(dtype, output):
     """What fills the elements outside a tensor's view: NaN around inputs, a finite sentinel around
     outputs (so a stray write of NaN shows too); integer types a sentinel either way."""
@@ -50,7 +59,7 @@ class Buffer:
         self.arg = self.dev[self.guard:self.guard + span]
         base = np.full(total, _gap_value(self.dtype, output), dtype=self.dtype)
         if output:
-            base[self.index] = poison_value(self.dtype)
+            base[self.index] = _poison(self.dtype)
         self.base = base
         self.image = base
 

@@ -1,12 +1,24 @@
 """The summary of a fuzz run: counts of graphs, plans and executions (an execution is one
 (graph, plan, input draw) triple, the unit "cases" counts) by family, by engine and by heuristic mode,
 the wrong and error counts with a repro line for each failure, and why graphs were refused; as JSON and
-as markdown."""
+as markdown.
+
+The per-engine table has a row for every registered engine (``meta["engines"]``), 0 where no case
+reached it, so an engine the generators miss shows in every report. An engine that ran only as a part
+of composite plans is counted in the "as a composite part" column (the composite's plan name lists the
+engines of its parts)."""
 import json
 import os
 from collections import Counter, defaultdict
 
 OUTCOMES = ("ok", "wrong", "error", "refused", "invalid")
+
+
+def registered_engines():
+    """Names of every registered engine, in global-index order."""
+    from ..engines import registry
+
+    return [e.name for e in registry.engines()]
 
 
 def summarize(results, meta):
@@ -31,6 +43,9 @@ def summarize(results, meta):
             e = eng[p["engine"]]
             e["plans"] += 1
             e["executions"] += p["executions"]
+            for part in p.get("parts", ()):
+                eng[part]["part_plans"] += 1
+                eng[part]["part_executions"] += p["executions"]
             e["wrong"] += p["wrong"]
             e["errors"] += p.get("errors", 0)
             f["wrong_executions"] += p["wrong"]
@@ -44,6 +59,10 @@ def summarize(results, meta):
     total = Counter()
     for f in fam.values():
         total.update(f)
+    meta = dict(meta)
+    meta.setdefault("engines", registered_engines())
+    for name in meta["engines"]:
+        eng.setdefault(name, Counter())
     return {
         "meta": meta,
         "total": dict(total),
@@ -72,7 +91,8 @@ def merge(parts):
     metas = [p["meta"] for p in parts]
     meta = dict(metas[0]) if metas else {}
     meta.update(seed=[m.get("seed") for m in metas], wall_s=sum(m.get("wall_s", 0) for m in metas), runs=metas,
-                families=sorted({f for m in metas for f in m.get("families", [])}))
+                families=sorted({f for m in metas for f in m.get("families", [])}),
+                engines=list(dict.fromkeys([n for m in metas for n in m.get("engines", [])] + registered_engines())))
     out = {"meta": meta, "total": {}, "per_family": {}, "per_engine": {}, "first_plan_of_mode_executions": {}}
     for p in parts:
         for k in ("total", "per_family", "per_engine", "first_plan_of_mode_executions"):
@@ -86,6 +106,8 @@ def merge(parts):
             for why, n in rows:
                 refusals[fam][why] += n
     out["refusals"] = {k: v.most_common(8) for k, v in refusals.items()}
+    for name in meta["engines"]:
+        out["per_engine"].setdefault(name, {})
     return out
 
 
@@ -110,10 +132,18 @@ def markdown(s):
         lines.append(f"| {k} | {v.get('graphs', 0)} | {v.get('backend_api_graphs', 0)} | {v.get('refused', 0)} | {v.get('plans_built', 0)} | "
                      f"{v.get('plans_run', 0)} | {v.get('executions', 0)} | {v.get('wrong_executions', 0)} | "
                      f"{v.get('error_executions', 0)} |")
-    lines += ["", "| engine | plans | cases | wrong | errors |", "| --- | ---: | ---: | ---: | ---: |"]
-    for k, v in s["per_engine"].items():
+    engines = list(dict.fromkeys(list(m.get("engines", [])) + sorted(s["per_engine"])))
+    unreached = [k for k in engines if not s["per_engine"].get(k, {}).get("executions")
+                 and not s["per_engine"].get(k, {}).get("part_executions")]
+    lines += ["", "Every registered engine: cases on its own plans, and on composite plans that run one of their "
+              "parts on it.", "",
+              "| engine | plans | cases | wrong | errors | as a composite part: plans | cases |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for k in engines:
+        v = s["per_engine"].get(k, {})
         lines.append(f"| {k} | {v.get('plans', 0)} | {v.get('executions', 0)} | {v.get('wrong', 0)} | "
-                     f"{v.get('errors', 0)} |")
+                     f"{v.get('errors', 0)} | {v.get('part_plans', 0)} | {v.get('part_executions', 0)} |")
+    lines += ["", "Engines no case reached: " + (", ".join(unreached) if unreached else "none")]
     lines += ["", "Cases on the first plan of each heuristic mode: "
               + ", ".join(f"{k} {v}" for k, v in sorted(s["first_plan_of_mode_executions"].items())), ""]
     if s["failures"]:

@@ -1,23 +1,42 @@
 """The CI tier of the differential fuzzer (ncudnn.fuzz): fixed seeds over every op family in the
 simulator, every execution compared with the float64 oracle; a wrong answer or an error fails with its
-repro line. The GPU tier is tools/gpu_fuzz.sh.
+repro line. Every registered engine runs its plans on at least one generated graph
+(``test_engine_runs``). The GPU tier is tools/gpu_fuzz.sh.
 
 KNOWN lists cases that fail today, each with the issue item it belongs to; they run as
 xfail(strict=True), so the test fails once they are fixed and the entry must go."""
 import numpy as np
 import pytest
 
-from ncudnn.fuzz import runner
+from ncudnn.fuzz import report, runner
 from ncudnn.fuzz.bind import Buffer
 from ncudnn.fuzz.check import compare, tolerance
 from ncudnn.fuzz.families import FAMILIES
+from ncudnn.fuzz.report import registered_engines
 from ncudnn.ir import TensorDesc
 from ncudnn.types import cudnnBackendNumericalNote_t as NN, cudnnDataType_t as DT
 
 SEED = 1
-#: graphs per family (the simulator runs a few plans of each, one input draw: about 3 minutes in all)
-CASES = {"conv": 8, "matmul": 12, "pointwise": 10, "norm": 6, "pool": 10, "reduce": 10, "softmax": 3, "move": 12}
+#: graphs per family (the simulator runs a few plans of each, one input draw); the first cases of seed 1
+#: cover every kind each generator draws (matmul_tc: FP16 / BF16, TF32, FP8; conv_fast: 1x1, Winograd,
+#: tensor-core and its 3-channel stem; sdpa: forward and backward; stats: GENSTATS through pygraph and
+#: the backend, BN finalize, BN backward weights; rng: the three distributions)
+CASES = {"conv": 8, "matmul": 12, "pointwise": 10, "norm": 6, "pool": 10, "reduce": 10, "softmax": 3, "move": 12,
+         "matmul_tc": 5, "conv_fast": 9, "sdpa": 5, "stats": 9, "rng": 15}
 DRAWS, MAX_PLANS = 1, 2
+#: every registered engine -> a case (seed SEED) whose built plans include it, directly or as a part of a
+#: composite plan: the cheapest such case of the first 16 of each family
+ENGINE_CASES = {
+    "pointwise_fused": ("pointwise", 6), "composite": ("reduce", 1), "reduction": ("reduce", 1),
+    "genstats": ("stats", 4), "bn_finalize": ("stats", 8), "norm_batch": ("norm", 2), "norm_rows": ("norm", 5),
+    "resample": ("pool", 8), "rng_philox": ("rng", 10), "softmax_fused": ("softmax", 8),
+    "bn_bwd_weights": ("stats", 1), "matmul_simt": ("matmul", 0), "matmul_small": ("matmul", 0),
+    "conv_implicit_gemm": ("conv_fast", 10), "conv_implicit_precomp": ("conv_fast", 10),
+    "conv_gemm_1x1": ("conv_fast", 10), "conv_winograd_nonfused": ("conv_fast", 6),
+    "conv_winograd_fused": ("conv_fast", 6), "matmul_tc": ("matmul_tc", 1), "conv_tc": ("conv_fast", 7),
+    "data_movement": ("move", 3), "conv_direct": ("conv", 0), "matmul_wgmma": ("matmul_tc", 0),
+    "attention_flash_fwd": ("sdpa", 11), "attention_flash_bwd": ("sdpa", 15),
+}
 #: (family, case) -> the issue item it belongs to
 KNOWN = {}
 
@@ -43,17 +62,52 @@ def test_fuzz_case(family, case):
     assert r["outcome"] != "invalid", f"generator made an invalid graph: {r.get('why')}"
 
 
-def test_fuzzer_finds_a_wrong_answer(monkeypatch):
-    """The fuzzer can fail: an oracle off by 1% makes every execution of a case wrong, with a repro line."""
+def test_every_registered_engine_has_a_case():
+    assert set(ENGINE_CASES) == set(registered_engines())
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINE_CASES))
+def test_engine_runs(engine):
+    """The engine's first plan on its case executes and matches the oracle (a generator that stops
+    reaching the engine fails here, as a wrong answer does)."""
+    family, case = ENGINE_CASES[engine]
+    r = runner.run_case(family, SEED, case, draws=1, engine=engine, max_plans=1)
+    lines = [f"{x['kind']}: {x['repro']}  # {x['what'][:400]}" for x in r["failures"]]
+    assert r["outcome"] == "ok", f"{r['desc']}: {r.get('why', '')}\n" + "\n".join(lines)
+    assert r["executions"] >= 1, f"{family}:{SEED}:{case} ({r['desc']}) built no plan of {engine}"
+
+
+@pytest.mark.parametrize("family,case", [("move", 0), ("stats", 8)])
+def test_fuzzer_finds_a_wrong_answer(monkeypatch, family, case):
+    """The fuzzer can fail: an oracle off by 1% makes every execution of a case wrong, with a repro line
+    (a pygraph case and a backend-API operation: BN finalize)."""
     real = runner.run_node
 
     def off(node, ins, *a, **k):
         return {p: np.asarray(v, np.float64) * 1.01 for p, v in real(node, ins, *a, **k).items()}
 
     monkeypatch.setattr(runner, "run_node", off)
-    r = runner.run_case("move", SEED, 0, draws=1, max_plans=1)
+    r = runner.run_case(family, SEED, case, draws=1, max_plans=1)
     assert r["outcome"] == "wrong" and r["failures"]
-    assert r["failures"][0]["repro"].startswith(f"python -m ncudnn.fuzz --repro move:{SEED}:0")
+    assert r["failures"][0]["repro"].startswith(f"python -m ncudnn.fuzz --repro {family}:{SEED}:{case}")
+
+
+def test_report_lists_every_registered_engine():
+    """Engines no case reached are in the per-engine table with 0 cases, and named as unreached."""
+    res = [{"family": "move", "seed": SEED, "case": 0, "outcome": "ok", "executions": 2, "failures": [],
+            "plans": [{"name": "composite()[reduction(X=1); pointwise_fused(Y=2)]", "engine": "composite",
+                       "parts": ["reduction", "pointwise_fused"], "first_of": ["A"], "executions": 2, "wrong": 0,
+                       "errors": 0}]}]
+    s = report.summarize(res, {"seed": SEED})
+    names = registered_engines()
+    assert set(names) <= set(s["per_engine"])
+    assert s["per_engine"]["reduction"]["part_executions"] == 2 and s["per_engine"]["composite"]["executions"] == 2
+    md = report.markdown(s)
+    for name in names:
+        assert f"| {name} |" in md
+    assert "Engines no case reached: " in md and "matmul_wgmma" in md.split("Engines no case reached: ")[1]
+    merged = report.merge([s, s])
+    assert set(names) <= set(merged["per_engine"]) and merged["per_engine"]["reduction"]["part_executions"] == 4
 
 
 def test_buffer_sees_writes_outside_the_view_and_changed_inputs(rng):
