@@ -1,7 +1,8 @@
 """Two places, one suite: with no GPU, kernels run in numba's CUDA simulator at tiny shapes.
 
 `import ncudnn` decides (before numba loads) whether the simulator is on; shapes and tolerances come
-from ncudnn.testing.size / TOL. Markers: gpu (skipped in the simulator), slow (NCUDNN_SLOW=1).
+from ncudnn.testing.size / TOL. Markers: gpu (skipped in the simulator), slow (NCUDNN_SLOW=1), heavy
+(the tests tests/heavy_tests.txt lists: ``pytest -m "not heavy"`` is the fast tier).
 """
 import os
 
@@ -10,6 +11,18 @@ import pytest
 
 import ncudnn  # noqa: F401  (selects GPU or simulator before numba is imported)
 from ncudnn.testing import SIM
+
+#: nodeids marked ``heavy`` (recorded timings, tools/record_heavy_tests.py): the fast tier is
+#: ``pytest -m "not heavy"``
+HEAVY_FILE = os.path.join(os.path.dirname(__file__), "heavy_tests.txt")
+
+
+def _heavy_ids():
+    try:
+        with open(HEAVY_FILE) as f:
+            return {ln.split("#")[0].strip() for ln in f if ln.split("#")[0].strip()}
+    except OSError:
+        return set()
 
 
 def pytest_report_header(config):
@@ -44,7 +57,10 @@ def pytest_collection_modifyitems(config, items):
     skip_slow = pytest.mark.skip(reason="slow: set NCUDNN_SLOW=1")
     skip_sim_only = pytest.mark.skip(reason="meaningful only under the simulator")
     slow_on = os.environ.get("NCUDNN_SLOW") == "1"
+    heavy, heavy_ids = pytest.mark.heavy, _heavy_ids()
     for item in items:
+        if item.nodeid in heavy_ids:
+            item.add_marker(heavy)
         if SIM and "gpu" in item.keywords:
             item.add_marker(skip_gpu)
         if not SIM and "sim_only" in item.keywords:
