@@ -96,6 +96,8 @@ class SerializeMixin:
                 raise graph_error(S.CUDNN_STATUS_SERIALIZATION_VERSION_MISMATCH,
                                   f"serialized graph is {d.get('schema')!r:.60} v{d.get('version')!r:.20}, this "
                                   f"ncudnn reads {SCHEMA} v{VERSION}")
+            if "plan" not in d:   # serialize() always writes it (null before a plan is built)
+                raise KeyError("plan")
             self._replay(d)
             self.validate()
             self.build_operation_graph()
@@ -108,6 +110,8 @@ class SerializeMixin:
             from ..engines import api
 
             try:
+                if not isinstance(d["plan"], dict) or not {"engine", "config"} <= set(d["plan"]):
+                    raise KeyError("the plan record needs 'engine' and 'config'")   # to_json writes both
                 ec = api.engine_config_from_json(d["plan"], self._ir, self._ctx())
             except Exception as e:   # the blob's plan record is data: one this ncudnn cannot read is BAD_PARAM
                 raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"deserialize: malformed plan "

@@ -107,6 +107,18 @@ def test_edited_blob_is_bad_param(blob, edit):
         f"{e.value.status.name}: {e.value}"
 
 
+@pytest.mark.parametrize("edit", [
+    lambda d: d.pop("plan"),                           # serialize() always writes it (null when unbuilt)
+    lambda d: d["plan"].pop("config"),                 # the record of a plan without its knobs
+], ids=["no_plan_key", "plan_without_config"])
+def test_a_mangled_plan_record_is_bad_param_not_an_unbuilt_or_bare_plan(blob, edit):
+    """Found by the seeded fuzz: a flipped byte in the key "plan" or "config" used to deserialize into a
+    graph with no plan (execute then failed) or into a config with no knobs (NOT_SUPPORTED)."""
+    with pytest.raises(cudnn.cudnnGraphBadParamError) as e:
+        deserialized(_edit(blob, edit))
+    assert e.value.status == S.CUDNN_STATUS_BAD_PARAM and "malformed" in str(e.value)
+
+
 def test_op_kind_must_be_an_op_method(blob):
     with pytest.raises(cudnn.cudnnGraphBadParamError, match="not a pygraph op"):
         deserialized(_edit(blob, lambda d: d["ops"][0].update(kind="execute")))
