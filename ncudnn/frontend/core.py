@@ -118,8 +118,12 @@ class pygraph(PointwiseOps, ConvMatmulOps, NormOps, OtherOps, PipelineMixin, Ser
         (``shape`` + ``stride()`` as torch, ``__cuda_array_interface__``, NumPy-style byte ``strides``)."""
         if isinstance(template, tensor):
             d = template.desc
-            return self._new_tensor(dims=d.dims, strides=d.strides, dtype=d.dtype, is_virtual=is_virtual,
-                                    is_by_value=d.is_by_value, name=name, value=d.value)
+            t = self._new_tensor(dims=d.dims, strides=d.strides, dtype=d.dtype, is_virtual=is_virtual,
+                                 is_by_value=d.is_by_value, name=name, value=d.value)
+            # the layout attributes come along, as cudnn-frontend copies the whole attribute set
+            t.desc.alignment, t.desc.vector_count, t.desc.vectorized_dim = d.alignment, d.vector_count, d.vectorized_dim
+            t.desc.reordering = d.reordering
+            return t
         dims, strides, dt, host = describe_array(template)
         return self._new_tensor(dims=dims, strides=strides, dtype=dt, is_virtual=is_virtual,
                                 is_by_value=host, name=name)
@@ -339,6 +343,9 @@ class pygraph(PointwiseOps, ConvMatmulOps, NormOps, OtherOps, PipelineMixin, Ser
         ir = self.lower()
         try:
             ir.finalize()
+            for t in ir.tensors().values():  # outputs' dims are inferred after the IR checked descriptors
+                if t.vector_count != 1:
+                    t.validate()
         except CudnnError as e:
             raise reraise(e, f"graph '{self.name}' validate") from None
         self._ir = ir

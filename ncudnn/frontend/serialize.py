@@ -26,7 +26,17 @@ def _tensor_row(t):
             "virtual": d.is_virtual, "by_value": d.is_by_value,
             "value": d.value.item() if hasattr(d.value, "item") else d.value,
             "user_uid": bool(d.meta.get(USER_UID)), "hidden": bool(d.meta.get("hidden")),
-            "scalar_type": d.meta.get("scalar_type")}
+            "scalar_type": d.meta.get("scalar_type"),
+            "alignment": d.alignment, "vector": [d.vector_count, d.vectorized_dim]}
+
+
+def _set_layout(t, r):
+    """The row's byte alignment and vector layout on tensor ``t`` (blobs written before they were kept
+    have neither: the defaults stay)."""
+    if r.get("alignment") is not None:
+        t.set_alignment(r["alignment"])
+    if r.get("vector") is not None:
+        t.set_vector_count_and_dimension(*r["vector"])
 
 
 def _uids(v):
@@ -152,6 +162,7 @@ class SerializeMixin:
             t.desc.meta[USER_UID] = r["user_uid"]
             if r.get("scalar_type") is not None:
                 t.desc.meta["scalar_type"] = r["scalar_type"]
+            _set_layout(t, r)
         for op in d["ops"]:
             kw = {p: ([self._by_uid[u] for u in v] if isinstance(v, list) else
                       (self._by_uid[v] if v is not None else None)) for p, v in op["tensors"].items()}
@@ -174,6 +185,7 @@ class SerializeMixin:
                     t.set_stride(r["strides"])
                 if r["dtype"] is not None:
                     t.set_data_type(DT(r["dtype"]))
+                _set_layout(t, r)
 
 
 def _parse(data):

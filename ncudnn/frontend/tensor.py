@@ -102,6 +102,33 @@ class tensor:
         self._desc.meta["alignment_value"] = int(value)
         return self
 
+    def set_alignment(self, value):
+        """The byte alignment every buffer bound to this tensor has (cudnn-frontend's default is 16, as
+        here). Engines read it: a vector kernel needs >= 16; below that they take an element-wise path or
+        refuse. A positive power of two, else BAD_PARAM naming the tensor."""
+        n = _int_arg(value, "byte alignment", self._desc)
+        if n <= 0 or n & (n - 1):
+            raise _bad(self._desc, f"byte alignment {n} is not a positive power of two")
+        self._desc.alignment = n
+        self._touch()
+        return self
+
+    def set_vector_count_and_dimension(self, count, dimension):
+        """Vectorized layout (cuDNN's CUDNN_ATTR_TENSOR_VECTOR_COUNT / VECTORIZED_DIMENSION): ``count``
+        elements of dim ``dimension`` packed into one (INT8x4: 4, INT8x32: 32; 1 = not vectorized,
+        the default, with dimension -1). The count and the dim's range are checked at validate, against
+        the dims then known (BAD_PARAM naming the tensor); an engine that cannot read the layout refuses
+        the graph with NOT_SUPPORTED_LAYOUT."""
+        c = _int_arg(count, "vector count", self._desc)
+        d = _int_arg(dimension, "vectorized dimension", self._desc)
+        if c < 1:
+            raise _bad(self._desc, f"vector count {c} must be >= 1")
+        if d < -1:
+            raise _bad(self._desc, f"vectorized dimension {d} must be >= -1 (-1: not set)")
+        self._desc.vector_count, self._desc.vectorized_dim = c, d
+        self._touch()
+        return self
+
     # ------------------------------------------------------------------ getters
     def get_name(self):
         return self._desc.name
@@ -138,6 +165,27 @@ class tensor:
     def get_is_output(self):
         return not self._desc.is_virtual
 
+    def get_alignment(self):
+        """Byte alignment of the tensor's buffers (16 unless set)."""
+        return self._desc.alignment
+
+    def get_vector_count(self):
+        """Elements per vector (1: not vectorized)."""
+        return self._desc.vector_count
+
+    def get_vector_dimension(self):
+        """The vectorized dim (-1: not set)."""
+        return self._desc.vectorized_dim
+
+    def get_has_compile_time_constant(self):
+        """True for a scalar made by ``tensor_scalar(value, scalar_type.COMPILE_TIME_CONST)``: its value is
+        fixed when the plan is built and it takes no variant-pack entry (cudnn-frontend's Python binding
+        has no setter; neither has this)."""
+        from .enums import scalar_type
+
+        return bool(self._desc.is_by_value and
+                    self._desc.meta.get("scalar_type") == int(scalar_type.COMPILE_TIME_CONST))
+
     # ------------------------------------------------------------------ conveniences
     @property
     def shape(self):
@@ -156,6 +204,20 @@ class tensor:
         return json.dumps(self.to_dict(), default=str)
 
     __str__ = __repr__
+
+
+def _bad(desc, why):
+    from .errors import graph_error
+    from ..types import cudnnStatus_t
+
+    return graph_error(cudnnStatus_t.CUDNN_STATUS_BAD_PARAM, f"{desc.label}: {why}")
+
+
+def _int_arg(value, what, desc):
+    """``value`` as an int: bools, floats (even 2.0) and strings are BAD_PARAM naming the tensor."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise _bad(desc, f"{what} must be an integer, got {value!r}")
+    return int(value)
 
 
 def _ints(values, what, owner):
