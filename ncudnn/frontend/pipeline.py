@@ -219,9 +219,17 @@ class PipelineMixin(PlanQueryMixin):
     # ------------------------------------------------------------------ execution
     def _pack(self, variant_pack):
         """{uid: value} from a pack keyed by tensors, uids or names; by-value entries as NumPy scalars of
-        the tensor's type; arrays bound at construction fill what the pack leaves out."""
+        the tensor's type; arrays bound at construction fill what the pack leaves out.
+
+        A ``None`` key is skipped, whatever its value, as cudnn-frontend's ``execute`` skips it (an optional
+        tensor that was never made: ``{bias: b_gpu}`` with ``bias = None``). A ``None`` value is skipped
+        for a tensor the graph does not read or write (an optional input left out); for a tensor it
+        does, it is BAD_PARAM_NULL_POINTER naming the tensor."""
         out = {}
+        used = written = None
         for k, v in variant_pack.items():
+            if k is None:
+                continue
             if type(k) is tensor:
                 if k._graph is None or k._graph() is not self:
                     raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"variant pack key '{k.get_name()}' is not a "
@@ -236,7 +244,14 @@ class PipelineMixin(PlanQueryMixin):
                 d = self.query_tensor_attributes_of_uid(int(k))._desc
             else:
                 raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"variant pack key {k!r} is not a tensor, uid or name")
-            if d.is_by_value and v is not None:
+            if v is None:
+                used, written = self._pack_uids() if used is None else (used, written)
+                if d.uid in used:
+                    raise graph_error(S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER,
+                                      f"graph '{self.name}' variant pack: {d.label} is None, but the graph "
+                                      f"{'writes' if d.uid in written else 'reads'} it")
+                continue
+            if d.is_by_value:
                 v = host_scalar(v, d.dtype)
             out[d.uid] = v
         if self._bindings:
@@ -248,6 +263,19 @@ class PipelineMixin(PlanQueryMixin):
                 if s_uid in out and v_uid not in out:
                     out[v_uid] = view_value(out[s_uid], src._desc, view._desc, offset)
         return out
+
+    def _pack_uids(self):
+        """(uids whose buffers a plan of the validated graph reads or writes, the written ones): its
+        non-virtual tensors, their ragged offsets, and the graph inputs behind hidden views."""
+        ir = self.ir
+        ts = [t for t in ir.tensors().values() if not t.is_virtual]
+        ts += [t.ragged_offset for t in ts if t.ragged_offset is not None]
+        used = {t.uid for t in ts}
+        for view, (src, _) in self._views.items():
+            if view._desc.uid in used:
+                used.add(src._desc.uid)
+        written = {t.uid for n in ir.nodes for t in n.outputs.values() if not t.is_virtual}
+        return used, written
 
     def execute(self, variant_pack, workspace=None, handle=None, override_uids=None, override_shapes=None,
                 override_strides=None):

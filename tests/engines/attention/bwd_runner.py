@@ -72,9 +72,21 @@ def run_bwd(rng, dtype="float32", layout="bhsd", B=2, H=2, HK=None, SQ=5, SK=7, 
         cuda.synchronize()
         name = g.get_plan_name_at_index(i)
         for port, (_, b, r) in outs.items():
-            assert_close(b.read(), r, TOL_BWD[dtype], name=f"{port} ({name})")
+            _assert_grad_close(b.read(), r, refs[2], TOL_BWD[dtype], f"{port} ({name})")
             b.check_guard(f"{port} ({name})")
     return len(idx)
+
+
+def _assert_grad_close(got, ref, dv_ref, tol, name):
+    """assert_close, except for a gradient that is zero in exact arithmetic (e.g. dQ of a row whose
+    softmax is one-hot: dS = P (dP - rowsum(dO * O)) cancels): its float64 reference is roundoff, so
+    its error is measured against the size of dV (P^T dO), which never cancels."""
+    r, scale = np.abs(np.asarray(ref, np.float64)), np.max(np.abs(np.asarray(dv_ref, np.float64)))
+    if scale > 0 and np.max(r) <= 1e-9 * scale:
+        worst = np.max(np.abs(np.asarray(got, np.float64)))
+        assert worst <= tol * scale, f"{name}: a zero gradient came back as {worst:.3e} (dV scale {scale:.3e})"
+        return
+    assert_close(got, ref, tol, name=name)
 
 
 def pack_bias_dims(kw):
