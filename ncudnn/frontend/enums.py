@@ -19,10 +19,16 @@ def _from_backend(name, backend, prefix, extra=(), skip=()):
 
 
 data_type = _from_backend("data_type", T.cudnnDataType_t, "CUDNN_DATA_", [("NOT_SET", NOT_SET)])
+#: OPENSOURCE is cudnn-frontend's mode for the engines it ships as source next to the closed cuDNN library.
+#: It has no backend value (the backend's modes are 0-3, CUDNN_HEUR_MODES_COUNT is 4): here it takes 4,
+#: the value after the backend's last mode, and pygraph maps it onto mode A before the engine layer sees
+#: it (every ncudnn engine is open source, so the open-source ranking is the full one).
+HEUR_MODE_OPENSOURCE = int(T.cudnnBackendHeurMode_t.CUDNN_HEUR_MODES_COUNT)
 heur_mode = enum.IntEnum("heur_mode", [
     ("A", int(T.cudnnBackendHeurMode_t.CUDNN_HEUR_MODE_A)),
     ("B", int(T.cudnnBackendHeurMode_t.CUDNN_HEUR_MODE_B)),
-    ("FALLBACK", int(T.cudnnBackendHeurMode_t.CUDNN_HEUR_MODE_FALLBACK))], module=__name__)
+    ("FALLBACK", int(T.cudnnBackendHeurMode_t.CUDNN_HEUR_MODE_FALLBACK)),
+    ("OPENSOURCE", HEUR_MODE_OPENSOURCE)], module=__name__)
 build_plan_policy = enum.IntEnum("build_plan_policy", [("HEURISTICS_CHOICE", 0), ("ALL", 1)], module=__name__)
 norm_forward_phase = _from_backend("norm_forward_phase", T.cudnnBackendNormFwdPhase_t, "CUDNN_NORM_FWD_",
                                    [("NOT_SET", NOT_SET)])

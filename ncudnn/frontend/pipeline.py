@@ -97,16 +97,20 @@ class PipelineMixin(PlanQueryMixin):
         self._op_graph_built = True
 
     def create_execution_plans(self, heur_modes=None):
-        """Ask the heuristics for engine configs under each mode (default [A]), best first."""
+        """Ask the heuristics for engine configs under each mode (default [A]), best first.
+
+        ``heur_mode.OPENSOURCE`` is cudnn-frontend's mode for its open-source engines; every ncudnn engine
+        is open source, so it ranks exactly as A (listing both gives A's configs once)."""
         if not self._op_graph_built:
             self.build_operation_graph()
         modes = heur_modes if heur_modes is not None else [heur_mode.A]
         if not isinstance(modes, (list, tuple)):
             modes = [modes]
+        members = [self._heur_mode(m) for m in modes]
         api, ctx = _api(), self._ctx()
         seen, out = set(), []
-        for m in modes:
-            mode = HM(int(enum_value(m, heur_mode, "heur_mode")))
+        for m in members:
+            mode = HM.CUDNN_HEUR_MODE_A if m == heur_mode.OPENSOURCE else HM(int(m))
             for ec in self._call(api.get_heuristics, self._ir, mode, ctx):
                 if ec.ident() not in seen:
                     seen.add(ec.ident())
@@ -116,12 +120,22 @@ class PipelineMixin(PlanQueryMixin):
         self._plan_modes, self._plans_tf32 = list(modes), ctx.allow_tf32
         self._candidates = out
         self._planned = True
-        names = [heur_mode(int(enum_value(m, heur_mode, "heur_mode"))).name for m in modes]
+        names = [m.name for m in members]
         log_steps.step(self, 3, "CREATE_EXECUTION_PLANS",
                        f"{len(out)} engine config(s) from {names}: " + ", ".join(str(ec) for ec in out))
         if not out:
             status, why = self._why_unsupported()
             raise graph_error(status, f"graph '{self.name}': no engine config from the heuristics. {why}")
+
+    def _heur_mode(self, m):
+        """The frontend heur_mode member of ``m`` (a member, int, name, or a backend cudnnBackendHeurMode_t:
+        INSTANT is A, as cuDNN documents; CUDNN_HEUR_MODES_COUNT is no mode)."""
+        if isinstance(m, HM):
+            if m == HM.CUDNN_HEUR_MODES_COUNT:
+                raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"graph '{self.name}': CUDNN_HEUR_MODES_COUNT is not a "
+                                  "heuristic mode")
+            return heur_mode.A if m == HM.CUDNN_HEUR_MODE_INSTANT else heur_mode(int(m))
+        return self._call(enum_value, m, heur_mode, "heur_mode")
 
     def check_support(self, handle=None):
         """Check every plan not barred by a filter; raise cudnnGraphNotSupportedError when none is left."""
