@@ -3,7 +3,7 @@
 (cudnn-frontend raises ``cudnnGraphNotSupportedError`` for unsupported graphs and RuntimeError /
 ValueError for the rest), so ``except RuntimeError`` written for real cuDNN keeps working."""
 from ..errors import (CudnnError, BadParamError, ExecutionFailedError, InternalError, NotInitializedError,
-                      NotSupportedError, CUDNN_STATUS_CATEGORY)
+                      NotSupportedError, CUDNN_STATUS_CATEGORY, peek_last_error, set_last_error)
 from ..types import cudnnStatus_t
 
 S = cudnnStatus_t
@@ -39,8 +39,12 @@ _BY_CATEGORY = {
 
 
 def graph_error(status, message):
-    """The frontend exception for ``status`` carrying ``message``."""
+    """The frontend exception for ``status`` carrying ``message``, which also becomes this thread's
+    last-error string (``cudnn.get_last_error_string()``), as a failing cuDNN call leaves its reason
+    there (a message that already is the last error, re-raised from a C-style call, is kept as it is)."""
     cls = _BY_CATEGORY.get(CUDNN_STATUS_CATEGORY(status), cudnnGraphInternalError)
+    if message and message != peek_last_error():
+        set_last_error(status, message)
     return cls(message, status)
 
 

@@ -125,7 +125,8 @@ class PipelineMixin(PlanQueryMixin):
                        f"{len(out)} engine config(s) from {names}: " + ", ".join(str(ec) for ec in out))
         if not out:
             status, why = self._why_unsupported()
-            raise graph_error(status, f"graph '{self.name}': no engine config from the heuristics. {why}")
+            raise graph_error(status, f"graph '{self.name}' ({self._ops_named()}): 0 engine configs from the "
+                              f"heuristics {names}. {why}")
 
     def _heur_mode(self, m):
         """The frontend heur_mode member of ``m`` (a member, int, name, or a backend cudnnBackendHeurMode_t:
@@ -136,6 +137,13 @@ class PipelineMixin(PlanQueryMixin):
                                   "heuristic mode")
             return heur_mode.A if m == HM.CUDNN_HEUR_MODE_INSTANT else heur_mode(int(m))
         return self._call(enum_value, m, heur_mode, "heur_mode")
+
+    def _ops_named(self, limit=6):
+        """The graph's nodes as messages name them: ``relu.0 (pointwise), ...``."""
+        nodes = self._ir.nodes if self._ir is not None else []
+        names = [f"{n.name} ({n.OP})" for n in nodes[:limit]]
+        more = len(nodes) - limit
+        return "ops " + ", ".join(names) + (f" and {more} more" if more > 0 else "")
 
     def check_support(self, handle=None):
         """Check every plan not barred by a filter; raise cudnnGraphNotSupportedError when none is left."""
@@ -149,7 +157,8 @@ class PipelineMixin(PlanQueryMixin):
         if not ok:
             statuses = {int(st) for st, _ in self._support.values()}
             status = S(statuses.pop()) if len(statuses) == 1 else S.CUDNN_STATUS_NOT_SUPPORTED
-            raise graph_error(status, f"graph '{self.name}': no execution plan supports the graph. {self._reasons()}")
+            raise graph_error(status, f"graph '{self.name}' ({self._ops_named()}): no execution plan of "
+                              f"{len(self._candidates)} supports the graph. {self._reasons()}")
 
     def build_plans(self, policy=build_plan_policy.HEURISTICS_CHOICE, handle=None):
         """Build the first supported plan (HEURISTICS_CHOICE) or every supported plan (ALL)."""
@@ -166,7 +175,8 @@ class PipelineMixin(PlanQueryMixin):
         log_steps.step(self, 5, "BUILD_PLANS", f"{policy.name}: built {sorted(self._built)}"
                        + (f", failed {self._build_errors}" if self._build_errors else ""))
         if not self._built:
-            raise graph_error(S.CUDNN_STATUS_NOT_SUPPORTED, f"graph '{self.name}': no plan could be built. "
+            raise graph_error(S.CUDNN_STATUS_NOT_SUPPORTED, f"graph '{self.name}' ({self._ops_named()}): no plan "
+                              "could be built. "
                               + "; ".join(f"plan {i} ({self._candidates[i]}): {r}"
                                           for i, r in self._build_errors.items()))
         if self._selected not in self._built:

@@ -79,6 +79,7 @@ def test_none_value_of_a_used_tensor_is_an_error_naming_it(rng, form, execute, w
     assert e.value.status == S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER
     verb = "writes" if which == "Y" else "reads"
     assert f"tensor '{which}'" in str(e.value) and f"is None, but the graph {verb} it" in str(e.value)
+    assert f"tensor '{which}'" in cudnn.get_last_error_string()
 
 
 def test_bias_graph_runs_with_every_optional_left_out_as_none(rng):
