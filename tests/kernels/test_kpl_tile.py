@@ -181,13 +181,10 @@ def test_tile_sources_assign_every_name_once(lay, tile):
                 assert names and max(names.values()) == 1, [n for n, k in names.items() if k > 1]
 
 
-def test_tile_names_reexported_by_resample_vec():
-    """The tiled kernels' public names still resolve through resample_vec, as the same objects."""
-    from ncudnn.kernels.resample import vec as resample_vec
-    from ncudnn.kernels.resample.vec import fwd_tile_kernel
-    assert fwd_tile_kernel is rv.fwd_tile_kernel
-    for name in rv.__all__:
-        assert getattr(resample_vec, name) is getattr(rv, name), name
-    assert set(rv.__all__) <= set(dir(resample_vec))
-    with pytest.raises(AttributeError):
-        resample_vec._fwd_tile_source
+def test_tile_kernels_use_the_vector_primitives():
+    """The 16-byte helpers live with the device primitives (ncudnn.kernels.primitives.vec); the tiled and the
+    direct resample kernels use those very objects."""
+    from ncudnn.kernels.primitives import vec
+    from ncudnn.kernels.resample import direct
+    for name in ("ld4", "st4", "sel"):
+        assert getattr(rv, name) is getattr(vec, name) is getattr(direct, name), name

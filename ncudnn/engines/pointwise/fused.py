@@ -270,7 +270,7 @@ def resident_grid(meta, compiled):
 
 
 def _chunk(spec):
-    if kpw._uses_vec_path(spec):
+    if kpw.uses_vec_path(spec):
         return spec.block * kpw.vec_unroll(spec) * spec.vec
     return spec.block * spec.unroll * spec.pack
 

@@ -28,7 +28,7 @@ from ..pointwise import ops as po
 from ..runtime.dtypes import compute_type, loader, storer
 from ..primitives.cshint import ld4cs, st4cs
 from ..primitives.warp import SIM
-from ..resample.vec import ld4, st4
+from ..primitives.vec import ld4, st4
 
 __all__ = ["ColsVConfig", "colsv_config", "vec_ok", "partial_kernel", "apply_kernel", "combine_kernel"]
 

@@ -40,7 +40,7 @@ from ..primitives.grid_sync import grid_barrier
 from ..primitives.cshint import ld4cs, st4cs
 from ..primitives.warp import shfl_xor
 from ..primitives.ptx import cp_async_cg_16_zfill, cp_async_commit, cp_async_wait_all
-from ..resample.vec import ld4, st4, sel
+from ..primitives.vec import ld4, st4, sel
 
 __all__ = ["PersistConfig", "persist_config", "persist_bwd_kernel", "phase2_geometry", "shared_bytes",
            "SMEM_LIMIT"]

@@ -305,12 +305,12 @@ def row_fwd_vec_kernel(n, block, vpt, vec, center, has_bias, write_stats, x_dt, 
     ``row_config(..., vec=vec)``, n % vec == 0, every buffer aligned to one vector). Same arguments
     as :func:`row_fwd_kernel`; ``persist``: each block loops over rows (grid of any size). Returns
     (dispatcher, source)."""
-    from ..pointwise.fused import _to_compute, _to_storage, vector_load, vector_store
+    from ..pointwise.vector_io import to_compute, to_storage, vector_load, vector_store
     ct = compute_type([x_dt, p_dt, y_dt])
     src = _row_fwd_vec_source(n, block, vpt, vec, center, has_bias, write_stats, ct, rpb, eps_dt is not None, persist)
     return _jit_source(src, "row-fwd-vec", ldvx=vector_load(vec), ldvp=vector_load(vec), stvy=vector_store(vec),
-                       cx=_to_compute(dtype_name(x_dt), ct), cp=_to_compute(dtype_name(p_dt), ct),
-                       cy=_to_storage(dtype_name(y_dt)), sts=storer(s_dt),
+                       cx=to_compute(dtype_name(x_dt), ct), cp=to_compute(dtype_name(p_dt), ct),
+                       cy=to_storage(dtype_name(y_dt)), sts=storer(s_dt),
                        ld_eps=loader(eps_dt or "float32", ct)), src
 
 

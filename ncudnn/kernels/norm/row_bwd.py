@@ -267,7 +267,7 @@ def fused_bwd_kernel(n, block, vpt, vec, rows, center, x_dt, dy_dt, p_dt, dx_dt,
     part1: ``grid * n`` compute-type values each); grid ``cfg.grid``, block ``cfg.block``; ``stages``
     2 prefetches the next row group; ``max_regs`` the compile's register limit (:func:`reg_cap`: the
     blocks the grid counts on stay resident). Returns (dispatcher, source)."""
-    from ..pointwise.fused import _to_compute, _to_storage, vector_load, vector_store
+    from ..pointwise.vector_io import to_compute, to_storage, vector_load, vector_store
     ct = compute_type([x_dt, dy_dt, p_dt, dx_dt, s_dt])
     csize = 8 if ct == "float64" else 4
     pvec = min(vec, 16 // csize) if vec > 1 else 1
@@ -276,9 +276,9 @@ def fused_bwd_kernel(n, block, vpt, vec, rows, center, x_dt, dy_dt, p_dt, dx_dt,
               SDT=numba.float64 if ct == "float64" else numba.float32,
               ldx=loader(x_dt, ct), ldd=loader(dy_dt, ct), lds=loader(p_dt, ct), ldst=loader(s_dt, ct),
               stdx=storer(dx_dt), ldvx=vector_load(vec), ldvd=vector_load(vec), ldvp=vector_load(vec),
-              stvdx=vector_store(vec), stvp=vector_store(pvec), cx=_to_compute(dtype_name(x_dt), ct),
-              cd=_to_compute(dtype_name(dy_dt), ct), cp=_to_compute(dtype_name(p_dt), ct),
-              cdx=_to_storage(dtype_name(dx_dt)))
+              stvdx=vector_store(vec), stvp=vector_store(pvec), cx=to_compute(dtype_name(x_dt), ct),
+              cd=to_compute(dtype_name(dy_dt), ct), cp=to_compute(dtype_name(p_dt), ct),
+              cdx=to_storage(dtype_name(dx_dt)))
     exec(compile(src, "<norm_row_bwd fused>", "exec"), ns)
     from ..primitives.warp import SIM
     return (cuda.jit(ns["kernel"]) if SIM else cuda.jit(ns["kernel"], max_registers=max_regs)), src

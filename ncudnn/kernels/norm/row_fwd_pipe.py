@@ -58,7 +58,7 @@ from ..primitives.cshint import st4cs
 from ..primitives.warp import shfl_idx, shfl_xor, warp_sum
 from ...platform import simulator_enabled
 from ..primitives.ptx import cp_async_cg_16, cp_async_commit, cp_async_wait_all, cp_async_wait_group
-from ..resample.vec import ld4, st4
+from ..primitives.vec import ld4, st4
 
 __all__ = ["row_fwd_pipe_kernel", "pipe_shared_bytes", "pipe_geometry", "pipe_fits", "PIPE_STATS",
            "PIPE_PARAMS", "SMEM_PER_SM", "SMEM_PER_BLOCK", "SMEM_RESERVED"]

@@ -177,7 +177,7 @@ def row_fwd_sub_kernel(n, tpr, rpb, vec, center, has_bias, write_stats, x_dt, p_
     :func:`sub_config` VPT > 0; ``cs`` (``csx``) needs float32 y (x) and vec 4. ``xhint`` / ``yhint``: an L2
     eviction policy (:data:`ncudnn.kernels.primitives.l2hint.POLICIES`) on x's loads / y's stores (float32, vec 4; not with
     ``csx`` / ``cs``). Returns (dispatcher, source)."""
-    from ..pointwise.fused import _to_compute, _to_storage, vector_load, vector_store
+    from ..pointwise.vector_io import to_compute, to_storage, vector_load, vector_store
     _, vpt = sub_config(n, vec, tpr, rpb)
     if not vpt:
         raise ValueError(f"norm_row_fwd_sub: rows of {n} elements do not fit {tpr} threads x "
@@ -196,8 +196,8 @@ def row_fwd_sub_kernel(n, tpr, rpb, vec, center, has_bias, write_stats, x_dt, p_
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, warp_sum=warp_sum, st4cs=st4cs,
               ldvx=ld4_l2(xhint) if xhint else ld4cs if csx else vector_load(vec), ldvp=vector_load(vec),
               stvy=vector_store(vec), sthy=st4_l2(yhint) if yhint else None,
-              cx=_to_compute(dtype_name(x_dt), ct), cp=_to_compute(dtype_name(p_dt), ct),
-              cy=_to_storage(dtype_name(y_dt)), sts=storer(s_dt), ld_eps=loader(eps_dt or "float32", ct))
+              cx=to_compute(dtype_name(x_dt), ct), cp=to_compute(dtype_name(p_dt), ct),
+              cy=to_storage(dtype_name(y_dt)), sts=storer(s_dt), ld_eps=loader(eps_dt or "float32", ct))
     exec(compile(src, "<norm row-fwd-sub>", "exec"), ns)
     return cuda.jit(ns["kernel"]), src
 

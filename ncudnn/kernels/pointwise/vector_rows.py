@@ -54,6 +54,6 @@ def vector_names(vec, x_dt, y_dt, ct):
     """The names the generated lines call: ``ldvx`` / ``stvy`` (``vec``-element load / store), ``cx``
     (x's storage value -> ``ct``), ``cy`` (a register -> y's storage value)."""
     from ..runtime.dtypes import dtype_name
-    from .fused import _to_compute, _to_storage, vector_load, vector_store
-    return dict(ldvx=vector_load(vec), stvy=vector_store(vec), cx=_to_compute(dtype_name(x_dt), ct),
-                cy=_to_storage(dtype_name(y_dt)))
+    from .vector_io import to_compute, to_storage, vector_load, vector_store
+    return dict(ldvx=vector_load(vec), stvy=vector_store(vec), cx=to_compute(dtype_name(x_dt), ct),
+                cy=to_storage(dtype_name(y_dt)))

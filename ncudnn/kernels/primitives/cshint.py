@@ -12,7 +12,7 @@ __all__ = ["ld4cs", "st4cs"]
 
 if simulator_enabled():
     # no cache hints in the simulator: the plain 16-byte access's fallback (four reads / writes, offset checked)
-    from ..resample.vec import ld4 as ld4cs, st4 as st4cs  # noqa: F401
+    from .vec import ld4 as ld4cs, st4 as st4cs  # noqa: F401
 else:
     from .l2hint import ld4_asm, st4_asm
 

@@ -39,7 +39,7 @@ def _check(policy):
 
 if simulator_enabled():
     from .ptx import cp_async_cg_16 as _cp16
-    from ..resample.vec import ld4 as _ld4, st4 as _st4
+    from .vec import ld4 as _ld4, st4 as _st4
 
     def ld4_l2(policy):
         _check(policy)

@@ -39,7 +39,7 @@ from numba import cuda
 
 from ..pointwise import ops as po
 from ..runtime.dtypes import compute_type, dtype_name, loader, placeholder, storage_dtype, storer
-from ..pointwise.fused import _to_compute as to_compute, vector_load
+from ..pointwise.vector_io import to_compute, vector_load
 from ..primitives.warp import SIM, launch, shfl_xor, sm_count
 from ...types import cudnnReduceTensorOp_t as RO
 

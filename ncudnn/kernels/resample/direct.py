@@ -33,7 +33,7 @@ from numba import cuda
 
 from ..pointwise import ops as po
 from ..runtime.dtypes import compute_type, loader, storer
-from .vec import ld4, sel, st4
+from ..primitives.vec import ld4, sel, st4
 from ...types import cudnnPaddingMode_t as PAD, cudnnResampleMode_t as RM
 
 __all__ = ["MAX_TAPS", "fwd_kernel", "bwd_kernel", "bwd_supported", "grid"]

@@ -4,7 +4,7 @@ vectors: 4 channels per position in NHWC, 4 columns per chunk along W in NCHW) a
 element of its tile from registers. Neighbouring windows share their taps in registers instead of
 re-reading them, and the number of load instructions per output drops 4-8x against one thread per
 element. The kernels are generated Python source (:func:`fwd_tile_kernel`, :func:`bwd_tile_kernel`)
-over the vector helpers of :mod:`ncudnn.kernels.resample.vec`.
+over the vector helpers of :mod:`ncudnn.kernels.primitives.vec`.
 
 Layouts (:func:`tile_layouts`) and the conditions the caller checks (:func:`tile_supported`; 16-byte
 aligned bases for the two vector layouts):
@@ -28,7 +28,7 @@ from numba import cuda
 from numba import float32 as _nb_float32
 
 from ...types import cudnnPaddingMode_t as _PAD, cudnnResampleMode_t as _RM
-from .vec import ld4, sel, st4
+from ..primitives.vec import ld4, sel, st4
 
 __all__ = ["fwd_tile_kernel", "bwd_tile_kernel", "tile_layouts", "tile_layout", "tile_supported"]
 

@@ -1,5 +1,5 @@
 """Pointers for numba ``@intrinsic`` code generation: the one place the vector load / store intrinsics of
-:mod:`ncudnn.kernels.resample.vec`, :mod:`ncudnn.kernels.primitives.cshint` and :mod:`ncudnn.kernels.wgmma.epi_vec` take an element's address from.
+:mod:`ncudnn.kernels.primitives.vec`, :mod:`ncudnn.kernels.primitives.cshint` and :mod:`ncudnn.kernels.wgmma.epi_vec` take an element's address from.
 
 ``item_ptr(context, builder, aryty, ary_val, idx_val, idx_ty)``: the address of element ``idx`` of the 1-D
 array ``ary_val`` (its strides honoured, no negative-index wraparound); ``vec_ptr(...)``: the same address

@@ -26,7 +26,7 @@ from numba import cuda, float32, int64, uint64
 from ..pointwise import epilogue as ep
 from ..gemm import splitk as sk
 from ..gemm.operands import strided_output
-from ..resample.vec import ld4
+from ..primitives.vec import ld4
 from .fprop import conv_args
 
 __all__ = ["make_split_reduce", "reduce_args", "reduce_launch", "workspace_bytes", "partial_args",

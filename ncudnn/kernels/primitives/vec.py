@@ -1,6 +1,6 @@
-"""16-byte global loads and stores of four float32 / int32 elements and a select, the helpers of the
-generated resample kernels (the register-tiled pooling kernels live in :mod:`ncudnn.kernels.resample.tile`; their
-public names are re-exported here).
+"""16-byte global loads and stores of four float32 / int32 elements and a select: the vector helpers of the
+generated resample kernels (direct, tile), the batch / row norm kernels, the split-K conv reduction and the
+cache-hinted variants (:mod:`.l2hint`, :mod:`.cshint`, whose simulator fallbacks are these).
 
 ``ld4(arr, i)`` returns ``(arr[i], arr[i + 1], arr[i + 2], arr[i + 3])`` and
 ``st4(arr, i, a, b, c, d)`` stores them, each as one ``ld.global.v4`` / ``st.global.v4`` on a GPU:
@@ -91,21 +91,4 @@ else:
             bv = context.cast(builder, args[2], sig.args[2], sig.return_type)
             return builder.select(cv, av, bv)
         return sig, codegen
-
-
-# The register-tiled pooling kernels, re-exported for the imports that name them here. Loaded at the end:
-# resample_tile imports ld4 / st4 / sel from this module, so either module may be imported first.
-_TILE_NAMES = ("fwd_tile_kernel", "bwd_tile_kernel", "tile_layouts", "tile_layout", "tile_supported")
-
-from . import tile as _tile  # noqa: E402
-
-
-def __getattr__(name):
-    if name in _TILE_NAMES:
-        return getattr(_tile, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(list(globals()) + list(_TILE_NAMES))
 
