@@ -4,8 +4,9 @@
 it into :mod:`ncudnn.ir` at ``validate``, plans and builds it through :mod:`ncudnn.engines.api`
 (:mod:`.pipeline`, :mod:`.plan_queries`), and executes it on device arrays from torch, CuPy, numba,
 ``__cuda_array_interface__`` / DLPack producers, or raw pointers. Also: serialization (:mod:`.serialize`),
-shape overrides (:mod:`.overrides`), CUDA-graph recording (:mod:`.cudagraph`), and the ``graph`` /
-``jit`` / ``graph_cache`` / ``Graph`` conveniences (:mod:`.sugar`).
+shape overrides (:mod:`.overrides`), CUDA-graph recording (:mod:`.cudagraph`), the dynamic-shape kernel
+cache (:mod:`.kernel_cache`), and the ``graph`` / ``jit`` / ``graph_cache`` / ``Graph`` conveniences
+(:mod:`.sugar`).
 
 Not yet: ``transpose`` of intermediate tensors (of graph inputs it runs as a copy; ``slice`` of any
 tensor runs, see :mod:`.ops_view`); batch-norm ``peer_stats``; attention options beyond

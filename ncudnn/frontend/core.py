@@ -21,6 +21,7 @@ from ..types import cudnnDataType_t, cudnnStatus_t
 from . import log_steps
 from .enums import data_type, scalar_type, to_ir_dtype
 from .errors import graph_error, reraise
+from .kernel_cache import kernel_cache as KernelCache
 from .ops_conv import ConvMatmulOps
 from .ops_norm import NormOps
 from .ops_other import OtherOps
@@ -77,9 +78,13 @@ class pygraph(PointwiseOps, ConvMatmulOps, NormOps, OtherOps, PipelineMixin, Ser
         self.handle = handle
         self.sm_count = sm_count
         self.sm_version = sm_version
+        if kernel_cache is not None and not isinstance(kernel_cache, KernelCache):
+            raise graph_error(S.CUDNN_STATUS_BAD_PARAM, f"graph '{name}': kernel_cache must come from "
+                              f"cudnn.create_kernel_cache(), got {type(kernel_cache).__name__}")
         self.kernel_cache = kernel_cache
         self.device_property = device_property
-        self.is_dynamic_shape_enabled = bool(is_dynamic_shape_enabled)
+        # a kernel cache turns dynamic shapes on, as cudnn-frontend's pygraph does
+        self.is_dynamic_shape_enabled = bool(is_dynamic_shape_enabled) or kernel_cache is not None
         self.is_override_shape_enabled = bool(is_override_shape_enabled)
         self.cuda_graph_retention = cuda_graph_retention
         self.options = dict(kwargs)

@@ -59,11 +59,12 @@ def get_last_error_string():
 
 
 def create_kernel_cache():
-    """The kernel cache compiled kernels are kept in (shared by all graphs; in memory and, on a GPU,
-    on disk). Accepted by ``pygraph(kernel_cache=...)``."""
-    from ..kernels.runtime.kcache import default_cache
+    """A fresh, empty kernel cache for ``pygraph(kernel_cache=...)`` (each call a new one, as in
+    cudnn-frontend): see :mod:`.kernel_cache`; ``serialize()`` / ``deserialize()`` carry it to another
+    process."""
+    from .kernel_cache import kernel_cache
 
-    return default_cache()
+    return kernel_cache()
 
 
 def create_device_properties(device_id=None):

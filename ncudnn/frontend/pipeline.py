@@ -92,6 +92,8 @@ class PipelineMixin(PlanQueryMixin):
         raises cudnnGraphNotSupportedError)."""
         if not self._validated:
             self.validate()
+        if self.kernel_cache is not None:
+            self.kernel_cache._attach()
         sub = self._call(_api().problem, self._ir, context=f"graph '{self.name}' build_operation_graph")
         log_steps.step(self, 2, "BUILD_OPERATION_GRAPH", sub.describe())
         self._op_graph_built = True
@@ -100,7 +102,9 @@ class PipelineMixin(PlanQueryMixin):
         """Ask the heuristics for engine configs under each mode (default [A]), best first.
 
         ``heur_mode.OPENSOURCE`` is cudnn-frontend's mode for its open-source engines; every ncudnn engine
-        is open source, so it ranks exactly as A (listing both gives A's configs once)."""
+        is open source, so it ranks exactly as A (listing both gives A's configs once). With a
+        ``kernel_cache``, the config it recorded for a graph of this structure (any shapes) comes first
+        when the heuristics offer its engine and it supports this graph (see :mod:`.kernel_cache`)."""
         if not self._op_graph_built:
             self.build_operation_graph()
         modes = heur_modes if heur_modes is not None else [heur_mode.A]
@@ -115,6 +119,9 @@ class PipelineMixin(PlanQueryMixin):
                 if ec.ident() not in seen:
                     seen.add(ec.ident())
                     out.append(ec)
+        cached = self._from_kernel_cache(out, ctx)
+        if cached is not None:
+            out = [cached] + [ec for ec in out if ec.ident() != cached.ident()]
         self._reset_plans()
         self._op_graph_built = True
         self._plan_modes, self._plans_tf32 = list(modes), ctx.allow_tf32
@@ -122,7 +129,9 @@ class PipelineMixin(PlanQueryMixin):
         self._planned = True
         names = [m.name for m in members]
         log_steps.step(self, 3, "CREATE_EXECUTION_PLANS",
-                       f"{len(out)} engine config(s) from {names}: " + ", ".join(str(ec) for ec in out))
+                       f"{len(out)} engine config(s) from {names}"
+                       + (f" (kernel cache: {cached} first)" if cached is not None else "") + ": "
+                       + ", ".join(str(ec) for ec in out))
         if not out:
             status, why = self._why_unsupported()
             raise graph_error(status, f"graph '{self.name}' ({self._ops_named()}): 0 engine configs from the "
@@ -200,7 +209,27 @@ class PipelineMixin(PlanQueryMixin):
             return None
         self._built[i] = plan
         self._build_errors.pop(i, None)
+        if self.kernel_cache is not None:
+            self.kernel_cache._record(self._ir, self._candidates[i])
         return plan
+
+    def _from_kernel_cache(self, offered, ctx):
+        """The config the kernel cache recorded for this graph's structure, ready for this graph, when its
+        engine is among those ``offered`` and it supports the graph; else None."""
+        kc = self.kernel_cache
+        if kc is None:
+            return None
+        engines = {ec.engine.name for ec in offered}
+        for d in kc._configs(self._ir):
+            if d.get("engine") not in engines:
+                continue
+            try:
+                ec = _api().engine_config_from_json(d, self._ir, ctx)
+                if int(_api().check_support(self._ir, ec, ctx)[0]) == 0:
+                    return ec
+            except CudnnError:   # a record this ncudnn cannot rebuild for these shapes: the heuristics decide
+                continue
+        return None
 
     # ------------------------------------------------------------------ why not
     def _why_unsupported(self):

@@ -143,7 +143,7 @@ class SerializeMixin:
 
         ctx = d["context"]
         self.name = d["name"]
-        self.is_dynamic_shape_enabled = bool(d.get("dynamic_shapes"))
+        self.is_dynamic_shape_enabled = bool(d.get("dynamic_shapes")) or self.kernel_cache is not None
         self._context.io_data_type, self._context.intermediate_data_type, self._context.compute_data_type = \
             [None if x is None else DT(x) for x in ctx]
         self._tensors, self._by_uid, self._records, self._bindings, self._views = [], {}, [], {}, {}

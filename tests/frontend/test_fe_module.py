@@ -34,7 +34,7 @@ def test_kernel_cache_and_device_properties():
     props = cudnn.create_device_properties()
     assert props.sm_count > 0 and len(props.cc) == 2
     cache = cudnn.create_kernel_cache()
-    assert cache is cudnn.create_kernel_cache()
+    assert cache is not cudnn.create_kernel_cache()   # a fresh cache per call, as cudnn-frontend's
     g = cudnn.pygraph(kernel_cache=cache, device_property=props, sm_count=props.sm_count)
     assert g.kernel_cache is cache and g.sm_count == props.sm_count
     g2 = cudnn.pygraph(sm_count=8)
