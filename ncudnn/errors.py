@@ -36,11 +36,21 @@ def cudnnGetErrorString(status):
         return "CUDNN_STATUS_UNKNOWN"
 
 
+#: called as ``hook(status, message)`` for every failure :func:`set_last_error` records; :mod:`ncudnn.log`
+#: installs its ``on_error`` when it is imported (``import ncudnn`` does), so errors imports nothing above it
+_error_hook = None
+
+
+def set_error_hook(hook):
+    """Install ``hook(status, message)``, called for every recorded failure (None: none)."""
+    global _error_hook
+    _error_hook = hook
+
+
 def set_last_error(status, message):
     _tls.last = f"{cudnnGetErrorString(status)}: {message}" if message else ""
-    from . import log  # imported here: log imports this module
-
-    log.on_error(status, message)
+    if _error_hook is not None:
+        _error_hook(status, message)
 
 
 def clear_last_error():

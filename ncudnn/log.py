@@ -12,7 +12,7 @@ C-style: ``cudnnSetCallback(mask, udata, fptr) -> (status,)`` and
 built-in callback. Mask bits are the CUDNN_SEV_*_EN values; FATAL is always on.
 
 Other layers call :func:`log` (cheap when the severity is off: check :func:`enabled` before building
-an expensive message); errors.set_last_error reports through :func:`on_error`.
+an expensive message); errors.set_last_error reports through :func:`on_error` (installed as its hook here).
 """
 import datetime
 import os
@@ -20,8 +20,10 @@ import sys
 import threading
 import time
 
+from . import errors as _errors
 from .errors import BadParamError, c_api
 from .types import cudnnSeverity_t, cudnnStatus_t
+from .version import CUDNN_VERSION
 
 SEV = cudnnSeverity_t
 CUDNN_SEV_ERROR_EN = 1 << SEV.CUDNN_SEV_ERROR      # 0b0010
@@ -135,8 +137,6 @@ def enabled(severity):
 
 
 def _debug_record(status, handle):
-    from .version import CUDNN_VERSION
-
     now = time.time()
     return cudnnDebug_t(
         cudnn_version=CUDNN_VERSION, cudnnStatus=cudnnStatus_t(int(status)), time_sec=int(now),
@@ -203,7 +203,7 @@ def _dispatch(sev, message, dbg):
 
 
 def on_error(status, message):
-    """Hook for errors.set_last_error: every recorded failure is logged at ERROR."""
+    """Hook for errors.set_last_error (installed below): every recorded failure is logged at ERROR."""
     if not enabled(SEV.CUDNN_SEV_ERROR):
         return
     try:
@@ -242,3 +242,4 @@ def cudnnGetCallback():
 
 
 reload_from_env()
+_errors.set_error_hook(on_error)
