@@ -44,3 +44,6 @@ from .backend import (  # noqa: E402,F401
 
 # the legacy cudnn_ops / cudnn_cnn API (C-style: (status, *outs)); ncudnn.legacy lists it
 from .legacy import *  # noqa: E402,F401,F403
+
+# cudnn-frontend's ``cudnn.experimental`` (its ``ops``), where it has a meaning here
+from . import experimental  # noqa: E402,F401
