@@ -4,7 +4,7 @@ import pytest
 
 from crank_graphs import conv_graph
 from ncudnn.engines import api
-from ncudnn.engines.gemm import common as gc
+from ncudnn.engines.gemm import common as gc, epilogue as gemm_epilogue
 from ncudnn.engines.conv.common import ConvProblem
 from ncudnn.engines.winograd.common import WinoProblem
 
@@ -17,8 +17,9 @@ def test_shared_epilogue(prob):
     a, b = ConvProblem(sub), WinoProblem(sub)
     assert a.epi is b.epi
     out = next(iter(sub.anchor.outputs.values()))
-    fresh = gc._epilogue_of(sub, out.dims, lambda t: "col" if len(t.dims) == len(out.dims) and t.dims[1] == out.dims[1]
-                            and all(d == 1 for i, d in enumerate(t.dims) if i != 1) else None, True, True)
+    fresh = gemm_epilogue._epilogue_of(sub, out.dims, lambda t: "col" if len(t.dims) == len(out.dims)
+                                       and t.dims[1] == out.dims[1]
+                                       and all(d == 1 for i, d in enumerate(t.dims) if i != 1) else None, True, True)
     assert fresh == a.epi
     assert (a.epi.bias is not None) == (prob[0] == "fprop" and prob[-1])
     assert len(a.epi.spec.steps) == (2 if prob[-1] else 0)

@@ -24,8 +24,10 @@ import math
 from ...kernels.gemm import make_gemm
 from ...kernels.gemm.config import FAST_SMALL
 from ...kernels.gemm.transpose import grid as pixels_last_grid, make_pixels_last
+from ...kernels.runtime import kcache
 from ...platform import simulator_enabled
 from ...types import cudnnBackendKnobType_t, cudnnBackendLayoutType_t, cudnnStatus_t
+from .. import heuristics as H
 from ..gemm import common as gc
 from ..base import OK
 from ..matmul.common import GemmEngineBase, GemmMapping, batch2, merge_dims, _typing_arg
@@ -210,8 +212,8 @@ class _PixelsLastPlan(gc.BlockPlan):
     def __init__(self, engine, sub, cfg, p, kern, bl, ws, tail=None):
         super().__init__(engine, sub, cfg, p, kern, bl, ws, tail=tail)
         f = gc.Flat(0, 1, "float32")
-        self.copy = gc.kcache.get_or_compile("pixels_last_f32", make_pixels_last,
-                                             gc.argtypes((f, f, 1, 1, 1, 1, 1, 1, 1)))
+        self.copy = kcache.get_or_compile("pixels_last_f32", make_pixels_last,
+                                          gc.argtypes((f, f, 1, 1, 1, 1, 1, 1, 1)))
 
     def _own(self, views, scratch):
         p = self.p
@@ -326,11 +328,11 @@ class ConvGemm1x1Engine(GemmEngineBase):
             elif p.fast_ok and (p.a_strides[3] == 1 or p.b_strides[2] == 1):
                 t /= KFAST_EFF
         if p.pixels_last is not None:  # dy and x read and written once more
-            t += 2 * p.K * (p.M + p.N) * 4 / device.mem_bandwidth + 2 * gc.H.LAUNCH_OVERHEAD
+            t += 2 * p.K * (p.M + p.N) * 4 / device.mem_bandwidth + 2 * H.LAUNCH_OVERHEAD
         if p.sum_batch:                # partials of every image written and read back once
             part = p.nb * g.SPLIT_K * p.M * p.N * 4
             t += (2 * part if g.SPLIT_K == 1 else 0) / device.mem_bandwidth
-            t += 0 if g.SPLIT_K > 1 else gc.H.LAUNCH_OVERHEAD
+            t += 0 if g.SPLIT_K > 1 else H.LAUNCH_OVERHEAD
         return t
 
     def build(self, sub, cfg, ctx):

@@ -386,7 +386,7 @@ class TiledGemmEngine(Engine):
         return hit
 
 
-#: the per-config cost model (moved to gemm_common: gc.cost uses it too)
+#: the per-config cost model (gemm/cost.py: gc.cost uses it too)
 tile_static, tile_cost = gc.tile_static, gc.tile_cost
 
 
