@@ -20,14 +20,14 @@ from dataclasses import replace
 
 from ..errors import CudnnError, InternalError, NotSupportedError, error_for
 from ..ir.partition import partition
-from ..platform import simulator_enabled
 from ..types import cudnnBackendHeurMode_t, cudnnStatus_t
-from . import device as _device
+from . import autotune as _tune
 from . import heuristics, registry
-from .base import OK, BuildContext, Config
+from . import serialize as _serialize
+from .base import OK, BuildContext, Config, context
 from .composite import CompositeSub, fallback_problem, make_composite
 from .plan import ExecutionPlan, layout
-from .plancache import cache_for, graph_identity, plan_key
+from .plancache import cache_for, graph_key, plan_key
 from .ranking import (_MODES, EngineConfig, _ctx_flags, config_status, engine_config, log, log_enabled, rank_subgraph,
                       support)
 
@@ -39,23 +39,7 @@ __all__ = ["EngineConfig", "BuildContext", "context", "get_heuristics", "support
            "problem"]
 
 
-# ---------------------------------------------------------------------------------- context
-
-def context(ctx=None):
-    """A BuildContext with its device filled in, from a BuildContext, a handle, or None."""
-    if isinstance(ctx, BuildContext):
-        if ctx.device is None:
-            ctx = replace(ctx, device=_device.current(), simulator=simulator_enabled())
-        return ctx
-    cached = getattr(ctx, "caches", None)
-    if cached is not None:
-        c = cached.get("build_context")
-        if c is None:
-            c = cached["build_context"] = BuildContext(device=_device.current(), simulator=simulator_enabled(),
-                                                       handle=ctx)
-        return c
-    return BuildContext(device=_device.current(), simulator=simulator_enabled())
-
+# ---------------------------------------------------------------------------------- problems
 
 def problem(graph):
     """The graph's engine problem (cached on the graph): its single Subgraph, or a CompositeSub."""
@@ -67,10 +51,6 @@ def problem(graph):
         sub = parts[0] if len(parts) == 1 else make_composite(graph, parts, materialize)
         graph.__dict__["_engine_problem"] = sub
     return sub
-
-
-def _graph_key(graph):
-    return graph_identity(graph)[0]
 
 
 class _LRU:
@@ -105,15 +85,6 @@ _RANKED = _LRU(512)
 
 def _value(v):
     return tuple(v) if isinstance(v, list) else v
-
-
-def _engines_fingerprint():
-    """What of the registry a remembered ranking depends on: its generation, and the engines with their
-    classes' check_support and cost (a ranking made before an engine was removed, or one of these was
-    replaced, e.g. by a test, is not reused)."""
-    registry._load()  # loads the engine modules before the generation is read
-    engs = registry._ENGINES.values()
-    return registry.generation, hash(tuple([type(e).check_support for e in engs] + [type(e).cost for e in engs]))
 
 
 def problem_signature(graph):
@@ -156,10 +127,10 @@ def get_heuristics(graph, mode=HM.CUDNN_HEUR_MODE_A, ctx=None):
     if mode == HM.CUDNN_HEUR_MODES_COUNT:
         raise error_for(S.CUDNN_STATUS_BAD_PARAM, "CUDNN_HEUR_MODES_COUNT is not a heuristic mode")
     # mode B looks timings up by graph key; the model's modes need no key (it costs ~0.1 ms)
-    key = _graph_key(graph) if mode == HM.CUDNN_HEUR_MODE_B else None
+    key = graph_key(graph) if mode == HM.CUDNN_HEUR_MODE_B else None
     explain = [] if log_enabled() else None
     memo = graph.__dict__.setdefault("_rankings", {})
-    memo_key = (mode, _ctx_flags(ctx), heuristics.generation, _engines_fingerprint())
+    memo_key = (mode, _ctx_flags(ctx), heuristics.generation, registry.fingerprint())
     hit = memo.get(memo_key)
     sig = None
     if hit is None:
@@ -234,9 +205,7 @@ def _composite_config(graph, sub, parts):
 
 
 def _winner_first(graph, ranked, ctx, explain):
-    from .autotune import stored_results
-
-    stored = stored_results(graph, ctx)
+    stored = _tune.stored_results(graph, ctx)
     if not stored:
         return ranked
     try:
@@ -337,7 +306,7 @@ def build_plan(graph, engine_config, ctx=None):
         log(f"build plan 1/3 CHECK SUPPORT: {ec} accepts {sub.describe()}")
     if ec.engine.name == "composite":
         csub = _csub(graph, sub, ctx)
-        parts = ec.parts or ec.engine.choose_parts(csub, HM.CUDNN_HEUR_MODE_A, ctx, _graph_key(graph))
+        parts = ec.parts or ec.engine.choose_parts(csub, HM.CUDNN_HEUR_MODE_A, ctx, graph_key(graph))
         if not ec.parts:
             ec = _composite_config(graph, csub, parts)
         subplans = [_build_one(p.engine, s, p.config, ctx, i, info) for i, (s, p) in
@@ -428,20 +397,62 @@ def _given(eng, sub, cfg, ctx):
     return engine_config(eng, sub, cfg, ctx, eng.cost(sub, cfg, ctx.device), "given")
 
 
-def autotune(graph, configs, variant_pack, workspace=None, ctx=None, **kw):
-    """Time ``configs`` on the user's buffers; see :func:`ncudnn.engines.autotune.autotune`."""
-    from .autotune import autotune as _autotune
+# ------------------------------------------------------------------------------- autotuning
 
-    return _autotune(graph, configs, variant_pack, workspace, ctx, **kw)
+def autotune(graph, configs, variant_pack, workspace=None, ctx=None, runs=None, warmup=None, reuse=True,
+             store=True, budget_s=None):
+    """Time each supported config of ``configs`` (EngineConfigs; None: every mode-A config) on
+    ``variant_pack`` / ``workspace``. Returns ``[TuneResult(engine_config, median_ms), ...]``,
+    fastest first; unsupported configs, and those whose workspace does not fit, are left out.
+    ``runs``: timed reps per config (default: as many as ``budget_s`` allows, see
+    :func:`ncudnn.engines.autotune.measure`); ``warmup``: untimed runs after the first (default 1);
+    ``budget_s``: timed seconds for the whole call, split evenly over the configs (default
+    ``CONFIG_BUDGET_S`` per config). ``reuse``: answer from the store when every config was timed before;
+    ``store``: remember the results (mode B ranks by them)."""
+    ctx = context(ctx)
+    if configs is None:
+        configs = get_heuristics(graph, HM.CUDNN_HEUR_MODE_A, ctx)
+    configs = [_as_engine_config(graph, c, ctx) for c in configs]
+    if reuse:
+        hit = _tune.reused(graph, configs, ctx)
+        if hit is not None:
+            return hit
+    bench = _tune.Bench(graph, variant_pack, workspace, ctx, len(configs), runs, warmup, budget_s)
+    results = []
+    try:
+        for i, ec in enumerate(configs):
+            bench.update(i, str(ec))
+            if check_support(graph, ec, ctx)[0] != S.CUDNN_STATUS_SUCCESS:
+                continue
+            try:
+                plan = build_plan(graph, ec, ctx)
+            except CudnnError:
+                continue
+            r = bench.time(ec, plan)
+            if r is not None:
+                results.append(r)
+                bench.update(i + 1, str(ec))
+    finally:
+        bench.close()
+    results.sort(key=lambda r: r[1])
+    if store and results:
+        _tune.record(ctx, graph_key(graph), results)
+    return results
 
+
+# ---------------------------------------------------------------------------- serialization
 
 def plan_to_json(plan):
-    from .serialize import plan_to_json as f
-
-    return f(plan)
+    """JSON text of a built plan (:func:`ncudnn.engines.serialize.plan_to_json`)."""
+    return _serialize.plan_to_json(plan)
 
 
 def plan_from_json(text, ctx=None):
-    from .serialize import plan_from_json as f
-
-    return f(text, ctx)
+    """The plan of :func:`plan_to_json` text, built with its recorded engine config (no heuristics run)."""
+    graph, d = _serialize.read_plan(text)
+    ec = engine_config_from_json(d["engine_config"], graph, ctx)
+    plan = build_plan(graph, ec, ctx)
+    if plan.workspace_size != d.get("workspace_size", plan.workspace_size):
+        raise CudnnError(f"rebuilt plan needs {plan.workspace_size} B of workspace, recorded "
+                         f"{d['workspace_size']}", S.CUDNN_STATUS_SERIALIZATION_VERSION_MISMATCH)
+    return plan

@@ -1,4 +1,6 @@
-"""Autotuning: time engine configs on the user's buffers and remember the winner on disk.
+"""Autotuning: time engine configs on the user's buffers and remember the winner on disk. This module
+holds the clocks, the measurement and the store; :func:`ncudnn.engines.api.autotune` runs the loop over
+the configs (support check, plan build, :func:`measure`, :func:`record`).
 
 Each supported config is measured the way ``bench/timing.py`` measures (so the autotuner's pick is the
 bench's pick):
@@ -36,12 +38,12 @@ import time
 from .. import memory
 from ..errors import CudnnError
 from ..platform import simulator_enabled
-from ..types import cudnnBackendHeurMode_t, cudnnStatus_t
+from ..version import __version__
 from . import buffers as B
 from . import heuristics
+from .base import context
+from .plancache import graph_key
 
-S = cudnnStatus_t
-HM = cudnnBackendHeurMode_t
 _lock = threading.Lock()
 _stores = {}  # path -> {"provenance": ..., "graphs": {...}}
 
@@ -67,9 +69,7 @@ class TuneResult(tuple):
 # ----------------------------------------------------------------------------- the store
 
 def provenance(device):
-    import numba
-
-    from ..version import __version__
+    import numba  # imported here: numba loads with the first kernel, not with ncudnn
 
     return {"device": device.name, "device_slug": device.slug, "cc": list(device.cc),
             "nominal_device": device.nominal, "simulator": simulator_enabled(),
@@ -98,11 +98,9 @@ def _store(device):
 def stored_results(graph, ctx):
     """Rows ``{"config": EngineConfig JSON, "median_ms", "clock"}`` stored for this graph on this
     device, winner first; None when the graph was never tuned here."""
-    from .api import _graph_key, context
-
     ctx = context(ctx)
     _, s = _store(ctx.device)
-    entry = s["graphs"].get(_graph_key(graph))
+    entry = s["graphs"].get(graph_key(graph))
     return entry["results"] if entry else None
 
 
@@ -290,65 +288,63 @@ def measure(clock, fn, warmup=1, runs=None, budget_s=CONFIG_BUDGET_S):
     return time_reps(clock, fn, n)
 
 
-def autotune(graph, configs, variant_pack, workspace=None, ctx=None, runs=None, warmup=None, reuse=True,
-             store=True, budget_s=None):
-    """Time each supported config of ``configs`` (EngineConfigs; None: every mode-A config) on
-    ``variant_pack`` / ``workspace``. Returns ``[TuneResult(engine_config, median_ms), ...]``,
-    fastest first; unsupported configs, and those whose workspace does not fit, are left out.
-    ``runs``: timed reps per config (default: as many as ``budget_s`` allows, see :func:`measure`);
-    ``warmup``: untimed runs after the first (default 1); ``budget_s``: timed seconds for the whole
-    call, split evenly over the configs (default ``CONFIG_BUDGET_S`` per config)."""
-    from .api import _as_engine_config, _graph_key, build_plan, check_support, context, get_heuristics
+# ------------------------------------------------------------------------ one tuning run
 
-    ctx = context(ctx)
-    sim = simulator_enabled()
-    runs = runs if runs is not None else (3 if sim else None)
-    warmup = 1 if warmup is None else warmup
-    if configs is None:
-        configs = get_heuristics(graph, HM.CUDNN_HEUR_MODE_A, ctx)
-    configs = [_as_engine_config(graph, c, ctx) for c in configs]
-    key = _graph_key(graph)
-    if reuse:
-        rows = stored_results(graph, ctx) or []
-        by_ident = {json.dumps(r["config"], sort_keys=True): r for r in rows}
-        hit = [by_ident.get(json.dumps(c.to_json(), sort_keys=True)) for c in configs]
-        if rows and all(hit):
-            res = [TuneResult(c, r["median_ms"], r["clock"], reused=True) for c, r in zip(configs, hit)]
-            return sorted(res, key=lambda r: r[1])
-    ws_bytes = B.nbytes_of(workspace)
-    pack, _keep = _scratch_outputs(graph, variant_pack)
-    stream_obj = ctx.handle.launch_stream() if ctx.handle is not None and not sim else 0
-    clock = make_clock(stream_obj, ctx.device)
-    per_config = CONFIG_BUDGET_S if budget_s is None else budget_s / max(len(configs), 1)
-    bar = _Progress(len(configs))
-    results = []
-    try:
-        for i, ec in enumerate(configs):
-            bar.update(i, str(ec))
-            if check_support(graph, ec, ctx)[0] != S.CUDNN_STATUS_SUCCESS:
-                continue
-            try:
-                plan = build_plan(graph, ec, ctx)
-            except CudnnError:
-                continue
-            if plan.workspace_size and ws_bytes is not None and ws_bytes < plan.workspace_size:
-                continue
-            run = lambda: plan.execute(pack, workspace, stream_obj)  # noqa: E731
-            try:
-                run()  # compile + bind (buffers checked), excluded
-            except CudnnError:
-                continue
-            times = measure(clock, run, warmup, runs, per_config)
-            results.append(TuneResult(ec, statistics.median(times), clock.name, times))
-            bar.update(i + 1, str(ec))
-    finally:
-        bar.close()
-    results.sort(key=lambda r: r[1])
-    if store and results:
-        table = heuristics.table(ctx.device)
-        for r in results:
-            ec = r[0]
-            table.record(ec.engine.name, ec.predicted_time, r[1] * 1e-3, key, ec.config)
-        heuristics.save_local(ctx.device, provenance(ctx.device))
-        _save(ctx.device, key, [{"config": r[0].to_json(), "median_ms": r[1], "clock": r.clock} for r in results])
-    return results
+def reused(graph, configs, ctx):
+    """The stored results, fastest first, when every config of ``configs`` was timed for this graph on
+    this device (``TuneResult.reused``); else None."""
+    rows = stored_results(graph, ctx) or []
+    by_ident = {json.dumps(r["config"], sort_keys=True): r for r in rows}
+    hit = [by_ident.get(json.dumps(c.to_json(), sort_keys=True)) for c in configs]
+    if rows and all(hit):
+        res = [TuneResult(c, r["median_ms"], r["clock"], reused=True) for c, r in zip(configs, hit)]
+        return sorted(res, key=lambda r: r[1])
+    return None
+
+
+class Bench:
+    """What one tuning run times with: the variant pack with in-place outputs redirected to scratch copies,
+    the workspace's size, the stream, the clock (:func:`make_clock`), the per-config budget (``budget_s``
+    split over ``n_configs``, default ``CONFIG_BUDGET_S`` each) and the progress bar. ``runs`` defaults to 3
+    in the simulator (else sized by the budget), ``warmup`` to 1."""
+
+    def __init__(self, graph, variant_pack, workspace, ctx, n_configs, runs=None, warmup=None, budget_s=None):
+        sim = simulator_enabled()
+        self.runs = runs if runs is not None else (3 if sim else None)
+        self.warmup = 1 if warmup is None else warmup
+        self.workspace, self.ws_bytes = workspace, B.nbytes_of(workspace)
+        self.pack, self._keep = _scratch_outputs(graph, variant_pack)
+        self.stream = ctx.handle.launch_stream() if ctx.handle is not None and not sim else 0
+        self.clock = make_clock(self.stream, ctx.device)
+        self.per_config = CONFIG_BUDGET_S if budget_s is None else budget_s / max(n_configs, 1)
+        self.bar = _Progress(n_configs)
+
+    def time(self, ec, plan):
+        """The TuneResult of ``plan`` (built for ``ec``), or None when its workspace does not fit or its
+        first run (compile and bind, not timed) fails with a CudnnError."""
+        if plan.workspace_size and self.ws_bytes is not None and self.ws_bytes < plan.workspace_size:
+            return None
+        run = lambda: plan.execute(self.pack, self.workspace, self.stream)  # noqa: E731
+        try:
+            run()  # compile + bind (buffers checked), excluded
+        except CudnnError:
+            return None
+        times = measure(self.clock, run, self.warmup, self.runs, self.per_config)
+        return TuneResult(ec, statistics.median(times), self.clock.name, times)
+
+    def update(self, i, label):
+        self.bar.update(i, label)
+
+    def close(self):
+        self.bar.close()
+
+
+def record(ctx, key, results):
+    """Store ``results`` (fastest first) for graph ``key`` on this device: the mode-B correction table gets
+    each measured / predicted ratio, the store the rows."""
+    table = heuristics.table(ctx.device)
+    for r in results:
+        ec = r[0]
+        table.record(ec.engine.name, ec.predicted_time, r[1] * 1e-3, key, ec.config)
+    heuristics.save_local(ctx.device, provenance(ctx.device))
+    _save(ctx.device, key, [{"config": r[0].to_json(), "median_ms": r[1], "clock": r.clock} for r in results])

@@ -5,11 +5,13 @@ why (``check_support -> (status, reason)``); it lists its knobs; it sizes its wo
 a config; and it builds a :class:`SubPlan` whose ``execute`` launches kernels. Knobs are data: the
 heuristic, the autotuner and a hand-picked config all produce the same frozen :class:`Config`.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, Iterable, Optional, Tuple
 
+from ..platform import simulator_enabled
 from ..types import (cudnnBackendBehaviorNote_t, cudnnBackendKnobType_t, cudnnBackendLayoutType_t,
                      cudnnBackendNumericalNote_t, cudnnStatus_t)
+from . import device as _device
 
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t
@@ -92,6 +94,22 @@ class BuildContext:
     handle: object = None          # the ncudnn handle (its caches hold the plan cache), or None
     extra: Dict[str, object] = field(default_factory=dict)
 
+
+
+def context(ctx=None):
+    """A BuildContext with its device filled in, from a BuildContext, a handle, or None."""
+    if isinstance(ctx, BuildContext):
+        if ctx.device is None:
+            ctx = replace(ctx, device=_device.current(), simulator=simulator_enabled())
+        return ctx
+    cached = getattr(ctx, "caches", None)
+    if cached is not None:
+        c = cached.get("build_context")
+        if c is None:
+            c = cached["build_context"] = BuildContext(device=_device.current(), simulator=simulator_enabled(),
+                                                       handle=ctx)
+        return c
+    return BuildContext(device=_device.current(), simulator=simulator_enabled())
 
 class SubPlan:
     """A built (subgraph, config): kernels compiled, launch arguments prepared where possible.

@@ -13,9 +13,13 @@ by autotuning, runs exactly the same parts).
 from dataclasses import dataclass, field
 from typing import List
 
+from ..errors import NotSupportedError
+from ..ir.ops import Pointwise
 from ..ir.partition import Subgraph
 from ..types import cudnnBackendHeurMode_t, cudnnStatus_t
+from . import registry
 from .base import OK, Config, Engine
+from .ranking import _ctx_flags, rank_subgraph, refusal, support
 from .registry import register
 
 S = cudnnStatus_t
@@ -65,9 +69,6 @@ class CompositeEngine(Engine):
     fallback = True
 
     def check_support(self, sub, ctx):
-        from .ranking import refusal, support
-        from . import registry
-
         if not isinstance(sub, CompositeSub):
             return S.CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, "composite: needs a partitioned graph"
         for part in sub.parts:
@@ -94,9 +95,6 @@ class CompositeEngine(Engine):
     def choose_parts(self, sub, mode, ctx, graph_key=None, explain=None):
         """The best EngineConfig of each part under ``mode`` (FALLBACK: a fallback engine where one
         supports the part, else the model's best). Raises NotSupportedError naming the part."""
-        from ..errors import NotSupportedError
-        from .ranking import rank_subgraph
-
         chosen = []
         for i, part in enumerate(sub.parts):
             lines = [] if explain is not None else None
@@ -116,25 +114,11 @@ class CompositeEngine(Engine):
     def build(self, sub, cfg, ctx):
         raise NotImplementedError("composite plans are built by ncudnn.engines.api.build_plan")
 
-    # whole-graph hooks (the backend bridge calls these for graphs of several subgraphs)
-    def check_graph(self, graph, subs=None, ctx=None):
-        from . import api
-
-        return api.check_support(graph, self.name, ctx)
-
-    def build_graph(self, graph, cfg=None, ctx=None):
-        from . import api
-
-        return api.build_plan(graph, self.name, ctx)
-
 
 # ------------------------------------------------------------------------ the fallback partition
 
 def _runs(part, ctx):
     """Does an engine other than the composite accept ``part``?"""
-    from .ranking import support
-    from . import registry
-
     return any(e.name != "composite" and support(e, part, ctx)[0] == S.CUDNN_STATUS_SUCCESS
                for e in registry.engines())
 
@@ -159,8 +143,6 @@ def _piece(graph, kind, nodes, anchor=None, epilogue=(), tail=None, meta=None):
 
 
 def _single(graph, node):
-    from ..ir.ops import Pointwise
-
     return _piece(graph, "pointwise" if isinstance(node, Pointwise) else node.OP, [node])
 
 
@@ -201,11 +183,8 @@ def fallback_problem(graph, sub, ctx):
     CompositeSub): every part an engine runs kept whole, the others split into pieces engines run. A graph
     of one fused anchor subgraph is split too (the unfused plan, listed after the fused one). None when
     the result is the graph's one subgraph itself (no second plan to offer)."""
-    from .api import _engines_fingerprint
-    from .ranking import _ctx_flags
-
     memo = graph.__dict__.setdefault("_fallback_problem", {})
-    key = (_ctx_flags(ctx), _engines_fingerprint())
+    key = (_ctx_flags(ctx), registry.fingerprint())
     if key in memo:
         return memo[key]
     single = not isinstance(sub, CompositeSub)

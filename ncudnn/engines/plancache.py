@@ -71,6 +71,11 @@ def graph_identity(graph):
     return info
 
 
+def graph_key(graph):
+    """The graph's key without its uids and scalars (what autotuning records and serialized plans name)."""
+    return graph_identity(graph)[0]
+
+
 def _hashable(v):
     try:
         hash(v)

@@ -150,6 +150,15 @@ def global_count():
     return len(ENGINE_ORDER)
 
 
+def fingerprint():
+    """What of the registry a remembered ranking depends on: its generation, and the engines with their
+    classes' check_support and cost (a ranking made before an engine was removed, or one of these was
+    replaced, e.g. by a test, is not reused)."""
+    _load()  # loads the engine modules before the generation is read
+    engs = _ENGINES.values()
+    return generation, hash(tuple([type(e).check_support for e in engs] + [type(e).cost for e in engs]))
+
+
 def graph_order(supported):
     """The engines of one operation graph in the order of its ENGINE_GLOBAL_INDEX. In cuDNN an engine's
     global index is meaningful per operation graph, so index 0 (and every index the heuristics report)

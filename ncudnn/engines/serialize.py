@@ -1,6 +1,7 @@
 """Plans and graphs as JSON: engine names, knobs, and the graph itself (nodes, attributes, tensors),
-under a schema version. Loading rebuilds and finalizes the graph, checks its key, and builds the plan
-with the recorded configs (no heuristics run). A different schema -> SERIALIZATION_VERSION_MISMATCH.
+under a schema version. Loading (:func:`read_plan`) rebuilds and finalizes the graph and checks its key;
+``ncudnn.engines.api.plan_from_json`` then builds the plan with the recorded configs (no heuristics run).
+A different schema -> SERIALIZATION_VERSION_MISMATCH.
 """
 import json
 import math
@@ -9,6 +10,7 @@ from ..errors import CudnnError
 from ..ir import NODE_TYPES, OpGraph, TensorDesc
 from ..types import cudnnStatus_t
 from ..version import CUDNN_VERSION, __version__
+from .plancache import graph_key
 
 S = cudnnStatus_t
 SCHEMA = "ncudnn.plan"
@@ -95,21 +97,19 @@ def graph_from_json(d):
 
 def plan_to_json(plan):
     """JSON text of a built plan: schema, versions, the graph, its key and the engine config."""
-    from .api import _graph_key
-
     ec = plan.engine_config
     if ec is None:
         raise CudnnError("plan was not built by build_plan: no engine config to serialize", S.CUDNN_STATUS_BAD_PARAM)
     return json.dumps({"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "ncudnn": __version__,
-                       "cudnn_version": CUDNN_VERSION, "graph_key": _graph_key(plan.graph),
+                       "cudnn_version": CUDNN_VERSION, "graph_key": graph_key(plan.graph),
                        "engine_config": ec.to_json(), "workspace_size": plan.workspace_size,
                        "graph": graph_to_json(plan.graph)}, sort_keys=True)
 
 
-def plan_from_json(text, ctx=None):
-    """The plan of :func:`plan_to_json` text, built without running heuristics."""
-    from .api import _graph_key, build_plan, engine_config_from_json
-
+def read_plan(text):
+    """(graph, document) of :func:`plan_to_json` text: the parsed JSON (``engine_config``, ``workspace_size``)
+    and its graph rebuilt and finalized, the schema and the graph key checked (building the plan is
+    ``ncudnn.engines.api.plan_from_json``)."""
     try:
         d = json.loads(text) if isinstance(text, (str, bytes, bytearray)) else dict(text)
     except ValueError as e:
@@ -118,12 +118,7 @@ def plan_from_json(text, ctx=None):
         raise CudnnError(f"plan schema {d.get('schema')!r} version {d.get('schema_version')!r}; this ncudnn "
                          f"reads {SCHEMA!r} version {SCHEMA_VERSION}", S.CUDNN_STATUS_SERIALIZATION_VERSION_MISMATCH)
     graph = graph_from_json(d["graph"])
-    if d.get("graph_key") and _graph_key(graph) != d["graph_key"]:
+    if d.get("graph_key") and graph_key(graph) != d["graph_key"]:
         raise CudnnError("the rebuilt graph's key differs from the recorded one (the IR changed meaning)",
                          S.CUDNN_STATUS_SERIALIZATION_VERSION_MISMATCH)
-    ec = engine_config_from_json(d["engine_config"], graph, ctx)
-    plan = build_plan(graph, ec, ctx)
-    if plan.workspace_size != d.get("workspace_size", plan.workspace_size):
-        raise CudnnError(f"rebuilt plan needs {plan.workspace_size} B of workspace, recorded "
-                         f"{d['workspace_size']}", S.CUDNN_STATUS_SERIALIZATION_VERSION_MISMATCH)
-    return plan
+    return graph, d

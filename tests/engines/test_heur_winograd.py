@@ -78,7 +78,7 @@ def test_a_stored_autotune_winner_comes_first_in_mode_b(cache_dir):
     win = next(e for e in a if e.name in IGEMM)  # the model prefers Winograd here; the tuner disagreed
     rows = [{"config": win.to_json(), "median_ms": 0.05, "clock": "cuda_events"},
             {"config": a[0].to_json(), "median_ms": 0.09, "clock": "cuda_events"}]
-    autotune._save(device.current(), api._graph_key(g), rows)
+    autotune._save(device.current(), api.graph_key(g), rows)
     b = api.get_heuristics(conv_graph(32, 64, 56, 64), HM.CUDNN_HEUR_MODE_B)
     assert b[0].ident() == win.ident() and b[0].why == "autotuned winner (measured)"
     assert b[0].predicted_time == pytest.approx(0.05e-3)
