@@ -53,7 +53,7 @@ class Attr:
 
 @dataclass
 class DescSchema:
-    """All attributes of one descriptor type plus the function that finalizes it.
+    """All attributes of one descriptor type (its finalize check is ``checks.FINALIZERS[dtype]``).
 
     ``user_finalizable`` is False for the read-only descriptor types the library fills in
     (knob info, layout info, intermediate info): Finalize on them is NOT_SUPPORTED.
@@ -61,7 +61,6 @@ class DescSchema:
 
     dtype: D
     attrs: dict
-    finalize: object = None
     user_finalizable: bool = True
     prefix: str = ""
     extra: dict = field(default_factory=dict)

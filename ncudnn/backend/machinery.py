@@ -25,6 +25,8 @@ from ..types import cudnnBackendDescriptorType_t as D
 from ..types import cudnnStatus_t as S
 from . import values as V
 from .attrs import PLACEHOLDER, READONLY, REQUIRED
+from .checks import FINALIZERS
+from .checks.kernel_cache import is_cached
 from .descriptor import BackendDescriptor
 from .report import bad, fail, unsupported
 from .schema import SCHEMA, owner_prefixes
@@ -226,9 +228,10 @@ def finalize(d):
         bad(d, None, "required attribute(s) not set: " + ", ".join(missing))
     _check_references(d, d, None, set())
     d.state = {}
-    if schema.finalize is not None:
+    finalizer = FINALIZERS.get(d.type)
+    if finalizer is not None:
         try:
-            schema.finalize(d)
+            finalizer(d)
         except BaseException:
             d.state = {}
             raise
@@ -254,17 +257,6 @@ def _check_references(root, d, via, seen):
             _check_references(root, v, where, seen)
 
 
-def make_filled(dtype, attrs):
-    """A finalized library-filled descriptor (knob info, layout info, engine config, ...)."""
-    d = BackendDescriptor(dtype)
-    schema = SCHEMA[d.type]
-    for name, vals in attrs.items():
-        vals = vals if isinstance(vals, (list, str)) else [vals]
-        d.attrs[A(name)] = (schema.attrs[A(name)].types[0], vals)
-    d.finalized = True
-    return d
-
-
 def _kernel_cache_query(d, name, requested, elements):
     """IS_ENGINECFG_KERNEL_CACHED: the engine config comes in through arrayOfElements."""
     items = [] if elements is None else _as_list(elements)
@@ -276,7 +268,6 @@ def _kernel_cache_query(d, name, requested, elements):
         fail(S.CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE, d, name, f"{cfg.type.name} given, an ENGINECFG is needed")
     if not cfg.finalized:
         fail(GET_BEFORE_FINALIZE, d, name, "the engine config is not finalized")
-    from .checks.kernel_cache import is_cached
     return (1 if is_cached(d, cfg) else 0), [cfg]
 
 

@@ -1,8 +1,8 @@
 """The one attribute schema: every supported descriptor type -> :class:`DescSchema`.
 
 Built from the data modules (``schema_core``, ``schema_ops``, ``schema_ops2``, ``schema_attention``,
-``schema_engine``)
-and the per-descriptor finalize checks (``checks/``). Descriptor types missing here are refused by
+``schema_engine``); the per-descriptor finalize checks (``checks/``, ``checks.FINALIZERS``) are looked up
+by ``machinery.finalize``, not held here. Descriptor types missing here are refused by
 ``cudnnBackendCreateDescriptor`` with NOT_SUPPORTED.
 """
 import os
@@ -10,7 +10,6 @@ import os
 from ..types import cudnnBackendAttributeName_t as A
 from . import descriptor, schema_attention, schema_core, schema_engine, schema_ops, schema_ops2
 from .attrs import DescSchema
-from .checks import FINALIZERS
 
 
 def _prefix(names):
@@ -23,7 +22,7 @@ def _build():
     for module in (schema_core, schema_ops, schema_ops2, schema_attention, schema_engine):
         for dtype, attrs in module.SCHEMAS.items():
             table[dtype] = DescSchema(
-                dtype=dtype, attrs=attrs, finalize=FINALIZERS.get(dtype),
+                dtype=dtype, attrs=attrs,
                 user_finalizable=dtype not in schema_engine.LIBRARY_FILLED, prefix=_prefix(attrs))
             descriptor.DEFAULTS[dtype] = {n: a.default for n, a in attrs.items() if a.default is not None}
     return table

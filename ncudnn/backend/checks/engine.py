@@ -10,20 +10,17 @@ from ...types import cudnnBackendDescriptorType_t as D
 from ...types import cudnnBackendKnobType_t as K
 from ...types import cudnnStatus_t as S
 from .. import engine_bridge as bridge
+from ..filled import make_filled, set_readonly as _set_ro
+from ..lower import lower_operation_graph
 from ..report import bad, fail, unsupported
+from ..values import to_handle
 
 
 def _handle_ok(d, name):
-    from ..values import to_handle
     try:
         to_handle(d.value(name))
     except CudnnError as e:
         bad(d, name, f"not a valid cuDNN handle: {e.message}")
-
-
-def _set_ro(d, name, values):
-    from ..schema import SCHEMA
-    d.attrs[name] = (SCHEMA[d.type].attrs[name].types[0], list(values))
 
 
 def _check_sm_target(d, name, ctx):
@@ -34,7 +31,6 @@ def _check_sm_target(d, name, ctx):
 
 
 def finalize_operation_graph(d):
-    from ..lower import lower_operation_graph
     _handle_ok(d, A.CUDNN_ATTR_OPERATIONGRAPH_HANDLE)
     ops = d.values(A.CUDNN_ATTR_OPERATIONGRAPH_OPS)
     if len(set(id(o) for o in ops)) != len(ops):
@@ -48,7 +44,6 @@ def finalize_operation_graph(d):
 
 def _fill_engine(d, gdesc, engine, ec):
     """State and read-only attributes of a finalized ENGINE descriptor."""
-    from ..machinery import make_filled
     graph = gdesc.state["graph"]
     specs = bridge.knobs(engine, graph)
     d.state.update(engine=engine, graph=graph, graph_desc=gdesc, ctx=gdesc.state["ctx"], knobs=specs,
@@ -131,7 +126,6 @@ def _config(d, engine, graph, ctx, cfg):
 
 
 def finalize_engine_heuristics(d):
-    from ..machinery import make_filled
     gdesc = d.value(A.CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH)
     graph, ctx = gdesc.state["graph"], gdesc.state["ctx"]
     _check_sm_target(d, A.CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET, ctx)
