@@ -109,7 +109,7 @@ def _patch_sm_count():
     import ncudnn.engines.rng.philox as a
     import ncudnn.kernels.pointwise.fused as b
     import ncudnn.kernels.primitives.warp as c
-    import ncudnn.kernels.reduce.strided as d
+    import ncudnn.kernels.reduce.spec as d
     import ncudnn.kernels.resample.generic as e
 
     for mod in (a, b, c, d, e):

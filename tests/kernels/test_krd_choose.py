@@ -5,7 +5,7 @@ import pytest
 
 from ncudnn.engines import api
 from ncudnn.ir import OpGraph, Reduction, TensorDesc, packed_strides
-from ncudnn.kernels.reduce import strided as kr
+from ncudnn.kernels.reduce import spec as krs, strided as kr
 from ncudnn.kernels.pointwise.fused import contiguous_strides as cs
 from ncudnn.types import cudnnDataType_t as DT, cudnnReduceTensorOp_t as RO
 
@@ -15,7 +15,8 @@ R, C = 8192, 32768
 @pytest.fixture
 def h200(monkeypatch):
     monkeypatch.setattr(kr, "SIM", False)
-    monkeypatch.setattr(kr, "_sm_count", lambda: 132)
+    monkeypatch.setattr(krs, "SIM", False)
+    monkeypatch.setattr(krs, "_sm_count", lambda: 132)
 
 
 @pytest.mark.parametrize("shape, out, want", [
@@ -26,9 +27,9 @@ def h200(monkeypatch):
 def test_krd_auto_choice(h200, shape, out, want):
     spec = kr.reduce_spec(RO.CUDNN_REDUCE_TENSOR_AMAX, shape, "float32", cs(shape), out, "float32", cs(out),
                           vec=0)
-    kept, red = kr._layout(spec)
+    kept, red = krs.layout(spec)
     assert kr.vec_width(spec, kept, red) == 4
-    assert kr._choose_vec(spec, kept, red, 4) == want
+    assert krs.choose_vec(spec, kept, red, 4) == want
 
 
 @pytest.mark.parametrize("xd, yd", [((R, C, 1, 1), (R, 1, 1, 1)), ((R, C, 1, 1), (1, 1, 1, 1)),

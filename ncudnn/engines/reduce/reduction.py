@@ -18,7 +18,7 @@ ARRAY_SIZE_PER_THREAD (vector kernel: vectors in flight per thread) and CTA_COUN
 split grids: blocks per SM). Accumulates in float32 (float64 for all-fp64 I/O); NaN propagates
 through MIN / MAX / AMAX.
 """
-from ...kernels.reduce import strided as kr
+from ...kernels.reduce import spec as krs, strided as kr
 from ...types import cudnnBackendKnobType_t, cudnnReduceTensorOp_t, cudnnStatus_t
 from ..base import OK, Engine, KnobSpec
 from ..membound.common import Arg, MemPlan, Scratch, grid_steps_time, io_dtypes_ok, kdtype, reduce_steps
@@ -48,8 +48,8 @@ def spec_knobs(spec, cfg):
 
     b = cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 0)
     if b:
-        kept, red = kr._layout(spec)
-        b = b if kr._is_row(kept, red) else max(1, b // 32)
+        kept, red = krs.layout(spec)
+        b = b if krs.is_row(kept, red) else max(1, b // 32)
     split = 1 if cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_K, 0) == 1 else 0
     return replace(spec, block=b, split=split)
 
@@ -100,7 +100,7 @@ def vector_problem(spec):
     """Does the vector row kernel run ``spec`` (each output's reduced elements one contiguous run)?"""
     from dataclasses import replace
 
-    kept, red = kr._layout(spec)
+    kept, red = krs.layout(spec)
     return kr.vec_width(replace(spec, vec=0), kept, red) > 1
 
 

@@ -28,11 +28,11 @@ the partials in split order (few outputs: a block per output, its threads over t
 a fixed butterfly). No atomics anywhere: results are bitwise reproducible run to run.
 
 Entry points: :func:`reduce_tensor` (cuDNN ops), :func:`genstats`, and the generic
-:func:`build_reduce` / :func:`run_reduce`.
+:func:`build_reduce` / :func:`run_reduce`. The spec, its layout and launch-shape choices: spec.py; the
+kernel source: codegen.py.
 """
 import hashlib
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from numba import cuda
@@ -40,511 +40,14 @@ from numba import cuda
 from ..pointwise import ops as po
 from ..runtime.dtypes import compute_type, dtype_name, loader, placeholder, storage_dtype, storer
 from ..pointwise.vector_io import to_compute, vector_load
-from ..primitives.warp import SIM, launch, shfl_xor, sm_count
+from ..primitives.warp import SIM, launch, shfl_xor
 from ...types import cudnnReduceTensorOp_t as RO
+from .codegen import bcombine_source, col_source, combine_source, row_source, vrow_source
+from .spec import (BLOCK_COMBINE_MAX_OUT, ReduceSpec, Term, bcombine_threads, choose, choose_vec, layout, numel,
+                   vec_width)
 
 __all__ = ["ReduceSpec", "Term", "build_reduce", "run_reduce", "reduce_spec", "reduce_tensor",
-           "genstats_spec", "genstats", "workspace_elems"]
-
-_COMBINE = {
-    "sum": "({a} + {b})",
-    "prod": "({a} * {b})",
-    "max": "({a} if ({a} != {a} or {a} >= {b}) else {b})",   # NaN propagates
-    "min": "({a} if ({a} != {a} or {a} <= {b}) else {b})",
-}
-_INIT = {"sum": 0.0, "prod": 1.0, "max": -math.inf, "min": math.inf}
-
-
-@dataclass(frozen=True)
-class Term:
-    """``acc = combine over elements of pre(v0, v1, ...)``; output = ``final(acc, cnt)``."""
-    pre: str
-    combine: str
-    final: str = "acc"
-    init: float = None
-
-    def init_value(self):
-        return _INIT[self.combine] if self.init is None else self.init
-
-
-@dataclass(frozen=True)
-class ReduceSpec:
-    shape: tuple            # common shape of the inputs
-    inputs: tuple           # ((dtype, strides), ...)
-    out_shape: tuple        # keepdims
-    terms: tuple            # (Term, ...), one output per term
-    outputs: tuple          # ((dtype, strides over out_shape), ...), one per term
-    block: int = 0          # 0: chosen by the launcher
-    split: int = 0          # 0: chosen by the launcher
-    vec: int = 1            # row kernel loads: 1 one element; 0 auto (16-byte vectors if the layout allows)
-    rows: int = 0           # vector row kernel: rows per block (1: a block per row; block // 32: a warp per row)
-    unroll: int = 0         # vector row kernel: vectors in flight per thread per trip (0: auto)
-    ctas: int = 0           # vector row kernel, split grids: blocks per SM the split targets (0: auto)
-    acc: str = ""           # accumulation type ("float64": loads widened before the terms); "": by the I/O types
-
-    def __post_init__(self):
-        if len(self.out_shape) != len(self.shape):
-            raise ValueError("out_shape must have the input rank")
-        if len(self.terms) != len(self.outputs) or not self.terms:
-            raise ValueError("one output per term, at least one term")
-        for t in self.terms:
-            if t.combine not in _COMBINE:
-                raise ValueError(f"unknown combine {t.combine!r}")
-        for n, m in zip(self.shape, self.out_shape):
-            if not (m == n or m == 1 or (m > 0 and n % m == 0)):
-                raise ValueError(f"cannot reduce extent {n} to {m}")
-
-
-# --------------------------------------------------------------------------------------------
-# layout
-
-def _layout(spec):
-    """Kept dims and reduced dims as lists of (extent, [input strides], [output strides])."""
-    kept, red = [], []
-    for d, (n, m) in enumerate(zip(spec.shape, spec.out_shape)):
-        xs = [t[1][d] for t in spec.inputs]
-        os_ = [o[1][d] for o in spec.outputs]
-        if m == n:
-            if n > 1:
-                kept.append((n, xs, os_))
-        elif m == 1:
-            red.append((n, xs, [0] * len(os_)))
-        else:   # grouped: split into (m kept, g reduced), the group innermost
-            g = n // m
-            kept.append((m, [s * g for s in xs], os_))
-            if g > 1:
-                red.append((g, xs, [0] * len(os_)))
-    return _merge(kept), _merge(red)
-
-
-def _merge(dims):
-    """Order dims by decreasing memory stride of input 0, merge the contiguous neighbours."""
-    dims = sorted(dims, key=lambda t: -abs(t[1][0]) if t[1] else 0)
-    out = []
-    for n, xs, os_ in dims:
-        if out:
-            pn, pxs, pos = out[-1]
-            if all(a == b * n for a, b in zip(pxs, xs)) and all(a == b * n for a, b in zip(pos, os_)):
-                out[-1] = (pn * n, xs, os_)
-                continue
-        out.append((n, list(xs), list(os_)))
-    return out
-
-
-def _numel(dims):
-    return int(np.prod([d[0] for d in dims], dtype=np.int64)) if dims else 1
-
-
-def _innermost_stride(dims):
-    return min((abs(d[1][0]) for d in dims), default=None)
-
-
-ROW_MIN_REDUCED = 64   # below this many reduced elements per output, a thread per output wins
-
-
-def _is_row(kept, red):
-    if not kept:
-        return True
-    if _numel(red) < ROW_MIN_REDUCED:
-        return False
-    return _innermost_stride(red) < _innermost_stride(kept)
-
-
-def _choose(spec):
-    """(row?, block, split) for a spec (knobs given in the spec win)."""
-    kept, red = _layout(spec)
-    n_out, n_red = _numel(kept), _numel(red)
-    row = _is_row(kept, red)
-    if row:
-        block = spec.block or (32 if SIM else min(512, max(32, _pow2(n_red // 8))))
-        blocks = n_out
-        per_block_min = block * 4
-    else:
-        block = spec.block or (4 if SIM else 8)     # BY: rows of the 32 x BY block
-        blocks = math.ceil(n_out / 32)
-        per_block_min = block * 16
-    cap = 1024
-    if row and _two_level(red, block):
-        cap = n_red // red[-1][0]     # the split is over the outer reduced rows
-    if spec.split:
-        return row, block, min(spec.split, cap)
-    # enough blocks for ~8 waves: a block's time is set by its loop trips (latency), so a last
-    # partial wave costs a whole block time; with many waves that tail is a small fraction
-    # partials per output stay at most max(128, one-wave split): the combine pass walks them in order
-    target = 8 if SIM else _sm_count() * 64
-    one_wave = 8 if SIM else _sm_count() * 8
-    cap = min(cap, max(128, math.ceil(one_wave / max(blocks, 1))))
-    if blocks >= one_wave:   # enough outputs to fill the GPU: no partials, no combine pass
-        return row, block, 1
-    split = max(1, min(math.ceil(target / max(blocks, 1)), math.ceil(n_red / per_block_min), cap))
-    return row, block, split
-
-
-def _pow2(n):
-    return 1 << max(0, (int(n) - 1).bit_length())
-
-
-def _sm_count():
-    return sm_count()
-
-
-# --------------------------------------------------------------------------------------------
-# source generation
-
-def _decompose(dims, flat, prefix, which):
-    """Lines: coordinates of flat index over ``dims`` and the offset of each tensor."""
-    lines = [f"{prefix}r = {flat}"]
-    coords = []
-    for k in range(len(dims) - 1, 0, -1):
-        lines.append(f"{prefix}c{k} = {prefix}r % {dims[k][0]}")
-        lines.append(f"{prefix}r = {prefix}r // {dims[k][0]}")
-        coords.append((k, f"{prefix}c{k}"))
-    if dims:
-        coords.append((0, f"{prefix}r"))
-    offs = []
-    for t in range(len(dims[0][which]) if dims else 0):
-        terms = [f"{c} * {dims[k][which][t]}" for k, c in coords if dims[k][which][t] != 0]
-        offs.append(" + ".join(terms) if terms else "0")
-    return lines, offs
-
-
-def _load_block(spec, kx, rdims, ridx, u, ctype):
-    """Lines loading element ``ridx`` of every input and applying every term's pre-expression."""
-    dec, roffs = _decompose(rdims, ridx, f"q{u}_", 1) if rdims else ([], ["0"] * len(spec.inputs))
-    lines = list(dec)
-    for i in range(len(spec.inputs)):
-        lines.append(f"v{i}_{u} = ld{i}(x{i}, {kx[i]} + {roffs[i]})")
-    pres = []
-    for j, t in enumerate(spec.terms):
-        pre = t.pre
-        for i in reversed(range(len(spec.inputs))):
-            pre = pre.replace(f"v{i}", f"v{i}_{u}")
-        pres.append(f"p{j}_{u} = {ctype}({pre})")
-    return lines, pres
-
-
-def _combine(t, a, b):
-    return _COMBINE[t.combine].format(a=a, b=b)
-
-
-def _final_lines(spec, ctype, n_red, store_to, indent):
-    lines = []
-    for j, t in enumerate(spec.terms):
-        f = t.final.replace("cnt", po.lit(n_red, ctype)).replace("acc", f"a{j}")
-        lines.append(store_to(j, f"{ctype}({f})"))
-    return [" " * indent + ln for ln in lines]
-
-
-def _row_source(spec, kept, red, block, split, ctype, unroll=4):
-    n_out, n_red = _numel(kept), _numel(red)
-    nt, ni = len(spec.terms), len(spec.inputs)
-    chunk = math.ceil(n_red / split)
-    L = [f"def kernel({', '.join(f'x{i}' for i in range(ni))}, "
-         f"{', '.join(f'y{j}' for j in range(nt))}, ws):",
-         f"    sm = cuda.shared.array(({nt}, 32), {ctype})",
-         "    o = cuda.blockIdx.x",
-         "    s = cuda.blockIdx.y",
-         "    tid = cuda.threadIdx.x"]
-    dec, koffs = _decompose(kept, "o", "k_", 1) if kept else ([], ["0"] * ni)
-    _, ooffs = _decompose(kept, "o", "ko_", 2) if kept else ([], ["0"] * nt)
-    L += ["    " + ln for ln in dec]
-    L += [f"    kx{i} = {koffs[i]}" for i in range(ni)]
-    L += [f"    a{j} = {po.lit(t.init_value(), ctype)}" for j, t in enumerate(spec.terms)]
-    if _two_level(red, block):
-        # outer reduced dims walked one by one (their index math once per inner row), threads
-        # over the innermost reduced dim: no per-element division (e.g. GENSTATS over N and HW)
-        inner, outer = red[-1:], red[:-1]
-        n_q = n_red // inner[0][0]
-        chunk_q = math.ceil(n_q / split)
-        L += [f"    qi = s * {chunk_q}", f"    qhi = min(qi + {chunk_q}, {n_q})", "    while qi < qhi:"]
-        dec, qoffs = _decompose(outer, "qi", "qq_", 1)
-        L += ["        " + ln for ln in dec]
-        L += [f"        bx{i} = kx{i} + {qoffs[i]}" for i in range(ni)]
-        L += ["        r = tid"]
-        L += ["    " + ln for ln in _row_loops(spec, [f"bx{i}" for i in range(ni)], inner, block,
-                                                 str(inner[0][0]), ctype, unroll)]
-        L.append("        qi += 1")
-    else:
-        L += [f"    lo = s * {chunk}", f"    hi = min(lo + {chunk}, {n_red})", "    r = lo + tid"]
-        L += _row_loops(spec, [f"kx{i}" for i in range(ni)], red, block, "hi", ctype, unroll)
-    # warp butterfly then warps through shared memory, fixed order
-    for j, t in enumerate(spec.terms):
-        for m in (16, 8, 4, 2, 1):   # the shuffle once per lane, outside any short circuit
-            L.append(f"    h{j} = shfl_xor(a{j}, {m})")
-            L.append(f"    a{j} = {_combine(t, f'a{j}', f'h{j}')}")
-    L.append("    if tid % 32 == 0:")
-    L += [f"        sm[{j}, tid // 32] = a{j}" for j in range(nt)]
-    L.append("    cuda.syncthreads()")
-    L.append("    if tid == 0:")
-    L += [f"        a{j} = sm[{j}, 0]" for j in range(nt)]
-    if block > 32:
-        L.append(f"        for w in range(1, {block // 32}):")
-        L += [f"            a{j} = {_combine(t, f'a{j}', f'sm[{j}, w]')}"
-              for j, t in enumerate(spec.terms)]
-    if split == 1:
-        L += ["        " + ln for ln in _decompose(kept, "o", "ko_", 2)[0]] if kept else []
-        L += _final_lines(spec, ctype, n_red, lambda j, v: f"st{j}(y{j}, {ooffs[j]}, {v})", 8)
-    else:
-        L += [f"        ws[({j} * {split} + s) * {n_out} + o] = a{j}" for j in range(nt)]
-    return "\n".join(L) + "\n"
-
-
-def _row_loops(spec, kx, red, block, hi, ctype, unroll):
-    """Lines (indent 4) of the row kernel's strided loop over ``r`` up to ``hi``: UNROLL loads in
-    flight, then the combines in a fixed order, then a plain tail loop."""
-    L = [f"    while r + {(unroll - 1) * block} < {hi}:"]
-    loads, pres = [], []
-    for u in range(unroll):
-        ld, pr = _load_block(spec, kx, red, f"r + {u * block}" if u else "r", u, ctype)
-        loads += ld
-        pres += pr
-    L += ["        " + ln for ln in loads + pres]
-    for u in range(unroll):
-        L += [f"        a{j} = {_combine(t, f'a{j}', f'p{j}_{u}')}" for j, t in enumerate(spec.terms)]
-    L.append(f"        r += {unroll * block}")
-    L.append(f"    while r < {hi}:")
-    ld, pr = _load_block(spec, kx, red, "r", 0, ctype)
-    L += ["        " + ln for ln in ld + pr]
-    L += [f"        a{j} = {_combine(t, f'a{j}', f'p{j}_0')}" for j, t in enumerate(spec.terms)]
-    L.append(f"        r += {block}")
-    return L
-
-
-def _two_level(red, block):
-    """True when the row kernel walks the outer reduced dims in a loop (several reduced dims, the
-    innermost at least one block long)."""
-    return len(red) >= 2 and red[-1][0] >= block
-
-
-def _col_source(spec, kept, red, by, split, ctype, unroll=4):
-    n_out, n_red = _numel(kept), _numel(red)
-    nt, ni = len(spec.terms), len(spec.inputs)
-    chunk = math.ceil(n_red / split)
-    L = [f"def kernel({', '.join(f'x{i}' for i in range(ni))}, "
-         f"{', '.join(f'y{j}' for j in range(nt))}, ws):",
-         f"    sm = cuda.shared.array(({nt}, {by}, 33), {ctype})",
-         "    tx = cuda.threadIdx.x",
-         "    ty = cuda.threadIdx.y",
-         "    o = cuda.blockIdx.x * 32 + tx",
-         "    s = cuda.blockIdx.y"]
-    L += [f"    a{j} = {po.lit(t.init_value(), ctype)}" for j, t in enumerate(spec.terms)]
-    L.append(f"    if o < {n_out}:")
-    dec, koffs = _decompose(kept, "o", "k_", 1)
-    L += ["        " + ln for ln in dec]
-    L += [f"        kx{i} = {koffs[i]}" for i in range(ni)]
-    L += [f"        r = s * {chunk} + ty", f"        hi = min(s * {chunk} + {chunk}, {n_red})"]
-    # UNROLL loads in flight per thread, combined in the order of the plain loop (same bits)
-    kx = [f"kx{i}" for i in range(ni)]
-    L.append(f"        while r + {(unroll - 1) * by} < hi:")
-    loads, pres = [], []
-    for u in range(unroll):
-        ld, pr = _load_block(spec, kx, red, f"r + {u * by}" if u else "r", u, ctype)
-        loads += ld
-        pres += pr
-    L += ["            " + ln for ln in loads + pres]
-    for u in range(unroll):
-        L += [f"            a{j} = {_combine(t, f'a{j}', f'p{j}_{u}')}" for j, t in enumerate(spec.terms)]
-    L.append(f"            r += {unroll * by}")
-    L.append("        while r < hi:")
-    ld, pr = _load_block(spec, kx, red, "r", 0, ctype)
-    L += ["            " + ln for ln in ld + pr]
-    L += [f"            a{j} = {_combine(t, f'a{j}', f'p{j}_0')}" for j, t in enumerate(spec.terms)]
-    L.append(f"            r += {by}")
-    L += [f"    sm[{j}, ty, tx] = a{j}" for j in range(nt)]
-    L.append("    cuda.syncthreads()")
-    L.append(f"    if ty == 0 and o < {n_out}:")
-    L.append(f"        for w in range(1, {by}):")
-    L += [f"            a{j} = {_combine(t, f'a{j}', f'sm[{j}, w, tx]')}" for j, t in enumerate(spec.terms)]
-    if split == 1:
-        d2, ooffs = _decompose(kept, "o", "ko_", 2)
-        L += ["        " + ln for ln in d2]
-        L += _final_lines(spec, ctype, n_red, lambda j, v: f"st{j}(y{j}, {ooffs[j]}, {v})", 8)
-    else:
-        L += [f"        ws[({j} * {split} + s) * {n_out} + o] = a{j}" for j in range(nt)]
-    return "\n".join(L) + "\n"
-
-
-def _combine_source(spec, kept, split, ctype):
-    """Second pass: combine the split partials of each output in split order, finalize, store."""
-    n_out, n_red = _numel(kept), _numel(_layout(spec)[1])
-    nt = len(spec.terms)
-    L = [f"def combine(ws, {', '.join(f'y{j}' for j in range(nt))}):",
-         "    o = cuda.grid(1)",
-         f"    if o < {n_out}:"]
-    for j, t in enumerate(spec.terms):
-        L.append(f"        a{j} = ws[{j * split} * {n_out} + o]")
-        L.append(f"        for s in range(1, {split}):")
-        L.append(f"            a{j} = {_combine(t, f'a{j}', f'ws[({j * split} + s) * {n_out} + o]')}")
-    d2, ooffs = _decompose(kept, "o", "ko_", 2) if kept else ([], ["0"] * nt)
-    L += ["        " + ln for ln in d2]
-    L += _final_lines(spec, ctype, n_red, lambda j, v: f"st{j}(y{j}, {ooffs[j]}, {v})", 8)
-    return "\n".join(L) + "\n"
-
-
-# --------------------------------------------------------------------------------------------
-# vector row kernel: the reduced elements of an output are one contiguous run (stride 1), read as
-# 16-byte vectors (V elements); GS threads per output (GS = 32: a warp per row, ``rows`` rows a
-# block; GS = block: a block per row), UNROLL vectors in flight per thread per trip; the range of
-# an output may be split over grid.y (contiguous chunks, partials combined in split order)
-
-def vec_width(spec, kept=None, red=None):
-    """Elements per 16-byte access the vector row kernel can use for ``spec`` (1: not applicable:
-    not a row reduction over one contiguous run, odd extents or strides, 1-byte or bool inputs)."""
-    if kept is None:
-        kept, red = _layout(spec)
-    if not red or len(red) != 1 or not _is_row(kept, red) or any(s != 1 for s in red[0][1]):
-        return 1
-    sizes = [storage_dtype(dt).itemsize for dt, _ in spec.inputs]
-    if min(sizes) < 2 or any(storage_dtype(dt) == np.bool_ for dt, _ in spec.inputs):
-        return 1
-    v = 16 // max(sizes)
-    while v > 1 and (red[0][0] % v or any(x % v for d in kept for x in d[1])):
-        v //= 2
-    return v
-
-
-def _choose_vec(spec, kept, red, v):
-    """(block, rows per block, split, unroll) of the vector row kernel (knobs in the spec win).
-
-    Automatic choices, the fastest of experiments/probe_reduce.py's variants on an H200 (FP32
-    8192 x 32768): enough rows to fill the GPU: a block of up to 512 threads per row, 4 vectors in
-    flight (a warp per row is slower); few outputs: 256-thread blocks, 8 a SM over contiguous chunks
-    (at copy bandwidth; fewer blocks a SM are slower)."""
-    n_out, nv = _numel(kept), _numel(red) // v
-    unroll = spec.unroll or (2 if SIM else 4)
-    rows = spec.rows or 1
-    if SIM:
-        block = spec.block or 32
-    elif spec.block:
-        block = spec.block
-    else:
-        block = min(512, max(32, _pow2(nv // (unroll * 4))))
-        if math.ceil(n_out / rows) < (2 if SIM else _sm_count()) * (2048 // block) and not spec.split:
-            block = min(block, 256)     # too few rows: a split grid of 256-thread blocks
-    if rows > 1 and block // rows != 32:
-        raise ValueError(f"rows={rows}: a warp per row needs block = 32 * rows (block {block})")
-    gs = block // rows
-    blocks = math.ceil(n_out / rows)
-    cap = max(1, min(1024, math.ceil(nv / (gs * unroll))))
-    if spec.split:
-        return block, rows, min(spec.split, cap), unroll
-    ctas = spec.ctas or (1 if SIM else max(1, 2048 // block))
-    target = (2 if SIM else _sm_count()) * ctas   # the device is asked only here (compile cases give splits)
-    split = 1 if blocks >= target else max(1, min(math.ceil(target / blocks), cap))
-    return block, rows, split, unroll
-
-
-def _vrow_source(spec, kept, red, v, block, rows, split, unroll, ctype):
-    n_out, nv = _numel(kept), _numel(red) // v
-    nt, ni = len(spec.terms), len(spec.inputs)
-    gs = block // rows
-    chunk = math.ceil(nv / split)
-    L = [f"def kernel({', '.join(f'x{i}' for i in range(ni))}, "
-         f"{', '.join(f'y{j}' for j in range(nt))}, ws):"]
-    if gs > 32:
-        L.append(f"    sm = cuda.shared.array(({nt}, {gs // 32}), {ctype})")
-    L += ["    tid = cuda.threadIdx.x", "    s = cuda.blockIdx.y"]
-    if gs == 32:
-        L += ["    lane = tid & 31", f"    o = cuda.blockIdx.x * {rows} + (tid >> 5)"]
-    else:
-        L += ["    lane = tid", "    o = cuda.blockIdx.x"]
-    L += [f"    a{j} = {po.lit(t.init_value(), ctype)}" for j, t in enumerate(spec.terms)]
-    L.append(f"    if o < {n_out}:")
-    dec, koffs = _decompose(kept, "o", "k_", 1) if kept else ([], ["0"] * ni)
-    L += ["        " + ln for ln in dec]
-    L += [f"        kx{i} = {koffs[i]}" for i in range(ni)]
-    if split == 1:
-        L += ["        r = lane", f"        hi = {nv}"]
-    else:
-        L += [f"        r = s * {chunk} + lane", f"        hi = min(s * {chunk} + {chunk}, {nv})"]
-
-    def trip(n_u, indent):
-        lines, pres = [], []
-        for u in range(n_u):
-            for i in range(ni):
-                raw = ", ".join(f"w{i}_{u}_{e}" for e in range(v))
-                idx = f"(r + {u * gs}) * {v}" if u else f"r * {v}"
-                lines.append(f"{raw} = ldv{i}(x{i}, kx{i} + {idx})" if v > 1
-                             else f"w{i}_{u}_0 = x{i}[kx{i} + {idx}]")
-            for e in range(v):
-                for j, t in enumerate(spec.terms):
-                    pre = t.pre
-                    for i in reversed(range(ni)):
-                        pre = pre.replace(f"v{i}", f"cin{i}(w{i}_{u}_{e})")
-                    pres.append(f"p{j}_{u}_{e} = {ctype}({pre})")
-        combs = [f"a{j} = {_combine(t, f'a{j}', f'p{j}_{u}_{e}')}"
-                 for u in range(n_u) for e in range(v) for j, t in enumerate(spec.terms)]
-        return [" " * indent + ln for ln in lines + pres + combs]
-
-    L.append(f"        while r + {(unroll - 1) * gs} < hi:")
-    L += trip(unroll, 12)
-    L.append(f"            r += {unroll * gs}")
-    L.append("        while r < hi:")
-    L += trip(1, 12)
-    L.append(f"            r += {gs}")
-    for j, t in enumerate(spec.terms):
-        for m in (16, 8, 4, 2, 1):
-            L.append(f"    h{j} = shfl_xor(a{j}, {m})")
-            L.append(f"    a{j} = {_combine(t, f'a{j}', f'h{j}')}")
-    if gs > 32:
-        L.append("    if lane % 32 == 0:")
-        L += [f"        sm[{j}, lane // 32] = a{j}" for j in range(nt)]
-        L.append("    cuda.syncthreads()")
-        L.append("    if lane == 0:")
-        L += [f"        a{j} = sm[{j}, 0]" for j in range(nt)]
-        L.append(f"        for w in range(1, {gs // 32}):")
-        L += [f"            a{j} = {_combine(t, f'a{j}', f'sm[{j}, w]')}"
-              for j, t in enumerate(spec.terms)]
-    L.append(f"    if lane == 0 and o < {n_out}:")
-    if split == 1:
-        d2, ooffs = _decompose(kept, "o", "ko_", 2) if kept else ([], ["0"] * nt)
-        L += ["        " + ln for ln in d2]
-        L += _final_lines(spec, ctype, _numel(red), lambda j, x: f"st{j}(y{j}, {ooffs[j]}, {x})", 8)
-    else:
-        L += [f"        ws[({j} * {split} + s) * {n_out} + o] = a{j}" for j in range(nt)]
-    return "\n".join(L) + "\n"
-
-
-#: the block combine (one block per output, its threads over the partials) below this many outputs
-BLOCK_COMBINE_MAX_OUT = 64
-
-
-def _bcombine_threads(split):
-    return 32 if SIM else min(1024, max(32, _pow2(split)))
-
-
-def _bcombine_source(spec, kept, split, ctype):
-    """Combine for few outputs: a block per output, thread t takes partials t, t + T, ... in order,
-    then a fixed butterfly and warp order (deterministic)."""
-    n_out, n_red = _numel(kept), _numel(_layout(spec)[1])
-    nt, th = len(spec.terms), _bcombine_threads(split)
-    L = [f"def combine(ws, {', '.join(f'y{j}' for j in range(nt))}):",
-         f"    sm = cuda.shared.array(({nt}, 32), {ctype})",
-         "    o = cuda.blockIdx.x",
-         "    tid = cuda.threadIdx.x"]
-    L += [f"    a{j} = {po.lit(_INIT[t.combine], ctype)}" for j, t in enumerate(spec.terms)]
-    L += ["    s = tid", f"    while s < {split}:"]
-    L += [f"        a{j} = {_combine(t, f'a{j}', f'ws[({j * split} + s) * {n_out} + o]')}"
-          for j, t in enumerate(spec.terms)]
-    L.append(f"        s += {th}")
-    for j, t in enumerate(spec.terms):
-        for m in (16, 8, 4, 2, 1):
-            L.append(f"    h{j} = shfl_xor(a{j}, {m})")
-            L.append(f"    a{j} = {_combine(t, f'a{j}', f'h{j}')}")
-    if th > 32:
-        L.append("    if tid % 32 == 0:")
-        L += [f"        sm[{j}, tid // 32] = a{j}" for j in range(nt)]
-        L.append("    cuda.syncthreads()")
-    L.append("    if tid == 0:")
-    if th > 32:
-        L += [f"        a{j} = sm[{j}, 0]" for j in range(nt)]
-        L.append(f"        for w in range(1, {th // 32}):")
-        L += [f"            a{j} = {_combine(t, f'a{j}', f'sm[{j}, w]')}"
-              for j, t in enumerate(spec.terms)]
-    d2, ooffs = _decompose(kept, "o", "ko_", 2) if kept else ([], ["0"] * nt)
-    L += ["        " + ln for ln in d2]
-    L += _final_lines(spec, ctype, n_red, lambda j, x: f"st{j}(y{j}, {ooffs[j]}, {x})", 8)
-    return "\n".join(L) + "\n"
+           "genstats_spec", "genstats", "workspace_elems", "vec_width"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -558,8 +61,8 @@ class ReduceKernel:
 
     def __init__(self, spec):
         self.spec = spec
-        kept, red = _layout(spec)
-        self.n_out, self.n_red = _numel(kept), _numel(red)
+        kept, red = layout(spec)
+        self.n_out, self.n_red = numel(kept), numel(red)
         self.ctype = spec.acc or compute_type([d for d, _ in spec.inputs] + [d for d, _ in spec.outputs])
         self.vec = vec_width(spec, kept, red) if spec.vec != 1 else 1
         if spec.vec > 1:
@@ -567,19 +70,19 @@ class ReduceKernel:
         self.rows = 1
         if self.vec > 1:
             self.row = True
-            self.block, self.rows, self.split, self.unroll = _choose_vec(spec, kept, red, self.vec)
-            self.source = _vrow_source(spec, kept, red, self.vec, self.block, self.rows, self.split,
+            self.block, self.rows, self.split, self.unroll = choose_vec(spec, kept, red, self.vec)
+            self.source = vrow_source(spec, kept, red, self.vec, self.block, self.rows, self.split,
                                        self.unroll, self.ctype)
             self.grid, self.threads = (math.ceil(self.n_out / self.rows), self.split), self.block
         else:
-            self.row, self.block, self.split = _choose(spec)
+            self.row, self.block, self.split = choose(spec)
             self.unroll = 4 if SIM or not self.row else 8
             if self.row:
-                self.source = _row_source(spec, kept, red, self.block, self.split, self.ctype,
+                self.source = row_source(spec, kept, red, self.block, self.split, self.ctype,
                                           unroll=self.unroll)
                 self.grid, self.threads = (self.n_out, self.split), self.block
             else:
-                self.source = _col_source(spec, kept, red, self.block, self.split, self.ctype)
+                self.source = col_source(spec, kept, red, self.block, self.split, self.ctype)
                 self.grid, self.threads = (math.ceil(self.n_out / 32), self.split), (32, self.block)
         ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, shfl_xor=shfl_xor, min=min)
         for i, (dt, _) in enumerate(spec.inputs):
@@ -595,10 +98,10 @@ class ReduceKernel:
         self.combine = None
         if self.split > 1:
             if self.n_out <= BLOCK_COMBINE_MAX_OUT:
-                self.combine_source = _bcombine_source(spec, kept, self.split, self.ctype)
-                self.combine_grid, self.combine_threads = self.n_out, _bcombine_threads(self.split)
+                self.combine_source = bcombine_source(spec, kept, self.split, self.ctype)
+                self.combine_grid, self.combine_threads = self.n_out, bcombine_threads(self.split)
             else:
-                self.combine_source = _combine_source(spec, kept, self.split, self.ctype)
+                self.combine_source = combine_source(spec, kept, self.split, self.ctype)
                 self.combine_grid, self.combine_threads = math.ceil(self.n_out / 128), 128
             exec(compile(self.combine_source, f"<reduce-combine {key}>", "exec"), ns)
             self.combine = cuda.jit(ns["combine"])
