@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from bench import cases as bcases  # noqa: E402
 from bench import data as bdata  # noqa: E402
 from ncudnn.engines import api  # noqa: E402
-from ncudnn.engines.norm.batch import COLS_LABELS, PLANES_LABELS  # noqa: E402
+from ncudnn.engines.norm.bn_steps import COLS_LABELS, PLANES_LABELS  # noqa: E402
 from ncudnn.ir import NormBwd, NormFwd, OpGraph, TensorDesc  # noqa: E402
 from ncudnn.types import (cudnnBackendKnobType_t as K, cudnnBackendNormFwdPhase_t as PH,  # noqa: E402
                           cudnnBackendNormMode_t as NM, cudnnDataType_t as DT)

@@ -5,7 +5,8 @@ against the float64 oracle with poisoned outputs; several chunks with a ragged l
 import pytest
 
 from ncudnn.engines import api
-from ncudnn.engines.norm.batch import COLS_LABELS, COLS_VARIANTS, cols_info
+from ncudnn.engines.norm.batch import cols_info
+from ncudnn.engines.norm.bn_steps import COLS_LABELS, COLS_VARIANTS
 from ncudnn.ir import NormBwd, NormFwd, OpGraph
 from ncudnn.kernels.norm import bn_colsv as kv
 from ncudnn.types import cudnnBackendKnobType_t as K, cudnnBackendNormFwdPhase_t as PH

@@ -8,8 +8,8 @@ import pytest
 from numba import cuda
 
 from ncudnn.engines import api
-from ncudnn.engines.norm.batch import (COLS_LABELS, COLS_VARIANTS, DEFAULT_COLS_VARIANT, NormBatchEngine,
-                                       var_align, var_cpb)
+from ncudnn.engines.norm.batch import DEFAULT_COLS_VARIANT, NormBatchEngine
+from ncudnn.engines.norm.bn_steps import COLS_LABELS, COLS_VARIANTS, var_align, var_cpb
 from ncudnn.kernels.norm import bn_colsv as kv
 from ncudnn.kernels.norm import bn_fin as kfin
 from ncudnn.kernels.norm.bn_finalize import BWD_ARRAYS

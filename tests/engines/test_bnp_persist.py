@@ -7,7 +7,8 @@ import pytest
 from numba import cuda
 
 from ncudnn import memory
-from ncudnn.engines.norm.batch import COLS_LABELS, COLS_VARIANTS, DEFAULT_COLS_VARIANT_BWD, var_persist
+from ncudnn.engines.norm.batch import DEFAULT_COLS_VARIANT_BWD
+from ncudnn.engines.norm.bn_steps import COLS_LABELS, COLS_VARIANTS, var_persist
 from ncudnn.kernels.norm import bn_persist as kp
 from ncudnn.reference.ops import run_node
 from ncudnn.testing import assert_close, poison_value, size

@@ -3,7 +3,7 @@ the generic path for other layouts, forward (training) and backward, against the
 import numpy as np
 import pytest
 
-from ncudnn.engines.norm.batch import bn_layout
+from ncudnn.engines.norm.bn_steps import bn_layout
 from ncudnn.ir import NormBwd, NormFwd, OpGraph
 from ncudnn.types import cudnnBackendNormFwdPhase_t as PH, cudnnBackendNormMode_t as NM
 

@@ -47,7 +47,7 @@ from . import rows_pipe as npipe
 from ..base import OK, Config, Engine, KnobSpec
 from ..membound.common import (Arg, MemPlan, PointwiseBuilder, Scratch, Step, extent, kdtype, src_key, steps_time,
                               tensor_bytes, written)
-from .batch import check_norm_node
+from .common import check_norm_node
 from ..registry import register
 
 S = cudnnStatus_t
@@ -406,7 +406,7 @@ def _forward(sub, cfg):
                     math.ceil(rows / rpb), threads, args, nbytes=tensor_bytes(x, y, scale, bias))
     steps = [step]
     if fused:
-        from .batch import epilogue_output
+        from .common import epilogue_output
 
         pw = PointwiseBuilder(x.dims)
         yr = pw.add_input(y_arg, "float32", x.strides)

@@ -356,7 +356,7 @@ def signature(arrays, gbar=False):
 
 
 #: (threads, register rows, shared rows, unroll, cp.async shared rows, prefetched rows) the engine offers
-#: (:data:`ncudnn.engines.norm.batch.PERSIST_VARIANTS`); the first is the engine's default. On the H200 at N32 C256
+#: (:data:`ncudnn.engines.norm.bn_steps.PERSIST_VARIANTS`); the first is the engine's default. On the H200 at N32 C256
 #: 56x56 FP32 NHWC, 2026-12-01, two runs of tools/probe_bn.py --set persist (the inline barrier on full grids):
 #: 10 shared rows stored by the threads 0.1244 / 0.1244 ms, 10 by cp.async 0.1249 / 0.1249, 8 by cp.async
 #: 0.1273 / 0.1271, 12 rows 0.1295-0.1300; cudnn-frontend 0.1278 / 0.1277. With this_grid().sync() the same
