@@ -3,32 +3,23 @@
 ENGINE / ENGINECFG / ENGINEHEUR / EXECUTION_PLAN finalize and cudnnBackendExecute go through these
 functions only. An engine config travels as the engine layer's ``EngineConfig``.
 """
+from ..engines import api
+from ..errors import CudnnError, error_for
 from ..types import cudnnStatus_t as S
 
 
-def _api():
-    from ..engines import api
-    return api
-
-
-def _registry():
-    from ..engines import registry
-    return registry
-
-
 def global_count():
-    return _registry().global_count()
+    return api.engine_count()
 
 
 def graph_engines(gdesc):
     """A finalized OPERATIONGRAPH's engines in the order of its ENGINE_GLOBAL_INDEX (cuDNN's index is
     meaningful per operation graph): the engines that run the graph (:func:`support` answers SUCCESS, as
-    at ENGINE finalize) first, then the rest. Computed on first use and kept in the descriptor's state."""
+    at ENGINE finalize) first, then the rest (:func:`ncudnn.engines.api.graph_engines`). Computed on first
+    use and kept in the descriptor's state."""
     order = gdesc.state.get("engines")
     if order is None:
-        graph, ctx = gdesc.state["graph"], gdesc.state["ctx"]
-        supported = [e for e in _registry().engines() if support(graph, e, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
-        order = gdesc.state["engines"] = _registry().graph_order(supported)
+        order = gdesc.state["engines"] = api.graph_engines(gdesc.state["graph"], gdesc.state["ctx"])
     return order
 
 
@@ -44,7 +35,7 @@ def index_of(gdesc, engine):
 
 
 def context(handle):
-    return _api().context(handle)
+    return api.context(handle)
 
 
 def support(graph, engine_or_config, ctx):
@@ -54,19 +45,19 @@ def support(graph, engine_or_config, ctx):
     never asked to price a problem they do not accept."""
     if not hasattr(engine_or_config, "config"):
         engine = engine_or_config
-        sub = _api().problem(graph)
+        sub = api.problem(graph)
         if engine.name != "composite" and type(sub).__name__ != "CompositeSub":
             status, reason = engine.check_support(sub, ctx)
             if int(status) != int(S.CUDNN_STATUS_SUCCESS):
                 return S(int(status)), reason
         engine_or_config = engine.name
-    status, reason = _api().check_support(graph, engine_or_config, ctx)
+    status, reason = api.check_support(graph, engine_or_config, ctx)
     return S(int(status)), reason
 
 
 def knobs(engine, graph):
     try:
-        return tuple(engine.knobs(_api().problem(graph)))
+        return tuple(engine.knobs(api.problem(graph)))
     except (AttributeError, TypeError):
         return ()
 
@@ -76,30 +67,29 @@ def engine_config(engine, graph, ctx, config=None):
     d = {"engine": engine.name}
     if config is not None:
         d["config"] = config.to_json()
-    return _api().engine_config_from_json(d, graph, ctx)
+    return api.engine_config_from_json(d, graph, ctx)
 
 
 def default_config(engine, graph):
-    return engine.default_config(_api().problem(graph))
+    return engine.default_config(api.problem(graph))
 
 
 def heuristics(graph, mode, ctx):
-    return list(_api().get_heuristics(graph, mode, ctx))
+    return list(api.get_heuristics(graph, mode, ctx))
 
 
 def build_plan(graph, ec, ctx):
-    return _api().build_plan(graph, ec, ctx)
+    return api.build_plan(graph, ec, ctx)
 
 
 def plan_to_json(plan):
-    return _api().plan_to_json(plan)
+    return api.plan_to_json(plan)
 
 
 def plan_from_json(text, ctx):
     """The plan a JSON representation describes; a document of the wrong shape is BAD_PARAM."""
-    from ..errors import CudnnError, error_for
     try:
-        return _api().plan_from_json(text, ctx)
+        return api.plan_from_json(text, ctx)
     except CudnnError:
         raise
     except (AttributeError, KeyError, TypeError, ValueError, IndexError) as e:
@@ -107,4 +97,4 @@ def plan_from_json(text, ctx):
 
 
 def execute(plan, pack, workspace, handle):
-    _api().execute(plan, pack, workspace, handle=handle)
+    api.execute(plan, pack, workspace, handle=handle)

@@ -17,6 +17,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import replace
+from functools import cached_property
 
 from ..errors import CudnnError, InternalError, NotSupportedError, error_for
 from ..ir.partition import partition
@@ -29,14 +30,14 @@ from .composite import CompositeSub, fallback_problem, make_composite
 from .plan import ExecutionPlan, layout
 from .plancache import cache_for, graph_key, plan_key
 from .ranking import (_MODES, EngineConfig, _ctx_flags, config_status, engine_config, log, log_enabled, rank_subgraph,
-                      support)
+                      refusal, support)
 
 S = cudnnStatus_t
 HM = cudnnBackendHeurMode_t
 
 __all__ = ["EngineConfig", "BuildContext", "context", "get_heuristics", "supported_engines", "check_support",
            "build_plan", "execute", "autotune", "plan_to_json", "plan_from_json", "engine_config_from_json",
-           "problem"]
+           "problem", "explain_unsupported", "engine_count", "graph_engines", "resample_bwd_from_x"]
 
 
 # ---------------------------------------------------------------------------------- problems
@@ -282,6 +283,93 @@ def check_support(graph, engine_config, ctx=None):
 def _whole(eng):
     """Does ``eng`` (not the composite engine) take multi-part problems whole (its kinds name "composite")?"""
     return eng.name != "composite" and "composite" in eng.kinds
+
+
+def explain_unsupported(graph, ctx=None):
+    """Why no engine runs ``graph``: an :class:`Unsupported` with the engines' reasons, in the two shapes the
+    front ends report (``status`` / ``by_engine``: pygraph; ``by_part``: the legacy calls)."""
+    return Unsupported(graph, context(ctx))
+
+
+class Unsupported:
+    """The engines' reasons for refusing one graph (each computed on first use).
+
+    ``status`` and ``by_engine``: every registered engine's refusal of the whole graph (its default config),
+    summarized as :func:`ncudnn.engines.ranking.refusal` does (the engines that accept the pattern first and
+    their status when they agree), as ``"Engines: name: STATUS: reason; ..."`` ("" and NOT_SUPPORTED when
+    no engine refuses). ``by_part``: each part of the graph's partition that no engine runs, with its op, the
+    registered engines and each one's reason, parts separated by " | "."""
+
+    def __init__(self, graph, ctx):
+        self.graph, self.ctx = graph, ctx
+
+    @cached_property
+    def _by_engine(self):
+        reasons = []
+        for eng in registry.engines():
+            st, why = check_support(self.graph, eng.name, self.ctx)
+            if int(st) != 0:
+                reasons.append((int(st), f"{eng.name}: {S(int(st)).name}: {why}"))
+        if not reasons:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, ""
+        status, reasons = refusal(reasons)
+        return status, "Engines: " + "; ".join(w for _, w in reasons)
+
+    @property
+    def status(self):
+        return self._by_engine[0]
+
+    @property
+    def by_engine(self):
+        return self._by_engine[1]
+
+    @cached_property
+    def by_part(self):
+        sub = problem(self.graph)
+        parts = sub.parts if isinstance(sub, CompositeSub) else [sub]
+        names = [e.name for e in registry.engines() if e.name != "composite"]
+        lines = []
+        for part in parts:
+            reasons = []
+            for eng in registry.engines():
+                if eng.name == "composite":
+                    continue
+                st, why = support(eng, part, self.ctx)
+                if st == S.CUDNN_STATUS_SUCCESS:
+                    break
+                reasons.append(why.split(": ", 1)[-1] if why else S(st).name)
+            else:
+                ops = sorted({n.OP for n in part.nodes})
+                lines.append(f"no engine runs the {part.kind} subgraph {part.describe()} (op {', '.join(ops)}; "
+                             f"registered engines: {', '.join(names)}): " + "; ".join(reasons))
+        return " | ".join(lines) or f"no engine config accepts {sub.describe()} under these math settings"
+
+
+# ---------------------------------------------------------------------------------- engines
+
+def engine_count():
+    """Engine indices of a graph (the backend's OPERATIONGRAPH_ENGINE_GLOBAL_COUNT): every engine given an
+    index, landed or not."""
+    return registry.global_count()
+
+
+def graph_engines(graph, ctx=None):
+    """The engines in the order of ``graph``'s engine indices (as in cuDNN, an ENGINE_GLOBAL_INDEX is
+    meaningful per operation graph): those that run the graph with their default config first, in
+    global-index order, then every other registered engine (whose indices refuse with its reason)."""
+    ctx = context(ctx)
+    supported = [e for e in registry.engines() if check_support(graph, e.name, ctx)[0] == S.CUDNN_STATUS_SUCCESS]
+    return registry.graph_order(supported)
+
+
+def resample_bwd_from_x(mode, padding_mode, pre_padding, window, stride):
+    """(ok, reason): does a resample backward of this geometry run without IDX, the window winners
+    recomputed from X (the resample engine's gather)? The legacy max-pooling backward asks before it lowers,
+    to leave out the forward that would write IDX."""
+    eng = registry.get("resample")
+    if eng is None:
+        return False, "the resample engine is not loaded"
+    return eng.recomputes_from_x(mode, padding_mode, pre_padding, window, stride)
 
 
 # ----------------------------------------------------------------------------------- plans

@@ -8,11 +8,11 @@ each window's first maximum (y is not read): the backward gather recomputes the 
 where the resample engine's direct gather can (:func:`recomputes_from_x`: windows of at most 256 taps
 over their covering outputs, padding below the window), else a forward with an index output runs first.
 """
+from ..engines import api
 from ..errors import BadParamError, c_api
 from ..handle import get_handle_or_raise
 from ..ir import ResampleBwd, ResampleFwd
 from ..ir.tensor import packed_strides
-from ..kernels.resample.direct import bwd_supported
 from ..types import cudnnDataType_t, cudnnPaddingMode_t, cudnnPoolingMode_t, cudnnResampleMode_t
 from . import lower as L
 from ._util import desc_arg, host_scalar, need_ptr, optional_ptrs
@@ -39,8 +39,7 @@ def recomputes_from_x(p):
     """Whether the max-pooling backward of ``p`` reads x directly (the gather recomputes each covering
     window's first maximum, as the forward's index would name it) instead of a forward writing an index."""
     a = resample_attrs(p)
-    return bwd_supported(a["mode"], int(a["padding_mode"]), tuple(a["pre_padding"]), tuple(a["window"]),
-                         tuple(a["stride"]), False, True)[0]
+    return api.resample_bwd_from_x(a["mode"], a["padding_mode"], a["pre_padding"], a["window"], a["stride"])[0]
 
 
 def _check_out(p, xd, yd, xn, yn):

@@ -282,6 +282,12 @@ class ResampleEngine(Engine):
             return S.CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, f"node '{node.name}': Y: N and C must match X's"
         return OK
 
+    def recomputes_from_x(self, mode, padding_mode, pre_padding, window, stride):
+        """(ok, reason): does a backward of this geometry without IDX run here, the direct gather recomputing
+        each covering window's first maximum from X (what a MAXPOOL backward without IDX needs)?"""
+        return rd.bwd_supported(mode, int(padding_mode), tuple(pre_padding), tuple(window), tuple(stride),
+                                False, True)
+
     def knobs(self, sub):
         return (KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 64, 512, 64, 128),
                 KnobSpec(KC, AUTO, TILED, 1, AUTO, labels=("auto", "direct", "tiled")),
