@@ -1,4 +1,5 @@
 """Module-level functions of the ``cudnn`` frontend module: versions, handles, streams, last error."""
+from ..engines import api
 from ..errors import check, cudnnGetLastErrorString
 from ..types import MACROS
 from .errors import reraise
@@ -70,6 +71,4 @@ def create_kernel_cache():
 def create_device_properties(device_id=None):
     """Properties of the current device as the engine layer's cost model sees them (a nominal H200 in
     the simulator): name, cc, sm_count, peaks, memory sizes."""
-    from ..engines.device import current
-
-    return current()
+    return api.context().device

@@ -7,6 +7,7 @@ the new shapes, once per distinct override (kept on the graph; kernels come from
 An engine config that cannot run the new shapes raises cudnnGraphNotSupportedError with its reason.
 Without either flag, an override that changes a shape is refused, saying how to enable it.
 """
+from ..engines import api
 from ..errors import CudnnError
 from ..types import cudnnStatus_t
 from .errors import graph_error, reraise
@@ -49,10 +50,7 @@ def specialized(graph, index, uids, shapes, strides, handle=None):
     hit = cache.get(key)
     if hit is not None:
         return hit
-    from ..engines import api
-    from .core import pygraph
-
-    clone = pygraph()
+    clone = type(graph)()   # a pygraph of the same class, rebuilt from the graph's JSON
     clone._replay(graph.to_json())
     for uid, sh, st in rows:
         t = clone.query_tensor_attributes_of_uid(uid)

@@ -12,10 +12,12 @@ import dataclasses
 import numbers
 import os
 
+from ..engines import api
 from ..errors import CudnnError
 from ..types import cudnnBackendHeurMode_t as HM, cudnnBackendNumericalNote_t, cudnnStatus_t
 from . import log_steps
 from .enums import build_plan_policy, enum_value, heur_mode
+from .overrides import specialized
 from .plan_queries import PlanQueryMixin
 from .errors import graph_error, reraise
 from .tensor import tensor
@@ -25,18 +27,6 @@ from .values import host_scalar
 S = cudnnStatus_t
 _TF32_NOTES = {int(cudnnBackendNumericalNote_t.CUDNN_NUMERICAL_NOTE_TENSOR_CORE),
                int(cudnnBackendNumericalNote_t.CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)}
-
-_API = None
-
-
-def _api():
-    global _API
-    if _API is None:
-        from ..engines import api
-
-        _API = api
-    return _API
-
 
 class PipelineMixin(PlanQueryMixin):
     # ------------------------------------------------------------------ state
@@ -57,7 +47,7 @@ class PipelineMixin(PlanQueryMixin):
     def _ctx(self, handle=None):
         """The engines' BuildContext: the handle's device, with the graph's ``device_property`` (a device
         properties object from create_device_properties) or ``sm_count`` in place of the device's."""
-        ctx = _api().context(handle if handle is not None else self.handle)
+        ctx = api.context(handle if handle is not None else self.handle)
         dev = self.device_property if hasattr(self.device_property, "sm_count") else ctx.device
         if self.sm_count and dev is not None and int(self.sm_count) != dev.sm_count:
             dev = dataclasses.replace(dev, sm_count=int(self.sm_count))
@@ -94,7 +84,7 @@ class PipelineMixin(PlanQueryMixin):
             self.validate()
         if self.kernel_cache is not None:
             self.kernel_cache._attach()
-        sub = self._call(_api().problem, self._ir, context=f"graph '{self.name}' build_operation_graph")
+        sub = self._call(api.problem, self._ir, context=f"graph '{self.name}' build_operation_graph")
         log_steps.step(self, 2, "BUILD_OPERATION_GRAPH", sub.describe())
         self._op_graph_built = True
 
@@ -111,7 +101,7 @@ class PipelineMixin(PlanQueryMixin):
         if not isinstance(modes, (list, tuple)):
             modes = [modes]
         members = [self._heur_mode(m) for m in modes]
-        api, ctx = _api(), self._ctx()
+        ctx = self._ctx()
         seen, out = set(), []
         for m in members:
             mode = HM.CUDNN_HEUR_MODE_A if m == heur_mode.OPENSOURCE else HM(int(m))
@@ -157,7 +147,7 @@ class PipelineMixin(PlanQueryMixin):
     def check_support(self, handle=None):
         """Check every plan not barred by a filter; raise cudnnGraphNotSupportedError when none is left."""
         self._require("call create_execution_plans first", self._planned)
-        api, ctx = _api(), self._ctx(handle)
+        ctx = self._ctx(handle)
         barred = self._barred()
         for i, ec in enumerate(self._candidates):
             self._support[i] = barred[i] if i in barred else tuple(api.check_support(self._ir, ec, ctx))
@@ -201,7 +191,7 @@ class PipelineMixin(PlanQueryMixin):
 
     def _build_index(self, i, handle=None, raise_=True):
         try:
-            plan = _api().build_plan(self._ir, self._candidates[i], self._ctx(handle))
+            plan = api.build_plan(self._ir, self._candidates[i], self._ctx(handle))
         except CudnnError as e:
             self._build_errors[i] = f"{e.status.name}: {e.message}"
             if raise_:
@@ -224,8 +214,8 @@ class PipelineMixin(PlanQueryMixin):
             if d.get("engine") not in engines:
                 continue
             try:
-                ec = _api().engine_config_from_json(d, self._ir, ctx)
-                if int(_api().check_support(self._ir, ec, ctx)[0]) == 0:
+                ec = api.engine_config_from_json(d, self._ir, ctx)
+                if int(api.check_support(self._ir, ec, ctx)[0]) == 0:
                     return ec
             except CudnnError:   # a record this ncudnn cannot rebuild for these shapes: the heuristics decide
                 continue
@@ -234,21 +224,10 @@ class PipelineMixin(PlanQueryMixin):
     # ------------------------------------------------------------------ why not
     def _why_unsupported(self):
         """(status, text): each registered engine's reason for refusing the graph, summarized as the
-        engine layer does (:func:`ncudnn.engines.ranking.refusal`: engines that accept the pattern first,
-        their status when they agree)."""
-        from ..engines import registry
-        from ..engines.ranking import refusal
-
-        api, ctx = _api(), self._ctx()
-        reasons = []
-        for eng in registry.engines():
-            st, why = api.check_support(self._ir, eng.name, ctx)
-            if int(st) != 0:
-                reasons.append((int(st), f"{eng.name}: {S(int(st)).name}: {why}"))
-        if not reasons:
-            return S.CUDNN_STATUS_NOT_SUPPORTED, ""
-        status, reasons = refusal(reasons)
-        return status, "Engines: " + "; ".join(w for _, w in reasons)
+        engine layer does (:func:`ncudnn.engines.api.explain_unsupported`: engines that accept the pattern
+        first, their status when they agree)."""
+        why = api.explain_unsupported(self._ir, self._ctx())
+        return why.status, why.by_engine
 
     def _reasons(self):
         rows = [f"plan {i} ({self._candidates[i]}): {S(int(st)).name}: {why}" for i, (st, why) in self._support.items()]
@@ -262,8 +241,6 @@ class PipelineMixin(PlanQueryMixin):
 
     def _plan(self, i, handle=None, override_uids=None, override_shapes=None, override_strides=None):
         if override_uids:
-            from .overrides import specialized
-
             _, plan = specialized(self, i, override_uids, override_shapes, override_strides, handle)
             if plan is not None:
                 return plan
@@ -356,7 +333,7 @@ class PipelineMixin(PlanQueryMixin):
         pack = self._pack(variant_pack)
         where = f"graph '{self.name}' execute (plan {i}: {self._candidates[i]})"
         try:
-            _api().execute(plan, pack, workspace, handle=h)
+            api.execute(plan, pack, workspace, handle=h)
         except CudnnError as e:
             raise reraise(e, where) from None
         except Exception as e:   # a kernel or launch failure is the call's EXECUTION_FAILED, never a bare error
@@ -372,7 +349,7 @@ class PipelineMixin(PlanQueryMixin):
             self.check_support(handle)
         idx = [i for i, (st, _) in self._support.items() if int(st) == 0 and (indices is None or i in indices)]
         kw = {k: v for k, v in (("runs", runs), ("warmup", warmup)) if v is not None}
-        res = self._call(lambda: _api().autotune(self._ir, [self._candidates[i] for i in idx], self._pack(variant_pack),
+        res = self._call(lambda: api.autotune(self._ir, [self._candidates[i] for i in idx], self._pack(variant_pack),
                                                  workspace, self._ctx(handle), store=store, **kw))
         by_ident = {self._candidates[i].ident(): i for i in idx}
         out = []

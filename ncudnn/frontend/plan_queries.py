@@ -3,17 +3,12 @@ plan indices at check_support), plan names, engines and knobs, notes, appending 
 config, building / selecting one plan, the graph key."""
 import numbers
 
+from ..engines import api
 from ..types import cudnnStatus_t
 from .enums import behavior_note, enum_value, knob_type, numerical_note
 from .errors import graph_error
 
 S = cudnnStatus_t
-
-
-def _api():
-    from .pipeline import _api as f
-
-    return f()
 
 
 class PlanQueryMixin:
@@ -115,20 +110,14 @@ class PlanQueryMixin:
 
     def get_engine_count(self):
         """Number of engine indices of a graph (0..count-1, as the backend's ENGINE_GLOBAL_COUNT)."""
-        from ..engines import registry
-
-        return registry.global_count()
+        return api.engine_count()
 
     def _engines(self):
         """This graph's engines by index. As in the backend (and cuDNN), an engine's index is meaningful
         per operation graph: the engines that run the graph first (global order), then the rest."""
-        from ..engines import registry
-
         if not self._op_graph_built:
             self.build_operation_graph()
-        api, ctx = _api(), self._ctx()
-        supported = [e for e in registry.engines() if int(api.check_support(self._ir, e.name, ctx)[0]) == 0]
-        return registry.graph_order(supported)
+        return api.graph_engines(self._ir, self._ctx())
 
     def _engine(self, engine_id):
         order = self._engines()
@@ -146,17 +135,17 @@ class PlanQueryMixin:
     def get_knobs_for_engine(self, engine_id):
         """The knobs engine ``engine_id`` (an index of this graph) offers, as :class:`knob` objects."""
         eng = self._engine(engine_id)
-        sub = _api().problem(self.ir)
+        sub = api.problem(self.ir)
         return [knob(_knob(int(k.type)), k.min, k.max, k.stride, k.default) for k in eng.knobs(sub)]
 
     def create_execution_plan(self, engine_id, knobs=None):
         """Append the plan of engine ``engine_id`` (an index of this graph) with ``knobs``
         ({knob_type: value}); returns self."""
         eng = self._engine(engine_id)
-        cfg = eng.default_config(_api().problem(self._ir))
+        cfg = eng.default_config(api.problem(self._ir))
         for k, v in (knobs or {}).items():
             cfg = cfg.with_knob(int(enum_value(k, knob_type, "knob_type")), int(v))
-        ec = self._call(_api().engine_config_from_json, {"engine": eng.name, "config": cfg.to_json()}, self._ir,
+        ec = self._call(api.engine_config_from_json, {"engine": eng.name, "config": cfg.to_json()}, self._ir,
                         self._ctx())
         self._planned = True
         self._candidates.append(ec)
