@@ -6,7 +6,7 @@ import math
 import pytest
 
 from ncudnn.engines import api, registry
-from ncudnn.engines.norm import rows as nr
+from ncudnn.engines.norm import rows_bwd as nr
 from ncudnn.engines.device import H200
 from ncudnn.ir import NormBwd, OpGraph
 from ncudnn.ir.partition import partition

@@ -61,7 +61,7 @@ def test_nrh_sub_l2_policies_by_knobs(rng, mode, variant):
 
 
 def test_nrh_sub_l2_policies_pruned():
-    from ncudnn.engines.norm.rows import FWD_SUB_KCFG
+    from ncudnn.engines.norm.rows_fwd import FWD_SUB_KCFG
     assert [FWD_SUB_KCFG[k][4:] for k in (13, 14, 15, 16)] == [("evict_first", None), ("evict_first", "evict_last"),
                                                               (None, "evict_last"), ("evict_first", "evict_first")]
     g = fwd_graph(NM.CUDNN_LAYER_NORM, dtype=DT.CUDNN_DATA_BFLOAT16, dims=(3, 256))
@@ -101,7 +101,7 @@ def test_nrh_sub_default_table(rng, monkeypatch):
     """FWD_SUB_DEFAULT makes a sub-block config the heuristic's first where it fits, the row kernel elsewhere;
     the row kernel's config stays among the candidates."""
     from ncudnn.engines import heuristics
-    from ncudnn.engines.norm import rows as E
+    from ncudnn.engines.norm import rows_fwd as E
 
     # rankings are cached per problem and heuristics generation: a generation of this test's own, restored after
     monkeypatch.setattr(heuristics, "generation", heuristics.generation + 7919001)
