@@ -8,6 +8,7 @@ heuristic, the autotuner and a hand-picked config all produce the same frozen :c
 from dataclasses import dataclass, field, replace
 from typing import Dict, Iterable, Optional, Tuple
 
+from ..memory import to_numba
 from ..platform import simulator_enabled
 from ..types import (cudnnBackendBehaviorNote_t, cudnnBackendKnobType_t, cudnnBackendLayoutType_t,
                      cudnnBackendNumericalNote_t, cudnnStatus_t)
@@ -129,8 +130,6 @@ class SubPlan:
         """``views``: uid -> DeviceView for every tensor the subgraph touches (by-value scalars as
         Python numbers); ``scratch``: a uint8 DeviceView of ``workspace_size`` bytes or None.
         Returns ``run(stream)``."""
-        from ..memory import to_numba
-
         arrays = {u: (to_numba(v) if hasattr(v, "ptr") else v) for u, v in views.items()}
         ws = to_numba(scratch) if scratch is not None else None
         return lambda stream: self.execute(arrays, ws, stream)

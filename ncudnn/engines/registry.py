@@ -15,6 +15,9 @@ import importlib
 import os
 import pkgutil
 
+from .. import log
+from ..types import cudnnSeverity_t
+
 #: Engines with an index by position. Append only.
 ENGINE_ORDER = [
     "pointwise_fused",        # runtime-fused pointwise DAG: one generated kernel
@@ -115,9 +118,6 @@ def _load():
 
 
 def _warn(msg):
-    from .. import log
-    from ..types import cudnnSeverity_t
-
     log.log(cudnnSeverity_t.CUDNN_SEV_WARNING, msg)
 
 

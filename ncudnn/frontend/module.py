@@ -1,14 +1,15 @@
 """Module-level functions of the ``cudnn`` frontend module: versions, handles, streams, last error."""
 from ..engines import api
 from ..errors import check, cudnnGetLastErrorString
+from ..handle import cudnnCreate, cudnnDestroy, cudnnGetStream, cudnnSetStream
 from ..types import MACROS
+from ..version import CUDNN_VERSION
 from .errors import reraise
+from .kernel_cache import kernel_cache
 
 
 def backend_version():
     """The cuDNN API level ncudnn implements, encoded major*10000 + minor*100 + patch (e.g. 92700)."""
-    from ..version import CUDNN_VERSION
-
     return CUDNN_VERSION
 
 
@@ -28,29 +29,21 @@ def _checked(result):
 
 def create_handle():
     """A cuDNN handle on the current device (its stream is the default stream)."""
-    from ..handle import cudnnCreate
-
     return _checked(cudnnCreate())
 
 
 def destroy_handle(handle):
     """Release ``handle`` (waits for its stream)."""
-    from ..handle import cudnnDestroy
-
     _checked(cudnnDestroy(handle))
 
 
 def set_stream(handle, stream):
     """Run the handle's work on ``stream`` (int handle, numba / torch / CuPy / cuda-python stream)."""
-    from ..handle import cudnnSetStream
-
     _checked(cudnnSetStream(handle, stream))
 
 
 def get_stream(handle):
     """The stream last given to :func:`set_stream` (0 for the default stream)."""
-    from ..handle import cudnnGetStream
-
     return _checked(cudnnGetStream(handle))
 
 
@@ -63,8 +56,6 @@ def create_kernel_cache():
     """A fresh, empty kernel cache for ``pygraph(kernel_cache=...)`` (each call a new one, as in
     cudnn-frontend): see :mod:`.kernel_cache`; ``serialize()`` / ``deserialize()`` carry it to another
     process."""
-    from .kernel_cache import kernel_cache
-
     return kernel_cache()
 
 

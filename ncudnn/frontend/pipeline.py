@@ -14,6 +14,7 @@ import os
 
 from ..engines import api
 from ..errors import CudnnError
+from ..handle import get_handle_or_raise
 from ..types import cudnnBackendHeurMode_t as HM, cudnnBackendNumericalNote_t, cudnnStatus_t
 from . import log_steps
 from .enums import build_plan_policy, enum_value, heur_mode
@@ -326,8 +327,6 @@ class PipelineMixin(PlanQueryMixin):
              override_strides=None):
         h = handle if handle is not None else self.handle
         if h is not None:
-            from ..handle import get_handle_or_raise
-
             self._call(get_handle_or_raise, h, context=f"graph '{self.name}' execute")
         plan = self._plan(i, h, override_uids, override_shapes, override_strides)
         pack = self._pack(variant_pack)
