@@ -9,6 +9,7 @@ from numba import cuda
 
 import ncudnn
 from ncudnn import memory as m
+from ncudnn.memory import producers, sim_regions
 from ncudnn.errors import BadParamError, CudnnError, NotSupportedError
 from ncudnn.testing import random
 
@@ -371,7 +372,7 @@ class FakeDLPack:
         nd = len(dev.shape)
         self._shape = (ctypes.c_int64 * nd)(*dev.shape)
         self._strides = (ctypes.c_int64 * nd)(*(s // dev.dtype.itemsize for s in dev.byte_strides))
-        t = m._DLTensor()
+        t = producers._DLTensor()
         t.data = dev.ptr - byte_offset
         t.byte_offset = byte_offset
         t.device.device_type, t.device.device_id = device_type, 0
@@ -381,7 +382,7 @@ class FakeDLPack:
         t.shape = self._shape
         t.strides = self._strides if strides else None
         if versioned:
-            self._struct = m._DLManagedTensorVersioned(major=1, minor=0, dl_tensor=t)
+            self._struct = producers._DLManagedTensorVersioned(major=1, minor=0, dl_tensor=t)
             self._name = b"dltensor_versioned"
         else:
             self._struct = t
@@ -465,7 +466,7 @@ def test_simulated_allocation_forgotten_when_freed():
     import gc
 
     gc.collect()
-    assert ptr not in m._regions
+    assert ptr not in sim_regions._regions
     assert status_of(m.as_view, ptr, dims=(8,), dtype="float32") == S.CUDNN_STATUS_BAD_PARAM
 
 
@@ -481,7 +482,7 @@ def test_allocation_freed_while_the_registry_is_busy():
     def scenario():
         d = cuda.to_device(np.zeros(8, np.float32))
         m.device_pointer(d)
-        with m._regions_lock:
+        with sim_regions._regions_lock:
             del d
             gc.collect()  # runs the finalizer here, lock held
         done.append(True)

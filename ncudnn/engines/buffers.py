@@ -10,6 +10,7 @@
 * :func:`stream_handle` / :func:`numba_stream`: a stream given as an int, a numba / torch / CuPy
   stream, as the raw CUstream handle and as what numba launches take.
 """
+import ml_dtypes
 import numpy as np
 
 from .. import memory
@@ -156,9 +157,9 @@ def tensor_view(obj, t):
 # ``meta["declared"]``, which the buffer is checked against.
 
 #: declared data type -> the other NumPy dtypes a buffer may carry its bits in
-_BITS_OF = {np.dtype(memory.ml_dtypes.bfloat16): (np.dtype(np.uint16),),
-            np.dtype(memory.ml_dtypes.float8_e4m3fn): (_U8,),
-            np.dtype(memory.ml_dtypes.float8_e5m2): (_U8,)}
+_BITS_OF = {np.dtype(ml_dtypes.bfloat16): (np.dtype(np.uint16),),
+            np.dtype(ml_dtypes.float8_e4m3fn): (_U8,),
+            np.dtype(ml_dtypes.float8_e5m2): (_U8,)}
 
 
 def _dtype_name(dt):

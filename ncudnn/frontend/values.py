@@ -93,7 +93,7 @@ def describe_array(obj):
     if isinstance(obj, np.ndarray):
         return list(obj.shape), [s // obj.itemsize for s in obj.strides], _lenient(obj.dtype), True
     if hasattr(obj, "__dlpack__") or getattr(obj, "__cuda_ndarray__", False):
-        from ..memory import _describe
+        from ..memory import describe as _describe
 
         raw = _describe(obj)  # shape, element strides and dtype, without checking the dtype
         return list(raw.shape), list(raw.strides), _lenient(raw.dtype), False

@@ -17,6 +17,7 @@ from numba import cuda
 import ncudnn as cudnn
 import ncudnn.legacy as L
 from ncudnn import memory
+from ncudnn.memory import producers
 from ncudnn.errors import peek_last_error
 from ncudnn.testing import assert_close, poison_value, random, size
 from ncudnn.types import cudnnStatus_t as S
@@ -56,7 +57,7 @@ class FakeDLPack:
         nd = dev.ndim
         self._shape = (ctypes.c_int64 * nd)(*dev.shape)
         self._strides = (ctypes.c_int64 * nd)(*(s // dev.dtype.itemsize for s in dev.strides))
-        t = self._t = memory._DLTensor()
+        t = self._t = producers._DLTensor()
         t.data, t.byte_offset, t.ndim = memory.device_pointer(dev), 0, nd
         t.device.device_type, t.device.device_id = memory.kDLCUDA, 0
         t.dtype.code, t.dtype.bits = _DL[dev.dtype]
