@@ -1,5 +1,6 @@
 """Tensor-core implicit-GEMM conv fprop kernel against the float64 oracle (ncudnn.reference.conv):
-tiny NHWC problems in the simulator (padding, stride, dilation, C below and above BLOCK_K, M / K edges),
+tiny NHWC problems in the simulator (padding, stride, dilation, C below and above BLOCK_K, M / K edges; FP32 as
+TF32 over uint16 halves),
 ResNet-like shapes on a GPU; the GPU configs compile for sm_90 without spills (slow)."""
 import ml_dtypes
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 
 from ncudnn.kernels.pointwise import epilogue as ep
 from ncudnn.kernels.tc_conv import CONV_CONFIGS, check_conv, conv_args, conv_grid, make_tc_conv_fprop
+from ncudnn.kernels.tc_conv.fprop import halves_per_element
 from ncudnn.kernels.tc_gemm import TcGemmConfig
 from ncudnn.kernels.tc_gemm.launch import _compiled
 from ncudnn.reference.conv import conv_fprop
@@ -28,6 +30,7 @@ def _store(x):
 
 
 def _run(rng, cfg, N, C, H, W, K, R, S, stride, pad, dil, dtype, out_dtype, relu=True):
+    """One launch; FP32 ``dtype`` runs the TF32 kernel over uint16 halves (C and the strides in halves)."""
     x = rng.standard_normal((N, C, H, W)).astype(_NP[dtype])
     w = (rng.standard_normal((K, C, R, S)) / np.sqrt(C * R * S)).astype(_NP[dtype])
     bias = rng.standard_normal(K).astype(_NP[out_dtype])
@@ -38,12 +41,18 @@ def _run(rng, cfg, N, C, H, W, K, R, S, stride, pad, dil, dtype, out_dtype, relu
     y = np.full(N * P * Q * K, poison_value(np.dtype(_NP[out_dtype])), _NP[out_dtype])
     steps = (ep.bias("col"), ep.relu()) if relu else (ep.bias("col"),)
     kern = make_tc_conv_fprop(cfg, dtype, ep.EpilogueSpec(steps, out_dtype), out_dtype, out_dtype)
-    xd, wd, yd, bd = (_dev(_store(v).reshape(-1)) for v in (x_nhwc, w_krsc, y, bias))
-    args = conv_args(kern, xd, wd, yd, bd, yd, N, C, H, W, K, P, Q, R, S, stride, pad, dil,
-                     (H * W * C, W * C, C), R * S * C, K, 1)
+    hw = halves_per_element(dtype)
+    halves = (lambda v: v.view(np.uint16)) if hw == 2 else _store
+    xd, wd = (_dev(halves(v).reshape(-1)) for v in (x_nhwc, w_krsc))
+    yd, bd = (_dev(_store(v).reshape(-1)) for v in (y, bias))
+    Ck = C * hw
+    args = conv_args(kern, xd, wd, yd, bd, yd, N, Ck, H, W, K, P, Q, R, S, stride, pad, dil,
+                     (H * W * Ck, W * Ck, Ck), R * S * Ck, K, 1)
     _compiled(kern).launch(conv_grid(kern, N, P, Q, K), (cfg.threads, 1, 1), args, 0, kern.smem)
     out = _store(y) if SIM else yd.copy_to_host()
     got = out.view(_NP[out_dtype]).reshape(N, P, Q, K).transpose(0, 3, 1, 2).astype(np.float64)
+    if hw == 2:   # the tensor core reads TF32: the low 13 mantissa bits dropped
+        x, w = ((v.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32) for v in (x, w))
     ref = conv_fprop(x.astype(np.float64), w.astype(np.float64), stride=stride, pre_pad=pad, post_pad=pad,
                      dilation=dil) + bias.astype(np.float64)[None, :, None, None]
     return got, np.maximum(ref, 0) if relu else ref
@@ -67,6 +76,15 @@ def test_conv_fprop_f16_f32_out_no_relu(rng):
     assert_close(got, ref, "float16")
 
 
+@pytest.mark.parametrize("version", [1, 3, 4])
+def test_conv_fprop_tf32_halves(rng, version):
+    """FP32 x / w as TF32: BLOCK_K 32 halves = 16 channels a k tile (C = 16: v4's one tap per k tile; v1 / v3
+    the carrying gather), against the oracle of TF32-truncated inputs at the FP32 tolerance."""
+    got, ref = _run(rng, _SMALL.replace(VERSION=version), 1, 16, 4, 3, 8, 3, 3, (1, 1), (1, 1), (1, 2), "float32",
+                    "float32")
+    assert_close(got, ref, "float32")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("cfg", CONV_CONFIGS, ids=lambda c: c.name)
 def test_gpu_resnet_3x3(rng, cfg):
@@ -79,6 +97,8 @@ def test_check_conv_reasons():
     assert "channels-last" in check_conv(64, 64, (64 * 9, 9, 3, 1), (64 * 9, 1, 64 * 3, 64))[1]
     assert "C = 12" in check_conv(12, 64, (12 * 9, 1, 36, 12), (108, 1, 36, 12))[1]
     assert "KRSC" in check_conv(64, 64, (64 * 9, 1, 64 * 3, 64), (64 * 9, 9, 3, 1))[1]
+    assert check_conv(12, 64, (12 * 9, 1, 36, 12), (108, 1, 36, 12), chunk=4)[0]      # FP32: 4 channels a chunk
+    assert "multiple of 4" in check_conv(6, 64, (6 * 9, 1, 18, 6), (54, 1, 18, 6), chunk=4)[1]
 
 
 def _conv_cases():
@@ -88,8 +108,10 @@ def _conv_cases():
 
 
 def test_conv_cases_registered():
-    from ncudnn.kernels.tc_conv.cases import TC_CONV_CASES
-    assert len(_conv_cases()) - 1 == len(TC_CONV_CASES) == 3 * len(CONV_CONFIGS)  # v1, v3, v4; the pad kernel
+    from ncudnn.kernels.tc_conv.cases import TC_CONV_CASES, TC_CONV_TF32_CASES
+    assert len(TC_CONV_CASES) == 3 * len(CONV_CONFIGS)                    # v1, v3, v4
+    assert len(TC_CONV_TF32_CASES) == len(CONV_CONFIGS) + 1               # v4, and the first at v3
+    assert len(_conv_cases()) - 1 == len(TC_CONV_CASES) + len(TC_CONV_TF32_CASES)   # and the pad kernel
 
 
 @pytest.mark.slow

@@ -1,8 +1,9 @@
 """Split-K tensor-core conv partial kernels (fp32 workspace output, kernels/tc_conv/splitk.py) registered
-with the sm_90 compile check (no spills, no local memory): conv_tc's tiles with the v4 mainloop, the first with v3. Imported
+with the sm_90 compile check (no spills, no local memory): conv_tc's tiles with the v4 mainloop, the first with v3,
+and the first v4 tile as TF32 (FP32 x / w as uint16 halves). Imported
 by ``python -m ncudnn.kernels.runtime.compile_check``; registering compiles nothing."""
 from ..pointwise import epilogue as ep
-from .cases import _BIAS_RELU, signature
+from .cases import _BIAS_RELU, _BIAS_RELU_F32, signature
 from .fprop import CONV_CONFIGS, make_tc_conv_fprop
 
 try:
@@ -15,6 +16,9 @@ except ImportError:            # the registry is optional: without it nothing is
 TC_CONV_SPLIT_CASES = tuple((f"tc_conv_splitk_{c.BLOCK_M}x{c.BLOCK_N}_w{c.WARPS_M}x{c.WARPS_N}_ver{c.VERSION}",
                              c.replace(SPLIT_K=2), "bfloat16", _BIAS_RELU, "bfloat16", "bfloat16")
                             for c in [x.replace(VERSION=4) for x in CONV_CONFIGS] + [CONV_CONFIGS[0].replace(VERSION=3)])
+TC_CONV_SPLIT_CASES += ((f"tc_conv_splitk_tf32_{CONV_CONFIGS[0].BLOCK_M}x{CONV_CONFIGS[0].BLOCK_N}_ver4",
+                         CONV_CONFIGS[0].replace(VERSION=4, SPLIT_K=2), "float32", _BIAS_RELU_F32, "float32",
+                         "float32"),)
 
 
 def register_split_cases():
