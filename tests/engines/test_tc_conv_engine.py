@@ -111,8 +111,10 @@ def test_heuristics_notes_and_refusals():
     sub = api.problem(g)
     assert eng.check_support(sub, ctx()) == (S.CUDNN_STATUS_SUCCESS, "")
     assert eng.workspace_size(sub, eng.default_config(sub)) == 8 * 8 * 16 * 2 + 16 * 9 * 16 * 2   # x, w at Cp = 16
-    g, _ = graph((1, 16, 8, 8), (16, 16, 3, 3), F32, F32)
-    assert eng.check_support(api.problem(g), ctx())[0] == S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE
+    g, _ = graph((1, 16, 8, 8), (16, 16, 3, 3), F32, F32)      # FP32 x / w: TF32 only when allowed
+    st, why = eng.check_support(api.problem(g), ctx())
+    assert st == S.CUDNN_STATUS_NOT_SUPPORTED and "TF32" in why, why
+    assert eng.check_support(api.problem(g), replace(ctx(), allow_tf32=True)) == (S.CUDNN_STATUS_SUCCESS, "")
     g, _ = graph((1, 16, 8, 8), (16, 16, 3, 3), BF16, BF16)
     assert "tensor cores" in eng.check_support(api.problem(g), ctx(tc=False))[1]
 

@@ -1,6 +1,13 @@
-"""Engine "conv_tc": implicit-GEMM 2-D convolution fprop on tensor cores (BF16 / FP16 in, FP32
+"""Engine "conv_tc": implicit-GEMM 2-D convolution fprop on tensor cores (BF16 / FP16 / FP32 in, FP32
 accumulate, BF16 / FP16 / FP32 out), NHWC activations, KRSC filters, with the subgraph's pointwise
 chain (bias per channel, activation, residual) in the fused epilogue.
+
+FP32 x and w run as TF32 (m16n8k8 tf32: the mma ignores the low 13 mantissa bits of each operand; notes
+TENSOR_CORE + DOWN_CONVERT_INPUTS, as matmul_tc) only when the build context allows TF32 (pygraph: the
+graph selects one of those notes; legacy: CUDNN_TENSOR_OP_MATH / _ALLOW_CONVERSION), refused with a reason
+otherwise. The kernel reads their storage as 16-bit halves: C, the strides and the GEMM K count halves, a
+16-byte chunk is 4 channels (C % 4 == 0, or packed and padded to a multiple of 4), and the tile's BLOCK_K
+halves are BLOCK_K / 2 channels (v4 where C % (BLOCK_K / 2) == 0).
 
 Kernel: :mod:`ncudnn.kernels.tc_conv` (the tc_gemm mainloop with a cp.async gather from the image; mainloop
 v3 by default, v4 (one filter tap per k tile) where C % BLOCK_K == 0, v1 through the KERNEL_CFG knob).
@@ -10,9 +17,10 @@ partials in the workspace, then the ordered reduce of :mod:`ncudnn.kernels.tc_co
 epilogue once; deterministic; ranked while the unsplit grid is under one wave, e.g. batch-1 7x7 / 14x14
 layers). The cost (``_cost``) counts the busiest SM's CTAs at per-SM rates measured on the H200, so small
 grids take the small tiles (ResNet c5 / c4 at N = 32: 64x64). Refused with a reason: dgrad / wgrad, groups,
-3-D, CONVOLUTION mode (flipped filter), NCHW activations, C % 8 != 0 unless x and w are packed
-(then they are zero-padded to a multiple of 8 channels in the workspace first: the stem), non-KRSC filters, output or
-residual rows that are not ``m * stride`` over the (n, p, q) pixels, math types without tensor cores.
+3-D, CONVOLUTION mode (flipped filter), NCHW activations, C % 8 != 0 (FP32: C % 4) unless x and w are packed
+(then they are zero-padded to a multiple of 8 (4) channels in the workspace first: the stem), non-KRSC filters,
+output or residual rows that are not ``m * stride`` over the (n, p, q) pixels, math types without tensor cores,
+FP32 x / w where TF32 is not allowed.
 """
 import math
 
@@ -20,20 +28,23 @@ import numpy as np
 
 from ...kernels.runtime import kcache
 from ...kernels.tc_conv import check_conv, conv_args, conv_grid, make_tc_conv_fprop
+from ...kernels.tc_conv.fprop import halves_per_element, kernel_dtype
 from ...kernels.tc_conv.pad import PAD_THREADS, make_pad_channels, pad_grid
 from ...kernels.tc_conv.splitk import (make_split_reduce, make_split_reduce_vec, partial_args, reduce_args,
                                       reduce_launch, vec_args, vec_launch, workspace_bytes)
-from ...types import cudnnBackendKnobType_t, cudnnBackendLayoutType_t, cudnnStatus_t
+from ...types import cudnnBackendKnobType_t, cudnnBackendLayoutType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
 from ...kernels.tc_gemm import smem_bytes
 from ..gemm import common as gc
 from .. import heuristics as H
 from .common import conv_problem
+from ..base import OK
 from ..registry import register
 from ..gemm.tc_base import HALF, TcEngineBase, check_aligned, epilogue_flats, tile_config
 from ..gemm.tc_base import tile as _t
 
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t
+NN = cudnnBackendNumericalNote_t
 
 #: block tiles, best first for large problems (256x128 spilled in the sm_90 compile check: left out); the
 #: last is the simulator's. rate1 / rate: TFLOP/s of one SM with one / several resident CTAs, fitted to
@@ -59,7 +70,8 @@ ROUND_OVERHEAD = 10e-6
 
 #: split-K reduces through kernels/tc_conv/splitk.make_split_reduce_vec where K % 4 == 0 (else the generic one)
 VECTOR_REDUCE = True
-#: convolutions with C % 8 != 0 (packed NHWC x, KRSC w): zero-pad their channels in the workspace, then convolve
+#: convolutions with C % 8 != 0 (FP32: C % 4; packed NHWC x, KRSC w): zero-pad their channels in the workspace,
+#: then convolve
 PAD_CHANNELS = True
 #: run the v4 mainloop (one filter tap per k tile, kernels/tc_gemm/__init__.py) where C % BLOCK_K == 0
 ONE_TAP_GATHER = True
@@ -94,9 +106,11 @@ class _TcConv:
         if cp.kind != "fprop":
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: conv_tc runs fprop only, not {cp.kind}")
         x_dt, w_dt, out_dt = cp.dtypes[:3]
-        if x_dt not in HALF or w_dt != x_dt:
+        #: FP32 x and w run as TF32 (the kernel reads their storage as 16-bit halves, ``hw`` an element)
+        self.tf32 = x_dt == w_dt == "float32"
+        if (x_dt not in HALF and not self.tf32) or w_dt != x_dt:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"{where}: x {x_dt} / w {w_dt}: tensor "
-                            "cores need both bfloat16 or both float16 (TF32 is not implemented)")
+                            "cores need both bfloat16, both float16 or both float32 (TF32)")
         if out_dt not in HALF + ("float32",):
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"{where}: output {out_dt}")
         if g.G != 1:
@@ -106,24 +120,29 @@ class _TcConv:
         if g.flip:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: CONVOLUTION mode (flipped filter); "
                             "conv_tc runs CROSS_CORRELATION")
+        hw = self.hw = halves_per_element(x_dt)
+        chunk = 8 // hw     # channels a 16-byte cp.async chunk holds: 8 halves, 4 FP32
         xs, ws = g.x_strides, g.w_strides
         R, S_ = g.TRS[1], g.TRS[2]
         C, H, W = g.C, g.DHW[1], g.DHW[2]
         self.Cp = C
-        self.x_strides = (xs[0], xs[3], xs[4])      # (n, h, w) of the image the kernel reads
-        self.w_k = ws[0]
-        if PAD_CHANNELS and C % 8 and sub.tail is None and xs[1] == 1 and (xs[4], xs[3], xs[0]) == (C, W * C, H * W * C) \
+        if PAD_CHANNELS and C % chunk and sub.tail is None and xs[1] == 1 \
+                and (xs[4], xs[3], xs[0]) == (C, W * C, H * W * C) \
                 and (ws[1], ws[4], ws[3], ws[0]) == (1, C, S_ * C, R * S_ * C):
-            # packed NHWC x and KRSC w with C % 8 != 0 (the stem): zero-padded to Cp channels in the workspace
-            self.pad, self.Cp = True, -(-C // 8) * 8
+            # packed NHWC x and KRSC w with C % chunk != 0 (the stem): zero-padded to Cp channels in the workspace
+            self.pad, self.Cp = True, -(-C // chunk) * chunk
             Cp = self.Cp
-            self.x_strides, self.w_k = (H * W * Cp, W * Cp, Cp), R * S_ * Cp
             xs, ws = (H * W * Cp, 1, 0, W * Cp, Cp), (R * S_ * Cp, 1, 0, S_ * Cp, Cp)
-        ok, why = check_conv(self.Cp, g.K, (xs[0], xs[1], xs[3], xs[4]), (ws[0], ws[1], ws[3], ws[4]))
+        ok, why = check_conv(self.Cp, g.K, (xs[0], xs[1], xs[3], xs[4]), (ws[0], ws[1], ws[3], ws[4]), chunk=chunk)
         if ok and R > 1 and ws[3] != S_ * self.Cp:
             ok, why = False, f"w r stride {ws[3]} != S * C = {S_ * self.Cp} (KRSC)"
         if not ok:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{where}: {why}")
+        # what the kernel is passed, in its elements (16-bit halves for FP32): channels, the (n, h, w) strides
+        # of the image it reads and the filter's k stride
+        self.Ck = self.Cp * hw
+        self.x_strides = (xs[0] * hw, xs[3] * hw, xs[4] * hw)
+        self.w_k = ws[0] * hw
         for port, t in (("x", cp.x), ("w", cp.w)):
             if t.alignment < 16 and not self.pad:
                 raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{where}: {port}: byte alignment "
@@ -137,11 +156,12 @@ class _TcConv:
             rs = cp.res_strides
             self.res_m = _rows((g.N, P, Q), (rs[0], rs[3], rs[4]), f"{where}: residual")
             self.res_n = rs[1]
-        self.M, self.N, self.K = cp.gemm
+        self.M, self.N = cp.gemm[:2]
+        #: the kernel's GEMM K (R * S * Ck: halves for TF32, so k tiles and split-K slices count what it runs)
+        self.K = R * S_ * self.Ck
         self.P, self.Q, self.R, self.S = P, Q, R, S_
         self.pad_bytes = (0, 0)
         if self.pad:
-            self.K = R * S_ * self.Cp
             esz = gc.bytes_of(x_dt)
             self.pad_bytes = (_round256(g.N * H * W * self.Cp * esz), _round256(g.K * R * S_ * self.Cp * esz))
 
@@ -168,12 +188,28 @@ class ConvTcEngine(TcEngineBase):
         return p.M, p.N, p.K, 1
 
     def cost_terms(self, p):
+        """Input bytes per element of the kernel's K (a 16-bit half for TF32: gemm_shape's K counts halves),
+        output bytes, epilogue and padding bytes; the peak is the BF16 one either way (a TF32 k tile of
+        BLOCK_K halves is BLOCK_K / 2 channels at half the BF16 rate: the same time per k tile)."""
         cp = p.cp
         extra = cp.extra_bytes
         if p.pad:   # the padding pass: read x and w, write their padded copies
             g = cp.g
             extra += sum(p.pad_bytes) + (g.N * g.DHW[1] * g.DHW[2] + g.K * p.R * p.S) * g.C * cp.in_bytes
-        return cp.in_bytes, cp.out_bytes, extra, "bf16"
+        return cp.in_bytes // p.hw, cp.out_bytes, extra, "bf16"
+
+    def _support_pre(self, sub, ctx):
+        try:
+            tf32 = self.problem(sub).tf32
+        except gc.Reject:
+            tf32 = False
+        if tf32 and ctx is not None and not ctx.allow_tf32:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: FP32 x / w need TF32, and the math type " \
+                "does not allow down-converting inputs"
+        return OK
+
+    def extra_notes(self, p):
+        return (NN.CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS,) if p.tf32 else ()
 
     def _cost(self, sub, cfg, device):
         """Seconds: the busiest SM's CTAs (ceil(CTAs / SMs)) times a CTA's FLOPs over the tile's measured
@@ -221,10 +257,11 @@ class ConvTcEngine(TcEngineBase):
         return super().workspace_size(sub, cfg) + sum(p.pad_bytes) + _round256(workspace_bytes(p.M, p.N, split))
 
     def kernel_config(self, sub, cfg):
-        """The kernel TcGemmConfig of ``cfg``: mainloop v3 becomes v4 (the one-tap gather) when C is a
-        multiple of BLOCK_K and :data:`ONE_TAP_GATHER` is on."""
+        """The kernel TcGemmConfig of ``cfg``: mainloop v3 becomes v4 (the one-tap gather) when the kernel's
+        channels (halves for TF32: FP32 C a multiple of BLOCK_K / 2) are a multiple of BLOCK_K and
+        :data:`ONE_TAP_GATHER` is on."""
         c = tc_config(cfg)
-        if ONE_TAP_GATHER and c.VERSION == 3 and self.problem(sub).cp.g.C % c.BLOCK_K == 0:
+        if ONE_TAP_GATHER and c.VERSION == 3 and self.problem(sub).Ck % c.BLOCK_K == 0:
             c = c.replace(VERSION=4)
         return c
 
@@ -235,10 +272,11 @@ class ConvTcEngine(TcEngineBase):
         kern = make_tc_conv_fprop(c, dts[0], p.epi.spec, dts[3], dts[4])
         tf = gc.typing_flat
         split = c.SPLIT_K
+        op_t = kernel_dtype(dts[0])     # TF32: FP32 x / w travel as uint16 halves
         if split > 1:   # the kernel writes fp32 partials (kern.cfg: SPLIT_K 2, shared by every split)
-            typing = self._partial_args(p, kern, tf(dts[0]), tf(dts[1]), tf("float32"))
+            typing = self._partial_args(p, kern, tf(op_t), tf(op_t), tf("float32"))
         else:
-            typing = self._args(p, kern, tf(dts[0]), tf(dts[1]), tf(dts[2]), tf(dts[3]), tf(dts[4]), 1.0)
+            typing = self._args(p, kern, tf(op_t), tf(op_t), tf(dts[2]), tf(dts[3]), tf(dts[4]), 1.0)
         key = gc.key_text("tc_conv_fprop", kern.cfg, dts, kern.epi)
         plan = self._plan(TcConvPlan, sub, cfg, ctx, p, kern, key, typing)
         plan.split, plan.reduce, plan.vec = split, None, VECTOR_REDUCE and p.N % 4 == 0
@@ -262,13 +300,13 @@ class ConvTcEngine(TcEngineBase):
     @staticmethod
     def _partial_args(p, kern, x, w, ws):
         g = p.cp.g
-        return partial_args(kern, x, w, ws, g.N, p.Cp, g.DHW[1], g.DHW[2], g.K, p.P, p.Q, p.R, p.S, g.stride[1:],
+        return partial_args(kern, x, w, ws, g.N, p.Ck, g.DHW[1], g.DHW[2], g.K, p.P, p.Q, p.R, p.S, g.stride[1:],
                             g.pad[1:], g.dil[1:], p.x_strides, p.w_k)
 
     @staticmethod
     def _args(p, kern, x, w, y, bias, res, alpha):
         g, cp = p.cp.g, p.cp
-        return conv_args(kern, x, w, y, bias, res, g.N, p.Cp, g.DHW[1], g.DHW[2], g.K, p.P, p.Q, p.R, p.S,
+        return conv_args(kern, x, w, y, bias, res, g.N, p.Ck, g.DHW[1], g.DHW[2], g.K, p.P, p.Q, p.R, p.S,
                          g.stride[1:], g.pad[1:], g.dil[1:], p.x_strides, p.w_k, p.ldc_m,
                          p.ldc_n, cp.bias_stride, p.res_m, p.res_n, alpha, cp.beta)
 
@@ -290,6 +328,8 @@ class TcConvPlan(gc.BlockPlan):
                 pre.append(self.padk.prepare(pad_grid(n), PAD_THREADS, (src, dst, np.int64(n), np.int64(g.C),
                                                                          np.int64(p.Cp)), 0))
             x, w = xp, wp
+        if p.tf32:   # FP32 storage as 16-bit halves (the TF32 kernel's view)
+            x, w = (gc.Flat(f.ptr, 2 * f.shape[0], np.uint16) for f in (x, w))
         check_aligned("conv_tc", (("x", x), ("w", w)))
         out, bias, res = epilogue_flats(p.epi, views)
         alpha = gc.alpha_of(p.epi, views, cp.alpha, self.sub)
