@@ -3,7 +3,8 @@ cudnnConvolutionBiasActivationForward, lowered to ConvFprop / ConvDgrad / ConvWg
 (+ a pointwise epilogue for blending, bias, z and the activation).
 
 The algorithm argument picks the engine config (algos.py maps algorithm values to engines); the
-descriptor's math type sets what the engines may use (FMA_MATH: no tensor cores, no TF32).
+descriptor's math type sets what the engines may use (lower.build_context: FMA_MATH no tensor cores, no
+TF32; TENSOR_OP_MATH / _ALLOW_CONVERSION tensor cores and FP32 as TF32; DEFAULT_MATH tensor cores, FP32 exact).
 ConvolutionBiasActivationForward: y = act(alpha1 * conv(x, w) + alpha2 * z + bias) with act RELU or
 IDENTITY (IDENTITY only with IMPLICIT_PRECOMP_GEMM, as cuDNN documents; other modes NOT_SUPPORTED).
 """
@@ -72,7 +73,8 @@ class ConvProblem:
 
     def lowered(self, h, alpha=1.0, beta=0.0, build=None, extra=()):
         ctx = L.build_context(h, self.conv.math_type)
-        return L.lower(h, self.key((L.blend_key(alpha, beta),) + tuple(extra)),
+        # the context's math permissions are in the key: NVIDIA_TF32_OVERRIDE may change between calls
+        return L.lower(h, self.key((L.blend_key(alpha, beta), ctx.allow_tf32) + tuple(extra)),
                        build or (lambda b: self.build(b, alpha, beta)), ctx)
 
 

@@ -14,6 +14,7 @@ When no engine runs a part of the graph the call fails with NOT_SUPPORTED and a 
 the op that has no engine (``no_engine_reason``): this is how ops whose engines have not landed
 report themselves.
 """
+import os
 from collections import OrderedDict
 from dataclasses import replace
 
@@ -147,16 +148,20 @@ def scalar_dtype(dtype):
 
 
 def build_context(h, math_type=None):
-    """The engine BuildContext of handle ``h`` under a cudnnMathType_t (FMA_MATH: no tensor cores)."""
+    """The engine BuildContext of handle ``h`` under a cudnnMathType_t. FMA_MATH: no tensor cores, no TF32.
+    TENSOR_OP_MATH and TENSOR_OP_MATH_ALLOW_CONVERSION: tensor cores, FP32 inputs as TF32 (cuDNN documents
+    NVIDIA_TF32_OVERRIDE=0 as disabling "the TF32 behaviour of DEFAULT_MATH and the other Tensor Core math
+    types"). DEFAULT_MATH: tensor cores for 16-bit data, FP32 stays FP32-exact for now: cuDNN's DEFAULT_MATH
+    permits TF32 on A100 and newer, a default switch issue #27 has not made yet. NVIDIA_TF32_OVERRIDE=0
+    bars TF32 under every math type."""
     ctx = api.context(h)
     if math_type is None:
         return ctx
     mt = cudnnMathType_t(int(math_type))
     if mt == cudnnMathType_t.CUDNN_FMA_MATH:
         return replace(ctx, allow_tensor_cores=False, allow_tf32=False)
-    if mt == cudnnMathType_t.CUDNN_TENSOR_OP_MATH:
-        return replace(ctx, allow_tensor_cores=True, allow_tf32=False)
-    return replace(ctx, allow_tensor_cores=True, allow_tf32=True)  # DEFAULT (TF32 permitted) / ALLOW_CONVERSION
+    tf32 = mt != cudnnMathType_t.CUDNN_DEFAULT_MATH and os.environ.get("NVIDIA_TF32_OVERRIDE") != "0"
+    return replace(ctx, allow_tensor_cores=True, allow_tf32=tf32)
 
 
 class Lowered:

@@ -102,14 +102,18 @@ def test_perf_struct_fields_determinism_and_math():
             p.other = 1
 
 
-def test_math_types_set_the_build_context(handle):
+def test_math_types_set_the_build_context(handle, monkeypatch):
     fma = lower.build_context(handle, ncudnn.CUDNN_FMA_MATH)
     assert not fma.allow_tensor_cores and not fma.allow_tf32
-    tc = lower.build_context(handle, ncudnn.CUDNN_TENSOR_OP_MATH)
-    assert tc.allow_tensor_cores and not tc.allow_tf32
-    for mt in (ncudnn.CUDNN_DEFAULT_MATH, ncudnn.CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION):
+    dflt = lower.build_context(handle, ncudnn.CUDNN_DEFAULT_MATH)     # FP32 stays FP32-exact (not switched yet)
+    assert dflt.allow_tensor_cores and not dflt.allow_tf32
+    for mt in (ncudnn.CUDNN_TENSOR_OP_MATH, ncudnn.CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION):
         c = lower.build_context(handle, mt)
         assert c.allow_tensor_cores and c.allow_tf32
+        monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
+        c = lower.build_context(handle, mt)
+        assert c.allow_tensor_cores and not c.allow_tf32
+        monkeypatch.delenv("NVIDIA_TF32_OVERRIDE")
 
 
 def _conv_setup(math=ncudnn.CUDNN_FMA_MATH):
