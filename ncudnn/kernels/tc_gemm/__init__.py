@@ -1,8 +1,9 @@
 """Tensor-core GEMM (BF16 / FP16 in, f32 accumulate, BF16 / FP16 / F32 out) on mma.sync m16n8k16.
 
-config (knobs, CONFIGS, check / keep), kernel (the generated block kernel: cp.async ring, swizzled
-shared tiles, ldmatrix fragments, mma.sync), launch (``run_tc_gemm``), cases (sm_90 compile-check
-registration). Intrinsics: ncudnn/kernels/primitives/ptx.py; their simulator fallbacks: primitives/ptx_sim.py.
+config (knobs, CONFIGS, check / keep, the shared-tile swizzle), kernel (the generated block kernel: cp.async
+ring, swizzled shared tiles, ldmatrix fragments, mma.sync), conv_gather (the implicit-GEMM conv A loads),
+epilogue_source (the fused epilogue's arguments and source), launch (``run_tc_gemm``), cases (sm_90
+compile-check registration). Intrinsics: ncudnn/kernels/primitives/ptx.py; their simulator fallbacks: primitives/ptx_sim.py.
 
 Kernel versions:
   v1  cp.async.cg 16-byte zero-fill loads into a STAGES-deep ring, XOR-swizzled 16-byte chunks,
@@ -18,6 +19,7 @@ Kernel versions:
       A slot keeps only its pixel's corner, validity and base offset (no per-slot carry loop).
 """
 from .config import CONFIGS, TcGemmConfig, check, keep, smem_bytes  # noqa: F401
-from .kernel import FUSED_ARGS, TcGemmKernel, make_tc_gemm  # noqa: F401
+from .epilogue_source import FUSED_ARGS  # noqa: F401
+from .kernel import TcGemmKernel, make_tc_gemm  # noqa: F401
 from .launch import (check_fused, check_problem, fused_args, fused_grid, run_tc_gemm,  # noqa: F401
                      tc_gemm_grid)

@@ -7,7 +7,7 @@ in the tile order (L2 reuse of B).
 """
 from dataclasses import dataclass, replace
 
-__all__ = ["TcGemmConfig", "CONFIGS", "VERSIONS", "check", "keep", "smem_bytes"]
+__all__ = ["TcGemmConfig", "CONFIGS", "VERSIONS", "check", "keep", "smem_bytes", "swz"]
 
 #: mainloop versions the kernel factory generates
 VERSIONS = (1, 3, 4)
@@ -42,6 +42,18 @@ class TcGemmConfig:
 def smem_bytes(cfg):
     """Dynamic shared memory of one block: STAGES x (A tile + B tile) of 16-bit elements."""
     return cfg.STAGES * (cfg.BLOCK_M + cfg.BLOCK_N) * cfg.BLOCK_K * 2
+
+
+def swz(row_expr, ch):
+    """Source text of the XOR swizzle of a shared tile row (16-byte chunk ``c`` of row ``r`` lives at chunk
+    ``c ^ swz(r)``; ``ch`` chunks a row: ``r & 7`` for >= 8, ``(r >> 1) & 3`` for 4, ``(r >> 2) & 1`` for 2)."""
+    if ch >= 8:
+        return f"(({row_expr}) & 7)"
+    if ch == 4:
+        return f"((({row_expr}) >> 1) & 3)"
+    if ch == 2:
+        return f"((({row_expr}) >> 2) & 1)"
+    return "0"
 
 
 def _pow2(x):

@@ -42,7 +42,10 @@ from ..runtime import dtypes as dt
 from ..pointwise import epilogue as ep
 from ..primitives import warp as prim
 from ..primitives import ptx
-from .config import TcGemmConfig, check, smem_bytes
+from .config import TcGemmConfig, check, smem_bytes, swz
+from .conv_gather import (CONV_ARGS, conv_a_load, conv_a_load_fast, conv_a_setup, conv_a_setup_fast, conv_tap_advance,
+                          conv_tap_init)
+from .epilogue_source import FUSED_ARGS, fused_arg_names, fused_epilogue, staging_bytes
 
 __all__ = ["TcGemmKernel", "make_tc_gemm"]
 
@@ -60,147 +63,6 @@ class TcGemmKernel:
     smem: int
     source: str
     epi: object = None      # EpilogueSpec of the fused kernel, None for the plain one
-
-
-def _swz(row_expr, ch):
-    if ch >= 8:
-        return f"(({row_expr}) & 7)"
-    if ch == 4:
-        return f"((({row_expr}) >> 1) & 3)"
-    if ch == 2:
-        return f"((({row_expr}) >> 2) & 1)"
-    return "0"
-
-
-#: argument list of the fused kernel (``make_tc_gemm(..., epi=spec)``), after the mainloop's
-FUSED_ARGS = ("a", "b", "c", "bias", "res", "M", "N", "K", "B2", "lda", "ldb", "a_z1", "a_z2", "b_z1",
-              "b_z2", "ldc_m", "ldc_n", "c_z1", "c_z2", "bias_z", "bias_i", "res_m", "res_n", "res_z1",
-              "res_z2", "alpha", "beta")
-
-
-#: argument list of the implicit-GEMM conv fprop kernel (``conv=True``; A gathered from NHWC x, B the KRSC
-#: filter, C the NPQ x K output rows)
-CONV_ARGS = ("a", "b", "c", "bias", "res", "M", "N", "K", "C", "H", "W", "P", "Q", "R", "S", "str_h",
-             "str_w", "pad_h", "pad_w", "dil_h", "dil_w", "x_n", "x_h", "x_w", "ldb", "ldc_m", "ldc_n",
-             "bias_i", "res_m", "res_n", "alpha", "beta")
-
-
-def _conv_a_setup(w, i, NT, CH, COLS, BK, split=False):
-    """Per A load slot of the conv kernel: its output pixel (n, p, q) -> image base and the top-left
-    input corner, and the running (r, s, c) of its 16-byte chunk (advanced by BLOCK_K per k tile;
-    ``split``: starting at the slice's first k, ``kbeg``)."""
-    w(f"    q_ = tid + {i * NT}")
-    w(f"    row = q_ // {CH}")
-    w(f"    ch = q_ % {CH}")
-    w(f"    a_so{i} = row * {COLS} + ((ch ^ {_swz('row', CH)}) * 8)")
-    w("    m = m0 + row")
-    w(f"    a_m{i} = m < M")
-    w("    m = m if m < M else 0")
-    w("    n_ = m // PQ")
-    w("    pq = m - n_ * PQ")
-    w("    p_ = pq // Q")
-    w(f"    a_nb{i} = int64(n_) * x_n")
-    w(f"    a_h{i} = p_ * str_h - pad_h")
-    w(f"    a_w{i} = (pq - p_ * Q) * str_w - pad_w")
-    if split:   # (r, s, c) of k = kbeg + ch * 8, c fastest
-        w("    kk = kbeg + ch * 8")
-        w("    tap = kk // C")
-        w(f"    a_c{i} = kk - tap * C")
-        w(f"    a_r{i} = tap // S")
-        w(f"    a_s{i} = tap - a_r{i} * S")
-        return
-    w(f"    a_c{i} = ch * 8")
-    w(f"    a_r{i} = 0")
-    w(f"    a_s{i} = 0")
-    _conv_a_normalize(w, "    ", i)
-
-
-def _conv_a_setup_fast(w, i, NT, CH, COLS):
-    """v4 (C % BLOCK_K == 0): per A slot only its pixel's validity, input corner and the global offset of
-    its chunk at tap (0, 0), channel block 0; the tap is shared by the thread's slots (_conv_tap_*)."""
-    w(f"    q_ = tid + {i * NT}")
-    w(f"    row = q_ // {CH}")
-    w(f"    ch = q_ % {CH}")
-    w(f"    a_sa{i} = int32((row * {COLS} + ((ch ^ {_swz('row', CH)}) * 8)) * 2)")
-    w("    m = m0 + row")
-    w(f"    a_m{i} = m < M")
-    w("    m = m if m < M else 0")
-    w("    n_ = m // PQ")
-    w("    pq = m - n_ * PQ")
-    w("    p_ = pq // Q")
-    w(f"    a_h{i} = int32(p_ * str_h - pad_h)")
-    w(f"    a_w{i} = int32((pq - p_ * Q) * str_w - pad_w)")
-    w(f"    a_b{i} = int64(n_) * x_n + int64(a_h{i}) * x_h + int64(a_w{i}) * x_w + ch * 8")
-
-
-def _conv_tap_init(w, split=False):
-    """v4: the thread's running tap (r, s), its offsets (r * dil_h, s * dil_w), the channel block and the
-    global offset of tap + channel block relative to a slot's base (``split``: at k = ``kbeg``)."""
-    if split:
-        w("    t_ds = int64(dil_w) * x_w")
-        w("    t_dr = int64(dil_h) * x_h - int64(S) * t_ds")
-        w("    tap = kbeg // C")
-        w("    t_c = int32(kbeg - tap * C)")
-        w("    t_r = int32(tap // S)")
-        w("    t_s = int32(tap - t_r * S)")
-        w("    t_h = int32(t_r * dil_h)")
-        w("    t_w = int32(t_s * dil_w)")
-        w("    t_o = int64(t_r) * dil_h * x_h + int64(t_s) * t_ds + t_c")
-        return
-    w("    t_r = int32(0)")
-    w("    t_s = int32(0)")
-    w("    t_c = int32(0)")
-    w("    t_h = int32(0)")
-    w("    t_w = int32(0)")
-    w("    t_o = int64(0)")
-    w("    t_ds = int64(dil_w) * x_w")
-    w("    t_dr = int64(dil_h) * x_h - int64(S) * t_ds")
-
-
-def _conv_a_load_fast(w, ind, i):
-    w(f"{ind}ih = a_h{i} + t_h")
-    w(f"{ind}iw = a_w{i} + t_w")
-    w(f"{ind}ok = a_m{i} and ih >= 0 and ih < H and iw >= 0 and iw < W")
-    w(f"{ind}ptx.cp_async_cg_16_zfill_a(sm, wsa + a_sa{i}, a, a_b{i} + t_o if ok else int64(0), 16 if ok else 0)")
-
-
-def _conv_tap_advance(w, ind, BK):
-    """v4: next channel block; past C the next s, past S the next r (t_o follows)."""
-    w(f"{ind}t_c = int32(t_c + {BK})")
-    w(f"{ind}t_o += {BK}")
-    w(f"{ind}if t_c == C:")
-    w(f"{ind}    t_c = int32(0)")
-    w(f"{ind}    t_s = int32(t_s + 1)")
-    w(f"{ind}    t_w = int32(t_w + dil_w)")
-    w(f"{ind}    t_o += t_ds - C")
-    w(f"{ind}    if t_s == S:")
-    w(f"{ind}        t_s = int32(0)")
-    w(f"{ind}        t_w = int32(0)")
-    w(f"{ind}        t_r = int32(t_r + 1)")
-    w(f"{ind}        t_h = int32(t_h + dil_h)")
-    w(f"{ind}        t_o += t_dr")
-
-
-def _conv_a_normalize(w, ind, i):
-    w(f"{ind}while a_c{i} >= C:")
-    w(f"{ind}    a_c{i} -= C")
-    w(f"{ind}    a_s{i} += 1")
-    w(f"{ind}    if a_s{i} == S:")
-    w(f"{ind}        a_s{i} = 0")
-    w(f"{ind}        a_r{i} += 1")
-
-
-def _conv_a_load(w, ind, i, BK, v3=False):
-    """Issue slot i's chunk of the current k tile (zero-filled in the padding, past M and past K),
-    then advance its (r, s, c) by BLOCK_K."""
-    w(f"{ind}ih = a_h{i} + a_r{i} * dil_h")
-    w(f"{ind}iw = a_w{i} + a_s{i} * dil_w")
-    w(f"{ind}ok = a_m{i} and a_r{i} < R and ih >= 0 and ih < H and iw >= 0 and iw < W")
-    dst = f"wsa + a_sa{i}" if v3 else f"sb + a_so{i}"
-    w(f"{ind}ptx.cp_async_cg_16_zfill{'_a' if v3 else ''}(sm, {dst}, a, "
-      f"a_nb{i} + int64(ih) * x_h + int64(iw) * x_w + a_c{i} if ok else int64(0), 16 if ok else 0)")
-    w(f"{ind}a_c{i} += {BK}")
-    _conv_a_normalize(w, ind, i)
 
 
 def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False, dscales=0, pscales=None):
@@ -277,17 +139,17 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
             ("b", b_kmajor, LB, B_COLS, B_CH, "n0", "N", "ldb")):
         for i in range(L_):
             if fast and op == "a":
-                _conv_a_setup_fast(w, i, NT, CH, COLS)
+                conv_a_setup_fast(w, i, NT, CH, COLS)
                 continue
             if conv and op == "a":
-                _conv_a_setup(w, i, NT, CH, COLS, BK, split)
+                conv_a_setup(w, i, NT, CH, COLS, BK, split)
                 if v3:
                     w(f"    a_sa{i} = int32(a_so{i} * 2)")
                 continue
             w(f"    q = tid + {i * NT}")
             w(f"    row = q // {CH}")
             w(f"    ch = q % {CH}")
-            w(f"    {op}_so{i} = row * {COLS} + ((ch ^ {_swz('row', CH)}) * 8)")
+            w(f"    {op}_so{i} = row * {COLS} + ((ch ^ {swz('row', CH)}) * 8)")
             if kmaj:   # rows are the outer index, columns k
                 w(f"    o = {outer0} + row")
                 w(f"    {op}_go{i} = {op}_zo + int64(o) * {ld} + ch * 8")
@@ -308,13 +170,13 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
                 row, chk = f"(wm * {WTM} + {i * 16} + (j & 1) * 8 + r)", f"({kk * 2} + (j >> 1))"
             else:
                 row, chk = f"({kk * 16} + (j >> 1) * 8 + r)", f"(wm * {WTM // 8} + {i * 2} + (j & 1))"
-            w(f"    a_lo{i}_{kk} = {'int32(2 * (' if v3 else '(('}{row} * {A_COLS} + (({chk} ^ {_swz(row, A_CH)}) * 8)))")
+            w(f"    a_lo{i}_{kk} = {'int32(2 * (' if v3 else '(('}{row} * {A_COLS} + (({chk} ^ {swz(row, A_CH)}) * 8)))")
         for jn in range(NI // 2):
             if b_kmajor:
                 row, chk = f"(wn * {WTN} + {jn * 16} + (j >> 1) * 8 + r)", f"({kk * 2} + (j & 1))"
             else:
                 row, chk = f"({kk * 16} + (j & 1) * 8 + r)", f"(wn * {WTN // 8} + {jn * 2} + (j >> 1))"
-            w(f"    b_lo{jn}_{kk} = {'int32(2 * (' if v3 else '(('}{A_T} + {row} * {B_COLS} + (({chk} ^ {_swz(row, B_CH)}) * 8)))")
+            w(f"    b_lo{jn}_{kk} = {'int32(2 * (' if v3 else '(('}{A_T} + {row} * {B_COLS} + (({chk} ^ {swz(row, B_CH)}) * 8)))")
     for i in range(MI):
         for n in range(NI):
             w(f"    c{i}_{n}_0 = c{i}_{n}_1 = c{i}_{n}_2 = c{i}_{n}_3 = float32(0.0)")
@@ -328,12 +190,12 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
         for op, kmaj, L_, arr, ld in (("a", a_kmajor, LA, "a", "lda"), ("b", b_kmajor, LB, "b", "ldb")):
             for i in range(L_):
                 if fast and op == "a":
-                    _conv_a_load_fast(w, ind, i)
+                    conv_a_load_fast(w, ind, i)
                     if i == L_ - 1:
-                        _conv_tap_advance(w, ind, BK)
+                        conv_tap_advance(w, ind, BK)
                     continue
                 if conv and op == "a":
-                    _conv_a_load(w, ind, i, BK, v3)
+                    conv_a_load(w, ind, i, BK, v3)
                     continue
                 step = "k0" if kmaj else f"int64(k0) * {ld}"
                 if v3:
@@ -352,7 +214,7 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
         w(f"    ktiles = (K + {BK - 1}) // {BK}")
     kb = "kbeg + " if split else ""
     if fast:
-        _conv_tap_init(w, split)
+        conv_tap_init(w, split)
     if v3:
         w("    wsa = sbase")
         w(f"    slast = int32(sbase + {(ST - 1) * SB})")
@@ -393,7 +255,7 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
     if v3:
         w("        rsa = int32(rsa + " + str(SB) + ") if rsa != slast else sbase")
     if epi is not None:
-        _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax, dscales, pscales, raw=split)
+        fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax, dscales, pscales, raw=split)
         return "\n".join(L) + "\n"
     # epilogue
     w("    g = lane >> 2")
@@ -414,109 +276,6 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
     return "\n".join(L) + "\n"
 
 
-#: f32 padding of a staged epilogue row (keeps the fragment writes at most 2-way bank conflicted)
-STAGE_PAD = 4
-
-
-def staging_bytes(cfg):
-    """Shared bytes the fused epilogue stages through (one 16-row f32 strip per warp), reusing the ring."""
-    return cfg.WARPS_M * cfg.WARPS_N * 16 * (cfg.BLOCK_N // cfg.WARPS_N + STAGE_PAD) * 4
-
-
-def fused_arg_names(amax=False, dscales=0, pscales=None):
-    """The fused kernel's parameters: :data:`FUSED_ARGS`, then ``amax`` (if any), then ``palpha`` (when
-    ``pscales`` is not None), then the ``dscales`` device scale arrays ``ds0``, ``ds1``, ..., then the
-    ``pscales`` post-amax scale arrays ``ps0``, ..."""
-    post = pscales is not None
-    return (FUSED_ARGS + (("amax",) if amax else ()) + (("palpha",) if post else ())
-            + tuple(f"ds{i}" for i in range(dscales)) + tuple(f"ps{i}" for i in range(pscales or 0)))
-
-
-def _fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False, dscales=0, pscales=None, raw=False):
-    """The shared epilogue ``epi(v, c, o, bias, b_off, res, r_off, alpha, beta)`` (kernels/pointwise/epilogue.py:
-    alpha / beta blend, bias, pointwise chain, residual, cast, store) on every output element.
-
-    The accumulators go through shared memory (the drained cp.async ring) one 16-row strip of the warp
-    tile at a time: each warp writes its strip as f32 (fragment layout), then its lanes walk the strip
-    row by row (consecutive lanes, consecutive columns: coalesced stores) calling ``epi`` in a loop.
-    So the kernel has MI epilogue call sites, not one per accumulator (numba compile time), and the
-    stores are warp-contiguous. ``amax``: also ``amax[0] = max(amax[0], |alpha * acc|)`` over the
-    output (a warp max, one atomic per warp). ``pscales`` (not None): the epilogue runs with
-    ``alpha * palpha * ps0[0] * ...`` while amax still sees ``|alpha * acc|`` (cudnn-frontend's FP8
-    pattern: amax of the descaled product, then the output scale). ``raw``: ``epi`` stores the accumulator
-    as it is (split-K partials): no bias or residual offsets."""
-    bias = None if raw else epi.bias_axis
-    res = False if raw else epi.has_residual
-    RS = WTN + STAGE_PAD
-    for i in range(dscales):   # FP8 descale / scale tensors in device memory (element 0) fold into alpha
-        w(f"    alpha = alpha * ds{i}[0]")
-    ealpha = "alpha"
-    if pscales is not None:    # the scales after the amax tap: by value (palpha) and in device memory
-        w("    ealpha = alpha * palpha" + "".join(f" * ps{i}[0]" for i in range(pscales)))
-        ealpha = "ealpha"
-    if amax:
-        w("    am = float32(0.0)")
-    w("    ptx.cp_async_wait_all()")
-    w("    cuda.syncthreads()")
-    w(f"    smf = cuda.shared.array(0, float32)" if ptx.SIM else
-      "    smf = cuda.shared.array(0, float32, alignment=128)")
-    w(f"    wbase = warp * {16 * RS}")
-    w(f"    fo = wbase + (lane >> 2) * {RS} + 2 * (lane & 3)")
-    w("    zc = z1 * c_z1 + z2 * c_z2")
-    w("    zb = z * bias_z" if bias else "    zb = int64(0)")
-    w("    zr = z1 * res_z1 + z2 * res_z2" if res else "    zr = int64(0)")
-    w(f"    col0 = n0 + wn * {WTN}")
-    for i in range(MI):
-        if i:
-            w("    cuda.syncthreads()")
-        for n in range(NI):
-            for q in range(4):
-                w(f"    smf[fo + {(q >> 1) * 8 * RS + n * 8 + (q & 1)}] = c{i}_{n}_{q}")
-        w("    cuda.syncthreads()")
-        w(f"    row0 = m0 + wm * {WTM} + {i * 16}")
-        if cfg.VERSION >= 3:    # row loop: LPR lanes a row, RPP rows a pass; row offsets once per row
-            LPR = min(32, WTN)
-            RPP = 32 // LPR
-            w(f"    for rp in range(0, 16, {RPP}):")
-            w(f"        rl = rp + (lane // {LPR})" if RPP > 1 else "        rl = rp")
-            w("        rr = row0 + rl")
-            w("        if rr < M:")
-            w("            orow = zc + int64(rr) * ldc_m")
-            w(f"            srow = wbase + rl * {RS}")
-            if bias == "row":
-                w("            brow = zb + int64(rr) * bias_i")
-            if res:
-                w("            rrow = zr + int64(rr) * res_m")
-            # unsigned offsets (non-negative by construction): no negative-index wraparound code per element
-            w(f"            for cl in range({'lane % ' + str(LPR) if RPP > 1 else 'lane'}, {WTN}, {LPR}):")
-            w("                cc = int32(col0 + cl)")
-            w("                if cc < N:")
-            w("                    v = smf[uint32(srow + cl)]")
-            bo = {"col": "uint64(zb + int64(cc) * bias_i)", "row": "uint64(brow)"}.get(bias, "uint64(zb)")
-            ro_ = "uint64(rrow + int64(cc) * res_n)" if res else "uint64(zr)"
-            w(f"                    epi(v, c, uint64(orow + int64(cc) * ldc_n), bias, {bo}, res, {ro_}, {ealpha}, "
-              "beta)")
-            if amax:
-                w("                    am = max(am, abs(alpha * v))")
-            continue
-        w(f"    for e in range(lane, {16 * WTN}, 32):")
-        w(f"        rl = e // {WTN}")
-        w(f"        cl = e - rl * {WTN}")
-        w("        rr = row0 + rl")
-        w("        cc = col0 + cl")
-        w("        if rr < M and cc < N:")
-        w(f"            v = smf[wbase + rl * {RS} + cl]")
-        bo = {"col": "zb + int64(cc) * bias_i", "row": "zb + int64(rr) * bias_i"}.get(bias, "zb")
-        ro_ = "zr + int64(rr) * res_m + int64(cc) * res_n" if res else "zr"
-        w(f"            epi(v, c, zc + int64(rr) * ldc_m + int64(cc) * ldc_n, bias, {bo}, res, {ro_}, {ealpha}, beta)")
-        if amax:
-            w("            am = max(am, abs(alpha * v))")
-    if amax:
-        w("    am = warp_max(am)")
-        w("    if lane == 0:")
-        w("        cuda.atomic.max(amax, 0, am)")
-
-
 def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", out_dtype="bfloat16",
                  epi=None, bias_dtype="float32", res_dtype="float32", conv=False, amax=False, dscales=0,
                  pscales=None):
@@ -532,7 +291,7 @@ def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", o
     only): that many float32 arrays appended last (:func:`fused_arg_names`) whose element 0 multiplies
     alpha (per-tensor FP8 descale / scale factors held in device memory). ``pscales`` (fused, with
     ``amax``): an int n adds ``palpha`` (float32) and n more float32 arrays (``ps0``, ...) that scale the
-    output after the amax tap (:func:`_fused_epilogue`)."""
+    output after the amax tap (:func:`fused_epilogue`)."""
     if conv and (epi is None or not a_kmajor or not b_kmajor):
         raise ValueError("the conv kernel needs an epilogue spec and k-major A (NHWC) and B (KRSC)")
     cfg = cfg or TcGemmConfig()

@@ -101,7 +101,7 @@ def check_fused(kern, M, N, K, a_strides, b_strides, ptrs=()):
 
 def fused_args(kern, a, b, c, bias, res, M, N, K, batch, a_strides, b_strides, c_strides,
                bias_strides=(0, 1), res_strides=(0, 0, 0, 0), alpha=1.0, beta=0.0):
-    """The fused kernel's argument tuple (order :data:`~.kernel.FUSED_ARGS`). ``batch = (B1, B2)``;
+    """The fused kernel's argument tuple (order :data:`~.epilogue_source.FUSED_ARGS`). ``batch = (B1, B2)``;
     strides are element strides ``(b1, b2, m, k)`` (A), ``(b1, b2, k, n)`` (B), ``(b1, b2, m, n)``
     (C, residual), ``(flat batch, index)`` (bias); absent bias / residual: pass any array."""
     lda = a_strides[2] if kern.a_kmajor else a_strides[3]

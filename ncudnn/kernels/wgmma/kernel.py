@@ -3,7 +3,7 @@
 ``make_wgmma_gemm(cfg, a_kmajor, b_kmajor, in_dtype, epi, bias_dtype, res_dtype)`` returns a
 :class:`WgmmaKernel` whose kernel computes, for each batch index z = z1 * B2 + z2 (grid y) and output
 tile (grid x, GROUP_M order), ``C = epi(alpha * A @ B (+ beta * C), bias, residual)`` with f32
-accumulation. Signature: :data:`~ncudnn.kernels.tc_gemm.kernel.FUSED_ARGS` (the mma.sync kernel's
+accumulation. Signature: :data:`~ncudnn.kernels.tc_gemm.epilogue_source.FUSED_ARGS` (the mma.sync kernel's
 fused signature, so the launch helpers of :mod:`ncudnn.kernels.tc_gemm.launch` apply unchanged).
 
 * A (M, K): unit k stride (``a_kmajor``, "mk") or unit m stride ("km", read with the transpose flag);
@@ -46,7 +46,7 @@ from numba import cuda, float32, int32, int64, uint16, uint32
 from ..runtime import dtypes as dt
 from ..pointwise import epilogue as ep
 from ..primitives import ptx
-from ..tc_gemm.kernel import FUSED_ARGS
+from ..tc_gemm.epilogue_source import FUSED_ARGS
 from . import epi_vec
 from . import ptx as wp
 from .config import BLOCK_K, STAGE_PAD, WgmmaConfig, check, smem_bytes, stage_bytes
