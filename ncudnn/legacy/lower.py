@@ -21,9 +21,7 @@ from dataclasses import replace
 import numpy as np
 
 from .. import memory
-from ..engines import api, registry
-from ..engines.composite import CompositeSub
-from ..engines.ranking import support
+from ..engines import api
 from ..errors import BadParamError, NotSupportedError
 from ..handle import get_handle_or_raise
 from ..ir import OpGraph, Pointwise, TensorDesc
@@ -223,25 +221,9 @@ def heuristics(low):
 
 
 def no_engine_reason(graph, ctx):
-    """Which part of ``graph`` no registered engine runs, and what each engine said."""
-    sub = api.problem(graph)
-    parts = sub.parts if isinstance(sub, CompositeSub) else [sub]
-    names = [e.name for e in registry.engines() if e.name != "composite"]
-    lines = []
-    for part in parts:
-        reasons = []
-        for eng in registry.engines():
-            if eng.name == "composite":
-                continue
-            st, why = support(eng, part, ctx)
-            if st == S.CUDNN_STATUS_SUCCESS:
-                break
-            reasons.append(why.split(": ", 1)[-1] if why else S(st).name)
-        else:
-            ops = sorted({n.OP for n in part.nodes})
-            lines.append(f"no engine runs the {part.kind} subgraph {part.describe()} (op {', '.join(ops)}; "
-                         f"registered engines: {', '.join(names)}): " + "; ".join(reasons))
-    return " | ".join(lines) or f"no engine config accepts {sub.describe()} under these math settings"
+    """Which part of ``graph`` no registered engine runs, and what each engine said
+    (:func:`ncudnn.engines.api.explain_unsupported`, by partition part)."""
+    return api.explain_unsupported(graph, ctx).by_part
 
 
 def choose(low):
