@@ -142,7 +142,7 @@ def test_h200_cost_prefers_fused(monkeypatch, cols):
 
 def test_h200_default_geometry_is_the_measured_best():
     """The kernel layer's geometry at the benchmark's FP32 shapes on 132 SMs: the H200 probe's fastest
-    (tools/probe_norm_rows.py, 2026-11-30: 8192x1024 0.0372 ms, 8192x4096 0.1093 ms)."""
+    (experiments/probe_norm_rows.py, 2026-11-30: 8192x1024 0.0372 ms, 8192x4096 0.1093 ms)."""
     from ncudnn.kernels.norm import row_bwd as kb
 
     c = kb.fused_config(1024, 8192, 132, 4)

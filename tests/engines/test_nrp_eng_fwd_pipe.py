@@ -106,7 +106,7 @@ def test_nrp_eng_pipe_candidates_follow_dtypes():
 def test_nrp_eng_defaults_store_y_plain():
     """The forward defaults read x evict-first but store y with no L2 policy: evict-first y stores made the kernel
     alone no faster on the H200 and left y out of the L2 for the next kernel (LN 8192x1024 then a sum of y: 0.88x
-    cuDNN against 1.03x; session 8, tools/probe_norm_sweep.py --consumer)."""
+    cuDNN against 1.03x; session 8, experiments/probe_norm_sweep.py --consumer)."""
     from ncudnn.engines.norm.rows_fwd import FWD_SUB_DEFAULT, FWD_SUB_KCFG
     from ncudnn.engines.norm.rows_pipe import FWD_PIPE_DEFAULT
 

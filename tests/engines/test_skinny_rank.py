@@ -1,6 +1,6 @@
 """Ranking of the skinny FP32 matmuls on the (nominal) H200, and the first pick run end to end.
 
-Measured on the H200 (tools/probe_skinny.py, 2026-11-30 21:27 UTC): a 16384 x 64 output over K = 4096 fills
+Measured on the H200 (experiments/probe_skinny.py, 2026-11-30 21:27 UTC): a 16384 x 64 output over K = 4096 fills
 the SMs only with the skinny fast tiles split over K; a 16-row output (GEMV-like) takes the 16-row tile split
 4 ways; one 128-row / -column tile row over K = 8192 splits the 128x128 fast tile; the big outputs keep the
 128x128 fast tile unsplit. Times in the comments: the probe's medians (L2 flushed)."""

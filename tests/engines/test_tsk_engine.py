@@ -135,7 +135,7 @@ def first_picks(N=32):
 
 
 def test_tsk_h200_ranking_small_spatial():
-    """The picks the H200 probe measured best (tools/probe_tc_splitk.py, 2026-11-30): c5 split 5 ways on
+    """The picks the H200 probe measured best (experiments/probe_tc_splitk.py, 2026-11-30): c5 split 5 ways on
     128x256 tiles with the vector reduce (0.0529 ms against 0.0594 for 64x64 unsplit), small tiles filling
     the SMs for c4 / c3 (a split reduce cost more than it saved there); the large layers keep theirs."""
     picks = first_picks()

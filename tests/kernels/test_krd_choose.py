@@ -1,5 +1,5 @@
 """The vector row kernel's automatic choices on an H200-like device (132 SMs) at the bench's issue-4
-shapes are the H200 measurements' winners (tools/probe_reduce.py), and the reduction engine ranks
+shapes are the H200 measurements' winners (experiments/probe_reduce.py), and the reduction engine ranks
 that automatic config first."""
 import pytest
 

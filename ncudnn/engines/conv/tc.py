@@ -61,10 +61,10 @@ TILES = (
 #: outputs a second the split-K reduce (kernels/gemm/splitk.make_reduce, one thread an output) finishes on
 #: an H200 (experiments/probe_tc_splitk.py)
 REDUCE_OUTPUTS_PER_S = 50e9
-#: the same for the vector reduce (K % 4 == 0): 120-270 G outputs/s at 2-6 slices on an H200
+#: the same for the vector reduce (K % 4 == 0), within its rates at 2-6 slices on an H200 (dev/perf_notes.md)
 VEC_REDUCE_OUTPUTS_PER_S = 150e9
-#: seconds each round of resident CTAs a split adds on an SM (prologue / epilogue of short CTAs: c5 at 128x128,
-#: split 1-6 on an H200 fits about 15 us a round plus 0.57 us a k tile; 10 us here)
+#: seconds each round of resident CTAs a split adds on an SM (prologue / epilogue of short CTAs), below the fit
+#: of c5 at 128x128, split 1-6 on an H200 (dev/perf_notes.md, "Conv on tensor cores")
 ROUND_OVERHEAD = 10e-6
 
 

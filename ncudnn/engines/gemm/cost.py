@@ -10,7 +10,8 @@ from .tiles import GENERIC_BK8_TFLOPS
 
 __all__ = ["SWIZZLE_GAIN", "SINGLE_STAGE_EFF", "cost", "cost_plain", "tile_static", "tile_cost"]
 
-#: SWIZZLE=8 over SWIZZLE=1 at 128x128x8 VEC=4 on the H200 (25.2 / 23.1 TFLOP/s, measured)
+#: SWIZZLE=8 over SWIZZLE=1: the ratio of the two measured 128x128x8 VEC=4 tile rates (H200; dev/perf_notes.md,
+#: "SIMT GEMM")
 SWIZZLE_GAIN = 25.2 / 23.1
 #: STAGES=1 (load, sync, compute) against the register-prefetched double buffer: estimate
 SINGLE_STAGE_EFF = 0.8

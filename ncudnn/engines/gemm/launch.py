@@ -61,7 +61,7 @@ class BlockLaunch:
     from ``splitk.WIDE_FROM`` slices, or with N % 4 == 0, through the wide reduce (``splitk.make_reduce_wide``:
     4 outputs a thread, 16-byte loads, 8 slices' loads in flight, stores transposed through shared memory;
     ``splitk.wide_grid`` picks its layout); otherwise one thread per output (same sums: slices in order).
-    H200, 65536 x 1024 outputs: 4 slices 0.53 ms wide vs 0.95 ms narrow, 8 slices 0.60 ms (v1: 10.6 ms)."""
+    The wide reduce is the faster one from 2 slices on the H200 (dev/perf_notes.md, "SIMT GEMM")."""
 
     def __init__(self, key, bk, typing_packed):
         self.bk, self.cfg = bk, bk.cfg

@@ -2,8 +2,9 @@
 are worth ranking for a problem, which SWIZZLE and SPLIT_K to offer, whether a kernel config fits the
 problem (grid limits, split-K slices), and the deterministic split-K workspace.
 
-Tile figures: docs/perf_notes.md, H200, FP32 SGEMM 4096^3 (2026-11-30): measured TFLOP/s per tile;
-``None`` marks a tile not measured there (its efficiency is an estimate, used for ranking only).
+Tile figures are cost-model inputs: the FP32 TFLOP/s each tile reached in an SGEMM 4096^3 on the H200
+(dev/perf_notes.md, "SIMT GEMM"); ``None`` marks a tile not measured there (its efficiency is an estimate,
+used for ranking only).
 """
 import math
 from dataclasses import dataclass
@@ -60,8 +61,8 @@ BIG_TILES = (
 )
 
 #: fast-mainloop tiles (kernels/gemm/fastloop.py: 16-byte global quads, unrolled k-steps) for fp32
-#: matmul, 128 registers (2 blocks per SM); not yet measured on the H200 (estimate: 0.7x cuBLAS); other dtypes run these tiles on the
-#: generic mainloop (ranked with GENERIC_BK8_TFLOPS there)
+#: matmul, 128 registers (2 blocks per SM); the TFLOP/s is an estimate (about 0.7x cuBLAS), not a
+#: measured figure; other dtypes run these tiles on the generic mainloop (ranked with GENERIC_BK8_TFLOPS there)
 FAST_TILES = (
     Tile("128x128x8 t8x8 vec4 fast", _g(128, 128, 8, 8, 8, 32, 64, 4, "fast").replace(MAX_REGS=128), None, 36.0,
          128),
@@ -73,14 +74,12 @@ MATMUL_TILES = FAST_TILES + BIG_TILES
 
 #: smaller fast-mainloop blocks (kernels/gemm/config.FAST_SKINNY) for skinny fp32 matmuls: with split-K
 #: they fill every SM where few 128x128 tiles exist (N or M of 64..128 over a deep K); the 16-row block for
-#: M <= 16 (GEMV-like). (FAST_SMALL's 128x64 under a cap of 128 registers measured fastest on 16384x64x4096 but
-#: spills 16 B with this A: not shipped; the 168-register 128x64 ran within 2 % of it.)
-#: Registers: sm_90 compile check. TFLOP/s: on the scale of FAST_TILES' 36.0 estimate, from the H200
-#: probe of 2026-11-30 21:27 UTC (`python3 tools/probe_skinny.py --budget 75 --jobs 12`, driver 580,
-#: numba-cuda 0.30.4): at full waves the 64-128 row blocks ran within -6 / +8 % of the 128x128 fast tile
-#: (8192x8192x256, 65536x1024x64 unsplit), so they sit just under its figure (it stays the pick wherever
-#: it fills the SMs, 4096^3 / 8192^3); 16x128x32 at SPLIT_K 4 on 16x8192x8192: 0.103 ms (1.46x cuBLAS),
-#: 45.7 on that scale.
+#: M <= 16 (GEMV-like). (FAST_SMALL's 128x64 under a cap of 128 registers was the fastest on 16384x64x4096 but
+#: spills with this A, so it is not shipped; the 168-register 128x64 ran about as fast.)
+#: Registers: sm_90 compile check. TFLOP/s: on the scale of FAST_TILES' 36.0 estimate, from an H200 run of
+#: experiments/probe_skinny.py (dev/perf_notes.md, "SIMT GEMM"): at full waves the 64-128 row blocks ran
+#: about as fast as the 128x128 fast tile, so they sit just under its figure (it stays the pick wherever it
+#: fills the SMs); the 16-row block, split, beat cuBLAS on GEMV-like shapes and sits above it.
 FAST_SKINNY_TILES = (
     Tile("128x64x8 t8x8 vec4 fast", FAST_SKINNY[0], None, 35.0, 154),
     Tile("64x128x8 t8x8 vec4 fast", FAST_SKINNY[1], None, 35.3, 154),

@@ -5,9 +5,9 @@ TILE_SIZE indexes :data:`~ncudnn.engines.gemm.common.SIMT_TILES`: MATMUL_TILES (
 128x128x8 tile first: 16-byte global and shared accesses, fp32 only; then the generic tiles, best
 measured first), then the smaller fast tiles for skinny problems (128x64, 64x128, 64x64: with split-K
 they fill every SM when few 128x128 tiles exist; 16x128x32 for M <= 16, GEMV-like). Ranking orders tiles
-by their best config, split-K included (tools/probe_skinny.py measures them beside cuBLAS). SWIZZLE groups tile rows for L2 reuse; SPLIT_K
-(deterministic workspace partials by default, SPLIT_K_BUF = 0: atomics, NONDETERMINISTIC) for
-deep-K problems. FP32 / FP16 / BF16 I/O accumulate in FP32; all-FP64 problems in FP64.
+by their best config, split-K included (experiments/probe_skinny.py measures them beside cuBLAS). SWIZZLE groups
+tile rows for L2 reuse; SPLIT_K (deterministic workspace partials by default, SPLIT_K_BUF = 0: atomics,
+NONDETERMINISTIC) for deep-K problems. FP32 / FP16 / BF16 I/O accumulate in FP32; all-FP64 problems in FP64.
 """
 from ...types import cudnnBackendLayoutType_t
 from ..gemm import common as gc

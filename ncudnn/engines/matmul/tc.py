@@ -39,8 +39,9 @@ S = cudnnStatus_t
 K = cudnnBackendKnobType_t
 NN = cudnnBackendNumericalNote_t
 
-#: block tiles, best first for large problems. eff: 274.4 TFLOP/s of 989 measured for the best config
-#: at 8192^3 BF16 on the H200 (2026-11-30); the others are estimates scaled from it (ranking only).
+#: block tiles, best first for large problems. eff (a cost-model input): the fraction of the BF16 dense peak the
+#: best config reached at 8192^3 on the H200 (dev/perf_notes.md, "Tensor cores"); the others are estimates
+#: scaled from it (ranking only).
 TILES = (
     _t(128, 256, 32, 2, 4, 0.28, 252, 3),
     _t(128, 128, 32, 2, 2, 0.27, 252, 4),
@@ -51,8 +52,8 @@ TILES = (
     _t(32, 32, 32, 2, 2, 0.08, 64, 2),
     _t(16, 16, 16, 1, 1, 0.03, 40, 2),
 )
-#: tiles whose FP8 kernels (fp8_config, FP8 output) spill on sm_90 (nvJitLink, 2026-11-30: 128x256 12 bytes,
-#: 128x128 w2x2 8, 256x128 36): not offered for FP8 operands
+#: tiles whose FP8 kernels (fp8_config, FP8 output) spill on sm_90 (the nvJitLink compile check: 128x256 12
+#: bytes, 128x128 w2x2 8, 256x128 36): not offered for FP8 operands
 FP8_SPILLS = frozenset({0, 1, 2})
 
 
@@ -101,8 +102,8 @@ class MatmulTcEngine(TcEngineBase):
     TILES = TILES
     PROBLEM_MEMO = "_gemm_mapping"
     EDGE_LABEL = "predicated M / N edges, zero-filled K tail"
-    #: measured TB/s of C written per tile at small K (see SMALL_K_TILES; H200, tools/probe_small_k16.py
-    #: 2026-12-01, BF16 65536x1024x64, 8192x8192x128, 8192x8192x256: the element-walk epilogue)
+    #: measured TB/s of C written per tile at small K with the element-walk epilogue (see SMALL_K_TILES; H200,
+    #: experiments/probe_small_k16.py; dev/perf_notes.md, "Tensor-core matmul")
     SMALL_K_RATE = {0: (0.38, 0.36, 0.32)}
     SMALL_K_DEFAULT_RATE = 0.35
 

@@ -42,33 +42,31 @@ def _t(bn, wgs, mi, stages, eff, regs):
     return TcTile(f"{c.BLOCK_M}x{bn}x64 wg{wgs}x{mi}", c, eff, regs, stages)
 
 
-#: block tiles, best first for large problems, all loading STAGES - 1 k tiles ahead (EARLY; measured faster in
-#: every case: 8192^3 FP16 B (k, n) 491 vs 482 TFLOP/s, TF32 273 vs 260, 4096^3 TF32 260 vs 256). eff: fraction
-#: of the dense peak of the operand type (BF16 / FP16 989, TF32 495 TFLOP/s) at 8192^3 on the H200
-#: (ncudnn.kernels.wgmma.timing, 2026-11-30; cuBLAS BF16 784, FP16 759, TF32 405 in the same runs; the
-#: rows without a number are estimates). regs: sm_90a ptxas (nvJitLink), bias + relu epilogue.
+#: block tiles, best first for large problems, all loading STAGES - 1 k tiles ahead (EARLY: faster in every
+#: measured case). eff (a cost-model input): fraction of the dense peak of the operand type (BF16 / FP16 989,
+#: TF32 495 TFLOP/s) the tile reached at 8192^3 on the H200 (experiments/wgmma_timing.py; the first four tiles
+#: measured, the others estimates; figures: dev/perf_notes.md, "Tensor-core matmul"). regs: sm_90a ptxas
+#: (nvJitLink), bias + relu epilogue.
 TILES = (
-    _t(256, 2, 1, 4, 0.51, 231),     # FP16 491 (B (k, n)), BF16 506 (no EARLY); TF32 273 (3 stages: 285)
-    _t(192, 2, 1, 4, 0.49, 160),     # BF16 486 (no EARLY); TF32 248 (no EARLY)
-    _t(128, 2, 2, 4, 0.48, 230),     # BF16 476 (no EARLY); TF32 259 (no EARLY)
-    _t(128, 2, 1, 5, 0.42, 123),     # BF16 414 (no EARLY)
+    _t(256, 2, 1, 4, 0.51, 231),
+    _t(192, 2, 1, 4, 0.49, 160),
+    _t(128, 2, 2, 4, 0.48, 230),
+    _t(128, 2, 1, 5, 0.42, 123),
     _t(128, 1, 1, 6, 0.30, 128),
     _t(64, 1, 1, 6, 0.15, 94),
 )
-#: small-K problems (matmul_tc.SMALL_K_TILES): TB/s of C written per TILE_SIZE at 1, 2 and 4 k tiles (H200,
-#: tools/probe_small_k16.py 2026-12-01 01:47, BF16 65536x1024x64, 8192x8192x128, 8192x8192x256, EPI 3 (the
-#: packed epilogue, SMALL_K_EPI) at the rings of SMALL_K_STAGES; tile 0 at 4 stages); cuBLAS writes 2.96,
-#: 2.70, 2.02 TB/s there. EPI 1 measured 0.89 / 0.82 / 0.70 (tile 0), 1.14 / 1.04 / 0.83 (tile 3). Unlisted
-#: tiles: SMALL_K_DEFAULT_RATE.
+#: small-K problems (matmul_tc.SMALL_K_TILES): TB/s of C written per TILE_SIZE at 1, 2 and 4 k tiles, measured
+#: on the H200 with EPI 3 (the packed epilogue, SMALL_K_EPI) at the rings of SMALL_K_STAGES
+#: (experiments/probe_small_k16.py; dev/perf_notes.md, "Tensor-core matmul"). Unlisted tiles: SMALL_K_DEFAULT_RATE.
 SMALL_K_RATE = {0: (1.63, 1.45, 1.11), 3: (1.95, 1.57, 1.21), 4: (1.89, 1.55, 1.01)}
 #: ring depth of each tile at small K (at most k tiles + 1: the prologue then loads every k tile; smaller
 #: rings leave shared memory for more resident blocks)
 SMALL_K_STAGES = {0: 3, 1: 3, 2: 3, 3: 3, 4: 3, 5: 3}     # 128x128 / 64x128: 3 >= 2 stages at every K (probe)
 #: epilogue variant (WgmmaConfig.EPI) of small-K plans: 3 the packed 16-bit fast path (alpha-only chains,
-#: beta 0; otherwise EPI 1 in the same kernel). Measured EPI 1 vs 2 (.cs stores): equal within 0.5%.
+#: beta 0; otherwise EPI 1 in the same kernel). EPI 2 (.cs stores) ran no faster than EPI 1.
 SMALL_K_EPI = 3
-#: STAGES ranked for FP32 (TF32) operands where they differ from the tile's (H200, 2026-11-30, 128x256 EARLY:
-#: 3 stages 284.8 TFLOP/s at 8192^3 against 272.7 with 4; 257.3 against 260.2 at 4096^3)
+#: STAGES ranked for FP32 (TF32) operands where they differ from the tile's: 3 stages on the 128x256 tile, the
+#: faster at 8192^3 on the H200 (dev/perf_notes.md, "Tensor-core matmul")
 TF32_STAGES = {0: 3}
 SIM_TILE = len(TILES) - 1
 

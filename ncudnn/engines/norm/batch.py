@@ -68,14 +68,13 @@ def _group_geometry(x, per_sample):
     return out_shape, tuple(strides), groups, C
 
 
-#: the default: C/8 blocks of tree combine with aligned chunks, the fastest on the H200 (tools/probe_bn.py --set tree,
-#: 2026-11-30 22:32 UTC, N32 C256 56x56 FP32 NHWC): forward 0.0894 ms (the colsv4_rev_hint_fin before it: 0.0919;
-#: cudnn-frontend 0.0944), backward 0.1362 ms (0.1377; cudnn-frontend 0.1292)
+#: the default: C/8 blocks of tree combine with aligned chunks, the fastest of the variants on the H200 forward
+#: and backward (experiments/probe_bn.py --set tree; dev/perf_notes.md, "Batch norm")
 DEFAULT_COLS_VARIANT = 12
 #: the backward's own default (packed NHWC): the one-kernel backward with 10 shared rows a thread and the inline
-#: grid barrier, measured 0.1244 / 0.1244 ms on the H200 at N32 C256 56x56 FP32 (tools/probe_bn.py --set persist,
-#: 2026-12-01, session 7) against 0.1349-0.1354 for the three-launch colsv default and 0.1277 / 0.1278 for
-#: cudnn-frontend in the same runs; DEFAULT_COLS_VARIANT where its grid cannot be co-resident
+#: grid barrier, faster on the H200 than the three-launch colsv default and than cudnn-frontend
+#: (experiments/probe_bn.py --set persist; dev/perf_notes.md, "Batch norm"); DEFAULT_COLS_VARIANT where its grid
+#: cannot be co-resident
 DEFAULT_COLS_VARIANT_BWD = len(COLS_VARIANTS) - len(PERSIST_VARIANTS)
 DEFAULT_PLANES_VARIANT = 0
 
@@ -408,16 +407,16 @@ class NormBatchEngine(Engine):
         node = sub.anchor if sub.anchor is not None else sub.nodes[0]
         x, dy = node.inputs["X"], node.inputs.get("DY")
         t -= l2_reuse_bytes(info[0], var, device.l2_bytes, x, dy) / device.mem_bandwidth
-        # measured on the H200 (tools/probe_bn.py): VEC 4 loads and the one shared geometry move bytes faster
+        # measured on the H200 (experiments/probe_bn.py): VEC 4 loads and the one shared geometry move bytes faster
         if var is not None and var[0] == 1:
             # VEC 1 colsv is not measured on the H200 yet: ranked after the cols kernels it would replace
             return self.cost(sub, cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0), device) * 1.05
         kc = cfg.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0)
         if var_persist(var) is not None and kc != _default_cols(sub):
-            # the other one-kernel variants: 0.5-8 % slower than the default on the H200, ranked after it
+            # the other one-kernel variants: slower than the default on the H200 (dev/perf_notes.md), ranked after it
             return self.cost(sub, cfg.with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, _default_cols(sub)), device) * 1.03
         if var is not None and len(var) > 4 and kc != _default_cols(sub):
-            # the other tree-combine / aligned-chunk variants: measured within 1-3 % of the default on the H200
+            # the other tree-combine / aligned-chunk variants: a little slower than the default on the H200
             t *= 1.02
         if var is not None and kc == _default_cols(sub):
             t *= 0.995

@@ -261,7 +261,7 @@ class NormRowsEngine(Engine):
         of ~30). Backward: the two-pass path (dx; dscale / dbias re-reading x and dy) and the fused one
         (x, dy read once, plus one partial row a block) move different bytes: one step build per path;
         every fused geometry is costed as the default's (bytes cannot rank geometries: on the H200 a
-        grid of fewer partial rows ran 3x slower)."""
+        grid of fewer partial rows ran several times slower)."""
         memo = sub.__dict__.setdefault("_norm_rows_time", {})
         default = self.default_config(sub)
         costed = cfg

@@ -41,7 +41,8 @@ def fwd_vec(sub):
 
 
 #: rows of up to this many 16-byte vectors take 128-thread blocks in the default, longer rows 256
-#: (H200: LayerNorm / RMSNorm FP32 at 1024 columns 128 threads, at 4096 columns 256 threads fastest)
+#: (the fastest on the H200: 128 threads at 1024 FP32 columns, 256 at 4096; dev/perf_notes.md, "memory-bound
+#: knobs measured")
 VEC_ROW_SMALL = 512
 
 
@@ -102,19 +103,14 @@ FWD_SUB_VARIANTS = ((1, 32, 4, 0), (2, 32, 4, 0), (1, 32, 4, 1), (3, 32, 4, 0), 
 #: STAGES)[, "layer" | "rms"[, min vectors a row]]), ...); the first entry whose bounds hold the row's 16-byte vector count,
 #: whose mode (when given) matches and that :func:`sub_reason` accepts replaces :func:`preferred_knobs`' config
 #: (empty: the row kernel stays the default). The pipelined kernel's default (:data:`ncudnn.engines.norm.rows_pipe.FWD_PIPE_DEFAULT`)
-#: comes first where it applies (FP32 rows of 512..1024 columns, two rows a warp of its grid; session 8: faster
-#: than this one and than cuDNN at 8192x1024 and 8192x512). Rows of 512-1024 FP32 columns, layer and RMS norm:
-#: 128 threads a row, one row a block, scale / bias loaded early, x loaded with the L2 evict-first policy, y stored
-#: plain (KERNEL_CFG 13; until session 8 KERNEL_CFG 16, y evict-first as well, which on the H200 left y out of the L2 for the next kernel:
-#: LN 8192x1024 then a torch.sum of y 0.0395 ms against 0.0361 with y plain).
-#: On the H200 at 8192x1024, 2026-12-01 (session 7): in one process of tools/probe_norm_rows.py (l2_ln l2_rms, twice)
-#: LN 0.0211 / 0.0212 ms against 0.0218 / 0.0220 without the policies and 0.0218 / 0.0221 for cudnn-frontend, RMS
-#: 0.0206 / 0.0205 against 0.0214 / 0.0213 for the warp-a-row default before it; that gain did not reproduce in the
-#: benchmark's processes, where LN / RMS ran at 0.0215-0.0221 / 0.0216-0.0219 against cudnn-frontend's 0.0216-0.0222
-#: / 0.0213-0.0218 (0.98x-1.02x; tools/probe_interleave.py: 0.997x / 0.986x over 6 alternating rounds), all at the
-#: speed of a torch copy of the same bytes (0.0212-0.0215). It is kept as no slower than the old defaults in any run.
-#: Where the policies do not apply (16-bit data, an epilogue): LN the same geometry without them; RMS one warp a row,
-#: 4 rows a block. Rows of 4096 columns keep the row kernel (with the policies: 0.0721-0.0746 ms against 0.0708).
+#: comes first where it applies (FP32 rows of 512..1024 columns, two rows a warp of its grid: faster than this one
+#: and than cuDNN on the H200). Rows of 512-1024 FP32 columns, layer and RMS norm: 128 threads a row, one row a
+#: block, scale / bias loaded early, x loaded with the L2 evict-first policy, y stored plain (KERNEL_CFG 13; with
+#: y evict-first as well, KERNEL_CFG 16, the next kernel reading y found it gone from the L2). On the H200 it runs
+#: at the speed of a torch copy of the same bytes, ties cuDNN when the two are interleaved in one process, and is
+#: no slower than the defaults before it in any run. Where the policies do not apply (16-bit data, an epilogue): LN
+#: the same geometry without them; RMS one warp a row, 4 rows a block. Rows of 4096 columns keep the row kernel
+#: (faster there than the policies). Figures: dev/perf_notes.md, "Layer / RMS norm rows".
 FWD_SUB_DEFAULT = ((256, (13, 128, 1, 1), "rms", 128), (256, (2, 32, 4, 1), "rms"), (256, (13, 128, 1, 1), "layer", 128),
                    (256, (2, 128, 1, 1), "layer", 128))
 

@@ -12,16 +12,11 @@ n <= 1024 elements packed and 16-byte aligned, no pointwise epilogue, and the bl
 
 Default (:data:`FWD_PIPE_DEFAULT`, taken before the sub-block default) when every warp of the grid gets at
 least two rows: KERNEL_CFG 28, 4 warps, 4 stages, 3 blocks an SM, scale / bias in shared memory, the L2
-evict-first policy on x's copies and y's stores plain. Measured on the H200 (2026-12-01, session 8,
-tools/probe_norm_sweep.py: 8 alternating rounds in one process, L2 flushed before each run; cuDNN through
-cudnn-frontend; ``--consumer``: each norm timed with a torch.sum of its y right after it):
-
-- 8192 x 1024 alone: layer norm 0.0212 ms, RMS norm 0.0208 against cuDNN's 0.0221 / 0.0216 (every round
-  1.036-1.049x / 1.033-1.050x); with the sum after it 1.028-1.034x. Evict-first y stores too (KERNEL_CFG 20 / 21)
-  were as fast alone (1.037x) but left y out of the L2: with the sum after them 0.88x. No policy (22): 1.021x /
-  1.014x alone, 1.015x with the sum.
-- 8192 x 512: 1.002x / 0.993x alone (per round 0.985-1.014x), 1.005x / 1.003x with the sum; the sub-block default
-  before it (KERNEL_CFG 16) 0.885x / 0.925x in call A's sweep, the plain sub-block kernel 0.881x / 0.933x in call E's.
+evict-first policy on x's copies and y's stores plain. On the H200 (experiments/probe_norm_sweep.py, alternating
+rounds in one process) it is faster than cuDNN at 8192 x 1024 in every round and ties it at 8192 x 512, where the
+sub-block default before it was slower; evict-first y stores too (KERNEL_CFG 20 / 21) are as fast alone but leave
+y out of the L2 for the kernel that reads it next, so y is stored plain. Figures: dev/perf_notes.md, "Layer / RMS
+norm rows".
 """
 import math
 

@@ -32,9 +32,10 @@ from ..registry import register
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t
 NN = cudnnBackendNumericalNote_t
-#: the default config (H200, bias + ReLU / GELU / ReLU over 537 MB FP32: 96.9% of the 4.21 TB/s copy
-#: against 90.5% for 256 threads, 4 elements a trip, a 4-wave grid): threads per block, elements per
-#: thread per trip, and the CTA_COUNT grid cap in waves of resident blocks (0: no cap, one trip a thread)
+#: the default config, the fastest of the variants on the H200 (close to the copy bandwidth, where 256 threads,
+#: 4 elements a trip and a 4-wave grid were not; dev/perf_notes.md, "memory-bound knobs measured"): threads per
+#: block, elements per thread per trip, and the CTA_COUNT grid cap in waves of resident blocks (0: no cap, one
+#: trip a thread)
 BLOCK_DEFAULT, ASPT_DEFAULT, WAVES_DEFAULT = 128, 2, 0
 
 #: node attributes passed to the generator as params (the lower-cased backend attribute names)
@@ -241,9 +242,10 @@ _DEFAULT_KNOBS = tuple(sorted(((int(K.CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD), AS
 
 def heavy_min_blocks(lay, block):
     """Launch bounds of a vector kernel with a transcendental node and at most 3 tensors: 1536 resident threads
-    an SM (a budget of 40 registers at 128 threads; a build that spills takes the unbounded kernel). Unbounded, ptxas schedules such a kernel's later vector loads after the
-    first vector's math (bias + GELU 8192x4096 FP32, sm_90: one 16-byte load in flight a thread, 0.0763 ms
-    against bias + ReLU's 0.0682 ms); with the budget every load of a trip is issued first (SASS checked)."""
+    an SM (a budget of 40 registers at 128 threads; a build that spills takes the unbounded kernel). Unbounded,
+    ptxas schedules such a kernel's later vector loads after the first vector's math (sm_90: one 16-byte load in
+    flight a thread, so bias + GELU ran slower than bias + ReLU; dev/perf_notes.md, "Pointwise"); with the budget
+    every load of a trip is issued first (SASS checked)."""
     if not HEAVY_THREADS or not lay.heavy or lay.vec == 1 or len(lay.inputs) + len(lay.outputs) > 3:
         return 0
     return max(1, HEAVY_THREADS // block)

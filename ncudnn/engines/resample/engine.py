@@ -41,9 +41,10 @@ KC, KTR, KTC = K.CUDNN_KNOB_TYPE_KERNEL_CFG, K.CUDNN_KNOB_TYPE_TILE_ROWS, K.CUDN
 AUTO, DIRECT, TILED = 0, 1, 2     # KERNEL_CFG values
 #: KERNEL_CFG AUTO: tiles tried in order per (direction, layout, backward source: "idx" routed by IDX, "x"
 #: max-pool winners recomputed from X, "dy" average); the first the problem supports wins, none supported
-#: (or an empty list) runs the direct kernel. NHWC forward keeps the direct kernel (~90% of copy bandwidth on
-#: the H200 at issue 4's shape). The tiles are chosen from instruction and L2-traffic counts, not yet from
-#: measurements: experiments/probe_pool.py times every alternative (direct included) beside torch.
+#: (or an empty list) runs the direct kernel. NHWC forward keeps the direct kernel (close to the copy bandwidth
+#: on the H200 at issue 4's shape; dev/perf_notes.md). The tiles are chosen from instruction and L2-traffic
+#: counts, not yet from measurements: experiments/probe_pool.py times every alternative (direct included)
+#: beside torch.
 AUTO_TILES = {("fwd", "nchw", ""): ((1, 4), (1, 8)), ("fwd", "nhwc", ""): (), ("fwd", "nchw1", ""): (),
               ("bwd", "nchw", "idx"): ((2, 8), (4, 8)), ("bwd", "nchw", "x"): ((2, 8), (4, 8)),
               ("bwd", "nchw", "dy"): ((2, 8), (4, 8)),

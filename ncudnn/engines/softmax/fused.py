@@ -190,13 +190,13 @@ def _stages(cfg):
 
 
 #: long forward rows (not in registers on the scalar kernel): the vector online path with this many
-#: threads and vectors in flight per thread (H200, FP32 8192 x 32768: 1.18x torch vs 0.77x for the
-#: shared-memory row kernel)
+#: threads and vectors in flight per thread (on the H200 faster than torch where the shared-memory row
+#: kernel was slower; dev/perf_notes.md, "Softmax")
 LONG_BLOCK, LONG_UNROLL = 512, 8
 #: long forward rows that fit a block's registers: the persistent kernel with these threads (0: the
-#: kernel layer's choice, 1024 for FP32 32768) and stages (1: rows loaded straight into registers).
-#: H200, FP32 8192 x 32768 (tools/probe_softmax.py, 2026-11-30): STAGES 1 0.565 ms (90.3% of the copy
-#: bandwidth, 1.42x torch), STAGES 2 0.581 ms (a build that spilled 8 bytes), the online path 0.683 ms
+#: kernel layer's choice, 1024 for FP32 32768) and stages (1: rows loaded straight into registers): the
+#: fastest of the persistent variants and of the online path on the H200 (experiments/probe_softmax.py;
+#: dev/perf_notes.md, "Softmax")
 PERSIST_BLOCK, PERSIST_STAGES = 0, 1
 
 

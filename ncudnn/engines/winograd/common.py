@@ -489,8 +489,8 @@ class WgradProblem(PerTile):
 
 
 
-#: the part of the L2 that keeps M between the GEMM and the output kernel (measured: 37.7 MB stays,
-#: 51.9 MB does not on the H200's 50 MiB)
+#: the part of the L2 that keeps M between the GEMM and the output kernel (on the H200's 50 MiB a 37.7 MB M
+#: stayed, a 51.9 MB one did not; docs/winograd.md)
 WG_L2_KEEP = 0.8
 #: the H200's L2 kept for M (bytes): the split choice is made without a device (WgradProblem._tile)
 L2_TARGET = int(WG_L2_KEEP * 50 * 1024 * 1024)
@@ -505,7 +505,7 @@ WG_GEMM_EFF = 0.8
 WG_OUT = {16: (1.2e-6, 0.83), 36: (5.5e-6, 0.35)}
 #: the output kernel's dw stores: coalesced (c fastest, KRSC; or KCRS-packed through shared memory,
 #: ``ww.packed_dw``) / 9 scattered per thread (other strides), fraction of the device bandwidth
-#: (measured: ~4.2 / ~0.45 TB/s; the packed KCRS path is not measured yet)
+#: (the H200's measured store rates over its bandwidth, docs/winograd.md; the packed KCRS path not measured)
 WG_STORE = (0.875, 0.094)
 
 

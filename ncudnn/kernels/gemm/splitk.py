@@ -9,9 +9,9 @@
   sequence). A thread owns 4 outputs: 16-byte loads (N % 4 == 0, aligned workspace) or 4-byte loads,
   8 slices' loads in flight; sums pass through shared memory so each store instruction writes 32
   consecutive outputs; :func:`wide_grid` picks the flat layout (a thread sums all slices) or the rows
-  layout (a warp a group, for few outputs and many slices). H200, 65536 x 1024 outputs, 8 slices:
-  0.60 ms = 4.0 TB/s (torch.sum over the slices: 0.61 ms). :func:`make_reduce_wide_v1`, the first
-  version (one 4-byte load a thread, 32 outputs a 512-thread block: 10.6 ms there), is kept for the probe.
+  layout (a warp a group, for few outputs and many slices); on the H200 it runs at about the speed of a
+  torch.sum over the slices (dev/perf_notes.md, "SIMT GEMM"). :func:`make_reduce_wide_v1`, the first
+  version (one 4-byte load a thread, 32 outputs a 512-thread block, far slower), is kept for the probe.
 * atomic (NONDETERMINISTIC: float addition order varies run to run): :func:`make_prescale` sets
   ``out = beta * out`` (``0`` when beta == 0, never reading out), then the block kernel atomically
   adds ``alpha * partial``. Only for a linear epilogue (alpha/beta) and fp32/fp64 outputs.

@@ -120,7 +120,7 @@ def persist_bwd_kernel(channels, arrays, txv, ty, tiles, nr=4, ns=8, unroll=4, c
     ``acache``: the shared-memory rows are fetched with ``cp.async`` (16 bytes a copy, all of them issued
     before the streamed rows, so they are in flight without registers; row-major 16-byte slots) and added
     once the streamed rows are done. ``tail_hint`` (default): the on-chip rows' dx (the kernel's last stores)
-    with the streaming hint too; False: plain stores (the dx written last stays in the L2; measured 1 % slower
+    with the streaming hint too; False: plain stores (the dx written last stays in the L2; slightly slower
     on the H200).
     ``pf`` (with ``acache``): the first ``pf`` streamed rows of each thread (phase 3 reaches them last, from
     DRAM) are fetched again by ``cp.async`` into shared memory right after the sums, so those loads run during
@@ -356,12 +356,10 @@ def signature(arrays, gbar=False):
 
 
 #: (threads, register rows, shared rows, unroll, cp.async shared rows, prefetched rows) the engine offers
-#: (:data:`ncudnn.engines.norm.bn_steps.PERSIST_VARIANTS`); the first is the engine's default. On the H200 at N32 C256
-#: 56x56 FP32 NHWC, 2026-12-01, two runs of tools/probe_bn.py --set persist (the inline barrier on full grids):
-#: 10 shared rows stored by the threads 0.1244 / 0.1244 ms, 10 by cp.async 0.1249 / 0.1249, 8 by cp.async
-#: 0.1273 / 0.1271, 12 rows 0.1295-0.1300; cudnn-frontend 0.1278 / 0.1277. With this_grid().sync() the same
-#: kernels took 4 us more (tools/probe_bn_persist.py: 0.1306 against 0.1266 ms for 8 cp.async rows).
-#: Prefetched rows measured slower (0.1306-0.1397 ms with 3-6 rows): one such variant is kept for the autotuner.
+#: (:data:`ncudnn.engines.norm.bn_steps.PERSIST_VARIANTS`); the first is the engine's default, the fastest on the
+#: H200 (10 shared rows stored by the threads; faster than cudnn-frontend).
+#: The inline grid barrier is used: this_grid().sync() made the same kernels slower. Prefetched rows were slower
+#: too: one such variant is kept for the autotuner. Figures: dev/perf_notes.md, "Batch norm".
 PERSIST_CASES = ((512, 4, 10, 4, False, 0), (512, 4, 8, 4, False, 0), (512, 4, 8, 4, True, 0), (512, 4, 6, 4, False, 0),
                  (512, 2, 8, 4, False, 0), (512, 4, 10, 4, True, 3), (512, 4, 10, 4, True, 0))
 #: the cases the sm_90 compile check holds to 65536 / threads registers

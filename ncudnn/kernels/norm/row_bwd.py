@@ -83,9 +83,9 @@ def fused_config(n, nrows, sms, vec=1, block=0, rows=0, blocks_per_sm=0, stages=
     an SM's register file. ``blocks_per_sm`` 0: as many as threads and the estimate allow. The grid
     is ``sms * blocks_per_sm`` blocks, at most one per row group.
 
-    H200 (FP32, 2026-11-30, tools/probe_norm_rows.py): this search picks the measured best of the
-    probe's geometries: 8192x1024 BLOCK 128, ROWS 4, STAGES 2, 2 blocks per SM (0.0372 ms, cuDNN's
-    graph API 0.0401); 8192x4096 BLOCK 512, ROWS 2, STAGES 2, 1 block per SM (0.1093 ms, cuDNN 0.1182)."""
+    On the H200 this search picks the fastest of experiments/probe_norm_rows.py's geometries (8192x1024:
+    BLOCK 128, ROWS 4, STAGES 2, 2 blocks per SM; 8192x4096: BLOCK 512, ROWS 2, STAGES 2, 1 block per SM),
+    both faster than cuDNN's graph API (figures: dev/perf_notes.md, "Layer / RMS norm rows")."""
     nv = -(-n // vec)
     if block:
         blocks = [block]

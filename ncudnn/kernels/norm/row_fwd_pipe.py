@@ -32,17 +32,16 @@ the rows, one barrier) into the first ``n`` (``2 n``) floats of shared memory an
 ``hint``: an L2 eviction policy (:data:`ncudnn.kernels.primitives.l2hint.POLICIES`, e.g. ``"evict_first"``) on x's copies
 (:func:`ncudnn.kernels.primitives.l2hint.cp16_l2`) and, with ``hint_y`` (the default), y's stores. Evict-first y stores make
 the kernel alone faster after an L2 flush but leave less of y in the L2 for the next kernel reading it (on the
-H200 a torch.sum of y right after took ~5 us longer): ``hint_y=False`` keeps y's stores plain.
+H200 a torch.sum of y right after took longer): ``hint_y=False`` keeps y's stores plain.
 
 A version fetching each row with one bulk (TMA) copy completed by an mbarrier was tried and stalled the H200, so
 it was removed.
 
 Used by engine "norm_rows" as forward KERNEL_CFG 20..29 (:mod:`ncudnn.engines.norm.rows_pipe`; 28, 4 warps x 4
 stages x 3 blocks an SM, scale / bias in shared memory, x's copies evict-first, y's stores plain: the default for
-FP32 rows of 512..1024). On the H200 at 8192 x 1024 (2026-12-01, session 8, tools/probe_norm_sweep.py, 8
-alternating rounds in one process) it ran layer norm in 0.0212 ms and RMS norm in 0.0208 against
-cudnn-frontend's 0.0221 / 0.0216 (faster in every round) and a torch copy of the same bytes at 0.0211; without
-the L2 policy 1.021x / 1.014x cuDNN.
+FP32 rows of 512..1024). On the H200 at 8192 x 1024 it beats cuDNN in every round of an interleaved sweep
+(experiments/probe_norm_sweep.py), at the speed of a torch copy of the same bytes, and still does without the L2
+policy, by less (figures: dev/perf_notes.md, "Layer / RMS norm rows").
 
 Dynamic shared memory: :func:`pipe_shared_bytes`; above 48 KB it needs the opt-in attribute
 (:meth:`ncudnn.kernels.runtime.launch.CompiledKernel.prepare` sets it).

@@ -1,8 +1,8 @@
 """Direct kernel launches: compile a numba kernel once, then launch it with ``cuLaunchKernel``.
 
 A numba launch (``kern[grid, block](*args)``) types every argument, wraps each array in a numba
-device array and builds the parameter list on every call (18.7 us with numba arrays, 48.7 us with
-torch tensors on an H200). Here that work happens once:
+device array and builds the parameter list on every call (tens of microseconds a launch on an H200, more with
+torch tensors; docs/launch.md). Here that work happens once:
 
 * :class:`CompiledKernel` compiles a ``cuda.jit`` dispatcher for one signature (given, or taken from
   the first call's arguments) and keeps the driver ``CUfunction`` and its attributes.

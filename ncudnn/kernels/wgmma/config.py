@@ -100,8 +100,8 @@ def check(cfg, max_smem=227 * 1024):
     return True, ""
 
 
-#: configs, best first for large problems (sm_90: 227 KB shared per block), all EARLY (measured faster on the
-#: H200 at 8192^3: FP16 B (k, n) 491 vs 482 TFLOP/s, TF32 273 vs 260; TF32 at 3 stages 285)
+#: configs, best first for large problems (sm_90: 227 KB shared per block), all EARLY (faster on the H200 at
+#: 8192^3 for FP16 and TF32; dev/perf_notes.md, "Tensor-core matmul")
 CONFIGS = (
     WgmmaConfig(256, 2, 1, 4, 8, 1),
     WgmmaConfig(128, 2, 1, 5, 8, 1),
