@@ -7,7 +7,7 @@ pygraph's validated IR gives every tensor's dims, strides and type. Operations p
 for (BN finalize, BN backward weights; GENSTATS too) come as a :class:`BackendOp`: the operation's
 descriptor type, its tensors by attribute name and its other attributes, set as given. The runner
 drives this object as it drives a pygraph (``backend_plans``, ``get_workspace_size_plan_at_index``,
-``execute_plan_at_index``, ``ir``: the graph the backend lowered, its tensors named as the source
+``select_plan`` / ``execute``, ``ir``: the graph the backend lowered, its tensors named as the source
 named them)."""
 from ..backend import (cudnnBackendCreateDescriptor, cudnnBackendExecute, cudnnBackendFinalize,
                        cudnnBackendGetAttribute, cudnnBackendSetAttribute)
@@ -183,6 +183,12 @@ class BackendGraph:
     def get_workspace_size_plan_at_index(self, i):
         return int(_ok(cudnnBackendGetAttribute(self.plans[i], A.CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                                 T.CUDNN_TYPE_INT64, 1), "workspace size")[1][0])
+
+    def select_plan(self, index):
+        self.selected = index
+
+    def execute(self, pack, ws):
+        self.execute_plan_at_index(pack, ws, self.selected)
 
     def execute_plan_at_index(self, pack, ws, index):
         uids = list(pack)

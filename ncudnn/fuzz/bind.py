@@ -7,6 +7,11 @@ of its allocation NaN (an engine reading a gap or past the span computes NaN); a
 the poison value and the rest a sentinel. After the run the output's elements are compared with the
 oracle and every other element of every allocation, inputs included, must be bit-for-bit what was
 uploaded.
+
+A buffer's host images (one per draw, made by :meth:`Buffer.image_of`) are uploaded by
+:meth:`Buffer.upload`, which skips an input whose device copy is known to hold that image already (it
+was uploaded and every check since found it unchanged); reads land in one host array allocated with
+the buffer.
 """
 import numpy as np
 from numba import cuda
@@ -53,44 +58,68 @@ class Buffer:
         grid = np.indices(self.dims, dtype=np.int64) if self.dims else np.zeros((0,), np.int64)
         self.index = self.guard + sum(g * s for g, s in zip(grid, self.strides)) if self.dims else \
             np.array(self.guard, np.int64)
-        self.outside = np.ones(total, bool)
-        self.outside[self.index.reshape(-1)] = False
+        outside = np.ones(total, bool)
+        outside[self.index.reshape(-1)] = False
+        self.outside = np.flatnonzero(outside)
         self.dev = cuda.device_array(total, dtype=self.store)
+        self.host = np.empty(total, dtype=self.store)
         self.arg = self.dev[self.guard:self.guard + span]
         base = np.full(total, _gap_value(self.dtype, output), dtype=self.dtype)
         if output:
             base[self.index] = _poison(self.dtype)
         self.base = base
+        self.base_outside = _bits(base)[self.outside]     # what every element outside the view must stay
         self.image = base
+        self.clean = False          # the device copy is known to be ``image``
 
-    def fill(self, values=None):
-        """Upload the gap pattern with ``values`` (dims-shaped, any float type) at the view's elements
-        (an output: the poison). Returns the values as the buffer holds them (float64) for the oracle."""
-        img = self.base
-        held = None
-        if values is not None:
-            img = self.base.copy()
-            img[self.index] = np.asarray(values).astype(self.dtype)
-            held = to_f64(img[self.index])
+    def image_of(self, values):
+        """(host image: the gap pattern with ``values`` (dims-shaped, any float type) at the view's elements,
+        the values as the buffer holds them in float64 for the oracle)."""
+        img = self.base.copy()
+        img[self.index] = np.asarray(values).astype(self.dtype)
+        return img, to_f64(img[self.index])
+
+    def upload(self, img=None):
+        """Put ``img`` (default: the base pattern, the poisoned output) on the device, unless it is known
+        to be there already."""
+        img = self.base if img is None else img
+        if img is self.image and self.clean:
+            return
         self.image = img
         self.dev.copy_to_device(img.view(self.store))
+        self.clean = not self.output      # a run writes an output: upload it again before the next
+
+    def fill(self, values=None):
+        """Upload the gap pattern with ``values`` at the view's elements (None: the base pattern). Returns
+        the values as the buffer holds them (float64), None without values."""
+        img, held = self.image_of(values) if values is not None else (None, None)
+        self.clean = False
+        self.upload(img)
         return held
+
+    def _download(self):
+        self.dev.copy_to_host(self.host)
+        return self.host.view(self.dtype)
 
     def read(self):
         """(the view's elements as the device holds them, True when everything outside is unchanged)."""
-        back = self.dev.copy_to_host().view(self.dtype)
-        same = np.array_equal(_bits(back)[self.outside], _bits(self.image)[self.outside])
-        return back[self.index], same
+        back = self._download()
+        expect = self.base_outside if self.image is self.base else _bits(self.image)[self.outside]
+        return back[self.index], np.array_equal(_bits(back)[self.outside], expect)
 
     def unchanged(self):
-        """An input: is the whole allocation (view included) bit-for-bit what was uploaded?"""
-        return np.array_equal(_bits(self.dev.copy_to_host()), _bits(self.image))
+        """An input: is the whole allocation (view included) bit-for-bit what was uploaded? (If not, the
+        next upload puts it back.)"""
+        same = np.array_equal(_bits(self._download()), _bits(self.image))
+        self.clean = self.clean and same
+        return same
 
-    def view_of(self, dims, strides, offset):
-        """Values of another view (a pygraph slice / transpose of this input) over this buffer's image."""
+    def view_of(self, dims, strides, offset, image=None):
+        """Values of another view (a pygraph slice / transpose of this input) over ``image`` (default: the
+        image last uploaded)."""
         grid = np.indices(dims, dtype=np.int64)
         idx = self.guard + int(offset) + sum(g * s for g, s in zip(grid, strides))
-        return to_f64(self.image[idx])
+        return to_f64((self.image if image is None else image)[idx])
 
 
 def _bits(a):

@@ -50,10 +50,17 @@ def compare(got, ref, dtype, tol):
     if kind in "iub":
         bad = int(np.count_nonzero(to_f64(got) != np.asarray(ref, np.float64)))
         return None if bad == 0 else f"{bad} of {np.size(ref)} elements differ (exact type)"
-    err = rel_err(got, ref)
+    g, r = to_f64(got), np.asarray(ref, np.float64)
+    if g.shape != r.shape:
+        return f"shape {g.shape} != the oracle's {r.shape}"
+    if np.isfinite(r).all() and np.isfinite(g).all():   # the common case: rel_err's norms, without its masks
+        denom = np.linalg.norm(r)
+        num = np.linalg.norm(g - r)
+        err = float(num / denom) if denom else float(num)
+    else:
+        err = rel_err(g, r)
     if err <= tol:
         return None
-    g, r = to_f64(got), np.asarray(ref, np.float64)
     scale = np.max(np.abs(r[np.isfinite(r)])) if np.isfinite(r).any() else 1.0
     off = ~(np.abs(g - r) <= tol * scale) | (np.isnan(g) != np.isnan(r))
     nan = int(np.count_nonzero(np.isnan(g) & ~np.isnan(r)))

@@ -12,6 +12,10 @@ draws these shapes too rarely.
   (or a packed NHWC stem with 3 channels, which the engine zero-pads), random stride, padding and
   dilation, the output NHWC (rows sometimes padded by 8), FP32 or the input type; sometimes + bias +
   relu. conv_tc refuses NCHW, so its graphs are channels-last only.
+
+``rng`` draws the structure (kind, types, op, layout, epilogue, spatial rank) and ``shapes`` the sizes,
+paddings, strides and dilations: cases that share a structure compile the same kernels where their
+cache keys name no size (see :data:`.families.VARIANTS`).
 """
 from ..testing import SIM
 from .spec import DT, Spec, graph, packed, pick
@@ -48,8 +52,8 @@ def _epilogue(g, rng, Y, k, nsp):
 
 
 def _graph(rng, op, dtype, xd, wd, yd, geo, layouts, epilogue):
-    """The conv graph of ``op`` over x / w / y dims with (x, w, y) strides ``layouts``; returns (graph,
-    epilogue description)."""
+    """The conv graph of ``op`` over x / w / y dims with (x, w, y) strides ``layouts`` (``rng`` draws the
+    epilogue); returns (graph, epilogue description)."""
     g = graph(dtype)
     xs, ws, ys = layouts
     nsp = len(xd) - 2
@@ -74,15 +78,15 @@ def _graph(rng, op, dtype, xd, wd, yd, geo, layouts, epilogue):
     return g, desc
 
 
-def _one_by_one(rng):
+def _one_by_one(rng, shapes):
     dtype, dname = pick(rng, DTYPES)
     op = pick(rng, ("fprop", "dgrad", "wgrad"))
     nsp = pick(rng, (1, 2, 2, 3))
-    n, c, k = pick(rng, (1, 2)), pick(rng, CH), pick(rng, CH)
-    size = [pick(rng, SP) for _ in range(nsp)]
     stride = 2 if op == "wgrad" and nsp == 2 and rng.random() < 0.25 else 1
-    out = [(s - 1) // stride + 1 for s in size]
     kind = pick(rng, ("nchw", "nhwc"))
+    n, c, k = pick(shapes, (1, 2)), pick(shapes, CH), pick(shapes, CH)
+    size = [pick(shapes, SP) for _ in range(nsp)]
+    out = [(s - 1) // stride + 1 for s in size]
     xd, wd, yd = [n, c] + size, [k, c] + [1] * nsp, [n, k] + out
     layouts = tuple(_layout(d, kind) for d in (xd, wd, yd))
     geo = dict(pre_padding=[0] * nsp, post_padding=[0] * nsp, stride=[stride] * nsp, dilation=[1] * nsp)
@@ -90,15 +94,15 @@ def _one_by_one(rng):
     return Spec(g, f"conv_{op} 1x1 {dname} {nsp}-D x {xd} w {wd} y {yd} {kind} stride {stride}{epi}")
 
 
-def _winograd(rng):
+def _winograd(rng, shapes):
     dtype, dname = pick(rng, DTYPES)
     op = pick(rng, ("fprop", "fprop", "dgrad", "wgrad"))
-    n, c, k = pick(rng, (1, 2)), pick(rng, CH), pick(rng, CH)
-    size = [pick(rng, SP) + 1 for _ in range(2)]
-    pre = [pick(rng, (0, 1, 1)) for _ in range(2)]
-    post = list(pre) if rng.random() < 0.7 else [pick(rng, (0, 1, 2)) for _ in range(2)]
-    out = [s + a + b - 2 for s, a, b in zip(size, pre, post)]
     kind = pick(rng, ("nchw", "nhwc"))
+    n, c, k = pick(shapes, (1, 2)), pick(shapes, CH), pick(shapes, CH)
+    size = [pick(shapes, SP) + 1 for _ in range(2)]
+    pre = [pick(shapes, (0, 1, 1)) for _ in range(2)]
+    post = list(pre) if shapes.random() < 0.7 else [pick(shapes, (0, 1, 2)) for _ in range(2)]
+    out = [s + a + b - 2 for s, a, b in zip(size, pre, post)]
     xd, wd, yd = [n, c] + size, [k, c, 3, 3], [n, k] + out
     layouts = tuple(_layout(d, kind) for d in (xd, wd, yd))
     geo = dict(pre_padding=pre, post_padding=post, stride=[1, 1], dilation=[1, 1])
@@ -106,18 +110,20 @@ def _winograd(rng):
     return Spec(g, f"conv_{op} 3x3 {dname} x {xd} w {wd} y {yd} {kind} pad {pre}/{post}{epi}")
 
 
-def _tensor_core(rng):
+def _tensor_core(rng, shapes):
     dtype, dname = pick(rng, HALF)
     nsp = pick(rng, (1, 2, 2))
-    n, k = pick(rng, (1, 2)), pick(rng, CH_TC)
     stem = rng.random() < 0.15
-    c = 3 if stem else pick(rng, CH_TC)
+    padded_rows = not stem and rng.random() < 0.25
+    y_float = rng.random() < 0.3
+    n, k = pick(shapes, (1, 2)), pick(shapes, CH_TC)
+    c = 3 if stem else pick(shapes, CH_TC)
     for _ in range(20):
-        size = [pick(rng, SP) + 1 for _ in range(nsp)]
-        filt = [pick(rng, (1, 3, 3)) for _ in range(nsp)]
-        stride = [pick(rng, (1, 1, 2)) for _ in range(nsp)]
-        dil = [pick(rng, (1, 1, 2)) for _ in range(nsp)]
-        pad = [int(rng.integers(0, f)) if f > 1 else 0 for f in filt]
+        size = [pick(shapes, SP) + 1 for _ in range(nsp)]
+        filt = [pick(shapes, (1, 3, 3)) for _ in range(nsp)]
+        stride = [pick(shapes, (1, 1, 2)) for _ in range(nsp)]
+        dil = [pick(shapes, (1, 1, 2)) for _ in range(nsp)]
+        pad = [int(shapes.integers(0, f)) if f > 1 else 0 for f in filt]
         out = [(s + 2 * p - ((f - 1) * d + 1)) // st + 1 for s, p, f, d, st in zip(size, pad, filt, dil, stride)]
         if all(o >= 1 for o in out):
             break
@@ -126,7 +132,7 @@ def _tensor_core(rng):
     xd, wd, yd = [n, c] + size, [k, c] + filt, [n, k] + out
     ys = nhwc(yd)
     row = k
-    if not stem and rng.random() < 0.25:        # output pixel rows padded by 8 channels' worth
+    if padded_rows:        # output pixel rows padded by 8 channels' worth
         row = k + 8
         ys = [0, 1] + [0] * nsp
         acc = row
@@ -143,12 +149,12 @@ def _tensor_core(rng):
     if not stem:
         Y, epi = _epilogue(g, rng, Y, k, nsp)
     Y.set_output(True).set_name("Y").set_dim(yd).set_stride(ys)
-    if rng.random() < 0.3:
+    if y_float:
         Y.set_data_type(DT.FLOAT)
         epi += ", Y float"
     return Spec(g, f"conv_fprop tc {dname} {nsp}-D x {xd} nhwc w {wd} krsc y {yd} row {row} pad {pad} stride "
                    f"{stride} dil {dil}{' (stem: C = 3)' if stem else ''}{epi}")
 
 
-def generate(rng):
-    return pick(rng, (_one_by_one, _winograd, _tensor_core))(rng)
+def generate(rng, shapes=None):
+    return pick(rng, (_one_by_one, _winograd, _tensor_core))(rng, rng if shapes is None else shapes)

@@ -16,6 +16,10 @@ check_support is the contract), so their plans run beside the SIMT ones.
 
 The scales are powers of two (exact in every type), so only the output's rounding and the sum's order
 differ from the oracle. FP8 values are drawn in [-2, 2) and rounded to FP8 as the buffer holds them.
+
+``rng`` draws the structure (types, transposes, broadcast side, epilogue, output, scale placement) and
+``shapes`` the sizes and paddings: cases that share a structure compile the same kernels, whose cache
+keys name no size (see :data:`.families.VARIANTS`).
 """
 from ..testing import SIM
 from .spec import DT, Spec, graph, pick
@@ -29,63 +33,66 @@ HALF = ((DT.HALF, "half"), (DT.BFLOAT16, "bfloat16"))
 FP8 = ((DT.FP8_E4M3, "fp8_e4m3"), (DT.FP8_E5M2, "fp8_e5m2"))
 
 
-def _pad(rng, unit):
-    return unit * pick(rng, (0, 0, 0, 1, 2))
+def _pad(shapes, unit):
+    return unit * pick(shapes, (0, 0, 0, 1, 2))
 
 
-def _operand(rng, batch, rows, cols, contiguous_cols, unit=8):
+def _operand(shapes, batch, rows, cols, contiguous_cols, unit=8):
     """dims [batch, rows, cols]: ``contiguous_cols`` -> row-major (cols stride 1), else column-major; the
     leading dim and the batch stride padded by multiples of ``unit`` elements (16 bytes of 16-bit data;
     FP8: 16, the kernel reads FP8 pairs as 16-bit halves)."""
-    ld = (cols if contiguous_cols else rows) + _pad(rng, unit)
-    plane = ld * (rows if contiguous_cols else cols) + _pad(rng, unit)
+    ld = (cols if contiguous_cols else rows) + _pad(shapes, unit)
+    plane = ld * (rows if contiguous_cols else cols) + _pad(shapes, unit)
     strides = [plane, ld, 1] if contiguous_cols else [plane, 1, ld]
     return [batch, rows, cols], strides
 
 
-def _batches(rng):
-    batch = pick(rng, (1, 1, 2, 3))
-    ba = bb = batch
-    if batch > 1 and rng.random() < 0.3:
-        ba, bb = (1, batch) if rng.random() < 0.5 else (batch, 1)
+def _batches(rng, shapes):
+    """(batch, A's batch, B's batch): ``rng`` picks the side that broadcasts, ``shapes`` the batch."""
+    side = pick(rng, ("both", "both", "both", "a", "b"))
+    batch = pick(shapes, (1, 1, 2, 3))
+    ba, bb = (batch, batch) if side == "both" or batch == 1 else (batch, 1) if side == "a" else (1, batch)
     return batch, ba, bb
 
 
-def generate(rng):
+def generate(rng, shapes=None):
+    shapes = rng if shapes is None else shapes
     kind = pick(rng, ("half", "tf32", "fp8"), p=(0.6, 0.2, 0.2))
     if kind == "fp8":
-        return _fp8(rng)
+        return _fp8(rng, shapes)
     tf32 = kind == "tf32"
     dtype, dname = (DT.FLOAT, "float (TF32)") if tf32 else pick(rng, HALF)
     a_rows = True if tf32 else rng.random() < 0.5          # A (m, k) k-contiguous, else m-contiguous
     b_cols = True if tf32 else rng.random() < 0.5          # B stored (n, k) (k-contiguous), else n-contiguous
-    m = pick(rng, FREE) if a_rows else pick(rng, ALIGNED)
-    n = pick(rng, FREE) if b_cols else pick(rng, ALIGNED)
-    k = pick(rng, KS)
-    batch, ba, bb = _batches(rng)
+    bias_kind = pick(rng, (None, None, "row", "col", "full"))
+    act = pick(rng, (None, None, None, "relu", "gelu", "tanh", "sigmoid"))
+    c_col, c_float = rng.random() < 0.2, not tf32 and rng.random() < 0.3
+    m = pick(shapes, FREE) if a_rows else pick(shapes, ALIGNED)
+    n = pick(shapes, FREE) if b_cols else pick(shapes, ALIGNED)
+    k = pick(shapes, KS)
+    batch, ba, bb = _batches(rng, shapes)
     g = graph(dtype)
-    ad, as_ = _operand(rng, ba, m, k, a_rows)
-    bd, bs = _operand(rng, bb, k, n, not b_cols)
+    ad, as_ = _operand(shapes, ba, m, k, a_rows)
+    bd, bs = _operand(shapes, bb, k, n, not b_cols)
     A = g.tensor(name="A", dim=ad, stride=as_)
     B = g.tensor(name="B", dim=bd, stride=bs)
     C = g.matmul(A, B, name="mm")
     desc = [f"matmul_tc {dname} batch {ba}x{bb} m{m} n{n} k{k} A {'row' if a_rows else 'col'} {as_} "
             f"B {'col' if b_cols else 'row'} {bs}"]
-    if rng.random() < 0.35:
-        bias_dims = pick(rng, ([1, 1, n], [1, m, 1], [batch, m, n]))
+    if bias_kind is not None:
+        bias_dims = {"row": [1, 1, n], "col": [1, m, 1], "full": [batch, m, n]}[bias_kind]
         bias = g.tensor(name="bias", dim=bias_dims, stride=[bias_dims[1] * bias_dims[2], bias_dims[2], 1])
         C = g.bias(input=C, bias=bias, name="bias")
         desc.append(f"+ bias {bias_dims}")
-    if rng.random() < 0.3:
-        act = pick(rng, ("relu", "gelu", "tanh", "sigmoid"))
+    if act is not None:
         C = getattr(g, act)(C, name=act)
         desc.append(f"+ {act}")
     C.set_output(True).set_name("C")
-    if rng.random() < 0.2:
-        ldc = m + pick(rng, (0, 8))
+    if c_col:
+        ldc = m + pick(shapes, (0, 8))
         C.set_dim([batch, m, n]).set_stride([ldc * n, 1, ldc])
         desc.append(f"C col-major ldc {ldc}")
-    if not tf32 and rng.random() < 0.3:
+    if c_float:
         C.set_data_type(DT.FLOAT)
         desc.append("C float")
     if tf32:
@@ -95,20 +102,23 @@ def generate(rng):
     return Spec(g, ", ".join(desc))
 
 
-def _fp8(rng):
+def _fp8(rng, shapes):
     import ncudnn as cudnn
 
     dtype, dname = pick(rng, FP8)
-    m, n, k = pick(rng, FREE), pick(rng, FREE), pick(rng, KS_FP8)
-    batch, ba, bb = _batches(rng)
+    device = int(rng.integers(0, 3))       # the first `device` scales live in device memory
+    bias_relu = rng.random() < 0.3
+    out, oname = pick(rng, ((DT.FP8_E4M3, "fp8_e4m3"), (DT.BFLOAT16, "bfloat16"), (DT.HALF, "half"),
+                            (DT.FLOAT, "float")))
+    m, n, k = pick(shapes, FREE), pick(shapes, FREE), pick(shapes, KS_FP8)
+    batch, ba, bb = _batches(rng, shapes)
     g = cudnn.pygraph(name="fuzz", io_data_type=dtype, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
-    ad, as_ = _operand(rng, ba, m, k, True, 16)
-    bd, bs = _operand(rng, bb, k, n, False, 16)
+    ad, as_ = _operand(shapes, ba, m, k, True, 16)
+    bd, bs = _operand(shapes, bb, k, n, False, 16)
     A = g.tensor(name="A", dim=ad, stride=as_)
     B = g.tensor(name="B", dim=bd, stride=bs)
     C = g.matmul(A, B, compute_data_type=DT.FLOAT, name="mm")
     scalars, ranges, desc = {}, {"A": (-2.0, 2.0), "B": (-2.0, 2.0)}, []
-    device = int(rng.integers(0, 3))       # the first `device` scales live in device memory
     for i, (name, v) in enumerate((("descale_a", 0.5), ("descale_b", 0.25), ("scale_d", 2.0))):
         if i < device:
             s = g.tensor(name=name, dim=[1, 1, 1], stride=[1, 1, 1], data_type=DT.FLOAT)
@@ -117,12 +127,10 @@ def _fp8(rng):
             s = g.tensor(name=name, dim=[1, 1, 1], stride=[1, 1, 1], data_type=DT.FLOAT, is_pass_by_value=True)
             scalars[name] = v
         C = g.mul(C, s, name=f"mul_{name}")
-    if rng.random() < 0.3:
+    if bias_relu:
         bias = g.tensor(name="bias", dim=[1, 1, n], stride=[n, n, 1], data_type=DT.FLOAT)
         C = g.relu(g.bias(input=C, bias=bias, name="bias"), name="relu")
         desc.append("+ bias + relu")
-    out, oname = pick(rng, ((DT.FP8_E4M3, "fp8_e4m3"), (DT.BFLOAT16, "bfloat16"), (DT.HALF, "half"),
-                            (DT.FLOAT, "float")))
     C.set_output(True).set_name("C").set_data_type(out)
     text = f"matmul_tc {dname} batch {ba}x{bb} m{m} n{n} k{k} A {as_} B (n, k) {bs} * descale_a * descale_b * " \
            f"scale_d ({device} in device memory) {' '.join(desc)} -> {oname}"

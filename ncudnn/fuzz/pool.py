@@ -1,7 +1,9 @@
 """Run many cases: in this process, or in ``jobs`` worker processes (each its own CUDA context) until a
-deadline. Case ``c`` (0, 1, 2, ...) is of family :func:`family_of` (a hash of ``c``, so every worker
-sees every family whatever the number of workers); worker ``j`` runs cases
-``j, j + jobs, ...`` and appends one JSON line per case to ``DIR/worker-j.jsonl``. A worker whose CUDA
+deadline. Cases go in blocks of :data:`.spec.VARIANTS` (block ``b``: cases ``VARIANTS * b ..``), all of
+one family, :func:`family_of` (a hash of ``b``, so every worker sees every family whatever the number
+of workers); worker ``j`` runs blocks ``j, j + jobs, ...``, each block's cases in a row (a variant
+family's block shares one structure: its kernels compile once, in that worker), and appends one JSON
+line per case to ``DIR/worker-j.jsonl``. A worker whose CUDA
 context failed exits with status 3 and is started again after its last case (the faulting case is
 recorded as an error first)."""
 import gzip
@@ -12,12 +14,20 @@ import sys
 import time
 
 from .runner import ContextLost, repro, run_case
+from .spec import VARIANTS
 
 CONTEXT_LOST = 3
 
 
 def family_of(c, families):
-    return families[((c * 2654435761) >> 7) % len(families)]
+    """The family of case ``c``: a hash of its block's number."""
+    return families[(((c // VARIANTS) * 2654435761) >> 7) % len(families)]
+
+
+def cases_of(j, jobs, cases):
+    """Worker ``j``'s cases, in order: the blocks ``j, j + jobs, ...`` below ``cases``."""
+    for b in range(j, -(-cases // VARIANTS), jobs):
+        yield from range(b * VARIANTS, min(cases, (b + 1) * VARIANTS))
 
 
 def _done(path):
@@ -38,14 +48,14 @@ def worker(j, jobs, seed, cases, families, out, deadline, draws, max_plans):
     path = os.path.join(out, f"worker-{j}.jsonl")
     done = _done(path)
     with open(path, "a") as f:
-        for c in range(j, cases, jobs):
+        for c in cases_of(j, jobs, cases):
             if time.time() >= deadline:
                 break
             if c in done:
                 continue
             fam = family_of(c, families)
             try:
-                res = run_case(fam, seed, c, draws=draws, max_plans=max_plans)
+                res = run_case(fam, seed, c, draws=draws, max_plans=max_plans, deadline=deadline)
             except ContextLost as e:
                 res = {"family": fam, "seed": seed, "case": c, "outcome": "error", "plans": [], "executions": 0,
                        "failures": [{"kind": "error", "what": f"CUDA context lost: {e}"[:400],
@@ -64,7 +74,7 @@ def run_local(seed, cases, families, draws=2, max_plans=None, deadline=None, on_
     for c in range(cases):
         if deadline is not None and time.time() >= deadline:
             break
-        r = run_case(family_of(c, families), seed, c, draws=draws, max_plans=max_plans)
+        r = run_case(family_of(c, families), seed, c, draws=draws, max_plans=max_plans, deadline=deadline)
         out.append(r)
         if on_result is not None:
             on_result(r)

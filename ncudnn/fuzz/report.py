@@ -33,6 +33,8 @@ def summarize(results, meta):
         f[r["outcome"]] += 1
         if r.get("front_end") == "backend":
             f["backend_api_graphs"] += 1
+        if r.get("cut") is not None:
+            f["cut_at_deadline"] += 1
         f["plans_built"] += r.get("plans_built", len(r.get("plans", [])))
         f["plans_run"] += len(r.get("plans", []))
         f["executions"] += r.get("executions", 0)
@@ -122,10 +124,14 @@ def markdown(s):
              f"commit {m.get('commit', '?')}", "",
              "A case is one (graph, plan, input draw) execution compared with the float64 oracle.", "",
              f"graphs {t.get('graphs', 0)} (ok {t.get('ok', 0)}, wrong {t.get('wrong', 0)}, error {t.get('error', 0)}, "
-             f"refused {t.get('refused', 0)}, invalid {t.get('invalid', 0)}), plans built {t.get('plans_built', 0)}, "
+             f"refused {t.get('refused', 0)}, invalid {t.get('invalid', 0)}; {t.get('cut_at_deadline', 0)} cut short at the "
+             f"deadline, their plans run on fewer draws), plans built {t.get('plans_built', 0)}, "
              f"plans run {t.get('plans_run', 0)}, executions {t.get('executions', 0)}; worker time "
              f"{t.get('build_s', 0):.0f} s planning and building, {t.get('run_s', 0):.0f} s executing and checking "
-             f"(the first draw, which compiles each plan's kernels, {t.get('first_draw_s', 0):.0f} s)", "",
+             f"(each plan's first execution, which compiles its kernels, {t.get('first_draw_s', 0):.0f} s): per plan built "
+             f"{t.get('build_s', 0) / max(t.get('plans_built', 0), 1):.2f} s, per later execution "
+             f"{(t.get('run_s', 0) - t.get('first_draw_s', 0)) / max(t.get('executions', 0), 1) * 1e3:.2f} ms "
+             "(the oracle, uploads and checks included)", "",
              "| family | graphs | via backend API | refused | plans built | plans run | cases | wrong | errors |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for k, v in s["per_family"].items():

@@ -4,7 +4,10 @@ fresh input draws, and compare each execution with the float64 oracle.
 One case is one generated graph (``family:seed:case``); its counted executions are (plan, draw)
 pairs: every plan ``build_plans(ALL)`` yields over the heuristics of modes A, B and FALLBACK (the
 first plan of each mode among them) runs each draw. The oracle runs once per draw, the buffers are
-allocated once per graph.
+allocated once per graph. Draws go in blocks (:func:`_block`): the block's input images and oracle
+outputs are made first, then each plan is selected once and executed on every draw of the block
+(pygraph ``select_plan`` + ``execute``), its inputs uploaded again wherever a check found them changed
+or another draw's.
 
 An output the oracle leaves undefined for the graph (BN finalize's saved statistics in inference
 mode) is checked only for writes outside its view.
@@ -30,8 +33,8 @@ from ..reference.ops import run_node
 from .backend_graph import BackendGraph, translatable
 from .bind import Buffer, draw_values
 from .check import compare, tolerance
-from .families import FAMILIES
-from .spec import case_rng, draw_rng
+from .families import generate
+from .spec import draw_rng
 
 MODES = (("A", cudnn.heur_mode.A), ("B", cudnn.heur_mode.B), ("FALLBACK", cudnn.heur_mode.FALLBACK))
 
@@ -72,14 +75,14 @@ def _plans(g):
 
 
 def _oracle(g, spec, bufs, views, by_value, rng_draw):
-    """Fill every input with a fresh draw; the oracle's float64 values of every tensor."""
-    vals = {}
+    """A fresh draw: ({input uid: host image}, {output uid: the oracle's float64 values})."""
+    images, vals = {}, {}
     for uid, b in bufs.items():
         if not b.output:
             lo, hi = spec.ranges.get(b.name, (-1.0, 1.0))
-            vals[uid] = b.fill(draw_values(rng_draw, b.dims, b.dtype, lo, hi))
+            images[uid], vals[uid] = b.image_of(draw_values(rng_draw, b.dims, b.dtype, lo, hi))
     for uid, (src_uid, dims, strides, offset) in views.items():
-        vals[uid] = bufs[src_uid].view_of(dims, strides, offset)
+        vals[uid] = bufs[src_uid].view_of(dims, strides, offset, images[src_uid])
     vals.update(by_value)
     for node in g.ir.nodes:
         ins = {p: vals[t.uid] if t.uid in vals else np.asarray(t.value, np.float64) for p, t in node.inputs.items()}
@@ -87,7 +90,18 @@ def _oracle(g, spec, bufs, views, by_value, rng_draw):
         for port, t in node.outputs.items():
             if port in outs:
                 vals[t.uid] = outs[port]
-    return vals
+    return images, {uid: vals[uid] for uid, b in bufs.items() if b.output and uid in vals}
+
+
+#: draws per block at most, and the host bytes a block's images and oracle outputs may take
+BLOCK_DRAWS, BLOCK_BYTES = 32, 64 << 20
+
+
+def _block(bufs, draws):
+    """Draws per block: at most BLOCK_DRAWS, and as many as fit BLOCK_BYTES of images and float64
+    oracle outputs."""
+    per_draw = sum(b.base.nbytes if not b.output else 8 * int(np.prod(b.dims)) for b in bufs.values())
+    return max(1, min(draws, BLOCK_DRAWS, BLOCK_BYTES // max(per_draw, 1)))
 
 
 def _bind(g, spec):
@@ -122,9 +136,11 @@ def _bind(g, spec):
     return bufs, views, by_value, pack
 
 
-def _execute(g, i, pack, ws):
+def _execute(g, pack, ws):
+    """Run the selected plan; None, or the error as text (a CudnnError or a bare exception). Raises
+    ContextLost when the CUDA context did not survive."""
     try:
-        g.execute_plan_at_index(pack, ws, index=i)
+        g.execute(pack, ws)
         cuda.synchronize()
     except CudnnError as e:
         return f"{type(e).__name__}: {e}"
@@ -159,11 +175,12 @@ def _sample(plans, max_plans, rng):
     return {i: plans[i] for i in sorted(keep)}
 
 
-def run_case(family, seed, case, draws=2, engine=None, only_draw=None, verbose=False, max_plans=None):
+def run_case(family, seed, case, draws=2, engine=None, only_draw=None, verbose=False, max_plans=None, deadline=None):
     """Run case ``family:seed:case``; returns a result dict (see the module docstring). ``engine``
     limits the executions to that engine's plans (composite plans with a part on it included) and
-    ``only_draw`` to one draw (repro runs);
-    ``max_plans`` runs a sample of the built plans (see :func:`_sample`)."""
+    ``only_draw`` to one draw (repro runs); ``max_plans`` runs a sample of the built plans (see
+    :func:`_sample`). Past ``deadline`` (epoch seconds) no further block of draws starts (the first
+    always runs); ``cut`` then gives the draws that ran."""
     t0 = time.perf_counter()
     res = {"family": family, "seed": seed, "case": case, "outcome": "ok", "plans": [], "desc": "",
            "executions": 0, "failures": []}
@@ -174,7 +191,7 @@ def run_case(family, seed, case, draws=2, engine=None, only_draw=None, verbose=F
             res["outcome"] = kind
 
     try:
-        spec = FAMILIES[family](case_rng(family, seed, case))
+        spec = generate(family, seed, case)
         res["desc"], res["front_end"] = spec.desc, spec.front_end
         g = spec.graph
         try:
@@ -212,29 +229,38 @@ def run_case(family, seed, case, draws=2, engine=None, only_draw=None, verbose=F
         rows = {i: {"name": p[0], "engine": p[1], "parts": parts(p[0]), "first_of": p[3], "executions": 0, "wrong": 0,
                     "errors": 0, "tol": tolerance(dtypes, p[2])} for i, p in plans.items()}
         res["plans"] = list(rows.values())
-        for d in range(draws):
-            if only_draw is not None and d != only_draw:
-                continue
-            vals = _oracle(g, spec, bufs, views, by_value, draw_rng(family, seed, case, d))
+        res["first_draw_s"] = 0.0      # each plan's first execution (its kernels compile at first launch)
+        todo = [d for d in range(draws) if only_draw is None or d == only_draw]
+        step = _block(bufs, len(todo))
+        for start in range(0, len(todo), step):
+            if start and deadline is not None and time.time() >= deadline:
+                res["cut"] = start
+                break
+            block = [(d,) + _oracle(g, spec, bufs, views, by_value, draw_rng(family, seed, case, d))
+                     for d in todo[start:start + step]]
             for i, row in rows.items():
-                for b in bufs.values():
-                    if b.output:
-                        b.fill()
-                err = _execute(g, i, pack, ws)
-                row["executions"] += 1
-                res["executions"] += 1
-                if err is not None:
-                    row["errors"] += 1
-                    fail("error", f"{row['name']}: execute raised {err}"[:400], d, row["engine"])
-                    continue
-                bad = _check(bufs, vals, row["tol"][1] * spec.tol_scale)
-                if bad:
-                    row["wrong"] += 1
-                    fail("wrong", f"{row['name']} (tol {row['tol'][0]}): " + "; ".join(bad), d, row["engine"])
-                if verbose:
-                    print(f"draw {d} {row['name']}: {'; '.join(bad) if bad else 'ok'}")
-            if d == 0:  # the first draw compiles each plan's kernels (JIT on first launch)
-                res["first_draw_s"] = time.perf_counter() - t0 - res["build_s"]
+                g.select_plan(i)
+                for d, images, want in block:
+                    t1 = time.perf_counter()
+                    for uid, b in bufs.items():
+                        b.upload(images.get(uid))
+                    err = _execute(g, pack, ws)
+                    row["executions"] += 1
+                    res["executions"] += 1
+                    if err is not None:
+                        for b in bufs.values():
+                            b.clean = False
+                        row["errors"] += 1
+                        fail("error", f"{row['name']}: execute raised {err}"[:400], d, row["engine"])
+                        continue
+                    bad = _check(bufs, want, row["tol"][1] * spec.tol_scale)
+                    if row["executions"] == 1:
+                        res["first_draw_s"] += time.perf_counter() - t1
+                    if bad:
+                        row["wrong"] += 1
+                        fail("wrong", f"{row['name']} (tol {row['tol'][0]}): " + "; ".join(bad), d, row["engine"])
+                    if verbose:
+                        print(f"draw {d} {row['name']}: {'; '.join(bad) if bad else 'ok'}")
     except ContextLost:
         raise
     except Exception as e:  # noqa: BLE001 - a bare exception from the library is a finding

@@ -3,7 +3,11 @@
 A case is named by ``(family, seed, case)``: :func:`case_rng` turns that triple into the one NumPy
 generator the family's ``generate(rng)`` draws its graph from, and :func:`draw_rng` into the generator
 of input draw ``d``, so the same triple rebuilds the same graph and the same inputs on any machine.
-Shapes come from small bounded sets (the same kernels are compiled once and reused across cases).
+A family of :data:`.families.VARIANT_FAMILIES` draws its graph's structure from
+:func:`structure_rng` instead, shared by the :data:`VARIANTS` cases ``VARIANTS * b .. VARIANTS * b +
+VARIANTS - 1``, and only its sizes from :func:`case_rng`.
+Shapes come from small bounded sets (the same kernels are compiled once and reused across cases),
+and on the GPU no generated tensor holds more than :data:`MAX_ELEMENTS` elements (:func:`capped`).
 """
 import zlib
 from dataclasses import dataclass, field
@@ -34,12 +38,38 @@ class Spec:
     front_end: str = "pygraph"
 
 
+#: the most elements of one generated tensor (the GPU's shape sets multiply up to millions): each
+#: execution fills, reads and compares its tensors on the host and each draw runs the float64 oracle
+#: over them, so the per-execution cost grows with this; 2^18 elements still span hundreds of blocks.
+#: The simulator's shape sets stay far below it.
+MAX_ELEMENTS = 1 << 18
+
+
+def capped(dims, limit=MAX_ELEMENTS):
+    """``dims`` (a list) with its largest extent halved (rounding up) until their product is at most
+    ``limit``; unchanged when it already is."""
+    dims = [int(d) for d in dims]
+    while int(np.prod(dims)) > limit:
+        i = max(range(len(dims)), key=lambda j: dims[j])
+        dims[i] = (dims[i] + 1) // 2
+    return dims
+
+
 def family_key(family):
     return zlib.crc32(family.encode())
 
 
 def case_rng(family, seed, case):
     return np.random.default_rng([family_key(family), int(seed), int(case)])
+
+
+#: consecutive cases that share one graph structure in the variant families (one block of cases)
+VARIANTS = 4
+
+
+def structure_rng(family, seed, case):
+    """The generator of the graph structure of ``case``'s block (cases ``case // VARIANTS``)."""
+    return np.random.default_rng([family_key(family), int(seed), int(case) // VARIANTS, 1 << 21])
 
 
 def draw_rng(family, seed, case, draw):
@@ -71,14 +101,16 @@ def packed(dims, order=None):
 
 
 def rand_strides(rng, dims, layout=None, pad_p=0.3, max_pad=3):
-    """Strides for ``dims``: ``layout`` 'row' (packed row-major), 'nhwc' (channels last, rank >= 3), or
-    None for a random dim order; each dim's stride padded (gaps between rows / planes) with probability
-    ``pad_p`` by up to ``max_pad`` extra elements."""
+    """Strides for ``dims``: ``layout`` 'row' (packed row-major), 'nhwc' (channels last, rank >= 3), a
+    dim order (outermost first), or None for a random dim order; each dim's stride padded (gaps between
+    rows / planes) with probability ``pad_p`` by up to ``max_pad`` extra elements."""
     n = len(dims)
     if layout == "row":
         order = list(range(n))
     elif layout == "nhwc":
         order = [0] + list(range(2, n)) + [1]
+    elif layout is not None:
+        order = list(layout)
     else:
         order = list(rng.permutation(n))
     strides, s = [0] * n, 1

@@ -11,18 +11,23 @@ import pytest
 from ncudnn.fuzz import report, runner
 from ncudnn.fuzz.bind import Buffer
 from ncudnn.fuzz.check import compare, tolerance
-from ncudnn.fuzz.families import FAMILIES
+from ncudnn.fuzz.families import FAMILIES, VARIANT_FAMILIES, generate
+from ncudnn.fuzz.pool import cases_of
 from ncudnn.fuzz.report import registered_engines
+from ncudnn.fuzz.spec import VARIANTS
 from ncudnn.ir import TensorDesc
 from ncudnn.types import cudnnBackendNumericalNote_t as NN, cudnnDataType_t as DT
 
 SEED = 1
-#: graphs per family (the simulator runs a few plans of each, one input draw); the first cases of seed 1
-#: cover every kind each generator draws (matmul_tc: FP16 / BF16, TF32, FP8; conv_fast: 1x1, Winograd,
-#: tensor-core and its 3-channel stem; sdpa: forward and backward; stats: GENSTATS through pygraph and
-#: the backend, BN finalize, BN backward weights; rng: the three distributions)
-CASES = {"conv": 8, "matmul": 12, "pointwise": 10, "norm": 6, "pool": 10, "reduce": 10, "softmax": 3, "move": 12,
-         "matmul_tc": 5, "conv_fast": 9, "sdpa": 5, "stats": 9, "rng": 15}
+#: graphs per family: a count (cases 0, 1, ...) or the case numbers (the variant families: one case per
+#: block of VARIANTS, each its own structure, and case 1, block 0's structure at other sizes). The
+#: simulator runs a few plans of each, one input draw. These cases of seed 1 cover every kind each new
+#: generator draws (matmul_tc: FP16 / BF16, TF32, FP8; conv_fast: Winograd fprop / dgrad / wgrad,
+#: tensor-core and its 3-channel stem, 1x1; sdpa: forward and backward; stats: GENSTATS through pygraph
+#: and the backend, BN finalize, BN backward weights; rng: the three distributions)
+CASES = {"conv": (0, 1, 4, 8, 12, 16, 20, 24), "matmul": (0, 1) + tuple(range(4, 44, 4)), "pointwise": 10, "norm": 6,
+         "pool": 10, "reduce": 10, "softmax": 3, "move": 12, "matmul_tc": (0, 1, 4, 8, 12),
+         "conv_fast": (0, 1, 4, 12, 32, 40, 200), "sdpa": 5, "stats": 9, "rng": 15}
 DRAWS, MAX_PLANS = 1, 2
 #: every registered engine -> a case (seed SEED) whose built plans include it, directly or as a part of a
 #: composite plan: the cheapest such case of the first 16 of each family
@@ -30,11 +35,11 @@ ENGINE_CASES = {
     "pointwise_fused": ("pointwise", 6), "composite": ("reduce", 1), "reduction": ("reduce", 1),
     "genstats": ("stats", 4), "bn_finalize": ("stats", 8), "norm_batch": ("norm", 2), "norm_rows": ("norm", 5),
     "resample": ("pool", 8), "rng_philox": ("rng", 10), "softmax_fused": ("softmax", 8),
-    "bn_bwd_weights": ("stats", 1), "matmul_simt": ("matmul", 0), "matmul_small": ("matmul", 0),
-    "conv_implicit_gemm": ("conv_fast", 10), "conv_implicit_precomp": ("conv_fast", 10),
-    "conv_gemm_1x1": ("conv_fast", 10), "conv_winograd_nonfused": ("conv_fast", 6),
-    "conv_winograd_fused": ("conv_fast", 6), "matmul_tc": ("matmul_tc", 1), "conv_tc": ("conv_fast", 7),
-    "data_movement": ("move", 3), "conv_direct": ("conv", 0), "matmul_wgmma": ("matmul_tc", 0),
+    "bn_bwd_weights": ("stats", 1), "matmul_simt": ("matmul", 14), "matmul_small": ("matmul", 14),
+    "conv_implicit_gemm": ("conv", 7), "conv_implicit_precomp": ("conv_fast", 14),
+    "conv_gemm_1x1": ("conv_fast", 14), "conv_winograd_nonfused": ("conv_fast", 1),
+    "conv_winograd_fused": ("conv_fast", 1), "matmul_tc": ("matmul_tc", 14), "conv_tc": ("conv_fast", 9),
+    "data_movement": ("move", 3), "conv_direct": ("conv_fast", 1), "matmul_wgmma": ("matmul_tc", 14),
     "attention_flash_fwd": ("sdpa", 11), "attention_flash_bwd": ("sdpa", 15),
 }
 #: (family, case) -> the issue item it belongs to
@@ -44,7 +49,7 @@ KNOWN = {}
 def _params():
     out = []
     for fam, n in CASES.items():
-        for c in range(n):
+        for c in (range(n) if isinstance(n, int) else n):
             marks = [pytest.mark.xfail(strict=True, reason=KNOWN[(fam, c)])] if (fam, c) in KNOWN else []
             out.append(pytest.param(fam, c, marks=marks, id=f"{fam}:{SEED}:{c}"))
     return out
@@ -108,6 +113,34 @@ def test_report_lists_every_registered_engine():
     assert "Engines no case reached: " in md and "matmul_wgmma" in md.split("Engines no case reached: ")[1]
     merged = report.merge([s, s])
     assert set(names) <= set(merged["per_engine"]) and merged["per_engine"]["reduction"]["part_executions"] == 4
+
+
+def _structure(spec):
+    """What a kernel-cache key may name of a graph: its ops, tensor types and dim orders (not sizes)."""
+    spec.graph.validate()
+    ir = spec.graph.ir
+    return ([n.OP for n in ir.nodes],
+            [(d.dtype, d.is_virtual, tuple(np.argsort(d.strides, kind="stable")) if d.strides else ())
+             for d in sorted(ir.tensors().values(), key=lambda d: d.name) if not d.is_virtual])
+
+
+@pytest.mark.parametrize("family", sorted(VARIANT_FAMILIES))
+def test_variant_cases_share_a_structure(family):
+    """The cases of one block differ in sizes only (so they compile the same kernels); every case of a
+    run goes to exactly one worker, a block's cases to the same one, in a row."""
+    a, b = generate(family, SEED, 0), generate(family, SEED, 1)
+    assert _structure(a)[0] == _structure(b)[0]
+    assert [t[0] for t in _structure(a)[1]] == [t[0] for t in _structure(b)[1]]
+    runs = [list(cases_of(j, 3, 30)) for j in range(3)]
+    assert sorted(c for r in runs for c in r) == list(range(30))
+    assert runs[1][:VARIANTS] == list(range(VARIANTS, 2 * VARIANTS))
+
+
+def test_deadline_cuts_a_case_between_blocks(monkeypatch):
+    """Past the deadline a case stops after its first block of draws, saying how many draws ran."""
+    monkeypatch.setattr(runner, "BLOCK_DRAWS", 1)
+    r = runner.run_case("move", SEED, 3, draws=3, max_plans=1, deadline=0.0)
+    assert r["outcome"] == "ok" and r["cut"] == 1 and r["executions"] == len(r["plans"])
 
 
 def test_buffer_sees_writes_outside_the_view_and_changed_inputs(rng):
