@@ -2,7 +2,7 @@
 and padded), transposes and slices of a graph input, and concatenation along any axis; every dtype the
 copies take (FP32 / FP16 / BF16 / FP64)."""
 from ..testing import SIM
-from .spec import DT, Spec, graph, packed, pick, rand_strides
+from .spec import DT, MAX_ELEMENTS, Spec, capped, graph, packed, pick, rand_strides
 
 SIZES = (1, 2, 3, 4, 5) if SIM else (1, 2, 3, 4, 7, 8, 16, 33)
 DTYPES = ((DT.FLOAT, "float"), (DT.HALF, "half"), (DT.BFLOAT16, "bfloat16"), (DT.DOUBLE, "double"))
@@ -11,7 +11,7 @@ DTYPES = ((DT.FLOAT, "float"), (DT.HALF, "half"), (DT.BFLOAT16, "bfloat16"), (DT
 def generate(rng):
     dtype, dname = pick(rng, DTYPES, p=(0.4, 0.25, 0.2, 0.15))
     rank = pick(rng, (2, 3, 4, 5))
-    dims = [pick(rng, SIZES) for _ in range(rank)]
+    dims = capped([pick(rng, SIZES) for _ in range(rank)], MAX_ELEMENTS // 4)   # concat: up to 3 parts
     g = graph(dtype)
     op = pick(rng, ("copy", "transpose", "slice", "concat"))
     X = g.tensor(name="X", dim=dims, stride=rand_strides(rng, dims, None, pad_p=0.3))

@@ -3,7 +3,7 @@ batch norm training forward (running statistics updated), inference and backward
 layouts, FP32 / FP16 / BF16 data. At least four elements are normalized together (a variance of fewer
 random values is ill-conditioned in the backward), and inverse-variance inputs lie in [0.5, 2)."""
 from ..testing import SIM
-from .spec import DT, Spec, graph, packed, pick, rand_strides
+from .spec import DT, Spec, capped, graph, packed, pick, rand_strides
 
 SIZES = (1, 2, 3, 4) if SIM else (1, 2, 3, 4, 7, 8, 16, 32)
 DTYPES = ((DT.FLOAT, "float"), (DT.HALF, "half"), (DT.BFLOAT16, "bfloat16"))
@@ -28,7 +28,7 @@ def generate(rng):
     dtype, dname = pick(rng, DTYPES, p=(0.5, 0.3, 0.2))
     op = pick(rng, OPS)
     for _ in range(20):
-        n, c, h, w = (pick(rng, SIZES) for _ in range(4))
+        n, c, h, w = capped([pick(rng, SIZES) for _ in range(4)])
         per_row = c * h * w if op.startswith(("layer", "rms")) else h * w if op.startswith("instance") else n * h * w
         if per_row >= 4:
             break

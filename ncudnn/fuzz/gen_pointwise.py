@@ -10,7 +10,7 @@ whose values both sides hold exactly.
 import math
 
 from ..testing import SIM
-from .spec import DT, Spec, graph, pick, rand_strides
+from .spec import DT, Spec, capped, graph, pick, rand_strides
 
 DIMS = (1, 2, 3, 4, 5) if SIM else (1, 2, 3, 4, 5, 7, 8, 16, 33)
 DTYPES = ((DT.FLOAT, "float"), (DT.HALF, "half"), (DT.BFLOAT16, "bfloat16"), (DT.DOUBLE, "double"))
@@ -86,7 +86,7 @@ def _input(g, rng, dims, full, k, vals, ranges):
 def generate(rng):
     dtype, dname = pick(rng, DTYPES, p=(0.45, 0.25, 0.2, 0.1))
     rank = int(rng.integers(1, 6))
-    dims = [pick(rng, DIMS) for _ in range(rank)]
+    dims = capped([pick(rng, DIMS) for _ in range(rank)])
     g = graph(dtype)
     vals, ranges, desc = [], {}, []
     _input(g, rng, dims, True, 0, vals, ranges)

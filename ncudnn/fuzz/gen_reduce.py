@@ -4,7 +4,7 @@ pointwise op before it sometimes) and softmax / log-softmax written as cuDNN gra
 MUL reduces values in [0.8, 1.25) (a product of many random values vanishes or overflows otherwise)."""
 import ncudnn as cudnn
 from ..testing import SIM
-from .spec import DT, Spec, graph, pick, rand_strides
+from .spec import DT, Spec, capped, graph, pick, rand_strides
 
 SIZES = (1, 2, 3, 4, 5) if SIM else (1, 2, 3, 4, 7, 8, 16, 33, 64)
 DTYPES = ((DT.FLOAT, "float"), (DT.HALF, "half"), (DT.BFLOAT16, "bfloat16"))
@@ -14,7 +14,7 @@ MODES = ("ADD", "MAX", "MIN", "AMAX", "AVG", "NORM1", "NORM2", "MUL")
 
 def _dims(rng):
     rank = pick(rng, (2, 3, 4))
-    return [pick(rng, SIZES) for _ in range(rank)]
+    return capped([pick(rng, SIZES) for _ in range(rank)])
 
 
 def reduction(rng):
@@ -36,7 +36,7 @@ def reduction(rng):
 
 def softmax(rng):
     dtype, dname = pick(rng, DTYPES, p=(0.5, 0.3, 0.2))
-    dims = _dims(rng) + [pick(rng, SIZES)]
+    dims = capped(_dims(rng) + [pick(rng, SIZES)])
     g = graph(dtype)
     layout = pick(rng, ("row", "nhwc", None))
     X = g.tensor(name="X", dim=dims, stride=rand_strides(rng, dims, layout if len(dims) >= 3 else "row", pad_p=0.2))

@@ -24,7 +24,7 @@ from ..testing import SIM
 from ..types import (cudnnBackendAttributeType_t as T, cudnnBackendDescriptorType_t as D,
                      cudnnBnFinalizeStatsMode_t as BF, cudnnGenStatsMode_t as GS)
 from .backend_graph import BackendOp
-from .spec import DT, Spec, graph, packed, pick, rand_strides
+from .spec import DT, Spec, capped, graph, packed, pick, rand_strides
 
 SIZES = (1, 2, 3, 4, 5) if SIM else (1, 2, 3, 7, 8, 16, 33)
 CH = (1, 2, 3, 5, 8) if SIM else (1, 3, 8, 32, 64, 100)
@@ -53,7 +53,7 @@ class _Uids:
 
 def _genstats(rng):
     dtype, dname = pick(rng, DTYPES)
-    dims = [pick(rng, SIZES), pick(rng, CH)] + [pick(rng, SIZES) for _ in range(pick(rng, (1, 2, 2, 3)))]
+    dims = capped([pick(rng, SIZES), pick(rng, CH)] + [pick(rng, SIZES) for _ in range(pick(rng, (1, 2, 2, 3)))])
     strides = rand_strides(rng, dims, pick(rng, ("row", "nhwc", None)), pad_p=0.2)
     chan = [1, dims[1]] + [1] * (len(dims) - 2)
     if rng.random() < 0.35:
@@ -105,7 +105,7 @@ def _bn_finalize(rng):
 
 def _bn_bwd_weights(rng):
     dtype, dname = pick(rng, DTYPES)
-    dims = [pick(rng, SIZES), pick(rng, CH), pick(rng, SIZES), pick(rng, SIZES)]
+    dims = capped([pick(rng, SIZES), pick(rng, CH), pick(rng, SIZES), pick(rng, SIZES)])
     strides = rand_strides(rng, dims, pick(rng, ("row", "nhwc")), pad_p=0.0)
     chan = [1, dims[1], 1, 1]
     u = _Uids()
@@ -131,7 +131,7 @@ RNG_INT = ((DT.INT8, "int8"), (DT.INT32, "int32"), (DT.UINT8, "uint8"))
 def rng_graph(rng):
     dist = pick(rng, ("BERNOULLI", "UNIFORM", "NORMAL"))
     dtype, dname = pick(rng, RNG_FLOAT + (RNG_INT if dist == "BERNOULLI" else ()))
-    dims = [pick(rng, SIZES) for _ in range(pick(rng, (1, 2, 3, 4)))]
+    dims = capped([pick(rng, SIZES) for _ in range(pick(rng, (1, 2, 3, 4)))])
     g = graph(DT.FLOAT)
     seed, offset = (g.tensor(name=n, dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], is_pass_by_value=True,
                              data_type=DT.INT64) for n in ("seed", "offset"))
