@@ -93,6 +93,8 @@ def _oracle(g, spec, bufs, views, by_value, rng_draw):
     return images, {uid: vals[uid] for uid, b in bufs.items() if b.output and uid in vals}
 
 
+#: failures of one plan described in a case's result (the plan's wrong / error counts keep counting)
+FAILURES_PER_PLAN = 3
 #: draws per block at most, and the host bytes a block's images and oracle outputs may take
 BLOCK_DRAWS, BLOCK_BYTES = 32, 64 << 20
 
@@ -185,8 +187,9 @@ def run_case(family, seed, case, draws=2, engine=None, only_draw=None, verbose=F
     res = {"family": family, "seed": seed, "case": case, "outcome": "ok", "plans": [], "desc": "",
            "executions": 0, "failures": []}
 
-    def fail(kind, what, draw=None, eng=None):
-        res["failures"].append({"kind": kind, "what": what, "repro": repro(family, seed, case, draw, eng)})
+    def fail(kind, what, draw=None, eng=None, row=None):
+        if row is None or row["wrong"] + row["errors"] <= FAILURES_PER_PLAN:
+            res["failures"].append({"kind": kind, "what": what, "repro": repro(family, seed, case, draw, eng)})
         if kind == "error" or res["outcome"] == "ok":
             res["outcome"] = kind
 
@@ -251,14 +254,14 @@ def run_case(family, seed, case, draws=2, engine=None, only_draw=None, verbose=F
                         for b in bufs.values():
                             b.clean = False
                         row["errors"] += 1
-                        fail("error", f"{row['name']}: execute raised {err}"[:400], d, row["engine"])
+                        fail("error", f"{row['name']}: execute raised {err}"[:400], d, row["engine"], row)
                         continue
                     bad = _check(bufs, want, row["tol"][1] * spec.tol_scale)
                     if row["executions"] == 1:
                         res["first_draw_s"] += time.perf_counter() - t1
                     if bad:
                         row["wrong"] += 1
-                        fail("wrong", f"{row['name']} (tol {row['tol'][0]}): " + "; ".join(bad), d, row["engine"])
+                        fail("wrong", f"{row['name']} (tol {row['tol'][0]}): " + "; ".join(bad), d, row["engine"], row)
                     if verbose:
                         print(f"draw {d} {row['name']}: {'; '.join(bad) if bad else 'ok'}")
     except ContextLost:
