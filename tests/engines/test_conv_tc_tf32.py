@@ -1,5 +1,5 @@
 """conv_tc with FP32 x / w run as TF32 (opt-in): every mainloop path the engine can pick for FP32 (v4 one-tap
-gather, v3, v1, split-K with the ordered reduce, the channel padding of the stem) against the float64 oracle at
+gather, v3, v1, split-K with the ordered reduce, the channel padding of the stem; alpha and a residual) against the float64 oracle at
 the TF32 tolerance, and against the oracle of TF32-truncated inputs at the FP32 one (so a gather mistake cannot
 hide in the TF32 error); the notes and refusals; pygraph's opt-in (a selected TENSOR_CORE /
 DOWN_CONVERT_INPUTS note; never without it or under NVIDIA_TF32_OVERRIDE=0) with the default plan and every
@@ -148,6 +148,31 @@ def test_tf32_stem_c3_padded_channels(rng):
     """C = 3: x and w zero-padded to 4 FP32 channels (one 16-byte chunk) in the workspace, then the conv."""
     dims, wdims = size(((1, 3, 9, 9), (16, 3, 7, 7)), ((8, 3, 112, 112), (64, 3, 7, 7)))
     run(rng, dims, wdims, stride=(2, 2), pad=(3, 3))
+
+
+def test_tf32_residual_and_alpha(rng):
+    """The rest of the fused chain: conv alpha 0.5, + residual (FP32, NHWC), relu."""
+    dims, wdims = (1, 8, 4, 4), (8, 8, 3, 3)
+    x, w, r, y = (_tensor(u, d, F32) for u, d in ((1, dims), (2, wdims), (3, (1, 8, 4, 4)), (4, (1, 8, 4, 4))))
+    conv = ConvFprop("conv", {"X": x, "W": w}, {"Y": _virt(10)}, spatial_dims=2, stride=(1, 1), pre_padding=(1, 1),
+                     post_padding=(1, 1), dilation=(1, 1), alpha=0.5)
+    add = Pointwise("res", {"X": r, "B": conv.outputs["Y"]}, {"Y": _virt(11)}, mode=PM.CUDNN_POINTWISE_ADD)
+    relu = Pointwise("relu", {"X": add.outputs["Y"]}, {"Y": y}, mode=PM.CUDNN_POINTWISE_RELU_FWD)
+    g = OpGraph([conv, add, relu]).finalize()
+    cx = ctx()
+    cfg = registry.by_name("conv_tc").candidates(api.problem(g), cx)[0]
+    plan = api.build_plan(g, cfg, cx)
+    xv, wv, _ = data(rng, dims, wdims)
+    rv = rng.uniform(-1, 1, r.dims).astype(np.float32)
+    out = _to_dev(np.full(y.dims, np.nan, np.float32), y)
+    ws = cuda.to_device(np.full(plan.workspace_size, 0xFF, np.uint8)) if plan.workspace_size else None
+    api.execute(plan, {1: _to_dev(xv, x), 2: _to_dev(wv, w), 3: _to_dev(rv, r), 4: out}, ws)
+    expect = lambda a, b: np.maximum(0.5 * ref.conv_fprop(a.astype(np.float64), b.astype(np.float64),  # noqa: E731
+                                                          stride=(1, 1), pre_pad=(1, 1), post_pad=(1, 1),
+                                                          dilation=(1, 1)) + rv, 0)
+    got = _read(out, y)
+    assert_close(got, expect(xv, wv), "tf32")
+    assert_close(got, expect(tf32_truncate(xv), tf32_truncate(wv)), "float32", name="truncated")
 
 
 def test_tf32_notes_refusals_and_workspace():
