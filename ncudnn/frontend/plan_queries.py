@@ -14,23 +14,31 @@ S = cudnnStatus_t
 class PlanQueryMixin:
     # ------------------------------------------------------------------ filters
     def _barred(self):
+        """{index: (status, reason)} of every candidate a filter bars."""
         out = {}
-        f = self._filters
-        for i, ec in enumerate(self._candidates):
+        for i in range(len(self._candidates)):
+            why = self._bar_reason(i)
+            if why is not None:
+                out[i] = why
+        return out
+
+    def _bar_reason(self, i):
+        """(status, reason) when a filter bars candidate ``i``, else None (the plan name is formatted
+        only when an engine filter is set: execute_plan_at_index asks on every call)."""
+        f, ec = self._filters, self._candidates[i]
+        if f["engines"]:
             name = self.get_plan_name_at_index(i)
             if any(p in name for p in f["engines"]):
-                out[i] = (S.CUDNN_STATUS_NOT_SUPPORTED, f"engine deselected by deselect_engines")
-            elif f["workspace"] is not None and ec.workspace_size > f["workspace"]:
-                out[i] = (S.CUDNN_STATUS_NOT_SUPPORTED,
-                          f"workspace {ec.workspace_size} B > deselect_workspace_greater_than({f['workspace']})")
-            else:
-                for kind, notes, keep in f["notes"]:
-                    have = {int(n) for n in (ec.numerical_notes if kind == "numeric" else ec.behavior_notes)}
-                    if (not keep and have & notes) or (keep and not notes <= have):
-                        out[i] = (S.CUDNN_STATUS_NOT_SUPPORTED, f"{kind} note filter "
-                                  f"({'select' if keep else 'deselect'} {sorted(notes)}); plan has {sorted(have)}")
-                        break
-        return out
+                return S.CUDNN_STATUS_NOT_SUPPORTED, "engine deselected by deselect_engines"
+        if f["workspace"] is not None and ec.workspace_size > f["workspace"]:
+            return (S.CUDNN_STATUS_NOT_SUPPORTED,
+                    f"workspace {ec.workspace_size} B > deselect_workspace_greater_than({f['workspace']})")
+        for kind, notes, keep in f["notes"]:
+            have = {int(n) for n in (ec.numerical_notes if kind == "numeric" else ec.behavior_notes)}
+            if (not keep and have & notes) or (keep and not notes <= have):
+                return (S.CUDNN_STATUS_NOT_SUPPORTED, f"{kind} note filter "
+                        f"({'select' if keep else 'deselect'} {sorted(notes)}); plan has {sorted(have)}")
+        return None
 
     def _apply_filters(self):
         """A filter changed: support is asked again, and built plans it now bars are dropped (a selected
@@ -46,7 +54,7 @@ class PlanQueryMixin:
 
     def _refuse_barred(self, i):
         """Raise NOT_SUPPORTED when a filter bars plan ``i`` (it is never built, selected or run)."""
-        why = self._barred().get(i)
+        why = self._bar_reason(i)
         if why is not None:
             raise graph_error(why[0], f"graph '{self.name}': plan {i} ({self._candidates[i]}) is barred: {why[1]}")
 
