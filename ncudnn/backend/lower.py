@@ -368,8 +368,7 @@ def _sdpa_common(op, T, kind):
         fail(S.CUDNN_STATUS_NOT_SUPPORTED, op, A[P + "UNFUSE_FMA"], "the attention kernels fuse multiply-adds")
     ins = _ports(op, T, P, (("Q", "QDESC"), ("K", "KDESC"), ("V", "VDESC"), ("SCALE", "SCALEDESC"),
                             ("SEQ_LEN_Q", "SEQ_LEN_QDESC"), ("SEQ_LEN_KV", "SEQ_LEN_KVDESC")))
-    attrs = {"padding_mask": "SEQ_LEN_Q" in {k for k, v in ins.items() if v is not None}
-             or ins.get("SEQ_LEN_KV") is not None}
+    attrs = {"padding_mask": ins["SEQ_LEN_Q"] is not None or ins["SEQ_LEN_KV"] is not None}
     return P, ins, attrs
 
 
