@@ -222,27 +222,3 @@ def apply_grid(rows, channels, sms, blocks_per_sm=8, unroll=4):
     tiles = math.ceil(channels / TX)
     ry = max(1, min(math.ceil(sms * blocks_per_sm / tiles), math.ceil(rows / (TY * unroll))))
     return tiles, ry
-
-
-def _register_compile_cases():
-    try:
-        from ..runtime.compile_check import register_compile_case
-    except ImportError:
-        return
-    from ..runtime.dtypes import array_sig as a
-    f = a("float32")
-    for dt in ("float32", "bfloat16"):
-        x = a(dt)
-        register_compile_case(f"bn_cols_partial_fwd_{dt}", partial_kernel(256, dt)[0],
-                              f"void({x}, {x}, {f}, {a('float64')}, {a('float64')}, int64, int64)", max_registers=48)
-        register_compile_case(f"bn_cols_partial_bwd_{dt}", partial_kernel(256, dt, dt)[0],
-                              f"void({x}, {x}, {f}, {f}, {f}, int64, int64)", max_registers=64)
-        register_compile_case(f"bn_cols_apply_fwd_{dt}", apply_kernel(256, dt, dt, shifted=True)[0],
-                              f"void({x}, {x}, {f}, {f}, {f}, {x}, int64)", max_registers=32)
-        register_compile_case(f"bn_cols_apply_bwd_{dt}", apply_kernel(256, dt, dt, dt)[0],
-                              f"void({x}, {x}, {f}, {f}, {f}, {x}, int64)", max_registers=40)
-    register_compile_case("bn_cols_combine", combine_kernel("float32"), f"void({f}, {f}, {f}, {f}, int64, int64)",
-                          max_registers=64)
-
-
-_register_compile_cases()

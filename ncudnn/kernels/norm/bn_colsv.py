@@ -311,36 +311,3 @@ def combine_kernel(ct="float32", ty=32, unroll=4):
         "    out0[c] = a\n    out1[c] = b\n"
     import numba
     return _jit(src, "combine", dict(SDT=numba.float64 if ct == "float64" else numba.float32)), src
-
-
-def _register_compile_cases():
-    try:
-        from ..runtime.compile_check import register_compile_case
-    except ImportError:
-        return
-    from ..runtime.dtypes import array_sig as a
-    f = a("float32")
-    sig7 = f"void({f}, {f}, {f}, {f}, {f}, int64, int64)"
-    sig8 = f"void({f}, {f}, {f}, {f}, {f}, {f}, int64, int64)"
-    d = a("float64")
-    register_compile_case("bn_colsv_partial_fwd", partial_kernel(256, "float32")[0],
-                          f"void({f}, {f}, {f}, {d}, {d}, int64, int64)", max_registers=FWD_PARTIAL_REGS)
-    register_compile_case("bn_colsv_partial_bwd", partial_kernel(256, "float32", "float32")[0], sig7,
-                          max_registers=64)
-    register_compile_case("bn_colsv_apply_fwd", apply_kernel(256, "float32", "float32", shifted=True)[0], sig8,
-                          max_registers=48)
-    register_compile_case("bn_colsv_combine", combine_kernel()[0], f"void({f}, {f}, {f}, {f}, int64, int64)",
-                          max_registers=40)
-    register_compile_case("bn_colsv_combine_fwd", combine_kernel("float64")[0],
-                          f"void({d}, {d}, {d}, {d}, int64, int64)", max_registers=48)
-    register_compile_case("bn_colsv_apply_bwd", apply_kernel(256, "float32", "float32", "float32")[0], sig8,
-                          max_registers=64)
-    register_compile_case("bn_colsv_partial_bwd_gtail", partial_kernel(256, "float32", "float32", gtail=True)[0],
-                          sig7, max_registers=64)
-    register_compile_case("bn_colsv_apply_bwd_gtail", apply_kernel(256, "float32", "float32", "float32",
-                                                                   gtail=True)[0], sig8, max_registers=64)
-    register_compile_case("bn_colsv_apply_fwd_gtail", apply_kernel(256, "float32", "float32", shifted=True,
-                                                                   k_in_e2=True, gtail=True)[0], sig8, max_registers=48)
-
-
-_register_compile_cases()

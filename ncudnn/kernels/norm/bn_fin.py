@@ -190,31 +190,3 @@ def bwd_kernel(arrays, ty=32, unroll=4, cpb=32, nper=4):
         names["st_" + name] = storer(a[0])
     names["SDT"] = numba.float64 if ct == "float64" else numba.float32
     return _jit(src, "bwd", names), src
-
-
-def _register_compile_cases():
-    try:
-        from ..runtime.compile_check import register_compile_case
-    except ImportError:
-        return
-    from ..runtime.dtypes import array_sig as a
-    f = a("float32")
-    dense = ("float32", 0, 1)
-    fin = fin_kernel((dense,) * len(FINALIZE_ARRAYS), frozenset({"saved_mean", "saved_inv", "next_mean",
-                                                                    "next_var"}))[0]
-    register_compile_case("bn_fin_fwd", fin, "void(" + ", ".join([f] * (3 + len(FINALIZE_ARRAYS)))
-                          + ", int64, int64, float64, float64, float64)", max_registers=64)
-    bwd = bwd_kernel((dense,) * len(BWD_ARRAYS))[0]
-    register_compile_case("bn_fin_bwd", bwd, "void(" + ", ".join([f] * (2 + len(BWD_ARRAYS)))
-                          + ", int64, int64, float64)", max_registers=64)
-    for cpb, (lanes, nper) in ((8, tree_geometry(264, 8)), (4, tree_geometry(264, 4))):
-        tb = bwd_kernel((dense,) * len(BWD_ARRAYS), lanes, 4, cpb, nper)[0]
-        register_compile_case(f"bn_fin_bwd_tree{cpb}", tb, "void(" + ", ".join([f] * (2 + len(BWD_ARRAYS)))
-                              + ", int64, int64, float64)", max_registers=64)
-    tf = fin_kernel((dense,) * len(FINALIZE_ARRAYS), frozenset({"saved_mean", "saved_inv", "next_mean", "next_var"}),
-                    (), *tree_geometry(330, 4)[:1], 4, 4, tree_geometry(330, 4)[1])[0]
-    register_compile_case("bn_fin_fwd_tree4", tf, "void(" + ", ".join([f] * (3 + len(FINALIZE_ARRAYS)))
-                          + ", int64, int64, float64, float64, float64)", max_registers=64)
-
-
-_register_compile_cases()

@@ -353,27 +353,3 @@ def groupnorm_backward(x, dy, scale, mean, inv_std, dx, dscale, dbias, shape, x_
     _norm_backward(x, dy, scale, mean, inv_std, dx, dscale, dbias, shape, x_strides,
                    dy_strides or x_strides, channel_axis, "group", groups, x_dtype, dy_dtype,
                    param_dtype, stat_dtype, workspace, stream)
-
-
-def _register_compile_cases():
-    try:
-        from ..runtime.compile_check import register_compile_case
-    except ImportError:
-        return
-    from ..runtime.dtypes import array_sig as a
-    f = a("float32")
-    register_compile_case("bn_finalize_fwd", _finalize_fwd_kernel("float32", "float32", "float32",
-                                                                  True, True),
-                          f"void({', '.join([f] * 10)}, int64, int64, int64, int64, int64, float64, "
-                          "float64)",
-                          max_registers=128)
-    register_compile_case("bn_finalize_bwd", _finalize_bwd_kernel("float32", "float32", "float32"),
-                          f"void({', '.join([f] * 10)}, int64, int64, int64, int64, int64)",
-                          max_registers=128)
-    register_compile_case("bn_channel_sum", _channel_sum_kernel("float32", "float32"),
-                          f"void({f}, {f}, int64, int64)", max_registers=128)
-    register_compile_case("bn_inference_coeff", _inference_coeff_kernel("float32", "float32"),
-                          f"void({', '.join([f] * 6)}, int64, float64)", max_registers=128)
-
-
-_register_compile_cases()

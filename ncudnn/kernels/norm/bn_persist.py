@@ -362,21 +362,6 @@ def signature(arrays, gbar=False):
 #: too: one such variant is kept for the autotuner. Figures: dev/perf_notes.md, "Batch norm".
 PERSIST_CASES = ((512, 4, 10, 4, False, 0), (512, 4, 8, 4, False, 0), (512, 4, 8, 4, True, 0), (512, 4, 6, 4, False, 0),
                  (512, 2, 8, 4, False, 0), (512, 4, 10, 4, True, 3), (512, 4, 10, 4, True, 0))
-#: the cases the sm_90 compile check holds to 65536 / threads registers
+#: the cases the sm_90 compile check holds to 65536 / threads registers (indices into PERSIST_CASES;
+#: registered by cases.py)
 COMPILE_CASES = (0, 1, 2, 5)
-
-
-def _register_compile_cases():
-    try:
-        from ..runtime.compile_check import register_compile_case
-    except ImportError:
-        return
-    dense = (("float32", 0, 1),) * len(CHANNEL_ARRAYS)
-    for threads, nr, ns, u, ac, pf in (PERSIST_CASES[i] for i in COMPILE_CASES):
-        txv = 64    # the engine's kernels: the inline barrier (no device-runtime call: no stack at all)
-        k = persist_bwd_kernel(256, dense, txv, threads // txv, 1, nr, ns, u, 2, True, ac, 0, True, pf, True)[0]
-        register_compile_case(f"bn_persist_bwd_t{threads}_r{nr}_s{ns}_u{u}{'_cp' if ac else ''}_pf{pf}_gbar", k,
-                              signature(dense, True), max_registers=65536 // threads, max_local_bytes=0)
-
-
-_register_compile_cases()

@@ -162,27 +162,3 @@ def apply_kernel(channels, hw, sn, threads, x_dt, out_dt, dy_dt=None, coef_dt="f
 """
     names = dict(ldx=loader(x_dt, ct), ldd=loader(dy_dt or x_dt, ct), lde=loader(coef_dt, ct), sto=storer(out_dt))
     return _jit(src, "apply", names), src
-
-
-def _register_compile_cases():
-    try:
-        from ..runtime.compile_check import register_compile_case
-    except ImportError:
-        return
-    from ..runtime.dtypes import array_sig as a
-    f, d = a("float32"), a("float64")
-    C, HW = 256, 56 * 56
-    T = threads_for(HW)
-    for dt in ("float32", "bfloat16"):
-        x = a(dt)
-        register_compile_case(f"bn_planes_partial_fwd_{dt}", partial_kernel(C, HW, C * HW, T, dt)[0],
-                              f"void({x}, {x}, {f}, {d}, {d}, int64, int64)", max_registers=40)
-        register_compile_case(f"bn_planes_partial_bwd_{dt}", partial_kernel(C, HW, C * HW, T, dt, dt)[0],
-                              f"void({x}, {x}, {f}, {f}, {f}, int64, int64)", max_registers=48)
-        register_compile_case(f"bn_planes_apply_fwd_{dt}", apply_kernel(C, HW, C * HW, T, dt, dt, shifted=True)[0],
-                              f"void({x}, {x}, {f}, {f}, {f}, {x}, int64)", max_registers=32)
-        register_compile_case(f"bn_planes_apply_bwd_{dt}", apply_kernel(C, HW, C * HW, T, dt, dt, dt)[0],
-                              f"void({x}, {x}, {f}, {f}, {f}, {x}, int64)", max_registers=40)
-
-
-_register_compile_cases()

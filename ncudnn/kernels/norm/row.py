@@ -387,30 +387,3 @@ def row_norm_backward(x, dy, scale, mean, inv_std, dx, dscale, dbias, rows, n, *
     spec = ReduceSpec(shape, inputs, (1, n), tuple(terms),
                       tuple((param_dtype, (0, 1)) for _ in terms))
     run_reduce(spec, arrays, outs, workspace, stream)
-
-
-def _register_compile_cases():
-    try:
-        from ..runtime.compile_check import register_compile_case
-    except ImportError:
-        return
-    from ..runtime.dtypes import array_sig as a
-    for n, dt in ((4096, "bfloat16"), (768, "float16"), (8192, "float32"), (32768, "float32"),
-                  (128, "bfloat16"), (4096, "float32"), (1024, "float32"), (16384, "float32")):
-        threads, blk, vpt, rpb = row_config(n)
-        budget = min(255, 65536 // threads)
-        b_threads, b_blk, b_vpt, b_rpb = row_config(n, vpt_max=BWD_VPT_MAX)
-        for rms in (False, True):
-            tag = f"{'rms' if rms else 'layer'}norm_{n}_{dt}"
-            k, _ = row_fwd_kernel(n, blk, vpt, not rms, True, True, dt, "float32", dt, "float32",
-                                   rpb)
-            register_compile_case(f"{tag}_fwd", k, f"void({a(dt)}, {a('float32')}, {a('float32')}, "
-                                  f"{a(dt)}, {a('float32')}, {a('float32')}, float64, int64)",
-                                  max_registers=budget)
-            k, _ = row_bwd_kernel(n, b_blk, b_vpt, not rms, dt, dt, "float32", dt, "float32", b_rpb)
-            register_compile_case(f"{tag}_bwd", k, f"void({a(dt)}, {a(dt)}, {a('float32')}, "
-                                  f"{a('float32')}, {a('float32')}, {a(dt)}, int64)",
-                                  max_registers=min(128, 65536 // b_threads))
-
-
-_register_compile_cases()

@@ -25,7 +25,7 @@ import numba
 from numba import cuda
 
 from ..pointwise import ops as po
-from ..runtime.dtypes import compute_type, dtype_name, loader, storage_dtype, storer
+from ..runtime.dtypes import compute_type, dtype_name, loader, storer
 from ..primitives.warp import warp_sum
 
 __all__ = ["fused_config", "fused_bwd_kernel", "fused_vec", "partial_rows", "reg_cap", "EPT_MAX", "FusedConfig"]
@@ -282,26 +282,3 @@ def fused_bwd_kernel(n, block, vpt, vec, rows, center, x_dt, dy_dt, p_dt, dx_dt,
     exec(compile(src, "<norm_row_bwd fused>", "exec"), ns)
     from ..primitives.warp import SIM
     return (cuda.jit(ns["kernel"]) if SIM else cuda.jit(ns["kernel"], max_registers=max_regs)), src
-
-
-def _register_compile_cases():
-    try:
-        from ..runtime.compile_check import register_compile_case
-    except ImportError:
-        return
-    from ..runtime.dtypes import array_sig as a
-    f = a("float32")
-    for n, dt, stages in ((1024, "float32", 1), (4096, "float32", 1), (1024, "float32", 2), (4096, "float32", 2),
-                          (4096, "bfloat16", 1), (1022, "float32", 1), (1022, "float32", 2)):
-        vec = fused_vec(n, [storage_dtype(dt).itemsize, 4])
-        cfg = fused_config(n, 8192, 132, vec, stages=stages)
-        for center in (True, False):
-            x = a(dt)
-            k, _ = fused_bwd_kernel(n, cfg.block, cfg.vpt, cfg.vec, cfg.rows, center, dt, dt, "float32", dt,
-                                    "float32", cfg.stages, reg_cap(cfg))
-            register_compile_case(f"row_bwd_fused_{'layer' if center else 'rms'}_{n}_{dt}_s{stages}", k,
-                                  f"void({x}, {x}, {f}, {f}, {f}, {x}, {f}, {f}, int64)",
-                                  max_registers=reg_cap(cfg))
-
-
-_register_compile_cases()

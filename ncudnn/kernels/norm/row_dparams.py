@@ -79,22 +79,3 @@ def dparams_partial_kernel(n, x_dt, dy_dt, s_dt, center=True, tx=TX, ty=TY, unro
               ldd=loader(dy_dt, ct), lds=loader(s_dt, ct), stw=storer(ct))
     exec(compile(src, "<norm_row_dparams>", "exec"), ns)
     return cuda.jit(ns["kernel"]), src
-
-
-def _register_compile_cases():
-    try:
-        from ..runtime.compile_check import register_compile_case
-    except ImportError:
-        return
-    from ..runtime.dtypes import array_sig as a
-    f = a("float32")
-    for n, dt in ((4096, "float32"), (1024, "float32"), (4096, "bfloat16")):
-        for center in (True, False):
-            x = a(dt)
-            register_compile_case(f"row_dparams_{'layer' if center else 'rms'}_{n}_{dt}",
-                                  dparams_partial_kernel(n, dt, dt, "float32", center)[0],
-                                  f"void({x}, {x}, {f}, {f}, {f}, {f}, int64, int64)",
-                                  max_registers=65536 // (TX * TY * BLOCKS_PER_SM))
-
-
-_register_compile_cases()

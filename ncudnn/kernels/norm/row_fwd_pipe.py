@@ -250,7 +250,7 @@ def signature(eps_array=False):
 
 #: (n, warps, stages, bps, center, has_bias, stats, params, cs, L2 policy, policy on y's stores too) the sm_90
 #: compile check holds to 65536 / (threads * bps) registers with no spills (8 warps at 3 blocks an SM, 80
-#: registers, spill a few bytes with layer norm: those run at 2 blocks an SM here)
+#: registers, spill a few bytes with layer norm: those run at 2 blocks an SM here; registered by cases.py)
 COMPILE_CASES = ((1024, 8, 2, 2, True, True, "shift", "smem", False, None, True),
                  (1024, 4, 4, 3, True, True, "two", "smem", True, None, True),
                  (1024, 4, 3, 4, True, True, "chan", "smem", False, None, True),
@@ -264,19 +264,3 @@ COMPILE_CASES = ((1024, 8, 2, 2, True, True, "shift", "smem", False, None, True)
                  (1024, 4, 4, 3, True, True, "shift", "smem", False, "evict_first", False),
                  (1024, 4, 4, 3, False, False, "shift", "smem", False, "evict_first", False),
                  (512, 4, 4, 3, True, True, "shift", "smem", False, "evict_first", False))
-
-
-def _register_compile_cases():
-    try:
-        from ..runtime.compile_check import register_compile_case
-    except ImportError:
-        return
-    for n, w, s, bps, center, bias, stats, params, cs, hint, hint_y in COMPILE_CASES:
-        k = row_fwd_pipe_kernel(n, w, s, center, bias, True, stats=stats, params=params, cs=cs, bps=bps, hint=hint,
-                                hint_y=hint_y)[0]
-        register_compile_case(f"norm_row_pipe_{'ln' if center else 'rms'}_n{n}_w{w}_s{s}_b{bps}_{stats}_{params}"
-                              f"{'_cs' if cs else ''}{'_' + hint if hint else ''}{'' if hint_y else '_x_only'}", k,
-                              signature(), max_registers=65536 // (w * 32 * bps), max_local_bytes=0)
-
-
-_register_compile_cases()

@@ -137,20 +137,3 @@ def rng_fill(out, n, distribution, seed, offset=0, *, mean=0.0, std=1.0, low=0.0
     u = np.uint64
     launch(kern, blocks, block, stream, out.reshape(out.size), n, u(s & 0xFFFFFFFF), u(s >> 32),
            u(o & 0xFFFFFFFF), u(o >> 32), float(a), float(b))
-
-
-def _register_compile_cases():
-    try:
-        from ..runtime.compile_check import register_compile_case
-    except ImportError:
-        return
-    from ..runtime.dtypes import array_sig
-    for dist, dt in ((RD.CUDNN_RNG_DISTRIBUTION_NORMAL, "float32"),
-                     (RD.CUDNN_RNG_DISTRIBUTION_UNIFORM, "bfloat16"),
-                     (RD.CUDNN_RNG_DISTRIBUTION_BERNOULLI, "float16")):
-        register_compile_case(f"rng_philox_{dist.name[23:].lower()}_{dt}", _kernel(int(dist), dt),
-                              f"void({array_sig(dt)}, int64, uint64, uint64, uint64, uint64, "
-                              "float64, float64)", max_registers=64)
-
-
-_register_compile_cases()

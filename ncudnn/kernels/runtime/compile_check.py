@@ -1,9 +1,13 @@
 """The GPU-free compile check: every registered kernel compiled for sm_90, its resources checked.
 
-Kernel modules register cases at import (kernels must be lazily compiled: no signature in @cuda.jit)::
+Each kernel family registers its cases in its own ``ncudnn/kernels/<family>/cases.py`` (kernels must be lazily
+compiled: no signature in @cuda.jit)::
 
     register_compile_case("gemm_f32_128x128", kernel, "void(float32[:, :], float32[:, :], ...)",
                           max_registers=128, max_local_bytes=0)
+
+Only the compile check imports those modules (:func:`load_cases`, called when cases are listed or run): importing a
+kernel module registers and builds nothing. A case stays credited to the module its kernel comes from.
 
 :func:`compile_case` compiles a case to PTX with numba (NVVM), then links the PTX into an sm_90 cubin with
 nvJitLink, whose ``-verbose`` info log gives registers, spill stores / loads and the stack frame: a case
@@ -12,13 +16,15 @@ Where no cubin can be made, the PTX's ``.local`` depots are held to ``max_local_
 A dispatcher's own options (fastmath, launch_bounds, max_registers as -maxrregcount) are honoured.
 
 Numba cannot compile in the simulator, so there :func:`run_compile_check` runs the check in a
-subprocess with NUMBA_ENABLE_CUDASIM=0 that imports the modules (or files) that registered the cases.
+subprocess with NUMBA_ENABLE_CUDASIM=0 that imports the cases' modules (or files) and their families' cases.
 
 CLI: ``python -m ncudnn.kernels.runtime.compile_check [MODULE_OR_FILE ...] [--case NAME] [--json] [-j N]``; with
-no module, every module under ncudnn/kernels/ is imported. Exit status 1 when any case fails.
+no module, every module under ncudnn/kernels/ is imported; a module of a kernel family brings its family's
+cases. Exit status 1 when any case fails.
 """
 import argparse
 import contextlib
+import functools
 import importlib
 import importlib.util
 import json
@@ -88,8 +94,31 @@ def register_compile_case(name, pyfunc_or_dispatcher, signature, max_registers=2
 
 
 def registered_cases():
-    """Name -> CompileCase, in registration order."""
+    """Name -> CompileCase, in registration order, every family's cases loaded first (:func:`load_cases`)."""
+    load_cases()
     return dict(_CASES)
+
+
+@functools.lru_cache(maxsize=None)
+def family_cases_modules():
+    """Import names of the kernel families' cases modules: every ``ncudnn/kernels/<family>/cases.py``."""
+    pkg_dir = pathlib.Path(__file__).resolve().parents[1]  # ncudnn/kernels/
+    return tuple(f"ncudnn.kernels.{p.parent.name}.cases" for p in sorted(pkg_dir.glob("*/cases.py")))
+
+
+def family_cases_of(module):
+    """The cases module of the kernel family ``module`` (an import name) belongs to, or None."""
+    parts = module.split(".")
+    if len(parts) < 3 or parts[:2] != ["ncudnn", "kernels"]:
+        return None
+    name = ".".join(parts[:3]) + ".cases"
+    return name if name in family_cases_modules() else None
+
+
+def load_cases(modules=None):
+    """Import the cases modules ``modules`` (every family's by default): they register the cases."""
+    for name in family_cases_modules() if modules is None else modules:
+        importlib.import_module(name)
 
 
 # ------------------------------------------------------------------------------------- parsing
@@ -273,6 +302,8 @@ def _compile_all(cases, cc, jobs):
 
 
 def _select(names):
+    if names is None or any(n not in _CASES for n in names):
+        load_cases()
     if names is None:
         return list(_CASES.values())
     missing = [n for n in names if n not in _CASES]
@@ -296,7 +327,7 @@ def _sim_off_env():
 
 
 def run_compile_check(names=None, cc=TARGET_CC, timeout=600, jobs=1):
-    """Compile the named cases (all registered ones by default); a list of CompileResult.
+    """Compile the named cases (every registered one, every family's loaded, by default); a list of CompileResult.
 
     In the simulator the work happens in a subprocess with the simulator off (``jobs`` workers there);
     otherwise in this process, one case after another.
@@ -337,7 +368,7 @@ def _import_ref(ref):
 def _all_kernel_modules():
     pkg_dir = pathlib.Path(__file__).resolve().parents[1]  # ncudnn/kernels/
     for info in pkgutil.walk_packages([str(pkg_dir)], prefix="ncudnn.kernels."):
-        if info.name != __name__ and not info.name.endswith(".compile_check"):
+        if info.name != __name__ and not info.name.endswith((".compile_check", ".__main__")):
             yield info.name
 
 
@@ -366,13 +397,16 @@ def main(argv=None):
         if not args.json:
             print(r.summary(), flush=True)
 
-    for ref in args.modules or list(_all_kernel_modules()):
+    refs = args.modules or list(_all_kernel_modules())
+    # a module of a kernel family registers nothing itself: its family's cases module does
+    refs += [m for m in dict.fromkeys(family_cases_of(r) for r in refs) if m and m not in refs]
+    for ref in refs:
         try:
             _import_ref(ref)
         except Exception as e:
             report(CompileResult(f"import {ref}", problems=[f"{type(e).__name__}: {e}"]))
     try:
-        cases = _select(args.case)
+        cases = list(_CASES.values()) if args.case is None else _select(args.case)
     except KeyError as e:
         report(CompileResult("select cases", problems=[str(e)]))
         cases = []

@@ -518,26 +518,3 @@ def softmax_backward(y, dy, dx, outer, n, inner=1, *, log=False, y_dtype="float3
     """dx from the forward output y and dy (packed (outer, n, inner) device arrays)."""
     kern, (grid, blk, _), _ = _bwd_kernel(outer, n, inner, log, block, y_dtype, dy_dtype, dx_dtype)
     launch(kern, grid, blk, stream, y.reshape(y.size), dy.reshape(dy.size), dx.reshape(dx.size), outer)
-
-
-def _register_compile_cases():
-    try:
-        from ..runtime.compile_check import register_compile_case
-    except ImportError:
-        return
-    from ..runtime.dtypes import array_sig as a
-    for outer, n, inner, dt in ((4096, 1024, 1, "float16"),
-                                (8192, 32768, 1, "float32"),
-                                (8, 4096, 1, "float32"), (32, 64, 3136, "float16"),
-                                (65536, 128, 1, "bfloat16")):
-        for log in (False, True):
-            tag = f"{'log' if log else ''}softmax_{outer}x{n}x{inner}_{dt}"
-            k, (_, blk, _), _ = _fwd_kernel(outer, n, inner, log, 0, dt, dt)   # blk: threads
-            register_compile_case(f"{tag}_fwd", k, f"void({a(dt)}, {a(dt)}, int64)",
-                                  max_registers=_reg_budget(blk))
-            k, (_, blk, _), _ = _bwd_kernel(outer, n, inner, log, 0, dt, dt, dt)
-            register_compile_case(f"{tag}_bwd", k, f"void({a(dt)}, {a(dt)}, {a(dt)}, int64)",
-                                  max_registers=_reg_budget(blk))
-
-
-_register_compile_cases()

@@ -181,22 +181,3 @@ def softmax_forward_persist(x, y, rows, n, *, log=False, x_dtype="float32", y_dt
     ck = kcache.get_or_compile(f"softmax_persist:{n}:{log}:{vec}:{threads}:{int(prefetch)}:{x_dtype}:{y_dtype}",
                                lambda: kern, sig)
     ck.launch(grid, threads, args, stream, shared)
-
-
-
-def _register_compile_cases():
-    try:
-        from ..runtime.compile_check import register_compile_case
-    except ImportError:
-        return
-    from ..runtime.dtypes import array_sig as a
-    for n, dt, log, prefetch in ((32768, "float32", False, True), (32768, "float32", True, True),
-                                 (32768, "bfloat16", False, True), (32768, "float32", False, False)):
-        vec = 16 // storage_dtype(dt).itemsize
-        k, threads, _, _ = persist_kernel(n, log, vec, 0, prefetch, dt, dt)
-        register_compile_case(f"{'log' if log else ''}softmax_persist{'_pf' if prefetch else ''}_{n}_{dt}", k,
-                              f"void({a(dt)}, {a(dt)}, int64)", max_registers=_reg_budget(threads))
-
-
-
-_register_compile_cases()
