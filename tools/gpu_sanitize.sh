@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # compute-sanitizer over test files or node ids at the tiny simulator shapes (NCUDNN_SHAPES=sim: real kernels on
 # the GPU, small enough for the sanitizer), PAR runs at a time, each (tool, test) under its own time cap:
-#   bash tools/gpu_sanitize.sh tests/engines/test_eng_winograd.py tests/kernels/test_ptx_compile.py::test_x
+#   bash tools/gpu_sanitize.sh tests/engines/winograd/test_winograd_engines.py tests/kernels/primitives/test_ptx_compile.py::test_x
 #   TOOLS="memcheck" PAR=8 SANITIZER_TIMEOUT=240 SUITE_TIMEOUT=500 bash tools/gpu_sanitize.sh FILES...
-# Default tests: $SANITIZER_TESTS, else tests/engines/test_pointwise_e2e.py. TOOLS: any of memcheck racecheck
+# Default tests: $SANITIZER_TESTS, else tests/engines/pointwise/test_pointwise_e2e.py. TOOLS: any of memcheck racecheck
 # initcheck synccheck (default "memcheck racecheck").
 # What it leaves in $OUT: sanitize.txt (one line per run: tool, rc, test, the sanitizer's and pytest's summaries)
 # and sanitize_logs.tgz (the full log of every run).
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.." || exit 2
 # shellcheck source=tools/gpu_env.sh
 source tools/gpu_env.sh
 case "${1:-}" in -h|--help) sed -n '2,9p' "$0"; exit 0 ;; esac
-[ $# -gt 0 ] || read -r -a tests <<< "${SANITIZER_TESTS:-tests/engines/test_pointwise_e2e.py}"
+[ $# -gt 0 ] || read -r -a tests <<< "${SANITIZER_TESTS:-tests/engines/pointwise/test_pointwise_e2e.py}"
 [ $# -gt 0 ] && tests=("$@")
 export NCUDNN_SHAPES=sim
 unset NCUDNN_DONE_FILE

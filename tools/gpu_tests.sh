@@ -2,7 +2,7 @@
 # The test suite at real shapes (NCUDNN_SHAPES=gpu) on one GPU: one pytest process per test file, PAR files at
 # a time (numba's JIT is CPU-bound: on a 16-core host 8-14 processes finish several times sooner than one).
 #   bash tools/gpu_tests.sh                                   # every test file under tests/
-#   bash tools/gpu_tests.sh tests/engines tests/kernels/test_ptx_compile.py -k "winograd and not bf16"
+#   bash tools/gpu_tests.sh tests/engines tests/kernels/primitives/test_ptx_compile.py -k "winograd and not bf16"
 #   PAR=14 SUITE_TIMEOUT=480 FILE_TIMEOUT=400 TEST_TIMEOUT=240 bash tools/gpu_tests.sh
 # Arguments: test files or directories (default tests/), -k EXPR, and after -- more pytest options.
 # Files run longest first (by .gpustate/times.txt, the times.txt of an earlier run, else by size). A test that

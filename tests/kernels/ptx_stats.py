@@ -1,6 +1,6 @@
 """Run a compile-and-inspect script in a fresh NUMBA_ENABLE_CUDASIM=0 process (NVVM + nvJitLink need no GPU) and
 return the JSON it prints on its ``STATS `` line: the scaffolding of the sm_90a compile tests of the wgmma
-GEMM (test_kwg_compile, test_wgmma_tf32_compile, test_sk16_compile)."""
+GEMM (test_wgmma_compile, test_wgmma_tf32_compile, test_wgmma_vec_epilogue_compile)."""
 import json
 import os
 import subprocess

@@ -71,7 +71,7 @@ def tile_static(tile, gcfg, device, fp64):
 def tile_cost(st, device, m, n, k, batch, in_bytes, out_bytes, extra_bytes, fp64, factor):
     """``cost_plain`` (``heuristics.gemm_time`` with the tile's efficiency) from a
     :func:`tile_static` tuple: the same arithmetic in the same order, so the same float, without a
-    function call (the heuristics cost every config of every engine; tests/engines/test_crank_cost.py
+    function call (the heuristics cost every config of every engine; tests/engines/gemm/test_gemm_tile_cost.py
     holds the two equal)."""
     teff, occ, fast, single, sw, tm, tn, split, per_sm, half_l2, sqrt_wave, eff, slots, peak, bw, launch = st
     if per_sm == 0:
