@@ -58,3 +58,20 @@ def test_every_engine_lives_in_a_family_folder():
         parts = module.split(".")
         assert len(parts) == 4 and parts[:2] == ["ncudnn", "engines"], (engine.name, module)
         assert parts[2] in _packages(ENGINES) - NO_KERNELS, (engine.name, module)
+
+
+#: the package line budget (issue #22): no module over this many lines but the generated types.py
+MAX_LINES = 600
+
+
+def test_no_package_module_over_the_line_budget():
+    pkg = Path(ncudnn.__file__).parent
+    over = {}
+    for path in sorted(pkg.rglob("*.py")):
+        rel = path.relative_to(pkg).as_posix()
+        if rel == "types.py":
+            continue
+        n = len(path.read_text().splitlines())
+        if n > MAX_LINES:
+            over[rel] = n
+    assert not over, f"modules over {MAX_LINES} lines (split them along a seam): {over}"

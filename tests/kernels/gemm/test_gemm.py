@@ -7,6 +7,8 @@ from ncudnn.kernels.runtime import dtypes as dt
 from ncudnn.kernels.pointwise import epilogue as ep
 from ncudnn.kernels.gemm import CONFIGS, GemmConfig, check, keep, make_gemm, run_gemm
 from ncudnn.testing import assert_close, poison_value, random, size
+from ncudnn.kernels.gemm import splitk
+from numba import cuda
 
 SMALL = GemmConfig(BLOCK_M=16, BLOCK_N=16, BLOCK_K=4, THREAD_M=2, THREAD_N=2, WARP_M=0, WARP_N=0)
 TINY = GemmConfig(BLOCK_M=8, BLOCK_N=16, BLOCK_K=4, THREAD_M=2, THREAD_N=4, WARP_M=0, WARP_N=0,
@@ -206,3 +208,26 @@ def test_launcher_rejects_bad_strides():
         run_gemm(k, a, a, a.copy(), M=4, N=4, K=4, a_strides=(1, 4), b_strides=(4, 1), c_strides=(4, 1))
     with pytest.raises(ValueError, match="reach past"):
         run_gemm(k, a, a, a.copy(), M=5, N=4, K=4, a_strides=(4, 1), b_strides=(4, 1), c_strides=(4, 1))
+
+
+# the narrow (split 2) and the wide (split 8) split-K reduce end in one epilogue store (splitk.make_store)
+_sk_SMALL = GemmConfig(BLOCK_M=8, BLOCK_N=8, BLOCK_K=4, THREAD_M=2, THREAD_N=2, WARP_M=0, WARP_N=0, UNROLL_K=1)
+
+
+@pytest.mark.parametrize("split", [2, 8])
+def test_split_k_narrow_and_wide_reduce_bias_residual_relu(rng, split):
+    M, N, K = 6, 10, 40
+    spec = ep.EpilogueSpec((ep.bias("col"), ep.residual(), ep.relu()))
+    kern = make_gemm(_sk_SMALL.replace(SPLIT_K=split), "mk", "kn", epilogue=spec)
+    assert kern.bk.reduce_shape(1) == (split, 1) and (split >= splitk.WIDE_FROM) == (split == 8)
+    a = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    b = rng.uniform(-1, 1, (K, N)).astype(np.float32)
+    bias = rng.uniform(-1, 1, N).astype(np.float32)
+    res = rng.uniform(-1, 1, (M, N)).astype(np.float32)
+    c = cuda.to_device(np.full(M * N, poison_value(np.float32), np.float32))
+    ws = cuda.to_device(np.full(kern.bk.workspace_elems(M, N, 1), np.nan, np.float32))
+    run_gemm(kern, cuda.to_device(a.ravel()), cuda.to_device(b.ravel()), c, M=M, N=N, K=K,
+             a_strides=(K, 1), b_strides=(N, 1), c_strides=(N, 1), alpha=0.75, bias=cuda.to_device(bias),
+             residual=cuda.to_device(res.ravel()), workspace=ws)
+    want = np.maximum(0.75 * (a.astype(np.float64) @ b) + bias + res, 0)
+    assert_close(c.copy_to_host().reshape(M, N), want, "float32")

@@ -11,6 +11,9 @@ from ncudnn.kernels.gemm.gemm import gemm_args
 from ncudnn.kernels.gemm.fastloop import make_fast_kernel
 from ncudnn.kernels.gemm.launch import fast_applies
 from ncudnn.testing import assert_close, poison_value, random, size
+from numba import cuda
+from ncudnn.kernels.gemm.config import FAST_SMALL
+from ncudnn.kernels.gemm.mainloop import make_tile_coords
 
 FAST_SIM = GemmConfig(BLOCK_M=16, BLOCK_N=16, BLOCK_K=4, THREAD_M=4, THREAD_N=4, WARP_M=0, WARP_N=0,
                       VEC=4, MAINLOOP="fast")
@@ -111,3 +114,18 @@ def test_bias_residual_relu_epilogue(rng):
              a_strides=(K, 1), b_strides=(N, 1), c_strides=(N, 1), bias=bias, residual=res.ravel())
     want = np.maximum(R.matmul(a, b) + bias[None].astype(np.float64) + res, 0)
     assert_close(c.reshape(M, N), want, "float32")
+
+
+# SWIZZLE > 1 on the fast mainloop (the block -> tile mapping it shares with the generic one, mainloop.make_tile_coords)
+@pytest.mark.parametrize("swizzle", [2])
+def test_swizzled_tile_order_writes_every_tile_once(rng, swizzle):
+    M, N, K = 136, 132, 8
+    kern = make_gemm(FAST_SMALL[3].replace(SWIZZLE=swizzle), "mk", "kn")
+    assert kern.bk.fallback is not None                       # the fast mainloop
+    a = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    b = rng.uniform(-1, 1, (K, N)).astype(np.float32)
+    c = cuda.to_device(np.full(M * N, poison_value(np.float32), np.float32))
+    run_gemm(kern, cuda.to_device(a.ravel()), cuda.to_device(b.ravel()), c, M=M, N=N, K=K, a_strides=(K, 1),
+             b_strides=(N, 1), c_strides=(N, 1))
+    assert_close(c.copy_to_host().reshape(M, N), a.astype(np.float64) @ b, "float32")
+    assert make_tile_coords(swizzle) is make_tile_coords(swizzle)
