@@ -72,97 +72,97 @@ def check(cfg):
 
 def _source(cfg, cfast, has_res):
     t = transform(2)
-    BT_, AT = t.BT, t.AT
+    input_bt, output_at = t.BT, t.AT              # the input transform B^T and the output transform A^T
     BK, BT, BC, TK, TT, IP, PAD = cfg.BK, cfg.BT, cfg.BC, cfg.TK, cfg.TT, cfg.IP, cfg.PAD
-    NT, TPX = cfg.threads, cfg.tpx
-    LK, LT = BK // TK, BT // TT                   # thread grid of one position
-    UST, VST = BK + PAD, BT + PAD
-    VOFF = 16 * BC * UST
-    ROWS = IP * LK                                # channels per exchange pass
-    MST = BT + 1
-    L = [f"def wino_fused(x, u, y, bias, res, C, K, H, W, P, Q, TH, TW, T, pad_h, pad_w, s_n, s_c, s_h, s_w,",
-         f"                sy_n, sy_k, sy_h, sy_w, b_s, sr_n, sr_k, sr_h, sr_w, alpha, beta):",
-         f"    sm = cuda.shared.array({max(cfg.operand_words, cfg.exchange_words)}, float32)",
-         f"    acc = cuda.local.array(({TK}, {TT}), float32)",
-         f"    af = cuda.local.array({TK}, float32)",
-         f"    bf = cuda.local.array({TT}, float32)",
-         f"    tid = cuda.threadIdx.x",
-         f"    t0 = cuda.blockIdx.x * {BT}",
-         f"    k0 = cuda.blockIdx.y * {BK}",
-         f"    xi = tid // {TPX}",
-         f"    r = tid - xi * {TPX}",
-         f"    tk = r // {LT}",
-         f"    tt = r - tk * {LT}",
-         f"    for i in range({TK}):",
-         f"        for j in range({TT}):",
-         f"            acc[i, j] = float32(0.0)",
-         f"    for c0 in range(0, C, {BC}):",
-         f"        for e0 in range(0, {16 * BC * BK}, {NT}):",
-         f"            e = e0 + tid",
-         f"            kk = e % {BK}",
-         f"            q = e // {BK}",
-         f"            cc = q % {BC}",
-         f"            px = q // {BC}",
-         f"            c = c0 + cc",
-         f"            k = k0 + kk",
-         f"            sm[uint64((px * {BC} + cc) * {UST} + kk)] = u[uint64((px * C + c) * K + k)] if c < C and k < K else float32(0.0)",
-         f"        for e in range(tid, {BC * BT}, {NT}):"]
+    threads, per_position = cfg.threads, cfg.tpx  # threads of the block, of one transform position
+    threads_k, threads_t = BK // TK, BT // TT     # thread grid of one position (channels x tiles)
+    u_row, v_row = BK + PAD, BT + PAD             # words per shared row of U[xi, c, :] and V[xi, c, :]
+    v_start = 16 * BC * u_row                     # V follows U in the shared array
+    pass_rows = IP * threads_k                    # channels per exchange pass
+    m_row = BT + 1                                # words per exchange row (+1: no bank conflicts)
+    lines = [f"def wino_fused(x, u, y, bias, res, C, K, H, W, P, Q, TH, TW, T, pad_h, pad_w, s_n, s_c, s_h, s_w,",
+             f"                sy_n, sy_k, sy_h, sy_w, b_s, sr_n, sr_k, sr_h, sr_w, alpha, beta):",
+             f"    sm = cuda.shared.array({max(cfg.operand_words, cfg.exchange_words)}, float32)",
+             f"    acc = cuda.local.array(({TK}, {TT}), float32)",
+             f"    af = cuda.local.array({TK}, float32)",
+             f"    bf = cuda.local.array({TT}, float32)",
+             f"    tid = cuda.threadIdx.x",
+             f"    t0 = cuda.blockIdx.x * {BT}",
+             f"    k0 = cuda.blockIdx.y * {BK}",
+             f"    xi = tid // {per_position}",
+             f"    r = tid - xi * {per_position}",
+             f"    tk = r // {threads_t}",
+             f"    tt = r - tk * {threads_t}",
+             f"    for i in range({TK}):",
+             f"        for j in range({TT}):",
+             f"            acc[i, j] = float32(0.0)",
+             f"    for c0 in range(0, C, {BC}):",
+             f"        for e0 in range(0, {16 * BC * BK}, {threads}):",
+             f"            e = e0 + tid",
+             f"            kk = e % {BK}",
+             f"            q = e // {BK}",
+             f"            cc = q % {BC}",
+             f"            px = q // {BC}",
+             f"            c = c0 + cc",
+             f"            k = k0 + kk",
+             f"            sm[uint64((px * {BC} + cc) * {u_row} + kk)] = u[uint64((px * C + c) * K + k)] if c < C and k < K else float32(0.0)",
+             f"        for e in range(tid, {BC * BT}, {threads}):"]
     if cfast:
-        L += [f"            cc = e % {BC}", f"            ti = e // {BC}"]
+        lines += [f"            cc = e % {BC}", f"            ti = e // {BC}"]
     else:
-        L += [f"            ti = e % {BT}", f"            cc = e // {BT}"]
-    L += [f"            c = c0 + cc",
-          f"            tg = t0 + ti",
-          f"            ok = c < C and tg < T",
-          ] + tile_origin("tg", " " * 12) + input_window(BT_, 2, "ok", " " * 12)
-    L.append(f"            vo = {VOFF} + cc * {VST} + ti")
-    L += sandwich(BT_, lambda k, j: f"d_{k}_{j}", "t",
-                  lambda i, j, e: f"            sm[uint64(vo + {(i * 4 + j) * BC * VST})] = {e}", " " * 12)
-    L += [f"        cuda.syncthreads()",
-          f"        ub = xi * {BC * UST} + tk",
-          f"        vb = {VOFF} + xi * {BC * VST} + tt",
-          f"        for cc in range({BC}):",
-          f"            for i in range({TK}):",
-          f"                af[i] = sm[uint64(ub + cc * {UST} + i * {LK})]",
-          f"            for j in range({TT}):",
-          f"                bf[j] = sm[uint64(vb + cc * {VST} + j * {LT})]",
-          f"            for i in range({TK}):",
-          f"                for j in range({TT}):",
-          f"                    acc[i, j] += af[i] * bf[j]",
-          f"        cuda.syncthreads()",
-          # ---- exchange + output transform, IP accumulator rows per pass
-          f"    for p in range({TK // IP}):",
-          f"        for ii in range({IP}):",
-          f"            for j in range({TT}):",
-          f"                sm[uint64((xi * {ROWS} + ii * {LK} + tk) * {MST} + tt + j * {LT})] = acc[p * {IP} + ii, j]",
-          f"        cuda.syncthreads()",
-          f"        for e in range(tid, {ROWS * BT}, {NT}):"]
+        lines += [f"            ti = e % {BT}", f"            cc = e // {BT}"]
+    lines += [f"            c = c0 + cc",
+              f"            tg = t0 + ti",
+              f"            ok = c < C and tg < T",
+              ] + tile_origin("tg", " " * 12) + input_window(input_bt, 2, "ok", " " * 12)
+    lines.append(f"            vo = {v_start} + cc * {v_row} + ti")
+    lines += sandwich(input_bt, lambda k, j: f"d_{k}_{j}", "t",
+                      lambda i, j, e: f"            sm[uint64(vo + {(i * 4 + j) * BC * v_row})] = {e}", " " * 12)
+    lines += [f"        cuda.syncthreads()",
+              f"        ub = xi * {BC * u_row} + tk",
+              f"        vb = {v_start} + xi * {BC * v_row} + tt",
+              f"        for cc in range({BC}):",
+              f"            for i in range({TK}):",
+              f"                af[i] = sm[uint64(ub + cc * {u_row} + i * {threads_k})]",
+              f"            for j in range({TT}):",
+              f"                bf[j] = sm[uint64(vb + cc * {v_row} + j * {threads_t})]",
+              f"            for i in range({TK}):",
+              f"                for j in range({TT}):",
+              f"                    acc[i, j] += af[i] * bf[j]",
+              f"        cuda.syncthreads()",
+              # ---- exchange + output transform, IP accumulator rows per pass
+              f"    for p in range({TK // IP}):",
+              f"        for ii in range({IP}):",
+              f"            for j in range({TT}):",
+              f"                sm[uint64((xi * {pass_rows} + ii * {threads_k} + tk) * {m_row} + tt + j * {threads_t})] = acc[p * {IP} + ii, j]",
+              f"        cuda.syncthreads()",
+              f"        for e in range(tid, {pass_rows * BT}, {threads}):"]
     if cfast:
-        L += [f"            rho = e % {ROWS}", f"            ti = e // {ROWS}"]
+        lines += [f"            rho = e % {pass_rows}", f"            ti = e // {pass_rows}"]
     else:
-        L += [f"            ti = e % {BT}", f"            rho = e // {BT}"]
-    L += [f"            k = k0 + p * {ROWS} + rho",
-          f"            tg = t0 + ti",
-          f"            if k < K and tg < T:"]
+        lines += [f"            ti = e % {BT}", f"            rho = e // {BT}"]
+    lines += [f"            k = k0 + p * {pass_rows} + rho",
+              f"            tg = t0 + ti",
+              f"            if k < K and tg < T:"]
     for i in range(4):
         for j in range(4):
-            L.append(f"                m_{i}_{j} = sm[uint64(({i * 4 + j} * {ROWS} + rho) * {MST} + ti)]")
-    L += sandwich(AT, lambda k, j: f"m_{k}_{j}", "s", lambda i, j, e: f"                o_{i}_{j} = {e}", " " * 16)
-    L += tile_origin("tg", " " * 16)
-    L += [
-          f"                p0 = th * 2",
-          f"                q0 = tw * 2",
-          f"                yb = nimg * sy_n + k * sy_k + p0 * sy_h + q0 * sy_w",
-          f"                rb = nimg * sr_n + k * sr_k + p0 * sr_h + q0 * sr_w",
-          f"                b_off = uint64(k * b_s)"]
+            lines.append(f"                m_{i}_{j} = sm[uint64(({i * 4 + j} * {pass_rows} + rho) * {m_row} + ti)]")
+    lines += sandwich(output_at, lambda k, j: f"m_{k}_{j}", "s", lambda i, j, e: f"                o_{i}_{j} = {e}", " " * 16)
+    lines += tile_origin("tg", " " * 16)
+    lines += [
+              f"                p0 = th * 2",
+              f"                q0 = tw * 2",
+              f"                yb = nimg * sy_n + k * sy_k + p0 * sy_h + q0 * sy_w",
+              f"                rb = nimg * sr_n + k * sr_k + p0 * sr_h + q0 * sr_w",
+              f"                b_off = uint64(k * b_s)"]
     for i in range(2):
         for j in range(2):
             r_off = f"uint64(rb + {i} * sr_h + {j} * sr_w)" if has_res else "uint64(0)"
-            L.append(f"                if p0 + {i} < P and q0 + {j} < Q:")
-            L.append(f"                    epi(o_{i}_{j}, y, uint64(yb + {i} * sy_h + {j} * sy_w), bias, b_off, res, "
-                     f"{r_off}, alpha, beta)")
-    L.append(f"        cuda.syncthreads()")
-    return "\n".join(L) + "\n"
+            lines.append(f"                if p0 + {i} < P and q0 + {j} < Q:")
+            lines.append(f"                    epi(o_{i}_{j}, y, uint64(yb + {i} * sy_h + {j} * sy_w), bias, b_off, res, "
+                         f"{r_off}, alpha, beta)")
+    lines.append(f"        cuda.syncthreads()")
+    return "\n".join(lines) + "\n"
 
 
 def make_fused(cfg, x_dtype, epi, cfast=False):
