@@ -152,7 +152,7 @@ def _colsv_geometry(lay, var, bwd, occupancy, unroll):
 def _colsv_twin(g, C):
     """The VEC 1 geometry with the same chunks (the element-load twin of a VEC 4 step)."""
     one = kcolsv.colsv_config(g.chunk_rows * g.chunks, C, 1, vec=1, blocks_per_sm=1, unroll=g.unroll)
-    return kcolsv.ColsVConfig((one.txv, one.ty, 1, g.unroll, one.tiles, g.chunks, g.chunk_rows))
+    return kcolsv.ColsVConfig(one.txv, one.ty, 1, g.unroll, one.tiles, g.chunks, g.chunk_rows)
 
 
 def bn_stats_steps(lay, scratch, x, out0, out1, ct, dy=None, mean=None, var=None, occupancy=0, unroll=4):

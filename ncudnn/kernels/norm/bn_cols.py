@@ -17,6 +17,7 @@ held in registers: forward ``y = x * e0 + e1``, backward ``dx = dy * e0 + x * e1
 division anywhere. All math in float32 registers (float64 when every tensor is float64).
 """
 import functools
+from dataclasses import astuple, dataclass
 import math
 
 import numpy as np
@@ -31,16 +32,32 @@ __all__ = ["ColsConfig", "cols_config", "partial_kernel", "combine_kernel", "com
 TX, TY = 32, 8
 
 
-class ColsConfig(tuple):
-    """(tx, ty, unroll, tiles, chunks, chunk_rows) of the cols kernels for ``rows`` x ``C``."""
-    __slots__ = ()
+@dataclass(frozen=True, order=True)
+class ColsConfig:
+    """Launch geometry of the cols kernels for ``rows`` x ``C``: a (tiles, chunks) grid of (tx, ty) blocks, a
+    block's channel tile ``tx`` wide, each chunk ``chunk_rows`` rows, the row loop unrolled ``unroll`` times.
+    Iterates (and compares) as the tuple (tx, ty, unroll, tiles, chunks, chunk_rows)."""
+    tx: int
+    ty: int
+    unroll: int
+    tiles: int
+    chunks: int
+    chunk_rows: int
 
-    tx = property(lambda s: s[0])
-    ty = property(lambda s: s[1])
-    unroll = property(lambda s: s[2])
-    tiles = property(lambda s: s[3])
-    chunks = property(lambda s: s[4])
-    chunk_rows = property(lambda s: s[5])
+    def __iter__(self):
+        return iter(astuple(self))
+
+    def check(self):
+        """(ok, reason): whether the geometry can launch."""
+        if min(astuple(self)) < 1:
+            return False, f"{self}: every field must be at least 1"
+        if self.tx * self.ty > 1024:
+            return False, f"{self.tx} x {self.ty} threads per block > 1024"
+        return True, ""
+
+    def keep(self, rows, channels):
+        """Launchable, and covering ``rows`` x ``channels``: every row in a chunk, every channel in a tile."""
+        return self.check()[0] and self.chunks * self.chunk_rows >= rows and self.tiles * self.tx >= channels
 
 
 def cols_config(rows, channels, sms, blocks_per_sm=6, unroll=8):
@@ -52,7 +69,7 @@ def cols_config(rows, channels, sms, blocks_per_sm=6, unroll=8):
     chunks = max(1, min(want, math.ceil(rows / (TY * unroll))))
     chunk_rows = math.ceil(rows / chunks)
     chunks = math.ceil(rows / chunk_rows)
-    return ColsConfig((TX, TY, unroll, tiles, chunks, chunk_rows))
+    return ColsConfig(TX, TY, unroll, tiles, chunks, chunk_rows)
 
 
 def _jit(src, name, names):

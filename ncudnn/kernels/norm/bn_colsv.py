@@ -20,6 +20,7 @@ coalesced bytes); the grid is (tiles, chunks) with ``chunk_rows`` rows per chunk
 All math in float32 registers (float64 when every tensor is float64).
 """
 import functools
+from dataclasses import astuple, dataclass
 import math
 
 from numba import cuda
@@ -37,17 +38,38 @@ THREADS = 256
 FWD_PARTIAL_REGS = 48
 
 
-class ColsVConfig(tuple):
-    """(txv, ty, vec, unroll, tiles, chunks, chunk_rows) of the colsv kernels."""
-    __slots__ = ()
+@dataclass(frozen=True, order=True)
+class ColsVConfig:
+    """Launch geometry of the colsv kernels: a (tiles, chunks) grid of (txv, ty) blocks, a thread ``vec``
+    consecutive channels, a block's tile ``txv * vec`` channels, each chunk ``chunk_rows`` rows, the row loop
+    unrolled ``unroll`` times. Iterates (and compares) as the tuple (txv, ty, vec, unroll, tiles, chunks,
+    chunk_rows)."""
+    txv: int
+    ty: int
+    vec: int
+    unroll: int
+    tiles: int
+    chunks: int
+    chunk_rows: int
 
-    txv = property(lambda s: s[0])
-    ty = property(lambda s: s[1])
-    vec = property(lambda s: s[2])
-    unroll = property(lambda s: s[3])
-    tiles = property(lambda s: s[4])
-    chunks = property(lambda s: s[5])
-    chunk_rows = property(lambda s: s[6])
+    def __iter__(self):
+        return iter(astuple(self))
+
+    def check(self):
+        """(ok, reason): whether the geometry can launch."""
+        if min(astuple(self)) < 1:
+            return False, f"{self}: every field must be at least 1"
+        if self.vec not in (1, 4):
+            return False, f"VEC {self.vec}: 1 or 4"
+        if self.txv * self.ty > 1024:
+            return False, f"{self.txv} x {self.ty} threads per block > 1024"
+        return True, ""
+
+    def keep(self, rows, channels):
+        """Launchable, and covering ``rows`` x ``channels``: every row in a chunk, every channel in a tile (VEC 4
+        needs C % 4 == 0)."""
+        return (self.check()[0] and self.chunks * self.chunk_rows >= rows
+                and self.tiles * self.txv * self.vec >= channels and channels % self.vec == 0)
 
 
 def vec_ok(channels, dtypes):
@@ -69,7 +91,7 @@ def colsv_config(rows, channels, sms, vec=4, blocks_per_sm=4, unroll=4, align=Fa
     if align:
         chunk_rows = math.ceil(chunk_rows / (ty * unroll)) * ty * unroll
     chunks = math.ceil(rows / chunk_rows)
-    return ColsVConfig((txv, ty, vec, unroll, tiles, chunks, chunk_rows))
+    return ColsVConfig(txv, ty, vec, unroll, tiles, chunks, chunk_rows)
 
 
 def _jit(src, name, names, max_registers=0):

@@ -29,6 +29,7 @@ THREADS / TXV`` row groups; grid (tiles, chunks) with tiles * chunks <= SMs (one
 another, so there the grid must be one block (the barrier is then the block's).
 """
 import functools
+from dataclasses import astuple, dataclass
 import math
 
 from numba import cuda
@@ -54,15 +55,32 @@ ONE_BLOCK_SHARED = 120 * 1024
 CHANNEL_ARRAYS = ("mean", "inv", "scale", "dscale", "dbias")
 
 
-class PersistConfig(tuple):
-    """(txv, ty, tiles, chunks, chunk_rows) of the persistent kernel."""
-    __slots__ = ()
+@dataclass(frozen=True, order=True)
+class PersistConfig:
+    """Geometry of the persistent kernel: ``tiles`` x ``chunks`` co-resident blocks of (txv, ty) threads, a
+    thread 4 consecutive channels, each chunk ``chunk_rows`` rows (with ``fill`` the last chunks may be short
+    or empty). Iterates (and compares) as the tuple (txv, ty, tiles, chunks, chunk_rows)."""
+    txv: int
+    ty: int
+    tiles: int
+    chunks: int
+    chunk_rows: int
 
-    txv = property(lambda s: s[0])
-    ty = property(lambda s: s[1])
-    tiles = property(lambda s: s[2])
-    chunks = property(lambda s: s[3])
-    chunk_rows = property(lambda s: s[4])
+    def __iter__(self):
+        return iter(astuple(self))
+
+    def check(self):
+        """(ok, reason): whether the geometry can launch."""
+        if min(astuple(self)) < 1:
+            return False, f"{self}: every field must be at least 1"
+        if self.txv * self.ty > 1024:
+            return False, f"{self.txv} x {self.ty} threads per block > 1024"
+        return True, ""
+
+    def keep(self, rows, channels, blocks):
+        """Launchable, covering ``rows`` x ``channels`` (C % 4 == 0), on at most ``blocks`` co-resident blocks."""
+        return (self.check()[0] and channels % 4 == 0 and self.chunks * self.chunk_rows >= rows
+                and self.tiles * self.txv * 4 >= channels and self.tiles * self.chunks <= blocks)
 
 
 def persist_config(rows, channels, blocks, threads=512, fill=False):
@@ -84,7 +102,7 @@ def persist_config(rows, channels, blocks, threads=512, fill=False):
     chunk_rows = math.ceil(rows / chunks)
     if not fill:
         chunks = math.ceil(rows / chunk_rows)
-    return PersistConfig((txv, ty, tiles, chunks, chunk_rows))
+    return PersistConfig(txv, ty, tiles, chunks, chunk_rows)
 
 
 def phase2_geometry(channels, nblocks, threads):

@@ -20,6 +20,7 @@ All math in float32 registers (float64 when every tensor is float64). Moves x, d
 ``2 * G * n`` partials written and read back by the combine.
 """
 import functools
+from dataclasses import astuple, dataclass
 
 import numba
 from numba import cuda
@@ -34,17 +35,39 @@ __all__ = ["fused_config", "fused_bwd_kernel", "fused_vec", "partial_rows", "reg
 EPT_MAX = 32
 
 
-class FusedConfig(tuple):
-    """(threads per block, VPT vectors a thread, ROWS rows a group, grid blocks, VEC elements a vector,
-    STAGES row groups in registers, blocks per SM the grid is sized for)."""
-    __slots__ = ()
-    block = property(lambda s: s[0])
-    vpt = property(lambda s: s[1])
-    rows = property(lambda s: s[2])
-    grid = property(lambda s: s[3])
-    vec = property(lambda s: s[4])
-    stages = property(lambda s: s[5])
-    blocks_per_sm = property(lambda s: s[6])
+@dataclass(frozen=True, order=True)
+class FusedConfig:
+    """Geometry of the fused backward: ``block`` threads a block, ``vpt`` vectors of ``vec`` elements a
+    thread, ``rows`` rows a group, ``grid`` blocks, ``stages`` row groups in registers, ``blocks_per_sm``
+    blocks an SM the grid and the register cap are sized for. Iterates (and compares) as the tuple (block,
+    vpt, rows, grid, vec, stages, blocks_per_sm)."""
+    block: int
+    vpt: int
+    rows: int
+    grid: int
+    vec: int
+    stages: int
+    blocks_per_sm: int
+
+    def __iter__(self):
+        return iter(astuple(self))
+
+    def check(self):
+        """(ok, reason): whether the geometry can be built and launched."""
+        if min(astuple(self)) < 1:
+            return False, f"{self}: every field must be at least 1"
+        if self.block > 1024:
+            return False, f"{self.block} threads per block > 1024"
+        if self.stages not in (1, 2):
+            return False, f"STAGES {self.stages}: 1 or 2"
+        if self.vpt * self.vec > EPT_MAX:
+            return False, f"{self.vpt * self.vec} values a thread a row > {EPT_MAX}"
+        return True, ""
+
+    def keep(self, n, nrows):
+        """Buildable, and covering ``nrows`` rows of ``n`` elements (``vec`` dividing ``n``)."""
+        return (self.check()[0] and n % self.vec == 0 and self.block * self.vpt * self.vec >= n
+                and self.grid <= -(-nrows // self.rows))
 
 
 def fused_vec(n, itemsizes):
@@ -115,7 +138,7 @@ def fused_config(n, nrows, sms, vec=1, block=0, rows=0, blocks_per_sm=0, stages=
     if not blocks_per_sm:                # 8 registers of margin: the cap below must not force spills
         blocks_per_sm = max(1, min(2048 // b, REGS_PER_SM // (b * _round8(_regs(b, vpt, vec, r, st) + 8)), 32))
     grid = max(1, min(-(-nrows // r), sms * blocks_per_sm))
-    return FusedConfig((b, vpt, r, grid, vec, st, blocks_per_sm))
+    return FusedConfig(b, vpt, r, grid, vec, st, blocks_per_sm)
 
 
 def reg_cap(cfg):
