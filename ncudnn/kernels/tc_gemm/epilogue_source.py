@@ -31,14 +31,14 @@ def fused_arg_names(amax=False, dscales=0, pscales=None):
             + tuple(f"ds{i}" for i in range(dscales)) + tuple(f"ps{i}" for i in range(pscales or 0)))
 
 
-def fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False, dscales=0, pscales=None, raw=False):
+def fused_epilogue(w, cfg, frags_m, frags_n, warp_m, warp_n, epi, amax=False, dscales=0, pscales=None, raw=False):
     """The shared epilogue ``epi(v, c, o, bias, b_off, res, r_off, alpha, beta)`` (kernels/pointwise/epilogue.py:
     alpha / beta blend, bias, pointwise chain, residual, cast, store) on every output element.
 
     The accumulators go through shared memory (the drained cp.async ring) one 16-row strip of the warp
     tile at a time: each warp writes its strip as f32 (fragment layout), then its lanes walk the strip
     row by row (consecutive lanes, consecutive columns: coalesced stores) calling ``epi`` in a loop.
-    So the kernel has MI epilogue call sites, not one per accumulator (numba compile time), and the
+    So the kernel has frags_m epilogue call sites, not one per accumulator (numba compile time), and the
     stores are warp-contiguous. ``amax``: also ``amax[0] = max(amax[0], |alpha * acc|)`` over the
     output (a warp max, one atomic per warp). ``pscales`` (not None): the epilogue runs with
     ``alpha * palpha * ps0[0] * ...`` while amax still sees ``|alpha * acc|`` (cudnn-frontend's FP8
@@ -46,7 +46,7 @@ def fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False, dscales=0, pscales
     as it is (split-K partials): no bias or residual offsets."""
     bias = None if raw else epi.bias_axis
     res = False if raw else epi.has_residual
-    RS = WTN + STAGE_PAD
+    stage_row = warp_n + STAGE_PAD     # words per row of a warp's staging tile
     for i in range(dscales):   # FP8 descale / scale tensors in device memory (element 0) fold into alpha
         w(f"    alpha = alpha * ds{i}[0]")
     ealpha = "alpha"
@@ -59,35 +59,36 @@ def fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False, dscales=0, pscales
     w("    cuda.syncthreads()")
     w(f"    smf = cuda.shared.array(0, float32)" if ptx.SIM else
       "    smf = cuda.shared.array(0, float32, alignment=128)")
-    w(f"    wbase = warp * {16 * RS}")
-    w(f"    fo = wbase + (lane >> 2) * {RS} + 2 * (lane & 3)")
+    w(f"    wbase = warp * {16 * stage_row}")
+    w(f"    fo = wbase + (lane >> 2) * {stage_row} + 2 * (lane & 3)")
     w("    zc = z1 * c_z1 + z2 * c_z2")
     w("    zb = z * bias_z" if bias else "    zb = int64(0)")
     w("    zr = z1 * res_z1 + z2 * res_z2" if res else "    zr = int64(0)")
-    w(f"    col0 = n0 + wn * {WTN}")
-    for i in range(MI):
+    w(f"    col0 = n0 + wn * {warp_n}")
+    for i in range(frags_m):
         if i:
             w("    cuda.syncthreads()")
-        for n in range(NI):
+        for n in range(frags_n):
             for q in range(4):
-                w(f"    smf[fo + {(q >> 1) * 8 * RS + n * 8 + (q & 1)}] = c{i}_{n}_{q}")
+                w(f"    smf[fo + {(q >> 1) * 8 * stage_row + n * 8 + (q & 1)}] = c{i}_{n}_{q}")
         w("    cuda.syncthreads()")
-        w(f"    row0 = m0 + wm * {WTM} + {i * 16}")
-        if cfg.VERSION >= 3:    # row loop: LPR lanes a row, RPP rows a pass; row offsets once per row
-            LPR = min(32, WTN)
-            RPP = 32 // LPR
-            w(f"    for rp in range(0, 16, {RPP}):")
-            w(f"        rl = rp + (lane // {LPR})" if RPP > 1 else "        rl = rp")
+        w(f"    row0 = m0 + wm * {warp_m} + {i * 16}")
+        if cfg.VERSION >= 3:    # row loop: lanes_per_row lanes a row, rows_per_pass rows a pass; offsets once a row
+            lanes_per_row = min(32, warp_n)
+            rows_per_pass = 32 // lanes_per_row
+            w(f"    for rp in range(0, 16, {rows_per_pass}):")
+            w(f"        rl = rp + (lane // {lanes_per_row})" if rows_per_pass > 1 else "        rl = rp")
             w("        rr = row0 + rl")
             w("        if rr < M:")
             w("            orow = zc + int64(rr) * ldc_m")
-            w(f"            srow = wbase + rl * {RS}")
+            w(f"            srow = wbase + rl * {stage_row}")
             if bias == "row":
                 w("            brow = zb + int64(rr) * bias_i")
             if res:
                 w("            rrow = zr + int64(rr) * res_m")
             # unsigned offsets (non-negative by construction): no negative-index wraparound code per element
-            w(f"            for cl in range({'lane % ' + str(LPR) if RPP > 1 else 'lane'}, {WTN}, {LPR}):")
+            first = f"lane % {lanes_per_row}" if rows_per_pass > 1 else "lane"
+            w(f"            for cl in range({first}, {warp_n}, {lanes_per_row}):")
             w("                cc = int32(col0 + cl)")
             w("                if cc < N:")
             w("                    v = smf[uint32(srow + cl)]")
@@ -98,13 +99,13 @@ def fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax=False, dscales=0, pscales
             if amax:
                 w("                    am = max(am, abs(alpha * v))")
             continue
-        w(f"    for e in range(lane, {16 * WTN}, 32):")
-        w(f"        rl = e // {WTN}")
-        w(f"        cl = e - rl * {WTN}")
+        w(f"    for e in range(lane, {16 * warp_n}, 32):")
+        w(f"        rl = e // {warp_n}")
+        w(f"        cl = e - rl * {warp_n}")
         w("        rr = row0 + rl")
         w("        cc = col0 + cl")
         w("        if rr < M and cc < N:")
-        w(f"            v = smf[wbase + rl * {RS} + cl]")
+        w(f"            v = smf[wbase + rl * {stage_row} + cl]")
         bo = {"col": "zb + int64(cc) * bias_i", "row": "zb + int64(rr) * bias_i"}.get(bias, "zb")
         ro_ = "zr + int64(rr) * res_m + int64(cc) * res_n" if res else "zr"
         w(f"            epi(v, c, zc + int64(rr) * ldc_m + int64(cc) * ldc_n, bias, {bo}, res, {ro_}, {ealpha}, beta)")

@@ -66,18 +66,18 @@ class TcGemmKernel:
 
 
 def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False, dscales=0, pscales=None):
-    BM, BN, BK, ST = cfg.BLOCK_M, cfg.BLOCK_N, cfg.BLOCK_K, cfg.STAGES
-    NT = cfg.threads
-    WTM, WTN = BM // cfg.WARPS_M, BN // cfg.WARPS_N
-    MI, NI, KK = WTM // 16, WTN // 8, BK // 16
-    A_T, B_T = BM * BK, BN * BK
-    STAGE = A_T + B_T
-    A_COLS = BK if a_kmajor else BM
-    B_COLS = BK if b_kmajor else BN
-    A_CH, B_CH = A_COLS // 8, B_COLS // 8
-    LA, LB = A_T // 8 // NT, B_T // 8 // NT
-    L = []
-    w = L.append
+    BM, BN, BK, stages = cfg.BLOCK_M, cfg.BLOCK_N, cfg.BLOCK_K, cfg.STAGES
+    threads = cfg.threads
+    warp_m, warp_n = BM // cfg.WARPS_M, BN // cfg.WARPS_N        # the tile of one warp
+    frags_m, frags_n, k_steps = warp_m // 16, warp_n // 8, BK // 16  # m16 / n8 fragments per warp, k16 steps per tile
+    a_tile, b_tile = BM * BK, BN * BK                             # 16-bit elements of A and B in one stage
+    stage_halves = a_tile + b_tile
+    a_cols = BK if a_kmajor else BM                               # elements per shared row of A / B
+    b_cols = BK if b_kmajor else BN
+    a_chunks, b_chunks = a_cols // 8, b_cols // 8                 # 16-byte chunks per shared row (the swizzle unit)
+    a_slots, b_slots = a_tile // 8 // threads, b_tile // 8 // threads  # 16-byte loads per thread per stage
+    lines = []
+    w = lines.append
     if conv:
         w(f"def tc_gemm({', '.join(CONV_ARGS)}):")
     elif epi is None:
@@ -89,10 +89,10 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
       "    sm = cuda.shared.array(0, uint16, alignment=128)")
     v3 = cfg.VERSION >= 3
     fast = conv and cfg.VERSION >= 4     # v4: conv gather for C % BLOCK_K == 0 (one tap per k tile)
-    SPLIT = cfg.SPLIT_K
+    split_k = cfg.SPLIT_K
     # split-K: grid y holds the slices (their count is gridDim.y: one kernel for every SPLIT_K > 1); raw fp32
     # partials at c[z * M * N + m * N + n]
-    split = conv and SPLIT > 1
+    split = conv and split_k > 1
     if v3:   # 32-bit shared-window byte addresses for cp.async / ldmatrix (ptx.*_a intrinsics)
         w("    sbase = int32(ptx.cvta_shared(sm, 0))")
     w("    tid = cuda.threadIdx.x")
@@ -134,22 +134,22 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
         w("    b_zo = z1 * b_z1 + z2 * b_z2")
     w("    BIG = int32(0x3FFFFFFF)")
     # load slots: shared offset, global offset at k = 0, k offset (BIG when the row / column is out)
-    for op, kmaj, L_, COLS, CH, outer0, bound, ld in (
-            ("a", a_kmajor, LA, A_COLS, A_CH, "m0", "M", "lda"),
-            ("b", b_kmajor, LB, B_COLS, B_CH, "n0", "N", "ldb")):
-        for i in range(L_):
+    for op, kmaj, slots, cols, chunks, outer0, bound, ld in (
+            ("a", a_kmajor, a_slots, a_cols, a_chunks, "m0", "M", "lda"),
+            ("b", b_kmajor, b_slots, b_cols, b_chunks, "n0", "N", "ldb")):
+        for i in range(slots):
             if fast and op == "a":
-                conv_a_setup_fast(w, i, NT, CH, COLS)
+                conv_a_setup_fast(w, i, threads, chunks, cols)
                 continue
             if conv and op == "a":
-                conv_a_setup(w, i, NT, CH, COLS, BK, split)
+                conv_a_setup(w, i, threads, chunks, cols, BK, split)
                 if v3:
                     w(f"    a_sa{i} = int32(a_so{i} * 2)")
                 continue
-            w(f"    q = tid + {i * NT}")
-            w(f"    row = q // {CH}")
-            w(f"    ch = q % {CH}")
-            w(f"    {op}_so{i} = row * {COLS} + ((ch ^ {swz('row', CH)}) * 8)")
+            w(f"    q = tid + {i * threads}")
+            w(f"    row = q // {chunks}")
+            w(f"    ch = q % {chunks}")
+            w(f"    {op}_so{i} = row * {cols} + ((ch ^ {swz('row', chunks)}) * 8)")
             if kmaj:   # rows are the outer index, columns k
                 w(f"    o = {outer0} + row")
                 w(f"    {op}_go{i} = {op}_zo + int64(o) * {ld} + ch * 8")
@@ -159,39 +159,39 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
                 w(f"    {op}_go{i} = {op}_zo + int64(row) * {ld} + o")
                 w(f"    {op}_ki{i} = row if o < {bound} else BIG")
             if v3:   # shared byte offset in the stage; k bound of the slot (k0 < kl: in range)
-                w(f"    {op}_sa{i} = int32({op}_so{i} * 2{' + ' + str(2 * A_T) if op == 'b' else ''})")
+                w(f"    {op}_sa{i} = int32({op}_so{i} * 2{' + ' + str(2 * a_tile) if op == 'b' else ''})")
                 w(f"    {op}_kl{i} = int32(K - {op}_ki{i})")
     # ldmatrix lane offsets (within a tile) for each fragment and k16 step
     w("    j = lane >> 3")
     w("    r = lane & 7")
-    for kk in range(KK):
-        for i in range(MI):
+    for kk in range(k_steps):
+        for i in range(frags_m):
             if a_kmajor:
-                row, chk = f"(wm * {WTM} + {i * 16} + (j & 1) * 8 + r)", f"({kk * 2} + (j >> 1))"
+                row, chk = f"(wm * {warp_m} + {i * 16} + (j & 1) * 8 + r)", f"({kk * 2} + (j >> 1))"
             else:
-                row, chk = f"({kk * 16} + (j >> 1) * 8 + r)", f"(wm * {WTM // 8} + {i * 2} + (j & 1))"
-            w(f"    a_lo{i}_{kk} = {'int32(2 * (' if v3 else '(('}{row} * {A_COLS} + (({chk} ^ {swz(row, A_CH)}) * 8)))")
-        for jn in range(NI // 2):
+                row, chk = f"({kk * 16} + (j >> 1) * 8 + r)", f"(wm * {warp_m // 8} + {i * 2} + (j & 1))"
+            w(f"    a_lo{i}_{kk} = {'int32(2 * (' if v3 else '(('}{row} * {a_cols} + (({chk} ^ {swz(row, a_chunks)}) * 8)))")
+        for jn in range(frags_n // 2):
             if b_kmajor:
-                row, chk = f"(wn * {WTN} + {jn * 16} + (j >> 1) * 8 + r)", f"({kk * 2} + (j & 1))"
+                row, chk = f"(wn * {warp_n} + {jn * 16} + (j >> 1) * 8 + r)", f"({kk * 2} + (j & 1))"
             else:
-                row, chk = f"({kk * 16} + (j & 1) * 8 + r)", f"(wn * {WTN // 8} + {jn * 2} + (j >> 1))"
-            w(f"    b_lo{jn}_{kk} = {'int32(2 * (' if v3 else '(('}{A_T} + {row} * {B_COLS} + (({chk} ^ {swz(row, B_CH)}) * 8)))")
-    for i in range(MI):
-        for n in range(NI):
+                row, chk = f"({kk * 16} + (j & 1) * 8 + r)", f"(wn * {warp_n // 8} + {jn * 2} + (j >> 1))"
+            w(f"    b_lo{jn}_{kk} = {'int32(2 * (' if v3 else '(('}{a_tile} + {row} * {b_cols} + (({chk} ^ {swz(row, b_chunks)}) * 8)))")
+    for i in range(frags_m):
+        for n in range(frags_n):
             w(f"    c{i}_{n}_0 = c{i}_{n}_1 = c{i}_{n}_2 = c{i}_{n}_3 = float32(0.0)")
 
     def load_stage(ind, stage_expr, k0_expr):
         if v3:   # the stage's byte address is wsa (rolled by the loop)
             w(f"{ind}k0 = int32({k0_expr})")
         else:
-            w(f"{ind}sb = ({stage_expr}) * {STAGE}")
+            w(f"{ind}sb = ({stage_expr}) * {stage_halves}")
             w(f"{ind}k0 = {k0_expr}")
-        for op, kmaj, L_, arr, ld in (("a", a_kmajor, LA, "a", "lda"), ("b", b_kmajor, LB, "b", "ldb")):
-            for i in range(L_):
+        for op, kmaj, slots, arr, ld in (("a", a_kmajor, a_slots, "a", "lda"), ("b", b_kmajor, b_slots, "b", "ldb")):
+            for i in range(slots):
                 if fast and op == "a":
                     conv_a_load_fast(w, ind, i)
-                    if i == L_ - 1:
+                    if i == slots - 1:
                         conv_tap_advance(w, ind, BK)
                     continue
                 if conv and op == "a":
@@ -204,10 +204,10 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
                       f"{arr}, {op}_go{i} + {step} if ok else int64(0), 16 if ok else 0)")
                     continue
                 w(f"{ind}ok = k0 + {op}_ki{i} < K")
-                w(f"{ind}ptx.cp_async_cg_16_zfill(sm, sb + {op}_so{i}{' + ' + str(A_T) if op == 'b' else ''}, "
+                w(f"{ind}ptx.cp_async_cg_16_zfill(sm, sb + {op}_so{i}{' + ' + str(a_tile) if op == 'b' else ''}, "
                   f"{arr}, {op}_go{i} + {step} if ok else int64(0), 16 if ok else 0)")
 
-    SB = 2 * STAGE     # stage bytes (v3)
+    stage_bytes = 2 * stage_halves     # (v3)
     if split:
         w("    ktiles = min(kt_all - kt0, kper)")
     else:
@@ -217,63 +217,63 @@ def _source(cfg, a_kmajor, b_kmajor, mma_name, epi=None, conv=False, amax=False,
         conv_tap_init(w, split)
     if v3:
         w("    wsa = sbase")
-        w(f"    slast = int32(sbase + {(ST - 1) * SB})")
-    for s in range(ST - 1):
+        w(f"    slast = int32(sbase + {(stages - 1) * stage_bytes})")
+    for s in range(stages - 1):
         w(f"    if {s} < ktiles:")
         load_stage("        ", str(s), f"{kb}{s * BK}")
         w("    ptx.cp_async_commit()")
         if v3:
-            w(f"    wsa = int32(wsa + {SB})")
+            w(f"    wsa = int32(wsa + {stage_bytes})")
     if v3:
         w("    rsa = sbase")
     w("    for kt in range(ktiles):")
-    w(f"        ptx.cp_async_wait_group({ST - 2})")
+    w(f"        ptx.cp_async_wait_group({stages - 2})")
     w("        cuda.syncthreads()")
-    w(f"        nk = kt + {ST - 1}")
+    w(f"        nk = kt + {stages - 1}")
     w("        if nk < ktiles:")
-    load_stage("            ", f"nk % {ST}", f"{kb}nk * {BK}")
+    load_stage("            ", f"nk % {stages}", f"{kb}nk * {BK}")
     w("        ptx.cp_async_commit()")
     a_ld = "ptx.ldmatrix_x4" if a_kmajor else "ptx.ldmatrix_x4_trans"
     b_ld = "ptx.ldmatrix_x4" if b_kmajor else "ptx.ldmatrix_x4_trans"
     if v3:
-        w(f"        wsa = int32(wsa + {SB}) if wsa != slast else sbase")
+        w(f"        wsa = int32(wsa + {stage_bytes}) if wsa != slast else sbase")
         a_ld, b_ld, cs = a_ld + "_a", b_ld + "_a", "rsa"
     else:
-        w(f"        cs = (kt % {ST}) * {STAGE}")
+        w(f"        cs = (kt % {stages}) * {stage_halves}")
         cs = "cs"
-    for kk in range(KK):
-        for i in range(MI):
+    for kk in range(k_steps):
+        for i in range(frags_m):
             w(f"        a{i}_0, a{i}_1, a{i}_2, a{i}_3 = {a_ld}(sm, {cs} + a_lo{i}_{kk})")
-        for jn in range(NI // 2):
+        for jn in range(frags_n // 2):
             n0, n1 = 2 * jn, 2 * jn + 1
             w(f"        b{n0}_0, b{n0}_1, b{n1}_0, b{n1}_1 = {b_ld}(sm, {cs} + b_lo{jn}_{kk})")
-        for i in range(MI):
-            order = range(NI) if i % 2 == 0 else range(NI - 1, -1, -1)   # serpentine: reuse B
+        for i in range(frags_m):
+            order = range(frags_n) if i % 2 == 0 else range(frags_n - 1, -1, -1)   # serpentine: reuse B
             for n in order:
                 acc = f"c{i}_{n}_0, c{i}_{n}_1, c{i}_{n}_2, c{i}_{n}_3"
                 w(f"        {acc} = ptx.{mma_name}(a{i}_0, a{i}_1, a{i}_2, a{i}_3, b{n}_0, b{n}_1, {acc})")
     if v3:
-        w("        rsa = int32(rsa + " + str(SB) + ") if rsa != slast else sbase")
+        w("        rsa = int32(rsa + " + str(stage_bytes) + ") if rsa != slast else sbase")
     if epi is not None:
-        fused_epilogue(w, cfg, MI, NI, WTM, WTN, epi, amax, dscales, pscales, raw=split)
-        return "\n".join(L) + "\n"
+        fused_epilogue(w, cfg, frags_m, frags_n, warp_m, warp_n, epi, amax, dscales, pscales, raw=split)
+        return "\n".join(lines) + "\n"
     # epilogue
     w("    g = lane >> 2")
     w("    t = lane & 3")
-    w(f"    rb = m0 + wm * {WTM} + g")
-    w(f"    cb = n0 + wn * {WTN} + 2 * t")
+    w(f"    rb = m0 + wm * {warp_m} + g")
+    w(f"    cb = n0 + wn * {warp_n} + 2 * t")
     w("    zc = z * c_z")
-    for i in range(MI):
+    for i in range(frags_m):
         for h in range(2):
             w(f"    rr = rb + {i * 16 + 8 * h}")
             w("    if rr < M:")
             w("        ro = zc + int64(rr) * ldc_m")
-            for n in range(NI):
+            for n in range(frags_n):
                 for e in range(2):
                     w(f"        cc = cb + {n * 8 + e}")
                     w("        if cc < N:")
                     w(f"            store(c, ro + int64(cc) * ldc_n, alpha * c{i}_{n}_{2 * h + e})")
-    return "\n".join(L) + "\n"
+    return "\n".join(lines) + "\n"
 
 
 def make_tc_gemm(cfg=None, a_kmajor=True, b_kmajor=False, in_dtype="bfloat16", out_dtype="bfloat16",
