@@ -11,7 +11,6 @@ import pytest
 
 from ncudnn.engines import api, device, heuristics as H, registry
 from ncudnn.engines.gemm import common as gc
-from ncudnn.engines.gemm.engine_base import TiledGemmEngine
 from ncudnn.ir import ConvFprop, Matmul, OpGraph, Pointwise, TensorDesc, packed_strides
 from ncudnn.types import cudnnBackendHeurMode_t as HM, cudnnDataType_t as DT, cudnnPointwiseMode_t as PM
 
@@ -108,7 +107,7 @@ def _reference_ranking(graph, ctx):
             continue
         late = bool(H.demotion(eng, sub))
         for i, cfg in enumerate(eng.candidates(sub, ctx)):
-            if isinstance(eng, TiledGemmEngine):
+            if hasattr(eng, "tiled"):    # the engines over the SIMT tiled-GEMM machinery (gemm.tiled)
                 p = eng.problem(sub)
                 M, N, K_, B = eng.gemm_shape(p)
                 tile = eng.TILES[cfg.get(2, 0)]

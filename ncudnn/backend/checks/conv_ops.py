@@ -7,6 +7,7 @@ combination is BAD_PARAM naming the tensor.
 """
 from dataclasses import dataclass
 
+from ...ir.ops.conv_common import out_size
 from ...types import cudnnBackendAttributeName_t as A
 from ...types import cudnnBackendDescriptorType_t as D
 from ..report import bad
@@ -29,10 +30,6 @@ class ConvGeometry:
     post: tuple
     strides: tuple
     dilations: tuple
-
-
-def conv_output_size(x, w, pre, post, stride, dilation):
-    return (x + pre + post - dilation * (w - 1) - 1) // stride + 1
 
 
 def check_conv(d, conv_name, names):
@@ -77,7 +74,7 @@ def check_conv(d, conv_name, names):
                         f"(group stride = {inner} x channel stride)")
     xs, ws, ys = x.dims[-nb:], w.dims[-nb:], y.dims[-nb:]
     for i in range(nb):
-        out = conv_output_size(xs[i], ws[i], pre[i], post[i], strides[i], dil[i])
+        out = out_size(xs[i], ws[i], strides[i], pre[i], post[i], dil[i])
         if out < 1:
             bad(d, wn, f"spatial dim {i}: the dilated filter ({ws[i]}) exceeds the padded input ({xs[i]})")
         if out != ys[i]:

@@ -1,4 +1,5 @@
-"""Convolution subgraphs as implicit GEMMs: the problem the conv engines share, and their base class.
+"""Convolution subgraphs as implicit GEMMs: the problem the conv engines share, and the family base of the
+implicit-GEMM engines (conv_implicit_gemm, conv_implicit_precomp).
 
 :func:`conv_problem` reads a conv_fprop / conv_dgrad / conv_wgrad subgraph into a
 :class:`ConvProblem`: the kernel geometry (``kernels.conv.geometry``; 1-3 spatial dims, any stride,
@@ -16,8 +17,8 @@ from ...types import (cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnn
 from .. import device as dev_mod
 from ..gemm import common as gc
 from .. import heuristics as H
-from ..base import OK, KnobSpec
-from ..gemm.engine_base import TiledGemmEngine
+from ..base import OK, Engine, KnobSpec
+from ..gemm.tiled import TiledGemm
 
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t
@@ -60,11 +61,12 @@ def _ints(v, n):
 
 
 def conv_geometry(x_t, w_t, y_t, node):
-    """``kernels.conv.geometry`` of a conv node with its tensors (x, w, y as the node reads them):
-    for plain-int shapes, parameters and strides of 1-3 spatial dims, a valid geometry is written out
-    (the same :class:`ConvGeometry` fields); anything else (lists of other numbers, scalars, invalid
-    values) goes through ``geometry`` itself, which raises its ValueError.
-    ``tests/engines/test_qrank_geometry.py`` holds the two equal."""
+    """``kernels.conv.geometry`` of a conv node with its tensors (x, w, y as the node reads them; x's and
+    w's dims are the node's): for plain-int shapes, parameters and strides of 1-3 spatial dims, a valid
+    geometry is written out with the output sizes the IR node gives (``node.output_spatial()``, the
+    package's one output-size formula) in the same :class:`ConvGeometry` fields; anything else (lists of
+    other numbers, scalars, invalid values, an empty output) goes through ``geometry`` itself, which
+    raises its ValueError. ``tests/engines/conv/test_conv_geometry_written_out.py`` holds the two equal."""
     xd, wd = x_t.dims, w_t.dims
     nd = len(xd)
     nsp = nd - 2
@@ -79,14 +81,9 @@ def conv_geometry(x_t, w_t, y_t, node):
             and type(groups) is _INT):
         N, C, K, Cg = xd[0], xd[1], wd[0], wd[1]
         ok = groups >= 1 and not C % groups and not K % groups and Cg == C // groups
-        out = []
         if ok and min(s) >= 1 and min(d) >= 1 and min(pre) >= 0 and min(post) >= 0:
-            for i in range(nsp):
-                o = (xd[2 + i] + pre[i] + post[i] - ((wd[2 + i] - 1) * d[i] + 1)) // s[i] + 1
-                if o < 1:
-                    break
-                out.append(o)
-            else:
+            out = node.output_spatial()     # the IR node's output sizes (ir.ops.conv_common.out_size)
+            if min(out) >= 1:
                 one, zero = (1,) * (3 - nsp), (0,) * (3 - nsp)
                 g = _new(ConvGeometry)
                 g.__dict__.update(N=N, C=C, K=K, G=groups, DHW=one + xd[2:], TRS=one + wd[2:],
@@ -245,15 +242,20 @@ def wgrad_splits(tile, tiles, reduction, device=None):
     return tuple(out)
 
 
-class ConvEngineBase(TiledGemmEngine):
-    """An implicit-GEMM conv engine (subclasses: ``PRECOMP``, ``kinds``, candidate knobs)."""
+class ConvEngineBase(Engine):
+    """An implicit-GEMM conv engine (subclasses: ``PRECOMP``, ``PHASED``, ``LOADER_EFF``, ``extra_check``);
+    the shared tiled-GEMM machinery is ``self.tiled`` (:class:`~ncudnn.engines.gemm.tiled.TiledGemm`)."""
 
     kinds = ("conv_fprop", "conv_dgrad", "conv_wgrad")
     TILES = gc.CONV_TILES
+    numerical_notes = ()
     PRECOMP = False
     PHASED = False      # offer SPLIT_RS (per-phase dgrad of strided convolutions)
     #: efficiency against the tile's measured GEMM figure (loader arithmetic): an estimate
     LOADER_EFF = 1.0
+
+    def __init__(self):
+        self.tiled = TiledGemm(self)
 
     def problem(self, sub):
         return conv_problem(sub)
@@ -264,8 +266,13 @@ class ConvEngineBase(TiledGemmEngine):
     def efficiency(self, p):
         return self.LOADER_EFF
 
+    def gemm_config(self, cfg):
+        return self.tiled.gemm_config(cfg)
+
     def extra_check(self, sub, p):
         """Engine-specific refusals (raise gc.Reject)."""
+
+    # ---- the Engine interface, answered by the tiled-GEMM machinery
 
     def check_support(self, sub, ctx):
         st, why = super().check_support(sub, ctx)
@@ -277,13 +284,39 @@ class ConvEngineBase(TiledGemmEngine):
             gc.tail_of(sub, p.epi.out, ctx)
         except gc.Reject as e:
             return e.status, e.reason
-        if not self.any_kept(sub):
+        if not self.tiled.any_kept(sub):
             M, N, K_ = p.gemm
             return S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"{self.name}: no tile fits the implicit GEMM " \
                 f"M={M}, N={N}, K={K_}, groups={p.g.G}"
         return OK
 
-    def _knob_specs(self):
+    def knobs(self, sub):
+        return self.tiled.knobs()
+
+    def default_config(self, sub):
+        return self.tiled.default_config(sub)
+
+    def keep(self, sub, cfg, ctx):
+        return self.tiled.keep(sub, cfg, ctx)
+
+    def config_notes(self, sub, cfg):
+        return self.tiled.config_notes(sub, cfg)
+
+    def candidates(self, sub, ctx):
+        return self.tiled.candidates(sub, ctx)
+
+    def cost(self, sub, cfg, device):
+        return self.tiled.cost(sub, cfg, device)
+
+    def candidate_costs(self, sub, device):
+        return self.tiled.candidate_costs(sub, device)
+
+    def workspace_size(self, sub, cfg):
+        return self.tiled.workspace_size(sub, cfg)
+
+    # ---- the hooks of TiledGemm
+
+    def knob_specs(self):
         return (gc.tile_knob(self.TILES),
                 KnobSpec(K.CUDNN_KNOB_TYPE_SPLIT_K, 1, MAX_SPLIT, 1, 1),
                 KnobSpec(K.CUDNN_KNOB_TYPE_SWIZZLE, 1, 8, 1, 1),
@@ -300,10 +333,10 @@ class ConvEngineBase(TiledGemmEngine):
         return self.PHASED and cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_RS, 0) == 1
 
     @property
-    def _keep_extra(self):
+    def keep_extra(self):
         return self._keep_phased if self.PHASED else None
 
-    def _needs_extra(self, cfg):
+    def needs_extra(self, cfg):
         return self.PHASED and cfg.get(K.CUDNN_KNOB_TYPE_SPLIT_RS, 0) == 1
 
     def _keep_phased(self, sub, cfg, p):
@@ -317,22 +350,18 @@ class ConvEngineBase(TiledGemmEngine):
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: SPLIT_RS = 1 needs SPLIT_K = 1"
         return OK
 
-    def _cost(self, sub, cfg, device):
-        c = super()._cost(sub, cfg, device)
+    @property
+    def adjust_cost(self):
+        return self._phased_adjust if self.PHASED else None
+
+    def _phased_adjust(self, sub, cfg, c, device):
+        """A per-phase dgrad config's cost from its one-GEMM cost ``c``."""
         if not self.phased(sub, cfg) or not math.isfinite(c):
             return c
         return self._phased_cost(sub, c)
 
-    def _cost_many(self, sub, cfgs, device, memo):
-        super()._cost_many(sub, cfgs, device, memo)
-        if self.PHASED:
-            kst = self.__dict__.get("_kstatic") or {}
-            for c in cfgs:
-                ks = kst.get(c.knobs)
-                if ks[6] if ks is not None else self.phased(sub, c):
-                    t = memo[c.knobs]
-                    if math.isfinite(t):
-                        memo[c.knobs] = self._phased_cost(sub, t)
+    def rank_configs(self, sub, configs, costs):
+        return self.tiled.rank(configs, costs)
 
     def _phased_cost(self, sub, c):
         """The per-phase dgrad's time from the one-GEMM time ``c``: the useful taps' share, 5 % more,
@@ -343,7 +372,7 @@ class ConvEngineBase(TiledGemmEngine):
         useful = sum(len(taps) * math.prod(n) for _, n, taps, _ in ph)
         return c * useful / max(g.taps * math.prod(g.DHW), 1) * 1.05 + 3e-6 * (len(ph) - 1)
 
-    def _make_space(self, sub):
+    def make_space(self, sub):
         try:
             p = self.problem(sub)
         except gc.Reject:
@@ -354,7 +383,7 @@ class ConvEngineBase(TiledGemmEngine):
         out = []
         plan = self._plan(p)
         strided_dgrad = self.PHASED and p.kind == "dgrad" and any(v > 1 for v in p.g.stride)
-        make, made, bk = self._config, self.__dict__.get("_configs") or {}, base.knobs
+        make, made, bk = self.tiled.config, self.tiled.made, base.knobs
         for t, tile, splits in plan:
             sw = 8 if -(-M // tile.cfg.BLOCK_M) > 8 else 1     # gc.swizzle_for(M, tile.cfg, (1, 8))
             for s in splits or (1,):

@@ -30,7 +30,7 @@ from ...types import cudnnBackendKnobType_t, cudnnBackendLayoutType_t, cudnnStat
 from .. import heuristics as H
 from ..gemm import common as gc
 from ..base import OK
-from ..matmul.common import GemmEngineBase, GemmMapping, batch2, merge_dims, _typing_arg
+from ..gemm.mapping import GemmEngineBase, GemmMapping, batch2, merge_dims, typing_arg
 from ..registry import register
 
 S = cudnnStatus_t
@@ -141,7 +141,7 @@ def wgrad1x1_mapping(sub):
     strided = any(s != 1 for s in node.stride)
     _checked_1x1(node, (("X", x), ("DW", dw), ("DY", dy)), "DW", lambda: None if len(dy.dims) == 4 and _copyable(
         dy, x) else "needs a 2-D fp32 conv with channels % 4 == 0 (x's strided pixels are copied pixels-last)")
-    if tuple((h - 1) // st + 1 for h, st in zip(x.dims[2:], node.stride)) != tuple(dy.dims[2:]) or \
+    if node.output_spatial() != tuple(dy.dims[2:]) or \
             x.dims[0] != dy.dims[0]:
         raise gc.Reject(S.CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, f"node '{node.name}': X {x.dims} and DY "
                         f"{dy.dims} pixels differ")
@@ -265,9 +265,9 @@ class ConvGemm1x1Engine(GemmEngineBase):
                             "wgrad only")
         return conv1x1_mapping(sub)
 
-    # ---- wgrad: sum_batch workspace, atomic refusal, fast-tile cost
+    # ---- wgrad: sum_batch workspace, atomic refusal, fast-tile cost, ranking by cost alone
 
-    def _keep_extra(self, sub, cfg, p):
+    def keep_extra(self, sub, cfg, p):
         if sub.kind != "conv_wgrad":
             return OK
         if p.sum_batch and cfg.get(KT.CUDNN_KNOB_TYPE_SPLIT_K, 1) > 1 and \
@@ -293,29 +293,17 @@ class ConvGemm1x1Engine(GemmEngineBase):
             ws += sum(pixels_last_bytes(p))
         return max(ws, gc.tail_workspace(sub, p.epi.out))
 
-    def _candidates(self, sub, ctx):
+    def rank_configs(self, sub, configs, costs, best_tiles=4, limit=24):
         """wgrad: every valid config by cost alone (an unsplit wgrad tile's cost says nothing about the
-        tile: the base class's top-4-tiles-unsplit filter would drop good tiles)."""
-        dev = ctx.device if ctx is not None else None
-        if sub.kind != "conv_wgrad" or dev is None:
-            return super()._candidates(sub, ctx)
-        ok = S.CUDNN_STATUS_SUCCESS
-        good = [c for c in self._space(sub) if self.keep(sub, c, ctx)[0] == ok]
-        memo = self._memo(sub, dev)
-        todo = [c for c in good if c.knobs not in memo]
-        if todo:
-            self._cost_many(sub, todo, dev, memo)
-        order = sorted(range(len(good)), key=lambda i: (memo[good[i].knobs], i))
-        return tuple(good[i] for i in order[:24])
-
-    def _cost_many(self, sub, cfgs, device, memo):
+        tile: the base rule's top-4-tiles-unsplit filter would drop good tiles)."""
         if sub.kind != "conv_wgrad":
-            return super()._cost_many(sub, cfgs, device, memo)
-        for c in cfgs:
-            memo[c.knobs] = self._cost(sub, c, device)
+            return super().rank_configs(sub, configs, costs, best_tiles, limit)
+        order = sorted(range(len(configs)), key=lambda i: (costs[configs[i].knobs], i))
+        return tuple(configs[i] for i in order[:24])
 
-    def _cost(self, sub, cfg, device):
-        t = super()._cost(sub, cfg, device)
+    def adjust_cost(self, sub, cfg, t, device):
+        """wgrad: the tile cost ``t`` with the fast mainloop's operand terms, the pixels-last copies and the
+        per-image partials."""
         if sub.kind != "conv_wgrad" or math.isinf(t):
             return t
         p = self.problem(sub)
@@ -342,12 +330,12 @@ class ConvGemm1x1Engine(GemmEngineBase):
         gcfg = self.gemm_config(cfg)
         kern = make_gemm(gcfg, p.a_layout, p.b_layout, p.dtypes, p.epi.spec, sum_batch=p.sum_batch)
         key = gc.key_text("gemm", gcfg, p.a_layout, p.b_layout, p.dtypes, kern.spec, "sum_batch" * p.sum_batch)
-        bl = gc.BlockLaunch(key, kern.bk, p.pack(kern, _typing_arg))
+        bl = gc.BlockLaunch(key, kern.bk, p.pack(kern, typing_arg))
         plan = _PixelsLastPlan if p.pixels_last is not None else gc.BlockPlan
         return plan(self, sub, cfg, p, kern, bl, self.workspace_size(sub, cfg),
                             tail=gc.tail_build(sub, p.epi.out, ctx))
 
-    def _make_space(self, sub):
+    def make_space(self, sub):
         """GemmEngineBase's space (useful tiles x SPLITS when the grid leaves SMs idle x one swizzle),
         made from shared Config objects without helper calls per tile."""
         try:
@@ -356,8 +344,8 @@ class ConvGemm1x1Engine(GemmEngineBase):
             return []
         if sub.kind == "conv_wgrad":
             return self._wgrad_space(sub, p)
-        base, make, T = self.default_config(sub), self._config, self.TILES
-        made, bk = self.__dict__.get("_configs") or {}, base.knobs
+        base, make, T = self.default_config(sub), self.tiled.config, self.TILES
+        made, bk = self.tiled.made, base.knobs
         M, N, nb = p.M, p.N, p.nb
         small = gc.simulated_small(M, N, nb)          # gc.split_worthwhile, hoisted
         sws = [w for w in self.SWIZZLES if w != 1]
@@ -397,5 +385,5 @@ class ConvGemm1x1Engine(GemmEngineBase):
             splits = [1] + splits
             sw = gc.swizzle_for(p.M, c, self.SWIZZLES)
             for sp in splits:
-                out.append(self._config(base, t, sp, 1, sw, None))
+                out.append(self.tiled.config(base, t, sp, 1, sw, None))
         return out

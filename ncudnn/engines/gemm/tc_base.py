@@ -1,5 +1,5 @@
-"""What the tensor-core engines (matmul_tc, conv_tc) share, as gemm_engine_base.TiledGemmEngine serves
-the SIMT ones: the tile table type, the memoized problem, the support prelude (math type, sm_80+,
+"""The family base of the tensor-core engines (matmul_tc, matmul_wgmma, conv_tc; what the two matmul ones
+share beyond it is in matmul/tc_common.py), as gemm.tiled.TiledGemm serves the SIMT ones: the tile table type, the memoized problem, the support prelude (math type, sm_80+,
 the problem's checks, the tail), knobs (TILE_SIZE / STAGES / SWIZZLE / EDGE / KERNEL_CFG = mainloop version), the keep prune, notes,
 the candidate tail (one config per useful tile, swizzle choice, keep filter, cost sort), the
 workspace (the tail's only), the memoized cost over ``heuristics.gemm_time``, the kernel compile and

@@ -11,7 +11,8 @@ NONDETERMINISTIC) for deep-K problems. FP32 / FP16 / BF16 I/O accumulate in FP32
 """
 from ...types import cudnnBackendLayoutType_t
 from ..gemm import common as gc
-from .common import GemmEngineBase, matmul_mapping
+from ..gemm.mapping import GemmEngineBase
+from .common import matmul_mapping
 from ..registry import register
 
 
@@ -31,7 +32,7 @@ class MatmulSimtEngine(GemmEngineBase):
     def mapping(self, sub):
         return matmul_mapping(sub)
 
-    def _useful_tiles(self, p):
+    def useful_tiles(self, p):
         """The skinny fast tiles (FAST_SKINNY_TILES) join the ranking only where the simulator's
         one-small-tile rule does not apply (tiny CI problems keep the MATMUL_TILES choice); a fast tile
         of fewer than 64 rows only where one tile row covers M (GEMV-like: B streamed once; with more

@@ -6,7 +6,8 @@ The FALLBACK engine for matmul subgraphs: every problem the GEMM kernel can expr
 """
 from ...types import cudnnBackendLayoutType_t
 from ..gemm import common as gc
-from .common import GemmEngineBase, matmul_mapping
+from ..gemm.mapping import GemmEngineBase
+from .common import matmul_mapping
 from ..registry import register
 
 

@@ -26,12 +26,13 @@ from ...kernels.wgmma.config import WgmmaConfig
 from ...kernels.wgmma.config import check as wg_check
 from ...kernels.wgmma.kernel import make_wgmma_gemm
 from ...kernels.wgmma.launch import fused_args
-from ...types import cudnnBackendKnobType_t, cudnnStatus_t
+from ...types import cudnnBackendKnobType_t, cudnnBackendLayoutType_t, cudnnStatus_t
 from ..gemm import common as gc
 from ..base import OK, Engine, KnobSpec
-from .tc import MatmulTcEngine, TcPlan, _halves
 from ..registry import register
-from ..gemm.tc_base import TcTile
+from ..gemm.tc_base import TcEngineBase, TcTile
+from .tc_common import (TcPlan, cost_terms, extra_notes, gemm_shape, halves, small_k_floor, small_k_tiles,
+                        support_pre, tc_mapping)
 
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t
@@ -72,28 +73,44 @@ SIM_TILE = len(TILES) - 1
 
 
 @register
-class MatmulWgmmaEngine(MatmulTcEngine):
+class MatmulWgmmaEngine(TcEngineBase):
     name = "matmul_wgmma"
+    kinds = ("matmul", "composite")
+    preferred_layout = cudnnBackendLayoutType_t.CUDNN_LAYOUT_TYPE_PREFERRED_NCHW
     TILES = TILES
     PROBLEM_MEMO = "_gemm_mapping"
     EDGE_LABEL = "predicated M / N edges, zero-filled K tail"
     SMALL_K_RATE = SMALL_K_RATE
     SMALL_K_DEFAULT_RATE = 0.7
 
+    # ---------------------------------------------------------------- problem (matmul_tc's, FP8 refused)
     def _problem(self, sub):
-        p = super()._problem(sub)     # FP32 (TF32) A / B are k-contiguous here (refused otherwise)
+        p = tc_mapping(sub, self.name, amax_ok=False)   # FP32 (TF32) A / B are k-contiguous here (refused otherwise)
         if p.tc_fp8:
             raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"node '{sub.anchor.name}': A / B "
                             f"{p.dtypes[0]}: wgmma kernel takes bfloat16, float16 or float32 (TF32) operands "
                             "(matmul_tc runs FP8)")
         return p
 
+    def gemm_shape(self, p):
+        return gemm_shape(p)
+
+    def cost_terms(self, p):
+        return cost_terms(p)
+
+    def extra_notes(self, p):
+        return extra_notes(p)
+
+    def small_k_tiles(self, p):
+        return small_k_tiles(p)
+
+    # ---------------------------------------------------------------- support, knobs
     def _support_pre(self, sub, ctx):
         dev = ctx.device if ctx is not None else None
         if dev is not None and tuple(dev.cc)[:2] != (9, 0):
             return S.CUDNN_STATUS_ARCH_MISMATCH, f"{self.name}: wgmma.mma_async is an sm_90a instruction, " \
                 f"device is sm_{dev.cc[0]}{dev.cc[1]}"
-        return super()._support_pre(sub, ctx)      # FP32 operands: only when the math type allows TF32
+        return support_pre(self, sub, ctx)      # FP32 operands: only when the math type allows TF32
 
     def _arch_reason(self, dev):
         return f"{self.name}: wgmma needs sm_90a, device is sm_{dev.cc[0]}{dev.cc[1]}"
@@ -141,11 +158,11 @@ class MatmulWgmmaEngine(MatmulTcEngine):
         return tuple(swap)
 
     def _cost(self, sub, cfg, device):
-        """matmul_tc's cost; at small K a ring that holds every k tile (STAGES > k tiles: the prologue loads
+        """matmul_tc's cost (TcEngineBase's, floored at small K by C's write rate); at small K a ring that holds every k tile (STAGES > k tiles: the prologue loads
         them all) costs no more than the tile's own deeper ring (the model's latency terms grow with STAGES)."""
         st = cfg.get(K.CUDNN_KNOB_TYPE_STAGES)
         t = self.TILES[cfg.get(K.CUDNN_KNOB_TYPE_TILE_SIZE, 0)]
-        cost = super()._cost(sub, cfg, device)
+        cost = small_k_floor(self, sub, cfg, super()._cost(sub, cfg, device))
         if st is None or st >= t.stages:
             return cost
         try:
@@ -153,7 +170,8 @@ class MatmulWgmmaEngine(MatmulTcEngine):
         except gc.Reject:
             return cost
         if kt is not None and st > kt:
-            cost = min(cost, super()._cost(sub, cfg.with_knob(K.CUDNN_KNOB_TYPE_STAGES, t.stages), device))
+            deep = cfg.with_knob(K.CUDNN_KNOB_TYPE_STAGES, t.stages)
+            cost = min(cost, small_k_floor(self, sub, deep, super()._cost(sub, deep, device)))
         return cost
 
     def _sim_pick(self, p, idx):
@@ -170,7 +188,7 @@ class MatmulWgmmaEngine(MatmulTcEngine):
                                res_dtype=res_dt)
         tf = gc.typing_flat
         op_t = "bfloat16" if p.tc_tf32 else p.dtypes[0]     # TF32: FP32 storage as uint16 halves
-        K_, a_st, b_st = _halves(p)
+        K_, a_st, b_st = halves(p)
         typing = fused_args(kern, tf(op_t), tf(op_t), tf(p.dtypes[2]), tf(bias_dt), tf(res_dt),
                             p.M, p.N, K_, p.batch, a_st, b_st, p.c_strides)
         return kern, typing, gc.key_text("wgmma_gemm", c, p.tc_a_kmajor, p.tc_b_kmajor, p.dtypes, kern.epi)

@@ -20,7 +20,15 @@ CONV_ATTRS = {
 
 
 def out_size(in_size, f, stride, pre, post, dil):
+    """The output size of one spatial dim: the package's one formula for it (the IR's shape inference,
+    the backend's finalize checks and, through :meth:`ConvGeometry.output_spatial`, the engines)."""
     return (in_size + pre + post - ((f - 1) * dil + 1)) // stride + 1
+
+
+def out_spatial(x_spatial, w_spatial, stride, pre, post, dil):
+    """:func:`out_size` of every spatial dim (a tuple)."""
+    return tuple(out_size(x_spatial[i], w_spatial[i], stride[i], pre[i], post[i], dil[i])
+                 for i in range(len(x_spatial)))
 
 
 class ConvGeometry:
@@ -69,6 +77,17 @@ class ConvGeometry:
                           f"filter {w_dims[2 + i]}")
             out.append(o)
         return groups, (x_dims[0], k, *out)
+
+    def output_spatial(self):
+        """The output's spatial dims as X, W and the attributes give them (:func:`out_spatial`; what the
+        engines' geometry reads), remembered on the node per (X dims, W dims, stride, paddings, dilation)."""
+        x, w, _ = self.conv_tensors()
+        key = (tuple(x.dims), tuple(w.dims), tuple(self.stride), tuple(self.pre_padding), tuple(self.post_padding),
+               tuple(self.dilation))
+        hit = self.__dict__.get("_output_spatial")
+        if hit is None or hit[0] != key:
+            hit = self.__dict__["_output_spatial"] = (key, out_spatial(key[0][2:], key[1][2:], *key[2:]))
+        return hit[1]
 
     def flops(self):
         """2 * N * K * P*Q * C/groups * R*S (multiply-adds counted twice)."""

@@ -38,5 +38,5 @@ def test_engine_ranking_calls(name, prob):
     pr.disable()
     calls = pstats.Stats(pr).total_calls
     assert ecs and all(e.predicted_time > 0 for e in ecs)
-    n = len(eng._space(sub))
+    n = len(eng.tiled.space(sub))
     assert calls < FIXED_CALLS + PER_CONFIG * n, f"{name} {prob}: {calls} calls for {n} configs, {len(cands)} candidates"

@@ -9,10 +9,13 @@ from conv_rank_graphs import conv_graph
 from ncudnn.engines import api, registry
 from ncudnn.engines.base import Engine
 from ncudnn.engines.winograd.common import WinogradEngineBase
-from ncudnn.engines.gemm.engine_base import TiledGemmEngine
+from ncudnn.engines.conv.common import ConvEngineBase
+from ncudnn.engines.gemm.mapping import GemmEngineBase
 from ncudnn.engines.ranking import rank_subgraph
 from ncudnn.types import cudnnBackendHeurMode_t as HM
 
+#: the family bases of the engines over the tiled-GEMM machinery (gemm.tiled.TiledGemm) conv graphs reach
+TILED = (ConvEngineBase, GemmEngineBase)
 HANDOFF = ("conv_implicit_gemm", "conv_implicit_precomp", "conv_winograd_nonfused", "conv_winograd_fused")
 
 
@@ -37,7 +40,8 @@ def test_handoff_ranking_equals_cost_per_config(rng, monkeypatch):
     probs = _problems(rng, 12)
     fast = [_rows(rank_subgraph(api.problem(conv_graph(*p)), HM.CUDNN_HEUR_MODE_A, ctx)) for p in probs]
     monkeypatch.setattr(Engine, "candidate_costs", lambda self, sub, device: None)
-    monkeypatch.setattr(TiledGemmEngine, "candidate_costs", lambda self, sub, device: None)
+    for tiled in TILED:
+        monkeypatch.setattr(tiled, "candidate_costs", lambda self, sub, device: None)
     monkeypatch.setattr(WinogradEngineBase, "candidate_costs", lambda self, sub, device: None)
     slow = [_rows(rank_subgraph(api.problem(conv_graph(*p)), HM.CUDNN_HEUR_MODE_A, ctx)) for p in probs]
     assert fast == slow
@@ -51,7 +55,7 @@ def test_ranking_does_not_ask_cost_again(monkeypatch):
     for name in HANDOFF:
         eng = registry.by_name(name)
         orig = type(eng).cost
-        base = TiledGemmEngine if isinstance(eng, TiledGemmEngine) else WinogradEngineBase
+        base = ConvEngineBase if isinstance(eng, ConvEngineBase) else WinogradEngineBase
         assert orig is base.cost
         # counted through the candidates' own path: wrap the class's cost, then restore the identity check
         monkeypatch.setattr(base, "cost", _counting(base.cost, asked, name))
@@ -91,12 +95,14 @@ def test_replaced_cost_is_asked(monkeypatch):
     sub = api.problem(conv_graph("fprop", 6, 64, 28, 64, 3, 1, True, "f32", True))
     rank_subgraph(sub, HM.CUDNN_HEUR_MODE_A, ctx)          # fills the tables with the real costs
     scale = float(np.float64(1.0) + 1.0)
-    orig = TiledGemmEngine.cost
-    monkeypatch.setattr(TiledGemmEngine, "cost", lambda self, s, c, d: orig(self, s, c, d) * scale)
+    origs = {tiled: tiled.cost for tiled in TILED}
+    for tiled, orig in origs.items():
+        monkeypatch.setattr(tiled, "cost", lambda self, s, c, d, orig=orig: orig(self, s, c, d) * scale)
     out = rank_subgraph(sub, HM.CUDNN_HEUR_MODE_A, ctx)
     for e in out:
-        if isinstance(e.engine, TiledGemmEngine):
-            assert e.predicted_time == orig(e.engine, sub, e.config, ctx.device) * scale
+        for tiled, orig in origs.items():
+            if isinstance(e.engine, tiled):
+                assert e.predicted_time == orig(e.engine, sub, e.config, ctx.device) * scale
 
 
 def test_winograd_candidates_same_through_cost(rng, monkeypatch):

@@ -106,10 +106,10 @@ def _cost(eng, p, c, dev):
 
 
 def _reference_1x1(eng, sub, dev):
-    """conv_gemm_1x1: GemmEngineBase's space (configs made with Config.with_knob), gemm_common's checks
+    """conv_gemm_1x1: GemmEngineBase's space (gemm.mapping) (configs made with Config.with_knob), gemm_common's checks
     and costs on the 1x1 mapping."""
     from ncudnn.engines.conv.gemm_1x1 import conv1x1_mapping
-    from ncudnn.engines.matmul.common import GemmEngineBase
+    from ncudnn.engines.gemm.mapping import GemmEngineBase
 
     def keep(c, p):
         st = Engine.keep(eng, sub, c, None)
@@ -130,7 +130,7 @@ def _reference_1x1(eng, sub, dev):
         p = conv1x1_mapping(sub)
     except gc.Reject:
         return False, [], {}
-    space = GemmEngineBase._make_space(eng, sub)
+    space = GemmEngineBase.make_space(eng, sub)
 
     def cost(c):
         return gc.cost(dev, eng.TILES[c.get(K.CUDNN_KNOB_TYPE_TILE_SIZE)], gc.gemm_config(eng.TILES, c), p.M, p.N,
@@ -313,8 +313,8 @@ def _check(prob, ctx):
         assert (eng.check_support(sub, ctx)[0] == S.CUDNN_STATUS_SUCCESS) == sup, (prob, name)
         if not sup:
             continue
-        assert [c.knobs for c in eng._space(sub)] == list(keeps), (prob, name)
-        for c in eng._space(sub):
+        assert [c.knobs for c in eng.tiled.space(sub)] == list(keeps), (prob, name)
+        for c in eng.tiled.space(sub):
             assert eng.keep(sub, c, ctx) == keeps[c.knobs], (prob, name, c)
         rows += [(t, eng.global_index, i, name, c) for i, (c, t) in enumerate(ranked) if math.isfinite(t)]
     rows.sort(key=lambda r: r[:3])

@@ -1,4 +1,4 @@
-"""The implicit-GEMM / GEMM engines' per-config cost (gemm_engine_base.tile_cost over a tile_static
+"""The implicit-GEMM / GEMM engines' per-config cost (gemm.tiled.tile_cost over a tile_static
 tuple) and gemm_common.cost are exactly the straightforward model: heuristics.gemm_time with the
 tile's measured efficiency over its occupancy, the fast-mainloop, single-stage and swizzle factors
 (written out below, every quantity recomputed per call): every tile of every table, split-K,
@@ -9,7 +9,7 @@ from dataclasses import replace
 from ncudnn.engines import device as dev_mod
 from ncudnn.engines.gemm import common as gc
 from ncudnn.engines import heuristics as H
-from ncudnn.engines.gemm.engine_base import tile_cost, tile_static
+from ncudnn.engines.gemm.tiled import tile_cost, tile_static
 
 
 def reference_cost(device, tile, c, m, n, k, batch, in_bytes, out_bytes, extra_bytes, fp64, factor):
