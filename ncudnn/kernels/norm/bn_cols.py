@@ -104,8 +104,8 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
         return "\n".join(" " * n + ln for line in lines for ln in line.split("\n"))
 
     src = f"""def kernel(x, dy, mean, part0, part1, rows, chunk_rows):
-    sa = cuda.shared.array(({ty}, {tx}), SDT)
-    sb = cuda.shared.array(({ty}, {tx}), SDT)
+    sa = cuda.shared.array(({ty}, {tx}), SHARED_DTYPE)
+    sb = cuda.shared.array(({ty}, {tx}), SHARED_DTYPE)
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     c = cuda.blockIdx.x * {tx} + tx
@@ -136,7 +136,7 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
         stw(part1, o, b)
 """
     import numba
-    names = dict(SDT=numba.float64 if at == "float64" else numba.float32, ldx=loader(x_dt, ct),
+    names = dict(SHARED_DTYPE=numba.float64 if at == "float64" else numba.float32, ldx=loader(x_dt, ct),
                  ldd=loader(dy_dt or x_dt, ct), ldm=loader(mean_dt, ct), stw=storer(at))
     return _jit(src, "partial", names), src
 

@@ -169,8 +169,8 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
     else:
         kinit = [f"k{j} = float64(ldx(x, c + {j}))" for j in J]
     src = f"""def kernel(x, dy, mean, part0, part1, rows, chunk_rows):
-    sa = cuda.shared.array(({ty}, {txv * V}), SDT)
-    sb = cuda.shared.array(({ty}, {txv * V}), SDT)
+    sa = cuda.shared.array(({ty}, {txv * V}), SHARED_DTYPE)
+    sb = cuda.shared.array(({ty}, {txv * V}), SHARED_DTYPE)
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     c = (cuda.blockIdx.x * {txv} + tx) * {V}
@@ -197,7 +197,7 @@ def partial_kernel(channels, x_dt, dy_dt=None, mean_dt="float32", mean_stride=1,
 {_ind([f"stw(part0, o + {j}, a{j})" for j in J] + [f"stw(part1, o + {j}, b{j})" for j in J], 8)}
 """
     import numba
-    names = dict(SDT=numba.float64 if at == "float64" else numba.float32, ldx=loader(x_dt, ct),
+    names = dict(SHARED_DTYPE=numba.float64 if at == "float64" else numba.float32, ldx=loader(x_dt, ct),
                  ldd=loader(dy_dt or x_dt, ct), ldm=loader(mean_dt, ct), stw=storer(at))
     # the float64 forward sums: capped so 5 blocks of 256 threads (the forward geometry) stay resident an SM
     return _jit(src, "partial", names, 0 if bwd else FWD_PARTIAL_REGS), src
@@ -295,8 +295,8 @@ def combine_src(head, ct, ty, unroll):
     U = unroll
     loads = [f"a{u} += part0[p + {u} * step]\nb{u} += part1[p + {u} * step]" for u in range(U)]
     return f"""{head}
-    sa = cuda.shared.array(({ty}, 32), SDT)
-    sb = cuda.shared.array(({ty}, 32), SDT)
+    sa = cuda.shared.array(({ty}, 32), SHARED_DTYPE)
+    sb = cuda.shared.array(({ty}, 32), SHARED_DTYPE)
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     c = cuda.blockIdx.x * 32 + tx
@@ -332,4 +332,4 @@ def combine_kernel(ct="float32", ty=32, unroll=4):
     src = combine_src("def kernel(part0, part1, out0, out1, chunks, channels):", ct, ty, unroll) + \
         "    out0[c] = a\n    out1[c] = b\n"
     import numba
-    return _jit(src, "combine", dict(SDT=numba.float64 if ct == "float64" else numba.float32)), src
+    return _jit(src, "combine", dict(SHARED_DTYPE=numba.float64 if ct == "float64" else numba.float32)), src

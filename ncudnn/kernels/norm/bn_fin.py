@@ -59,8 +59,8 @@ if ty < {s}:
     sb[ty, tx] = b""")
         s //= 2
     return f"""{head}
-    sa = cuda.shared.array(({lanes}, {cpb}), SDT)
-    sb = cuda.shared.array(({lanes}, {cpb}), SDT)
+    sa = cuda.shared.array(({lanes}, {cpb}), SHARED_DTYPE)
+    sb = cuda.shared.array(({lanes}, {cpb}), SHARED_DTYPE)
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     c = cuda.blockIdx.x * {cpb} + tx
@@ -100,7 +100,7 @@ def _off(desc):
 def _jit(src, name, names):
     import numba
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, **names)
-    ns.setdefault("SDT", numba.float32)
+    ns.setdefault("SHARED_DTYPE", numba.float32)
     exec(compile(src, f"<norm_bn_fin {name}>", "exec"), ns)
     return cuda.jit(ns["kernel"])
 
@@ -156,7 +156,7 @@ def fin_kernel(arrays, writes=frozenset(), scalars=(), ty=32, unroll=4, cpb=32, 
     for (name, _), a in zip(FINALIZE_ARRAYS, arrays):
         names["ld_" + name] = loader(a[0], ct)
         names["st_" + name] = storer(a[0])
-    names["SDT"] = numba.float64 if at == "float64" else numba.float32
+    names["SHARED_DTYPE"] = numba.float64 if at == "float64" else numba.float32
     names["st_k"] = storer(ct)
     return _jit(src, "fwd", names), src
 
@@ -188,5 +188,5 @@ def bwd_kernel(arrays, ty=32, unroll=4, cpb=32, nper=4):
     for (name, _), a in zip(BWD_ARRAYS, arrays):
         names["ld_" + name] = loader(a[0], ct)
         names["st_" + name] = storer(a[0])
-    names["SDT"] = numba.float64 if ct == "float64" else numba.float32
+    names["SHARED_DTYPE"] = numba.float64 if ct == "float64" else numba.float32
     return _jit(src, "bwd", names), src

@@ -65,8 +65,8 @@ def partial_kernel(channels, hw, sn, threads, x_dt, dy_dt=None, mean_dt="float32
         body += [f"a += v{u}\nb += v{u} * v{u}" for u in range(U)]
         tail = ["v = float64(ldx(x, p)) - k", "a += v", "b += v * v"]
     src = f"""def kernel(x, dy, mean, part0, part1, n, per_chunk):
-    sm = cuda.shared.array(32, SDT)
-    sm2 = cuda.shared.array(32, SDT)
+    sm = cuda.shared.array(32, SHARED_DTYPE)
+    sm2 = cuda.shared.array(32, SHARED_DTYPE)
     c = cuda.blockIdx.x
     t = cuda.threadIdx.x
     n0 = cuda.blockIdx.y * per_chunk
@@ -91,7 +91,7 @@ def partial_kernel(channels, hw, sn, threads, x_dt, dy_dt=None, mean_dt="float32
         stw(part1, o, b)
 """
     import numba
-    names = dict(SDT=numba.float64 if at == "float64" else numba.float32, ldx=loader(x_dt, ct),
+    names = dict(SHARED_DTYPE=numba.float64 if at == "float64" else numba.float32, ldx=loader(x_dt, ct),
                  ldd=loader(dy_dt or x_dt, ct), ldm=loader(mean_dt, ct), stw=storer(at))
     return _jit(src, "partial", names), src
 

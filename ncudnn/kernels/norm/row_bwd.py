@@ -167,7 +167,7 @@ def _fused_source(n, block, vpt, vec, rows, center, ct, pvec, stages=1):
     half = nw * 2 * R
     E = range(vec)
     s = ["def kernel(x, dy, scale, s_mean, s_inv, dx, part0, part1, nrows):",
-         f"    sm = cuda.shared.array({2 * half}, SDT)",
+         f"    sm = cuda.shared.array({2 * half}, SHARED_DTYPE)",
          "    t = cuda.threadIdx.x",
          "    lane = t % 32",
          f"    wo = (t // 32) * {2 * R}"]
@@ -296,7 +296,7 @@ def fused_bwd_kernel(n, block, vpt, vec, rows, center, x_dt, dy_dt, p_dt, dx_dt,
     pvec = min(vec, 16 // csize) if vec > 1 else 1
     src = _fused_source(n, block, vpt, vec, rows, center, ct, pvec, stages)
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda, warp_sum=warp_sum,
-              SDT=numba.float64 if ct == "float64" else numba.float32,
+              SHARED_DTYPE=numba.float64 if ct == "float64" else numba.float32,
               ldx=loader(x_dt, ct), ldd=loader(dy_dt, ct), lds=loader(p_dt, ct), ldst=loader(s_dt, ct),
               stdx=storer(dx_dt), ldvx=vector_load(vec), ldvd=vector_load(vec), ldvp=vector_load(vec),
               stvdx=vector_store(vec), stvp=vector_store(pvec), cx=to_compute(dtype_name(x_dt), ct),

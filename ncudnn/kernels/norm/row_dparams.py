@@ -42,8 +42,8 @@ def dparams_partial_kernel(n, x_dt, dy_dt, s_dt, center=True, tx=TX, ty=TY, unro
     body += [f"a += g{u}\nb += g{u} * h{u}" for u in range(U)]
     tail = ["v0 = ldx(x, p)", "g0 = ldd(dy, p)", "h0 = " + xh.format(u=0, o=0), "a += g0", "b += g0 * h0"]
     src = f"""def kernel(x, dy, s_mean, s_inv, part0, part1, rows, chunk_rows):
-    sa = cuda.shared.array(({ty}, {tx}), SDT)
-    sb = cuda.shared.array(({ty}, {tx}), SDT)
+    sa = cuda.shared.array(({ty}, {tx}), SHARED_DTYPE)
+    sb = cuda.shared.array(({ty}, {tx}), SHARED_DTYPE)
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     c = cuda.blockIdx.x * {tx} + tx
@@ -75,7 +75,7 @@ def dparams_partial_kernel(n, x_dt, dy_dt, s_dt, center=True, tx=TX, ty=TY, unro
 """
     import numba
     ns = dict(po.expr_globals(), __name__=__name__, cuda=cuda,
-              SDT=numba.float64 if ct == "float64" else numba.float32, ldx=loader(x_dt, ct),
+              SHARED_DTYPE=numba.float64 if ct == "float64" else numba.float32, ldx=loader(x_dt, ct),
               ldd=loader(dy_dt, ct), lds=loader(s_dt, ct), stw=storer(ct))
     exec(compile(src, "<norm_row_dparams>", "exec"), ns)
     return cuda.jit(ns["kernel"]), src
