@@ -2,15 +2,15 @@
 
 ``emit(w, cfg, epi, bias_expr, res_expr)`` writes the kernel lines that follow the staged tile (f32,
 rows of ``BLOCK_N + STAGE_PAD`` in ``smf`` from float offset ``fe``). Each thread owns a column group of
-VW = 16 / itemsize(C) consecutive outputs (8 for BF16 / FP16, 4 for FP32) and walks the tile's rows,
-``NT / (BLOCK_N / VW)`` rows apart; a warp covers 32 consecutive groups (512 contiguous bytes of a C row
-at BLOCK_N 256). Per group: the VW staged floats in 16-byte shared loads (BF16 / FP16: the two halves in
+``vec = 16 / itemsize(C)`` consecutive outputs (8 for BF16 / FP16, 4 for FP32) and walks the tile's rows,
+``threads / (BLOCK_N / vec)`` rows apart; a warp covers 32 consecutive groups (512 contiguous bytes of a C row
+at BLOCK_N 256). Per group: the vec staged floats in 16-byte shared loads (BF16 / FP16: the two halves in
 a lane-dependent order, so that the 8 lanes of each quarter-warp hit distinct banks), the epilogue chain
 per value (:func:`value_fn`: alpha / beta, bias, pointwise, residual, no store), the values packed
 (``cvt.rn.bf16x2`` / ``f16x2``) and one ``st.global.v4.b32``.
 
 The vector path runs when C allows it (checked once per block at run time: unit column stride, row and
-batch strides multiples of VW, C 16-byte aligned); a column group straddling N is stored element by
+batch strides multiples of vec, C 16-byte aligned); a column group straddling N is stored element by
 element through the storing epilogue, and other C layouts take the element walk (one output per thread
 per step, consecutive threads on consecutive columns).
 
@@ -164,55 +164,55 @@ def vec_width(out_dtype):
 PACK = {"bfloat16": "ptx.pack_bf16x2", "float16": "ptx.pack_f16x2"}
 
 
-def emit_scalar_walk(w, cfg, ind, bias_expr, res_expr, RS):
+def emit_scalar_walk(w, cfg, ind, bias_expr, res_expr, stage_row):
     """The element walk: consecutive threads on consecutive columns, ``epi`` (storing) per output."""
-    BM, BN, NT = cfg.BLOCK_M, cfg.BLOCK_N, cfg.threads
-    w(f"{ind}for e in range(tid, {BM * BN}, {NT}):")
+    BM, BN, threads = cfg.BLOCK_M, cfg.BLOCK_N, cfg.threads
+    w(f"{ind}for e in range(tid, {BM * BN}, {threads}):")
     w(f"{ind}    rl = e // {BN}")
     w(f"{ind}    cl = e - rl * {BN}")
     w(f"{ind}    rr = m0 + rl")
     w(f"{ind}    cc = n0 + cl")
     w(f"{ind}    if (rr < M) & (cc < N):")
-    w(f"{ind}        v = smf[fe + rl * {RS} + cl]")
+    w(f"{ind}        v = smf[fe + rl * {stage_row} + cl]")
     w(f"{ind}        epi(v, c, zc + int64(rr) * ldc_m + int64(cc) * ldc_n, bias, {bias_expr('rr', 'cc')}, res, "
       f"{res_expr('rr', 'cc')}, alpha, beta)")
 
 
-def emit(w, cfg, out_dtype, bias_expr, res_expr, RS):
+def emit(w, cfg, out_dtype, bias_expr, res_expr, stage_row):
     """Kernel lines of the epilogue after the staged tile: the vector path when C allows it, else the
     element walk. ``bias_expr(r, c)`` / ``res_expr(r, c)``: source of the bias / residual offsets of
-    output (r, c); ``RS``: the staged row stride in floats. ``cfg.EPI`` 2: ``.cs`` (evict-first) stores."""
+    output (r, c); ``stage_row``: the staged row stride in floats. ``cfg.EPI`` 2: ``.cs`` (evict-first) stores."""
     st = "stg4cs" if cfg.EPI == 2 else "stg4"
-    BM, BN, NT = cfg.BLOCK_M, cfg.BLOCK_N, cfg.threads
+    BM, BN, threads = cfg.BLOCK_M, cfg.BLOCK_N, cfg.threads
     out = dtypes.dtype_name(out_dtype)
-    VW = vec_width(out)
-    CPR = BN // VW                         # column groups per tile row
-    m = VW - 1
-    w(f"    vok = (ldc_n == 1) & ((ldc_m & {m}) == 0) & ((c_z1 & {m}) == 0) & ((c_z2 & {m}) == 0) "
+    vec = vec_width(out)                # outputs per column group (one 16-byte store)
+    groups_per_row = BN // vec          # column groups per tile row
+    mask = vec - 1
+    w(f"    vok = (ldc_n == 1) & ((ldc_m & {mask}) == 0) & ((c_z1 & {mask}) == 0) & ((c_z2 & {mask}) == 0) "
       f"& ((vaddr(c) & 15) == 0)")
     w("    if vok:")
-    stepped = NT % CPR == 0
-    if stepped:   # a thread's column group is fixed; its rows NT / CPR apart
-        RSTEP = NT // CPR
-        w(f"        rl0 = tid // {CPR}")
-        w(f"        cl = (tid - rl0 * {CPR}) * {VW}")
-        w(f"        for it in range({(BM + RSTEP - 1) // RSTEP}):")
-        w(f"            rl = rl0 + it * {RSTEP}")
+    stepped = threads % groups_per_row == 0
+    if stepped:   # a thread's column group is fixed; its rows row_step apart
+        row_step = threads // groups_per_row
+        w(f"        rl0 = tid // {groups_per_row}")
+        w(f"        cl = (tid - rl0 * {groups_per_row}) * {vec}")
+        w(f"        for it in range({(BM + row_step - 1) // row_step}):")
+        w(f"            rl = rl0 + it * {row_step}")
         ind = "            "
     else:
-        w(f"        for e in range(tid, {BM * CPR}, {NT}):")
-        w(f"            rl = e // {CPR}")
-        w(f"            cl = (e - rl * {CPR}) * {VW}")
+        w(f"        for e in range(tid, {BM * groups_per_row}, {threads}):")
+        w(f"            rl = e // {groups_per_row}")
+        w(f"            cl = (e - rl * {groups_per_row}) * {vec}")
         ind = "            "
     w(f"{ind}rr = m0 + rl")
     w(f"{ind}cc = n0 + cl")
-    w(f"{ind}if (rr < M) & (rl < {BM}):" if stepped and BM % (NT // CPR) else f"{ind}if rr < M:")
+    w(f"{ind}if (rr < M) & (rl < {BM}):" if stepped and BM % (threads // groups_per_row) else f"{ind}if rr < M:")
     i2 = ind + "    "
-    w(f"{i2}so = fe + rl * {RS} + cl")
+    w(f"{i2}so = fe + rl * {stage_row} + cl")
     w(f"{i2}o = zc + int64(rr) * ldc_m + cc")
-    w(f"{i2}if cc + {VW} <= N:")
+    w(f"{i2}if cc + {vec} <= N:")
     i3 = i2 + "    "
-    if VW == 8:   # halves in the order (tid >> 2) & 1: quarter-warp lanes on distinct 16-byte bank groups
+    if vec == 8:   # halves in the order (tid >> 2) & 1: quarter-warp lanes on distinct 16-byte bank groups
         w(f"{i3}hs = (tid >> 2) & 1")
         w(f"{i3}p0, p1, p2, p3 = lds4(smf, so + 4 * hs)")
         w(f"{i3}q0, q1, q2, q3 = lds4(smf, so + 4 - 4 * hs)")
@@ -221,21 +221,21 @@ def emit(w, cfg, out_dtype, bias_expr, res_expr, RS):
             w(f"{i3}s{j + 4} = p{j} if hs else q{j}")
     else:
         w(f"{i3}s0, s1, s2, s3 = lds4(smf, so)")
-    for j in range(VW):
+    for j in range(vec):
         w(f"{i3}x{j} = epv(s{j}, c, o + {j}, bias, {bias_expr('rr', f'cc + {j}')}, res, "
           f"{res_expr('rr', f'cc + {j}')}, alpha, beta)")
-    if VW == 8:
+    if vec == 8:
         pk = PACK[out]
         w(f"{i3}{st}(c, o, {', '.join(f'{pk}(x{2 * j}, x{2 * j + 1})' for j in range(4))})")
     else:
         w(f"{i3}{st}(c, o, x0, x1, x2, x3)")
     w(f"{i2}elif cc < N:")
-    for j in range(VW):
+    for j in range(vec):
         w(f"{i3}if cc + {j} < N:")
         w(f"{i3}    epi(smf[so + {j}], c, o + {j}, bias, {bias_expr('rr', f'cc + {j}')}, res, "
           f"{res_expr('rr', f'cc + {j}')}, alpha, beta)")
     w("    else:")
-    emit_scalar_walk(w, cfg, "        ", bias_expr, res_expr, RS)
+    emit_scalar_walk(w, cfg, "        ", bias_expr, res_expr, stage_row)
 
 
 def emit_packed(w, cfg, out_dtype):
@@ -247,40 +247,40 @@ def emit_packed(w, cfg, out_dtype):
     ``f16x2``: one 32-bit word per pair) into a staged 16-bit tile (rows of BLOCK_N / 2 + 4 words: the
     fragment writes hit 32 distinct banks), then copies the tile out with one 16-byte shared load and one
     16-byte global store per 8 outputs (no per-element work)."""
-    BM, BN, NT, MI = cfg.BLOCK_M, cfg.BLOCK_N, cfg.threads, cfg.MI
+    BM, BN, threads, MI = cfg.BLOCK_M, cfg.BLOCK_N, cfg.threads, cfg.MI
     pk = PACK[dtypes.dtype_name(out_dtype)]
-    RSW = BN // 2 + 4
-    CPR = BN // 8
+    stage_row_words = BN // 2 + 4       # 32-bit words per staged row: 2 outputs a word, 4 words of pad
+    groups_per_row = BN // 8            # 16-byte column groups per tile row
     w("    pok = (beta == 0) & ((N & 7) == 0) & (ldc_n == 1) & ((ldc_m & 7) == 0) & ((c_z1 & 7) == 0) "
       "& ((c_z2 & 7) == 0) & ((vaddr(c) & 15) == 0)")
     w("    if pok:")
     w("        smw = cuda.shared.array(0, uint32)")
     w("        al = float32(alpha)")
-    w(f"        wo = fe + (wg * {MI * 64} + ((tid >> 5) & 3) * 16 + ((tid & 31) >> 2)) * {RSW} + (tid & 3)")
+    w(f"        wo = fe + (wg * {MI * 64} + ((tid >> 5) & 3) * 16 + ((tid & 31) >> 2)) * {stage_row_words} + (tid & 3)")
     for i in range(MI):
         for j in range(BN // 8):
-            b = i * 64 * RSW + 4 * j
+            b = i * 64 * stage_row_words + 4 * j
             w(f"        smw[wo + {b}] = {pk}(al * acc{i}[{4 * j}], al * acc{i}[{4 * j + 1}])")
-            w(f"        smw[wo + {b + 8 * RSW}] = {pk}(al * acc{i}[{4 * j + 2}], al * acc{i}[{4 * j + 3}])")
+            w(f"        smw[wo + {b + 8 * stage_row_words}] = {pk}(al * acc{i}[{4 * j + 2}], al * acc{i}[{4 * j + 3}])")
     w("        cuda.syncthreads()")
-    if NT % CPR == 0:   # a thread's 16-byte column group is fixed; its rows NT / CPR apart
-        RSTEP = NT // CPR
-        w(f"        rl0 = tid // {CPR}")
-        w(f"        cw = (tid - rl0 * {CPR}) * 4")
+    if threads % groups_per_row == 0:   # a thread's 16-byte column group is fixed; its rows row_step apart
+        row_step = threads // groups_per_row
+        w(f"        rl0 = tid // {groups_per_row}")
+        w(f"        cw = (tid - rl0 * {groups_per_row}) * 4")
         w("        cc = n0 + 2 * cw")
         w("        if cc < N:")
-        w(f"            for it in range({(BM + RSTEP - 1) // RSTEP}):")
-        w(f"                rl = rl0 + it * {RSTEP}")
+        w(f"            for it in range({(BM + row_step - 1) // row_step}):")
+        w(f"                rl = rl0 + it * {row_step}")
         w("                rr = m0 + rl")
-        w(f"                if (rr < M) & (rl < {BM}):" if BM % RSTEP else "                if rr < M:")
-        w(f"                    f0, f1, f2, f3 = lds4(smf, fe + rl * {RSW} + cw)")
+        w(f"                if (rr < M) & (rl < {BM}):" if BM % row_step else "                if rr < M:")
+        w(f"                    f0, f1, f2, f3 = lds4(smf, fe + rl * {stage_row_words} + cw)")
         w("                    stg4(c, zc + int64(rr) * ldc_m + cc, f0, f1, f2, f3)")
     else:
-        w(f"        for e in range(tid, {BM * CPR}, {NT}):")
-        w(f"            rl = e // {CPR}")
-        w(f"            cw = (e - rl * {CPR}) * 4")
+        w(f"        for e in range(tid, {BM * groups_per_row}, {threads}):")
+        w(f"            rl = e // {groups_per_row}")
+        w(f"            cw = (e - rl * {groups_per_row}) * 4")
         w("            rr = m0 + rl")
         w("            cc = n0 + 2 * cw")
         w("            if (rr < M) & (cc < N):")
-        w(f"                f0, f1, f2, f3 = lds4(smf, fe + rl * {RSW} + cw)")
+        w(f"                f0, f1, f2, f3 = lds4(smf, fe + rl * {stage_row_words} + cw)")
         w("                stg4(c, zc + int64(rr) * ldc_m + cc, f0, f1, f2, f3)")

@@ -87,16 +87,17 @@ def _mn_affine(cfg):
     return cfg.MNLD == 1 and cfg.threads & (cfg.threads - 1) == 0
 
 
-def _slot_setup(w, op, kmaj, NT, outer0, bound, ld, base, affine):
-    """Setup lines of one operand's load slots (slot i = chunk tid + i * NT of the tile): per thread the
+def _slot_setup(w, op, kmaj, threads, outer0, bound, ld, base, affine):
+    """Setup lines of one operand's load slots (slot i = chunk tid + i * threads of the tile): per thread the
     slot-0 shared byte offset, global element offset at k = 0 and the bounds terms, from which slot i's
     are affine (:func:`_slot_lines`)."""
-    if kmaj:   # chunk q: row q >> 3, 16-byte column q & 7; slot i: NT / 8 rows further (same swizzle)
+    if kmaj:   # chunk q: row q >> 3, 16-byte column q & 7; slot i: threads / 8 rows further (same swizzle)
         w(f"    {op}_r0 = tid >> 3")
         w(f"    {op}_so0 = {base} + {op}_r0 * 128 + (((tid & 7) ^ ({op}_r0 & 7)) << 4)")
         w(f"    {op}_go0 = {op}_zo + int64({outer0} + {op}_r0) * {ld} + (tid & 7) * 8")
         w(f"    {op}_lim = {bound} - {outer0} - {op}_r0")
-    elif affine:   # chunk q: k row (q >> 3) & 63, panel q >> 9; slot i: k row + (i NT / 8) % 64, panel + i NT / 512
+    elif affine:   # chunk q: k row (q >> 3) & 63, panel q >> 9;
+        # slot i: k row + (i threads / 8) % 64, panel + i threads / 512
         w(f"    {op}_o0 = {outer0} + (tid >> 9) * 64 + (tid & 7) * 8")
         w(f"    {op}_olim = {bound} - {op}_o0")
         w(f"    {op}_go0 = {op}_zo + int64(kr0) * {ld} + {op}_o0")
@@ -105,19 +106,19 @@ def _slot_setup(w, op, kmaj, NT, outer0, bound, ld, base, affine):
         w(f"    {op}_o0 = {outer0} + (tid & 7) * 8")
 
 
-def _slot_lines(w, ind, op, kmaj, i, NT, ld, base, affine):
+def _slot_lines(w, ind, op, kmaj, i, threads, ld, base, affine):
     """Lines issuing slot i of one operand for the k tile at ``k0`` into the stage at element ``sb``."""
     if kmaj:
-        w(f"{ind}ok = ({op}_lim > {i * NT // 8}) & (k0 + kch < K)")
-        w(f"{ind}src = ({op}_go0 + {i * NT // 8} * {ld} + k0) * ok")
-        w(f"{ind}cpa(sm, sb + (({op}_so0 + {i * NT // 8 * 128}) >> 1), {op}, src, 16 * ok)")
+        w(f"{ind}ok = ({op}_lim > {i * threads // 8}) & (k0 + kch < K)")
+        w(f"{ind}src = ({op}_go0 + {i * threads // 8} * {ld} + k0) * ok")
+        w(f"{ind}cpa(sm, sb + (({op}_so0 + {i * threads // 8 * 128}) >> 1), {op}, src, 16 * ok)")
     elif affine:   # dk, dp: compile-time k-row and panel steps of slot i (dk a multiple of 8: same swizzle)
-        dk, dp = (i * NT // 8) % 64, (i * NT // 8) // 64
+        dk, dp = (i * threads // 8) % 64, (i * threads // 8) // 64
         w(f"{ind}ok = ({op}_olim > {64 * dp}) & (kl > {dk})")
         w(f"{ind}src = ({op}_gk + {dk} * {ld} + {64 * dp}) * ok")
         w(f"{ind}cpa(sm, sb + (({op}_so0 + {dp * _SLICE + dk * 128}) >> 1), {op}, src, 16 * ok)")
     else:
-        w(f"{ind}q_ = tid + {i * NT}")
+        w(f"{ind}q_ = tid + {i * threads}")
         w(f"{ind}kr = (q_ >> 3) & 63")
         w(f"{ind}o_ = {op}_o0 + (q_ >> 9) * 64")
         w(f"{ind}ok = (o_ < {'M' if op == 'a' else 'N'}) & (k0 + kr < K)")
@@ -127,12 +128,13 @@ def _slot_lines(w, ind, op, kmaj, i, NT, ld, base, affine):
 
 
 def _source(cfg, a_kmajor, b_kmajor):
-    BM, BN, ST, NT, MI = cfg.BLOCK_M, cfg.BLOCK_N, cfg.STAGES, cfg.threads, cfg.MI
-    SB = stage_bytes(cfg)
-    A_BYTES = BM * BLOCK_K * 2
-    NREG = BN // 2
-    L = []
-    w = L.append
+    BM, BN, MI = cfg.BLOCK_M, cfg.BLOCK_N, cfg.MI
+    stages, threads = cfg.STAGES, cfg.threads
+    ring_stage = stage_bytes(cfg)      # bytes of one ring stage (A tile + B tile)
+    a_bytes = BM * BLOCK_K * 2         # bytes of the A tile: the B tile follows it in a stage
+    acc_regs = BN // 2                 # f32 accumulator registers a thread holds per m64 slice
+    lines = []
+    w = lines.append
     w(f"def wgmma_gemm({', '.join(FUSED_ARGS)}):")
     w("    sm = cuda.shared.array(0, uint16)")
     w("    tid = cuda.threadIdx.x")
@@ -166,38 +168,38 @@ def _source(cfg, a_kmajor, b_kmajor):
     mn_ops = affine and not (a_kmajor and b_kmajor)
     if mn_ops:
         w("    kr0 = (tid >> 3) & 63")
-    ops = (("a", a_kmajor, BM, "m0", "M", "lda", 0), ("b", b_kmajor, BN, "n0", "N", "ldb", A_BYTES))
+    ops = (("a", a_kmajor, BM, "m0", "M", "lda", 0), ("b", b_kmajor, BN, "n0", "N", "ldb", a_bytes))
     for op, kmaj, rows, outer0, bound, ld, base in ops:
-        _slot_setup(w, op, kmaj, NT, outer0, bound, ld, base, affine)
+        _slot_setup(w, op, kmaj, threads, outer0, bound, ld, base, affine)
     da, db = desc_const(*(KMAJOR_DESC if a_kmajor else MNMAJOR_DESC)), \
         desc_const(*(KMAJOR_DESC if b_kmajor else MNMAJOR_DESC))
     w(f"    da0 = int64({da}) | ((sa + wg * {MI * _SLICE}) >> 4)")
-    w(f"    db0 = int64({db}) | ((sa + {A_BYTES}) >> 4)")
+    w(f"    db0 = int64({db}) | ((sa + {a_bytes}) >> 4)")
     for i in range(MI):
-        w(f"    acc{i} = wp.acc_zeros({NREG})")
+        w(f"    acc{i} = wp.acc_zeros({acc_regs})")
 
     def load_stage(ind, stage_expr, k0_expr):
-        w(f"{ind}sb = pe + ({stage_expr}) * {SB // 2}")
+        w(f"{ind}sb = pe + ({stage_expr}) * {ring_stage // 2}")
         w(f"{ind}k0 = {k0_expr}")
         if mn_ops:
             w(f"{ind}kl = K - kr0 - k0")
         for op, kmaj, rows, outer0, bound, ld, base in ops:
             if affine and not kmaj:
                 w(f"{ind}{op}_gk = {op}_go0 + int64(k0) * {ld}")
-            for i in range(rows * 8 // NT):
-                _slot_lines(w, ind, op, kmaj, i, NT, ld, base, affine)
+            for i in range(rows * 8 // threads):
+                _slot_lines(w, ind, op, kmaj, i, threads, ld, base, affine)
 
     w(f"    ktiles = (K + {BLOCK_K - 1}) // {BLOCK_K}")
-    LA = ST - 1 if cfg.EARLY else ST - 2      # tiles the loads run ahead of the wgmma
-    w(f"    for s in range({LA}):")
+    ahead = stages - 1 if cfg.EARLY else stages - 2    # k tiles the loads run ahead of the wgmma
+    w(f"    for s in range({ahead}):")
     w("        if s < ktiles:")
     load_stage("            ", "s", f"s * {BLOCK_K}")
     w("        ptx.cp_async_commit()")
     w("    for kt in range(ktiles):")
-    w(f"        ptx.cp_async_wait_group({LA - 1})")
+    w(f"        ptx.cp_async_wait_group({ahead - 1})")
     w("        wp.fence_proxy_async()")
     w("        cuda.syncthreads()")
-    w(f"        so = (kt - wp.udiv32(kt, {ST}) * {ST}) * {SB >> 4}")
+    w(f"        so = (kt - wp.udiv32(kt, {stages}) * {stages}) * {ring_stage >> 4}")
     w("        wp.wgmma_fence()")
     ka, kb = KSTEP_BYTES[bool(a_kmajor)], KSTEP_BYTES[bool(b_kmajor)]
     for kk in range(BLOCK_K // 16):
@@ -208,9 +210,9 @@ def _source(cfg, a_kmajor, b_kmajor):
     if cfg.EARLY:   # retire tile kt - 1's wgmma in every warpgroup, then refill its slot
         w("        wp.wgmma_wait(1)")
         w("        cuda.syncthreads()")
-    w(f"        nk = kt + {LA}")
+    w(f"        nk = kt + {ahead}")
     w("        if nk < ktiles:")
-    load_stage("            ", f"nk - wp.udiv32(nk, {ST}) * {ST}", f"nk * {BLOCK_K}")
+    load_stage("            ", f"nk - wp.udiv32(nk, {stages}) * {stages}", f"nk * {BLOCK_K}")
     w("        ptx.cp_async_commit()")
     if not cfg.EARLY:
         w("        wp.wgmma_wait(1)")
@@ -224,15 +226,15 @@ def _source(cfg, a_kmajor, b_kmajor):
     w("    zc = z1 * c_z1 + z2 * c_z2")
     w("    zb = z * bias_z")
     w("    zr = z1 * res_z1 + z2 * res_z2")
-    return L
+    return lines
 
 
 def _stage_f32(w, cfg, ind):
     """The f32 accumulators into the staged tile (rows of BLOCK_N + STAGE_PAD floats), then a barrier."""
-    RS, MI = cfg.BLOCK_N + STAGE_PAD, cfg.MI
-    w(f"{ind}fo = fe + (wg * {MI * 64} + ((tid >> 5) & 3) * 16 + ((tid & 31) >> 2)) * {RS} + 2 * (tid & 3)")
+    stage_row, MI = cfg.BLOCK_N + STAGE_PAD, cfg.MI    # floats per staged row
+    w(f"{ind}fo = fe + (wg * {MI * 64} + ((tid >> 5) & 3) * 16 + ((tid & 31) >> 2)) * {stage_row} + 2 * (tid & 3)")
     for i in range(MI):
-        w(f"{ind}wp.store_acc(smf, fo + {i * 64 * RS}, acc{i}, {RS})")
+        w(f"{ind}wp.store_acc(smf, fo + {i * 64 * stage_row}, acc{i}, {stage_row})")
     w(f"{ind}cuda.syncthreads()")
 
 
@@ -259,7 +261,7 @@ def make_wgmma_gemm(cfg=None, a_kmajor=True, b_kmajor=True, in_dtype="bfloat16",
         raise ValueError("wgmma TF32 needs k-contiguous A and B (B stored (n, k)): tf32 wgmma has no transpose")
     if epi.out_dtype not in ("bfloat16", "float16", "float32"):
         raise ValueError(f"wgmma GEMM output must be bfloat16, float16 or float32, got {epi.out_dtype}")
-    L = _source(cfg, a_kmajor, b_kmajor)
+    lines = _source(cfg, a_kmajor, b_kmajor)
     bias = epi.bias_axis
 
     def bo(r, c):
@@ -267,18 +269,18 @@ def make_wgmma_gemm(cfg=None, a_kmajor=True, b_kmajor=True, in_dtype="bfloat16",
 
     def ro(r, c):
         return f"zr + int64({r}) * res_m + int64({c}) * res_n" if epi.has_residual else "zr"
-    RS = cfg.BLOCK_N + STAGE_PAD
-    w, ind = L.append, "    "
+    stage_row = cfg.BLOCK_N + STAGE_PAD     # floats per row of the staged f32 tile
+    w, ind = lines.append, "    "
     if cfg.EPI == 3 and epi.linear and epi.out_dtype in epi_vec.PACK:   # packed fast path, else the f32 one
         epi_vec.emit_packed(w, cfg, epi.out_dtype)
-        L.append("    else:")
-        w = (lambda s: L.append("    " + s))   # noqa: E731  (the else branch: one level deeper)
+        lines.append("    else:")
+        w = (lambda s: lines.append("    " + s))   # noqa: E731  (the else branch: one level deeper)
     _stage_f32(w, cfg, ind)
     if cfg.EPI:
-        epi_vec.emit(w, cfg, epi.out_dtype, bo, ro, RS)
+        epi_vec.emit(w, cfg, epi.out_dtype, bo, ro, stage_row)
     else:
-        epi_vec.emit_scalar_walk(w, cfg, "    ", bo, ro, RS)
-    src = "\n".join(L) + "\n"
+        epi_vec.emit_scalar_walk(w, cfg, "    ", bo, ro, stage_row)
+    src = "\n".join(lines) + "\n"
     g = {"cuda": cuda, "ptx": ptx, "wp": wp, "float32": float32, "int32": int32, "int64": int64,
          "uint16": uint16, "uint32": uint32, "mma": wp.get_wgmma(cfg.BLOCK_N, ab, not a_kmajor, not b_kmajor),
          "cpa": wp.get_cp_async_l2(cfg.L2PF) if cfg.L2PF else ptx.cp_async_cg_16_zfill,
