@@ -29,19 +29,19 @@ from .vec import GSCALE, gptr, ld4, ldg4p, st4
 _CACHE = {}
 
 
-def _make_mma(BLOCK_K, THREAD_M, THREAD_N, TY, TX):
+def _make_mma(BLOCK_K, THREAD_M, THREAD_N, THREAD_ROWS, THREAD_COLS):
     """acc += As[c]^T Bs[c]: BLOCK_K k-steps written out, each 16-byte fragment loads then the
     THREAD_M x THREAD_N FMAs (constant-trip loops, unrolled by LLVM)."""
-    key = ("mma", BLOCK_K, THREAD_M, THREAD_N, TY, TX)
+    key = ("mma", BLOCK_K, THREAD_M, THREAD_N, THREAD_ROWS, THREAD_COLS)
     if key in _CACHE:
         return _CACHE[key]
     lines = ["def mma(As, Bs, c, y, x, acc, af, bf):"]
     for k in range(BLOCK_K):
         for g in range(THREAD_M // 4):
-            lines += [f"    v = ld4(As, c, uint64({k}), y + uint64({g * TY * 4}))"]
+            lines += [f"    v = ld4(As, c, uint64({k}), y + uint64({g * THREAD_ROWS * 4}))"]
             lines += [f"    af[{4 * g + q}] = v[{q}]" for q in range(4)]
         for g in range(THREAD_N // 4):
-            lines += [f"    v = ld4(Bs, c, uint64({k}), x + uint64({g * TX * 4}))"]
+            lines += [f"    v = ld4(Bs, c, uint64({k}), x + uint64({g * THREAD_COLS * 4}))"]
             lines += [f"    bf[{4 * g + q}] = v[{q}]" for q in range(4)]
         lines += [f"    for i in range({THREAD_M}):",
                   f"        for j in range({THREAD_N}):",
@@ -80,21 +80,21 @@ def fast_ok(cfg, A, B, M, N, K, a_args, b_args):
             and operand_ok(b_args, B.FAST == "k", N))
 
 
-def _make_operand(KFAST, BLOCK_O, BLOCK_K, NT):
-    """Quad loader of one operand tile (BLOCK_O x BLOCK_K elements, BLOCK_O*BLOCK_K/4/NT quads per
-    thread). ``args = (array, s_z1, s_z2, B2, s_outer, s_k)``; ``O`` is M (for A) or N (for B)."""
-    key = ("operand", KFAST, BLOCK_O, BLOCK_K, NT)
+def _make_operand(KFAST, BLOCK_O, BLOCK_K, NUM_THREADS):
+    """Quad loader of one operand tile (BLOCK_O x BLOCK_K elements, BLOCK_O*BLOCK_K/4/NUM_THREADS quads
+    per thread). ``args = (array, s_z1, s_z2, B2, s_outer, s_k)``; ``O`` is M (for A) or N (for B)."""
+    key = ("operand", KFAST, BLOCK_O, BLOCK_K, NUM_THREADS)
     if key in _CACHE:
         return _CACHE[key]
-    QK = BLOCK_K // 4          # quads along k per row ("k"-fast)
-    QO = BLOCK_O // 4          # quads along the outer index per k row ("outer"-fast)
+    K_QUADS = BLOCK_K // 4          # quads along k per row ("k"-fast)
+    OUTER_QUADS = BLOCK_O // 4      # quads along the outer index per k row ("outer"-fast)
 
     @cuda.jit(device=True, inline=True)
     def slot(e):
         """(outer index, k index) of the first element of quad e of the tile."""
         if KFAST:
-            return e // QK, (e % QK) * 4
-        return (e % QO) * 4, e // QO
+            return e // K_QUADS, (e % K_QUADS) * 4
+        return (e % OUTER_QUADS) * 4, e // OUTER_QUADS
 
     @cuda.jit(device=True, inline=True)
     def setup(args, z, e, o0, O, k_lo):
@@ -136,17 +136,17 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
         return _CACHE[key]
     BLOCK_M, BLOCK_N, BLOCK_K = cfg.BLOCK_M, cfg.BLOCK_N, cfg.BLOCK_K
     THREAD_M, THREAD_N, SWIZZLE = cfg.THREAD_M, cfg.THREAD_N, cfg.SWIZZLE
-    TY, TX = cfg.threads_m, cfg.threads_n
-    LM, LN = cfg.lanes()
-    WX = TX // LN
-    NT = cfg.num_threads
-    QA = BLOCK_M * BLOCK_K // 4 // NT
-    QB = BLOCK_N * BLOCK_K // 4 // NT
+    THREAD_ROWS, THREAD_COLS = cfg.threads_m, cfg.threads_n     # the block's threads as a grid over the tile
+    LANE_ROWS, LANE_COLS = cfg.lanes()                          # a warp's lanes as a grid
+    WARP_COLS = THREAD_COLS // LANE_COLS                        # warps along n
+    NUM_THREADS = cfg.num_threads
+    QUADS_A = BLOCK_M * BLOCK_K // 4 // NUM_THREADS             # 16-byte quads of the A tile a thread loads
+    QUADS_B = BLOCK_N * BLOCK_K // 4 // NUM_THREADS
     A_STRIDE = BLOCK_M + cfg.SMEM_PAD
     B_STRIDE = BLOCK_N + cfg.SMEM_PAD
-    a_setup, a_step, a_store = _make_operand(A.FAST == "k", BLOCK_M, BLOCK_K, NT)
-    b_setup, b_step, b_store = _make_operand(B.FAST == "k", BLOCK_N, BLOCK_K, NT)
-    mma = _make_mma(BLOCK_K, THREAD_M, THREAD_N, TY, TX)
+    a_setup, a_step, a_store = _make_operand(A.FAST == "k", BLOCK_M, BLOCK_K, NUM_THREADS)
+    b_setup, b_step, b_store = _make_operand(B.FAST == "k", BLOCK_N, BLOCK_K, NUM_THREADS)
+    mma = _make_mma(BLOCK_K, THREAD_M, THREAD_N, THREAD_ROWS, THREAD_COLS)
     o_row, o_col, epi = OUT.row, OUT.col, EPI.fn
     BIAS_ROW, BIAS_COL, RESIDUAL = EPI.BIAS == "row", EPI.BIAS == "col", EPI.RESIDUAL
     ATOMIC = EPI.key == ("atomic",)
@@ -166,11 +166,11 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
 
     @cuda.jit(device=True, inline=True)
     def row_of(ty, i):
-        return (i // 4) * (TY * 4) + ty * 4 + i % 4
+        return (i // 4) * (THREAD_ROWS * 4) + ty * 4 + i % 4
 
     @cuda.jit(device=True, inline=True)
     def col_of(tx, j):
-        return (j // 4) * (TX * 4) + tx * 4 + j % 4
+        return (j // 4) * (THREAD_COLS * 4) + tx * 4 + j % 4
 
     tile_coords = make_tile_coords(SWIZZLE)
 
@@ -180,25 +180,25 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
         a = a_args[0]
         b = b_args[0]
         if ntiles > 0:
-            for q in range(QA):
+            for q in range(QUADS_A):
                 v = ldg4p(a, a_off[q])
-                a_store(As, uint64(0), tid + q * NT, v[0], v[1], v[2], v[3])
-            for q in range(QB):
+                a_store(As, uint64(0), tid + q * NUM_THREADS, v[0], v[1], v[2], v[3])
+            for q in range(QUADS_B):
                 v = ldg4p(b, b_off[q])
-                b_store(Bs, uint64(0), tid + q * NT, v[0], v[1], v[2], v[3])
+                b_store(Bs, uint64(0), tid + q * NUM_THREADS, v[0], v[1], v[2], v[3])
             cuda.syncthreads()
         for t in range(ntiles):
             cur = uint64(t & 1)
             more = t + 1 < ntiles
             if more:
-                for q in range(QA):
+                for q in range(QUADS_A):
                     a_off[q] += a_inc
                     v = ldg4p(a, a_off[q])
                     a_v[q, 0] = v[0]
                     a_v[q, 1] = v[1]
                     a_v[q, 2] = v[2]
                     a_v[q, 3] = v[3]
-                for q in range(QB):
+                for q in range(QUADS_B):
                     b_off[q] += b_inc
                     v = ldg4p(b, b_off[q])
                     b_v[q, 0] = v[0]
@@ -208,10 +208,10 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
             mma(As, Bs, cur, y, x, acc, af, bf)
             if more:
                 nxt = cur ^ uint64(1)
-                for q in range(QA):
-                    a_store(As, nxt, tid + q * NT, a_v[q, 0], a_v[q, 1], a_v[q, 2], a_v[q, 3])
-                for q in range(QB):
-                    b_store(Bs, nxt, tid + q * NT, b_v[q, 0], b_v[q, 1], b_v[q, 2], b_v[q, 3])
+                for q in range(QUADS_A):
+                    a_store(As, nxt, tid + q * NUM_THREADS, a_v[q, 0], a_v[q, 1], a_v[q, 2], a_v[q, 3])
+                for q in range(QUADS_B):
+                    b_store(Bs, nxt, tid + q * NUM_THREADS, b_v[q, 0], b_v[q, 1], b_v[q, 2], b_v[q, 3])
             cuda.syncthreads()
 
     # the register cap holds spill-free for the plain epilogues; a staged (big fused) epilogue spills
@@ -225,16 +225,16 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
         acc = cuda.local.array((THREAD_M, THREAD_N), float32)
         af = cuda.local.array(THREAD_M, float32)
         bf = cuda.local.array(THREAD_N, float32)
-        a_off = cuda.local.array(QA, uint64)
-        b_off = cuda.local.array(QB, uint64)
-        a_v = cuda.local.array((QA, 4), float32)
-        b_v = cuda.local.array((QB, 4), float32)
+        a_off = cuda.local.array(QUADS_A, uint64)
+        b_off = cuda.local.array(QUADS_B, uint64)
+        a_v = cuda.local.array((QUADS_A, 4), float32)
+        b_v = cuda.local.array((QUADS_B, 4), float32)
 
         tid = cuda.threadIdx.x
         warp = tid // 32
         lane = tid % 32
-        ty = (warp // WX) * LM + lane // LN
-        tx = (warp % WX) * LN + lane % LN
+        ty = (warp // WARP_COLS) * LANE_ROWS + lane // LANE_COLS
+        tx = (warp % WARP_COLS) * LANE_COLS + lane % LANE_COLS
         tile_m, tile_n = tile_coords(cuda.gridDim.x, cuda.gridDim.y)
         m0 = tile_m * BLOCK_M
         n0 = tile_n * BLOCK_N
@@ -245,10 +245,10 @@ def make_fast_kernel(cfg, A, B, OUT, EPI):
         ntiles = (k_hi - k_lo) // BLOCK_K          # whole tiles: K % BLOCK_K == 0 (fast_ok)
         a_inc = a_step(a_args)
         b_inc = b_step(b_args)
-        for q in range(QA):
-            a_off[q] = a_setup(a_args, z, tid + q * NT, m0, M, k_lo)
-        for q in range(QB):
-            b_off[q] = b_setup(b_args, z, tid + q * NT, n0, N, k_lo)
+        for q in range(QUADS_A):
+            a_off[q] = a_setup(a_args, z, tid + q * NUM_THREADS, m0, M, k_lo)
+        for q in range(QUADS_B):
+            b_off[q] = b_setup(b_args, z, tid + q * NUM_THREADS, n0, N, k_lo)
         for i in range(THREAD_M):
             for j in range(THREAD_N):
                 acc[i, j] = float32(0)

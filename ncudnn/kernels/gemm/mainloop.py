@@ -27,7 +27,7 @@ from .vec import ld4
 _CACHE = {}
 
 
-def _make_mma(BLOCK_K, THREAD_M, THREAD_N, TY, TX, UNROLL_K, VEC):
+def _make_mma(BLOCK_K, THREAD_M, THREAD_N, THREAD_ROWS, THREAD_COLS, UNROLL_K, VEC):
     """acc += As[cur]^T Bs[cur] for one shared tile: UNROLL_K k-steps written out in the source
     text per trip of a k loop (the i/j fragment loops are literal, unrolled by LLVM).
 
@@ -35,7 +35,7 @@ def _make_mma(BLOCK_K, THREAD_M, THREAD_N, TY, TX, UNROLL_K, VEC):
     compiler folds each read into one base register plus an immediate offset. VEC=4 reads each
     group of 4 consecutive fragment elements with one 16-byte shared load (vec.ld4).
     """
-    key = ("mma", BLOCK_K, THREAD_M, THREAD_N, TY, TX, UNROLL_K, VEC)
+    key = ("mma", BLOCK_K, THREAD_M, THREAD_N, THREAD_ROWS, THREAD_COLS, UNROLL_K, VEC)
     if key in _CACHE:
         return _CACHE[key]
     lines = ["def mma(As, Bs, cur, ty, tx, acc, af, bf):",
@@ -47,18 +47,18 @@ def _make_mma(BLOCK_K, THREAD_M, THREAD_N, TY, TX, UNROLL_K, VEC):
     for u in range(UNROLL_K):
         if VEC == 1:
             lines += [f"        for i in range({THREAD_M}):",
-                      f"            af[i] = As[c, k + uint64({u}), y + uint64(i * {TY})]",
+                      f"            af[i] = As[c, k + uint64({u}), y + uint64(i * {THREAD_ROWS})]",
                       f"        for j in range({THREAD_N}):",
-                      f"            bf[j] = Bs[c, k + uint64({u}), x + uint64(j * {TX})]"]
+                      f"            bf[j] = Bs[c, k + uint64({u}), x + uint64(j * {THREAD_COLS})]"]
         else:
             lines += [f"        for g in range({THREAD_M // 4}):",
-                      f"            v = ld4(As, c, k + uint64({u}), y + uint64(g * {TY * 4}))",
+                      f"            v = ld4(As, c, k + uint64({u}), y + uint64(g * {THREAD_ROWS * 4}))",
                       "            af[4 * g] = v[0]",
                       "            af[4 * g + 1] = v[1]",
                       "            af[4 * g + 2] = v[2]",
                       "            af[4 * g + 3] = v[3]",
                       f"        for g in range({THREAD_N // 4}):",
-                      f"            v = ld4(Bs, c, k + uint64({u}), x + uint64(g * {TX * 4}))",
+                      f"            v = ld4(Bs, c, k + uint64({u}), x + uint64(g * {THREAD_COLS * 4}))",
                       "            bf[4 * g] = v[0]",
                       "            bf[4 * g + 1] = v[1]",
                       "            bf[4 * g + 2] = v[2]",
@@ -107,12 +107,12 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
     BLOCK_M, BLOCK_N, BLOCK_K = cfg.BLOCK_M, cfg.BLOCK_N, cfg.BLOCK_K
     THREAD_M, THREAD_N = cfg.THREAD_M, cfg.THREAD_N
     STAGES, SWIZZLE = cfg.STAGES, cfg.SWIZZLE
-    TY, TX = cfg.threads_m, cfg.threads_n          # thread grid of the block
-    LM, LN = cfg.lanes()                            # lane grid of a warp
-    WY, WX = TY // LM, TX // LN                     # warp grid of the block
-    NT = cfg.num_threads
-    LOADS_A = BLOCK_M * BLOCK_K // NT
-    LOADS_B = BLOCK_N * BLOCK_K // NT
+    THREAD_ROWS, THREAD_COLS = cfg.threads_m, cfg.threads_n     # the block's threads as a grid over the tile
+    LANE_ROWS, LANE_COLS = cfg.lanes()                          # a warp's lanes as a grid
+    WARP_ROWS, WARP_COLS = THREAD_ROWS // LANE_ROWS, THREAD_COLS // LANE_COLS   # the block's warps as a grid
+    NUM_THREADS = cfg.num_threads
+    LOADS_A = BLOCK_M * BLOCK_K // NUM_THREADS
+    LOADS_B = BLOCK_N * BLOCK_K // NUM_THREADS
     A_STRIDE = BLOCK_M + cfg.SMEM_PAD
     B_STRIDE = BLOCK_N + cfg.SMEM_PAD
     A_KFAST = A.FAST == "k"
@@ -125,7 +125,7 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
     STAGE_SIZE = THREAD_M * THREAD_N if STAGE else 1
 
     VEC = cfg.VEC
-    mma = _make_mma(BLOCK_K, THREAD_M, THREAD_N, TY, TX, cfg.UNROLL_K, VEC)
+    mma = _make_mma(BLOCK_K, THREAD_M, THREAD_N, THREAD_ROWS, THREAD_COLS, cfg.UNROLL_K, VEC)
 
     if simulator_enabled():     # the simulator rejects the alignment argument (and needs none)
         @cuda.jit(device=True, inline=True)
@@ -147,11 +147,11 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
     @cuda.jit(device=True, inline=True)
     def row_of(ty, i):
         """Tile row of the thread's i-th accumulator row (groups of VEC consecutive rows)."""
-        return (i // VEC) * (TY * VEC) + ty * VEC + i % VEC
+        return (i // VEC) * (THREAD_ROWS * VEC) + ty * VEC + i % VEC
 
     @cuda.jit(device=True, inline=True)
     def col_of(tx, j):
-        return (j // VEC) * (TX * VEC) + tx * VEC + j % VEC
+        return (j // VEC) * (THREAD_COLS * VEC) + tx * VEC + j % VEC
 
     @cuda.jit(device=True, inline=True)
     def slot_a(e):
@@ -185,8 +185,8 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
         tid = cuda.threadIdx.x
         warp = tid // 32
         lane = tid % 32
-        ty = (warp // WX) * LM + lane // LN
-        tx = (warp % WX) * LN + lane % LN
+        ty = (warp // WARP_COLS) * LANE_ROWS + lane // LANE_COLS
+        tx = (warp % WARP_COLS) * LANE_COLS + lane % LANE_COLS
         tile_m, tile_n = tile_coords(cuda.gridDim.x, cuda.gridDim.y)
         m0 = tile_m * BLOCK_M
         n0 = tile_n * BLOCK_N
@@ -198,14 +198,14 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
 
         # ---- per-thread loader state (computed once) ----
         for i in range(LOADS_A):
-            mm, kk = slot_a(tid + i * NT)
+            mm, kk = slot_a(tid + i * NUM_THREADS)
             s = a_setup(a_args, z, min(m0 + mm, M - 1))   # rows >= M: clamped, never stored
             a_st[i, 0] = s[0]
             a_st[i, 1] = s[1]
             a_st[i, 2] = s[2]
             a_st[i, 3] = s[3]
         for i in range(LOADS_B):
-            nn, kk = slot_b(tid + i * NT)
+            nn, kk = slot_b(tid + i * NUM_THREADS)
             s = b_setup(b_args, z, min(n0 + nn, N - 1))
             b_st[i, 0] = s[0]
             b_st[i, 1] = s[1]
@@ -219,18 +219,18 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
         if ntiles > 0:
             # prologue: tile 0 -> registers -> stage 0
             for i in range(LOADS_A):
-                mm, kk = slot_a(tid + i * NT)
+                mm, kk = slot_a(tid + i * NUM_THREADS)
                 k = k_lo + kk
                 a_reg[i] = a_load(a_args, a_st[i, 0], a_st[i, 1], a_st[i, 2], a_st[i, 3], k) if k < k_hi else ACC(0)
             for i in range(LOADS_B):
-                nn, kk = slot_b(tid + i * NT)
+                nn, kk = slot_b(tid + i * NUM_THREADS)
                 k = k_lo + kk
                 b_reg[i] = b_load(b_args, b_st[i, 0], b_st[i, 1], b_st[i, 2], b_st[i, 3], k) if k < k_hi else ACC(0)
             for i in range(LOADS_A):
-                mm, kk = slot_a(tid + i * NT)
+                mm, kk = slot_a(tid + i * NUM_THREADS)
                 As[0, uint64(kk), uint64(mm)] = a_reg[i]
             for i in range(LOADS_B):
-                nn, kk = slot_b(tid + i * NT)
+                nn, kk = slot_b(tid + i * NUM_THREADS)
                 Bs[0, uint64(kk), uint64(nn)] = b_reg[i]
             cuda.syncthreads()
         for t in range(ntiles):
@@ -241,11 +241,11 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
                 # next tile's global loads are issued before this tile's math (latency hiding)
                 k_next = k_lo + (t + 1) * BLOCK_K
                 for i in range(LOADS_A):
-                    mm, kk = slot_a(tid + i * NT)
+                    mm, kk = slot_a(tid + i * NUM_THREADS)
                     k = k_next + kk
                     a_reg[i] = a_load(a_args, a_st[i, 0], a_st[i, 1], a_st[i, 2], a_st[i, 3], k) if k < k_hi else ACC(0)
                 for i in range(LOADS_B):
-                    nn, kk = slot_b(tid + i * NT)
+                    nn, kk = slot_b(tid + i * NUM_THREADS)
                     k = k_next + kk
                     b_reg[i] = b_load(b_args, b_st[i, 0], b_st[i, 1], b_st[i, 2], b_st[i, 3], k) if k < k_hi else ACC(0)
             mma(As, Bs, cur, ty, tx, acc, af, bf)
@@ -253,10 +253,10 @@ def make_block_kernel(cfg, A, B, OUT, EPI, acc="float32"):
                 cuda.syncthreads()
             if more:
                 for i in range(LOADS_A):
-                    mm, kk = slot_a(tid + i * NT)
+                    mm, kk = slot_a(tid + i * NUM_THREADS)
                     As[uint64(nxt), uint64(kk), uint64(mm)] = a_reg[i]
                 for i in range(LOADS_B):
-                    nn, kk = slot_b(tid + i * NT)
+                    nn, kk = slot_b(tid + i * NUM_THREADS)
                     Bs[uint64(nxt), uint64(kk), uint64(nn)] = b_reg[i]
             cuda.syncthreads()
 
