@@ -81,7 +81,7 @@ def dkdv_kernel(spec: AttnSpec, cfg: AttnConfig):
     BM, BN, NT, D, DV = cfg.BLOCK_M, cfg.BLOCK_N, cfg.THREADS, spec.D_QK, spec.D_V
     D_PAD, DV_PAD = D + 1, DV + 1    # + 1 word a row: a warp's score reads of K / V rows hit 32 banks
     S_PER, K_PER, V_PER = BM * BN // NT, BN * D // NT, BN * DV // NT
-    SCALE_MEM, AL, WS_OUT = spec.SCALE is not None, spec.ALIBI, spec.DBIAS is not None
+    SCALE_MEM, ALIBI, WS_OUT = spec.SCALE is not None, spec.ALIBI, spec.DBIAS is not None
     DROP, drop_keep = spec.DROPOUT, f["drop_keep"]
     ld_q, ld_k, ld_v, ld_do, ld_scale = f["ld_q"], f["ld_k"], f["ld_v"], f["ld_do"], f["ld_scale"]
     bounds, score, slope_of, qrange = f["bounds"], f["score"], f["slope_of"], query_range(spec)
@@ -130,7 +130,7 @@ def dkdv_kernel(spec: AttnSpec, cfg: AttnConfig):
         for g in range(G):
             h = hk * G + g
             slope = float32(0.0)
-            if AL:
+            if ALIBI:
                 slope = slope_of(h, H)
             for m0 in range((i_lo // BM) * BM, i_hi, BM):
                 cuda.syncthreads()
@@ -216,7 +216,7 @@ def dq_kernel(spec: AttnSpec, cfg: AttnConfig):
     BM, BN, NT, D, DV = cfg.BLOCK_M, cfg.BLOCK_N, cfg.THREADS, spec.D_QK, spec.D_V
     D_PAD, DV_PAD = D + 1, DV + 1    # + 1 word a row: a warp's score reads of K / V rows hit 32 banks
     S_PER, Q_PER = BM * BN // NT, BM * D // NT
-    SCALE_MEM, AL = spec.SCALE is not None, spec.ALIBI
+    SCALE_MEM, ALIBI = spec.SCALE is not None, spec.ALIBI
     DROP, drop_keep = spec.DROPOUT, f["drop_keep"]
     ld_q, ld_k, ld_v, ld_do, ld_scale = f["ld_q"], f["ld_k"], f["ld_v"], f["ld_do"], f["ld_scale"]
     bounds, score, slope_of, krange = f["bounds"], f["score"], f["slope_of"], key_range(spec)
@@ -246,7 +246,7 @@ def dq_kernel(spec: AttnSpec, cfg: AttnConfig):
         if SCALE_MEM:
             sc = ld_scale(scale_arr, 0)
         slope = float32(0.0)
-        if AL:
+        if ALIBI:
             slope = slope_of(h, H)
         for e in range(tid, BM * D, NT):
             r = e // D
@@ -326,7 +326,7 @@ def dbias_kernel(spec: AttnSpec):
     dK/dV kernel may not have written them)."""
     st_db = storer(spec.DBIAS)
     bounds = seq_bounds(spec)
-    HL, HR = spec.HAS_LEFT, spec.HAS_RIGHT
+    HAS_LEFT, HAS_RIGHT = spec.HAS_LEFT, spec.HAS_RIGHT
 
     @cuda.jit
     def attn_bwd_dbias(ws, dbias, seq_q, seq_kv, B, H, SQ, SK, n0, n1, n2, n3, db_b, db_h, db_i, db_j,
@@ -347,9 +347,9 @@ def dbias_kernel(spec: AttnSpec):
                 for i in range(SQ if n2 == 1 else 1):
                     ii = i if n2 == 1 else i_
                     kept = ii < lq and j < lk
-                    if HR:
+                    if HAS_RIGHT:
                         kept = kept and j <= ii + shift + right
-                    if HL:
+                    if HAS_LEFT:
                         kept = kept and j > ii + shift - left
                     if kept:
                         acc += ws[((bi * H + hi) * SQ + ii) * SK + j]

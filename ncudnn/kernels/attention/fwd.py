@@ -45,7 +45,7 @@ def fwd_kernel(spec: AttnSpec, cfg: AttnConfig):
     DKV_PAD = max(D, DV) + 1    # + 1 word a row: a warp's score reads of K rows hit 32 banks
     S_PER = BM * BN // NT
     A_PER = BM * DV // NT
-    STATS, SCALE_MEM, AL = spec.STATS, spec.SCALE is not None, spec.ALIBI
+    STATS, SCALE_MEM, ALIBI = spec.STATS, spec.SCALE is not None, spec.ALIBI
     ld_q, ld_k, ld_v = loader(spec.Q), loader(spec.K), loader(spec.V)
     st_o, st_s = storer(spec.O), storer("float32")
     ld_scale = loader(spec.SCALE) if SCALE_MEM else None
@@ -73,7 +73,7 @@ def fwd_kernel(spec: AttnSpec, cfg: AttnConfig):
         if SCALE_MEM:
             sc = ld_scale(scale_arr, 0)
         slope = float32(0.0)
-        if AL:
+        if ALIBI:
             slope = slope_of(h, H)
         qbase = b * qb + h * qh
         kbase = b * kb + hk * kh

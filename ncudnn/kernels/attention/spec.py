@@ -53,7 +53,7 @@ class AttnSpec:
 def seq_bounds(spec):
     """Device function ``(seqq, seqkv, b, SQ, SK) -> (lq, lk, shift)``: the valid query rows and keys of
     batch ``b`` and the diagonal's shift (0 top-left; lk - lq bottom-right)."""
-    PAD, BR = spec.SEQ is not None, spec.BOTTOM_RIGHT
+    PAD, BOTTOM_RIGHT = spec.SEQ is not None, spec.BOTTOM_RIGHT
 
     @cuda.jit(device=True, inline=True)
     def bounds(seqq, seqkv, b, SQ, SK):
@@ -63,7 +63,7 @@ def seq_bounds(spec):
             lq = min(SQ, max(int64(0), int64(seqq[b])))
             lk = min(SK, max(int64(0), int64(seqkv[b])))
         shift = int64(0)
-        if BR:
+        if BOTTOM_RIGHT:
             shift = lk - lq
         return lq, lk, shift
     return bounds
@@ -72,15 +72,15 @@ def seq_bounds(spec):
 def key_range(spec):
     """Device function ``(i0, i1, lk, shift, left, right) -> (j0, j1)``: the keys any query row in
     [i0, i1) keeps, as a half-open range (tiles outside it are skipped)."""
-    HL, HR = spec.HAS_LEFT, spec.HAS_RIGHT
+    HAS_LEFT, HAS_RIGHT = spec.HAS_LEFT, spec.HAS_RIGHT
 
     @cuda.jit(device=True, inline=True)
     def krange(i0, i1, lk, shift, left, right):
         j0 = int64(0)
         j1 = lk
-        if HR:
+        if HAS_RIGHT:
             j1 = min(lk, i1 - 1 + shift + right + 1)
-        if HL:
+        if HAS_LEFT:
             j0 = max(int64(0), i0 + shift - left + 1)
         return j0, j1
     return krange
@@ -89,15 +89,15 @@ def key_range(spec):
 def query_range(spec):
     """Device function ``(j0, j1, lq, shift, left, right) -> (i0, i1)``: the query rows that keep any key
     in [j0, j1)."""
-    HL, HR = spec.HAS_LEFT, spec.HAS_RIGHT
+    HAS_LEFT, HAS_RIGHT = spec.HAS_LEFT, spec.HAS_RIGHT
 
     @cuda.jit(device=True, inline=True)
     def qrange(j0, j1, lq, shift, left, right):
         i0 = int64(0)
         i1 = lq
-        if HR:
+        if HAS_RIGHT:
             i0 = max(int64(0), j0 - shift - right)
-        if HL:
+        if HAS_LEFT:
             i1 = min(lq, j1 - 1 - shift + left)
         return i0, i1
     return qrange
@@ -107,23 +107,23 @@ def score_fn(spec):
     """Device function ``(dot, b, h, i, j, lq, lk, shift, scale, left, right, slope, bias, bb, bh, bs, bk)
     -> float32``: scale * dot + bias + alibi for a kept (i, j), NEG_INF for a masked one (outside the
     valid rows / keys or the diagonal band)."""
-    HB, AL, HL, HR = spec.BIAS is not None, spec.ALIBI, spec.HAS_LEFT, spec.HAS_RIGHT
-    ld_bias = loader(spec.BIAS) if HB else None
+    HAS_BIAS, ALIBI, HAS_LEFT, HAS_RIGHT = spec.BIAS is not None, spec.ALIBI, spec.HAS_LEFT, spec.HAS_RIGHT
+    ld_bias = loader(spec.BIAS) if HAS_BIAS else None
 
     @cuda.jit(device=True, inline=True)
     def score(dot, b, h, i, j, lq, lk, shift, scale, left, right, slope, bias, bb, bh, bs, bk):
         if i >= lq or j >= lk:
             return NEG_INF
-        if HR:
+        if HAS_RIGHT:
             if j > i + shift + right:
                 return NEG_INF
-        if HL:
+        if HAS_LEFT:
             if j <= i + shift - left:
                 return NEG_INF
         s = dot * scale
-        if HB:
+        if HAS_BIAS:
             s += ld_bias(bias, b * bb + h * bh + i * bs + j * bk)
-        if AL:
+        if ALIBI:
             s += slope * float32(j - i)
         return s
     return score

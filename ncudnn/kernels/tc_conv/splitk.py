@@ -84,12 +84,12 @@ def make_split_reduce_vec(spec, bias_dtype, res_dtype, batch=1):
     if key in _VEC:
         return _VEC[key]
     epi = built.fn
-    TX, TY, B4 = VEC_THREADS, VEC_ROWS, batch == 4
+    FOUR_SLICES = batch == 4     # four slices' loads issued before their adds
 
     @cuda.jit
     def reduce_vec(ws, SPLITS, y, bias, res, M, N, ldc_m, ldc_n, bias_i, res_m, res_n, alpha, beta):
-        n = (cuda.blockIdx.x * TX + cuda.threadIdx.x) * 4
-        m = cuda.blockIdx.y * TY + cuda.threadIdx.y
+        n = (cuda.blockIdx.x * VEC_THREADS + cuda.threadIdx.x) * 4
+        m = cuda.blockIdx.y * VEC_ROWS + cuda.threadIdx.y
         if m >= M or n >= N:
             return
         step = int64(M) * N
@@ -99,7 +99,7 @@ def make_split_reduce_vec(spec, bias_dtype, res_dtype, batch=1):
         a2 = float32(0.0)
         a3 = float32(0.0)
         s = 0
-        if B4:
+        if FOUR_SLICES:
             while s + 4 <= SPLITS:
                 x0 = ld4(ws, p)
                 x1 = ld4(ws, p + step)
