@@ -122,7 +122,7 @@ class TiledGemm:
     def _keep_space(self, sub, memo):
         """:meth:`_keep` of every config of the space into ``memo`` (knob values -> (status, reason)),
         the problem read once; ``memo[_SPACE]``: whether one passed. The GEMM checks are
-        ``gemm_common.keep_config``'s (tests/engines/conv/test_conv_ranking_order.py holds them equal)."""
+        ``gc.keep_config``'s (gemm/tiles.py; tests/engines/conv/test_conv_ranking_order.py holds them equal)."""
         eng = self.engine
         space = self.space(sub)
         try:
@@ -259,7 +259,7 @@ class TiledGemm:
         return eng.rank_configs(sub, good, memo)
 
     def rank(self, configs, costs, best_tiles=4, limit=24):
-        """``gemm_common.rank_candidates`` over ``configs`` with ``costs`` (knob values -> seconds) known:
+        """``gc.rank_candidates`` (gemm/tiles.py) over ``configs`` with ``costs`` (knob values -> seconds) known:
         every tile unsplit first, then every split / swizzle variant of the ``best_tiles`` best tiles,
         cheapest first (stable), at most ``limit``."""
         kst = self.kstatic
