@@ -7,7 +7,8 @@ whose factory made it.
 """
 from ..runtime.compile_check import register_compile_case
 from ..runtime.dtypes import array_sig as a, storage_dtype
-from . import bn_cols, bn_colsv, bn_fin, bn_generic, bn_persist, bn_planes, row, row_bwd, row_dparams, row_fwd_pipe
+from . import (bn_cols, bn_colsv, bn_fin, bn_generic, bn_persist, bn_planes, row, row_bwd, row_dparams, row_fwd_pipe,
+               row_strided)
 
 F32, F64 = a("float32"), a("float64")
 
@@ -163,9 +164,40 @@ def _row_fwd_pipe():
                               k.signature(), max_registers=65536 // (w * 32 * bps), max_local_bytes=0)
 
 
+#: the strided kernels' compile cases: (dims, X's strides, the others' (Y / DY / DX), the parameters', dtype)
+STRIDED_CASES = (((8192, 1024), (1032, 1), (1024, 1), (1024, 1), "float32"),
+                 ((64, 32, 14, 14), (6272, 1, 448, 32), (6272, 196, 14, 1), (6272, 1, 448, 32), "bfloat16"),
+                 ((4096, 16, 512), (512, 2097152, 1), (8192, 512, 1), (8192, 512, 1), "float16"))
+
+
+def _row_strided():
+    f, k = F32, row_strided
+    for dims, xs, os_, ps, dt in STRIDED_CASES:
+        n, inner, x, st = 1, tuple(dims[1:]), a(dt), (1,) * len(dims)
+        for d in inner:
+            n *= d
+        threads = k.strided_config(n)[0]
+        for center in (True, False):
+            tag = f"row_strided_{'layer' if center else 'rms'}_{'x'.join(map(str, dims))}_{dt}"
+            kern = k.strided_fwd_kernel(n, inner, (xs, ps, ps, os_, st, st), center, True, True, dt, "float32", dt,
+                                        "float32")[0]
+            register_compile_case(f"{tag}_fwd", kern, f"void({x}, {f}, {f}, {x}, {f}, {f}, float64, int64)",
+                                  max_registers=min(255, 65536 // threads))
+            kern = k.strided_bwd_kernel(n, inner, (xs, os_, ps, st, st, os_), center, dt, dt, "float32", dt,
+                                        "float32")[0]
+            register_compile_case(f"{tag}_bwd", kern, f"void({x}, {x}, {f}, {f}, {f}, {x}, int64)",
+                                  max_registers=min(255, 65536 // threads))
+            kern = k.dparams_partial_kernel(n, inner, (xs, os_, st, st), center, dt, dt, "float32")[0]
+            register_compile_case(f"{tag}_dparams", kern, f"void({x}, {x}, {f}, {f}, {f}, {f}, int64, int64)",
+                                  max_registers=64)
+        kern = k.dparams_combine_kernel(n, inner, (ps, ps), "float32", "float32", "float32", True, True)[0]
+        register_compile_case(f"row_strided_combine_{'x'.join(map(str, dims))}", kern,
+                              f"void({f}, {f}, {f}, {f}, int64)", max_registers=64)
+
+
 def register_cases():
     for family_part in (_bn_cols, _bn_colsv, _bn_fin, _bn_generic, _bn_persist, _bn_planes, _row, _row_bwd,
-                        _row_dparams, _row_fwd_pipe):
+                        _row_dparams, _row_fwd_pipe, _row_strided):
         family_part()
 
 
