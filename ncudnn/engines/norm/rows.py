@@ -12,9 +12,12 @@ KERNEL_CFG 0 (and the default without DSCALE / DBIAS): dx in one row kernel; dsc
 ordered column sums over the rows (:mod:`ncudnn.kernels.norm.row_dparams`: coalesced one-wave partials,
 re-reading x and dy, then an ordered combine).
 
-Layouts: each sample's block must be dense (any order of the non-batch dims: NCHW, NHWC, ...) with
-the batch stride equal to n; Y / DY / DX share X's strides; SCALE / BIAS / DSCALE / DBIAS have X's
-strides on the normalized dims (elements line up in memory order); statistics are one value per row.
+Layouts: the kernels above need each sample's block dense (any order of the non-batch dims: NCHW, NHWC, ...)
+with the batch stride equal to n; Y / DY / DX sharing X's strides; SCALE / BIAS / DSCALE / DBIAS with X's
+strides on the normalized dims (elements line up in memory order); statistics one dense value per row.
+Any other layout (permuted, padded, tensors in layouts of their own) runs the strided kernels
+(:mod:`ncudnn.engines.norm.rows_strided`: forward KERNEL_CFG 30, backward KERNEL_CFG 2), then the engine's
+only config; on dense layouts that config is never ranked.
 Knobs: BLOCK_SIZE (0: the kernel layer's choice; 32 = warp per row); TILE_ROWS (forward, warp per row:
 rows a block, 0 = the kernel layer's 4); LOAD_SIZE (forward: 0 = an element per access, 16 = 16-byte
 vector accesses when n divides into vectors and X, Y, SCALE, BIAS declare >= 16-byte alignment);
@@ -47,6 +50,7 @@ from .rows_bwd import (BWD_FUSED, BWD_FUSED_VARIANTS, BWD_TWO_PASS, backward_ste
                        preferred_bwd_knobs)
 from .rows_fwd import FWD_PERSIST_CTAS, FWD_SUB_VARIANTS, forward_steps, fwd_vec, preferred_knobs, sub_default, sub_reason
 from .rows_knobs import KC, KS, KW, block_size, cta_count, kernel_cfg, load_size, tile_rows
+from .rows_strided import BWD_STRIDED, FWD_STRIDED, is_strided, layout_reason, strided_kcfg, strided_steps
 from ..registry import register
 
 S = cudnnStatus_t
@@ -55,42 +59,6 @@ NM = cudnnBackendNormMode_t
 MODES = (NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM)
 BLOCKS = (0, 32, 128, 256, 512, 1024)
 ROWS = (0, 1, 2, 4, 8)
-
-
-def _dense_rows(x):
-    """True when each sample of ``x`` is a dense block of n elements at batch stride n."""
-    n = math.prod(x.dims[1:])
-    inner = sorted(((s, d) for d, s in zip(x.dims[1:], x.strides[1:]) if d > 1), reverse=True)
-    acc = 1
-    for s, d in reversed(inner):
-        if s != acc:
-            return False
-        acc *= d
-    return x.dims[0] == 1 or x.strides[0] == n
-
-
-def _same_inner(a, x):
-    return all(s == t for d, s, t in zip(a.dims[1:], a.strides[1:], x.strides[1:]) if d > 1)
-
-
-def _stat_ok(t):
-    return t is None or t.dims[0] == 1 or t.strides[0] == 1
-
-
-def _layout_reason(node):
-    x = node.inputs["X"]
-    if not _dense_rows(x):
-        return f"X: strides {x.strides}: each sample must be a dense block at batch stride prod(dims[1:])"
-    for p, t in list(node.inputs.items()) + list(node.outputs.items()):
-        if t.is_by_value or t.is_virtual or p == "X":
-            continue
-        if p in ("Y", "DY", "DX") and tuple(t.strides) != tuple(x.strides):
-            return f"{p}: strides {t.strides} differ from X's {x.strides}"
-        if p in ("SCALE", "BIAS", "DSCALE", "DBIAS") and not _same_inner(t, x):
-            return f"{p}: strides {t.strides} do not follow X's {x.strides} on the normalized dims"
-        if p in ("MEAN", "INV_VARIANCE") and not _stat_ok(t):
-            return f"{p}: statistics must be one dense value per row"
-    return None
 
 
 @register
@@ -106,9 +74,6 @@ class NormRowsEngine(Engine):
         node = sub.anchor if sub.anchor is not None else sub.nodes[0]
         if node.inputs["X"].ndim < 2:
             return S.CUDNN_STATUS_NOT_SUPPORTED_SHAPE, f"node '{node.name}': X: needs a batch dim and row dims"
-        why = _layout_reason(node)
-        if why:
-            return S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"node '{node.name}': {why}"
         if node.OP == "norm_fwd":
             m, v = node.outputs.get("MEAN"), node.outputs.get("INV_VARIANCE")
             if m is not None and v is not None and m.dtype != v.dtype:
@@ -127,14 +92,22 @@ class NormRowsEngine(Engine):
                 KnobSpec(K.CUDNN_KNOB_TYPE_TILE_ROWS, 0, 8, 1, 0),
                 KnobSpec(K.CUDNN_KNOB_TYPE_LOAD_SIZE, 0, 16, 16, 0))
         if sub is not None and getattr(sub, "kind", None) == "norm_bwd":
-            return base + (KnobSpec(KC, 0, 1, 1, 0), KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0))
-        return base + (KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0),
-                       KnobSpec(KC, 0, max(npipe.FWD_PIPE_KCFG), 1, 0))
+            return base + (KnobSpec(KC, 0, BWD_STRIDED, 1, 0), KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0))
+        return base + (KnobSpec(KW, 0, 16, 1, 0), KnobSpec(KS, 0, 2, 1, 0), KnobSpec(KC, 0, FWD_STRIDED, 1, 0))
 
     def keep(self, sub, cfg, ctx):
         st, why = super().keep(sub, cfg, ctx)
         if st != S.CUDNN_STATUS_SUCCESS:
             return st, why
+        if is_strided(sub, cfg):
+            if any(v for k, v in cfg.knobs if k != int(KC)):
+                return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: KERNEL_CFG {kernel_cfg(cfg)} (the strided " \
+                    "kernels) takes every other knob 0"
+            return OK
+        why = self._layout(sub)
+        if why:
+            return S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{self.name}: node '{self._node(sub).name}': {why}; only " \
+                f"KERNEL_CFG {strided_kcfg(sub)} (the strided kernels) runs it"
         if sub.kind == "norm_fwd" and kernel_cfg(cfg):
             why = npipe.pipe_reason(sub, cfg, fwd_vec(sub)) if npipe.is_pipe(cfg) else sub_reason(sub, cfg)
             return (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}") if why else OK
@@ -161,6 +134,20 @@ class NormRowsEngine(Engine):
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: forward STAGES 2 (the next row's loads early) " \
                 "needs a persistent grid (CTA_COUNT > 0)"
         return OK
+
+    @staticmethod
+    def _node(sub):
+        return sub.anchor if sub.anchor is not None else sub.nodes[0]
+
+    def _layout(self, sub):
+        """Why the dense row kernels cannot run this subgraph (None: they can; remembered on the subgraph)."""
+        memo = sub.__dict__.setdefault("_norm_rows_layout", {})
+        if "why" not in memo:
+            memo["why"] = layout_reason(self._node(sub))
+        return memo["why"]
+
+    def _strided_config(self, sub):
+        return super().default_config(sub).with_knob(KC, strided_kcfg(sub))
 
     def _keep_bwd(self, sub, cfg):
         if kernel_cfg(cfg) == BWD_TWO_PASS:
@@ -212,6 +199,8 @@ class NormRowsEngine(Engine):
         :func:`preferred_bwd_knobs` (the fused kernel where a row fits in registers)."""
         if sub is None:                         # the knob space alone: every knob 0
             return super().default_config(sub)
+        if self._layout(sub):                   # a layout only the strided kernels run
+            return self._strided_config(sub)
         memo = sub.__dict__.setdefault("_norm_rows_default", {})
         if "cfg" not in memo and sub.kind == "norm_bwd":
             cfg = super().default_config(sub)
@@ -232,6 +221,8 @@ class NormRowsEngine(Engine):
             .with_knob(K.CUDNN_KNOB_TYPE_TILE_ROWS, r).with_knob(K.CUDNN_KNOB_TYPE_LOAD_SIZE, l)
 
     def candidates_key(self, sub):
+        if self._layout(sub):
+            return ("strided", sub.kind)
         if sub.kind != "norm_fwd":
             x = sub.nodes[0].inputs["X"]
             return ("bwd", bwd_dparams(sub), bwd_vec(sub), math.prod(x.dims[1:]),
@@ -246,7 +237,8 @@ class NormRowsEngine(Engine):
     def _steps(self, sub, cfg):
         memo = sub.__dict__.setdefault("_norm_rows_steps", {})
         if cfg not in memo:
-            memo[cfg] = forward_steps(sub, cfg) if sub.kind == "norm_fwd" else backward_steps(sub, cfg)
+            memo[cfg] = strided_steps(sub, cfg) if is_strided(sub, cfg) else \
+                forward_steps(sub, cfg) if sub.kind == "norm_fwd" else backward_steps(sub, cfg)
         return memo[cfg]
 
     def workspace_size(self, sub, cfg):
@@ -265,7 +257,9 @@ class NormRowsEngine(Engine):
         memo = sub.__dict__.setdefault("_norm_rows_time", {})
         default = self.default_config(sub)
         costed = cfg
-        if sub.kind == "norm_fwd":
+        if is_strided(sub, cfg):
+            key = (device, "strided")
+        elif sub.kind == "norm_fwd":
             key = device
         elif kernel_cfg(cfg) == BWD_FUSED:     # every geometry costed as the default's (the measured best first)
             key = (device, BWD_FUSED)

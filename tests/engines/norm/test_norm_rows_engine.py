@@ -76,12 +76,19 @@ def test_backward(rng, mode, layout):
     assert _execute(g, rng, positive=("INV_VARIANCE",)).engine_names == ["norm_rows"]
 
 
-def test_non_dense_rows_refused():
+def test_non_dense_rows_take_the_strided_config(rng):
+    """Padded rows: the dense row kernels refuse them in keep() with a reason; the strided config (KERNEL_CFG 30)
+    is the engine's only one (issue #24)."""
     x = U.t(1, (2, 3, 4), strides=(16, 4, 1), name="x")  # padded rows
     ins = {"X": x, "SCALE": U.t(2, (1, 3, 4)), "BIAS": U.t(3, (1, 3, 4)), "EPSILON": U.scalar(4, 1e-5)}
     g = OpGraph([NormFwd("ln", ins, {"Y": U.t(10, (2, 3, 4), strides=(16, 4, 1))}, mode=NM.CUDNN_LAYER_NORM,
                          phase=PH.CUDNN_NORM_FWD_INFERENCE)]).finalize()
-    st, why = registry.by_name("norm_rows").check_support(api.problem(g), api.context())
-    assert st == S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT and "'ln'" in why and "X" in why
+    eng, sub, ctx = registry.by_name("norm_rows"), api.problem(g), api.context()
+    assert eng.check_support(sub, ctx)[0] == S.CUDNN_STATUS_SUCCESS
+    st, why = eng.keep(sub, eng.default_config(sub).with_knob(K.CUDNN_KNOB_TYPE_KERNEL_CFG, 0), ctx)
+    assert st == S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT and "'ln'" in why and "X" in why and "KERNEL_CFG 30" in why
+    assert [c.get(K.CUDNN_KNOB_TYPE_KERNEL_CFG) for c in eng.candidates(sub, ctx)] == [30]
+    assert _execute(g, rng, positive=("X",)).engine_names == ["norm_rows"]
     st, why = registry.by_name("norm_batch").check_support(api.problem(g), api.context())
     assert st == S.CUDNN_STATUS_NOT_SUPPORTED and "LAYER_NORM" in why
+
