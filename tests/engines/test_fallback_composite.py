@@ -164,7 +164,7 @@ def test_fused_plan_comes_before_the_composite():
 
 
 def test_fallback_workspace_holds_the_intermediate():
-    g, _ = mm_bias(bias_shape("scalar"))
+    g, _ = mm_bias(bias_shape("mn"))
     plans(g, [cudnn.heur_mode.FALLBACK])
     g.build_plans(cudnn.build_plan_policy.HEURISTICS_CHOICE)
     assert "composite" in g.get_plan_name_at_index(0)

@@ -104,12 +104,9 @@ class ConvProblem:
         out = next(iter(node.outputs.values()))
         for port, t in zip(("x", "w", "y"), (x, w, y)):
             gc.check_tensor(node, port, t)
-        rank = len(out.dims)
 
         def classify(t):
-            if len(t.dims) == rank and t.dims[1] == out.dims[1] and all(d == 1 for i, d in enumerate(t.dims) if i != 1):
-                return "col"
-            return None
+            return gc.channel_axis(t, out.dims)
 
         wgrad = self.kind == "wgrad"
         self.epi = gc.epilogue_of(sub, out.dims, classify, allow_bias=not wgrad, allow_residual=not wgrad,

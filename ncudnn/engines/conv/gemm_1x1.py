@@ -110,12 +110,9 @@ def conv1x1_mapping(sub):
     if dgrad:
         x, y = y, x        # the GEMM reads dy (the "input") and writes dx (the "output")
     _checked_1x1(node, (("X", x), ("W", w), ("Y", y)), "W", lambda: "is not 1")
-    rank = len(y.dims)
 
     def classify(t):
-        if len(t.dims) == rank and t.dims[1] == y.dims[1] and all(d == 1 for i, d in enumerate(t.dims) if i != 1):
-            return "col"
-        return None
+        return gc.channel_axis(t, y.dims)
 
     epi = gc.epilogue_of(sub, y.dims, classify)
     out, alpha, beta = _checked_output(sub, epi, y.dims, "the conv output's")

@@ -1,6 +1,6 @@
 """The fused epilogue of the GEMM-family engines: the subgraph's pointwise chain after the anchor as a
-:class:`~ncudnn.kernels.pointwise.epilogue.EpilogueSpec` (bias, unary pointwise, scale, one residual /
-backward-activation operand), or a :class:`~ncudnn.engines.gemm.dtypes.Reject` naming the node that cannot
+:class:`~ncudnn.kernels.pointwise.epilogue.EpilogueSpec` (one broadcast vector operand under any binary
+float mode, unary pointwise, scale, one residual / backward-activation operand), or a :class:`~ncudnn.engines.gemm.dtypes.Reject` naming the node that cannot
 fuse; and the run-time alpha of a plan (leading by-value scales folded in).
 """
 from dataclasses import dataclass
@@ -13,7 +13,7 @@ from ...kernels.pointwise import ops as po
 from ...types import cudnnPointwiseMode_t, cudnnStatus_t
 from .dtypes import Reject, check_tensor, kdtype
 
-__all__ = ["Epilogue", "CHANNEL_BIAS", "epilogue_of", "scalar_value", "alpha_of"]
+__all__ = ["Epilogue", "CHANNEL_BIAS", "channel_axis", "epilogue_of", "scalar_value", "alpha_of"]
 
 S = cudnnStatus_t
 PM = cudnnPointwiseMode_t
@@ -51,16 +51,27 @@ class Epilogue:
         return self.spec.linear
 
 
-#: epilogue_of ``rule`` of a conv output's bias: same rank, dims 1 except the output's channel count at
-#: dim 1 (ConvProblem and WinoProblem share the Epilogue of a subgraph)
+#: epilogue_of ``rule`` of a conv output's bias: :func:`channel_axis` (ConvProblem and WinoProblem share
+#: the Epilogue of a subgraph)
 CHANNEL_BIAS = "conv_channel_bias"
+
+
+def channel_axis(t, out_dims):
+    """The broadcast axis of operand ``t`` onto a conv output of dims ``out_dims``: "col" (same rank, dims 1
+    except the channel count at dim 1), "scalar" (same rank, every dim 1), else None."""
+    if len(t.dims) != len(out_dims) or any(d != 1 for i, d in enumerate(t.dims) if i != 1):
+        return None
+    if t.dims[1] == out_dims[1]:
+        return "col"
+    return "scalar" if t.dims[1] == 1 else None
 
 
 def epilogue_of(sub, out_dims, classify_bias, allow_bias=True, allow_residual=True, rule=None):
     """Translate ``sub.epilogue`` (pointwise nodes after the anchor) into an :class:`Epilogue`.
 
-    ``classify_bias(t) -> axis | None``: whether a broadcast tensor is a bias ("col" / "row") of the
-    anchor's output of dims ``out_dims``. Raises :class:`Reject` naming the node that cannot fuse.
+    ``classify_bias(t) -> axis | None``: whether a broadcast tensor is a vector operand of the anchor's
+    output of dims ``out_dims`` ("col" / "row"; "scalar": one element, read at offset 0; "batch": one
+    element per GEMM batch, at the batch offset the kernels compute), fused as any binary float mode. Raises :class:`Reject` naming the node that cannot fuse.
     ``rule``: a name for what ``classify_bias`` decides; callers passing the same rule, dims and flags
     for one subgraph share one Epilogue (remembered on the subgraph; a Reject is not remembered).
     """
@@ -119,11 +130,13 @@ def _epilogue_of(sub, out_dims, classify_bias, allow_bias, allow_residual):
         elif len(ins) == 2:
             other = ins[1 - pos[0]]
             swap = pos[0] == 1
-            if swap and mode not in _COMMUTATIVE:
+            # a broadcast vector operand computes mode(other, chain) as well (the swapped vector step)
+            vec = not other.is_by_value and tuple(other.dims) != tuple(out_dims)
+            if swap and mode not in _COMMUTATIVE and not vec:
                 raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: the chain value is operand "
                              f"{ports[1]}, and {mode.name} is not commutative (the epilogue computes "
                              "mode(chain, other))")
-            p = _params(n, swap)
+            p = _params(n, swap and mode in _COMMUTATIVE)
             unit = p.get("alpha1", 1.0) == 1.0 and p.get("alpha2", 1.0) == 1.0
             if other.is_by_value:
                 if mode != PM.CUDNN_POINTWISE_MUL or not unit:
@@ -149,13 +162,17 @@ def _epilogue_of(sub, out_dims, classify_bias, allow_bias, allow_residual):
                 residual = other
             else:
                 ax = classify_bias(other) if allow_bias else None
-                if ax is None or mode != PM.CUDNN_POINTWISE_ADD or not unit:
+                if ax is None:
                     raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: operand {other.label} of dims "
-                                 f"{other.dims} broadcast onto {tuple(out_dims)}: only an ADD of a per-"
-                                 "channel / per-column (or per-row) bias fuses")
+                                 f"{other.dims} broadcast onto {tuple(out_dims)}: only a per-channel / "
+                                 "per-column (or per-row) vector or a one-element tensor fuses")
                 if bias is not None:
-                    raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: a second bias (one bias slot)")
-                steps.append(ep.bias(ax))
+                    raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: a second broadcast operand "
+                                 f"(the epilogue has one vector slot, taken by {bias.label})")
+                try:
+                    steps.append(ep.vector(ax, mode, swap and mode not in _COMMUTATIVE, **p))
+                except (ValueError, TypeError) as e:
+                    raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: {e}") from None
                 bias, axis = other, ax
             check_tensor(n, "operand", other)
         else:

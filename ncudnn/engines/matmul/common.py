@@ -46,6 +46,8 @@ def matmul_mapping(sub, fp8=False):
             return "col"
         if t.dims[-2:] == (M, 1):
             return "row"
+        if t.dims[-2:] == (1, 1):       # one value (per batch when a batch dim is not 1)
+            return "batch" if any(d != 1 for d in t.dims[:-2]) else "scalar"
         return None
 
     epi = gc.epilogue_of(sub, C.dims, classify)
@@ -70,7 +72,7 @@ def matmul_mapping(sub, fp8=False):
     bias_st = (0, 1)
     if epi.bias is not None:
         t = epi.bias
-        index = t.strides[-1] if epi.bias_axis == "col" else t.strides[-2]
+        index = {"col": t.strides[-1], "row": t.strides[-2]}.get(epi.bias_axis, 0)
         sb = 0
         if bias_batched:
             s1, s2 = bs[-1]

@@ -99,12 +99,9 @@ class WinoProblem(PerTile):
         for port, t in ((src_port, src), ("W", w)):
             gc.check_tensor(node, port, t, IO_DTYPES)
         check_3x3_s1(node, where, "W", w)
-        rank = len(out.dims)
 
         def classify(t):
-            if len(t.dims) == rank and t.dims[1] == out.dims[1] and all(d == 1 for i, d in enumerate(t.dims) if i != 1):
-                return "col"
-            return None
+            return gc.channel_axis(t, out.dims)
 
         self.epi = gc.epilogue_of(sub, out.dims, classify, rule=gc.CHANNEL_BIAS)
         fin = self.epi.out

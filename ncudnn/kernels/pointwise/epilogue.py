@@ -3,7 +3,12 @@
 An :class:`EpilogueSpec` is a frozen, hashable tuple of steps applied in order after the always-present
 blend ``v = alpha * acc (+ beta * out_old, read only when beta != 0)``:
 
-* ``bias(axis)``: ``v += bias[...]`` per column ("col": an output channel / GEMM column) or row;
+* ``bias(axis)``: ``v += bias[...]`` per column ("col": an output channel / GEMM column) or row, or one
+  value ("scalar": element 0 whatever ``b_off``; "batch": one value per GEMM batch, ``b_off`` as the
+  kernel computes it when the axis is neither "row" nor "col": the batch offset alone);
+* ``vector(axis, mode, swap, **params)``: ``v = mode(v, b)`` (``mode(b, v)`` when ``swap``) for any binary
+  float pointwise mode with ``b`` the broadcast operand of ``bias(axis)`` (MUL scale, SUB, MAX, MIN, DIV,
+  ...); an ADD with alpha1 = alpha2 = 1 and no swap is ``bias(axis)`` itself (one spec, one cache key);
 * ``pointwise(mode, **params)``: any unary cudnnPointwiseMode_t (relu / clipped / leaky relu, gelu,
   swish, tanh, sigmoid, elu, softplus, ...), text from :mod:`ncudnn.kernels.pointwise.ops`;
 * ``scale(value)``: ``v *= value`` (a compile-time constant);
@@ -33,7 +38,7 @@ class EpilogueSpec:
     @property
     def bias_axis(self):
         for s in self.steps:
-            if s[0] == "bias":
+            if s[0] in ("bias", "vector"):
                 return s[1]
         return None
 
@@ -54,10 +59,28 @@ def _params_key(params):
     return tuple(sorted(params.items()))
 
 
+#: the broadcast operand's axes: per row, per column, one value, one value per GEMM batch
+AXES = ("row", "col", "scalar", "batch")
+
+
 def bias(axis="col"):
-    if axis not in ("row", "col"):
-        raise ValueError("bias axis must be 'row' or 'col'")
+    if axis not in AXES:
+        raise ValueError(f"bias axis must be one of {AXES}")
     return ("bias", axis)
+
+
+def vector(axis, mode, swap=False, **params):
+    """``v = mode(v, b)`` (``mode(b, v)`` when ``swap``) with ``b`` the broadcast operand on ``axis``."""
+    mode = PM(mode)
+    if pointwise_ops.arity(mode) != 2 or pointwise_ops.result_kind(mode) != "float":
+        raise ValueError(f"{mode.name} is not a binary float pointwise step")
+    pointwise_ops.normalize_params(params)
+    unit = params.get("alpha1", 1.0) == 1.0 and params.get("alpha2", 1.0) == 1.0
+    if mode == PM.CUDNN_POINTWISE_ADD and unit and not swap:
+        return bias(axis)
+    if axis not in AXES:
+        raise ValueError(f"vector axis must be one of {AXES}")
+    return ("vector", axis, int(mode), _params_key(params), bool(swap))
 
 
 def pointwise(mode, **params):
@@ -129,10 +152,25 @@ def source(spec):
          f"    v = {F}(alpha) * v",
          f"    if beta != 0:",
          f"        v = v + {F}(beta) * ld_out(out, o_off)"]
+    L += step_lines(spec, F)
+    L.append("    st_out(out, o_off, v)")
+    return "\n".join(L) + "\n"
+
+
+def step_lines(spec, F):
+    """The body lines of ``spec``'s steps (register ``v`` of type ``F``; ``ld_bias`` / ``ld_res`` loaders),
+    shared by :func:`source` and the wgmma value epilogue."""
+    L = []
     for step in spec.steps:
         kind = step[0]
-        if kind == "bias":
-            L.append("    v = v + ld_bias(bias, b_off)")
+        if kind in ("bias", "vector"):
+            off = "0" if step[1] == "scalar" else "b_off"
+            if kind == "bias":
+                L.append(f"    v = v + ld_bias(bias, {off})")
+            else:
+                L.append(f"    bv = ld_bias(bias, {off})")
+                args = ["bv", "v"] if step[4] else ["v", "bv"]
+                L.append(f"    v = {pointwise_ops.expr(step[2], args, dict(step[3]), F)}")
         elif kind == "scale":
             L.append(f"    v = v * {pointwise_ops.lit(step[1], F)}")
         elif kind == "pointwise":
@@ -142,8 +180,7 @@ def source(spec):
             L.append(f"    v = {pointwise_ops.expr(step[1], ['v', 'r'], dict(step[2]), F)}")
         else:
             raise ValueError(f"unknown epilogue step {step!r}")
-    L.append("    st_out(out, o_off, v)")
-    return "\n".join(L) + "\n"
+    return L
 
 
 def build(spec, bias_dtype="float32", res_dtype="float32"):

@@ -25,6 +25,7 @@ from numba import cuda
 from ...platform import simulator_enabled
 from ..runtime import dtypes
 from ..pointwise import ops as pointwise_ops
+from ..pointwise import epilogue as epilogue_steps
 from ..gemm.vec import addr as vaddr
 
 __all__ = ["lds4", "stg4", "stg4cs", "vaddr", "value_fn", "vec_width", "emit", "emit_scalar_walk", "emit_packed"]
@@ -133,18 +134,7 @@ def value_fn(spec, bias_dtype="float32", res_dtype="float32"):
          "    v = float32(alpha) * v",
          "    if beta != 0:",
          "        v = v + float32(beta) * ld_out(out, o_off)"]
-    for step in spec.steps:
-        if step[0] == "bias":
-            L.append("    v = v + ld_bias(bias, b_off)")
-        elif step[0] == "scale":
-            L.append(f"    v = v * {pointwise_ops.lit(step[1], 'float32')}")
-        elif step[0] == "pointwise":
-            L.append(f"    v = {pointwise_ops.expr(step[1], ['v'], dict(step[2]), 'float32')}")
-        elif step[0] == "residual":
-            L.append("    r = ld_res(res, r_off)")
-            L.append(f"    v = {pointwise_ops.expr(step[1], ['v', 'r'], dict(step[2]), 'float32')}")
-        else:
-            raise ValueError(f"unknown epilogue step {step!r}")
+    L += epilogue_steps.step_lines(spec, "float32")
     L.append("    return float32(v)")
     g = dict(pointwise_ops.expr_globals())
     g.update(ld_out=dtypes.loader(spec.out_dtype, "float32"), ld_bias=dtypes.loader(key[1], "float32"),

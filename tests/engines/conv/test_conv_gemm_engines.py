@@ -216,14 +216,19 @@ def test_unsupported_cases_name_the_node_and_field():
     g1 = OpGraph([ConvWgrad("wg", {"X": x, "DY": tensor(2, (1, 3, 6, 6))}, {"DW": dw1}, **attrs)]).finalize()
     st, why = api.check_support(g1, "conv_gemm_1x1")
     assert st == S.CUDNN_STATUS_NOT_SUPPORTED and "'wg'" in why and "padding" in why
-    # a per-channel MUL (scale) does not fuse: the epilogue has an additive bias slot only
+    # a per-channel MUL (scale) fuses (issue #24); a per-row operand of a conv output does not
     x, w, s, y = tensor(1, (1, 2, 4, 4)), tensor(2, (3, 2, 3, 3)), tensor(3, (1, 3, 1, 1)), tensor(4, (1, 3, 4, 4))
     conv = ConvFprop("conv", {"X": x, "W": w}, {"Y": virt(10)}, **attrs)
     g2 = OpGraph([conv, Pointwise("chscale", {"X": conv.outputs["Y"], "B": s}, {"Y": y},
                                   mode=PM.CUDNN_POINTWISE_MUL)]).finalize()
+    srow = tensor(3, (1, 1, 4, 1))
+    conv = ConvFprop("conv", {"X": x, "W": w}, {"Y": virt(10)}, **attrs)
+    g2b = OpGraph([conv, Pointwise("rowscale", {"X": conv.outputs["Y"], "B": srow}, {"Y": y},
+                                   mode=PM.CUDNN_POINTWISE_MUL)]).finalize()
     for eng in ("conv_implicit_gemm", "conv_implicit_precomp"):
-        st, why = api.check_support(g2, eng)
-        assert st == S.CUDNN_STATUS_NOT_SUPPORTED and "chscale" in why and "bias" in why
+        assert api.check_support(g2, eng)[0] == S.CUDNN_STATUS_SUCCESS
+        st, why = api.check_support(g2b, eng)
+        assert st == S.CUDNN_STATUS_NOT_SUPPORTED and "rowscale" in why and "per-channel" in why
     st, why = api.check_support(g2, "conv_gemm_1x1")
     assert st == S.CUDNN_STATUS_NOT_SUPPORTED and "not 1x1" in why
     # SUB with the conv output as the second operand is not mode(chain, other)
