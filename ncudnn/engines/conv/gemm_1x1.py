@@ -40,7 +40,7 @@ KT = cudnnBackendKnobType_t
 #: fast-mainloop tiles (fp32 16-byte global quads; 128 registers), appended after the conv table (its
 #: indices unchanged): wgrad ranks only these, fprop / dgrad rank them beside the generic ones.
 #: TFLOP/s are estimates (experiments/probe_conv.py --mode wgrad1x1 measures them): the 128x128 one as
-#: gemm_common.FAST_TILES, smaller blocks a little less.
+#: gemm.tiles.FAST_TILES, smaller blocks a little less.
 WGRAD_TILES = (
     gc.FAST_TILES[0],
     gc.Tile("128x64x8 t8x8 vec4 fast", FAST_SMALL[0], None, 33.0, 128),

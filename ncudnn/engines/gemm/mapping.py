@@ -224,7 +224,7 @@ class GemmEngineBase(Engine):
         return out
 
     def useful_tiles(self, p):
-        """TILE_SIZE values worth ranking for ``p`` (gemm_common.useful_tiles over ``TILES``)."""
+        """TILE_SIZE values worth ranking for ``p`` (gemm.tiles.useful_tiles over ``TILES``)."""
         return gc.useful_tiles(self.TILES, p.M, p.N, p.K, p.nb)
 
     def rank_configs(self, sub, configs, costs, best_tiles=4, limit=24):

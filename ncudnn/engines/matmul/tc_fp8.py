@@ -15,7 +15,7 @@ kernel's epilogue computes ``max |C|`` (``make_tc_gemm(..., amax=True, pscales=n
 scalar MULs apply after the tap) into the one-element FP32 amax tensor (zeroed by a one-thread kernel
 launched first), so C never reaches memory.
 
-The mapping is :func:`matmul_common.matmul_mapping`'s with ``fp8=True`` (FP8 A / B / output dtypes, their
+The mapping is :func:`ncudnn.engines.matmul.common.matmul_mapping`'s with ``fp8=True`` (FP8 A / B / output dtypes, their
 byte sizes), over a copy of the subgraph whose leading device-scale MULs are folded into the anchor.
 """
 import copy

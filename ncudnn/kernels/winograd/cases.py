@@ -13,7 +13,7 @@ from ..gemm.launch import signature
 from . import kernels as wk
 from .fused import FusedConfig, make_fused
 
-#: the engine's first tile (gemm_common.BIG_TILES[0]): 128x128x16, 8x8 per thread, VEC=4
+#: the engine's first tile (engines.gemm.tiles.BIG_TILES[0]): 128x128x16, 8x8 per thread, VEC=4
 BIG = GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=16, THREAD_M=8, THREAD_N=8, WARP_M=32, WARP_N=64, VEC=4,
                  UNROLL_K=2)
 BIAS_RELU = ep.EpilogueSpec((ep.bias("col"), ep.relu()))
