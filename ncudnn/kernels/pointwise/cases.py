@@ -85,3 +85,15 @@ def register_cases():
 
 
 register_cases()
+
+
+def register_pack_cases():
+    """The packing kernel of multi-operand epilogues (kernels/pointwise/pack.py)."""
+    from .pack import make_pack, signature
+    for src in ("float32", "float16", "bfloat16", "float64"):
+        dst = "float64" if src == "float64" else "float32"
+        register_compile_case(f"pointwise_pack_vector_{src}", make_pack(src, dst), signature(src, dst),
+                              max_registers=32, max_local_bytes=0)
+
+
+register_pack_cases()

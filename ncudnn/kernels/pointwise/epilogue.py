@@ -9,6 +9,9 @@ blend ``v = alpha * acc (+ beta * out_old, read only when beta != 0)``:
 * ``vector(axis, mode, swap, **params)``: ``v = mode(v, b)`` (``mode(b, v)`` when ``swap``) for any binary
   float pointwise mode with ``b`` the broadcast operand of ``bias(axis)`` (MUL scale, SUB, MAX, MIN, DIV,
   ...); an ADD with alpha1 = alpha2 = 1 and no swap is ``bias(axis)`` itself (one spec, one cache key);
+* packed operands (two or more vector steps): each step carries a ``slot`` j and reads ``bias[b_off + j]``
+  from one interleaved buffer ``packed[c * NV + j]`` the engine fills before the GEMM (bias stride NV:
+  kernels/pointwise/pack.py, engines/gemm/packing.py);
 * ``pointwise(mode, **params)``: any unary cudnnPointwiseMode_t (relu / clipped / leaky relu, gelu,
   swish, tanh, sigmoid, elu, softplus, ...), text from :mod:`ncudnn.kernels.pointwise.ops`;
 * ``scale(value)``: ``v *= value`` (a compile-time constant);
@@ -63,24 +66,28 @@ def _params_key(params):
 AXES = ("row", "col", "scalar", "batch")
 
 
-def bias(axis="col"):
+def bias(axis="col", slot=None):
+    """``v += bias[b_off]``; ``slot`` j (packed operands): ``bias[b_off + j]``, the kernels' ``b_off`` being
+    the index times the bias stride NV (the operand count) over an interleaved buffer."""
     if axis not in AXES:
         raise ValueError(f"bias axis must be one of {AXES}")
-    return ("bias", axis)
+    return ("bias", axis) if slot is None else ("bias", axis, int(slot))
 
 
-def vector(axis, mode, swap=False, **params):
-    """``v = mode(v, b)`` (``mode(b, v)`` when ``swap``) with ``b`` the broadcast operand on ``axis``."""
+def vector(axis, mode, swap=False, slot=None, **params):
+    """``v = mode(v, b)`` (``mode(b, v)`` when ``swap``) with ``b`` the broadcast operand on ``axis``
+    (at ``b_off + slot`` with ``slot``: see :func:`bias`)."""
     mode = PM(mode)
     if pointwise_ops.arity(mode) != 2 or pointwise_ops.result_kind(mode) != "float":
         raise ValueError(f"{mode.name} is not a binary float pointwise step")
     pointwise_ops.normalize_params(params)
     unit = params.get("alpha1", 1.0) == 1.0 and params.get("alpha2", 1.0) == 1.0
     if mode == PM.CUDNN_POINTWISE_ADD and unit and not swap:
-        return bias(axis)
+        return bias(axis, slot)
     if axis not in AXES:
         raise ValueError(f"vector axis must be one of {AXES}")
-    return ("vector", axis, int(mode), _params_key(params), bool(swap))
+    step = ("vector", axis, int(mode), _params_key(params), bool(swap))
+    return step if slot is None else step + (int(slot),)
 
 
 def pointwise(mode, **params):
@@ -165,6 +172,9 @@ def step_lines(spec, F):
         kind = step[0]
         if kind in ("bias", "vector"):
             off = "0" if step[1] == "scalar" else "b_off"
+            slot = step[2] if kind == "bias" and len(step) == 3 else step[5] if len(step) == 6 else None
+            if slot:
+                off = f"{off} + {slot}" if off != "0" else str(slot)
             if kind == "bias":
                 L.append(f"    v = v + ld_bias(bias, {off})")
             else:
