@@ -131,7 +131,12 @@ CASES = [(f"conv_{lay}", p) for lay in ("nhwc", "nchw") for p in PATTERNS] + \
 
 
 def make(where, pattern):
-    ops = {**PATTERNS, **MM_ONLY}[pattern]
+    return make_graph(where, {**PATTERNS, **MM_ONLY}[pattern])
+
+
+def make_graph(where, ops):
+    """(graph, output, I/O type) of ``ops`` after a conv ("conv_nhwc", "conv_nchw", "conv_nhwc1x1") or a
+    matmul ("mm_fp32", "mm_fp16")."""
     if where.startswith("conv"):
         return conv_graph(where[5:], ops) + (DT.FLOAT,)
     io = DT.FLOAT if where == "mm_fp32" else DT.HALF
@@ -173,9 +178,9 @@ def test_vector_step_source():
         ep.bias("diag")
 
 
-def test_second_broadcast_operand_is_refused_with_a_reason():
-    """Two broadcast operands (conv-scale-bias-act) do not share the one vector slot: the fused engines
-    refuse and name the node; the composite plan still runs it."""
-    g, Y = conv_graph("nhwc", [("mul", "vec", False), ("add", "vec", False), ("relu", None, None)])
+def test_second_broadcast_operand_on_another_axis_is_refused():
+    """Two broadcast operands on different axes (per column, then per row) do not pack into one operand
+    (test_epilogue_packed.py: the ones that do); the composite plan still runs it."""
+    g, Y = mm_graph(DT.FLOAT, [("mul", "vec", False), ("add", "row", False)])
     names = build(g, cudnn.build_plan_policy.HEURISTICS_CHOICE)
     assert all("composite" in n for n in names), names

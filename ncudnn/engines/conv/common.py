@@ -480,7 +480,7 @@ class PhasedPlan(gc.BlockPlan):
     def _own(self, views, scratch):
         p = self.p
         alpha = gc.alpha_of(p.epi, views, p.alpha, self.sub)
-        out = []
+        views, out = gc.pack_launches(p.epi, views, scratch, self.workspace_size)
         for packed in phased_packs(p, self.kern, lambda t: gc.flat(views[t.uid], t), self.table):
             out += list(self.bl.launches(packed, alpha, p.beta, scratch))
         return out

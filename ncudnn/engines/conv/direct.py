@@ -81,7 +81,10 @@ class ConvDirectEngine(Engine):
         return hit
 
     def workspace_size(self, sub, cfg):
-        return 0
+        try:
+            return gc.vector_workspace(conv_problem(sub).epi, 0)
+        except gc.Reject:
+            return 0
 
     def cost(self, sub, cfg, device):
         try:
@@ -103,10 +106,23 @@ class ConvDirectEngine(Engine):
         kern = make_direct_fprop(p.g, p.dtypes, e.spec, p.bias_stride, p.res_strides)
         block = cfg.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, BLOCKS[0])
         out_dt = kern.dtypes[2]
+        ws = self.workspace_size(sub, cfg)
+        bias = Arg.tensor(e.bias) if e.bias is not None else Arg.dummy(out_dt)
+        if isinstance(e.bias, gc.PackedVectors):        # filled by the plan's pack launches
+            bias = Arg.scratch(gc.pack_offset(e, ws), e.bias.span_elements(), gc.kdtype(e.bias))
         args = [Arg.tensor(p.x), Arg.tensor(p.w), Arg.tensor(p.y),
-                Arg.tensor(e.bias) if e.bias is not None else Arg.dummy(out_dt),
+                bias,
                 Arg.tensor(e.residual) if e.residual is not None else Arg.dummy(out_dt),
                 Arg.const(float(p.alpha), types.float64), Arg.const(float(p.beta), types.float64)]
         step = Step("conv_direct:" + src_key(kern.src, kern.spec, kern.dtypes), lambda: kern.kernel,
                     kern.grid(block), block, args, name="conv_direct")
-        return MemPlan(self, sub, cfg, [step], 0)
+        return _DirectPlan(self, sub, cfg, [step], ws)
+
+
+class _DirectPlan(MemPlan):
+    """The direct conv's launch, after the pack launches of two or more broadcast operands (if any)."""
+
+    def launches(self, views, scratch):
+        epi = conv_problem(self.sub).epi
+        views, pre = gc.pack_launches(epi, views, scratch, self.workspace_size)
+        return pre + super().launches(views, scratch)

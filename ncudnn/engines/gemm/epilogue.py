@@ -1,6 +1,7 @@
 """The fused epilogue of the GEMM-family engines: the subgraph's pointwise chain after the anchor as a
 :class:`~ncudnn.kernels.pointwise.epilogue.EpilogueSpec` (one broadcast vector operand under any binary
-float mode, unary pointwise, scale, one residual / backward-activation operand), or a :class:`~ncudnn.engines.gemm.dtypes.Reject` naming the node that cannot
+float mode (two or more: packed into one operand, engines/gemm/packing.py), unary pointwise, scale, one
+residual / backward-activation operand), or a :class:`~ncudnn.engines.gemm.dtypes.Reject` naming the node that cannot
 fuse; and the run-time alpha of a plan (leading by-value scales folded in).
 """
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from ...kernels.pointwise import epilogue as ep
 from ...kernels.pointwise import ops as po
 from ...types import cudnnPointwiseMode_t, cudnnStatus_t
 from .dtypes import Reject, check_tensor, kdtype
+from .packing import pack_vectors
 
 __all__ = ["Epilogue", "CHANNEL_BIAS", "channel_axis", "epilogue_of", "scalar_value", "alpha_of"]
 
@@ -40,7 +42,7 @@ class Epilogue:
 
     spec: ep.EpilogueSpec
     out: object                       # the TensorDesc finally written
-    bias: object = None               # TensorDesc read by the bias step
+    bias: object = None               # TensorDesc read by the bias step(s): a PackedVectors for two or more
     bias_axis: Optional[str] = None
     residual: object = None           # TensorDesc read by the residual step
     alpha_scalars: Tuple[int, ...] = ()   # by-value uids folded into alpha (leading scales)
@@ -107,6 +109,7 @@ def _epilogue_of(sub, out_dims, classify_bias, allow_bias, allow_residual):
     anchor_out = next(iter(sub.anchor.outputs.values()))
     cur, out = anchor_out.uid, anchor_out
     steps, bias, axis, residual = [], None, None, None
+    vectors = []        # (node, operand, axis, step index, (mode, swap, params)) of each vector step
     alpha_uids, consts = [], []
     for n in sub.epilogue:
         mode = _MODE_OF.get(n.mode)
@@ -166,19 +169,24 @@ def _epilogue_of(sub, out_dims, classify_bias, allow_bias, allow_residual):
                     raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: operand {other.label} of dims "
                                  f"{other.dims} broadcast onto {tuple(out_dims)}: only a per-channel / "
                                  "per-column (or per-row) vector or a one-element tensor fuses")
-                if bias is not None:
-                    raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: a second broadcast operand "
-                                 f"(the epilogue has one vector slot, taken by {bias.label})")
+                vswap = swap and mode not in _COMMUTATIVE
                 try:
-                    steps.append(ep.vector(ax, mode, swap and mode not in _COMMUTATIVE, **p))
+                    steps.append(ep.vector(ax, mode, vswap, **p))
                 except (ValueError, TypeError) as e:
                     raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: {e}") from None
+                vectors.append((n, other, ax, len(steps) - 1, (mode, vswap, p)))
+                if len(vectors) > 1:
+                    pack_vectors([v[:3] for v in vectors])     # a mixed axis: Reject naming this node
                 bias, axis = other, ax
             check_tensor(n, "operand", other)
         else:
             raise Reject(S.CUDNN_STATUS_NOT_SUPPORTED, f"{where}: three-operand modes do not fuse")
         out = n.outputs[oport]
         cur = out.uid
+    if len(vectors) > 1:        # packed: one interleaved operand, step j reads slot j on the shared axis
+        bias, axis = pack_vectors([v[:3] for v in vectors])
+        for j, (_, _, _, i, (mode, vswap, p)) in enumerate(vectors):
+            steps[i] = ep.vector(axis, mode, vswap, slot=j, **p)
     name = kdtype(out)
     if out.is_virtual and name is None:
         name = "float32"

@@ -9,6 +9,7 @@ from ..base import SubPlan
 from .dtypes import Reject
 from .epilogue import alpha_of
 from .launch import flat, runner
+from .packing import pack_launches
 
 __all__ = ["Tail", "tail_of", "compose", "LaunchPlan", "BlockPlan", "tail_build", "tail_workspace", "tail_time",
            "tail_notes"]
@@ -104,8 +105,9 @@ class BlockPlan(LaunchPlan):
 
     def _own(self, views, scratch):
         p = self.p
+        views, pre = pack_launches(p.epi, views, scratch, self.workspace_size)
         packed = p.pack(self.kern, lambda t: flat(views[t.uid], t), self.table)
-        return self.bl.launches(packed, alpha_of(p.epi, views, p.alpha, self.sub), p.beta, scratch)
+        return pre + list(self.bl.launches(packed, alpha_of(p.epi, views, p.alpha, self.sub), p.beta, scratch))
 
     def _tail_args(self, views, scratch):
         tv = {u: views[u] for u in self._tail_uids if u in views}

@@ -107,6 +107,9 @@ class TcEngineBase(Engine):
         if hit is None:
             try:
                 hit = self._problem(sub)
+                refused = gc.refuse_packed(getattr(hit, "epi", None), self.name)   # verified on the SIMT
+                if refused is not None:                                            # kernels only
+                    raise gc.Reject(*refused)
             except gc.Reject as e:
                 hit = e
             memo[self.name] = hit

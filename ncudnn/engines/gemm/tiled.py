@@ -320,7 +320,7 @@ class TiledGemm:
             if self.knobs_ok(sub, cfg, None)[0] != S.CUDNN_STATUS_SUCCESS:
                 return 0                # keep refuses it: no tile to size
             ws = gc.split_workspace(self.gemm_config(cfg), M, N, B, fp64)
-            hit = memo[cfg.knobs] = ws if ws > tail else tail
+            hit = memo[cfg.knobs] = gc.vector_workspace(self.engine.problem(sub).epi, ws if ws > tail else tail)
         return hit
 
     def cost(self, sub, cfg, device):

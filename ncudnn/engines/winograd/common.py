@@ -405,12 +405,13 @@ class NonfusedPlan(gc.LaunchPlan):
         p = self.p
         u, v, mb = workspace_parts(scratch, self.sizes)
         e = p.epi
+        views, pre = gc.pack_launches(e, views, scratch, self.workspace_size)
         bias = gc.flat(views[e.bias.uid], e.bias) if e.bias is not None else dummy(p.dt_y)
         res = gc.flat(views[e.residual.uid], e.residual) if e.residual is not None else dummy(p.dt_y)
         alpha = gc.alpha_of(e, views, p.alpha, self.sub)
         x, w, y = (gc.flat(views[t.uid], t) for t in (p.x, p.w, p.y))
         T = self.T
-        out = [self.filt.prepare(wk.blocks(p.K * p.C), wk.THREADS, self._filter_args(w, u)),
+        out = pre + [self.filt.prepare(wk.blocks(p.K * p.C), wk.THREADS, self._filter_args(w, u)),
                self.inp.prepare(wk.blocks(p.C * T), wk.THREADS, self._input_args(x, v))]
         out += self.bl.launches(self._gemm_pack(u, v, mb), 1.0, 0.0, None)
         out.append(self.out.prepare(wk.blocks(p.K * T), wk.THREADS, self._output_args(mb, y, bias, res, alpha)))

@@ -98,7 +98,7 @@ class ConvWinogradFusedEngine(WinogradEngineBase):
                 p = self.problem(sub)
             except gc.Reject:
                 return 0
-        return 16 * p.K * p.C * 4
+        return gc.vector_workspace(p.epi, 16 * p.K * p.C * 4)
 
     def _cost(self, sub, cfg, device):
         p = sub.__dict__.get("_wino_problem")      # the remembered problem, without a call
@@ -175,10 +175,11 @@ class FusedPlan(gc.LaunchPlan):
     def launches(self, views, scratch):
         p, e, fc = self.p, self.p.epi, self.fc
         u = gc.Flat(scratch.ptr, 16 * p.K * p.C, F32)
+        views, pre = gc.pack_launches(e, views, scratch, self.workspace_size)
         bias = gc.flat(views[e.bias.uid], e.bias) if e.bias is not None else dummy(p.dt_y)
         res = gc.flat(views[e.residual.uid], e.residual) if e.residual is not None else dummy(p.dt_y)
         x, w, y = (gc.flat(views[t.uid], t) for t in (p.x, p.w, p.y))
         alpha = gc.alpha_of(e, views, p.alpha, self.sub)
         grid = (gc.ceil_div(self.T, fc.BT), gc.ceil_div(p.K, fc.BK))
-        return [self.filt.prepare(wk.blocks(p.K * p.C), wk.THREADS, self._filter_args(w, u)),
+        return pre + [self.filt.prepare(wk.blocks(p.K * p.C), wk.THREADS, self._filter_args(w, u)),
                 self.main.prepare(grid, fc.threads, self._main_args(x, u, y, bias, res, alpha))]

@@ -139,7 +139,7 @@ class ConvWinogradNonfusedEngine(WinogradEngineBase):
                 p = self.problem(sub)
             except gc.Reject:
                 return 0
-        return p._tile(self.static(cfg)[0])[2]
+        return gc.vector_workspace(getattr(p, "epi", None), p._tile(self.static(cfg)[0])[2])
 
     def config_notes(self, sub, cfg):
         if self.values(cfg)[0] == 4:
