@@ -13,6 +13,7 @@ from ..types import cudnnBackendNormFwdPhase_t as Phase
 from ..types import cudnnDataType_t as DT
 from ..types import cudnnRngDistribution_t as RngDist
 from ..types import cudnnStatus_t as S
+from .lower_ops import LOWER_OPS
 from .report import fail
 
 OPS = A.CUDNN_ATTR_OPERATIONGRAPH_OPS
@@ -420,6 +421,7 @@ LOWER = {
     D.CUDNN_BACKEND_OPERATION_BLOCK_SCALE_DEQUANTIZE_DESCRIPTOR: _dequantize,
     D.CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR: _sdpa_fwd,
     D.CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR: _sdpa_bwd,
+    **LOWER_OPS,  # softmax, transpose, rotary embeddings (lower_ops.py)
 }
 
 

@@ -1,6 +1,6 @@
 """The one attribute schema: every supported descriptor type -> :class:`DescSchema`.
 
-Built from the data modules (``schema_core``, ``schema_ops``, ``schema_ops2``, ``schema_attention``,
+Built from the data modules (``schema_core``, ``schema_ops``, ``schema_ops2``, ``schema_ops3``, ``schema_attention``,
 ``schema_engine``); the per-descriptor finalize checks (``checks/``, ``checks.FINALIZERS``) are looked up
 by ``machinery.finalize``, not held here. Descriptor types missing here are refused by
 ``cudnnBackendCreateDescriptor`` with NOT_SUPPORTED.
@@ -8,7 +8,7 @@ by ``machinery.finalize``, not held here. Descriptor types missing here are refu
 import os
 
 from ..types import cudnnBackendAttributeName_t as A
-from . import descriptor, schema_attention, schema_core, schema_engine, schema_ops, schema_ops2
+from . import descriptor, schema_attention, schema_core, schema_engine, schema_ops, schema_ops2, schema_ops3
 from .attrs import DescSchema
 
 
@@ -19,7 +19,7 @@ def _prefix(names):
 
 def _build():
     table = {}
-    for module in (schema_core, schema_ops, schema_ops2, schema_attention, schema_engine):
+    for module in (schema_core, schema_ops, schema_ops2, schema_ops3, schema_attention, schema_engine):
         for dtype, attrs in module.SCHEMAS.items():
             table[dtype] = DescSchema(
                 dtype=dtype, attrs=attrs,

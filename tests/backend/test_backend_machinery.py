@@ -8,8 +8,8 @@ from ncudnn.backend.attrs import PLACEHOLDER, READONLY
 from ncudnn.backend.schema import SCHEMA
 from ncudnn.types import cudnnConvolutionMode_t
 
-#: Every descriptor type the cudnn_graph reference documents.
-DOCUMENTED = [d for d in D if int(d) <= int(D.CUDNN_BACKEND_OPERATION_BLOCK_SCALE_DEQUANTIZE_DESCRIPTOR)]
+#: Every descriptor type of cuDNN 9 (all 51 are created, issue #28).
+DOCUMENTED = list(D)
 
 
 @pytest.mark.parametrize("dtype", DOCUMENTED, ids=lambda d: d.name)
@@ -19,9 +19,7 @@ def test_every_documented_descriptor_type_is_created(dtype):
     ok(cudnnBackendDestroyDescriptor(d))
 
 
-def test_create_unsupported_and_invalid_types():
-    expect(cudnnBackendCreateDescriptor(D.CUDNN_BACKEND_OPERATION_ROPE_FWD_DESCRIPTOR), S.CUDNN_STATUS_NOT_SUPPORTED,
-           "CUDNN_BACKEND_OPERATION_ROPE_FWD_DESCRIPTOR")
+def test_create_invalid_types():
     expect(cudnnBackendCreateDescriptor(999), S.CUDNN_STATUS_BAD_PARAM, "999")
     assert cudnnBackendCreateDescriptor(999) == (S.CUDNN_STATUS_BAD_PARAM, None)
 
