@@ -87,6 +87,57 @@ def _transpose(op, T):
     return Reshape(name="transpose", inputs={"X": x}, outputs={"Y": y}, mode=RS.CUDNN_RESHAPE_LOGICAL)
 
 
+def _last_slice(T, name, t, lo, hi):
+    """t[..., lo:hi] as a new virtual tensor (one Slice node)."""
+    from ..ir import Slice
+    n = len(t.dims)
+    out = T.virtual(tuple(t.dims[:-1]) + (hi - lo,), F32)
+    return Slice(name=name, inputs={"X": t}, outputs={"Y": out}, start_indices=(0,) * (n - 1) + (lo,),
+                 limit_indices=tuple(t.dims[:-1]) + (hi,)), out
+
+
+def _rope(kind, x_name, y_name):
+    def lower(op, T):
+        from ..ir import Concat
+        P = f"CUDNN_ATTR_OPERATION_ROPE_{kind}_"
+        x, y, f = T(op, A[P + x_name]), T(op, A[P + y_name]), T(op, A[P + "FREQSDESC"])
+        alpha = float(op.value(A[P + "OUTPUT_SCALE"]))
+        width = int(x.dims[-1])
+        r = int(op.value(A[P + "ROPE_DIM"]) or 0) or width  # 0: the whole head dimension
+        h, nope = r // 2, width - r
+        tag = f"rope_{kind.lower()}"
+        nodes, parts = [], []
+
+        def pw(name, mode, *ins, **kw):
+            shape = ins[0].dims if len(ins) == 1 else tuple(max(a, b) for a, b in zip(ins[0].dims, ins[1].dims))
+            out = T.virtual(shape, F32)
+            nodes.append(_pw(f"{tag}.{name}", mode, out, *ins, **kw))
+            return out
+
+        def cut(name, t, lo, hi):
+            node, out = _last_slice(T, f"{tag}.{name}", t, lo, hi)
+            nodes.append(node)
+            return out
+
+        if nope:
+            parts.append(pw("nope", PM.CUDNN_POINTWISE_IDENTITY, cut("x_nope", x, 0, nope), alpha1=alpha))
+        x_lo, x_hi = cut("x_lo", x, nope, nope + h), cut("x_hi", x, nope + h, width)
+        f_lo, f_hi = cut("f_lo", f, 0, h), cut("f_hi", f, h, r)
+        c_lo, s_lo = pw("cos_lo", PM.CUDNN_POINTWISE_COS, f_lo), pw("sin_lo", PM.CUDNN_POINTWISE_SIN, f_lo)
+        c_hi, s_hi = pw("cos_hi", PM.CUDNN_POINTWISE_COS, f_hi), pw("sin_hi", PM.CUDNN_POINTWISE_SIN, f_hi)
+        fwd = kind == "FWD"  # the backward rotates by -theta: the sine terms change sign
+        lo_mode, hi_mode = (PM.CUDNN_POINTWISE_SUB, PM.CUDNN_POINTWISE_ADD) if fwd else \
+            (PM.CUDNN_POINTWISE_ADD, PM.CUDNN_POINTWISE_SUB)
+        lo_c, lo_s = pw("x_lo_cos", PM.CUDNN_POINTWISE_MUL, x_lo, c_lo), pw("x_hi_sin", PM.CUDNN_POINTWISE_MUL, x_hi, s_lo)
+        hi_c, hi_s = pw("x_hi_cos", PM.CUDNN_POINTWISE_MUL, x_hi, c_hi), pw("x_lo_sin", PM.CUDNN_POINTWISE_MUL, x_lo, s_hi)
+        parts.append(pw("lo", lo_mode, lo_c, lo_s, alpha1=alpha, alpha2=alpha))
+        parts.append(pw("hi", hi_mode, hi_c, hi_s, alpha1=alpha, alpha2=alpha))
+        nodes.append(Concat(name=f"{tag}.concat", inputs={f"X{i}": t for i, t in enumerate(parts)},
+                            outputs={"Y": y}, axis=len(x.dims) - 1))
+        return nodes
+    return lower
+
+
 LOWER_OPS = {}
 
 
@@ -95,6 +146,8 @@ def _register():
     LOWER_OPS.update({
         D.CUDNN_BACKEND_OPERATION_SOFTMAX_DESCRIPTOR: _softmax,
         D.CUDNN_BACKEND_OPERATION_TRANSPOSE_DESCRIPTOR: _transpose,
+        D.CUDNN_BACKEND_OPERATION_ROPE_FWD_DESCRIPTOR: _rope("FWD", "XDESC", "YDESC"),
+        D.CUDNN_BACKEND_OPERATION_ROPE_BWD_DESCRIPTOR: _rope("BWD", "DYDESC", "DXDESC"),
     })
 
 
