@@ -1,4 +1,5 @@
-"""The legacy (v7-style) cuDNN API of cudnn_ops.h and cudnn_cnn.h, C-style: ``(status, *outs)``.
+"""The legacy (v7-style) cuDNN API of cudnn_ops.h and cudnn_cnn.h, and the multi-head attention of
+cudnn_adv.h (mha_desc.py, mha.py), C-style: ``(status, *outs)``.
 
 Descriptors are Python objects (create / set / get / destroy); data arguments are device buffers
 (numba / CuPy / torch arrays, DLPack, or raw pointers sized by the descriptor); alpha / beta are host
@@ -72,6 +73,11 @@ from .unsupported import (  # noqa: F401
     cudnnSetFusedOpsConstParamPackAttribute, cudnnSetFusedOpsVariantParamPackAttribute,
     cudnnSetSpatialTransformerNdDescriptor, cudnnSpatialTfGridGeneratorBackward, cudnnSpatialTfGridGeneratorForward,
     cudnnSpatialTfSamplerBackward, cudnnSpatialTfSamplerForward)
+from .mha_desc import (  # noqa: F401
+    cudnnCreateAttnDescriptor, cudnnCreateSeqDataDescriptor, cudnnDestroyAttnDescriptor,
+    cudnnDestroySeqDataDescriptor, cudnnGetAttnDescriptor, cudnnGetMultiHeadAttnBuffers, cudnnGetMultiHeadAttnWeights,
+    cudnnGetSeqDataDescriptor, cudnnSetAttnDescriptor, cudnnSetSeqDataDescriptor)
+from .mha import cudnnMultiHeadAttnForward  # noqa: F401
 from .algos import (  # noqa: F401
     cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionFwdAlgoPerf_t)
 
