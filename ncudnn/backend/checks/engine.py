@@ -2,7 +2,8 @@
 
 OPERATIONGRAPH lowers its operations to an ``ncudnn.ir.OpGraph`` (``lower.py``); the others ask the
 engine layer (``engine_bridge.py``) and keep what it answers in ``state``: the engine, the graph,
-the build context and, for configs, the engine layer's ``EngineConfig``.
+the build context and, for configs, the engine layer's ``EngineConfig``. An ENGINE or ENGINEHEUR with a
+DEVICEPROP set checks support and ranks for that device's properties (``deviceprop.py``).
 """
 from ...errors import CudnnError
 from ...types import cudnnBackendAttributeName_t as A
@@ -14,6 +15,7 @@ from ..filled import make_filled, set_readonly as _set_ro
 from ..lower import lower_operation_graph
 from ..report import bad, fail, unsupported
 from ..values import to_handle
+from .deviceprop import device_context
 
 
 def _handle_ok(d, name):
@@ -42,11 +44,11 @@ def finalize_operation_graph(d):
     _set_ro(d, A.CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, [d.state["engine_count"]])
 
 
-def _fill_engine(d, gdesc, engine, ec):
+def _fill_engine(d, gdesc, engine, ec, ctx):
     """State and read-only attributes of a finalized ENGINE descriptor."""
     graph = gdesc.state["graph"]
     specs = bridge.knobs(engine, graph)
-    d.state.update(engine=engine, graph=graph, graph_desc=gdesc, ctx=gdesc.state["ctx"], knobs=specs,
+    d.state.update(engine=engine, graph=graph, graph_desc=gdesc, ctx=ctx, knobs=specs,
                    default_ec=ec)
     infos = [make_filled(D.CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, {
         A.CUDNN_ATTR_KNOB_INFO_TYPE: K(int(k.type)), A.CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE: k.min,
@@ -70,11 +72,12 @@ def finalize_engine(d):
     if not 0 <= index < count:
         unsupported(d, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
                     f"{index} is outside [0, {count - 1}] (CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT is {count})")
-    _check_sm_target(d, A.CUDNN_ATTR_ENGINE_SM_COUNT_TARGET, gdesc.state["ctx"])
+    ctx = device_context(d, A.CUDNN_ATTR_ENGINE_DEVICEPROP, gdesc.state["ctx"])
+    _check_sm_target(d, A.CUDNN_ATTR_ENGINE_SM_COUNT_TARGET, ctx)
     engine = bridge.engine_at(gdesc, index)
     if engine is None:
         unsupported(d, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX, f"engine {index} is not available in this build")
-    graph, ctx = gdesc.state["graph"], gdesc.state["ctx"]
+    graph = gdesc.state["graph"]
     status, reason = bridge.support(graph, engine, ctx)
     if status != S.CUDNN_STATUS_SUCCESS:
         fail(status, d, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
@@ -83,7 +86,7 @@ def finalize_engine(d):
         ec = bridge.engine_config(engine, graph, ctx, bridge.default_config(engine, graph))
     except CudnnError as e:
         fail(e.status, d, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX, f"engine {index} ({engine.name}): {e.message}")
-    _fill_engine(d, gdesc, engine, ec)
+    _fill_engine(d, gdesc, engine, ec, ctx)
 
 
 def finalize_engine_config(d):
@@ -127,7 +130,8 @@ def _config(d, engine, graph, ctx, cfg):
 
 def finalize_engine_heuristics(d):
     gdesc = d.value(A.CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH)
-    graph, ctx = gdesc.state["graph"], gdesc.state["ctx"]
+    graph = gdesc.state["graph"]
+    ctx = device_context(d, A.CUDNN_ATTR_ENGINEHEUR_DEVICEPROP, gdesc.state["ctx"])
     _check_sm_target(d, A.CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET, ctx)
     try:
         ranked = bridge.heuristics(graph, d.value(A.CUDNN_ATTR_ENGINEHEUR_MODE), ctx)
@@ -138,7 +142,7 @@ def finalize_engine_heuristics(d):
         edesc = make_filled(D.CUDNN_BACKEND_ENGINE_DESCRIPTOR, {
             A.CUDNN_ATTR_ENGINE_OPERATION_GRAPH: gdesc, A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX: bridge.index_of(gdesc, ec.engine)})
         default_ec = bridge.engine_config(ec.engine, graph, ctx, bridge.default_config(ec.engine, graph))
-        _fill_engine(edesc, gdesc, ec.engine, default_ec)
+        _fill_engine(edesc, gdesc, ec.engine, default_ec, ctx)
         choices = [make_filled(D.CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, {
             A.CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE: K(int(k)), A.CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE: int(v)})
             for k, v in ec.config.knobs]

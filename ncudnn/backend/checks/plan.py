@@ -6,6 +6,7 @@ from ...types import cudnnBackendDescriptorType_t as D
 from ...types import cudnnStatus_t as S
 from .. import engine_bridge as bridge
 from ..report import bad, fail, unsupported
+from .deviceprop import device_context
 from .engine import _handle_ok
 from .kernel_cache import add
 
@@ -31,7 +32,8 @@ def finalize_execution_plan(d):
     else:
         ec, graph = cfg_desc.state["ec"], cfg_desc.state["graph"]
         try:
-            plan = bridge.build_plan(graph, ec, bridge.context(handle))
+            ctx = device_context(d, A.CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, bridge.context(handle))
+            plan = bridge.build_plan(graph, ec, ctx)
         except CudnnError as e:
             fail(e.status, d, A.CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, e.message)
         d.state.update(engine=ec.engine, graph=graph, ec=ec, plan=plan, engine_config=cfg_desc)
