@@ -433,7 +433,8 @@ def lower_operation_graph(desc):
     for op in desc.values(OPS):
         lower = LOWER.get(op.type)
         if lower is None:
-            fail(S.CUDNN_STATUS_NOT_SUPPORTED, desc, OPS, f"{op.type.name} cannot be lowered")
+            fail(S.CUDNN_STATUS_NOT_SUPPORTED, desc, OPS,
+                 f"{op.type.name}: no ncudnn engine runs this operation (0 engine configs)")
         try:
             made = lower(op, T)
             nodes.extend(made if isinstance(made, list) else [made])
