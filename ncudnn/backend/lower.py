@@ -425,10 +425,29 @@ LOWER = {
 }
 
 
+def _uid_uses(ops):
+    """uid -> how many operations name the tensor (a lowering may re-view a tensor only it uses)."""
+    from ..types import cudnnBackendAttributeType_t as AT
+    uses = {}
+    for op in ops:
+        seen = set()
+        for atype, vals in op.attrs.values():
+            if atype != AT.CUDNN_TYPE_BACKEND_DESCRIPTOR:
+                continue
+            for v in vals:
+                info = getattr(v, "state", {}).get("tensor")
+                if info is not None:
+                    seen.add(info.uid)
+        for uid in seen:
+            uses[uid] = uses.get(uid, 0) + 1
+    return uses
+
+
 def lower_operation_graph(desc):
     """The finalized ``ir.OpGraph`` of an OPERATIONGRAPH descriptor whose operations are finalized."""
     from ..ir import OpGraph
     T = _Tensors(desc)
+    T.uses = _uid_uses(desc.values(OPS))
     nodes = []
     for op in desc.values(OPS):
         lower = LOWER.get(op.type)

@@ -8,11 +8,12 @@ runs as one kernel when m, s, e and z are internal; a MAX / SUM_EXP output makes
 STATS adds ``stats = m + log(z)`` (times log2(e) with STATS_LOG2), run by the reduction and pointwise
 engines. Attention sinks are refused (NOT_SUPPORTED naming SINK_DESC).
 
-TRANSPOSE becomes a logical reshape between equal dims: the non-virtual side is seen through the
-permutation (Y's memory with X's dims: the stride of X's dim ``perm[k]`` is Y's stride k), so the
-data_movement engine's strided copy moves every element to its place (a buffer is still checked against
-the geometry declared for it, ``meta["declared"]``). A transpose between two virtual
-tensors is refused with NOT_SUPPORTED.
+TRANSPOSE becomes a logical reshape between equal dims: a side that is not virtual and that no other
+operation of the graph names is seen through the permutation (for Y: its memory with X's dims, the stride
+of X's dim ``perm[k]`` being Y's stride k), so the data_movement engine's strided copy moves every element
+to its place; buffers are still checked against the geometry declared for them (``meta["declared"]``).
+A transpose whose two tensors are each virtual or shared with another operation is refused with
+NOT_SUPPORTED.
 
 ROPE_FWD / ROPE_BWD (non-interleaved halves over the trailing ROPE_DIM columns, raw angles FREQS, the
 scale alpha = OUTPUT_SCALE on the whole output):
@@ -73,15 +74,17 @@ def _transpose(op, T):
     X, Y = A.CUDNN_ATTR_OPERATION_TRANSPOSE_XDESC, A.CUDNN_ATTR_OPERATION_TRANSPOSE_YDESC
     perm = [int(p) for p in op.values(A.CUDNN_ATTR_OPERATION_TRANSPOSE_PERMUTATION)]
     xi, yi = op.value(X).state["tensor"], op.value(Y).state["tensor"]
-    if not yi.is_virtual:  # Y seen with X's dims: X's dim perm[k] is Y's dim k
+    uses = getattr(T, "uses", {})
+    if not yi.is_virtual and uses.get(yi.uid, 1) == 1:  # Y seen with X's dims: X's dim perm[k] is Y's dim k
         strides = [0] * len(perm)
         for k, p in enumerate(perm):
             strides[p] = yi.strides[k]
         x, y = T(op, X), T.of(op, Y, yi, xi.dims, strides)
-    elif not xi.is_virtual:  # X seen with Y's dims
+    elif not xi.is_virtual and uses.get(xi.uid, 1) == 1:  # X seen with Y's dims
         x, y = T.of(op, X, xi, yi.dims, [xi.strides[p] for p in perm]), T(op, Y)
     else:
-        fail(S.CUDNN_STATUS_NOT_SUPPORTED, op, Y, "a transpose between two virtual tensors is not supported")
+        fail(S.CUDNN_STATUS_NOT_SUPPORTED, op, Y, "a transpose between two tensors that are each virtual or used by "
+             "another operation of the graph is not supported")
     for t, info in ((x, xi), (y, yi)):  # buffers are checked against the geometry the user declared
         t.meta["declared"] = (tuple(info.dims), tuple(info.strides))
     return Reshape(name="transpose", inputs={"X": x}, outputs={"Y": y}, mode=RS.CUDNN_RESHAPE_LOGICAL)

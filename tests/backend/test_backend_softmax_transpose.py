@@ -9,7 +9,7 @@ from backend_build import A, D, S, T, create, expect, finalize, get, graph, make
     pointwise_op, set_attr, tensor
 from ncudnn.testing import assert_close, random
 from ncudnn.types import cudnnPointwiseMode_t as PM
-from test_backend_execute_ops import poisoned, run
+from test_backend_execute_ops import first_config_or_skip, poisoned, run
 
 DESC = T.CUDNN_TYPE_BACKEND_DESCRIPTOR
 P = "CUDNN_ATTR_OPERATION_SOFTMAX_"
@@ -50,6 +50,7 @@ def test_softmax_executes_against_the_oracle(rng):
     x = random(rng, X)
     g = graph([softmax_op()])
     assert [n.OP for n in g.state["graph"].nodes] == ["reduction", "pointwise", "pointwise", "reduction", "pointwise"]
+    assert first_config_or_skip(g, "softmax").state["engine"].name == "softmax_fused"  # one kernel
     y = poisoned(X)
     run(g, {1: cuda.to_device(x), 2: y})
     assert_close(y.copy_to_host(), oracle(x)[0], "float32")
@@ -134,6 +135,16 @@ def test_transpose_of_a_virtual_tensor(rng):
     assert_close(y.copy_to_host(), np.maximum(x.astype(np.float64), 0).transpose(PT), "float32")
 
 
+def test_transpose_whose_output_another_operation_reads(rng):
+    """Y real and read by a relu: X (named by the transpose only) is the side seen through the permutation."""
+    x = random(rng, XT)
+    relu = pointwise_op(pointwise_desc(PM.CUDNN_POINTWISE_RELU_FWD), x=tensor(2, YT), y=tensor(3, YT))
+    y, z = poisoned(YT), poisoned(YT)
+    run(graph([transpose_op(), relu]), {1: cuda.to_device(x), 2: y, 3: z})
+    np.testing.assert_array_equal(y.copy_to_host(), x.transpose(PT))
+    assert_close(z.copy_to_host(), np.maximum(x.astype(np.float64), 0).transpose(PT), "float32")
+
+
 def test_transpose_into_a_strided_output(rng):
     x = random(rng, XT)
     wide = YT[:-1] + [YT[-1] * 2]  # Y a view of every other column of a wider buffer
@@ -165,4 +176,5 @@ def test_transpose_between_virtual_tensors_is_not_supported():
     g = make(D.CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, {
         A.CUDNN_ATTR_OPERATIONGRAPH_OPS: (DESC, [relu, transpose_op(x=v1, y=v2), relu2]),
         A.CUDNN_ATTR_OPERATIONGRAPH_HANDLE: (T.CUDNN_TYPE_HANDLE, graph_handle())}, fin=False)
-    expect(finalize(g), S.CUDNN_STATUS_NOT_SUPPORTED, "CUDNN_BACKEND_OPERATION_TRANSPOSE_DESCRIPTOR", "two virtual")
+    expect(finalize(g), S.CUDNN_STATUS_NOT_SUPPORTED, "CUDNN_BACKEND_OPERATION_TRANSPOSE_DESCRIPTOR",
+           "each virtual or used by another operation")
