@@ -1,5 +1,5 @@
 """The legacy (v7-style) cuDNN API of cudnn_ops.h and cudnn_cnn.h, and the multi-head attention of
-cudnn_adv.h (mha_desc.py, mha.py), C-style: ``(status, *outs)``.
+cudnn_adv.h (mha_desc.py, mha.py, mha_bwd.py), C-style: ``(status, *outs)``.
 
 Descriptors are Python objects (create / set / get / destroy); data arguments are device buffers
 (numba / CuPy / torch arrays, DLPack, or raw pointers sized by the descriptor); alpha / beta are host
@@ -78,6 +78,7 @@ from .mha_desc import (  # noqa: F401
     cudnnDestroySeqDataDescriptor, cudnnGetAttnDescriptor, cudnnGetMultiHeadAttnBuffers, cudnnGetMultiHeadAttnWeights,
     cudnnGetSeqDataDescriptor, cudnnSetAttnDescriptor, cudnnSetSeqDataDescriptor)
 from .mha import cudnnMultiHeadAttnForward  # noqa: F401
+from .mha_bwd import cudnnMultiHeadAttnBackwardData, cudnnMultiHeadAttnBackwardWeights  # noqa: F401
 from .algos import (  # noqa: F401
     cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionFwdAlgoPerf_t)
 

@@ -2,7 +2,8 @@
 
 With q [B, Tq, Cq], k [B, Tk, Ck], v [B, Tk, Cv] the sequence data (beam 1; any axes order), H heads and the
 weights of mha_desc.py's layout, four kinds of graph run through ncudnn.engines.api, their intermediates in
-the work space (inference: reserveSpace NULL) or the reserve space (training):
+the work space (inference: reserveSpace NULL) or the reserve space (training: the attention's logsumexp
+statistics are kept there too, for the backward calls of mha_bwd.py):
 
 1. projections, one matmul each over all heads: Qp [B, Tq, H*Pq] = q @ Wq^T (+ bq), likewise Kp, Vp;
 2. one SDPA node over the per-head views Qp [B, H, Tq, Pq] (strides (Tq*H*Pq, Pq, H*Pq, 1)), Kp, Vp:
@@ -94,7 +95,7 @@ def _project(h, ctx, name, x, xd, w, d, wk, bk, ws, out_off):
     _run(h, ctx, ("mha_proj", name, dims, strides, int(dt), N, has_b, int(d.mathType)), build, bind)
 
 
-def _attend(h, ctx, d, B, tq, tk, band, ws, lay, seq_q, seq_kv):
+def _attend(h, ctx, d, B, tq, tk, band, ws, lay, seq_q, seq_kv, training):
     H = d.nHeads
     pq, pk, pv, _ = d.proj()
     dt = d.dataType
@@ -108,16 +109,20 @@ def _attend(h, ctx, d, B, tq, tk, band, ws, lay, seq_q, seq_kv):
         v = b.raw("v", *heads(tk, pv), dt)
         o = b.raw("o", *heads(tq, pv), dt)
         lens = {p: b.raw(n, (B, 1, 1, 1), (1, 1, 1, 1), I32) for p, n in (("SEQ_LEN_Q", "sq"), ("SEQ_LEN_KV", "skv"))}
-        attrs = dict(attn_scale=d.smScaler, padding_mask=True, generate_stats=False)
+        attrs = dict(attn_scale=d.smScaler, padding_mask=True, generate_stats=training)
         if band[0] is not None:
             attrs["left_bound"] = band[0]
         if band[1] is not None:
             attrs["right_bound"] = band[1]
-        b.add(SdpaFwd("attention", dict(Q=q, K=k, V=v, **lens), {"O": o}, F32, **attrs))
+        outs = {"O": o}
+        if training:   # the logsumexp the backward reads
+            outs["STATS"] = b.raw("stats", (B, H, tq, 1), packed_strides((B, H, tq, 1)), F32)
+        b.add(SdpaFwd("attention", dict(Q=q, K=k, V=v, **lens), outs, F32, **attrs))
 
     bind = {"q": ws + lay["Q"][0], "k": ws + lay["K"][0], "v": ws + lay["V"][0], "o": ws + lay["A"][0],
-            "sq": seq_q, "skv": seq_kv}
-    _run(h, ctx, ("mha_sdpa", B, tq, tk, H, pq, pv, int(dt), d.smScaler, band, int(d.mathType)), build, bind)
+            "sq": seq_q, "skv": seq_kv, "stats": ws + lay["STATS"][0]}
+    key = ("mha_sdpa", B, tq, tk, H, pq, pv, int(dt), d.smScaler, band, int(d.mathType), training)
+    _run(h, ctx, key, build, bind)
 
 
 def _out_proj(h, ctx, d, w, B, tq, ws, lay):
@@ -190,6 +195,40 @@ def _space(ptr, size, need, name):
     return device_pointer(need_ptr(ptr, name))
 
 
+def geometry(d, qd, kd, vd, od, names=("qDesc", "kDesc", "vDesc", "oDesc")):
+    """(B, Tq, Tk) of a call's sequence data, checked against the attention descriptor (BAD_PARAM)."""
+    dt = d.dataType
+    co = d.proj()[3]
+    tq, tk = qd.axis(AX.CUDNN_SEQDATA_TIME_DIM), kd.axis(AX.CUDNN_SEQDATA_TIME_DIM)
+    for sd, name, size in zip((qd, kd, vd, od), names, (d.qSize, d.kSize, d.vSize, co)):
+        _check_seq(sd, name, size, dt)
+    B = qd.axis(AX.CUDNN_SEQDATA_BATCH_DIM)
+    if (kd.axis(AX.CUDNN_SEQDATA_BATCH_DIM), vd.axis(AX.CUDNN_SEQDATA_BATCH_DIM),
+            od.axis(AX.CUDNN_SEQDATA_BATCH_DIM)) != (B, B, B):
+        raise BadParamError(f"{', '.join(names)} must have the same batch size")
+    if vd.axis(AX.CUDNN_SEQDATA_TIME_DIM) != tk or od.axis(AX.CUDNN_SEQDATA_TIME_DIM) != tq:
+        raise BadParamError(f"kDesc / vDesc time dims {tk} / {vd.axis(AX.CUDNN_SEQDATA_TIME_DIM)} and qDesc / "
+                            f"oDesc time dims {tq} / {od.axis(AX.CUDNN_SEQDATA_TIME_DIM)} must match in pairs")
+    if B > d.maxBatchSize or tq > d.qoMaxSeqLength or tk > d.kvMaxSeqLength:
+        raise BadParamError(f"batch {B}, query length {tq}, key length {tk} exceed the attention descriptor's "
+                            f"maxBatchSize {d.maxBatchSize}, qoMaxSeqLength {d.qoMaxSeqLength}, kvMaxSeqLength "
+                            f"{d.kvMaxSeqLength}")
+    return B, tq, tk
+
+
+def refusals(d):
+    """NOT_SUPPORTED for what the lowering does not express."""
+    dt = d.dataType
+    if dt == DT.CUDNN_DATA_DOUBLE:
+        raise NotSupportedError("dataType DOUBLE: the attention engines take HALF and FLOAT")
+    if not (d.qProjSize and d.kProjSize and d.vProjSize):
+        raise NotSupportedError("a zero qProjSize / kProjSize / vProjSize (no input projection) is not supported")
+    for dd, name in zip(d.drops, ("attnDropoutDesc", "postDropoutDesc")):
+        if dd is not None and not dd.destroyed and dd.is_set and dd.dropout > 0:
+            raise NotSupportedError(f"{name}: dropout {dd.dropout} > 0 is not supported (the attention engines' "
+                                    "dropout mask is not cuDNN's)")
+
+
 @c_api(0)
 def cudnnMultiHeadAttnForward(handle, attnDesc, currIdx, loWinIdx, hiWinIdx, devSeqLengthsQO, devSeqLengthsKV,
                               qDesc, queries, residuals, kDesc, keys, vDesc, values, oDesc, out, weightSizeInBytes,
@@ -205,22 +244,8 @@ def cudnnMultiHeadAttnForward(handle, attnDesc, currIdx, loWinIdx, hiWinIdx, dev
                  (keys, "keys"), (values, "values"), (out, "out"), (weights, "weights")):
         need_ptr(p, n)
     optional_ptrs(residuals=residuals, workSpace=workSpace, reserveSpace=reserveSpace)
-    dt = d.dataType
-    pq, pk, pv, co = d.proj()
-    for sd, name, size in ((qd, "qDesc", d.qSize), (kd, "kDesc", d.kSize), (vd, "vDesc", d.vSize),
-                           (od, "oDesc", co)):
-        _check_seq(sd, name, size, dt)
-    B = qd.axis(AX.CUDNN_SEQDATA_BATCH_DIM)
-    if (kd.axis(AX.CUDNN_SEQDATA_BATCH_DIM), vd.axis(AX.CUDNN_SEQDATA_BATCH_DIM),
-            od.axis(AX.CUDNN_SEQDATA_BATCH_DIM)) != (B, B, B):
-        raise BadParamError("qDesc, kDesc, vDesc and oDesc must have the same batch size")
-    if vd.axis(AX.CUDNN_SEQDATA_TIME_DIM) != tk or od.axis(AX.CUDNN_SEQDATA_TIME_DIM) != tq:
-        raise BadParamError(f"kDesc / vDesc time dims {tk} / {vd.axis(AX.CUDNN_SEQDATA_TIME_DIM)} and qDesc / "
-                            f"oDesc time dims {tq} / {od.axis(AX.CUDNN_SEQDATA_TIME_DIM)} must match in pairs")
-    if B > d.maxBatchSize or tq > d.qoMaxSeqLength or tk > d.kvMaxSeqLength:
-        raise BadParamError(f"batch {B}, query length {tq}, key length {tk} exceed the attention descriptor's "
-                            f"maxBatchSize {d.maxBatchSize}, qoMaxSeqLength {d.qoMaxSeqLength}, kvMaxSeqLength "
-                            f"{d.kvMaxSeqLength}")
+    B, tq, tk = geometry(d, qd, kd, vd, od)
+    co = d.proj()[3]
     if residuals is not None and co != d.qSize:
         raise BadParamError(f"residuals need the output size ({co}) to equal qSize ({d.qSize})")
     need_w = d.weight_elems() * d.itemsize()
@@ -229,14 +254,7 @@ def cudnnMultiHeadAttnForward(handle, attnDesc, currIdx, loWinIdx, hiWinIdx, dev
     if idx >= 0:
         raise NotSupportedError(f"currIdx = {idx}: the single-time-step inference mode is not supported; pass "
                                 "currIdx < 0 to compute every query time step")
-    if dt == DT.CUDNN_DATA_DOUBLE:
-        raise NotSupportedError("dataType DOUBLE: the attention engines take HALF and FLOAT")
-    if not (d.qProjSize and d.kProjSize and d.vProjSize):
-        raise NotSupportedError("a zero qProjSize / kProjSize / vProjSize (no input projection) is not supported")
-    for dd, name in zip(d.drops, ("attnDropoutDesc", "postDropoutDesc")):
-        if dd is not None and not dd.destroyed and dd.is_set and dd.dropout > 0:
-            raise NotSupportedError(f"{name}: dropout {dd.dropout} > 0 is not supported (the attention engines' "
-                                    "dropout mask is not cuDNN's)")
+    refusals(d)
     band = band_of(lo, hi, tq, tk)
     lay, total = d.buffer_layout(B, tq, tk)
     if reserveSpace is not None:
@@ -248,7 +266,7 @@ def cudnnMultiHeadAttnForward(handle, attnDesc, currIdx, loWinIdx, hiWinIdx, dev
                                       ("k", keys, kd, WK.CUDNN_MH_ATTN_K_WEIGHTS, WK.CUDNN_MH_ATTN_K_BIASES, "K"),
                                       ("v", values, vd, WK.CUDNN_MH_ATTN_V_WEIGHTS, WK.CUDNN_MH_ATTN_V_BIASES, "V")):
         _project(h, ctx, name, x, sd, weights, d, wk, bk, ws, lay[slot][0])
-    _attend(h, ctx, d, B, tq, tk, band, ws, lay, devSeqLengthsQO, devSeqLengthsKV)
+    _attend(h, ctx, d, B, tq, tk, band, ws, lay, devSeqLengthsQO, devSeqLengthsKV, reserveSpace is not None)
     if d.oProjSize:
         _out_proj(h, ctx, d, weights, B, tq, ws, lay)
         y = ws + lay["Y"][0]

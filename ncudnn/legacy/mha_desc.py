@@ -16,9 +16,10 @@ cudnnGetMultiHeadAttnWeights reports each block as a 3-d tensor descriptor with 
 its address in ``weights``; a disabled block (biases off, a zero projection size) gives SUCCESS with a NULL
 address and ``wDesc`` untouched. The dims match ``ncudnn.reference.mha``'s weights dict.
 
-Work space (forward, inference) / reserve space (training): the projected Q, K, V, the attention output
-and the output projection before the residual and padding ([B*N, T, ...] packed, data type), each block
-256-byte aligned, sized by the descriptor's maxima.
+Work space (forward, inference) / reserve space (training; the backward calls read it): the projected Q, K,
+V, the attention output, the output projection before the residual and padding ([B*N, T, ...] packed,
+data type), the attention's logsumexp statistics, and the backward's gradients of those (buffer_layout),
+each block 256-byte aligned, sized by the descriptor's maxima.
 """
 import math
 
@@ -189,15 +190,22 @@ class AttnDescriptor(Descriptor):
         return ITEMSIZE[self.dataType]
 
     def buffer_layout(self, B, Tq, Tk):
-        """name -> (byte offset, elements) of the intermediates in the work / reserve space; total bytes."""
+        """name -> (byte offset, elements) of the intermediates in the work / reserve space; total bytes.
+        Forward: Q, K, V (projected), A (attention output), Y (output projection), STATS (float32 logsumexp,
+        training); backward: dQ, dK, dV (projected gradients), dA, G (float32 per-batch weight-gradient
+        partials)."""
         H = self.nHeads
         pq, pk, pv, co = self.proj()
-        sizes = (("Q", B * Tq * H * pq), ("K", B * Tk * H * pk), ("V", B * Tk * H * pv),
-                 ("A", B * Tq * H * pv), ("Y", B * Tq * co))
+        isz, f32 = self.itemsize(), 4
+        wmax = max([math.prod(d) for _, d, _ in self.blocks().values()] or [1])
+        sizes = (("Q", B * Tq * H * pq, isz), ("K", B * Tk * H * pk, isz), ("V", B * Tk * H * pv, isz),
+                 ("A", B * Tq * H * pv, isz), ("Y", B * Tq * co, isz), ("STATS", B * H * Tq, f32),
+                 ("dQ", B * Tq * H * pq, isz), ("dK", B * Tk * H * pk, isz), ("dV", B * Tk * H * pv, isz),
+                 ("dA", B * Tq * H * pv, isz), ("G", B * wmax, f32))
         out, off = {}, 0
-        for name, n in sizes:
+        for name, n, item in sizes:
             out[name] = (off, n)
-            off += _align(n * self.itemsize())
+            off += _align(n * item)
         return out, off
 
 

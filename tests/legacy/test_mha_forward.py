@@ -54,7 +54,6 @@ def to_layout(x, axes):
 
 
 def from_layout(y, axes, t, c):
-    pos = {BATCH: 0, BEAM: 1, TIME: 2, VECT: 3}
     shape = {BATCH: B, BEAM: 1, TIME: t, VECT: c}
     y = y.reshape([shape[a] for a in axes])
     return y.transpose([list(axes).index(a) for a in (BATCH, BEAM, TIME, VECT)])[:, 0]
