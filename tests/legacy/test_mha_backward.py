@@ -11,8 +11,8 @@ from ncudnn.reference.mha import mha_backward
 from ncudnn.testing import assert_close, poison_value
 
 from .conftest import dev
-from .test_mha_forward import (BATCH, BEAM, NAMES, NP, TIME, VECT, B, C, F32, F16, attn_desc, fill_weights, from_layout,
-                               last, seq_desc, to_layout)
+from .test_mha_forward import (BATCH, BEAM, NAMES, NP, TIME, VECT, B, C, F16, F32, H, P, attn_desc, fill_weights,
+                               from_layout, last, seq_desc, to_layout)
 
 S = ncudnn.cudnnStatus_t
 OK = S.CUDNN_STATUS_SUCCESS
@@ -34,24 +34,33 @@ def blocks_of(h, a, wsize, buf, host):
     return out
 
 
-@pytest.mark.parametrize("dtype, biases, axes", [
-    (F32, True, (BATCH, BEAM, TIME, VECT)), (F32, False, (TIME, BATCH, BEAM, VECT)),
-    (F16, True, (BATCH, BEAM, TIME, VECT)),
-], ids=["float-bias", "float-time-major", "half-bias"])
-def test_backward_matches_oracle(handle, rng, dtype, biases, axes):
+BM = (BATCH, BEAM, TIME, VECT)
+
+
+@pytest.mark.parametrize("dtype, biases, axes, causal, o_proj", [
+    (F32, True, BM, False, C), (F32, False, (TIME, BATCH, BEAM, VECT), False, C), (F16, True, BM, False, C),
+    (F32, True, BM, True, 0),
+], ids=["float-bias", "float-time-major", "half-bias", "float-causal-no-oproj"])
+def test_backward_matches_oracle(handle, rng, dtype, biases, axes, causal, o_proj):
     tq, tk, lq, lk = 4, 5, (4, 2), (5, 3)
     npdt = NP[dtype]
-    a = attn_desc(dtype, biases, tq, tk)
+    a = attn_desc(dtype, biases, tq, tk, o_proj=o_proj)
+    co = o_proj or H * P
     wsize, wdev, weights = fill_weights(handle, a, rng, dtype)
+    fixed_wo = "Wo" not in weights
+    if fixed_wo:   # oProjSize 0: the heads side by side (test_mha_forward)
+        weights["Wo"] = np.zeros((H, H * P, P))
+        for i in range(H):
+            weights["Wo"][i, i * P:(i + 1) * P] = np.eye(P)
     q, k, v = (rng.standard_normal((B, t, C)).astype(npdt) for t in (tq, tk, tk))
-    dout = rng.standard_normal((B, tq, C)).astype(npdt)
-    qd, kd, od = seq_desc(tq, C, lq, dtype, axes), seq_desc(tk, C, lk, dtype, axes), seq_desc(tq, C, lq, dtype, axes)
+    dout = rng.standard_normal((B, tq, co)).astype(npdt)
+    qd, kd, od = seq_desc(tq, C, lq, dtype, axes), seq_desc(tk, C, lk, dtype, axes), seq_desc(tq, co, lq, dtype, axes)
     _, _, wss, rss = L.cudnnGetMultiHeadAttnBuffers(handle, a)
     ws, rs = cuda.to_device(np.zeros(wss, np.uint8)), cuda.to_device(np.zeros(rss, np.uint8))
     sq, skv = dev(np.array(lq, np.int32)), dev(np.array(lk, np.int32))
     qdev, kdev, vdev = dev(to_layout(q, axes)), dev(to_layout(k, axes)), dev(to_layout(v, axes))
-    out = cuda.to_device(np.zeros(B * tq * C, npdt))
-    lo, hi = [0] * tq, [tk] * tq
+    out = cuda.to_device(np.zeros(B * tq * co, npdt))
+    lo, hi = [0] * tq, ([i + 1 for i in range(tq)] if causal else [tk] * tq)
     assert L.cudnnMultiHeadAttnForward(handle, a, -1, lo, hi, sq, skv, qd, qdev, None, kd, kdev, kd, vdev, od, out,
                                        wsize, wdev, wss, ws, rss, rs) == (OK,), last()
     grads = {n: cuda.to_device(np.full(B * t * C, poison_value(npdt), npdt)) for n, t in (("dq", tq), ("dk", tk),
@@ -60,7 +69,9 @@ def test_backward_matches_oracle(handle, rng, dtype, biases, axes):
                                            qdev, kd, grads["dk"], kdev, kd, grads["dv"], vdev, wsize, wdev, wss, ws,
                                            rss, rs)
     assert ret == (OK,), last()
-    ref = mha_backward(q, k, v, weights, a.smScaler, dout, seq_len_q=lq, seq_len_kv=lk)
+    ref = mha_backward(q, k, v, weights, a.smScaler, dout, seq_len_q=lq, seq_len_kv=lk, lo_win=lo, hi_win=hi)
+    if fixed_wo:
+        del ref["dweights"]["Wo"]
     for n, t in (("dq", tq), ("dk", tk), ("dv", tk)):
         assert_close(from_layout(grads[n].copy_to_host(), axes, t, C), ref[n], TOL[dtype], n)
     prior = (0.3 * rng.standard_normal(wsize // np.dtype(npdt).itemsize)).astype(npdt)
