@@ -383,7 +383,7 @@ def build_plan(graph, engine_config, ctx=None):
     cache = cache_for(ctx.handle)
     plan = cache.get(key)
     if plan is not None:
-        return plan
+        return plan.for_graph(graph)
     info = log_enabled()
     t0 = time.perf_counter()
     st, why = check_support(graph, ec, ctx)

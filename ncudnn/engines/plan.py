@@ -13,6 +13,7 @@ sub-plans' prepared ``run(stream)`` callables over checked views — so a repeat
 buffers does no conversion, no descriptor check and no allocation. Bindings hold addresses, not the
 buffers' owners: as in cuDNN, the caller keeps its memory alive while a plan may run on it.
 """
+import copy
 from collections import OrderedDict
 
 from ..errors import BadParamError
@@ -56,6 +57,20 @@ class ExecutionPlan:
         self._part_uids = [sorted({t.uid for n in p.sub.nodes for t in n.tensors()}) for p in self.parts]
         self._bindings = OrderedDict()
         self.graph_nodes = {}  # CUgraph handle -> (kernel nodes, launches) added by populate_cuda_graph
+
+    def for_graph(self, graph):
+        """This plan for ``graph``, an operation graph of the same plan key (structure and uids) that may
+        name its tensors differently: a plan from the cache shares its compiled parts and bindings, but
+        its buffer checks name the tensors as ``graph`` does."""
+        if graph is self.graph:
+            return self
+        tensors = graph.tensors()
+        if tensors.keys() != self._tensors.keys() or all(
+                tensors[u].label == t.label for u, t in self._tensors.items()):
+            return self
+        plan = copy.copy(self)
+        plan.graph, plan._tensors = graph, tensors
+        return plan
 
     @property
     def engine_names(self):

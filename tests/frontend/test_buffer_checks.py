@@ -335,3 +335,28 @@ def test_a_new_view_at_a_known_address_is_checked_again(rng, producer):
         g.execute({X: PRODUCERS[producer](x), Y: PRODUCERS[producer](lastdim(big, slice(None, None, 2)))}, None)
     assert f"tensor 'Y' (uid {Y.get_uid()})" in str(e.value) and "strides" in str(e.value)
     np.testing.assert_array_equal(big.copy_to_host().view(np.uint32), before.view(np.uint32))
+
+
+def test_a_cached_plan_names_the_tensors_of_the_graph_that_runs_it(rng):
+    """Two graphs of one structure and uids share the compiled plan (the plan cache), but a bad buffer is
+    named as the graph being executed names it (the full suite ran a same-structure graph first and the
+    message named that graph's output)."""
+    def graph(xname, yname):
+        g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT)
+        X = g.tensor(name=xname, dim=SHAPE)
+        Y = g.relu(input=X)
+        Y.set_output(True).set_name(yname)
+        g.build([cudnn.heur_mode.A])
+        return g, X, Y
+    x = cuda.to_device(random(rng, SHAPE).astype(np.float32))
+    g1, X1, Y1 = graph("first_in", "first_out")
+    g1.execute({X1: x, Y1: poisoned(SHAPE)}, None)
+    g2, X2, Y2 = graph("X", "Y")
+    assert (X2.get_uid(), Y2.get_uid()) == (X1.get_uid(), Y1.get_uid())
+    big = poisoned(BIG)
+    with pytest.raises(cudnn.cudnnGraphBadParamError) as e:
+        g2.execute({X2: x, Y2: lastdim(big, slice(None, None, 2))}, None)
+    assert f"tensor 'Y' (uid {Y2.get_uid()})" in str(e.value) and "first_out" not in str(e.value)
+    with pytest.raises(cudnn.cudnnGraphBadParamError) as e:
+        g1.execute({X1: x, Y1: lastdim(big, slice(None, None, 2))}, None)
+    assert "first_out" in str(e.value)
