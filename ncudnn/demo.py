@@ -446,7 +446,7 @@ def train(small=None, out=print, data=None):
             losses.append(float(np.mean(ep)))
             out(f"epoch {epoch + 1}: loss {np.mean(ep):.4f} ({time.perf_counter() - t0:.1f} s)")
         if sim:  # a few steps on a handful of images: an accuracy would mean nothing, the loss can drop
-            ok = losses[-1] < losses[0]
+            ok = losses[-1] < losses[0] * (1 - 1e-4)  # down by more than the rounding of a sum in another order
             out(f"test accuracy: not measured at this size ({len(xtr)} training images, {epochs} epochs; the full run "
                 f"on a GPU checks >= {TARGET_ACCURACY:.0%}); what the simulator shows: every forward and backward "
                 f"call ran and the training loss went {losses[0]:.4f} -> {losses[-1]:.4f} "
