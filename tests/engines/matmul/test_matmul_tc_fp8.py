@@ -111,8 +111,10 @@ def run(rng, g, ts, in_dt, scales, bias_relu=False, tile=None):
     ref = d.astype(NP[out.dtype]).astype(np.float64)             # the output type's rounding of the exact result
     assert np.isfinite(got).all()
     # one rounding step of the output type (the f32 accumulation order may round the other way)
-    step = {E4: 2.0 ** -3, E5: 2.0 ** -2, BF16: 2.0 ** -7, F32: 2.0 ** -20}[out.dtype]   # one ulp, relative: up to 2^-mantissa bits
-    bad = np.abs(got - ref) > step * np.abs(d) + 1e-6
+    # one ulp, relative (up to 2^-mantissa bits) for normals; below the smallest normal, the subnormal spacing
+    step, tiny = {E4: (2.0 ** -3, 2.0 ** -9), E5: (2.0 ** -2, 2.0 ** -16), BF16: (2.0 ** -7, 2.0 ** -133),
+                  F32: (2.0 ** -20, 2.0 ** -149)}[out.dtype]
+    bad = np.abs(got - ref) > np.maximum(step * np.abs(d), tiny) + 1e-6
     assert not bad.any(), f"{bad.sum()} of {bad.size} off; first at {np.argwhere(bad)[0]}: {got[bad][0]} vs {ref[bad][0]}"
     assert (got == ref).mean() > 0.97       # f32 sums of exact FP8 products rarely cross a rounding boundary
     return plan

@@ -83,8 +83,10 @@ def check(rng, plan, ts, in_dt, scales):
     d = x * scales[2]
     got = read(bufs[4], out)
     ref = d.astype(NP[out.dtype]).astype(np.float64)
-    step = {E4: 2.0 ** -3, E5: 2.0 ** -2}[out.dtype]
-    bad = np.abs(got - ref) > step * np.abs(d) + 1e-6
+    # one output step: relative for normals, the subnormal spacing below the smallest normal (an FP32 sum in
+    # another order may round a value near a midpoint the other way: 1 of 407,680 did at 2x520x392x1024)
+    step, tiny = {E4: (2.0 ** -3, 2.0 ** -9), E5: (2.0 ** -2, 2.0 ** -16)}[out.dtype]
+    bad = np.abs(got - ref) > np.maximum(step * np.abs(d), tiny) + 1e-6
     assert not bad.any(), f"{bad.sum()} of {bad.size} off"
     assert (got == ref).mean() > 0.97
     return plan
