@@ -46,13 +46,25 @@ def _done_ids():
         return set()
 
 
+#: "I/N": this process runs every N-th test from the I-th (after the done tests are dropped), so that
+#: tools/gpu_tests.sh can spread one long file over N processes
+SHARD = os.environ.get("NCUDNN_SHARD")
+
+
+def _deselect(config, items, keep):
+    if len(keep) != len(items):
+        kept = set(map(id, keep))
+        config.hook.pytest_deselected(items=[it for it in items if id(it) not in kept])
+        items[:] = keep
+
+
 def pytest_collection_modifyitems(config, items):
     if DONE_FILE:
         done = _done_ids()
-        keep = [it for it in items if it.nodeid not in done]
-        if len(keep) != len(items):
-            config.hook.pytest_deselected(items=[it for it in items if it.nodeid in done])
-            items[:] = keep
+        _deselect(config, items, [it for it in items if it.nodeid not in done])
+    if SHARD:
+        i, n = map(int, SHARD.split("/"))
+        _deselect(config, items, items[i::n])
     skip_gpu = pytest.mark.skip(reason="needs a real GPU (running under the CUDA simulator)")
     skip_slow = pytest.mark.skip(reason="slow: set NCUDNN_SLOW=1")
     skip_sim_only = pytest.mark.skip(reason="meaningful only under the simulator")

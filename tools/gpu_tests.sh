@@ -5,7 +5,8 @@
 #   bash tools/gpu_tests.sh tests/engines tests/kernels/primitives/test_ptx_compile.py -k "winograd and not bf16"
 #   PAR=14 SUITE_TIMEOUT=480 FILE_TIMEOUT=400 TEST_TIMEOUT=240 bash tools/gpu_tests.sh
 # Arguments: test files or directories (default tests/), -k EXPR, and after -- more pytest options.
-# Files run longest first (by .gpustate/times.txt, the times.txt of an earlier run, else by size). A test that
+# Files run longest first (by .gpustate/times.txt, the times.txt of an earlier run, else by size); a file known
+# to take over SPLIT_S seconds (default 400), or every file when SHARDS=N, runs as several processes. A test that
 # breaks the CUDA context ends its process with rc 3 (tests/conftest.py); the file restarts (twice at most)
 # with the tests not yet done. KEEP_DONE=1 skips the tests .gpustate/done.txt lists (to finish a cut run);
 # SHAPES=sim runs the tiny simulator shapes on the GPU instead.
@@ -36,12 +37,13 @@ S=$OUT/tests.txt; : > "$S"
 echo "$(wc -l < "$W/files.txt") files, PAR=${PAR:-8}${K_EXPR:+, -k $K_EXPR}" | tee -a "$S"
 
 # shellcheck disable=SC2317  # invoked through xargs
-one_file() {  # $1: a test file; up to 3 attempts while one of its tests breaks the CUDA context
-  local f=$1 log rc
+one_file() {  # $1: a test file (FILE@I/N: its shard I of N); up to 3 attempts while a test breaks the context
+  local f=${1%@*} log rc shard=
+  [ "$f" = "$1" ] || shard=${1##*@}
   log="$W/logs/$(echo "$1" | tr / _).log"
   for _ in 1 2 3; do
     # shellcheck disable=SC2086  # PYTEST_EXTRA: options, split on purpose
-    timeout "${FILE_TIMEOUT:-400}" "$PY" -m pytest -v -p no:cacheprovider ${TEST_TIMEOUT:+--timeout="$TEST_TIMEOUT"} \
+    NCUDNN_SHARD=$shard timeout "${FILE_TIMEOUT:-400}" "$PY" -m pytest -v -p no:cacheprovider ${TEST_TIMEOUT:+--timeout="$TEST_TIMEOUT"} \
       ${K_EXPR:+-k "$K_EXPR"} $PYTEST_EXTRA "$f" >> "$log" 2>&1
     rc=$?; [ "$rc" -eq 3 ] || break
     grep "CUDA context broken" "$log" | tail -n 1 | cut -c1-300 >> "$W/broken.txt"
