@@ -48,7 +48,7 @@ one_file() {  # $1: a test file (FILE@I/N: its shard I of N); up to 3 attempts w
     rc=$?; [ "$rc" -eq 3 ] || break
     grep "CUDA context broken" "$log" | tail -n 1 | cut -c1-300 >> "$W/broken.txt"
   done
-  echo "$rc $f" >> "$W/file_rc.txt"
+  echo "$rc $1" >> "$W/file_rc.txt"
 }
 TEST_TIMEOUT=${TEST_TIMEOUT-120}   # per test (pytest-timeout); TEST_TIMEOUT= (empty): none
 export -f one_file; export W K_EXPR PYTEST_EXTRA TEST_TIMEOUT

@@ -157,8 +157,12 @@ class PipelineMixin(PlanQueryMixin):
         if not ok:
             statuses = {int(st) for st, _ in self._support.values()}
             status = S(statuses.pop()) if len(statuses) == 1 else S.CUDNN_STATUS_NOT_SUPPORTED
+            # the engines the plans do not come from say why too (a TF32 user whose matmul no tensor-core
+            # engine takes learns why from them, not from the FP32 plans the note filter bars)
+            others = self._why_unsupported()[1]
             raise graph_error(status, f"graph '{self.name}' ({self._ops_named()}): no execution plan of "
-                              f"{len(self._candidates)} supports the graph. {self._reasons()}")
+                              f"{len(self._candidates)} supports the graph. {self._reasons()}"
+                              + (f". {others}" if others else ""))
 
     def build_plans(self, policy=build_plan_policy.HEURISTICS_CHOICE, handle=None):
         """Build the first supported plan (HEURISTICS_CHOICE) or every supported plan (ALL)."""

@@ -92,6 +92,10 @@ def tc_mapping(sub, name, amax_ok):
                         "must be MULs by scalars (they fold into alpha)")
     ok, why = check_fused(_Layout(p.tc_a_kmajor, p.tc_b_kmajor), p.M, p.N, *halves(p))
     if not ok:
+        if p.tc_tf32 or p.tc_fp8:   # the kernel's counts are 16-bit halves: say it in the user's elements too
+            kind, mult = ("FP32", 4) if p.tc_tf32 else ("FP8", 16)
+            why += (f" (counted in 16-bit halves; in {kind} elements K={p.K}, A strides {p.a_strides[2:]} and "
+                    f"B strides {p.b_strides[2:]} must be multiples of {mult})")
         raise gc.Reject(S.CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, f"{where}: {why}")
     for port, t in (("A", p.A), ("B", p.B)):
         if t.alignment < 16:
