@@ -45,6 +45,7 @@ ENGINE_ORDER = [
     "matmul_wgmma",           # batched matmul on Hopper warpgroup MMA (wgmma.mma_async bf16 / f16, sm_90a)
     "attention_flash_fwd",    # SDPA forward: flash attention, online softmax, masks / bias / ALiBi (attention/)
     "attention_flash_bwd",    # SDPA backward: deterministic dK/dV and dQ passes from the stats (attention/)
+    "attention_tc_fwd",       # SDPA forward on tensor cores: mma.sync flash attention, FP16 / BF16 (attention/)
 ]
 
 #: modules of the package that are machinery, not engines

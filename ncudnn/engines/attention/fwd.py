@@ -94,11 +94,10 @@ class AttentionFlashFwd(Engine):
         return Hr.kernel_time(device, flops=flops(node), nbytes=nbytes, blocks=grid[0] * grid[1] * grid[2],
                               threads=c.THREADS, regs=64, smem=ka.smem_bytes(c, D, DV))
 
-    def step(self, sub, cfg):
+    @staticmethod
+    def kernel_args(sub):
+        """The launch arguments of a forward kernel (``FWD_ARGS`` order), shared by attention_tc_fwd."""
         node = _node(sub)
-        c = C.cfg_of(cfg)
-        spec = C.spec_of(node, sub, backward=False)
-        B, H, _, SQ, _, _, _ = C.dims(node)
         ins, outs = node.inputs, node.outputs
         stats = written(sub, outs.get("STATS"))
         scale_arr, scale = C.scale_args(node)
@@ -108,6 +107,14 @@ class AttentionFlashFwd(Engine):
                 *C.strides4(ins["Q"]), *C.strides4(ins["K"]), *C.strides4(ins["V"]), *C.strides4(outs["O"]),
                 *(C.strides4(stats)[:3] if stats is not None else [Arg.const(0)] * 3), *bias_st, scale,
                 *C.band_args(node), *C.dropout_args(node)]
+        return args
+
+    def step(self, sub, cfg):
+        node = _node(sub)
+        c = C.cfg_of(cfg)
+        spec = C.spec_of(node, sub, backward=False)
+        B, H, _, SQ, _, _, _ = C.dims(node)
+        args = self.kernel_args(sub)
         return Step("attn_fwd:" + src_key(spec, c), lambda: fwd_kernel(spec, c), fwd_grid(c, B, H, SQ),
                     c.THREADS, args, name="attn_fwd")
 

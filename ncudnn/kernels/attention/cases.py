@@ -4,12 +4,13 @@ specialisation the simulator cannot type-check: shared-array shapes, loaders, ma
 
 No spills are allowed. The stack frame may hold the accumulator arrays and nothing more: NVVM keeps
 ``cuda.local.array`` accumulators indexed by a loop counter in local memory (the loops over them are
-not unrolled); a tensor-core mainloop with accumulators in named registers is to remove that budget."""
+not unrolled). The tensor-core forward, generated with named registers, has no local-memory budget."""
 from ..runtime.dtypes import array_sig
 from .bwd import dbias_kernel, dkdv_kernel, dot_kernel, dq_kernel
 from .config import default_config
 from .fwd import fwd_kernel
 from .spec import AttnSpec
+from .tc_fwd import tc_default, tc_fwd_kernel
 
 
 #: the dropout arguments every SDPA kernel ends with: seed, rng offset, p_keep, drop_scale
@@ -40,6 +41,17 @@ def _register():
     register_compile_case("attn_bwd_dq_d128_bf16", dq_kernel(spec, bcfg), sig, max_registers=255,
                           max_local_bytes=4 * bcfg.BLOCK_M * d // bcfg.THREADS)
 
+    # the tensor-core forward keeps every accumulator and fragment in registers: no local memory at all
+    tc = tc_default(("bfloat16",) * 3, d, d)
+    register_compile_case("attn_tc_fwd_d128_bf16", tc_fwd_kernel(spec, tc),
+                          _sig([bf, bf, bf, bf, f32, f32, i32, i32, f32], 5 + 16 + 3 + 4), max_registers=255,
+                          max_local_bytes=0)
+    fp16 = AttnSpec(64, 64, Q="float16", K="float16", V="float16", O="float16")
+    h16 = array_sig("float16")
+    register_compile_case("attn_tc_fwd_d64_f16_wide", tc_fwd_kernel(fp16, tc.replace(WARPS=8, BLOCK_N=64)),
+                          _sig([h16, h16, h16, h16, f32, f32, i32, i32, f32], 5 + 16 + 3 + 4), max_registers=255,
+                          max_local_bytes=0)
+
     # every option at once (bias and its gradient, padding, the scale in memory, ALiBi, a bottom-right band,
     # dropout)
     spec = AttnSpec(64, 64, Q="bfloat16", K="bfloat16", V="bfloat16", O="bfloat16", DO="bfloat16", DQ="bfloat16",
@@ -49,6 +61,9 @@ def _register():
     register_compile_case("attn_fwd_d64_bf16_all_options", fwd_kernel(spec, cfg),
                           _sig([bf, bf, bf, bf, f32, bf, i32, i32, bf], 5 + 16 + 3 + 4), max_registers=255,
                           max_local_bytes=4 * cfg.BLOCK_M * 64 // cfg.THREADS)
+    register_compile_case("attn_tc_fwd_d64_bf16_all_options", tc_fwd_kernel(spec, tc_default(("bfloat16",) * 3, 64, 64)),
+                          _sig([bf, bf, bf, bf, f32, bf, i32, i32, bf], 5 + 16 + 3 + 4), max_registers=255,
+                          max_local_bytes=0)
     sig = _sig([bf, bf, bf, bf, f32, f32, bf, i32, i32, bf, bf, bf, f32], 5 + 16 + 3 + 4 + 8)
     register_compile_case("attn_bwd_dkdv_d64_bf16_all_options", dkdv_kernel(spec, bcfg), sig, max_registers=255,
                           max_local_bytes=4 * bcfg.BLOCK_N * 128 // bcfg.THREADS)

@@ -1,0 +1,117 @@
+"""Engine "attention_tc_fwd": an SDPA forward node as one flash-attention kernel on tensor cores
+(:mod:`ncudnn.kernels.attention.tc_fwd`: mma.sync m16n8k16, P rounded to the input type between the two
+products, FP32 accumulation and softmax statistics).
+
+Takes what ``attention_flash_fwd`` takes (any strides, GQA / MQA, the scale in any form, the diagonal band,
+padding masks, bias, ALiBi, dropout) when Q, K and V are all FP16 or all BF16 and both head dims are
+multiples of 16 up to 128; other problems are refused with the reason, and run on ``attention_flash_fwd``.
+Knobs TILE_N (keys per streamed tile: 16 / 32 / 64) and BLOCK_SIZE (64, 128 or 256 threads, 16 query rows
+a warp); no workspace. Notes: TENSOR_CORE.
+"""
+import math
+
+from ...kernels.attention.tc_fwd import TcAttnConfig, tc_check, tc_configs, tc_default, tc_fwd_grid, tc_fwd_kernel
+from ...kernels.attention.tc_fwd import tc_smem_bytes
+from ...types import cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
+from .. import heuristics as Hr
+from ..base import OK, Config, Engine, KnobSpec
+from ..membound.common import MemPlan, Step, kdtype, src_key
+from ..registry import register
+from . import common as C
+from .fwd import FWD_TENSORS, AttentionFlashFwd, flops
+
+S = cudnnStatus_t
+K = cudnnBackendKnobType_t
+NN = cudnnBackendNumericalNote_t
+KNOBS = (KnobSpec(K.CUDNN_KNOB_TYPE_TILE_N, 16, 64, 16, 32),
+         KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 64, 256, 64, 128))
+
+
+def _node(sub):
+    return sub.nodes[0]
+
+
+def _problem(sub):
+    """((Q, K, V dtype names), D_qk, D_v) of the node."""
+    node = _node(sub)
+    _, _, _, _, _, d, dv = C.dims(node)
+    return tuple(kdtype(node.inputs[p]) for p in ("Q", "K", "V")), d, dv
+
+
+def cfg_of(config):
+    return TcAttnConfig(config.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128) // 32, config.get(K.CUDNN_KNOB_TYPE_TILE_N, 32))
+
+
+def config_of(name, cfg):
+    return Config(name, tuple(sorted(((int(K.CUDNN_KNOB_TYPE_TILE_N), cfg.BLOCK_N),
+                                      (int(K.CUDNN_KNOB_TYPE_BLOCK_SIZE), cfg.THREADS)))))
+
+
+@register
+class AttentionTcFwd(Engine):
+    name = "attention_tc_fwd"
+    kinds = ("sdpa_fwd",)
+    numerical_notes = (NN.CUDNN_NUMERICAL_NOTE_TENSOR_CORE,)
+
+    def check_support(self, sub, ctx):
+        st = super().check_support(sub, ctx)
+        if st[0] != S.CUDNN_STATUS_SUCCESS:
+            return st
+        node = _node(sub)
+        st = C.check_node(node, FWD_TENSORS)
+        if st[0] != S.CUDNN_STATUS_SUCCESS:
+            return (st[0], f"{self.name}: {st[1]}")
+        dtypes, d, dv = _problem(sub)
+        ok, why = tc_check(dtypes, d, dv)
+        if not ok:
+            status = S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE if "FP16" in why else S.CUDNN_STATUS_NOT_SUPPORTED
+            return status, f"{self.name}: node '{node.name}': {why}"
+        if tc_default(dtypes, d, dv) is None:
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: no tile config fits head dims {d} / {dv}"
+        return OK
+
+    def knobs(self, sub):
+        return KNOBS
+
+    def default_config(self, sub):
+        if sub is None:
+            return super().default_config(sub)
+        return config_of(self.name, tc_default(*_problem(sub)))
+
+    def configs(self, sub, ctx):
+        return [config_of(self.name, c) for c in tc_configs(*_problem(sub))]
+
+    def candidates(self, sub, ctx):
+        """The default, then the largest and the smallest tiles that build (the autotuner searches :meth:`configs`)."""
+        cs = self.configs(sub, ctx)
+        return tuple(dict.fromkeys([self.default_config(sub), *cs[:1], *cs[-1:]]))
+
+    def candidates_key(self, sub):
+        return ("tc_fwd", *_problem(sub))
+
+    def keep(self, sub, cfg, ctx):
+        st = super().keep(sub, cfg, ctx)
+        if st[0] != S.CUDNN_STATUS_SUCCESS:
+            return st
+        ok, why = tc_check(*_problem(sub), cfg_of(cfg))
+        return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}")
+
+    def cost(self, sub, cfg, device):
+        node = _node(sub)
+        c = cfg_of(cfg)
+        B, H, _, SQ, SK, D, DV = C.dims(node)
+        nbytes = sum(math.prod(t.dims) * t.itemsize for t in node.tensors() if not t.is_by_value)
+        grid = tc_fwd_grid(c, B, H, SQ)
+        return Hr.kernel_time(device, flops=flops(node), nbytes=nbytes, peak="bf16",
+                              blocks=grid[0] * grid[1] * grid[2], threads=c.THREADS, regs=128,
+                              smem=tc_smem_bytes(c, D, DV))
+
+    def build(self, sub, cfg, ctx):
+        node = _node(sub)
+        c = cfg_of(cfg)
+        spec = C.spec_of(node, sub, backward=False)
+        B, H, _, SQ, _, _, _ = C.dims(node)
+        args = AttentionFlashFwd.kernel_args(sub)
+        step = Step("attn_tc_fwd:" + src_key(spec, c), lambda: tc_fwd_kernel(spec, c), tc_fwd_grid(c, B, H, SQ),
+                    c.THREADS, args, name="attn_tc_fwd")
+        return MemPlan(self, sub, cfg, [step], 0)

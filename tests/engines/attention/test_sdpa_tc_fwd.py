@@ -1,0 +1,88 @@
+"""attention_tc_fwd (mma.sync flash attention) through pygraph: the heuristic's pick for FP16 / BF16 with
+head dims multiples of 16, every plan of it against the float64 oracle over the options it claims (layouts,
+GQA, D_qk != D_v, lengths that are not tile multiples, masks, padding, bias, ALiBi, dropout, no Stats),
+and the problems it refuses, with their reasons (those run on attention_flash_fwd)."""
+import numpy as np
+import pytest
+
+import ncudnn as cudnn
+from fwd_runner import run_fwd
+from ncudnn.kernels.attention.tc_fwd import TcAttnConfig, tc_check, tc_configs, tc_smem_bytes
+from sdpa_util import graph, qkv_buffers
+
+TC = "attention_tc_fwd"
+
+
+def _graph(rng, dtype, D, DV=None, SQ=5, SK=7):
+    DV = D if DV is None else DV
+    g = graph(dtype)
+    _, _, st = qkv_buffers(rng, "bhsd", dtype, 1, 2, 2, SQ, SK, D, DV)
+    q = g.tensor(name="q", dim=[1, 2, SQ, D], stride=st["q"])
+    k = g.tensor(name="k", dim=[1, 2, SK, D], stride=st["k"])
+    v = g.tensor(name="v", dim=[1, 2, SK, DV], stride=st["v"])
+    o, s = g.sdpa(q, k, v, generate_stats=True, name="attn", attn_scale=0.5)
+    o.set_output(True)
+    s.set_output(True).set_data_type(cudnn.data_type.FLOAT)
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A])
+    return g
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_heuristic_picks_tensor_cores(rng, dtype):
+    g = _graph(rng, dtype, 64)
+    g.check_support()
+    g.build_plans()
+    name = g.get_plan_name_at_index(g.get_selected_plan_index())
+    assert name.startswith(TC + "("), name
+    notes = [str(n) for n in g.get_numerical_notes_for_plan_at_index(g.get_selected_plan_index())]
+    assert any("TENSOR_CORE" in n for n in notes), notes
+
+
+@pytest.mark.parametrize("dtype,layout", [("bfloat16", "bhsd"), ("float16", "bshd"), ("bfloat16", "bs3hd")])
+def test_every_plan_layouts(rng, dtype, layout):
+    sk = 19 if layout == "bs3hd" else 37          # interleaved QKV: one sequence length
+    assert run_fwd(rng, dtype=dtype, layout=layout, B=2, H=2, SQ=19, SK=sk, D=16, engine=TC) >= 2
+
+
+def test_gqa_head_dims_differ(rng):
+    run_fwd(rng, dtype="float16", B=1, H=4, HK=2, SQ=17, SK=21, D=32, DV=16, engine=TC)
+
+
+@pytest.mark.parametrize("opts", [dict(causal=True), dict(causal_br=True), dict(padding=([13, 4], [9, 21])),
+                                  dict(bias_shape=(1, 2, 18, 21)), dict(alibi=True, causal=True),
+                                  dict(left=5, right=2, alignment=cudnn.diagonal_alignment.TOP_LEFT),
+                                  dict(dropout=(0.25, 11, 3)), dict(scale_mode="device_tensor")],
+                         ids=["causal", "causal_br", "padding", "bias", "alibi", "band", "dropout", "scale_tensor"])
+def test_options(rng, opts):
+    run_fwd(rng, dtype="bfloat16", B=2, H=2, SQ=18, SK=21, D=16, engine=TC, **opts)
+
+
+def test_inference_without_stats(rng):
+    run_fwd(rng, dtype="float16", B=1, H=1, SQ=33, SK=40, D=16, stats=False, causal=True, engine=TC)
+
+
+@pytest.mark.parametrize("dtype,D,DV,why", [("float32", 64, 64, "FP16 or all three BF16"),
+                                             ("bfloat16", 24, 24, "head dim 24"),
+                                             ("float16", 64, 8, "V head dim 8"),
+                                             ("bfloat16", 256, 256, "up to 128")])
+def test_refused_with_a_reason(rng, dtype, D, DV, why):
+    g = _graph(rng, dtype, D, DV)
+    g.check_support()
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    assert not any(n.startswith(TC) for n in names), names
+    assert names, "attention_flash_fwd still plans it"
+    from ncudnn.engines import api
+    st, reason = api.check_support(g._ir, TC, g._ctx())
+    assert int(st) != 0 and why in reason, reason
+
+
+def test_configs_fit_the_static_shared_memory():
+    for d, dv in ((16, 16), (64, 64), (128, 128), (128, 64), (32, 128)):
+        cs = tc_configs(("bfloat16",) * 3, d, dv)
+        assert cs, (d, dv)
+        for c in cs:
+            assert tc_smem_bytes(c, d, dv) <= 48 * 1024
+    ok, why = tc_check(("bfloat16",) * 3, 128, 128, TcAttnConfig(8, 64))
+    assert not ok and "shared memory" in why
