@@ -245,6 +245,7 @@ ENGINE_PROBLEMS = {
     "matmul_wgmma": (("matmul_large", "bfloat16"), ("matmul_large", "half"), ("matmul", "bfloat16")),
     "attention_flash_fwd": (("sdpa_fwd", "half"), ("sdpa_fwd", "float")),
     "attention_flash_bwd": (("sdpa_bwd", "half"), ("sdpa_bwd", "float")),
+    "attention_tc_fwd": (("sdpa_fwd", "half"), ("sdpa_fwd", "bfloat16")),
 }
 
 

@@ -102,9 +102,10 @@ class AttentionTcFwd(Engine):
         B, H, _, SQ, SK, D, DV = C.dims(node)
         nbytes = sum(math.prod(t.dims) * t.itemsize for t in node.tensors() if not t.is_by_value)
         grid = tc_fwd_grid(c, B, H, SQ)
+        # the tile quantization of the (query rows x keys) score matrix: short sequences take small tiles
         return Hr.kernel_time(device, flops=flops(node), nbytes=nbytes, peak="bf16",
                               blocks=grid[0] * grid[1] * grid[2], threads=c.THREADS, regs=128,
-                              smem=tc_smem_bytes(c, D, DV))
+                              smem=tc_smem_bytes(c, D, DV), tile=(c.BLOCK_M, c.BLOCK_N), problem=(SQ, SK))
 
     def build(self, sub, cfg, ctx):
         node = _node(sub)

@@ -81,8 +81,8 @@ def options(g, rng, B, H, SQ, SK, dtype, scale=0.3, scale_mode="value", bias_sha
 
 def run_fwd(rng, dtype="float32", layout="bhsd", B=2, H=2, HK=None, SQ=5, SK=7, D=8, DV=None, stats=True,
             every=True, engine=None, **opts):
-    """Run every plan of the graph (``engine``: only that engine's, at least one); returns the number of plans
-    checked."""
+    """Run every plan of the graph (``engine``: only that engine's, or the plans whose names begin with it; at
+    least one); returns the number of plans checked."""
     HK = H if HK is None else HK
     DV = D if DV is None else DV
     g = graph(dtype)
@@ -105,7 +105,8 @@ def run_fwd(rng, dtype="float32", layout="bhsd", B=2, H=2, HK=None, SQ=5, SK=7, 
     ro, rs = sdpa_forward(vals["q"], vals["k"], vals["v"], scale, **ref)
     idx = plans(g, every)
     if engine is not None:
-        idx = [i for i in idx if g.get_plan_name_at_index(i).startswith(engine + "(")]
+        prefix = engine if "(" in engine else engine + "("       # an engine, or a plan name's beginning
+        idx = [i for i in idx if g.get_plan_name_at_index(i).startswith(prefix)]
         assert idx, f"no {engine} plan: {[g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]}"
     for i in idx:
         ob = out_buffer([B, H, SQ, DV], o_st, dtype)
