@@ -5,15 +5,19 @@ which can fuse with pointwise consumers) reading a hidden *view* tensor: the inp
 the sliced / permuted dims and strides (and an element offset for slices). At execute the view is
 bound to the input's buffer (offset applied). A slice of an intermediate (virtual or produced) tensor
 is the IR :class:`~ncudnn.ir.Slice` node (:class:`FeSlice`: the Python slices are resolved against
-the input's dims once they are inferred); a transpose of one is refused with NOT_SUPPORTED.
+the input's dims once they are inferred). A transpose of an intermediate tensor into a graph output that no
+other node reads is the IR's LOGICAL :class:`~ncudnn.ir.Reshape` (:class:`FeTranspose`: a strided copy)
+into a hidden view of the output, seen with the input's dims and the permuted strides, bound to the output's
+buffer at execute; a transpose of an intermediate into a virtual tensor, or one another node reads, is
+refused with NOT_SUPPORTED naming the node.
 
 * ``transpose(input, permutation) -> Y``: Y dims are ``[input.dim[p] for p in permutation]``;
 * ``slice(input, slices) -> Y``: ``slices`` is one Python ``slice`` per dim (steps >= 1).
 Y is packed row-major unless its strides are set; its data type is the input's.
 """
-from ..ir import Slice
+from ..ir import Reshape, Slice
 from ..ir.tensor import packed_strides
-from ..types import cudnnPointwiseMode_t, cudnnStatus_t
+from ..types import cudnnBackendReshapeMode_t, cudnnPointwiseMode_t, cudnnStatus_t
 from .builder import op_method
 from .errors import graph_error
 from .ops_pointwise import FePointwise
@@ -88,6 +92,59 @@ def _lower_slice(graph, rec):
     return _lower_view(_slice_geometry)(graph, rec)
 
 
+class FeTranspose(Reshape):
+    """Y = X with dims permuted, as a LOGICAL reshape X -> ``view`` (X's dims, Y's strides permuted back): the
+    output's dims, strides and data type are settled once X's dims are inferred."""
+
+    def __init__(self, name, x, view, out, compute_dtype, perm):
+        super().__init__(name, {"X": x}, {"Y": view}, compute_dtype, mode=cudnnBackendReshapeMode_t.CUDNN_RESHAPE_LOGICAL)
+        self.perm, self.out = list(perm), out
+
+    def pre_validate(self, ctx):
+        x, v, out = self.inputs["X"], self.outputs["Y"], self.out
+        if x.dims is not None:
+            if sorted(self.perm) != list(range(len(x.dims))):
+                self.fail(S.CUDNN_STATUS_BAD_PARAM, "permutation", f"{self.perm} is not a permutation of "
+                          f"0..{len(x.dims) - 1}")
+            dims = [x.dims[p] for p in self.perm]
+            if not out.meta.get(USER_DIMS):
+                out.dims = tuple(dims)
+            elif list(out.dims) != dims:
+                self.fail(S.CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, "Y", f"dims {list(out.dims)}, the permuted input "
+                          f"has {dims}")
+            if not out.meta.get(USER_STRIDES) or out.strides is None:
+                out.strides = packed_strides(out.dims)
+            if not out.meta.get(USER_DTYPE) and x.dtype is not None:
+                out.dtype = x.dtype
+            strides = [0] * len(self.perm)
+            for k, p in enumerate(self.perm):
+                strides[p] = out.strides[k]
+            v.dims, v.strides, v.dtype = tuple(x.dims), tuple(strides), out.dtype
+        super().pre_validate(ctx)
+
+
+def _lower_transpose(graph, rec):
+    src, out = rec.tensors["input"], rec.outputs[0]
+    produced = {t.get_uid() for r in graph._records for t in r.outputs if t is not None}
+    if not (src.desc.is_virtual or src.get_uid() in produced):
+        return _lower_view(_transpose_geometry)(graph, rec)
+    read = any(t is not None and t.get_uid() == out.get_uid() for r in graph._records for t in r.tensors.values()
+               if hasattr(t, "get_uid"))
+    if out.desc.is_virtual or read:
+        raise graph_error(S.CUDNN_STATUS_NOT_SUPPORTED, f"node '{rec.name}' (transpose): input '{src.get_name()}' is "
+                          f"an intermediate tensor and output '{out.get_name()}' is "
+                          f"{'virtual' if out.desc.is_virtual else 'read by another node'}: a transpose between "
+                          "intermediate tensors is not supported (mark the output with set_output(True))")
+    view = rec.extra.get("view")
+    if view is None:
+        view = rec.extra["view"] = graph._new_tensor(name=f"{rec.name}::view")
+        view.desc.meta["hidden"] = True
+    view.desc.meta.update({USER_DIMS: True, USER_STRIDES: True, USER_DTYPE: True})
+    graph._views[view] = (out, 0)
+    return FeTranspose(rec.name, src.desc, view.desc, out.desc, graph._compute_dtype(rec),
+                       rec.params.get("permutation") or [])
+
+
 def _lower_view(geometry):
     def lower(graph, rec):
         src = rec.tensors["input"]
@@ -131,9 +188,9 @@ def view_value(value, src, view, offset):
 
 
 class ViewOps:
-    transpose = op_method("transpose", ("input",), ("permutation",), ("OUT_0",), _lower_view(_transpose_geometry),
+    transpose = op_method("transpose", ("input",), ("permutation",), ("OUT_0",), _lower_transpose,
                           required=("input", "permutation"),
-                          doc="transpose(input, permutation) -> Y (of a graph input; see the module docstring)")
+                          doc="transpose(input, permutation) -> Y (see the module docstring)")
     slice = op_method("slice", ("input",), ("slices",), ("OUT_0",), _lower_slice,
                       required=("input", "slices"),
                       doc="slice(input, slices) -> Y (see the module docstring)")
