@@ -38,6 +38,12 @@ def test_transpose_of_a_matmul_output(rng, policy):
         got = _run(g, {A: cuda.to_device(a), B: cuda.to_device(bb)}, Y, None, b * n * m)
         assert Y.get_dim() == [b, n, m] and Y.get_stride() == [n * m, m, 1]
         assert_close(got.reshape(b, n, m), ref, "float32")
+        g2 = cudnn.pygraph()            # a serialized graph re-lowers its transpose the same way
+        g2.deserialize(g.serialize())
+        y2 = cuda.to_device(np.full(b * n * m, poison_value(np.float32), np.float32))
+        ws = cuda.to_device(np.full(max(g2.get_workspace_size(), 1), 0xA5, np.uint8))
+        g2.execute({"A": cuda.to_device(a), "B": cuda.to_device(bb), "tr::OUT_0": y2}, ws)
+        assert_close(y2.copy_to_host().reshape(b, n, m), ref, "float32")
         return
     g.validate()
     g.build_operation_graph()
