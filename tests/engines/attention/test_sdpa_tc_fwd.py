@@ -90,3 +90,16 @@ def test_configs_fit_the_static_shared_memory():
             assert tc_smem_bytes(c, d, dv) <= 48 * 1024
     ok, why = tc_check(("bfloat16",) * 3, 128, 128, TcAttnConfig(8, 64))
     assert not ok and "shared memory" in why
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,D,opts", [
+    ("bfloat16", 128, dict(causal=True)),
+    ("float16", 64, dict(padding=([777, 300], [777, 512]), causal_br=True)),
+    ("bfloat16", 64, dict(bias_shape=(1, 4, 777, 777), alibi=True)),
+    ("float16", 128, dict(dropout=(0.1, 20261204, 7), scale_mode="device_tensor")),
+    ("bfloat16", 96, dict(left=64, right=0, alignment=cudnn.diagonal_alignment.TOP_LEFT)),
+], ids=["bf16_d128_causal", "f16_d64_padding_br", "bf16_d64_bias_alibi", "f16_d128_dropout", "bf16_d96_band"])
+def test_every_plan_real_shapes(rng, dtype, D, opts):
+    """Real shapes (lengths that are no tile multiple), every attention_tc_fwd plan, on the GPU."""
+    run_fwd(rng, dtype=dtype, layout="bshd", B=2, H=4, SQ=777, SK=777, D=D, scale=D ** -0.5, engine=TC, **opts)
