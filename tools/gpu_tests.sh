@@ -8,11 +8,12 @@
 # Files run longest first (by .gpustate/times.txt, the times.txt of an earlier run, else by size); a file known
 # to take over SPLIT_S seconds (default 400), or every file when SHARDS=N, runs as several processes. A test that
 # breaks the CUDA context ends its process with rc 3 (tests/conftest.py); the file restarts (twice at most)
-# with the tests not yet done. KEEP_DONE=1 skips the tests .gpustate/done.txt lists (to finish a cut run);
+# with the tests not yet done. KEEP_DONE=1 skips the tests .gpustate/done.txt lists (to finish a cut run), but
+# for those .gpustate/failed.txt lists when RETRY_FAILED=1 (a failed test counts as done otherwise);
 # SHAPES=sim runs the tiny simulator shapes on the GPU instead.
 # What it leaves in $OUT: tests.txt (counts, failed tests, broken contexts, unfinished files), failures.txt
 # (each failure's traceback, appended as it happens: a run cut by SUITE_TIMEOUT keeps them) and tests_logs.tgz
-# (a log per file, times.txt, done.txt).
+# (a log per file, times.txt, done.txt, failed.txt).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 # shellcheck source=tools/gpu_env.sh
@@ -31,7 +32,13 @@ W=$WORK/tests; rm -rf "$W"; mkdir -p "$W/logs"
 export NCUDNN_SHAPES=${SHAPES:-gpu} NCUDNN_DONE_FILE=$W/done.txt NCUDNN_FAIL_LOG=$OUT/failures.txt \
   NCUDNN_TIMES_FILE=$W/times.txt
 : > "$NCUDNN_FAIL_LOG"
-[ -n "${KEEP_DONE:-}" ] && [ -f .gpustate/done.txt ] && cat .gpustate/done.txt >> "$NCUDNN_DONE_FILE"
+if [ -n "${KEEP_DONE:-}" ] && [ -f .gpustate/done.txt ]; then
+  if [ -n "${RETRY_FAILED:-}" ] && [ -s .gpustate/failed.txt ]; then
+    grep -vxFf .gpustate/failed.txt .gpustate/done.txt >> "$NCUDNN_DONE_FILE"
+  else
+    cat .gpustate/done.txt >> "$NCUDNN_DONE_FILE"
+  fi
+fi
 S=$OUT/tests.txt; : > "$S"
 "$PY" tools/order_tests.py "${paths[@]}" > "$W/files.txt"
 echo "$(wc -l < "$W/files.txt") files, PAR=${PAR:-8}${K_EXPR:+, -k $K_EXPR}" | tee -a "$S"
@@ -57,6 +64,7 @@ echo "suite rc $? (124: SUITE_TIMEOUT hit)" | tee -a "$S"
 cat "$W"/logs/*.log > "$W/pytest.log" 2> /dev/null
 grep -oE " (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS) " "$W/pytest.log" | sort | uniq -c | tee -a "$S"
 grep -E " (FAILED|ERROR)" "$W/pytest.log" | grep "^tests" | head -60 | tee -a "$S"
+grep -E "^tests\S* (FAILED|ERROR)" "$W/pytest.log" | awk '{print $1}' | sort -u > "$W/failed.txt"
 [ -f "$W/broken.txt" ] && tee -a "$S" < "$W/broken.txt"
 touch "$W/file_rc.txt"
 awk '$1 != 0 && $1 != 1 && $1 != 5 {print "file rc " $0}' "$W/file_rc.txt" | tee -a "$S"
