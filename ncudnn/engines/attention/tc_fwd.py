@@ -10,8 +10,8 @@ a warp); no workspace. Notes: TENSOR_CORE.
 """
 import math
 
-from ...kernels.attention.tc_fwd import TcAttnConfig, tc_check, tc_configs, tc_default, tc_fwd_grid, tc_fwd_kernel
-from ...kernels.attention.tc_fwd import tc_smem_bytes
+from ...kernels.attention.tc_fwd import (TcAttnConfig, tc_check, tc_configs, tc_default, tc_fwd_grid, tc_fwd_kernel,
+                                         tc_smem_bytes)
 from ...types import cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
 from .. import heuristics as Hr
 from ..base import OK, Config, Engine, KnobSpec
@@ -64,7 +64,8 @@ class AttentionTcFwd(Engine):
         dtypes, d, dv = _problem(sub)
         ok, why = tc_check(dtypes, d, dv)
         if not ok:
-            status = S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE if "FP16" in why else S.CUDNN_STATUS_NOT_SUPPORTED
+            kind_ok = tc_check(dtypes, 16, 16)[0]      # the data types alone
+            status = S.CUDNN_STATUS_NOT_SUPPORTED if kind_ok else S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE
             return status, f"{self.name}: node '{node.name}': {why}"
         if tc_default(dtypes, d, dv) is None:
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: no tile config fits head dims {d} / {dv}"

@@ -6,7 +6,9 @@ import pytest
 
 import ncudnn as cudnn
 from fwd_runner import run_fwd
+from ncudnn.engines import api
 from ncudnn.kernels.attention.tc_fwd import TcAttnConfig, tc_check, tc_configs, tc_smem_bytes
+from ncudnn.types import cudnnStatus_t as S
 from sdpa_util import graph
 
 TC = "attention_tc_fwd"
@@ -77,9 +79,10 @@ def test_refused_with_a_reason(rng, dtype, D, DV, why):
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
     assert not any(n.startswith(TC) for n in names), names
     assert names, "attention_flash_fwd still plans it"
-    from ncudnn.engines import api
     st, reason = api.check_support(g._ir, TC, g._ctx())
     assert int(st) != 0 and why in reason, reason
+    want = S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE if dtype == "float32" else S.CUDNN_STATUS_NOT_SUPPORTED
+    assert int(st) == int(want), (st, reason)
 
 
 def test_configs_fit_the_static_shared_memory():
