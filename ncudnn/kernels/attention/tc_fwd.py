@@ -34,7 +34,8 @@ from ..runtime.dtypes import loader, storer
 from .fwd import FWD_ARGS
 from .spec import NEG_INF, AttnSpec, alibi_slope_fn, dropout_keep_fn, key_range, score_fn, seq_bounds
 
-__all__ = ["TcAttnConfig", "tc_fwd_kernel", "tc_fwd_grid", "tc_check", "tc_configs", "tc_default", "tc_smem_bytes"]
+__all__ = ["TcAttnConfig", "tc_fwd_kernel", "tc_fwd_grid", "tc_check", "tc_dtypes_check", "tc_configs", "tc_default",
+           "tc_smem_bytes"]
 
 #: static shared memory a block may declare (bytes)
 SMEM_LIMIT = 48 * 1024
@@ -72,11 +73,19 @@ def tc_smem_bytes(cfg, d_qk, d_v):
     return 4 * (cfg.BLOCK_M * _words(d_qk) + cfg.BLOCK_N * _words(d_qk) + d_v * _words(cfg.BLOCK_N))
 
 
-def tc_check(spec_or_dtypes, d_qk, d_v, cfg=None):
-    """(ok, reason): whether the tensor-core forward takes these dtypes (Q, K, V) and head dims (and ``cfg``)."""
-    q, k, v = spec_or_dtypes
+def tc_dtypes_check(dtypes):
+    """(ok, reason): whether the tensor-core forward takes these (Q, K, V) data types."""
+    q, k, v = dtypes
     if q not in HALF or k != q or v != q:
         return False, f"Q / K / V {q} / {k} / {v}: the tensor-core forward takes all three FP16 or all three BF16"
+    return True, ""
+
+
+def tc_check(dtypes, d_qk, d_v, cfg=None):
+    """(ok, reason): whether the tensor-core forward takes these dtypes (Q, K, V) and head dims (and ``cfg``)."""
+    ok, why = tc_dtypes_check(dtypes)
+    if not ok:
+        return ok, why
     for name, d in (("Q/K head dim", d_qk), ("V head dim", d_v)):
         if d % 16 or not 16 <= d <= MAX_D:
             return False, f"{name} {d}: the tensor-core forward takes multiples of 16 up to {MAX_D}"
@@ -110,6 +119,22 @@ def tc_default(dtypes, d_qk, d_v):
 
 def tc_fwd_grid(cfg, B, H, SQ):
     return (max(1, math.ceil(SQ / cfg.BLOCK_M)), H, B)
+
+
+def _mma_step(emit, acc, a, b, smem, words, ks, groups):
+    """One k16 step of a warp's product into the 8-column groups ``acc{n}_0..3``: A fragments ``a0..a3``
+    (already loaded), B fragments ``b0, b1`` read from ``smem`` rows of ``words`` words (row ``8 n + g``,
+    pairs ``8 ks + t`` and ``8 ks + 4 + t``)."""
+    for n in range(groups):
+        emit(f"{b}0 = {smem}[({8 * n} + g) * {words} + {8 * ks} + t]")
+        emit(f"{b}1 = {smem}[({8 * n} + g) * {words} + {8 * ks + 4} + t]")
+        c = ", ".join(f"{acc}{n}_{e}" for e in range(4))
+        emit(f"{c} = mma({a}0, {a}1, {a}2, {a}3, {b}0, {b}1, {c})")
+
+
+def _entry(n, e):
+    """(row variable suffix, column expression) of score accumulator ``s{n}_{e}`` (C fragment layout)."""
+    return ("a" if e < 2 else "b"), f"n0 + {8 * n + (e & 1)} + 2 * t"
 
 
 def _source(spec, cfg):
@@ -199,19 +224,15 @@ def _source(spec, cfg):
         c_(f"qa1 = q_s[(r0 + 8) * {QW} + {8 * ks} + t]")
         c_(f"qa2 = q_s[r0 * {QW} + {8 * ks + 4} + t]")
         c_(f"qa3 = q_s[(r0 + 8) * {QW} + {8 * ks + 4} + t]")
-        for n in range(NS):
-            c_(f"kb0 = k_s[({8 * n} + g) * {KW} + {8 * ks} + t]")
-            c_(f"kb1 = k_s[({8 * n} + g) * {KW} + {8 * ks + 4} + t]")
-            c_(f"s{n}_0, s{n}_1, s{n}_2, s{n}_3 = mma(qa0, qa1, qa2, qa3, kb0, kb1, s{n}_0, s{n}_1, s{n}_2, s{n}_3)")
+        _mma_step(c_, "s", "qa", "kb", "k_s", KW, ks, NS)
     c_("# ---- masked, biased scores; the online softmax (rows ia: entries 0, 1; ib: entries 2, 3)")
     c_("mx_a = m_a")
     c_("mx_b = m_b")
     for n in range(NS):
         for e in range(4):
-            row = "ia" if e < 2 else "ib"
-            col = f"n0 + {8 * n + (e & 1)} + 2 * t"
-            c_(f"s{n}_{e} = score(s{n}_{e}, bz, h, {row}, {col}, lq, lk, shift, sc, left, right, slope, bias, bb, bh, bs, bk)")
-            c_(f"mx_{'a' if e < 2 else 'b'} = max(mx_{'a' if e < 2 else 'b'}, s{n}_{e})")
+            r, col = _entry(n, e)
+            c_(f"s{n}_{e} = score(s{n}_{e}, bz, h, i{r}, {col}, lq, lk, shift, sc, left, right, slope, bias, bb, bh, bs, bk)")
+            c_(f"mx_{r} = max(mx_{r}, s{n}_{e})")
     for r in "ab":
         c_(f"mx_{r} = max(mx_{r}, shfl_xor(mx_{r}, 1))")
         c_(f"mx_{r} = max(mx_{r}, shfl_xor(mx_{r}, 2))")
@@ -221,13 +242,11 @@ def _source(spec, cfg):
         c_(f"tot_{r} = float32(0.0)")
     for n in range(NS):
         for e in range(4):
-            r = "a" if e < 2 else "b"
+            r, col = _entry(n, e)
             c_(f"s{n}_{e} = math.exp(s{n}_{e} - base_{r})")
             c_(f"tot_{r} += s{n}_{e}")
             if spec.DROPOUT:
-                row = "ia" if e < 2 else "ib"
-                col = f"n0 + {8 * n + (e & 1)} + 2 * t"
-                c_(f"if drop_keep(bz, h, {row}, {col}, H, SQ, SK, seed, rng_offset, p_keep):")
+                c_(f"if drop_keep(bz, h, i{r}, {col}, H, SQ, SK, seed, rng_offset, p_keep):")
                 c_(f"    s{n}_{e} *= drop_scale")
                 c_("else:")
                 c_(f"    s{n}_{e} = float32(0.0)")
@@ -244,10 +263,7 @@ def _source(spec, cfg):
         c_(f"pa1 = pack(s{2 * ks}_2, s{2 * ks}_3)")
         c_(f"pa2 = pack(s{2 * ks + 1}_0, s{2 * ks + 1}_1)")
         c_(f"pa3 = pack(s{2 * ks + 1}_2, s{2 * ks + 1}_3)")
-        for n in range(NO):
-            c_(f"vb0 = v_s[({8 * n} + g) * {VW} + {8 * ks} + t]")
-            c_(f"vb1 = v_s[({8 * n} + g) * {VW} + {8 * ks + 4} + t]")
-            c_(f"o{n}_0, o{n}_1, o{n}_2, o{n}_3 = mma(pa0, pa1, pa2, pa3, vb0, vb1, o{n}_0, o{n}_1, o{n}_2, o{n}_3)")
+        _mma_step(c_, "o", "pa", "vb", "v_s", VW, ks, NO)
     body += ["    " + s for s in lp]
     b("# ---- epilogue: the row sums over the four lanes of a row; O = acc / l, Stats = m + log(l)")
     for r in "ab":
