@@ -35,13 +35,10 @@ class AttentionFlashBwd(Engine):
     fallback = True
 
     def check_support(self, sub, ctx):
-        st = super().check_support(sub, ctx)
+        st = C.check_engine(self, sub, ctx, BWD_TENSORS)
         if st[0] != S.CUDNN_STATUS_SUCCESS:
             return st
         node = _node(sub)
-        st = C.check_node(node, BWD_TENSORS)
-        if st[0] != S.CUDNN_STATUS_SUCCESS:
-            return (st[0], f"{self.name}: {st[1]}")
         if node.inputs["STATS"].is_by_value or tuple(node.inputs["STATS"].dims[:3]) != tuple(node.inputs["Q"].dims[:3]):
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: node '{node.name}': STATS: dims " \
                 f"{tuple(node.inputs['STATS'].dims)} are not [B, H, S_q, 1]"

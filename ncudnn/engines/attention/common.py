@@ -5,7 +5,7 @@ from numba.cuda import types
 
 from ...kernels import attention as ka
 from ...types import cudnnBackendKnobType_t, cudnnDataType_t, cudnnStatus_t
-from ..base import OK, Config, KnobSpec
+from ..base import OK, Config, Engine, KnobSpec
 from ..membound.common import Arg, kdtype, written
 
 S = cudnnStatus_t
@@ -91,6 +91,16 @@ def check_node(node, tensor_ports):
             return no(S.CUDNN_STATUS_NOT_SUPPORTED, node, name, f"{x}: the kernels take multiples of 8 up to "
                       f"{MAX_HEAD_DIM}")
     return OK
+
+
+def check_engine(engine, sub, ctx, tensor_ports):
+    """(status, reason) every attention engine starts its check_support with: the subgraph kind
+    (``Engine.check_support``) and :func:`check_node` of its node, the reason prefixed with the engine's name."""
+    st = Engine.check_support(engine, sub, ctx)
+    if st[0] != S.CUDNN_STATUS_SUCCESS:
+        return st
+    st = check_node(sub.nodes[0], tensor_ports)
+    return st if st[0] == S.CUDNN_STATUS_SUCCESS else (st[0], f"{engine.name}: {st[1]}")
 
 
 def spec_of(node, sub, backward):

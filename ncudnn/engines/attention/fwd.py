@@ -43,13 +43,10 @@ class AttentionFlashFwd(Engine):
     fallback = True
 
     def check_support(self, sub, ctx):
-        st = super().check_support(sub, ctx)
+        st = C.check_engine(self, sub, ctx, FWD_TENSORS)
         if st[0] != S.CUDNN_STATUS_SUCCESS:
             return st
         node = _node(sub)
-        st = C.check_node(node, FWD_TENSORS)
-        if st[0] != S.CUDNN_STATUS_SUCCESS:
-            return (st[0], f"{self.name}: {st[1]}")
         _, _, _, _, _, d, dv = C.dims(node)
         if ka.default_config(d, dv) is None:
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: no tile config fits head dims {d} / {dv}"

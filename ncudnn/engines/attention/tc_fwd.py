@@ -10,8 +10,8 @@ a warp); no workspace. Notes: TENSOR_CORE.
 """
 import math
 
-from ...kernels.attention.tc_fwd import (TcAttnConfig, tc_check, tc_configs, tc_default, tc_fwd_grid, tc_fwd_kernel,
-                                         tc_smem_bytes)
+from ...kernels.attention.tc_fwd import (TcAttnConfig, tc_check, tc_configs, tc_default, tc_dtypes_check, tc_fwd_grid,
+                                         tc_fwd_kernel, tc_smem_bytes)
 from ...types import cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
 from .. import heuristics as Hr
 from ..base import OK, Config, Engine, KnobSpec
@@ -54,19 +54,17 @@ class AttentionTcFwd(Engine):
     numerical_notes = (NN.CUDNN_NUMERICAL_NOTE_TENSOR_CORE,)
 
     def check_support(self, sub, ctx):
-        st = super().check_support(sub, ctx)
+        st = C.check_engine(self, sub, ctx, FWD_TENSORS)
         if st[0] != S.CUDNN_STATUS_SUCCESS:
             return st
         node = _node(sub)
-        st = C.check_node(node, FWD_TENSORS)
-        if st[0] != S.CUDNN_STATUS_SUCCESS:
-            return (st[0], f"{self.name}: {st[1]}")
         dtypes, d, dv = _problem(sub)
+        ok, why = tc_dtypes_check(dtypes)
+        if not ok:
+            return S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"{self.name}: node '{node.name}': {why}"
         ok, why = tc_check(dtypes, d, dv)
         if not ok:
-            kind_ok = tc_check(dtypes, 16, 16)[0]      # the data types alone
-            status = S.CUDNN_STATUS_NOT_SUPPORTED if kind_ok else S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE
-            return status, f"{self.name}: node '{node.name}': {why}"
+            return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: node '{node.name}': {why}"
         if tc_default(dtypes, d, dv) is None:
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: no tile config fits head dims {d} / {dv}"
         return OK
