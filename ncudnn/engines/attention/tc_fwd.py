@@ -5,8 +5,12 @@ products, FP32 accumulation and softmax statistics).
 Takes what ``attention_flash_fwd`` takes (any strides, GQA / MQA, the scale in any form, the diagonal band,
 padding masks, bias, ALiBi, dropout) when Q, K and V are all FP16 or all BF16 and both head dims are
 multiples of 16 up to 128; other problems are refused with the reason, and run on ``attention_flash_fwd``.
-Knobs TILE_N (keys per streamed tile: 16 / 32 / 64) and BLOCK_SIZE (64, 128 or 256 threads, 16 query rows
-a warp); no workspace. Notes: TENSOR_CORE.
+Knobs TILE_N (keys per streamed tile: 16 / 32 / 64 / 128) and BLOCK_SIZE (64, 128 or 256 threads, 16 query
+rows a warp); no workspace. Notes: TENSOR_CORE.
+
+Q, K and V with a unit head-dim stride and every other stride a multiple of 8 elements are copied with 16-byte
+``cp.async`` chunks; a pointer that is not 16-byte aligned at execute takes the element-copy twin of the kernel
+(as do other strides, from the plan on).
 """
 import math
 
@@ -23,7 +27,7 @@ from .fwd import FWD_TENSORS, AttentionFlashFwd, flops
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t
 NN = cudnnBackendNumericalNote_t
-KNOBS = (KnobSpec(K.CUDNN_KNOB_TYPE_TILE_N, 16, 64, 16, 32),
+KNOBS = (KnobSpec(K.CUDNN_KNOB_TYPE_TILE_N, 16, 128, 16, 64),
          KnobSpec(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 64, 256, 64, 128))
 
 
@@ -39,7 +43,18 @@ def _problem(sub):
 
 
 def cfg_of(config):
-    return TcAttnConfig(config.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128) // 32, config.get(K.CUDNN_KNOB_TYPE_TILE_N, 32))
+    return TcAttnConfig(config.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128) // 32, config.get(K.CUDNN_KNOB_TYPE_TILE_N, 64))
+
+
+def rows_aligned(node):
+    """Whether Q, K and V rows are contiguous and start on 16-byte boundaries at an aligned base (unit head-dim
+    stride, every other stride a multiple of 8 elements): the kernel's cp.async copies."""
+    for p in ("Q", "K", "V"):
+        t = node.inputs[p]
+        st = [0 if int(n) == 1 else int(x) for n, x in zip(t.dims, t.strides)]
+        if st[3] != 1 or any(x % 8 for x in st[:3]):
+            return False
+    return True
 
 
 def config_of(name, cfg):
@@ -110,8 +125,15 @@ class AttentionTcFwd(Engine):
         node = _node(sub)
         c = cfg_of(cfg)
         spec = C.spec_of(node, sub, backward=False)
-        B, H, _, SQ, _, _, _ = C.dims(node)
+        B, H, _, SQ, _, D, DV = C.dims(node)
         args = AttentionFlashFwd.kernel_args(sub)
-        step = Step("attn_tc_fwd:" + src_key(spec, c), lambda: tc_fwd_kernel(spec, c), tc_fwd_grid(c, B, H, SQ),
-                    c.THREADS, args, name="attn_tc_fwd")
-        return MemPlan(self, sub, cfg, [step], 0)
+
+        def step(c):
+            return Step("attn_tc_fwd:" + src_key(spec, c), lambda: tc_fwd_kernel(spec, c), tc_fwd_grid(c, B, H, SQ),
+                        c.THREADS, args, shared=tc_smem_bytes(c, D, DV), name="attn_tc_fwd")
+        if not rows_aligned(node):
+            return MemPlan(self, sub, cfg, [step(c.replace(ASYNC=False))], 0)
+        main = step(c)
+        main.fallback = step(c.replace(ASYNC=False))   # compiled on first need
+        main.align = {0: 16, 1: 16, 2: 16}             # Q, K, V pointers
+        return MemPlan(self, sub, cfg, [main], 0)

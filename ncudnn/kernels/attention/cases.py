@@ -52,6 +52,12 @@ def _register():
                           _sig([h16, h16, h16, h16, f32, f32, i32, i32, f32], 5 + 16 + 3 + 4), max_registers=255,
                           max_local_bytes=0)
 
+    # the element-copy twin (rows not 16-byte aligned) in FP16: the value's bits through a packed pair
+    register_compile_case("attn_tc_fwd_d64_f16_element_copy",
+                          tc_fwd_kernel(fp16, tc_default(("float16",) * 3, 64, 64).replace(ASYNC=False)),
+                          _sig([h16, h16, h16, h16, f32, f32, i32, i32, f32], 5 + 16 + 3 + 4), max_registers=255,
+                          max_local_bytes=0)
+
     # every option at once (bias and its gradient, padding, the scale in memory, ALiBi, a bottom-right band,
     # dropout)
     spec = AttnSpec(64, 64, Q="bfloat16", K="bfloat16", V="bfloat16", O="bfloat16", DO="bfloat16", DQ="bfloat16",

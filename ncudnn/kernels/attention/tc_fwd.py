@@ -1,32 +1,36 @@
 """Flash-attention forward on tensor cores (mma.sync m16n8k16, FP16 / BF16 in, FP32 accumulation).
 
 One block per (query tile, head, batch), WARPS warps; warp w owns the 16 query rows ``i0 + 16 w ..``.
-Per key tile of BLOCK_N keys:
+Shared memory (dynamic, 16-bit rows padded by 8 elements so that the 8 rows one ldmatrix matrix reads
+fall in distinct bank groups): the Q tile, and two stages each of the K tile and the V tile (key rows).
 
-1. the block loads the K tile and the V tile into shared memory, two 16-bit values per 32-bit word
-   (K as rows of head-dim pairs, V transposed: rows of key pairs per V column), so that every mma
-   operand register is one word read from shared memory;
-2. each warp computes its 16 x BLOCK_N scores with (BLOCK_N / 8) x (D_QK / 16) mma.sync, the scores
-   staying in the accumulator registers: lane (g, t) = (lane >> 2, lane & 3) holds rows g and g + 8,
-   columns 2t and 2t + 1 of every 8-key group;
-3. scale, bias, ALiBi and the masks are applied to each score in its register (the shared
-   ``score_fn``), the online softmax's row max and rescale run in registers (the four lanes of a row
-   agree through two ``shfl_xor``), dropout is applied to P after it is summed;
+1. the block copies its Q tile and the first K and V tiles (``cp.async`` 16-byte chunks, zero-filled
+   past the sequence, when every row is 16-byte aligned: the ``ASYNC`` configs; element copies
+   otherwise), then every warp loads its Q fragments into registers (ldmatrix.x4), kept for the loop;
+2. per key tile of BLOCK_N keys: S = Q K^T in accumulator registers ((BLOCK_N / 8) x (D_QK / 16)
+   mma.sync, K fragments by ldmatrix.x4) while the next K tile is copied into the other stage;
+   lane (g, t) = (lane >> 2, lane & 3) holds rows g and g + 8, columns 2t and 2t + 1 of every 8-key
+   group;
+3. scores in log2 units (scale x log2 e): a tile the diagonal band, the padding and the sequence ends
+   cannot cut takes the plain product (plus bias and ALiBi); the others go through the shared masked
+   ``score_fn``. The online softmax's row max and rescale run in registers (the four lanes of a row agree
+   through two ``shfl_xor``), one ``ex2.approx`` per score; dropout is applied to P after it is summed;
 4. P, rounded to the input type, is already laid out as mma A fragments (the C layout of two 8-key
-   groups is the A layout of one 16-key step), so O (16 x D_V per warp, in registers) += P V takes
-   (D_V / 8) x (BLOCK_N / 16) more mma.sync with V fragments read from the transposed tile.
+   groups is the A layout of one 16-key step): O (16 x D_V a warp, in registers) += P V, V fragments by
+   ldmatrix.x4.trans from the key-major tile, while the next V tile is copied.
 
-At the end O = acc / l and Stats = m + log(l) (natural log), with the SIMT kernel's conventions for rows
-without a kept key (O = 0, Stats = -inf) and padding rows (O = 0, Stats = 0).
+Two commit groups a tile (K, then V) with ``wait_group 1`` before each use keep one copy in flight under
+every product; a stage is refilled only after the barrier that follows its last reader.
 
-Shared rows are padded to 4 mod 8 words, so the 8 x 4 (g, t) lanes of one fragment read hit 32 banks.
+At the end O = acc / l and Stats = (m + log2 l) ln 2 (natural log), with the SIMT kernel's conventions for
+rows without a kept key (O = 0, Stats = -inf) and padding rows (O = 0, Stats = 0).
 The source is generated (one named scalar per accumulator and fragment) so that they stay in registers.
 """
 import functools
 import math
 from dataclasses import dataclass, replace
 
-from numba import cuda, float32, int64, uint32
+from numba import cuda, float32, int32, int64, uint16, uint32
 
 from ..primitives import ptx
 from ..primitives.warp import shfl_xor
@@ -34,22 +38,28 @@ from ..runtime.dtypes import loader, storer
 from .fwd import FWD_ARGS
 from .spec import NEG_INF, AttnSpec, alibi_slope_fn, dropout_keep_fn, key_range, score_fn, seq_bounds
 
-__all__ = ["TcAttnConfig", "tc_fwd_kernel", "tc_fwd_grid", "tc_check", "tc_dtypes_check", "tc_configs", "tc_default",
-           "tc_smem_bytes"]
+__all__ = ["TcAttnConfig", "tc_fwd_kernel", "tc_fwd_source", "tc_fwd_grid", "tc_check", "tc_dtypes_check",
+           "tc_configs", "tc_default", "tc_smem_bytes", "unmasked_fn"]
 
-#: static shared memory a block may declare (bytes)
-SMEM_LIMIT = 48 * 1024
+#: dynamic shared memory a block may take on sm_90 (bytes; opted in above 48 KB at launch)
+SMEM_LIMIT = 227 * 1024
 #: head dims the kernel takes (multiples of 16: the mma k step; <= 128: O's registers)
 MAX_D = 128
 WARP_COUNTS = (2, 4, 8)
-KEY_TILES = (16, 32, 64)
+KEY_TILES = (16, 32, 64, 128)
 HALF = ("bfloat16", "float16")
+#: 32-bit registers a lane may give the O and S accumulators and the Q fragments together
+MAX_FRAGMENT_REGS = 128
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+PAD = 8     # elements a shared row is padded by (16 bytes)
 
 
 @dataclass(frozen=True)
 class TcAttnConfig:
     WARPS: int = 4        # 16 query rows a warp: BLOCK_M = 16 WARPS
-    BLOCK_N: int = 32     # keys per streamed tile
+    BLOCK_N: int = 64     # keys per streamed tile
+    ASYNC: bool = True    # cp.async 16-byte copies (every Q / K / V row 16-byte aligned, unit head-dim stride)
 
     @property
     def BLOCK_M(self):
@@ -63,14 +73,17 @@ class TcAttnConfig:
         return replace(self, **kw)
 
 
-def _words(d):
-    """Words a shared row of ``d`` 16-bit values takes: d / 2 padded to 4 mod 8."""
-    return d // 2 + 4
+def _layout(cfg, d_qk, d_v):
+    """(Q, K, V row lengths, K stage base, V stage base, total) in 16-bit elements of the shared buffer."""
+    qr, kr, vr = d_qk + PAD, d_qk + PAD, d_v + PAD
+    k0 = cfg.BLOCK_M * qr
+    v0 = k0 + 2 * cfg.BLOCK_N * kr
+    return qr, kr, vr, k0, v0, v0 + 2 * cfg.BLOCK_N * vr
 
 
 def tc_smem_bytes(cfg, d_qk, d_v):
-    """Static shared memory: the Q tile, the K tile, the transposed V tile (32-bit words)."""
-    return 4 * (cfg.BLOCK_M * _words(d_qk) + cfg.BLOCK_N * _words(d_qk) + d_v * _words(cfg.BLOCK_N))
+    """Dynamic shared memory of a block: the Q tile and two stages of the K and V tiles."""
+    return 2 * _layout(cfg, d_qk, d_v)[-1]
 
 
 def tc_dtypes_check(dtypes):
@@ -96,24 +109,26 @@ def tc_check(dtypes, d_qk, d_v, cfg=None):
     nbytes = tc_smem_bytes(cfg, d_qk, d_v)
     if nbytes > SMEM_LIMIT:
         return False, f"{nbytes} bytes of shared memory > {SMEM_LIMIT}"
-    if d_v // 2 + 2 * cfg.BLOCK_N // 8 > 96:
-        return False, f"{d_v // 2} O and {2 * cfg.BLOCK_N // 8} score accumulators a lane: too many registers"
+    regs = d_v // 2 + cfg.BLOCK_N // 2 + d_qk // 4
+    if regs > MAX_FRAGMENT_REGS:
+        return False, (f"{d_v // 2} O, {cfg.BLOCK_N // 2} score and {d_qk // 4} Q registers a lane: more than "
+                       f"{MAX_FRAGMENT_REGS}")
     return True, ""
 
 
-def tc_configs(dtypes, d_qk, d_v):
+def tc_configs(dtypes, d_qk, d_v, async_=True):
     """Every config that builds, largest key tile and most warps first."""
     return [c for n in reversed(KEY_TILES) for w in reversed(WARP_COUNTS)
-            for c in (TcAttnConfig(w, n),) if tc_check(dtypes, d_qk, d_v, c)[0]]
+            for c in (TcAttnConfig(w, n, async_),) if tc_check(dtypes, d_qk, d_v, c)[0]]
 
 
-def tc_default(dtypes, d_qk, d_v):
-    """4 warps and the largest key tile that fits (None when the problem is not taken)."""
-    for n in reversed(KEY_TILES):
-        c = TcAttnConfig(4, n)
+def tc_default(dtypes, d_qk, d_v, async_=True):
+    """4 warps and 64-key tiles, else the largest key tile that fits (None when the problem is not taken)."""
+    for n in (64, 32, 16):
+        c = TcAttnConfig(4, n, async_)
         if tc_check(dtypes, d_qk, d_v, c)[0]:
             return c
-    cs = tc_configs(dtypes, d_qk, d_v)
+    cs = tc_configs(dtypes, d_qk, d_v, async_)
     return cs[0] if cs else None
 
 
@@ -121,15 +136,21 @@ def tc_fwd_grid(cfg, B, H, SQ):
     return (max(1, math.ceil(SQ / cfg.BLOCK_M)), H, B)
 
 
-def _mma_step(emit, acc, a, b, smem, words, ks, groups):
-    """One k16 step of a warp's product into the 8-column groups ``acc{n}_0..3``: A fragments ``a0..a3``
-    (already loaded), B fragments ``b0, b1`` read from ``smem`` rows of ``words`` words (row ``8 n + g``,
-    pairs ``8 ks + t`` and ``8 ks + 4 + t``)."""
-    for n in range(groups):
-        emit(f"{b}0 = {smem}[({8 * n} + g) * {words} + {8 * ks} + t]")
-        emit(f"{b}1 = {smem}[({8 * n} + g) * {words} + {8 * ks + 4} + t]")
-        c = ", ".join(f"{acc}{n}_{e}" for e in range(4))
-        emit(f"{c} = mma({a}0, {a}1, {a}2, {a}3, {b}0, {b}1, {c})")
+def unmasked_fn(spec):
+    """Device function ``(dot, b, h, i, j, scale, slope, bias, bb, bh, bs, bk) -> float32``: scale * dot +
+    bias + alibi of a pair no mask can drop (:func:`score_fn` without the mask tests)."""
+    HAS_BIAS, ALIBI = spec.BIAS is not None, spec.ALIBI
+    ld_bias = loader(spec.BIAS) if HAS_BIAS else None
+
+    @cuda.jit(device=True, inline=True)
+    def unmasked(dot, b, h, i, j, scale, slope, bias, bb, bh, bs, bk):
+        s = dot * scale
+        if HAS_BIAS:
+            s += ld_bias(bias, b * bb + h * bh + i * bs + j * bk)
+        if ALIBI:
+            s += slope * float32(j - i)
+        return s
+    return unmasked
 
 
 def _entry(n, e):
@@ -137,25 +158,80 @@ def _entry(n, e):
     return ("a" if e < 2 else "b"), f"n0 + {8 * n + (e & 1)} + 2 * t"
 
 
+def _copy_tile(emit, cfg, arr, base, row_stride, d_stride, rows, first, bound, d, sm_row, sm_off, fp16):
+    """Copy ``rows`` rows of ``d`` values (global rows ``first ..``, zero past ``bound``) into the shared
+    rows at element ``sm_off``: 16-byte cp.async chunks (ASYNC) or element copies. When the block's threads
+    tile the chunks evenly, thread ``tid`` copies chunk ``cc = tid % (d / 8)`` of rows ``cr + k (threads /
+    (d / 8))`` (``cr = tid // (d / 8)``, set up once by :func:`_copy_setup`), with no index arithmetic
+    per chunk."""
+    nt = cfg.THREADS
+    if cfg.ASYNC:
+        ch = d // 8
+        if _even(cfg, rows, d):
+            step = nt // ch
+            for k in range(rows * ch // nt):
+                emit(f"gr = {first} + cr{d} + {k * step}")
+                emit(f"src = {base} + gr * {row_stride} + 8 * cc{d} if gr < {bound} else {base}")
+                emit(f"ptx.cp_async_cg_16_zfill_a(sm, sbase + 2 * ({sm_off} + (cr{d} + {k * step}) * {sm_row} + "
+                     f"8 * cc{d}), {arr}, src, 16 if gr < {bound} else 0)")
+            return
+        emit(f"for e in range(tid, {rows * ch}, {nt}):")
+        emit(f"    r = e // {ch}")
+        emit(f"    c = e - r * {ch}")
+        emit(f"    gr = {first} + r")
+        emit(f"    nb = 16 if gr < {bound} else 0")
+        emit(f"    src = {base} + gr * {row_stride} + 8 * c if gr < {bound} else {base}")
+        emit(f"    ptx.cp_async_cg_16_zfill_a(sm, sbase + 2 * ({sm_off} + r * {sm_row} + 8 * c), {arr}, src, nb)")
+    else:
+        emit(f"for e in range(tid, {rows * d}, {nt}):")
+        emit(f"    r = e // {d}")
+        emit(f"    c = e - r * {d}")
+        emit(f"    gr = {first} + r")
+        emit("    w = uint16(0)")
+        emit(f"    if gr < {bound}:")
+        if fp16:   # the float16 value's bits: the low half of a packed pair
+            emit(f"        w = uint16(pack(ld16({arr}, {base} + gr * {row_stride} + c * {d_stride}), float32(0.0)) "
+                 "& uint32(0xFFFF))")
+        else:
+            emit(f"        w = {arr}[{base} + gr * {row_stride} + c * {d_stride}]")
+        emit(f"    sm[{sm_off} + r * {sm_row} + c] = w")
+
+
+def _even(cfg, rows, d):
+    """Whether the block's threads tile ``rows`` rows of ``d / 8`` chunks evenly (see :func:`_copy_tile`)."""
+    ch = d // 8
+    return cfg.THREADS % ch == 0 and (rows * ch) % cfg.THREADS == 0
+
+
+def _copy_setup(emit, cfg, dims):
+    """The chunk and first row each thread copies (``cc{d}``, ``cr{d}``) for the even cases of :func:`_copy_tile`."""
+    if not cfg.ASYNC:
+        return
+    for d in sorted(set(dims)):
+        if cfg.THREADS % (d // 8) == 0:
+            emit(f"cc{d} = tid % {d // 8}")
+            emit(f"cr{d} = tid // {d // 8}")
+
+
 def _source(spec, cfg):
     """The kernel's Python source for ``spec`` / ``cfg`` (names resolved from :func:`tc_fwd_kernel`'s globals)."""
-    D, DV, BN, BM, NT = spec.D_QK, spec.D_V, cfg.BLOCK_N, cfg.BLOCK_M, cfg.THREADS
-    QW, KW, VW = _words(D), _words(D), _words(BN)
+    D, DV, BN, BM = spec.D_QK, spec.D_V, cfg.BLOCK_N, cfg.BLOCK_M
+    QR, KR, VR, K0, V0, _ = _layout(cfg, D, DV)
     NS, NO = BN // 8, DV // 8            # 8-key score groups, 8-column O groups a warp holds
     KS_QK, KS_PV = D // 16, BN // 16     # mma k steps of the two products
-    L = []
-    a = L.append
-    a(f"def attn_tc_fwd({', '.join(FWD_ARGS)}):")
+    fp16 = spec.Q == "float16"
+    L = [f"def attn_tc_fwd({', '.join(FWD_ARGS)}):"]
     body = []
     b = body.append
-    b(f"q_s = cuda.shared.array({BM * QW}, uint32)")
-    b(f"k_s = cuda.shared.array({BN * KW}, uint32)")
-    b(f"v_s = cuda.shared.array({DV * VW}, uint32)")
+    b("sm = cuda.shared.array(0, uint16)" if ptx.SIM else "sm = cuda.shared.array(0, uint16, alignment=128)")
+    b("sbase = int32(ptx.cvta_shared(sm, 0))")
     b("tid = cuda.threadIdx.x")
     b("lane = tid & 31")
     b("warp = tid >> 5")
     b("g = lane >> 2")
     b("t = lane & 3")
+    b("lr = lane & 7                 # ldmatrix: the row this lane addresses in matrix lane >> 3")
+    b("lj = lane >> 3")
     b("bz = int64(cuda.blockIdx.z)")
     b("h = int64(cuda.blockIdx.y)")
     b(f"i0 = int64(cuda.blockIdx.x) * {BM}")
@@ -164,21 +240,39 @@ def _source(spec, cfg):
     b("sc = float32(scale)")
     if spec.SCALE is not None:
         b("sc = ld_scale(scale_arr, 0)")
+    b("sc2 = sc * LOG2E")
     b("slope = float32(0.0)")
     if spec.ALIBI:
         b("slope = slope_of(h, H)")
+    _copy_setup(b, cfg, (D, DV))
     b("qbase = bz * qb + h * qh")
     b("kbase = bz * kb + hk * kh")
     b("vbase = bz * vb + hk * vh")
-    b("# ---- the query tile, two head-dim values a word")
-    b(f"for e in range(tid, {BM * (D // 2)}, {NT}):")
-    b(f"    r = e // {D // 2}")
-    b(f"    c = e % {D // 2}")
-    b("    i = i0 + r")
-    b("    w = uint32(0)")
-    b("    if i < lq:")
-    b("        w = pack(ld_q(q, qbase + i * qs + 2 * c * qd), ld_q(q, qbase + i * qs + (2 * c + 1) * qd))")
-    b(f"    q_s[r * {QW} + c] = w")
+    b(f"j0, j1 = krange(i0, min(i0 + {BM}, lq), lk, shift, left, right)")
+    b(f"nstart = (j0 // {BN}) * {BN}")
+    b(f"ntiles = (j1 - nstart + {BN - 1}) // {BN} if j1 > nstart else 0")
+    b("# ---- the Q tile and the first K / V tiles")
+    _copy_tile(b, cfg, "q", "qbase", "qs", "qd", BM, "i0", "SQ", D, QR, "0", fp16)
+    b("ptx.cp_async_commit()")
+    b("if ntiles > 0:")
+    blk = []
+    _copy_tile(blk.append, cfg, "k", "kbase", "ks", "kd", BN, "nstart", "lk", D, KR, K0, fp16)
+    body += ["    " + s for s in blk]
+    b("ptx.cp_async_commit()")
+    b("if ntiles > 0:")
+    blk = []
+    _copy_tile(blk.append, cfg, "v", "vbase", "vs", "vd", BN, "nstart", "lk", DV, VR, V0, fp16)
+    body += ["    " + s for s in blk]
+    b("ptx.cp_async_commit()")
+    b("ptx.cp_async_wait_group(2)")
+    b("cuda.syncthreads()")
+    b("# ---- this warp's Q fragments (registers for the whole loop)")
+    b(f"qa_l = sbase + 2 * ((warp * 16 + (lj & 1) * 8 + lr) * {QR} + (lj >> 1) * 8)")
+    for ks in range(KS_QK):
+        b(f"q{ks}_0, q{ks}_1, q{ks}_2, q{ks}_3 = ptx.ldmatrix_x4_a(sm, qa_l + {2 * 16 * ks})")
+    b("# lane addresses of the K fragments (keys (lj >> 1) 8 + lr, head dims (lj & 1) 8) and of the V ones")
+    b(f"ka_l = sbase + 2 * ({K0} + ((lj >> 1) * 8 + lr) * {KR} + (lj & 1) * 8)")
+    b(f"va_l = sbase + 2 * ({V0} + ((lj & 1) * 8 + lr) * {VR} + (lj >> 1) * 8)")
     b("r0 = warp * 16 + g            # this lane's rows in the tile: r0 and r0 + 8")
     b("ia = i0 + r0")
     b("ib = ia + 8")
@@ -189,61 +283,70 @@ def _source(spec, cfg):
     for n in range(NO):
         for e in range(4):
             b(f"o{n}_{e} = float32(0.0)")
-    b(f"j0, j1 = krange(i0, min(i0 + {BM}, lq), lk, shift, left, right)")
-    b(f"for n0 in range((j0 // {BN}) * {BN}, j1, {BN}):")
+    b("for it in range(ntiles):")
     lp = []
     c_ = lp.append
+    c_(f"n0 = nstart + it * {BN}")
+    c_("st = it & 1")
+    c_("ptx.cp_async_wait_group(1)    # this K tile landed (the V tile may still be in flight)")
     c_("cuda.syncthreads()")
-    c_("# ---- K tile (rows of head-dim pairs) and V tile (transposed: rows of key pairs)")
-    c_(f"for e in range(tid, {BN * (D // 2)}, {NT}):")
-    c_(f"    r = e // {D // 2}")
-    c_(f"    c = e % {D // 2}")
-    c_("    j = n0 + r")
-    c_("    w = uint32(0)")
-    c_("    if j < lk:")
-    c_("        w = pack(ld_k(k, kbase + j * ks + 2 * c * kd), ld_k(k, kbase + j * ks + (2 * c + 1) * kd))")
-    c_(f"    k_s[r * {KW} + c] = w")
-    c_(f"for e in range(tid, {(BN // 2) * DV}, {NT}):")
-    c_(f"    p = e // {DV}")
-    c_(f"    c = e % {DV}")
-    c_("    j = n0 + 2 * p")
-    c_("    lo = float32(0.0)")
-    c_("    hi = float32(0.0)")
-    c_("    if j < lk:")
-    c_("        lo = ld_v(v, vbase + j * vs + c * vd)")
-    c_("    if j + 1 < lk:")
-    c_("        hi = ld_v(v, vbase + (j + 1) * vs + c * vd)")
-    c_(f"    v_s[c * {VW} + p] = pack(lo, hi)")
-    c_("cuda.syncthreads()")
+    c_(f"kst = ka_l + st * {2 * BN * KR}")
     c_("# ---- scores S = Q K^T in registers")
     for n in range(NS):
         for e in range(4):
             c_(f"s{n}_{e} = float32(0.0)")
     for ks in range(KS_QK):
-        c_(f"qa0 = q_s[r0 * {QW} + {8 * ks} + t]")
-        c_(f"qa1 = q_s[(r0 + 8) * {QW} + {8 * ks} + t]")
-        c_(f"qa2 = q_s[r0 * {QW} + {8 * ks + 4} + t]")
-        c_(f"qa3 = q_s[(r0 + 8) * {QW} + {8 * ks + 4} + t]")
-        _mma_step(c_, "s", "qa", "kb", "k_s", KW, ks, NS)
-    c_("# ---- masked, biased scores; the online softmax (rows ia: entries 0, 1; ib: entries 2, 3)")
+        for p in range(NS // 2):
+            c_(f"kb0, kb1, kb2, kb3 = ptx.ldmatrix_x4_a(sm, kst + {2 * (16 * p * KR + 16 * ks)})")
+            for n, (x, y) in ((2 * p, ("kb0", "kb1")), (2 * p + 1, ("kb2", "kb3"))):
+                acc = ", ".join(f"s{n}_{e}" for e in range(4))
+                c_(f"{acc} = mma(q{ks}_0, q{ks}_1, q{ks}_2, q{ks}_3, {x}, {y}, {acc})")
+    c_("# ---- the next K tile into the other stage (its readers passed the barrier above)")
+    c_("if it + 1 < ntiles:")
+    blk = []
+    _copy_tile(blk.append, cfg, "k", "kbase", "ks", "kd", BN, f"(n0 + {BN})", "lk", D, KR, f"({K0} + (st ^ 1) * {BN * KR})",
+               fp16)
+    lp += ["    " + s for s in blk]
+    c_("ptx.cp_async_commit()")
+    c_("# ---- scores in log2 units; the masked path only where the band, padding or sequence end cut the tile")
+    cond = [f"n0 + {BN} <= lk", f"i0 + {BM} <= lq"]    # (rows past lq would read the bias out of bounds)
+    if spec.HAS_RIGHT:
+        cond.append(f"n0 + {BN - 1} <= i0 + shift + right")
+    if spec.HAS_LEFT:
+        cond.append(f"n0 > i0 + {BM - 1} + shift - left")
+    c_(f"if {' and '.join(cond)}:")
+    plain = spec.BIAS is None and not spec.ALIBI
+    for n in range(NS):
+        for e in range(4):
+            r, col = _entry(n, e)
+            if plain:
+                c_(f"    s{n}_{e} = s{n}_{e} * sc2")
+            else:
+                c_(f"    s{n}_{e} = unmasked(s{n}_{e}, bz, h, i{r}, {col}, sc, slope, bias, bb, bh, bs, bk) * LOG2E")
+    c_("else:")
+    for n in range(NS):
+        for e in range(4):
+            r, col = _entry(n, e)
+            c_(f"    s{n}_{e} = score(s{n}_{e}, bz, h, i{r}, {col}, lq, lk, shift, sc, left, right, slope, bias, "
+               "bb, bh, bs, bk) * LOG2E")
+    c_("# ---- the online softmax (rows ia: entries 0, 1; ib: entries 2, 3)")
     c_("mx_a = m_a")
     c_("mx_b = m_b")
     for n in range(NS):
         for e in range(4):
-            r, col = _entry(n, e)
-            c_(f"s{n}_{e} = score(s{n}_{e}, bz, h, i{r}, {col}, lq, lk, shift, sc, left, right, slope, bias, bb, bh, bs, bk)")
+            r, _ = _entry(n, e)
             c_(f"mx_{r} = max(mx_{r}, s{n}_{e})")
     for r in "ab":
         c_(f"mx_{r} = max(mx_{r}, shfl_xor(mx_{r}, 1))")
         c_(f"mx_{r} = max(mx_{r}, shfl_xor(mx_{r}, 2))")
         c_(f"base_{r} = mx_{r} if mx_{r} != NEG_INF else float32(0.0)")
-        c_(f"alpha_{r} = math.exp(m_{r} - base_{r})")
+        c_(f"alpha_{r} = ptx.ex2_approx(m_{r} - base_{r})")
         c_(f"m_{r} = mx_{r}")
         c_(f"tot_{r} = float32(0.0)")
     for n in range(NS):
         for e in range(4):
             r, col = _entry(n, e)
-            c_(f"s{n}_{e} = math.exp(s{n}_{e} - base_{r})")
+            c_(f"s{n}_{e} = ptx.ex2_approx(s{n}_{e} - base_{r})")
             c_(f"tot_{r} += s{n}_{e}")
             if spec.DROPOUT:
                 c_(f"if drop_keep(bz, h, i{r}, {col}, H, SQ, SK, seed, rng_offset, p_keep):")
@@ -257,15 +360,30 @@ def _source(spec, cfg):
         c_(f"o{n}_1 *= alpha_a")
         c_(f"o{n}_2 *= alpha_b")
         c_(f"o{n}_3 *= alpha_b")
-    c_("# ---- O += P V: P's accumulators are the A fragments, V's from the transposed tile")
+    c_("ptx.cp_async_wait_group(1)    # this V tile landed (the next K tile may still be in flight)")
+    c_("cuda.syncthreads()")
+    c_(f"vst = va_l + st * {2 * BN * VR}")
+    c_("# ---- O += P V: P's accumulators are the A fragments, V's by ldmatrix.trans of the key-major tile")
     for ks in range(KS_PV):
         c_(f"pa0 = pack(s{2 * ks}_0, s{2 * ks}_1)")
         c_(f"pa1 = pack(s{2 * ks}_2, s{2 * ks}_3)")
         c_(f"pa2 = pack(s{2 * ks + 1}_0, s{2 * ks + 1}_1)")
         c_(f"pa3 = pack(s{2 * ks + 1}_2, s{2 * ks + 1}_3)")
-        _mma_step(c_, "o", "pa", "vb", "v_s", VW, ks, NO)
+        for p in range(NO // 2):
+            c_(f"vb0, vb1, vb2, vb3 = ptx.ldmatrix_x4_trans_a(sm, vst + {2 * (16 * ks * VR + 16 * p)})")
+            for n, (x, y) in ((2 * p, ("vb0", "vb1")), (2 * p + 1, ("vb2", "vb3"))):
+                acc = ", ".join(f"o{n}_{e}" for e in range(4))
+                c_(f"{acc} = mma(pa0, pa1, pa2, pa3, {x}, {y}, {acc})")
+    c_("# ---- the next V tile into the other stage")
+    c_("if it + 1 < ntiles:")
+    blk = []
+    _copy_tile(blk.append, cfg, "v", "vbase", "vs", "vd", BN, f"(n0 + {BN})", "lk", DV, VR, f"({V0} + (st ^ 1) * {BN * VR})",
+               fp16)
+    lp += ["    " + s for s in blk]
+    c_("ptx.cp_async_commit()")
     body += ["    " + s for s in lp]
-    b("# ---- epilogue: the row sums over the four lanes of a row; O = acc / l, Stats = m + log(l)")
+    b("ptx.cp_async_wait_all()")
+    b("# ---- epilogue: the row sums over the four lanes of a row; O = acc / l, Stats = (m + log2 l) ln 2")
     for r in "ab":
         b(f"l_{r} += shfl_xor(l_{r}, 1)")
         b(f"l_{r} += shfl_xor(l_{r}, 2)")
@@ -285,25 +403,32 @@ def _source(spec, cfg):
             b(f"    if i{r} < lq:")
             b("        val = NEG_INF")
             b(f"        if l_{r} > float32(0.0):")
-            b(f"            val = m_{r} + math.log(l_{r})")
+            b(f"            val = (m_{r} + math.log2(l_{r})) * LN2")
             b(f"    st_s(stats, bz * sb + h * sh + i{r} * ss, val)")
     L += ["    " + s for s in body]
     return "\n".join(L) + "\n"
 
 
+def tc_fwd_source(spec: AttnSpec, cfg: TcAttnConfig):
+    """The generated kernel source (what :func:`tc_fwd_kernel` compiles)."""
+    return _source(spec, cfg)
+
+
 @functools.lru_cache(maxsize=None)
 def tc_fwd_kernel(spec: AttnSpec, cfg: TcAttnConfig):
-    """The ``cuda.jit`` tensor-core forward kernel (launch: :func:`tc_fwd_grid` x cfg.THREADS; FWD_ARGS)."""
+    """The ``cuda.jit`` tensor-core forward kernel (launch: :func:`tc_fwd_grid` x cfg.THREADS with
+    :func:`tc_smem_bytes` of dynamic shared memory; FWD_ARGS)."""
     ok, why = tc_check((spec.Q, spec.K, spec.V), spec.D_QK, spec.D_V, cfg)
     if not ok:
         raise ValueError(f"tensor-core attention forward config {cfg}: {why}")
     bf16 = spec.Q == "bfloat16"
-    g = dict(__name__=__name__, cuda=cuda, math=math, float32=float32, int64=int64, uint32=uint32, NEG_INF=NEG_INF,
-             shfl_xor=shfl_xor, mma=ptx.mma_m16n8k16_bf16 if bf16 else ptx.mma_m16n8k16_f16,
-             pack=ptx.pack_bf16x2 if bf16 else ptx.pack_f16x2,
-             ld_q=loader(spec.Q), ld_k=loader(spec.K), ld_v=loader(spec.V), st_o=storer(spec.O),
+    g = dict(__name__=__name__, cuda=cuda, math=math, ptx=ptx, float32=float32, int32=int32, int64=int64,
+             uint32=uint32, NEG_INF=NEG_INF, LOG2E=float32(LOG2E), LN2=float32(LN2), shfl_xor=shfl_xor,
+             uint16=uint16, ld16=loader("float16"),
+             mma=ptx.mma_m16n8k16_bf16 if bf16 else ptx.mma_m16n8k16_f16,
+             pack=ptx.pack_bf16x2 if bf16 else ptx.pack_f16x2, st_o=storer(spec.O),
              st_s=storer("float32"), ld_scale=loader(spec.SCALE) if spec.SCALE is not None else None,
-             bounds=seq_bounds(spec), krange=key_range(spec), score=score_fn(spec), slope_of=alibi_slope_fn(),
-             drop_keep=dropout_keep_fn())
+             bounds=seq_bounds(spec), krange=key_range(spec), score=score_fn(spec), unmasked=unmasked_fn(spec),
+             slope_of=alibi_slope_fn(), drop_keep=dropout_keep_fn())
     exec(compile(_source(spec, cfg), f"<attn_tc_fwd {spec.D_QK}x{spec.D_V} {cfg}>", "exec"), g)
     return cuda.jit(g["attn_tc_fwd"])

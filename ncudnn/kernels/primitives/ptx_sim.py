@@ -305,6 +305,13 @@ def unpack_f16x2(u):
     return (np.float32(np.uint16(lo).view(np.float16)), np.float32(np.uint16(hi).view(np.float16)))
 
 
+def ex2_approx(x):
+    """ex2.approx.ftz.f32: 2^x in float32 (exact here), subnormal results flushed to +0, 2^-inf = 0."""
+    with np.errstate(over="ignore", under="ignore"):
+        y = np.exp2(np.float32(x))
+    return np.float32(0.0) if np.isfinite(y) and abs(y) < np.finfo(np.float32).tiny else y
+
+
 def f32_to_tf32(x):
     """cvt.rna.tf32.f32: round to 10 mantissa bits, ties away from zero; NaN / inf kept."""
     u = int(np.array(x, dtype=np.float32).view(np.uint32))

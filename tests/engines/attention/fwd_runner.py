@@ -92,7 +92,7 @@ def run_fwd(rng, dtype="float32", layout="bhsd", B=2, H=2, HK=None, SQ=5, SK=7, 
     v = g.tensor(name="v", dim=[B, HK, SK, DV], stride=st["v"])
     kw, pack, ref, scale = options(g, rng, B, H, SQ, SK, dtype, **opts)
     o, s = g.sdpa(q, k, v, generate_stats=stats, name="attn", **kw)
-    o_st = strides_of("bshd" if layout == "bs3hd" else layout, B, H, SQ, DV)
+    o_st = strides_of("bshd" if layout == "bs3hd" else layout.partition("_")[0], B, H, SQ, DV)
     o.set_output(True).set_dim([B, H, SQ, DV]).set_stride(o_st)
     if stats:
         s.set_output(True).set_data_type(F)

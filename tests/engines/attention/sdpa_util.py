@@ -95,7 +95,9 @@ def rounded(rng, shape, dtype, lo=-1.0, hi=1.0):
 
 
 def qkv_buffers(rng, layout, dtype, B, H, HK, SQ, SK, D, DV):
-    """(values {q, k, v}, buffers {q, k, v} as (DevBuf, view index), strides {q, k, v}) for a layout."""
+    """(values {q, k, v}, buffers {q, k, v} as (DevBuf, view index), strides {q, k, v}) for a layout: a packed
+    one, "bs3hd" (interleaved QKV), or "bhsd_padP" / "bhsd_offE" (rows of D + P elements; views E elements into
+    their buffers)."""
     vals = {"q": rounded(rng, (B, H, SQ, D), dtype), "k": rounded(rng, (B, HK, SK, D), dtype),
             "v": rounded(rng, (B, HK, SK, DV), dtype)}
     if layout == "bs3hd":
@@ -106,10 +108,14 @@ def qkv_buffers(rng, layout, dtype, B, H, HK, SQ, SK, D, DV):
         buf.upload()
         return vals, bufs, {n: st for n in "qkv"}
     bufs, strides = {}, {}
+    # "bhsd_padP": rows of D + P elements; "bhsd_offE": each tensor E elements into its buffer
+    base, _, extra = layout.partition("_")
+    pad = int(extra[3:]) if extra.startswith("pad") else 0
+    off = int(extra[3:]) if extra.startswith("off") else 0
     for n, (h, s, d) in (("q", (H, SQ, D)), ("k", (HK, SK, D)), ("v", (HK, SK, DV))):
-        st = strides_of(layout, B, h, s, d)
-        buf = DevBuf(B * h * s * d, dtype)
-        bufs[n] = (buf, buf.place(0, vals[n].shape, st, vals[n]))
+        st = strides_of(base, B, h, s, d + pad)
+        buf = DevBuf(off + B * h * s * (d + pad), dtype)
+        bufs[n] = (buf, buf.place(off, vals[n].shape, st, vals[n]))
         buf.upload()
         strides[n] = st
     return vals, bufs, strides

@@ -17,7 +17,8 @@ def test_attention_registers_cases():
     names = cases_of(*_MODULES)
     assert {"attn_fwd_d128_bf16", "attn_bwd_dkdv_d128_bf16", "attn_bwd_dq_d128_bf16",
             "attn_fwd_d64_bf16_all_options", "attn_bwd_dbias_bf16_band", "attn_tc_fwd_d128_bf16",
-            "attn_tc_fwd_d64_f16_wide", "attn_tc_fwd_d64_bf16_all_options"} <= set(names), names
+            "attn_tc_fwd_d64_f16_wide", "attn_tc_fwd_d64_bf16_all_options",
+            "attn_tc_fwd_d64_f16_element_copy"} <= set(names), names
 
 
 @pytest.mark.slow
