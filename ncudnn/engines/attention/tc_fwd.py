@@ -46,6 +46,12 @@ def cfg_of(config):
     return TcAttnConfig(config.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128) // 32, config.get(K.CUDNN_KNOB_TYPE_TILE_N, 64))
 
 
+def regs_estimate(c, d, dv):
+    """Registers a thread takes: the accumulators and Q fragments (DV / 2 + TILE_N / 2 + D / 4) and as much
+    again, less for the small tiles (sm_90 builds: 246 at D 128 / TILE_N 64, 134 at D 64 / TILE_N 64)."""
+    return min(255, int(40 + 1.6 * (dv // 2 + c.BLOCK_N // 2 + d // 4)))
+
+
 def rows_aligned(node):
     """Whether Q, K and V rows are contiguous and start on 16-byte boundaries at an aligned base (unit head-dim
     stride, every other stride a multiple of 8 elements): the kernel's cp.async copies."""
@@ -118,7 +124,7 @@ class AttentionTcFwd(Engine):
         grid = tc_fwd_grid(c, B, H, SQ)
         # the tile quantization of the (query rows x keys) score matrix: short sequences take small tiles
         return Hr.kernel_time(device, flops=flops(node), nbytes=nbytes, peak="bf16",
-                              blocks=grid[0] * grid[1] * grid[2], threads=c.THREADS, regs=128,
+                              blocks=grid[0] * grid[1] * grid[2], threads=c.THREADS, regs=regs_estimate(c, D, DV),
                               smem=tc_smem_bytes(c, D, DV), tile=(c.BLOCK_M, c.BLOCK_N), problem=(SQ, SK))
 
     def build(self, sub, cfg, ctx):
