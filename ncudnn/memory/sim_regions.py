@@ -8,7 +8,7 @@ import weakref
 
 import numpy as np
 
-__all__ = ["Region", "register_host", "find_region", "root_of"]
+__all__ = ["Region", "register_host", "register_span", "find_region", "covers", "root_of"]
 
 
 class Region:
@@ -58,6 +58,20 @@ def register_host(root):
     return reg
 
 
+def register_span(base, size, root):
+    """Record ``size`` bytes at ``base`` as simulated device memory while ``root`` lives (memory a torch-like
+    tensor owns, taken as device memory under the simulator); returns its Region."""
+    with _regions_lock:
+        reg = _regions.get(base)
+        if reg is not None and reg.size >= size and reg.root is root:
+            return reg
+        reg = Region(base, size, root)
+        _regions[base] = reg
+    if _weakrefable(root):
+        weakref.finalize(root, _forget, base, reg)
+    return reg
+
+
 def _forget(base, reg):
     with _regions_lock:
         if _regions.get(base) is reg:
@@ -70,6 +84,15 @@ def find_region(ptr):
             if reg.base <= ptr < reg.base + max(reg.size, 1) and reg.root is not None:
                 return reg
     return None
+
+
+def covers(ptr, nbytes):
+    """Whether one live simulated allocation holds the ``nbytes`` bytes at ``ptr``."""
+    with _regions_lock:
+        for reg in list(_regions.values()):
+            if reg.base <= ptr and ptr + nbytes <= reg.base + reg.size and reg.root is not None:
+                return True
+    return False
 
 
 def root_of(a):

@@ -66,8 +66,13 @@ def _from_torch(t):
         dt = np.dtype(str(t.dtype).rsplit(".", 1)[-1])
     except TypeError:
         dt = None  # bfloat16 / fp8: the kernel signature gives the storage type
-    return ArgView(int(t.data_ptr()), tuple(int(d) for d in t.shape), tuple(int(s) * it for s in t.stride()),
-                   it, dt)
+    v = ArgView(int(t.data_ptr()), tuple(int(d) for d in t.shape), tuple(int(s) * it for s in t.stride()), it, dt)
+    if SIM and all(int(d) > 0 for d in v.shape):   # host memory as device memory: valid while the tensor lives
+        from ...memory.sim_regions import register_span
+        lo = sum((d - 1) * s for d, s in zip(v.shape, v.strides) if s < 0)
+        hi = sum((d - 1) * s for d, s in zip(v.shape, v.strides) if s > 0) + it
+        register_span(v.ptr + lo, hi - lo, t)
+    return v
 
 
 def _from_ndarray(a):
@@ -86,12 +91,13 @@ def as_arg_view(obj):
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
         return _from_cai(cai)
-    if SIM:
-        ary = getattr(obj, "_ary", None)  # simulator device array: host memory
-        if isinstance(ary, np.ndarray):
+    if SIM:   # simulator device array (host memory), registered so that its pointer resolves while it lives
+        ary = getattr(obj, "_ary", None)
+        ary = ary if isinstance(ary, np.ndarray) else obj if isinstance(obj, np.ndarray) else None
+        if ary is not None:
+            from ...memory.sim_regions import register_host, root_of
+            register_host(root_of(ary))
             return _from_ndarray(ary)
-        if isinstance(obj, np.ndarray):
-            return _from_ndarray(obj)
     sb = getattr(obj, "strides_bytes", None)
     if sb is not None:
         return ArgView(int(obj.ptr), tuple(obj.shape), tuple(sb), int(obj.itemsize),

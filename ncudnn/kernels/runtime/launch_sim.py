@@ -20,6 +20,7 @@ import numpy as np
 from numba.cuda import types
 from numba.cuda.np import numpy_support
 
+from ...memory.sim_regions import covers
 from .launch_args import ArgView, _is_view_tuple, as_arg_view, data_pointer
 
 
@@ -210,9 +211,16 @@ def _sim_value(p, ty, spec):
 
 
 def _host_array(ptr, shape, strides, dtype):
-    """NumPy view of host memory at ``ptr`` (simulated device memory is host memory)."""
+    """NumPy view of host memory at ``ptr`` (simulated device memory is host memory). The bytes it spans must
+    lie in one live simulated allocation (``memory.sim_regions``): a pointer into freed or foreign memory is an
+    error here, not a read or write of whatever the host heap holds there."""
     if any(int(d) == 0 for d in shape):
         return np.empty(shape, dtype)
     span = sum((int(d) - 1) * int(s) for d, s in zip(shape, strides)) + dtype.itemsize
+    neg = sum((int(d) - 1) * int(s) for d, s in zip(shape, strides) if int(s) < 0)
+    pos = sum((int(d) - 1) * int(s) for d, s in zip(shape, strides) if int(s) > 0)
+    if not covers(ptr + neg, pos - neg + dtype.itemsize):
+        raise ValueError(f"simulated launch: pointer 0x{ptr:x} (+{span} bytes) is not inside a live simulated "
+                         "device allocation (freed, or never allocated as device memory)")
     buf = (ctypes.c_char * span).from_address(ptr)
     return np.ndarray(shape, dtype, buffer=buf, strides=strides)

@@ -80,6 +80,25 @@ def test_prepared_run_patches_pointers(rng):
         np.testing.assert_allclose(o.copy_to_host(), alpha * x + y, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.sim_only
+def test_sim_refuses_pointers_outside_live_memory(rng):
+    """A pointer into a freed simulated array (or any host address never allocated as device memory) is an
+    error at launch, not a read or write of whatever the host heap holds there."""
+    import gc
+    kern = CompiledKernel(_axpy, "void(float32[::1], float32[::1], float32[::1], int32, float32)")
+    d = _to_dev(random(rng, 8))
+    freed = _to_dev(random(rng, 8))
+    ptr = as_arg_view(freed).ptr
+    del freed
+    gc.collect()
+    with pytest.raises(ValueError, match="not inside a live simulated device allocation"):
+        kern.prepare(1, 8, (d, d, ArgView(ptr, (8,), (4,), 4), 8, np.float32(1))).run()
+    stray = np.zeros(8, np.float32)     # host memory no device array owns
+    with pytest.raises(ValueError, match="not inside a live simulated device allocation"):
+        kern.prepare(1, 8, (d, d, ArgView(stray.ctypes.data, (8,), (4,), 4), 8, np.float32(1))).run()
+    kern.prepare(1, 8, (d, d, d, 8, np.float32(1))).run()     # live memory still runs
+
+
 def test_run_checks_pointer_count(rng):
     kern = CompiledKernel(_axpy, "void(float32[::1], float32[::1], float32[::1], int32, float32)")
     d = _to_dev(random(rng, 4))
