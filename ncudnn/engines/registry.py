@@ -46,6 +46,7 @@ ENGINE_ORDER = [
     "attention_flash_fwd",    # SDPA forward: flash attention, online softmax, masks / bias / ALiBi (attention/)
     "attention_flash_bwd",    # SDPA backward: deterministic dK/dV and dQ passes from the stats (attention/)
     "attention_tc_fwd",       # SDPA forward on tensor cores: mma.sync flash attention, FP16 / BF16 (attention/)
+    "attention_tc_bwd",       # SDPA backward on tensor cores: mma.sync dK/dV and dQ passes, FP16 / BF16 (attention/)
 ]
 
 #: modules of the package that are machinery, not engines

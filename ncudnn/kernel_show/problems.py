@@ -246,6 +246,7 @@ ENGINE_PROBLEMS = {
     "attention_flash_fwd": (("sdpa_fwd", "half"), ("sdpa_fwd", "float")),
     "attention_flash_bwd": (("sdpa_bwd", "half"), ("sdpa_bwd", "float")),
     "attention_tc_fwd": (("sdpa_fwd", "half"), ("sdpa_fwd", "bfloat16")),
+    "attention_tc_bwd": (("sdpa_bwd", "half"), ("sdpa_bwd", "bfloat16")),
 }
 
 

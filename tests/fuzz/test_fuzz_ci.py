@@ -41,6 +41,7 @@ ENGINE_CASES = {
     "conv_winograd_fused": ("conv_fast", 1), "matmul_tc": ("matmul_tc", 14), "conv_tc": ("conv_fast", 9),
     "data_movement": ("move", 3), "conv_direct": ("conv_fast", 1), "matmul_wgmma": ("matmul_tc", 14),
     "attention_flash_fwd": ("sdpa", 11), "attention_flash_bwd": ("sdpa", 15), "attention_tc_fwd": ("sdpa", 8),
+    "attention_tc_bwd": ("sdpa", 2),
 }
 #: (family, case) -> the issue item it belongs to
 KNOWN = {}

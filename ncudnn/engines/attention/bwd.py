@@ -102,6 +102,28 @@ class AttentionFlashBwd(Engine):
         return Hr.kernel_time(device, flops=2.5 * fwd_flops(node), nbytes=2 * nbytes, blocks=blocks,
                               threads=c.THREADS, regs=96, smem=ka.smem_bytes(c, D, DV, True), launches=3)
 
+    @staticmethod
+    def dot_step(node, spec, dr):
+        """The Dr = rowsum(dO O) launch (shared by attention_tc_bwd)."""
+        B, H, _, SQ, SK, _, _ = C.dims(node)
+        ins = node.inputs
+        return Step("attn_bwd_dot:" + src_key(spec), lambda: dot_kernel(spec), (math.ceil(SQ / DOT_THREADS), H, B),
+                    DOT_THREADS, [Arg.tensor(ins["O"]), Arg.tensor(ins["DO"]), dr, *C.seq_args(node),
+                                  *[Arg.const(int(x)) for x in (B, H, SQ, SK)], *C.strides4(ins["O"]),
+                                  *C.strides4(ins["DO"])], name="attn_bwd_dot")
+
+    @staticmethod
+    def kernel_args(node, dr, ws, out1, out2):
+        """The launch arguments of a dK/dV or dQ kernel (``BWD_ARGS`` order), shared by attention_tc_bwd."""
+        ins = node.inputs
+        scale_arr, scale = C.scale_args(node)
+        bias, bias_st = C.bias_args(node)
+        return [Arg.tensor(ins["Q"]), Arg.tensor(ins["K"]), Arg.tensor(ins["V"]), Arg.tensor(ins["DO"]),
+                Arg.tensor(ins["STATS"]), dr, bias, *C.seq_args(node), scale_arr, Arg.tensor(out1),
+                Arg.tensor(out2), ws, *C.sizes(node), *C.strides4(ins["Q"]), *C.strides4(ins["K"]),
+                *C.strides4(ins["V"]), *C.strides4(ins["DO"]), *C.strides4(ins["STATS"])[:3], *bias_st,
+                *C.strides4(out1), *C.strides4(out2), scale, *C.band_args(node), *C.dropout_args(node)]
+
     def steps(self, sub, cfg):
         node = _node(sub)
         c = C.cfg_of(cfg)
@@ -110,22 +132,11 @@ class AttentionFlashBwd(Engine):
         ins, outs = node.inputs, node.outputs
         _, dr, ds = self._layout(sub)
         seq = C.seq_args(node)
-        steps = [Step("attn_bwd_dot:" + src_key(spec), lambda: dot_kernel(spec),
-                      (math.ceil(SQ / DOT_THREADS), H, B), DOT_THREADS,
-                      [Arg.tensor(ins["O"]), Arg.tensor(ins["DO"]), dr, *seq,
-                       *[Arg.const(int(x)) for x in (B, H, SQ, SK)], *C.strides4(ins["O"]), *C.strides4(ins["DO"])],
-                      name="attn_bwd_dot")]
-        scale_arr, scale = C.scale_args(node)
-        bias, bias_st = C.bias_args(node)
+        steps = [self.dot_step(node, spec, dr)]
         ws = ds if ds is not None else Arg.dummy("float32")
 
         def args(out1, out2):
-            return [Arg.tensor(ins["Q"]), Arg.tensor(ins["K"]), Arg.tensor(ins["V"]), Arg.tensor(ins["DO"]),
-                    Arg.tensor(ins["STATS"]), dr, bias, *seq, scale_arr, Arg.tensor(out1),
-                    Arg.tensor(out2), ws, *C.sizes(node), *C.strides4(ins["Q"]), *C.strides4(ins["K"]),
-                    *C.strides4(ins["V"]), *C.strides4(ins["DO"]), *C.strides4(ins["STATS"])[:3], *bias_st,
-                    *C.strides4(out1), *C.strides4(out2), scale, *C.band_args(node),
-                    *C.dropout_args(node)]
+            return self.kernel_args(node, dr, ws, out1, out2)
 
         steps.append(Step("attn_bwd_dkdv:" + src_key(spec, c), lambda: dkdv_kernel(spec, c),
                           (math.ceil(SK / c.BLOCK_N), HK, B), c.THREADS, args(outs["DK"], outs["DV"]),

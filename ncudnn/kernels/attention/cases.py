@@ -10,6 +10,7 @@ from .bwd import dbias_kernel, dkdv_kernel, dot_kernel, dq_kernel
 from .config import default_config
 from .fwd import fwd_kernel
 from .spec import AttnSpec
+from .tc_bwd import tc_bwd_default, tc_dkdv_kernel, tc_dq_kernel
 from .tc_fwd import tc_default, tc_fwd_kernel
 
 
@@ -56,6 +57,27 @@ def _register():
     register_compile_case("attn_tc_fwd_d64_f16_element_copy",
                           tc_fwd_kernel(fp16, tc_default(("float16",) * 3, 64, 64).replace(ASYNC=False)),
                           _sig([h16, h16, h16, h16, f32, f32, i32, i32, f32], 5 + 16 + 3 + 4), max_registers=255,
+                          max_local_bytes=0)
+
+    # the tensor-core backward's two passes: the bench's shape, and every option it takes at head dim 64 in FP16
+    # with element copies
+    tb = tc_bwd_default(("bfloat16",) * 3, d, d)
+    sig = _sig([bf, bf, bf, bf, f32, f32, f32, i32, i32, f32, bf, bf, f32], 5 + 16 + 3 + 4 + 8)
+    bwd16 = AttnSpec(d, d, Q="bfloat16", K="bfloat16", V="bfloat16", O="bfloat16", DO="bfloat16", DQ="bfloat16",
+                     DK="bfloat16", DV="bfloat16", STATS=False, HAS_RIGHT=True)
+    for want in ("dk", "dv"):     # head dim 128: one kernel a gradient (split_dkdv)
+        register_compile_case(f"attn_tc_bwd_{want}_d128_bf16", tc_dkdv_kernel(bwd16, tb, want), sig, max_registers=255,
+                              max_local_bytes=0)
+    register_compile_case("attn_tc_bwd_dq_d128_bf16", tc_dq_kernel(bwd16, tb), sig, max_registers=255,
+                          max_local_bytes=0)
+    opts = AttnSpec(64, 64, Q="float16", K="float16", V="float16", O="float16", DO="float16", DQ="float16",
+                    DK="float16", DV="float16", BIAS="float16", SEQ="int32", SCALE="float16", ALIBI=True,
+                    HAS_LEFT=True, HAS_RIGHT=True, BOTTOM_RIGHT=True, STATS=False)
+    tb = tc_bwd_default(("float16",) * 3, 64, 64).replace(ASYNC=False)
+    sig = _sig([h16, h16, h16, h16, f32, f32, h16, i32, i32, h16, h16, h16, f32], 5 + 16 + 3 + 4 + 8)
+    register_compile_case("attn_tc_bwd_dkdv_d64_f16_options", tc_dkdv_kernel(opts, tb), sig, max_registers=255,
+                          max_local_bytes=0)
+    register_compile_case("attn_tc_bwd_dq_d64_f16_options", tc_dq_kernel(opts, tb), sig, max_registers=255,
                           max_local_bytes=0)
 
     # every option at once (bias and its gradient, padding, the scale in memory, ALiBi, a bottom-right band,

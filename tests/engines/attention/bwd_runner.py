@@ -21,8 +21,9 @@ def _input(dtype, dims, strides, values):
 
 
 def run_bwd(rng, dtype="float32", layout="bhsd", B=2, H=2, HK=None, SQ=5, SK=7, D=8, DV=None, every=True,
-            dbias=False, deterministic=False, **opts):
-    """Run every plan of the backward graph; returns the number of plans checked."""
+            dbias=False, deterministic=False, engine=None, **opts):
+    """Run every plan of the backward graph (``engine``: only that engine's, or the plans whose names begin with
+    it; at least one); returns the number of plans checked."""
     HK = H if HK is None else HK
     DV = D if DV is None else DV
     g = graph(dtype)
@@ -31,7 +32,7 @@ def run_bwd(rng, dtype="float32", layout="bhsd", B=2, H=2, HK=None, SQ=5, SK=7, 
     k = g.tensor(name="k", dim=[B, HK, SK, D], stride=st["k"])
     v = g.tensor(name="v", dim=[B, HK, SK, DV], stride=st["v"])
     kw, pack, ref, scale = options(g, rng, B, H, SQ, SK, dtype, **opts)
-    o_st = strides_of("bshd" if layout == "bs3hd" else layout, B, H, SQ, DV)
+    o_st = strides_of("bshd" if layout == "bs3hd" else layout.partition("_")[0], B, H, SQ, DV)
     ro, rs = sdpa_forward(vals["q"], vals["k"], vals["v"], scale, **ref)
     ro = ro.astype(DTYPES[dtype][0]).astype(np.float64)
     rdo = rounded(rng, (B, H, SQ, DV), dtype)
@@ -56,6 +57,10 @@ def run_bwd(rng, dtype="float32", layout="bhsd", B=2, H=2, HK=None, SQ=5, SK=7, 
     ins = {o: _input(dtype, [B, H, SQ, DV], o_st, ro), do: _input(dtype, [B, H, SQ, DV], o_st, rdo),
            stats: _input("float32", [B, H, SQ, 1], [H * SQ, SQ, 1, 1], rs_in)}
     idx = plans(g, every)
+    if engine is not None:
+        prefix = engine if "(" in engine else engine + "("
+        idx = [i for i in idx if g.get_plan_name_at_index(i).startswith(prefix)]
+        assert idx, f"no {engine} plan: {[g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]}"
     for i in idx:
         outs = {"dQ": (dq, out_buffer([B, H, SQ, D], st["q"], dtype), refs[0]),
                 "dK": (dk, out_buffer([B, HK, SK, D], st["k"], dtype), refs[1]),
