@@ -50,12 +50,11 @@ def test_refused_with_a_reason(rng, opts, why):
     """Dropout and the bias gradient run on attention_flash_bwd; the tensor-core engine says why it refused."""
     n = run_bwd(rng, dtype="bfloat16", B=1, H=2, SQ=6, SK=7, D=16, engine="attention_flash_bwd", **opts)
     assert n >= 1
-    from ncudnn.engines import registry
     assert why in _reason(rng, opts)
 
 
 def _reason(rng, opts):
-    import numpy as np
+    """The check_support error of the graph with attention_flash_bwd deselected."""
     from sdpa_util import graph
     from fwd_runner import options
     g = graph("bfloat16")
