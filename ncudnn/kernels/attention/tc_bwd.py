@@ -28,7 +28,7 @@ from ..primitives import ptx
 from ..runtime.dtypes import loader, storer
 from .bwd import BWD_ARGS
 from .spec import NEG_INF, AttnSpec, alibi_slope_fn, key_range, query_range, score_fn, seq_bounds
-from .tc_fwd import HALF, LOG2E, MAX_D, PAD, _copy_setup, _copy_tile, tc_dtypes_check, unmasked_fn
+from .tc_fwd import LOG2E, MAX_D, PAD, copy_setup, copy_tile, tc_dtypes_check, unmasked_fn
 
 __all__ = ["TcBwdConfig", "split_dkdv", "tc_dkdv_kernel", "tc_dq_kernel", "tc_bwd_check", "tc_bwd_configs", "tc_bwd_default",
            "tc_bwd_smem_bytes", "tc_dkdv_grid", "tc_dq_grid", "tc_bwd_source"]
@@ -224,10 +224,10 @@ def _dkdv_source(spec, cfg, want="dkdv"):
     b("G = H // HK")
     b("kbase = bz * kb + hk * kh")
     b("vbase = bz * vb + hk * vh")
-    _copy_setup(b, cfg, (D, DV))
+    copy_setup(b, cfg, (D, DV))
     b("# ---- the block's K and V rows (kept for the whole kernel)")
-    _copy_tile(b, cfg, "k", "kbase", "ks", "kd", W, "j0", "lk", D, DR, K0, fp16)
-    _copy_tile(b, cfg, "v", "vbase", "vs", "vd", W, "j0", "lk", DV, VR, V0, fp16)
+    copy_tile(b, cfg, "k", "kbase", "ks", "kd", W, "j0", "lk", D, DR, K0, fp16)
+    copy_tile(b, cfg, "v", "vbase", "vs", "vd", W, "j0", "lk", DV, VR, V0, fp16)
     b("ptx.cp_async_commit()")
     _lane_addrs(b, K0, V0, Q0, G0, DR, VR)
     b("ja = j0 + warp * 16 + g     # this lane's keys: ja (entries 0, 1) and ja + 8 (entries 2, 3)")
@@ -251,8 +251,8 @@ def _dkdv_source(spec, cfg, want="dkdv"):
     inner = []
     d_ = inner.append
     d_("cuda.syncthreads()            # the previous tile's readers are done")
-    _copy_tile(d_, cfg, "q", "qbase", "qs", "qd", BM, "m0", "lq", D, DR, Q0, fp16)
-    _copy_tile(d_, cfg, "do", "gbase", "gs", "gd", BM, "m0", "lq", DV, VR, G0, fp16)
+    copy_tile(d_, cfg, "q", "qbase", "qs", "qd", BM, "m0", "lq", D, DR, Q0, fp16)
+    copy_tile(d_, cfg, "do", "gbase", "gs", "gd", BM, "m0", "lq", DV, VR, G0, fp16)
     d_("ptx.cp_async_commit()")
     d_(f"for r in range(tid, {BM}, {cfg.THREADS}):")
     d_("    i = m0 + r")
@@ -331,9 +331,9 @@ def _dq_source(spec, cfg):
     b("gbase = bz * gb + h * gh")
     b("kbase = bz * kb + hk * kh")
     b("vbase = bz * vb + hk * vh")
-    _copy_setup(b, cfg, (D, DV))
-    _copy_tile(b, cfg, "q", "qbase", "qs", "qd", R, "i0", "lq", D, DR, Q0, fp16)
-    _copy_tile(b, cfg, "do", "gbase", "gs", "gd", R, "i0", "lq", DV, VR, G0, fp16)
+    copy_setup(b, cfg, (D, DV))
+    copy_tile(b, cfg, "q", "qbase", "qs", "qd", R, "i0", "lq", D, DR, Q0, fp16)
+    copy_tile(b, cfg, "do", "gbase", "gs", "gd", R, "i0", "lq", DV, VR, G0, fp16)
     b("ptx.cp_async_commit()")
     b("ptx.cp_async_wait_all()")
     b("cuda.syncthreads()")
@@ -355,8 +355,8 @@ def _dq_source(spec, cfg):
     lp = []
     c = lp.append
     c("cuda.syncthreads()            # the previous tile's readers are done")
-    _copy_tile(c, cfg, "k", "kbase", "ks", "kd", BN, "n0", "lk", D, DR, K0, fp16)
-    _copy_tile(c, cfg, "v", "vbase", "vs", "vd", BN, "n0", "lk", DV, VR, V0, fp16)
+    copy_tile(c, cfg, "k", "kbase", "ks", "kd", BN, "n0", "lk", D, DR, K0, fp16)
+    copy_tile(c, cfg, "v", "vbase", "vs", "vd", BN, "n0", "lk", DV, VR, V0, fp16)
     c("ptx.cp_async_commit()")
     c("ptx.cp_async_wait_all()")
     c("cuda.syncthreads()")

@@ -39,7 +39,7 @@ from .fwd import FWD_ARGS
 from .spec import NEG_INF, AttnSpec, alibi_slope_fn, dropout_keep_fn, key_range, score_fn, seq_bounds
 
 __all__ = ["TcAttnConfig", "tc_fwd_kernel", "tc_fwd_source", "tc_fwd_grid", "tc_check", "tc_dtypes_check",
-           "tc_configs", "tc_default", "tc_smem_bytes", "unmasked_fn"]
+           "tc_configs", "tc_default", "tc_smem_bytes", "unmasked_fn", "copy_tile", "copy_setup"]
 
 #: dynamic shared memory a block may take on sm_90 (bytes; opted in above 48 KB at launch)
 SMEM_LIMIT = 227 * 1024
@@ -158,11 +158,11 @@ def _entry(n, e):
     return ("a" if e < 2 else "b"), f"n0 + {8 * n + (e & 1)} + 2 * t"
 
 
-def _copy_tile(emit, cfg, arr, base, row_stride, d_stride, rows, first, bound, d, sm_row, sm_off, fp16):
+def copy_tile(emit, cfg, arr, base, row_stride, d_stride, rows, first, bound, d, sm_row, sm_off, fp16):
     """Copy ``rows`` rows of ``d`` values (global rows ``first ..``, zero past ``bound``) into the shared
     rows at element ``sm_off``: 16-byte cp.async chunks (ASYNC) or element copies. When the block's threads
     tile the chunks evenly, thread ``tid`` copies chunk ``cc = tid % (d / 8)`` of rows ``cr + k (threads /
-    (d / 8))`` (``cr = tid // (d / 8)``, set up once by :func:`_copy_setup`), with no index arithmetic
+    (d / 8))`` (``cr = tid // (d / 8)``, set up once by :func:`copy_setup`), with no index arithmetic
     per chunk."""
     nt = cfg.THREADS
     if cfg.ASYNC:
@@ -198,13 +198,13 @@ def _copy_tile(emit, cfg, arr, base, row_stride, d_stride, rows, first, bound, d
 
 
 def _even(cfg, rows, d):
-    """Whether the block's threads tile ``rows`` rows of ``d / 8`` chunks evenly (see :func:`_copy_tile`)."""
+    """Whether the block's threads tile ``rows`` rows of ``d / 8`` chunks evenly (see :func:`copy_tile`)."""
     ch = d // 8
     return cfg.THREADS % ch == 0 and (rows * ch) % cfg.THREADS == 0
 
 
-def _copy_setup(emit, cfg, dims):
-    """The chunk and first row each thread copies (``cc{d}``, ``cr{d}``) for the even cases of :func:`_copy_tile`."""
+def copy_setup(emit, cfg, dims):
+    """The chunk and first row each thread copies (``cc{d}``, ``cr{d}``) for the even cases of :func:`copy_tile`."""
     if not cfg.ASYNC:
         return
     for d in sorted(set(dims)):
@@ -244,7 +244,7 @@ def _source(spec, cfg):
     b("slope = float32(0.0)")
     if spec.ALIBI:
         b("slope = slope_of(h, H)")
-    _copy_setup(b, cfg, (D, DV))
+    copy_setup(b, cfg, (D, DV))
     b("qbase = bz * qb + h * qh")
     b("kbase = bz * kb + hk * kh")
     b("vbase = bz * vb + hk * vh")
@@ -252,16 +252,16 @@ def _source(spec, cfg):
     b(f"nstart = (j0 // {BN}) * {BN}")
     b(f"ntiles = (j1 - nstart + {BN - 1}) // {BN} if j1 > nstart else 0")
     b("# ---- the Q tile and the first K / V tiles")
-    _copy_tile(b, cfg, "q", "qbase", "qs", "qd", BM, "i0", "SQ", D, QR, "0", fp16)
+    copy_tile(b, cfg, "q", "qbase", "qs", "qd", BM, "i0", "SQ", D, QR, "0", fp16)
     b("ptx.cp_async_commit()")
     b("if ntiles > 0:")
     blk = []
-    _copy_tile(blk.append, cfg, "k", "kbase", "ks", "kd", BN, "nstart", "lk", D, KR, K0, fp16)
+    copy_tile(blk.append, cfg, "k", "kbase", "ks", "kd", BN, "nstart", "lk", D, KR, K0, fp16)
     body += ["    " + s for s in blk]
     b("ptx.cp_async_commit()")
     b("if ntiles > 0:")
     blk = []
-    _copy_tile(blk.append, cfg, "v", "vbase", "vs", "vd", BN, "nstart", "lk", DV, VR, V0, fp16)
+    copy_tile(blk.append, cfg, "v", "vbase", "vs", "vd", BN, "nstart", "lk", DV, VR, V0, fp16)
     body += ["    " + s for s in blk]
     b("ptx.cp_async_commit()")
     b("ptx.cp_async_wait_group(2)")
@@ -304,7 +304,7 @@ def _source(spec, cfg):
     c_("# ---- the next K tile into the other stage (its readers passed the barrier above)")
     c_("if it + 1 < ntiles:")
     blk = []
-    _copy_tile(blk.append, cfg, "k", "kbase", "ks", "kd", BN, f"(n0 + {BN})", "lk", D, KR, f"({K0} + (st ^ 1) * {BN * KR})",
+    copy_tile(blk.append, cfg, "k", "kbase", "ks", "kd", BN, f"(n0 + {BN})", "lk", D, KR, f"({K0} + (st ^ 1) * {BN * KR})",
                fp16)
     lp += ["    " + s for s in blk]
     c_("ptx.cp_async_commit()")
@@ -377,7 +377,7 @@ def _source(spec, cfg):
     c_("# ---- the next V tile into the other stage")
     c_("if it + 1 < ntiles:")
     blk = []
-    _copy_tile(blk.append, cfg, "v", "vbase", "vs", "vd", BN, f"(n0 + {BN})", "lk", DV, VR, f"({V0} + (st ^ 1) * {BN * VR})",
+    copy_tile(blk.append, cfg, "v", "vbase", "vs", "vd", BN, f"(n0 + {BN})", "lk", DV, VR, f"({V0} + (st ^ 1) * {BN * VR})",
                fp16)
     lp += ["    " + s for s in blk]
     c_("ptx.cp_async_commit()")
