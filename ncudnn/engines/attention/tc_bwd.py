@@ -15,13 +15,13 @@ from ...kernels.attention.tc_bwd import (TcBwdConfig, split_dkdv, tc_bwd_check, 
 from ...kernels.attention.tc_fwd import tc_dtypes_check
 from ...types import cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
 from .. import heuristics as Hr
-from ..base import OK, Config, Engine, KnobSpec
+from ..base import OK, Engine, KnobSpec
 from ..membound.common import Arg, MemPlan, Scratch, Step, kdtype, src_key, written
 from ..registry import register
 from . import common as C
 from .bwd import BWD_TENSORS, AttentionFlashBwd
 from .fwd import flops as fwd_flops
-from .tc_fwd import rows_aligned
+from .tc_fwd import config_of, problem, rows_aligned
 
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t
@@ -34,28 +34,8 @@ def _node(sub):
     return sub.nodes[0]
 
 
-def _problem(sub):
-    node = _node(sub)
-    _, _, _, _, _, d, dv = C.dims(node)
-    return tuple(kdtype(node.inputs[p]) for p in ("Q", "K", "V")), d, dv
-
-
 def cfg_of(config):
     return TcBwdConfig(config.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 128) // 32, config.get(K.CUDNN_KNOB_TYPE_TILE_N, 32))
-
-
-def config_of(name, cfg):
-    return Config(name, tuple(sorted(((int(K.CUDNN_KNOB_TYPE_TILE_N), cfg.BLOCK_N),
-                                      (int(K.CUDNN_KNOB_TYPE_BLOCK_SIZE), cfg.THREADS)))))
-
-
-def _aligned(node):
-    """rows_aligned over Q, K, V and dO (the kernels' cp.async copies)."""
-    if not rows_aligned(node):
-        return False
-    t = node.inputs["DO"]
-    st = [0 if int(n) == 1 else int(x) for n, x in zip(t.dims, t.strides)]
-    return st[3] == 1 and not any(x % 8 for x in st[:3])
 
 
 @register
@@ -69,7 +49,7 @@ class AttentionTcBwd(Engine):
         if st[0] != S.CUDNN_STATUS_SUCCESS:
             return st
         node = _node(sub)
-        dtypes, d, dv = _problem(sub)
+        dtypes, d, dv = problem(sub)
         ok, why = tc_dtypes_check(dtypes)
         if not ok:
             return S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"{self.name}: node '{node.name}': {why}"
@@ -97,23 +77,23 @@ class AttentionTcBwd(Engine):
     def default_config(self, sub):
         if sub is None:
             return super().default_config(sub)
-        return config_of(self.name, tc_bwd_default(*_problem(sub)))
+        return config_of(self.name, tc_bwd_default(*problem(sub)))
 
     def configs(self, sub, ctx):
-        return [config_of(self.name, c) for c in tc_bwd_configs(*_problem(sub))]
+        return [config_of(self.name, c) for c in tc_bwd_configs(*problem(sub))]
 
     def candidates(self, sub, ctx):
         cs = self.configs(sub, ctx)
         return tuple(dict.fromkeys([self.default_config(sub), *cs[:1], *cs[-1:]]))
 
     def candidates_key(self, sub):
-        return ("tc_bwd", *_problem(sub))
+        return ("tc_bwd", *problem(sub))
 
     def keep(self, sub, cfg, ctx):
         st = super().keep(sub, cfg, ctx)
         if st[0] != S.CUDNN_STATUS_SUCCESS:
             return st
-        ok, why = tc_bwd_check(*_problem(sub), cfg_of(cfg))
+        ok, why = tc_bwd_check(*problem(sub), cfg_of(cfg))
         return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}")
 
     def _scratch(self, sub):
@@ -156,7 +136,7 @@ class AttentionTcBwd(Engine):
                       shared=smem, name="attn_tc_bwd_dq")
             return (*kv, dq)
         steps = [AttentionFlashBwd.dot_step(node, spec, dr)]
-        if not _aligned(node):
+        if not rows_aligned(node, ("Q", "K", "V", "DO")):
             steps += pair(c.replace(ASYNC=False))
         else:
             for main, twin in zip(pair(c), pair(c.replace(ASYNC=False))):

@@ -35,8 +35,8 @@ def _node(sub):
     return sub.nodes[0]
 
 
-def _problem(sub):
-    """((Q, K, V dtype names), D_qk, D_v) of the node."""
+def problem(sub):
+    """((Q, K, V dtype names), D_qk, D_v) of the node (shared by attention_tc_bwd)."""
     node = _node(sub)
     _, _, _, _, _, d, dv = C.dims(node)
     return tuple(kdtype(node.inputs[p]) for p in ("Q", "K", "V")), d, dv
@@ -52,10 +52,10 @@ def regs_estimate(c, d, dv):
     return min(255, int(40 + 1.6 * (dv // 2 + c.BLOCK_N // 2 + d // 4)))
 
 
-def rows_aligned(node):
-    """Whether Q, K and V rows are contiguous and start on 16-byte boundaries at an aligned base (unit head-dim
-    stride, every other stride a multiple of 8 elements): the kernel's cp.async copies."""
-    for p in ("Q", "K", "V"):
+def rows_aligned(node, ports=("Q", "K", "V")):
+    """Whether the rows of the tensors at ``ports`` are contiguous and start on 16-byte boundaries at an aligned
+    base (unit head-dim stride, every other stride a multiple of 8 elements): the kernels' cp.async copies."""
+    for p in ports:
         t = node.inputs[p]
         st = [0 if int(n) == 1 else int(x) for n, x in zip(t.dims, t.strides)]
         if st[3] != 1 or any(x % 8 for x in st[:3]):
@@ -79,7 +79,7 @@ class AttentionTcFwd(Engine):
         if st[0] != S.CUDNN_STATUS_SUCCESS:
             return st
         node = _node(sub)
-        dtypes, d, dv = _problem(sub)
+        dtypes, d, dv = problem(sub)
         ok, why = tc_dtypes_check(dtypes)
         if not ok:
             return S.CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, f"{self.name}: node '{node.name}': {why}"
@@ -96,10 +96,10 @@ class AttentionTcFwd(Engine):
     def default_config(self, sub):
         if sub is None:
             return super().default_config(sub)
-        return config_of(self.name, tc_default(*_problem(sub)))
+        return config_of(self.name, tc_default(*problem(sub)))
 
     def configs(self, sub, ctx):
-        return [config_of(self.name, c) for c in tc_configs(*_problem(sub))]
+        return [config_of(self.name, c) for c in tc_configs(*problem(sub))]
 
     def candidates(self, sub, ctx):
         """The default, then the largest and the smallest tiles that build (the autotuner searches :meth:`configs`)."""
@@ -107,13 +107,13 @@ class AttentionTcFwd(Engine):
         return tuple(dict.fromkeys([self.default_config(sub), *cs[:1], *cs[-1:]]))
 
     def candidates_key(self, sub):
-        return ("tc_fwd", *_problem(sub))
+        return ("tc_fwd", *problem(sub))
 
     def keep(self, sub, cfg, ctx):
         st = super().keep(sub, cfg, ctx)
         if st[0] != S.CUDNN_STATUS_SUCCESS:
             return st
-        ok, why = tc_check(*_problem(sub), cfg_of(cfg))
+        ok, why = tc_check(*problem(sub), cfg_of(cfg))
         return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}")
 
     def cost(self, sub, cfg, device):

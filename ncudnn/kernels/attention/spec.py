@@ -103,12 +103,29 @@ def query_range(spec):
     return qrange
 
 
+def unmasked_fn(spec):
+    """Device function ``(dot, b, h, i, j, scale, slope, bias, bb, bh, bs, bk) -> float32``: scale * dot +
+    bias + alibi, the score of a pair no mask drops (kernels call it directly on tiles no mask cuts)."""
+    HAS_BIAS, ALIBI = spec.BIAS is not None, spec.ALIBI
+    ld_bias = loader(spec.BIAS) if HAS_BIAS else None
+
+    @cuda.jit(device=True, inline=True)
+    def unmasked(dot, b, h, i, j, scale, slope, bias, bb, bh, bs, bk):
+        s = dot * scale
+        if HAS_BIAS:
+            s += ld_bias(bias, b * bb + h * bh + i * bs + j * bk)
+        if ALIBI:
+            s += slope * float32(j - i)
+        return s
+    return unmasked
+
+
 def score_fn(spec):
     """Device function ``(dot, b, h, i, j, lq, lk, shift, scale, left, right, slope, bias, bb, bh, bs, bk)
-    -> float32``: scale * dot + bias + alibi for a kept (i, j), NEG_INF for a masked one (outside the
+    -> float32``: :func:`unmasked_fn`'s score for a kept (i, j), NEG_INF for a masked one (outside the
     valid rows / keys or the diagonal band)."""
-    HAS_BIAS, ALIBI, HAS_LEFT, HAS_RIGHT = spec.BIAS is not None, spec.ALIBI, spec.HAS_LEFT, spec.HAS_RIGHT
-    ld_bias = loader(spec.BIAS) if HAS_BIAS else None
+    HAS_LEFT, HAS_RIGHT = spec.HAS_LEFT, spec.HAS_RIGHT
+    unmasked = unmasked_fn(spec)
 
     @cuda.jit(device=True, inline=True)
     def score(dot, b, h, i, j, lq, lk, shift, scale, left, right, slope, bias, bb, bh, bs, bk):
@@ -120,12 +137,7 @@ def score_fn(spec):
         if HAS_LEFT:
             if j <= i + shift - left:
                 return NEG_INF
-        s = dot * scale
-        if HAS_BIAS:
-            s += ld_bias(bias, b * bb + h * bh + i * bs + j * bk)
-        if ALIBI:
-            s += slope * float32(j - i)
-        return s
+        return unmasked(dot, b, h, i, j, scale, slope, bias, bb, bh, bs, bk)
     return score
 
 

@@ -27,8 +27,8 @@ from numba import cuda, float32, int32, int64, uint16, uint32
 from ..primitives import ptx
 from ..runtime.dtypes import loader, storer
 from .bwd import BWD_ARGS
-from .spec import NEG_INF, AttnSpec, alibi_slope_fn, key_range, query_range, score_fn, seq_bounds
-from .tc_fwd import LOG2E, MAX_D, PAD, copy_setup, copy_tile, tc_dtypes_check, unmasked_fn
+from .spec import NEG_INF, AttnSpec, alibi_slope_fn, key_range, query_range, score_fn, seq_bounds, unmasked_fn
+from .tc_fwd import LOG2E, PAD, copy_setup, copy_tile, tc_dtypes_check, tc_head_dims_check
 
 __all__ = ["TcBwdConfig", "split_dkdv", "tc_dkdv_kernel", "tc_dq_kernel", "tc_bwd_check", "tc_bwd_configs", "tc_bwd_default",
            "tc_bwd_smem_bytes", "tc_dkdv_grid", "tc_dq_grid", "tc_bwd_source"]
@@ -91,11 +91,9 @@ def tc_bwd_check(dtypes, d, dv, cfg=None):
     ok, why = tc_dtypes_check(dtypes)
     if not ok:
         return ok, why.replace("forward", "backward")
-    for name, x in (("Q/K head dim", d), ("V head dim", dv)):
-        if x % 16 or not 16 <= x <= MAX_D:
-            return False, f"{name} {x}: the tensor-core backward takes multiples of 16 up to {MAX_D}"
-    if cfg is None:
-        return True, ""
+    ok, why = tc_head_dims_check(d, dv, "backward")
+    if not ok or cfg is None:
+        return ok, why
     if cfg.WARPS not in WARP_COUNTS or cfg.BLOCK_N not in TILES:
         return False, f"WARPS {cfg.WARPS} not in {WARP_COUNTS} or BLOCK_N {cfg.BLOCK_N} not in {TILES}"
     n = tc_bwd_smem_bytes(cfg, d, dv)

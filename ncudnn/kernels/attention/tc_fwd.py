@@ -36,10 +36,11 @@ from ..primitives import ptx
 from ..primitives.warp import shfl_xor
 from ..runtime.dtypes import loader, storer
 from .fwd import FWD_ARGS
-from .spec import NEG_INF, AttnSpec, alibi_slope_fn, dropout_keep_fn, key_range, score_fn, seq_bounds
+from .spec import (NEG_INF, AttnSpec, alibi_slope_fn, dropout_keep_fn, key_range, score_fn, seq_bounds,
+                   unmasked_fn)
 
 __all__ = ["TcAttnConfig", "tc_fwd_kernel", "tc_fwd_source", "tc_fwd_grid", "tc_check", "tc_dtypes_check",
-           "tc_configs", "tc_default", "tc_smem_bytes", "unmasked_fn", "copy_tile", "copy_setup"]
+           "tc_configs", "tc_default", "tc_smem_bytes", "tc_head_dims_check", "copy_tile", "copy_setup"]
 
 #: dynamic shared memory a block may take on sm_90 (bytes; opted in above 48 KB at launch)
 SMEM_LIMIT = 227 * 1024
@@ -94,15 +95,22 @@ def tc_dtypes_check(dtypes):
     return True, ""
 
 
+def tc_head_dims_check(d_qk, d_v, what):
+    """(ok, reason): both head dims multiples of 16 (the mma k step) up to MAX_D (the tensor-core ``what``)."""
+    for name, d in (("Q/K head dim", d_qk), ("V head dim", d_v)):
+        if d % 16 or not 16 <= d <= MAX_D:
+            return False, f"{name} {d}: the tensor-core {what} takes multiples of 16 up to {MAX_D}"
+    return True, ""
+
+
 def tc_check(dtypes, d_qk, d_v, cfg=None):
     """(ok, reason): whether the tensor-core forward takes these dtypes (Q, K, V) and head dims (and ``cfg``)."""
     ok, why = tc_dtypes_check(dtypes)
     if not ok:
         return ok, why
-    for name, d in (("Q/K head dim", d_qk), ("V head dim", d_v)):
-        if d % 16 or not 16 <= d <= MAX_D:
-            return False, f"{name} {d}: the tensor-core forward takes multiples of 16 up to {MAX_D}"
-    if cfg is None:
+    ok, why = tc_head_dims_check(d_qk, d_v, "forward")
+    if not ok or cfg is None:
+        return ok, why
         return True, ""
     if cfg.WARPS not in WARP_COUNTS or cfg.BLOCK_N not in KEY_TILES:
         return False, f"WARPS {cfg.WARPS} not in {WARP_COUNTS} or BLOCK_N {cfg.BLOCK_N} not in {KEY_TILES}"
@@ -134,23 +142,6 @@ def tc_default(dtypes, d_qk, d_v, async_=True):
 
 def tc_fwd_grid(cfg, B, H, SQ):
     return (max(1, math.ceil(SQ / cfg.BLOCK_M)), H, B)
-
-
-def unmasked_fn(spec):
-    """Device function ``(dot, b, h, i, j, scale, slope, bias, bb, bh, bs, bk) -> float32``: scale * dot +
-    bias + alibi of a pair no mask can drop (:func:`score_fn` without the mask tests)."""
-    HAS_BIAS, ALIBI = spec.BIAS is not None, spec.ALIBI
-    ld_bias = loader(spec.BIAS) if HAS_BIAS else None
-
-    @cuda.jit(device=True, inline=True)
-    def unmasked(dot, b, h, i, j, scale, slope, bias, bb, bh, bs, bk):
-        s = dot * scale
-        if HAS_BIAS:
-            s += ld_bias(bias, b * bb + h * bh + i * bs + j * bk)
-        if ALIBI:
-            s += slope * float32(j - i)
-        return s
-    return unmasked
 
 
 def _entry(n, e):
