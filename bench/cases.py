@@ -280,17 +280,43 @@ def reduce_cases():
                      source="FP8 amax")]
 
 
+def attention_case(op, b, h, s, d, causal, hk=None, sq=None, name=None, quick=False,
+                   source="FlashAttention benchmark shapes"):
+    """One SDPA case, BF16, BHSD: ``h`` query heads, ``hk`` K/V heads (GQA when fewer), ``sq`` query rows
+    (default ``s``), ``s`` keys. Forward FLOP = 4 * B * H * Sq * S * D (QK^T and PV; half under a causal mask);
+    backward FLOP = 2.5x the forward (S recomputed, dP, dV, dK, dQ: five products to the forward's two).
+    Bytes: the forward reads Q, K, V and writes O; the backward reads Q, K, V, O, dO and the FP32 stats and
+    writes dQ, dK, dV, each once."""
+    hk, sq = hk or h, sq or s
+    flops = 4 * b * h * sq * s * d // (2 if causal else 1)
+    qo, kv = b * h * sq * d, b * hk * s * d
+    if op == "sdpa_bwd":
+        flops, byt = flops * 5 // 2, 2 * (4 * qo + 4 * kv) + 4 * b * h * sq   # Q O dO dQ, K V dK dV
+    else:
+        byt = 2 * (2 * qo + 2 * kv)
+    params = dict(b=b, h=h, s=s, d=d, causal=int(causal))
+    if hk != h:
+        params["hk"] = hk
+    if sq != s:
+        params["sq"] = sq
+    name = name or f"b{b}h{h}s{s}d{d}{'_causal' if causal else ''}"
+    return Case("attention", op, name, params, "bfloat16", "bhsd", flops, byt, quick, source)
+
+
 def attention_cases():
-    out = []
-    for b, hd, s, d, causal in ((4, 16, 2048, 128, True), (8, 16, 1024, 64, False),
-                                # issue 25's targets (beside cuDNN through torch's CUDNN_ATTENTION backend)
-                                (4, 16, 4096, 128, False), (4, 16, 4096, 128, True),
-                                (8, 16, 2048, 64, False), (8, 16, 2048, 64, True)):
-        flops = 4 * b * hd * s * s * d // (2 if causal else 1)
-        byt = 2 * 4 * b * hd * s * d  # q, k, v read and o written once, BF16
-        out.append(Case("attention", "sdpa_fwd", f"b{b}h{hd}s{s}d{d}{'_causal' if causal else ''}",
-                        dict(b=b, h=hd, s=s, d=d, causal=int(causal)), "bfloat16", "bhsd", flops, byt,
-                        causal, "FlashAttention benchmark shapes"))
+    """Issue 25's SDPA targets (the causal ones in --quick), a GQA and a decode forward, and the backward."""
+    out = [attention_case("sdpa_fwd", b, h, s, d, causal, quick=causal)
+           for b, h, s, d, causal in ((4, 16, 2048, 128, True), (8, 16, 1024, 64, False),
+                                      (4, 16, 4096, 128, False), (4, 16, 4096, 128, True),
+                                      (8, 16, 2048, 64, False), (8, 16, 2048, 64, True))]
+    # grouped-query attention (Llama-style: 32 query heads sharing 8 K/V heads) and decode (one new token against
+    # a long K/V cache)
+    out.append(attention_case("sdpa_fwd", 4, 32, 4096, 128, True, hk=8, name="b4h32kv8s4096d128_causal",
+                              source="GQA (Llama 3 8B heads)"))
+    out.append(attention_case("sdpa_fwd", 16, 32, 8192, 128, False, hk=8, sq=1, name="b16h32kv8q1s8192d128",
+                              source="decode: one query row, an 8K K/V cache"))
+    out += [attention_case("sdpa_bwd", b, h, s, d, causal, quick=causal and d == 128)
+            for b, h, s, d, causal in ((4, 16, 4096, 128, False), (4, 16, 4096, 128, True), (8, 16, 2048, 64, True))]
     return out
 
 
@@ -319,6 +345,8 @@ def sim_cases():
            mem_case("reduce", "reduce_amax", "4x24", dict(rows=4, cols=24, axis=-1), 96, 1, 2, source="sim smoke"),
            mem_case("pointwise", "bias_relu", "n1c4h3_nhwc", dict(n=1, c=4, h=3, w=3), 36, 36, 2, layout="nhwc",
                     source="sim smoke")]
+    out.append(attention_case("sdpa_bwd", 1, 2, 24, 16, True, hk=1, name="tiny_b1h2kv1s24d16_causal",
+                              source="sim smoke"))
     for c in out:
         c.tags = ("sim",)
     return out

@@ -116,10 +116,16 @@ def specs(case) -> Tuple[Dict[str, Spec], Dict[str, Spec]]:
         if op == "scale_bias_relu_add":
             ins.update(scale=_vec(p["c"], "scale", dt), residual=_img(x, lay, dt, "residual"))
         return ins, {"y": _img(x, lay, dt, "y")}
-    if op == "sdpa_fwd":
-        b, h, s, d = p["b"], p["h"], p["s"], p["d"]
-        t = lambda role: Spec(role, (b, h, s, d), packed((b, h, s, d)), dt)  # noqa: E731
-        return {"q": t("q"), "k": t("k"), "v": t("v")}, {"o": t("o")}
+    if op in ("sdpa_fwd", "sdpa_bwd"):
+        b, h, d = p["b"], p["h"], p["d"]
+        hk, sq, s = p.get("hk", h), p.get("sq", p["s"]), p["s"]
+        t = lambda role, heads, rows: Spec(role, (b, heads, rows, d), packed((b, heads, rows, d)), dt)  # noqa: E731
+        q, k, v = t("q", h, sq), t("k", hk, s), t("v", hk, s)
+        if op == "sdpa_fwd":
+            return {"q": q, "k": k, "v": v}, {"o": t("o", h, sq)}
+        stats = Spec("stats", (b, h, sq, 1), packed((b, h, sq, 1)), "float32")
+        return ({"q": q, "k": k, "v": v, "o": t("o", h, sq), "dO": t("dO", h, sq), "stats": stats},
+                {"dq": t("dq", h, sq), "dk": t("dk", hk, s), "dv": t("dv", hk, s)})
     raise KeyError(f"no tensor specs for op {op!r}")
 
 
@@ -165,7 +171,28 @@ def torch_inputs(case, seed=0, device="cuda"):
         else:
             t.normal_(generator=gen)
         out[role] = t
+    if case.op == "sdpa_bwd":
+        _torch_attention_forward(case, out)
     return out
+
+
+def _torch_attention_forward(case, t):
+    """Overwrite ``o`` and ``stats`` with the forward of ``q, k, v`` (FP32 math, one batch at a time), so that
+    a backward case starts from what a training step's forward left: P = exp(S - stats) is a softmax."""
+    import torch
+
+    p = case.params
+    g = p["h"] // p.get("hk", p["h"])
+    for b in range(p["b"]):
+        q = t["q"][b].float()
+        k = t["k"][b].float().repeat_interleave(g, dim=0)
+        v = t["v"][b].float().repeat_interleave(g, dim=0)
+        s = (q @ k.transpose(-1, -2)) * (p["d"] ** -0.5)
+        if p["causal"]:
+            s.masked_fill_(torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+        lse = torch.logsumexp(s, dim=-1, keepdim=True)
+        t["o"][b].copy_(torch.exp(s - lse) @ v)
+        t["stats"][b].copy_(lse)
 
 
 # ------------------------------------------------------------------------------ numba buffers
@@ -186,6 +213,12 @@ def host_inputs(case, seed=0):
     for role, s in ins.items():
         a = rng.uniform(0.5, 1.5, s.dims) if role in POSITIVE else rng.standard_normal(s.dims)
         out[role] = a.astype(np.float32).astype(np_dtype(s.dtype))
+    if case.op == "sdpa_bwd":   # o and stats from the forward of q, k, v (as _torch_attention_forward)
+        from ncudnn.reference.attention import sdpa_forward
+
+        p = case.params
+        o, stats = sdpa_forward(out["q"], out["k"], out["v"], p["d"] ** -0.5, causal=bool(p["causal"]))
+        out["o"], out["stats"] = o.astype(np.float32).astype(np_dtype(ins["o"].dtype)), stats.astype(np.float32)
     return out
 
 

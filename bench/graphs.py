@@ -114,6 +114,11 @@ def build(mod, case, handle=None):
         o, _ = _method(g, "sdpa", mod)(q=T["q"], k=T["k"], v=T["v"], attn_scale=1.0 / math.sqrt(p["d"]),
                                        generate_stats=False, use_causal_mask=bool(p["causal"]))
         res["o"] = o
+    elif op == "sdpa_bwd":
+        dq, dk, dv = _method(g, "sdpa_backward", mod)(
+            q=T["q"], k=T["k"], v=T["v"], o=T["o"], dO=T["dO"], stats=T["stats"], attn_scale=1.0 / math.sqrt(p["d"]),
+            use_causal_mask=bool(p["causal"]))
+        res.update(dq=dq, dk=dk, dv=dv)
     else:
         raise Unsupported(f"no graph for op {op!r}")
     for role, t in res.items():

@@ -143,8 +143,15 @@ def torch_op(case, t, tf32=False):
         return lambda: {"y": torch.relu(t["x"] + t["bias"])}
     if op == "scale_bias_relu_add":
         return lambda: {"y": torch.relu(t["x"] * t["scale"] + t["bias"] + t["residual"])}
+    gqa = dict(enable_gqa=True) if p.get("hk", p.get("h")) != p.get("h") else {}
     if op == "sdpa_fwd":
-        return lambda: {"o": F.scaled_dot_product_attention(t["q"], t["k"], t["v"], is_causal=bool(p["causal"]))}
+        return lambda: {"o": F.scaled_dot_product_attention(t["q"], t["k"], t["v"], is_causal=bool(p["causal"]),
+                                                            **gqa)}
+    if op == "sdpa_bwd":   # the backward of torch's own forward (kept, made before timing): dQ, dK, dV only
+        q, k, v = (t[r].detach().clone().requires_grad_(True) for r in ("q", "k", "v"))
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=bool(p["causal"]), **gqa)
+        grad = torch.autograd.grad
+        return lambda: dict(zip(("dq", "dk", "dv"), grad(o, (q, k, v), t["dO"], retain_graph=True)))
     raise Unsupported(f"no torch reference for {op}")
 
 
@@ -185,12 +192,14 @@ def _prepare_torch(case, inputs, layout, tf32, backend=None):
             t = {r: v.contiguous() for r, v in t.items()}
         elif layout == "nhwc":
             t = {r: v.contiguous(memory_format=torch.channels_last) if v.dim() == 4 else v for r, v in t.items()}
-        fn = torch_op(case, t, tf32)
         holder = {}
-        if backend is not None:
+        if backend is None:
+            fn = torch_op(case, t, tf32)
+        else:   # under the backend both when the op is set up (a backward case's forward) and when it runs
             from torch.nn.attention import sdpa_kernel
 
-            inner = fn
+            with sdpa_kernel(backend):
+                inner = torch_op(case, t, tf32)
 
             def fn():
                 with sdpa_kernel(backend):
@@ -360,13 +369,36 @@ def truth(case, t):
         return {"y": torch.relu(d["x"] * d["scale"] + d["bias"] + d["residual"])}
     if op == "bias_gelu":
         return {"y": F.gelu(d["x"] + d["bias"])}
-    if op == "sdpa_fwd":
-        q, k, v = d["q"], d["k"], d["v"]
-        s = q @ k.transpose(-1, -2) / (p["d"] ** 0.5)
-        if p["causal"]:
-            s = s.masked_fill(torch.ones(p["s"], p["s"], dtype=torch.bool, device="cuda").triu(1), float("-inf"))
-        return {"o": torch.softmax(s, dim=-1) @ v}
+    if op in ("sdpa_fwd", "sdpa_bwd"):
+        return _sdpa_truth(case, d)
     raise Unsupported(f"no float64 truth for {op}")
+
+
+def _sdpa_truth(case, d):
+    """The forward's O, or the backward's dQ, dK, dV from the given O, dO and stats (P = exp(S - stats), as
+    cuDNN's backward rebuilds it), one batch at a time in float64 (a batch's S is H x Sq x S)."""
+    torch = _torch()
+    p = case.params
+    h, hk, scale = p["h"], p.get("hk", p["h"]), p["d"] ** -0.5
+    g = h // hk
+    out = {}
+    for b in range(p["b"]):
+        q = d["q"][b]
+        k, v = (d[r][b].repeat_interleave(g, dim=0) for r in ("k", "v"))
+        s = (q @ k.transpose(-1, -2)) * scale
+        if p["causal"]:
+            s.masked_fill_(torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+        if case.op == "sdpa_fwd":
+            out.setdefault("o", []).append(torch.softmax(s, dim=-1) @ v)
+            continue
+        pr = torch.exp(s - d["stats"][b])
+        do = d["dO"][b]
+        ds = pr * (do @ v.transpose(-1, -2) - (do * d["o"][b]).sum(dim=-1, keepdim=True))
+        out.setdefault("dq", []).append(scale * ds @ k)
+        fold = lambda x: x.reshape(hk, g, *x.shape[1:]).sum(dim=1)  # noqa: E731  (GQA: a K/V head's query heads)
+        out.setdefault("dk", []).append(fold(scale * ds.transpose(-1, -2) @ q))
+        out.setdefault("dv", []).append(fold(pr.transpose(-1, -2) @ do))
+    return {r: torch.stack(v) for r, v in out.items()}
 
 
 def _norm_bwd(d, axes):

@@ -1,4 +1,5 @@
 """The benchmark case tables: well-formed, complete, and FLOP / byte formulas equal to hand counts."""
+import numpy as np
 import pytest
 
 from bench import cases as C
@@ -49,6 +50,37 @@ def test_gemm_and_memory_formulas_by_hand():
     assert pool.params["p"] == 56 and pool.bytes == 4 * 32 * 256 * (112 * 112 + 56 * 56)
     att = C.by_id("attention/sdpa_fwd/b4h16s2048d128_causal/bfloat16")
     assert att.flops == 4 * 4 * 16 * 2048 * 2048 * 128 // 2
+
+
+def test_attention_cases_by_hand():
+    fwd = C.by_id("attention/sdpa_fwd/b4h16s4096d128_causal/bfloat16")
+    bwd = C.by_id("attention/sdpa_bwd/b4h16s4096d128_causal/bfloat16")
+    assert bwd.flops == fwd.flops * 5 // 2 == 10 * 4 * 16 * 4096 * 4096 * 128 // 2
+    n = 4 * 16 * 4096 * 128
+    assert bwd.bytes == 2 * 8 * n + 4 * 4 * 16 * 4096   # Q K V O dO read, dQ dK dV written, FP32 stats
+    gqa = C.by_id("attention/sdpa_fwd/b4h32kv8s4096d128_causal/bfloat16")
+    assert gqa.bytes == 2 * (2 * 4 * 32 * 4096 * 128 + 2 * 4 * 8 * 4096 * 128)
+    ins, outs = data.specs(gqa)
+    assert ins["k"].dims == (4, 8, 4096, 128) and outs["o"].dims == (4, 32, 4096, 128)
+    dec = C.by_id("attention/sdpa_fwd/b16h32kv8q1s8192d128/bfloat16")
+    assert dec.flops == 4 * 16 * 32 * 1 * 8192 * 128
+    ins, outs = data.specs(dec)
+    assert ins["q"].dims == (16, 32, 1, 128) and ins["v"].dims == (16, 8, 8192, 128)
+    ins, outs = data.specs(bwd)
+    assert set(ins) == {"q", "k", "v", "o", "dO", "stats"} and set(outs) == {"dq", "dk", "dv"}
+    assert ins["stats"].dims == (4, 16, 4096, 1) and ins["stats"].dtype == "float32"
+
+
+def test_backward_inputs_come_from_the_forward():
+    """A backward case's o and stats are its q, k, v's forward: exp(S - stats) sums to 1 over the kept keys."""
+    case = next(c for c in C.sim_cases() if c.op == "sdpa_bwd")
+    t = data.host_inputs(case, seed=3)
+    q, k = (t[r].astype(np.float64) for r in ("q", "k"))
+    k = np.repeat(k, case.params["h"] // case.params["hk"], axis=1)
+    s = q @ np.swapaxes(k, -1, -2) * case.params["d"] ** -0.5
+    s = np.where(np.triu(np.ones(s.shape[-2:], bool), 1), -np.inf, s)
+    np.testing.assert_allclose(np.exp(s - t["stats"]).sum(axis=-1), 1.0, rtol=1e-5)
+    assert np.abs(t["o"].astype(np.float64)).max() > 0.1
 
 
 @pytest.mark.parametrize("case", C.all_cases() + C.sim_cases(), ids=lambda c: c.id)
