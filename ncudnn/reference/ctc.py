@@ -75,9 +75,13 @@ def _one(lp, lab):
     return -ll, np.exp(occ - ll)
 
 
-def ctc_loss(probs, labels, input_lengths, label_lengths=None):
-    """-> (costs (N,), grads (T, N, A)) as in the module docstring."""
+def ctc_loss(probs, labels, input_lengths, label_lengths=None, softmax_input=False):
+    """-> (costs (N,), grads (T, N, A)) as in the module docstring. ``softmax_input``: ``probs`` holds
+    pre-softmax activations (cuDNN's CUDNN_LOSS_NORMALIZATION_SOFTMAX): softmax over A is applied first."""
     probs = f64(probs)
+    if softmax_input:
+        e = np.exp(probs - probs.max(axis=-1, keepdims=True))
+        probs = e / e.sum(axis=-1, keepdims=True)
     T, N, A = probs.shape
     labs = _split(labels, label_lengths, N)
     lens = np.asarray(input_lengths).reshape(-1).astype(np.int64)

@@ -32,6 +32,7 @@ from ..types import (cudnnBackendNormFwdPhase_t as PH, cudnnBnFinalizeStatsMode_
 # reduction), so ``from . import pointwise`` would give the function, not the module
 from .attention import sdpa_backward, sdpa_forward
 from .conv import conv_dgrad, conv_fprop, conv_wgrad
+from .ctc import ctc_loss
 from .matmul import matmul
 from .norm import bn_bwd_weights, bn_finalize, genstats
 from .norm_graph import norm_backward, norm_forward
@@ -232,6 +233,14 @@ def _slice(ins, a, shp, dts):
                          for b, e, st in zip(a["start_indices"], a["limit_indices"], steps))]}
 
 
+def _ctc_loss(ins, a, shp, dts):
+    """SOFTMAX normalization (1) takes activations; an entry whose labels cannot fit gets zero gradients
+    (what ZERO_OOB writes; under SKIP_OOB the engine leaves them unwritten)."""
+    costs, grads = ctc_loss(ins["PROBS"], ins["LABELS"], ins["INPUT_LENGTHS"], ins["LABEL_LENGTHS"],
+                            softmax_input=int(a.get("normalization") or 0) == 1)
+    return {"COSTS": costs, "GRADS": grads}
+
+
 _RUN = {
     "pointwise": _pointwise,
     "reduction": lambda ins, a, shp, dts: {"Y": reduction(a["mode"], ins["X"],
@@ -257,6 +266,7 @@ _RUN = {
     "reshape": lambda ins, a, shp, dts: {"Y": f64(ins["X"]).reshape(tuple(shp["Y"]))},
     "signal": lambda ins, a, shp, dts: {"Y": f64(ins["X"])} if "X" in ins else {},
     "slice": _slice,
+    "ctc_loss": _ctc_loss,
 }
 
 #: op names run_op understands

@@ -4,6 +4,7 @@ from .bn_finalize import BnFinalize
 from .conv_dgrad import ConvDgrad
 from .conv_fprop import ConvFprop
 from .conv_wgrad import ConvWgrad
+from .ctc_loss import CtcLoss
 from .data_movement import Concat, Reshape, Slice
 from .genstats import GenStats
 from .matmul import Matmul
@@ -19,6 +20,6 @@ from .sdpa import SdpaBwd, SdpaFwd
 NODE_TYPES = {cls.OP: cls for cls in (
     ConvFprop, ConvDgrad, ConvWgrad, Matmul, Pointwise, Reduction, GenStats, BnFinalize, BnBwdWeights,
     NormFwd, NormBwd, ResampleFwd, ResampleBwd, Concat, Reshape, Rng, Signal, BlockScaleQuantize,
-    BlockScaleDequantize, PagedCacheLoad, SdpaFwd, SdpaBwd, Slice)}
+    BlockScaleDequantize, PagedCacheLoad, SdpaFwd, SdpaBwd, Slice, CtcLoss)}
 
 __all__ = [c.__name__ for c in NODE_TYPES.values()] + ["NODE_TYPES"]

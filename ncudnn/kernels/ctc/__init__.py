@@ -1,0 +1,1 @@
+"""CTC loss kernels (loss.py): alpha / beta in log space, one block per batch entry. Engine: ncudnn.engines.ctc."""
