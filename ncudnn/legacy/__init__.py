@@ -1,5 +1,5 @@
-"""The legacy (v7-style) cuDNN API of cudnn_ops.h and cudnn_cnn.h, and the multi-head attention of
-cudnn_adv.h (mha_desc.py, mha.py, mha_bwd.py), C-style: ``(status, *outs)``.
+"""The legacy (v7-style) cuDNN API of cudnn_ops.h and cudnn_cnn.h, and the multi-head attention and CTC loss of
+cudnn_adv.h (mha_desc.py, mha.py, mha_bwd.py; ctc.py), C-style: ``(status, *outs)``.
 
 Descriptors are Python objects (create / set / get / destroy); data arguments are device buffers
 (numba / CuPy / torch arrays, DLPack, or raw pointers sized by the descriptor); alpha / beta are host
@@ -79,6 +79,11 @@ from .mha_desc import (  # noqa: F401
     cudnnGetSeqDataDescriptor, cudnnSetAttnDescriptor, cudnnSetSeqDataDescriptor)
 from .mha import cudnnMultiHeadAttnForward  # noqa: F401
 from .mha_bwd import cudnnMultiHeadAttnBackwardData, cudnnMultiHeadAttnBackwardWeights  # noqa: F401
+from .ctc import (  # noqa: F401
+    cudnnCreateCTCLossDescriptor, cudnnCTCLoss, cudnnCTCLoss_v8, cudnnDestroyCTCLossDescriptor,
+    cudnnGetCTCLossDescriptor, cudnnGetCTCLossDescriptor_v8, cudnnGetCTCLossDescriptor_v9, cudnnGetCTCLossDescriptorEx,
+    cudnnGetCTCLossWorkspaceSize, cudnnGetCTCLossWorkspaceSize_v8, cudnnSetCTCLossDescriptor,
+    cudnnSetCTCLossDescriptor_v8, cudnnSetCTCLossDescriptor_v9, cudnnSetCTCLossDescriptorEx)
 from .algos import (  # noqa: F401
     cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionFwdAlgoPerf_t)
 

@@ -1,0 +1,1 @@
+"""The CTC loss engine (loss.py). Kernels: ncudnn.kernels.ctc."""
