@@ -47,6 +47,8 @@ ENGINE_ORDER = [
     "attention_flash_bwd",    # SDPA backward: deterministic dK/dV and dQ passes from the stats (attention/)
     "attention_tc_fwd",       # SDPA forward on tensor cores: mma.sync flash attention, FP16 / BF16 (attention/)
     "attention_tc_bwd",       # SDPA backward on tensor cores: mma.sync dK/dV and dQ passes, FP16 / BF16 (attention/)
+    "attention_wgmma_fwd",    # SDPA forward on Hopper warpgroup MMA (wgmma.mma_async, sm_90a), FP16 / BF16 (attention/)
+    "ctc",                    # CTC_LOSS (legacy cudnnCTCLoss): log-space alpha / beta, one block per entry (ctc/)
 ]
 
 #: modules of the package that are machinery, not engines

@@ -7,8 +7,8 @@ finalized) for a data type; :data:`ENGINE_PROBLEMS` names, per engine, the probl
 first the engine accepts is its default). Shapes are small: the sources depend on shapes only where an
 engine specializes on them (Winograd tiles, 1x1 convolutions, row lengths).
 """
-from ..ir import (BnBwdWeights, BnFinalize, Concat, ConvFprop, GenStats, Matmul, NormFwd, OpGraph, Pointwise,
-                  Reduction, Reshape, ResampleFwd, Rng, SdpaBwd, SdpaFwd, TensorDesc, packed_strides)
+from ..ir import (BnBwdWeights, BnFinalize, Concat, ConvFprop, CtcLoss, GenStats, Matmul, NormFwd, OpGraph,
+                  Pointwise, Reduction, Reshape, ResampleFwd, Rng, SdpaBwd, SdpaFwd, TensorDesc, packed_strides)
 from ..types import (cudnnBackendNormFwdPhase_t as PH, cudnnBackendNormMode_t as NM, cudnnDataType_t as DT,
                      cudnnPaddingMode_t as PAD, cudnnPointwiseMode_t as PM, cudnnReduceTensorOp_t as RO,
                      cudnnResampleMode_t as RS)
@@ -211,11 +211,21 @@ def sdpa_bwd(dtype):
     return OpGraph([SdpaBwd("sdpa_bwd", ins, outs, attn_scale=0.25, causal_mask=True)], name="sdpa_bwd")
 
 
+def ctc_loss(dtype):
+    """The CTC loss of 4 entries over 16 steps of 8 classes, labels up to 4 long, with gradients."""
+    i32 = DT.CUDNN_DATA_INT32
+    ins = {"PROBS": _t(1, (16, 4, 8), dtype, name="probs"), "LABELS": _t(2, (12,), i32, name="labels"),
+           "LABEL_LENGTHS": _t(3, (4,), i32, name="label_lengths"),
+           "INPUT_LENGTHS": _t(4, (4,), i32, name="input_lengths")}
+    outs = {"COSTS": _t(5, (4,), dtype, name="costs"), "GRADS": _t(6, (16, 4, 8), dtype, name="grads")}
+    return OpGraph([CtcLoss("ctc", ins, outs, normalization=1, max_label_length=4)], name="ctc_loss")
+
+
 #: problem name -> builder(dtype) -> OpGraph
 PROBLEMS = {f.__name__: f for f in (
     pointwise, relu_rowsum, reduction, softmax, layernorm, batchnorm, genstats, bn_finalize, bn_bwd_weights,
     maxpool, rng, transpose, concat, matmul, matmul_large, conv3x3, conv3x3_nhwc, conv1x1, depthwise3x3,
-    sdpa_fwd, sdpa_bwd)}
+    sdpa_fwd, sdpa_bwd, ctc_loss)}
 
 _CONV = (("conv3x3", "float"), ("conv3x3", "half"), ("conv3x3_nhwc", "half"))
 #: engine -> the (problem, data type) pairs to try, in order: the first it accepts is its default problem
@@ -247,6 +257,7 @@ ENGINE_PROBLEMS = {
     "attention_flash_bwd": (("sdpa_bwd", "half"), ("sdpa_bwd", "float")),
     "attention_tc_fwd": (("sdpa_fwd", "half"), ("sdpa_fwd", "bfloat16")),
     "attention_tc_bwd": (("sdpa_bwd", "half"), ("sdpa_bwd", "bfloat16")),
+    "ctc": (("ctc_loss", "float"),),
 }
 
 

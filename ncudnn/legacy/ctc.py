@@ -104,13 +104,15 @@ def cudnnSetCTCLossDescriptorEx(ctcLossDesc, compType, normMode, gradMode):
 @c_api(0)
 def cudnnSetCTCLossDescriptor_v8(ctcLossDesc, compType, normMode, gradMode, maxLabelLength):
     _desc(ctcLossDesc).set(enum_arg(DT, compType, "compType"), enum_arg(NORM, normMode, "normMode"),
-                           enum_arg(cudnnNanPropagation_t, gradMode, "gradMode"), max_label_length=_max_len(maxLabelLength))
+                           enum_arg(cudnnNanPropagation_t, gradMode, "gradMode"),
+                           max_label_length=_max_len(maxLabelLength))
 
 
 @c_api(0)
 def cudnnSetCTCLossDescriptor_v9(ctcLossDesc, compType, normMode, ctcGradMode, maxLabelLength):
     _desc(ctcLossDesc).set(enum_arg(DT, compType, "compType"), enum_arg(NORM, normMode, "normMode"),
-                           grad_mode=enum_arg(GM, ctcGradMode, "ctcGradMode"), max_label_length=_max_len(maxLabelLength))
+                           grad_mode=enum_arg(GM, ctcGradMode, "ctcGradMode"),
+                           max_label_length=_max_len(maxLabelLength))
 
 
 def _set(d):
@@ -193,7 +195,8 @@ class _Problem:
                max_label, int(d.norm_mode), int(d.grad_mode))
 
         def build(b):
-            ins = {"PROBS": b.raw("probs", dims, pd.strides, F32), "LABELS": b.raw("labels", (max(n_labels, 1),), (1,), I32),
+            ins = {"PROBS": b.raw("probs", dims, pd.strides, F32),
+                   "LABELS": b.raw("labels", (max(n_labels, 1),), (1,), I32),
                    "LABEL_LENGTHS": b.raw("labelLengths", (self.N,), (1,), I32),
                    "INPUT_LENGTHS": b.raw("inputLengths", (self.N,), (1,), I32)}
             outs = {"COSTS": b.raw("costs", (self.N,), (1,), F32)}

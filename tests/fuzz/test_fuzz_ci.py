@@ -43,6 +43,9 @@ ENGINE_CASES = {
     "attention_flash_fwd": ("sdpa", 11), "attention_flash_bwd": ("sdpa", 15), "attention_tc_fwd": ("sdpa", 8),
     "attention_tc_bwd": ("sdpa", 2),
 }
+#: engines of ops no graph front end has (pygraph and the backend build no such node): each is tested against
+#: the oracle by the tests named here instead of a fuzz case
+LEGACY_ONLY = {"ctc": "tests/legacy/test_ctc.py: the CTC loss exists only as the legacy cudnnCTCLoss / _v8"}
 #: (family, case) -> the issue item it belongs to
 KNOWN = {}
 
@@ -69,7 +72,8 @@ def test_fuzz_case(family, case):
 
 
 def test_every_registered_engine_has_a_case():
-    assert set(ENGINE_CASES) == set(registered_engines())
+    assert not set(ENGINE_CASES) & set(LEGACY_ONLY)
+    assert set(ENGINE_CASES) | set(LEGACY_ONLY) == set(registered_engines())
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINE_CASES))

@@ -356,3 +356,30 @@ def test_host_arrays_short_or_null(handle):
     assert L.cudnnGetCTCLossWorkspaceSize(handle, pd, pd, [1, 1], [1, 1], [5, 4], DET, ctc_desc())[0] == BAD
     assert "inputLengths[0]" in ncudnn.cudnnGetLastErrorString()
     assert _call(handle, "v8", labels=None) == (S.CUDNN_STATUS_BAD_PARAM_NULL_POINTER,)
+
+
+def _ctc_functions():
+    import json
+    from importlib import resources
+
+    api = json.loads(resources.files("ncudnn").joinpath("_data/cudnn_api.json").read_text())
+    return {k: v for k, v in api["functions"].items() if "CTC" in k}
+
+
+@pytest.mark.parametrize("name", sorted(_ctc_functions()))
+def test_every_ctc_function_exists_with_the_c_parameters(name):
+    import inspect
+
+    f = getattr(ncudnn, name)
+    assert getattr(L, name) is f
+    c_names = [p.replace("*", " ").replace("[]", "").split()[-1] for p in _ctc_functions()[name]["params"]]
+    py = list(inspect.signature(inspect.unwrap(f)).parameters)
+    assert len(py) + f.n_outs == len(c_names), (py, c_names)
+    assert py == [n for n in c_names if n in py] and all(n in c_names for n in py), (py, c_names)
+
+
+def test_ctc_enums_have_the_c_values():
+    assert ncudnn.cudnnCTCGradMode_t.CUDNN_CTC_SKIP_OOB_GRADIENTS == 1
+    assert ncudnn.cudnnCTCLossAlgo_t.CUDNN_CTC_LOSS_ALGO_NON_DETERMINISTIC == 1
+    assert ncudnn.cudnnLossNormalizationMode_t.CUDNN_LOSS_NORMALIZATION_SOFTMAX == 1
+    assert ncudnn.cudnnNanPropagation_t.CUDNN_PROPAGATE_NAN == 1
