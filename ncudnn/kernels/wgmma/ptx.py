@@ -15,6 +15,16 @@ CUDA simulator (:mod:`.sim`), so kernels import these names and never branch on 
 * Accumulator fragment (thread ``tid`` of the warpgroup, ``w = tid >> 5``, ``g = (tid & 31) >> 2``,
   ``t = tid & 3``): for 8-column block j, ``acc[4j + 0..3]`` = D[16w + g, 8j + 2t], D[16w + g, 8j + 2t + 1],
   D[16w + g + 8, 8j + 2t], D[16w + g + 8, 8j + 2t + 1].
+* ``get_wgmma_rs(n, ab="bf16", trans_b=False)`` -> ``wgmma_rs(sm, acc, a0, a1, a2, a3, desc_b, scale_d) -> acc``:
+  the same product with A (64 x 16, 16-bit types) from registers: ``a0 .. a3`` are the thread's four packed
+  pairs, laid out per warp as mma.m16n8k16's A fragment (warp ``w`` holds rows 16w ..: a0 = (g, 2t..2t+1),
+  a1 = (g + 8, 2t..), a2 = (g, 2t + 8..), a3 = (g + 8, 2t + 8..)), which is the accumulator layout of two
+  8-column blocks rounded to pairs (so a product's output feeds the next one without a shuffle). The
+  hardware reads a0 .. a3 until the group retires: ``hold_regs(a0, a1, a2, a3)`` after the ``wgmma_wait`` keeps them
+  alive (and their registers unwritten) until then (four registers a call).
+* ``acc_scale_rows(acc, sa, sb) -> acc``: the fragment with its row-g entries (``acc[4j + 0, 1]``) times ``sa`` and
+  its row-(g + 8) entries (``acc[4j + 2, 3]``) times ``sb`` (a flash-attention rescale; one call, since a long
+  tuple literal trips numba's bytecode front end).
 * ``wgmma_fence()`` (``wgmma.fence.sync.aligned``: before the first wgmma and after registers of an
   accumulator were written by other instructions), ``wgmma_commit()``, ``wgmma_wait(N)`` (N literal),
   ``wgmma_wait_acc(N, acc) -> acc`` (the same wait, with the accumulator tied through it so that the
@@ -30,7 +40,7 @@ CUDA simulator (:mod:`.sim`), so kernels import these names and never branch on 
 """
 from ...platform import simulator_enabled
 
-__all__ = ["get_wgmma", "check_shape", "K_STEP", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_wait_acc",
+__all__ = ["get_wgmma", "get_wgmma_rs", "hold_regs", "acc_scale_rows", "check_shape", "K_STEP", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_wait_acc",
            "fence_proxy_async", "acc_zeros", "udiv32", "store_acc", "get_cp_async_l2", "SIM", "WGMMA_N"]
 
 SIM = simulator_enabled()
@@ -53,9 +63,23 @@ def check_shape(n, ab, trans_a, trans_b):
         raise ValueError("wgmma tf32 operands must both be K-major (the transpose flags are 16-bit only)")
 
 
+def check_rs_shape(n, ab):
+    """Raise ValueError unless m64n{n}k16 with A from registers and {ab} inputs is a wgmma this module emits."""
+    check_shape(n, ab, False, False)
+    if ab == "tf32":
+        raise ValueError("wgmma with A from registers: 16-bit inputs only here (bf16, f16)")
+
+
 if SIM:
-    from .sim import (acc_zeros, fence_proxy_async, get_cp_async_l2, make_wgmma, store_acc, udiv32, wgmma_commit, wgmma_fence,  # noqa: F401
-                      wgmma_wait, wgmma_wait_acc)
+    from .sim import (acc_scale_rows, acc_zeros, fence_proxy_async, get_cp_async_l2, hold_regs, make_wgmma, make_wgmma_rs,  # noqa: F401
+                      store_acc, udiv32, wgmma_commit, wgmma_fence, wgmma_wait, wgmma_wait_acc)
+
+    def get_wgmma_rs(n, ab="bf16", trans_b=False):
+        key = ("rs", int(n), ab, bool(trans_b))
+        if key not in _CACHE:
+            check_rs_shape(n, ab)
+            _CACHE[key] = make_wgmma_rs(int(n), ab, bool(trans_b))
+        return _CACHE[key]
 
     def get_wgmma(n, ab="bf16", trans_a=False, trans_b=False):
         key = (int(n), ab, bool(trans_a), bool(trans_b))
@@ -120,6 +144,68 @@ else:
 
         _CACHE[key] = wgmma
         return wgmma
+
+    def get_wgmma_rs(n, ab="bf16", trans_b=False):
+        """The wgmma intrinsic for m64n{n}k16, A (bf16 / f16) from four packed registers, B through its
+        shared-memory descriptor (``trans_b``: MN-major), f32 accumulation."""
+        key = ("rs", int(n), ab, bool(trans_b))
+        if key in _CACHE:
+            return _CACHE[key]
+        check_rs_shape(n, ab)
+        nreg = n // 2
+        outs = ",".join(f"${i}" for i in range(nreg))
+        a = ",".join(f"${nreg + i}" for i in range(4))
+        text = (f"{{ .reg .pred p; setp.ne.b32 p, ${nreg + 5}, 0; "
+                f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{outs}}}, {{{a}}}, ${nreg + 4}, "
+                f"p, 1, 1, {int(bool(trans_b))}; }}")
+        cons = ",".join(["=f"] * nreg + ["r"] * 4 + ["l", "r"] + [str(i) for i in range(nreg)] + ["~{memory}"])
+        name = f"wgmma_rs_m64n{n}k16_{ab}"
+
+        @intrinsic
+        def wgmma_rs(typingctx, sm, acc, a0, a1, a2, a3, desc_b, scale_d):
+            _check_acc(name, acc, nreg)
+            for t in (a0, a1, a2, a3, desc_b, scale_d):
+                if not isinstance(t, types.Integer):
+                    raise NumbaTypeError(f"{name}: integer A registers / descriptor / scale_d expected, got {t}")
+            sig = acc(sm, acc, a0, a1, a2, a3, desc_b, scale_d)
+
+            def codegen(context, builder, sig, args):
+                regs = [context.cast(builder, args[2 + i], sig.args[2 + i], types.uint32) for i in range(4)]
+                db = context.cast(builder, args[6], sig.args[6], types.int64)
+                sc = context.cast(builder, args[7], sig.args[7], types.int32)
+                ops = regs + [db, sc] + _acc_values(builder, args[1], nreg)
+                res = _asm(builder, ir.LiteralStructType([_F32] * nreg), ops, text, cons, True)
+                return context.make_tuple(builder, sig.return_type,
+                                          [builder.extract_value(res, i) for i in range(nreg)])
+            return sig, codegen
+
+        _CACHE[key] = wgmma_rs
+        return wgmma_rs
+
+    @intrinsic
+    def acc_scale_rows(typingctx, acc, sa, sb):
+        if not (isinstance(acc, types.UniTuple) and acc.dtype == types.float32 and acc.count % 4 == 0):
+            raise NumbaTypeError(f"acc_scale_rows: accumulator must be a float32 tuple, got {acc}")
+
+        def codegen(context, builder, sig, args):
+            a = context.cast(builder, args[1], sig.args[1], types.float32)
+            b = context.cast(builder, args[2], sig.args[2], types.float32)
+            vals = [builder.fmul(builder.extract_value(args[0], i), a if i % 4 < 2 else b) for i in range(acc.count)]
+            return context.make_tuple(builder, sig.return_type, vals)
+        return acc(acc, sa, sb), codegen
+
+    @intrinsic
+    def hold_regs(typingctx, r0, r1, r2, r3):
+        for t in (r0, r1, r2, r3):
+            if not isinstance(t, types.Integer):
+                raise NumbaTypeError(f"hold_regs: integer registers expected, got {t}")
+        sig = types.void(r0, r1, r2, r3)
+
+        def codegen(context, builder, sig, args):
+            vals = [context.cast(builder, a, t, types.uint32) for a, t in zip(args, sig.args)]
+            _asm(builder, ir.VoidType(), vals, "", "r,r,r,r,~{memory}", True)
+            return context.get_dummy_value()
+        return sig, codegen
 
     def _void_asm(text):
         @intrinsic

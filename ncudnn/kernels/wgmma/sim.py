@@ -18,7 +18,7 @@ import numpy as np
 
 from .layout import decode_desc
 
-__all__ = ["make_wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_wait_acc",
+__all__ = ["make_wgmma", "make_wgmma_rs", "hold_regs", "acc_scale_rows", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_wait_acc",
            "fence_proxy_async", "acc_zeros", "udiv32", "store_acc", "get_cp_async_l2", "operand_offsets", "read_operand"]
 
 _ROW_BYTES = {0: 16, 1: 128, 2: 64, 3: 32}
@@ -90,6 +90,53 @@ def make_wgmma(n, ab="bf16", trans_a=False, trans_b=False):
         return tuple(np.float32(v) for v in d)
     wgmma.__name__ = f"wgmma_m64n{n}k{kk}_{ab}"
     return wgmma
+
+
+def make_wgmma_rs(n, ab="bf16", trans_b=False):
+    """A from registers: a warp-collective (``ptx_sim``'s per-warp rendezvous) that gathers the warp's 16 x 16
+    A block from its lanes' packed pairs (mma.m16n8k16's A layout) and reads B through the descriptor."""
+    from ..primitives.ptx_sim import _collective, _decode, _halves
+
+    nreg = n // 2
+
+    def run(payloads):
+        A = np.zeros((16, 16), np.uint32)
+        for lane, (regs, _, _, _, _) in enumerate(payloads):
+            g, t = lane >> 2, lane & 3
+            for i, r in enumerate(regs):
+                row, col = g + 8 * (i & 1), 2 * t + 8 * (i >> 1)
+                A[row, col], A[row, col + 1] = _halves(r)
+        sm, desc_b = payloads[0][2], payloads[0][3]
+        if any(p[3] != desc_b for p in payloads):
+            raise RuntimeError("wgmma_rs: the lanes of a warp gave different B descriptors")
+        D = _decode(A, ab) @ read_operand(sm, desc_b, n, 16, trans_b, ab).T      # 16 x n
+        out = []
+        for lane, (_, acc, _, _, scale_d) in enumerate(payloads):
+            g, t = lane >> 2, lane & 3
+            d = np.empty(nreg, dtype=np.float64)
+            d[0::4] = D[g, 2 * t::8]
+            d[1::4] = D[g, 2 * t + 1::8]
+            d[2::4] = D[g + 8, 2 * t::8]
+            d[3::4] = D[g + 8, 2 * t + 1::8]
+            if scale_d:
+                d += np.asarray(acc, dtype=np.float64)
+            out.append(tuple(np.float32(v) for v in d))
+        return out
+
+    def wgmma_rs(sm, acc, a0, a1, a2, a3, desc_b, scale_d):
+        if len(acc) != nreg:
+            raise ValueError(f"wgmma_rs m64n{n}k16: accumulator of {len(acc)} registers, expected {nreg}")
+        return _collective(run, ((a0, a1, a2, a3), acc, sm, int(desc_b), int(scale_d)))
+    wgmma_rs.__name__ = f"wgmma_rs_m64n{n}k16_{ab}"
+    return wgmma_rs
+
+
+def hold_regs(r0, r1, r2, r3):
+    pass
+
+
+def acc_scale_rows(acc, sa, sb):
+    return tuple(np.float32(v * (sa if i % 4 < 2 else sb)) for i, v in enumerate(acc))
 
 
 def wgmma_fence():
