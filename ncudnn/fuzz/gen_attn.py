@@ -1,11 +1,12 @@
 """Scaled dot-product attention graphs (pygraph ``sdpa`` / ``sdpa_backward``) in what the attention
 engines take (attention_flash_fwd / _bwd check_support): Q / K / V / O in FP32 / FP16 / BF16, BHSD or
 BSHD strides or an interleaved-QKV stride pattern, GQA / MQA (H a multiple of H_kv), head dims
-multiples of 8 (D_v sometimes differs), the scale as a number, a pass-by-value tensor, a one-element
-device tensor or absent, and the options: causal (top-left / bottom-right), a sliding window, the
-diagonal band's bounds, an additive bias broadcast over any axis of extent 1 (its gradient too in the
-backward, where the bias spans the keys), ALiBi, padding masks (INT32 sequence lengths in [1, S]) and
-dropout (Philox seed / offset pass-by-value; the oracle draws the same mask).
+multiples of 8 (D_v sometimes differs; in the simulator 8 or 16, and 64 for one FP16 / BF16 case in
+eight), the scale as a number, a pass-by-value tensor, a one-element device tensor or absent, and the
+options: causal (top-left / bottom-right), a sliding window, the diagonal band's bounds, an additive
+bias broadcast over any axis of extent 1 (its gradient too in the backward, where the bias spans the
+keys), ALiBi, padding masks (INT32 sequence lengths in [1, S]) and dropout (Philox seed / offset
+pass-by-value; the oracle draws the same mask).
 
 Forward: O, and Stats (FP32, [B, H, S_q, 1]) when training. Backward: dQ / dK / dV (and dBias) from
 O, dO and Stats drawn at random (Stats in [0.5, 2): the backward rebuilds P = exp(S - Stats), which
@@ -35,6 +36,12 @@ def _strides(layout, b, h, s, d):
     return [s * 3 * h * d, d, 3 * h * d, 1]      # one of Q / K / V in an interleaved buffer
 
 
+def _wide(rng):
+    """One case in eight gets head dims 64 in the simulator (the wgmma forward takes 64 / 128 only), decided from
+    the generator's state without a draw, so that every other case keeps the draws it had."""
+    return int(rng.bit_generator.state["state"]["state"]) % 8 == 3
+
+
 def generate(rng):
     dtype, dname = pick(rng, DTYPES, p=(0.3, 0.4, 0.3))
     backward = rng.random() < 0.4
@@ -43,6 +50,8 @@ def generate(rng):
     sq, sk = pick(rng, SEQ), pick(rng, SEQ)
     d = pick(rng, HEAD)
     dv = d if rng.random() < 0.7 else pick(rng, HEAD)
+    if SIM and dname != "float" and _wide(rng):
+        d = dv = 64
     layout = pick(rng, ("bhsd", "bshd", "interleaved"))
     if layout == "interleaved" and (hk != h or dv != d or sk != sq):
         layout = "bshd"

@@ -202,6 +202,13 @@ def sdpa_fwd(dtype):
     return OpGraph([SdpaFwd("sdpa", ins, outs, attn_scale=0.25, causal_mask=True)], name="sdpa_fwd")
 
 
+def sdpa_fwd_d64(dtype):
+    """The forward at head dim 64 (the wgmma forward takes 64 and 128 only)."""
+    ins, dims = _sdpa_tensors(dtype, d=64)
+    outs = {"O": _t(10, dims, dtype, name="o"), "STATS": _t(11, dims[:3] + (1,), name="stats")}
+    return OpGraph([SdpaFwd("sdpa", ins, outs, attn_scale=0.125, causal_mask=True)], name="sdpa_fwd_d64")
+
+
 def sdpa_bwd(dtype):
     ins, dims = _sdpa_tensors(dtype)
     ins.update(O=_t(4, dims, dtype, name="o"), DO=_t(5, dims, dtype, name="do"),
@@ -225,7 +232,7 @@ def ctc_loss(dtype):
 PROBLEMS = {f.__name__: f for f in (
     pointwise, relu_rowsum, reduction, softmax, layernorm, batchnorm, genstats, bn_finalize, bn_bwd_weights,
     maxpool, rng, transpose, concat, matmul, matmul_large, conv3x3, conv3x3_nhwc, conv1x1, depthwise3x3,
-    sdpa_fwd, sdpa_bwd, ctc_loss)}
+    sdpa_fwd, sdpa_fwd_d64, sdpa_bwd, ctc_loss)}
 
 _CONV = (("conv3x3", "float"), ("conv3x3", "half"), ("conv3x3_nhwc", "half"))
 #: engine -> the (problem, data type) pairs to try, in order: the first it accepts is its default problem
@@ -257,6 +264,7 @@ ENGINE_PROBLEMS = {
     "attention_flash_bwd": (("sdpa_bwd", "half"), ("sdpa_bwd", "float")),
     "attention_tc_fwd": (("sdpa_fwd", "half"), ("sdpa_fwd", "bfloat16")),
     "attention_tc_bwd": (("sdpa_bwd", "half"), ("sdpa_bwd", "bfloat16")),
+    "attention_wgmma_fwd": (("sdpa_fwd_d64", "bfloat16"), ("sdpa_fwd_d64", "half")),
     "ctc": (("ctc_loss", "float"),),
 }
 

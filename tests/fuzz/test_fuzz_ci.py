@@ -41,7 +41,7 @@ ENGINE_CASES = {
     "conv_winograd_fused": ("conv_fast", 1), "matmul_tc": ("matmul_tc", 14), "conv_tc": ("conv_fast", 9),
     "data_movement": ("move", 3), "conv_direct": ("conv_fast", 1), "matmul_wgmma": ("matmul_tc", 14),
     "attention_flash_fwd": ("sdpa", 11), "attention_flash_bwd": ("sdpa", 15), "attention_tc_fwd": ("sdpa", 8),
-    "attention_tc_bwd": ("sdpa", 2),
+    "attention_tc_bwd": ("sdpa", 2), "attention_wgmma_fwd": ("sdpa", 31),
 }
 #: engines of ops no graph front end has (pygraph and the backend build no such node): each is tested against
 #: the oracle by the tests named here instead of a fuzz case
