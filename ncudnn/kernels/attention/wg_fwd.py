@@ -382,7 +382,7 @@ def _source(spec, cfg):
         b(f"l_{r} += shfl_xor(l_{r}, 2)")
         b(f"inv_{r} = float32(0.0)")
         b(f"if i{r} < lq and l_{r} > float32(0.0):")
-        b(f"    inv_{r} = float32(1.0) / l_{r}")
+        b(f"    inv_{r} = ptx.rcp_approx(l_{r})    # rcp.rn's slow path is a call: every wgmma would serialize")
     b(f"{', '.join(f'o{n}_{e}' for n in range(NO) for e in range(4))}, = oacc")
     b("obase = bz * ob + h * oh")
     for r, es in (("a", (0, 1)), ("b", (2, 3))):

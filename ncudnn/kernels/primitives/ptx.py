@@ -44,7 +44,9 @@ Fragments (``g = lane >> 2``, ``t = lane & 3``; PTX ISA "Matrix fragments for mm
 * ``pack_bf16x2 / pack_f16x2(lo, hi) -> uint32`` (round to nearest even, ``cvt.rn.*x2.f32``);
   ``unpack_bf16x2 / unpack_f16x2(u) -> (lo, hi)`` float32; ``f32_to_tf32(x) -> uint32``
   (``cvt.rna.tf32.f32``); ``ex2_approx(x) -> float32``: 2^x by ``ex2.approx.ftz.f32`` (one MUFU op,
-  2 ulp; subnormal results flushed to zero, 2^-inf = 0); ``pack_e4m3x4 / pack_e5m2x4(x0, x1, x2, x3) -> uint32`` (satfinite, sm_89+).
+  2 ulp; subnormal results flushed to zero, 2^-inf = 0); ``rcp_approx(x) -> float32``: 1 / x by
+  ``rcp.approx.ftz.f32`` (1 ulp; unlike ``rcp.rn``, no called slow path, which would serialize a kernel's
+  wgmma); ``pack_e4m3x4 / pack_e5m2x4(x0, x1, x2, x3) -> uint32`` (satfinite, sm_89+).
 """
 from ...platform import simulator_enabled
 
@@ -53,14 +55,15 @@ __all__ = ["mma_m16n8k16_bf16", "mma_m16n8k16_f16", "mma_m16n8k8_tf32", "mma_m16
            "ldmatrix_x2_trans", "ldmatrix_x4_trans", "cp_async_ca_4", "cp_async_ca_8",
            "cp_async_ca_16", "cp_async_cg_16", "cp_async_cg_16_zfill", "cp_async_commit",
            "cp_async_wait_group", "cp_async_wait_all", "cvta_shared", "atom_add_release_gpu", "ld_acquire_gpu", "pack_bf16x2", "pack_f16x2",
-           "unpack_bf16x2", "unpack_f16x2", "f32_to_tf32", "ex2_approx", "pack_e4m3x4", "pack_e5m2x4", "SIM"]
+           "unpack_bf16x2", "unpack_f16x2", "f32_to_tf32", "ex2_approx", "rcp_approx", "pack_e4m3x4", "pack_e5m2x4",
+           "SIM"]
 
 SIM = simulator_enabled()
 
 if SIM:
     from .ptx_sim import (cp_async_ca_4, cp_async_ca_8, cp_async_ca_16,  # noqa: F401
                                  cp_async_cg_16, cp_async_cg_16_zfill, cp_async_commit,
-                                 cp_async_wait_all, cp_async_wait_group, cvta_shared, ex2_approx, f32_to_tf32,
+                                 cp_async_wait_all, cp_async_wait_group, cvta_shared, ex2_approx, f32_to_tf32, rcp_approx,
                                  ldmatrix_x1, ldmatrix_x1_trans, ldmatrix_x2, ldmatrix_x2_trans,
                                  ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k8_tf32,
                                  mma_m16n8k16_bf16, mma_m16n8k16_f16, mma_m16n8k32_e4m3,
@@ -358,6 +361,15 @@ else:
         def codegen(context, builder, sig, args):
             v = context.cast(builder, args[0], sig.args[0], types.float32)
             return _asm(builder, _F32, [v], "ex2.approx.ftz.f32 $0, $1;", "=f,f", False)
+        return types.float32(x), codegen
+
+    @intrinsic
+    def rcp_approx(typingctx, x):
+        _check_scalar("rcp_approx", x)
+
+        def codegen(context, builder, sig, args):
+            v = context.cast(builder, args[0], sig.args[0], types.float32)
+            return _asm(builder, _F32, [v], "rcp.approx.ftz.f32 $0, $1;", "=f,f", False)
         return types.float32(x), codegen
 
     def _make_pack_fp8(kind):

@@ -312,6 +312,15 @@ def ex2_approx(x):
     return np.float32(0.0) if np.isfinite(y) and abs(y) < np.finfo(np.float32).tiny else y
 
 
+def rcp_approx(x):
+    """rcp.approx.ftz.f32: 1 / x in float32 (exact here), a subnormal x flushed to a signed zero first."""
+    x = np.float32(x)
+    if x != 0 and np.isfinite(x) and abs(x) < np.finfo(np.float32).tiny:
+        x = np.float32(np.copysign(0.0, x))
+    with np.errstate(divide="ignore"):
+        return np.float32(np.float32(1.0) / x)
+
+
 def f32_to_tf32(x):
     """cvt.rna.tf32.f32: round to 10 mantissa bits, ties away from zero; NaN / inf kept."""
     u = int(np.array(x, dtype=np.float32).view(np.uint32))
