@@ -403,6 +403,18 @@ def _source(spec, cfg):
     return "\n".join(L) + "\n"
 
 
+def _llvm_inlined(fn, nargs):
+    """``fn`` (an ``inline=True`` device function) behind a ``forceinline`` wrapper: NVVM inlines the wrapper at
+    each of its many call sites, where numba's IR inliner would re-run its whole-function passes once per call
+    (minutes for this kernel's unrolled tiles)."""
+    if ptx.SIM:       # the simulator's jit has no forceinline (and no inliner to avoid)
+        return fn
+    names = ", ".join(f"a{i}" for i in range(nargs))
+    g = {"cuda": cuda, "fn": fn}
+    exec(f"def wrapper({names}):\n    return fn({names})\n", g)
+    return cuda.jit(device=True, forceinline=True)(g["wrapper"])
+
+
 def wg_fwd_source(spec: AttnSpec, cfg: WgAttnConfig):
     """The generated kernel source (what :func:`wg_fwd_kernel` compiles)."""
     return _source(spec, cfg)
@@ -420,11 +432,12 @@ def wg_fwd_kernel(spec: AttnSpec, cfg: WgAttnConfig):
     ab = "bf16" if spec.Q == "bfloat16" else "f16"
     g = dict(__name__=__name__, cuda=cuda, math=math, ptx=ptx, wp=wp, float32=float32, int32=int32, int64=int64,
              uint16=uint16, uint32=uint32, NEG_INF=NEG_INF, LOG2E=float32(LOG2E), LN2=float32(LN2),
-             shfl_xor=shfl_xor, cpa=ptx.cp_async_cg_16_zfill_a,
+             shfl_xor=_llvm_inlined(shfl_xor, 2), cpa=ptx.cp_async_cg_16_zfill_a,
              mma_qk=wp.get_wgmma(cfg.BLOCK_N, ab), mma_pv=wp.get_wgmma_rs(spec.D_V, ab, trans_b=True),
-             pack=ptx.pack_bf16x2 if ab == "bf16" else ptx.pack_f16x2, st_o=storer(spec.O),
+             pack=ptx.pack_bf16x2 if ab == "bf16" else ptx.pack_f16x2, st_o=_llvm_inlined(storer(spec.O), 3),
              st_s=storer("float32"), ld_scale=loader(spec.SCALE) if spec.SCALE is not None else None,
-             bounds=seq_bounds(spec), krange=key_range(spec), score=score_fn(spec), unmasked=unmasked_fn(spec),
+             bounds=seq_bounds(spec), krange=key_range(spec), score=_llvm_inlined(score_fn(spec), 17),
+             unmasked=_llvm_inlined(unmasked_fn(spec), 12),
              slope_of=alibi_slope_fn())
     exec(compile(_source(spec, cfg), f"<attn_wg_fwd {spec.D_QK}x{spec.D_V} {cfg}>", "exec"), g)
     return cuda.jit(g["attn_wg_fwd"])
