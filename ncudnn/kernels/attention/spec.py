@@ -166,3 +166,18 @@ def dropout_keep_fn():
         w0, w1, w2, w3 = philox4x32_10(blk & _MASK, blk >> _S32, _ZERO, _ZERO, sd & _MASK, sd >> _S32)
         return float64(_unit(_word(t % 4, w0, w1, w2, w3))) <= p_keep
     return keep
+
+
+def llvm_inlined(fn, nargs):
+    """``fn`` (an ``inline=True`` device function of ``nargs`` arguments) behind a ``forceinline`` wrapper, for the
+    generated kernels that call it at many sites (a score per accumulator register): NVVM inlines the wrapper
+    at each, where numba's IR inliner re-runs its whole-function passes once per call (minutes of JIT for an
+    unrolled tile). The simulator's jit has neither; there ``fn`` itself is returned."""
+    from ..primitives.ptx import SIM
+
+    if SIM:
+        return fn
+    names = ", ".join(f"a{i}" for i in range(nargs))
+    g = {"fn": fn}
+    exec(f"def wrapper({names}):\n    return fn({names})\n", g)
+    return cuda.jit(device=True, forceinline=True)(g["wrapper"])

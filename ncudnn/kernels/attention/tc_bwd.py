@@ -27,7 +27,8 @@ from numba import cuda, float32, int32, int64, uint16, uint32
 from ..primitives import ptx
 from ..runtime.dtypes import loader, storer
 from .bwd import BWD_ARGS
-from .spec import NEG_INF, AttnSpec, alibi_slope_fn, key_range, query_range, score_fn, seq_bounds, unmasked_fn
+from .spec import (NEG_INF, AttnSpec, alibi_slope_fn, key_range, llvm_inlined, query_range, score_fn, seq_bounds,
+                   unmasked_fn)
 from .tc_fwd import LOG2E, PAD, copy_setup, copy_tile, tc_dtypes_check, tc_head_dims_check
 
 __all__ = ["TcBwdConfig", "split_dkdv", "tc_dkdv_kernel", "tc_dq_kernel", "tc_bwd_check", "tc_bwd_configs", "tc_bwd_default",
@@ -403,9 +404,11 @@ def _globals(spec):
                 uint16=uint16, uint32=uint32, NEG_INF=NEG_INF, LOG2E=float32(LOG2E), ld16=loader("float16"),
                 mma=ptx.mma_m16n8k16_bf16 if bf16 else ptx.mma_m16n8k16_f16,
                 pack=ptx.pack_bf16x2 if bf16 else ptx.pack_f16x2,
-                st_dk=storer(spec.DK), st_dv=storer(spec.DV), st_dq=storer(spec.DQ),
+                st_dk=llvm_inlined(storer(spec.DK), 3), st_dv=llvm_inlined(storer(spec.DV), 3),
+                st_dq=llvm_inlined(storer(spec.DQ), 3),
                 ld_scale=loader(spec.SCALE) if spec.SCALE is not None else None, bounds=seq_bounds(spec),
-                krange=key_range(spec), qrange=query_range(spec), score=score_fn(spec), unmasked=unmasked_fn(spec),
+                krange=key_range(spec), qrange=query_range(spec), score=llvm_inlined(score_fn(spec), 17),
+                unmasked=llvm_inlined(unmasked_fn(spec), 12),
                 slope_of=alibi_slope_fn())
 
 

@@ -36,8 +36,8 @@ from ..primitives import ptx
 from ..primitives.warp import shfl_xor
 from ..runtime.dtypes import loader, storer
 from .fwd import FWD_ARGS
-from .spec import (NEG_INF, AttnSpec, alibi_slope_fn, dropout_keep_fn, key_range, score_fn, seq_bounds,
-                   unmasked_fn)
+from .spec import (NEG_INF, AttnSpec, alibi_slope_fn, dropout_keep_fn, key_range, llvm_inlined, score_fn,
+                   seq_bounds, unmasked_fn)
 
 __all__ = ["TcAttnConfig", "tc_fwd_kernel", "tc_fwd_source", "tc_fwd_grid", "tc_check", "tc_dtypes_check",
            "tc_configs", "tc_default", "tc_smem_bytes", "tc_head_dims_check", "copy_tile", "copy_setup"]
@@ -414,12 +414,13 @@ def tc_fwd_kernel(spec: AttnSpec, cfg: TcAttnConfig):
         raise ValueError(f"tensor-core attention forward config {cfg}: {why}")
     bf16 = spec.Q == "bfloat16"
     g = dict(__name__=__name__, cuda=cuda, math=math, ptx=ptx, float32=float32, int32=int32, int64=int64,
-             uint32=uint32, NEG_INF=NEG_INF, LOG2E=float32(LOG2E), LN2=float32(LN2), shfl_xor=shfl_xor,
+             uint32=uint32, NEG_INF=NEG_INF, LOG2E=float32(LOG2E), LN2=float32(LN2), shfl_xor=llvm_inlined(shfl_xor, 2),
              uint16=uint16, ld16=loader("float16"),
              mma=ptx.mma_m16n8k16_bf16 if bf16 else ptx.mma_m16n8k16_f16,
-             pack=ptx.pack_bf16x2 if bf16 else ptx.pack_f16x2, st_o=storer(spec.O),
+             pack=ptx.pack_bf16x2 if bf16 else ptx.pack_f16x2, st_o=llvm_inlined(storer(spec.O), 3),
              st_s=storer("float32"), ld_scale=loader(spec.SCALE) if spec.SCALE is not None else None,
-             bounds=seq_bounds(spec), krange=key_range(spec), score=score_fn(spec), unmasked=unmasked_fn(spec),
-             slope_of=alibi_slope_fn(), drop_keep=dropout_keep_fn())
+             bounds=seq_bounds(spec), krange=key_range(spec), score=llvm_inlined(score_fn(spec), 17),
+             unmasked=llvm_inlined(unmasked_fn(spec), 12), slope_of=alibi_slope_fn(),
+             drop_keep=llvm_inlined(dropout_keep_fn(), 10))
     exec(compile(_source(spec, cfg), f"<attn_tc_fwd {spec.D_QK}x{spec.D_V} {cfg}>", "exec"), g)
     return cuda.jit(g["attn_tc_fwd"])

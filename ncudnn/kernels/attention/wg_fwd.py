@@ -38,7 +38,7 @@ from ..runtime.dtypes import storer, loader
 from ..wgmma import ptx as wp
 from ..wgmma.layout import SWIZZLE_128B, desc_const
 from .fwd import FWD_ARGS
-from .spec import NEG_INF, AttnSpec, alibi_slope_fn, key_range, score_fn, seq_bounds, unmasked_fn
+from .spec import NEG_INF, AttnSpec, alibi_slope_fn, key_range, llvm_inlined, score_fn, seq_bounds, unmasked_fn
 from .tc_fwd import HALF, LN2, LOG2E
 
 __all__ = ["WgAttnConfig", "wg_fwd_kernel", "wg_fwd_source", "wg_fwd_grid", "wg_check", "wg_configs",
@@ -205,7 +205,7 @@ def _source(spec, cfg):
     b("bz = int64(cuda.blockIdx.z)")
     b("h = int64(cuda.blockIdx.y)")
     b(f"i0 = int64(cuda.blockIdx.x) * {BM}")
-    b("hk = int64(wp.udiv32(int32(h), wp.udiv32(H, HK)))   # 32-bit: an int64 division is a call, which serializes wgmma")
+    b("hk = int64(wp.udiv32(int32(h), wp.udiv32(H, HK)))")   # int64 division is a call: wgmma would serialize
     b("lq, lk, shift = bounds(seq_q, seq_kv, bz, SQ, SK)")
     b("sc = float32(scale)")
     if spec.SCALE is not None:
@@ -403,18 +403,6 @@ def _source(spec, cfg):
     return "\n".join(L) + "\n"
 
 
-def _llvm_inlined(fn, nargs):
-    """``fn`` (an ``inline=True`` device function) behind a ``forceinline`` wrapper: NVVM inlines the wrapper at
-    each of its many call sites, where numba's IR inliner would re-run its whole-function passes once per call
-    (minutes for this kernel's unrolled tiles)."""
-    if ptx.SIM:       # the simulator's jit has no forceinline (and no inliner to avoid)
-        return fn
-    names = ", ".join(f"a{i}" for i in range(nargs))
-    g = {"cuda": cuda, "fn": fn}
-    exec(f"def wrapper({names}):\n    return fn({names})\n", g)
-    return cuda.jit(device=True, forceinline=True)(g["wrapper"])
-
-
 def wg_fwd_source(spec: AttnSpec, cfg: WgAttnConfig):
     """The generated kernel source (what :func:`wg_fwd_kernel` compiles)."""
     return _source(spec, cfg)
@@ -432,12 +420,12 @@ def wg_fwd_kernel(spec: AttnSpec, cfg: WgAttnConfig):
     ab = "bf16" if spec.Q == "bfloat16" else "f16"
     g = dict(__name__=__name__, cuda=cuda, math=math, ptx=ptx, wp=wp, float32=float32, int32=int32, int64=int64,
              uint16=uint16, uint32=uint32, NEG_INF=NEG_INF, LOG2E=float32(LOG2E), LN2=float32(LN2),
-             shfl_xor=_llvm_inlined(shfl_xor, 2), cpa=ptx.cp_async_cg_16_zfill_a,
+             shfl_xor=llvm_inlined(shfl_xor, 2), cpa=ptx.cp_async_cg_16_zfill_a,
              mma_qk=wp.get_wgmma(cfg.BLOCK_N, ab), mma_pv=wp.get_wgmma_rs(spec.D_V, ab, trans_b=True),
-             pack=ptx.pack_bf16x2 if ab == "bf16" else ptx.pack_f16x2, st_o=_llvm_inlined(storer(spec.O), 3),
+             pack=ptx.pack_bf16x2 if ab == "bf16" else ptx.pack_f16x2, st_o=llvm_inlined(storer(spec.O), 3),
              st_s=storer("float32"), ld_scale=loader(spec.SCALE) if spec.SCALE is not None else None,
-             bounds=seq_bounds(spec), krange=key_range(spec), score=_llvm_inlined(score_fn(spec), 17),
-             unmasked=_llvm_inlined(unmasked_fn(spec), 12),
+             bounds=seq_bounds(spec), krange=key_range(spec), score=llvm_inlined(score_fn(spec), 17),
+             unmasked=llvm_inlined(unmasked_fn(spec), 12),
              slope_of=alibi_slope_fn())
     exec(compile(_source(spec, cfg), f"<attn_wg_fwd {spec.D_QK}x{spec.D_V} {cfg}>", "exec"), g)
     return cuda.jit(g["attn_wg_fwd"])
