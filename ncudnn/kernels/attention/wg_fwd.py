@@ -22,7 +22,8 @@ warpgroup does the softmax of another):
    ``ex2.approx`` in registers while P V runs; wait for P V (``hold_regs`` keeps P_(it-1)'s registers until
    then) and rescale O.
 
-After the last tile O += P V once more; O = acc / l and Stats = (m + log2 l) ln 2, with the conventions of
+Under a right band bound (causal) the grid takes the query tiles in reverse, so that the tiles with the most keys
+start first. After the last tile O += P V once more; O = acc / l and Stats = (m + log2 l) ln 2, with the conventions of
 :mod:`.tc_fwd` for rows without a kept key and padding rows. Dropout is not taken (attention_tc_fwd runs it).
 The source is generated (one named scalar per score and P register) so that they stay in registers.
 """
@@ -204,7 +205,10 @@ def _source(spec, cfg):
     b("t = lane & 3")
     b("bz = int64(cuda.blockIdx.z)")
     b("h = int64(cuda.blockIdx.y)")
-    b(f"i0 = int64(cuda.blockIdx.x) * {BM}")
+    if spec.HAS_RIGHT:   # a right band bound: the last query tiles have the most keys, so they start first
+        b(f"i0 = int64(cuda.gridDim.x - 1 - cuda.blockIdx.x) * {BM}")
+    else:
+        b(f"i0 = int64(cuda.blockIdx.x) * {BM}")
     b("hk = int64(wp.udiv32(int32(h), wp.udiv32(H, HK)))")   # int64 division is a call: wgmma would serialize
     b("lq, lk, shift = bounds(seq_q, seq_kv, bz, SQ, SK)")
     b("sc = float32(scale)")
