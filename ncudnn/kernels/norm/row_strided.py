@@ -72,17 +72,17 @@ def _digits(inner, var="c", ind="        "):
     return lines
 
 
-def _offset(inner, strides):
-    """Source of the element offset within a row of a tensor of these strides (strides[0] is the batch's)."""
-    terms = [f"i{k + 1} * {strides[k + 1]}" for k, d in enumerate(inner) if d > 1 and strides[k + 1]]
+def _offset(inner, strides, m=1):
+    """Source of the element offset within a row of a tensor of these strides (strides[:m] are the row axes')."""
+    terms = [f"i{k + 1} * {strides[k + m]}" for k, d in enumerate(inner) if d > 1 and strides[k + m]]
     return " + ".join(terms) or "0"
 
 
-def _offsets(inner, named, ind="        "):
+def _offsets(inner, named, ind="        ", m=1):
     """Lines defining ``o_<name> = <offset>`` for each (name, strides) of ``named`` (equal strides share one)."""
     out, seen = [], {}
     for name, st in named:
-        expr = _offset(inner, st)
+        expr = _offset(inner, st, m)
         if expr in seen:
             out.append(f"{ind}o_{name} = o_{seen[expr]}")
         else:
@@ -91,19 +91,46 @@ def _offsets(inner, named, ind="        "):
     return out
 
 
+def _row_digits(outer, var="row", ind="    "):
+    """Lines decomposing row index ``var`` into the indices ``j0, j1, ...`` of the row axes ``outer`` (only
+    with several row axes; one row axis is the row index itself)."""
+    if outer is None or len(outer) == 1:
+        return []
+    kept = [(k, d) for k, d in enumerate(outer) if d > 1]
+    if not kept:
+        return []
+    lines = [f"{ind}q = {var}"]
+    for k, d in reversed(kept[1:]):
+        lines += [f"{ind}j{k} = q % {d}", f"{ind}q = q // {d}"]
+    lines.append(f"{ind}j{kept[0][0]} = q")
+    return lines
+
+
+def _base(outer, strides, var="row"):
+    """Source of a tensor's row offset: ``row * strides[0]`` with one row axis, else the row axes' indices
+    (:func:`_row_digits`) times their strides (a stride 0 broadcasts the tensor over that axis)."""
+    if outer is None or len(outer) == 1:
+        return f"{var} * {strides[0]}"
+    terms = [f"j{k} * {strides[k]}" for k, d in enumerate(outer) if d > 1 and strides[k]]
+    return " + ".join(terms) or "0"
+
+
 def _loop(n, block, body, ind="    "):
     return [f"{ind}c = t", f"{ind}while c < {n}:"] + body + [f"{ind}    c += {block}"]
 
 
-def _fwd_source(n, inner, layout, center, has_bias, write_stats, ct, eps_array):
+def _fwd_source(n, inner, layout, center, has_bias, write_stats, ct, eps_array, outer=None):
     L = po.lit
     zero, one, inv_n = L(0.0, ct), L(1.0, ct), L(1.0 / n, ct)
     xs, ss, bs, ys, ms, vs = layout
+    m = 1 if outer is None else len(outer)
     threads, block, rpb = strided_config(n)
     s, RS, _ = _frame("x, scale, bias, y, s_mean, s_inv, eps_in", block, rpb, ct)
-    s += ["    eps = ld_eps(eps_in, 0)" if eps_array else f"    eps = {ct}(eps_in)",
-          f"    bx = row * {xs[0]}", f"    by = row * {ys[0]}"]
-    dx = _digits(inner) + _offsets(inner, [("x", xs)])
+    s += ["    eps = ld_eps(eps_in, 0)" if eps_array else f"    eps = {ct}(eps_in)"] + _row_digits(outer)
+    s += [f"    bx = {_base(outer, xs)}", f"    by = {_base(outer, ys)}"]
+    if outer is not None:       # parameters per row group (adaptive layer norm: SCALE / BIAS [B, 1, C])
+        s += [f"    bs = {_base(outer, ss)}"] + ([f"    bb = {_base(outer, bs)}"] if has_bias else [])
+    dx = _digits(inner) + _offsets(inner, [("x", xs)], m=m)
     if center:
         s += [f"    a = {zero}"] + _loop(n, block, dx + ["        a += ldx(x, bx + o_x)"])
         s += [f"    mean = {RS('a')} * {inv_n}"]
@@ -115,109 +142,133 @@ def _fwd_source(n, inner, layout, center, has_bias, write_stats, ct, eps_array):
     if write_stats:
         s.append("    if t == 0:")
         if center:
-            s.append(f"        sts(s_mean, row * {ms[0]}, mean)")
-        s.append(f"        sts(s_inv, row * {vs[0]}, inv)")
+            s.append(f"        sts(s_mean, {_base(outer, ms)}, mean)")
+        s.append(f"        sts(s_inv, {_base(outer, vs)}, inv)")
     named = [("x", xs), ("y", ys), ("s", ss)] + ([("b", bs)] if has_bias else [])
-    val = "(ldx(x, bx + o_x) - mean) * inv * lds(scale, o_s)" + (" + lds(bias, o_b)" if has_bias else "")
-    s += _loop(n, block, _digits(inner) + _offsets(inner, named) + [f"        sty(y, by + o_y, {val})"])
+    ps, pb = ("bs + o_s", "bb + o_b") if outer is not None else ("o_s", "o_b")
+    val = f"(ldx(x, bx + o_x) - mean) * inv * lds(scale, {ps})" + (f" + lds(bias, {pb})" if has_bias else "")
+    s += _loop(n, block, _digits(inner) + _offsets(inner, named, m=m) + [f"        sty(y, by + o_y, {val})"])
     return "\n".join(s) + "\n"
 
 
 @functools.lru_cache(maxsize=None)
-def strided_fwd_kernel(n, inner, layout, center, has_bias, write_stats, x_dt, p_dt, y_dt, s_dt, eps_dt=None):
+def strided_fwd_kernel(n, inner, layout, center, has_bias, write_stats, x_dt, p_dt, y_dt, s_dt, eps_dt=None,
+                       outer=None):
     """Forward on strided tensors. ``inner``: dims[1:] of X; ``layout``: the strides of (X, SCALE, BIAS, Y,
     MEAN, INV_VARIANCE), full tuples (an absent tensor's: X's); ``center`` False is RMS norm. Arguments
     ``(x, scale, bias, y, s_mean, s_inv, eps, nrows)`` as :func:`ncudnn.kernels.norm.row.row_fwd_kernel`'s;
-    grid ceil(rows / rows-a-block) of :func:`strided_config`. Returns (dispatcher, source)."""
+    grid ceil(rows / rows-a-block) of :func:`strided_config`. Returns (dispatcher, source).
+
+    ``outer`` (adaptive layer norm): the dims of several row axes (rows = their product, row-major); the
+    tuples of ``layout`` then hold ``len(outer)`` row-axis strides before those of ``inner``, and SCALE / BIAS
+    are read at a row offset too (stride 0 on the axes they are broadcast over, e.g. [B, 1, C] on [B, S, C])."""
     ct = compute_type([x_dt, p_dt, y_dt])
-    src = _fwd_source(n, inner, layout, center, has_bias, write_stats, ct, eps_dt is not None)
+    src = _fwd_source(n, inner, layout, center, has_bias, write_stats, ct, eps_dt is not None, outer)
     return _jit_source(src, "row-fwd-strided", ldx=loader(x_dt, ct), lds=loader(p_dt, ct), sty=storer(y_dt),
                        sts=storer(s_dt), ld_eps=loader(eps_dt or "float32", ct)), src
 
 
-def _bwd_source(n, inner, layout, center, ct):
+def _bwd_source(n, inner, layout, center, ct, outer=None):
     L = po.lit
     zero, inv_n = L(0.0, ct), L(1.0 / n, ct)
     xs, dys, ss, ms, vs, dxs = layout
+    m = 1 if outer is None else len(outer)
     threads, block, rpb = strided_config(n)
     s, _, RS2 = _frame("x, dy, scale, s_mean, s_inv, dx", block, rpb, ct)
-    s += [f"    bx = row * {xs[0]}", f"    bd = row * {dys[0]}", f"    bo = row * {dxs[0]}",
-          f"    mean = lds_stat(s_mean, row * {ms[0]})" if center else f"    mean = {zero}",
-          f"    inv = lds_stat(s_inv, row * {vs[0]})"]
+    s += _row_digits(outer)
+    s += [f"    bx = {_base(outer, xs)}", f"    bd = {_base(outer, dys)}", f"    bo = {_base(outer, dxs)}",
+          f"    mean = lds_stat(s_mean, {_base(outer, ms)})" if center else f"    mean = {zero}",
+          f"    inv = lds_stat(s_inv, {_base(outer, vs)})"]
+    if outer is not None:
+        s.append(f"    bs = {_base(outer, ss)}")
     named = [("x", xs), ("d", dys), ("s", ss)]
-    hg = ["        h = (ldx(x, bx + o_x) - mean) * inv", "        g = ldd(dy, bd + o_d) * lds(scale, o_s)"]
+    ps = "bs + o_s" if outer is not None else "o_s"
+    hg = ["        h = (ldx(x, bx + o_x) - mean) * inv", f"        g = ldd(dy, bd + o_d) * lds(scale, {ps})"]
     s += [f"    a = {zero}", f"    b = {zero}"]
-    s += _loop(n, block, _digits(inner) + _offsets(inner, named) + hg + ["        a += g", "        b += g * h"])
+    s += _loop(n, block, _digits(inner) + _offsets(inner, named, m=m) + hg + ["        a += g", "        b += g * h"])
     s += [f"    a, b = {RS2('a', 'b')}", f"    a = a * {inv_n}" if center else f"    a = {zero}",
           f"    b = b * {inv_n}"]
-    s += _loop(n, block, _digits(inner) + _offsets(inner, named + [("o", dxs)]) + hg
+    s += _loop(n, block, _digits(inner) + _offsets(inner, named + [("o", dxs)], m=m) + hg
                + ["        stx(dx, bo + o_o, inv * (g - a - h * b))"])
     return "\n".join(s) + "\n"
 
 
 @functools.lru_cache(maxsize=None)
-def strided_bwd_kernel(n, inner, layout, center, x_dt, dy_dt, p_dt, dx_dt, s_dt):
+def strided_bwd_kernel(n, inner, layout, center, x_dt, dy_dt, p_dt, dx_dt, s_dt, outer=None):
     """Backward dx on strided tensors; ``layout``: the strides of (X, DY, SCALE, MEAN, INV_VARIANCE, DX) (an
     absent MEAN's: INV_VARIANCE's). Arguments ``(x, dy, scale, s_mean, s_inv, dx, nrows)``. Returns
-    (dispatcher, source)."""
+    (dispatcher, source). ``outer``: several row axes, as :func:`strided_fwd_kernel`'s."""
     ct = compute_type([x_dt, dy_dt, p_dt, dx_dt])
-    src = _bwd_source(n, inner, layout, center, ct)
+    src = _bwd_source(n, inner, layout, center, ct, outer)
     return _jit_source(src, "row-bwd-strided", ldx=loader(x_dt, ct), ldd=loader(dy_dt, ct), lds=loader(p_dt, ct),
                        lds_stat=loader(s_dt, ct), stx=storer(dx_dt)), src
 
 
-def _partial_source(n, inner, layout, center, ct):
+def _partial_source(n, inner, layout, center, ct, outer=None, groups=None):
     zero = po.lit(0.0, ct)
     xs, dys, ms, vs = layout
-    h = f"(ldx(x, r * {xs[0]} + o_x) - lds(s_mean, r * {ms[0]}))" if center else f"ldx(x, r * {xs[0]} + o_x)"
+    m = 1 if outer is None else len(outer)
+    B = (lambda st: _base(outer, st, "r"))
+    h = f"(ldx(x, {B(xs)} + o_x) - lds(s_mean, {B(ms)}))" if center else f"ldx(x, {B(xs)} + o_x)"
     s = ["def kernel(x, dy, s_mean, s_inv, part0, part1, nrows, chunk_rows):",
          f"    c = cuda.blockIdx.x * {TX} + cuda.threadIdx.x",
          f"    if c >= {n}:", "        return",
          "    k = cuda.blockIdx.y"]
-    s += _digits(inner, ind="    ") + _offsets(inner, [("x", xs), ("d", dys)], ind="    ")
-    s += ["    r0 = k * chunk_rows", "    r1 = min(r0 + chunk_rows, nrows)", f"    a = {zero}", f"    b = {zero}",
-          "    for r in range(r0, r1):",
-          f"        g = ldd(dy, r * {dys[0]} + o_d)",
+    s += _digits(inner, ind="    ") + _offsets(inner, [("x", xs), ("d", dys)], ind="    ", m=m)
+    if groups is None:
+        s += ["    r0 = k * chunk_rows", "    r1 = min(r0 + chunk_rows, nrows)"]
+    else:                       # chunks of one row group (rows of one batch entry) each
+        cpg, grows = groups
+        s += [f"    grp = k // {cpg}", f"    r0 = grp * {grows} + (k - grp * {cpg}) * chunk_rows",
+              f"    r1 = min(r0 + chunk_rows, grp * {grows} + {grows})"]
+    s += [f"    a = {zero}", f"    b = {zero}", "    for r in range(r0, r1):"] + _row_digits(outer, "r", "        ")
+    s += [f"        g = ldd(dy, {B(dys)} + o_d)",
           "        a += g",
-          f"        b += g * {h} * lds(s_inv, r * {vs[0]})",
+          f"        b += g * {h} * lds(s_inv, {B(vs)})",
           f"    stp(part0, k * {n} + c, a)", f"    stp(part1, k * {n} + c, b)"]
     return "\n".join(s) + "\n"
 
 
 @functools.lru_cache(maxsize=None)
-def dparams_partial_kernel(n, inner, layout, center, x_dt, dy_dt, s_dt):
+def dparams_partial_kernel(n, inner, layout, center, x_dt, dy_dt, s_dt, outer=None, groups=None):
     """Per-(row chunk, column) partial sums on strided tensors: part0 = sum dy, part1 = sum dy * xhat, at
     ``chunk * n + c`` (float32; float64 when every tensor is). ``layout``: the strides of (X, DY, MEAN,
     INV_VARIANCE). Arguments ``(x, dy, s_mean, s_inv, part0, part1, rows, chunk_rows)``; grid (ceil(n / TX),
-    chunks), block TX. Returns (dispatcher, source)."""
+    chunks), block TX. Returns (dispatcher, source). ``outer``: several row axes, as
+    :func:`strided_fwd_kernel`'s; ``groups`` = (chunks a group, rows a group): the rows split into groups of
+    consecutive rows (adaptive layer norm: one batch entry's), chunk k covering rows of group k // chunks a group only."""
     ct = compute_type([x_dt, dy_dt, s_dt])
-    src = _partial_source(n, inner, layout, center, ct)
+    src = _partial_source(n, inner, layout, center, ct, outer, groups)
     return _jit_source(src, "row-dparams-strided", ldx=loader(x_dt, ct), ldd=loader(dy_dt, ct),
                        lds=loader(s_dt, ct), stp=storer(ct)), src
 
 
-def _combine_source(n, inner, layout, write0, write1, ct):
+def _combine_source(n, inner, layout, write0, write1, ct, m=1):
     zero = po.lit(0.0, ct)
     s0, s1 = layout
+    loop = "    for k in range(chunks):" if m == 1 else "    for k in range(grp * chunks, grp * chunks + chunks):"
     s = ["def kernel(part0, part1, out0, out1, chunks):",
          f"    c = cuda.blockIdx.x * {TX} + cuda.threadIdx.x",
-         f"    if c >= {n}:", "        return",
-         f"    a = {zero}", f"    b = {zero}",
-         "    for k in range(chunks):",
+         f"    if c >= {n}:", "        return"] + (["    grp = cuda.blockIdx.y"] if m > 1 else []) + [
+         f"    a = {zero}", f"    b = {zero}", loop,
          f"        a += ldp(part0, k * {n} + c)", f"        b += ldp(part1, k * {n} + c)"]
-    s += _digits(inner, ind="    ") + _offsets(inner, [("a", s0), ("b", s1)], ind="    ")
+    s += _digits(inner, ind="    ") + _offsets(inner, [("a", s0), ("b", s1)], ind="    ", m=m)
+    ga, gb = (f"grp * {s0[0]} + o_a", f"grp * {s1[0]} + o_b") if m > 1 else ("o_a", "o_b")
     if write0:
-        s.append("    st0(out0, o_a, a)")
+        s.append(f"    st0(out0, {ga}, a)")
     if write1:
-        s.append("    st1(out1, o_b, b)")
+        s.append(f"    st1(out1, {gb}, b)")
     return "\n".join(s) + "\n"
 
 
 @functools.lru_cache(maxsize=None)
-def dparams_combine_kernel(n, inner, layout, ct, out0_dt, out1_dt, write0, write1):
+def dparams_combine_kernel(n, inner, layout, ct, out0_dt, out1_dt, write0, write1, m=1):
     """``out0 = sum_k part0[k, c]`` (dbias), ``out1 = sum_k part1[k, c]`` (dscale), the chunks added in order,
     stored at the strides ``layout`` = (out0's, out1's) (``write*`` False skips one). Arguments
-    ``(part0, part1, out0, out1, chunks)``; grid ceil(n / TX), block TX. Returns (dispatcher, source)."""
-    src = _combine_source(n, inner, layout, write0, write1, ct)
+    ``(part0, part1, out0, out1, chunks)``; grid ceil(n / TX), block TX. Returns (dispatcher, source).
+    ``m`` > 1 (adaptive layer norm, the layout tuples holding ``m`` row-axis strides first): one output row per
+    group, grid (ceil(n / TX), groups): group g adds its ``chunks`` chunks g * chunks .. and stores at
+    ``g * strides[0]`` (the batch axis)."""
+    src = _combine_source(n, inner, layout, write0, write1, ct, m)
     return _jit_source(src, "row-dparams-combine-strided", ldp=loader(ct, ct), st0=storer(out0_dt or ct),
                        st1=storer(out1_dt or ct)), src
