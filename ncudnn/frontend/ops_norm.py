@@ -167,11 +167,20 @@ class NormOps:
         doc="rmsnorm_backward(grad, input, scale, inv_variance, has_dbias=True) -> [DX, DScale, DBias]")
     adalayernorm = op_method(
         "adalayernorm", NORM_PORTS, ("norm_forward_phase",), ("Y", "mean", "inv_var"),
-        _norm_fwd(NM.CUDNN_ADA_LAYER_NORM, FWD_OUT), required=("input", "epsilon"),
+        _norm_fwd(NM.CUDNN_ADA_LAYER_NORM, FWD_OUT), required=("input", "scale", "epsilon"),
         present=lambda p, t, port: port == "Y" or _training(p, t, port), suffix=STAT_SUFFIX,
-        doc="adalayernorm(input, scale, bias, epsilon, norm_forward_phase) -> [Y, mean, inv_var]")
+        doc="adalayernorm(input, scale, bias=None, epsilon, norm_forward_phase=TRAINING) -> [Y, mean, inv_var]\n\n"
+            "Adaptive layer norm (CUDNN_ADA_LAYER_NORM, cuDNN 9.9): y = scale * (x - mean) * inv_var + bias with "
+            "scale / bias varying per batch entry: input [B, S, C], scale / bias [B, 1, C] normalize each of the "
+            "B * S rows over C with that entry's scale; mean / inv_var are [B, S, 1] (X's dims, 1 where scale "
+            "is not 1), written in TRAINING only (None in INFERENCE). scale is required, bias optional, as "
+            "in cudnn-frontend; norm_forward_phase defaults to TRAINING like ncudnn's layernorm (cudnn-frontend "
+            "requires it).")
     adalayernorm_backward = op_method(
         "adalayernorm_backward", BWD_PORTS, (), BWD_OUTS, _norm_bwd(NM.CUDNN_ADA_LAYER_NORM), required=BWD_PORTS,
-        suffix=STAT_SUFFIX, doc="adalayernorm_backward(grad, input, scale, mean, inv_variance) -> [DX, DScale, DBias]")
+        suffix=STAT_SUFFIX,
+        doc="adalayernorm_backward(grad, input, scale, mean, inv_variance) -> [DX, DScale, DBias]\n\n"
+            "The gradient of adalayernorm: DX like input, DScale / DBias shaped like scale ([B, 1, C]: summed "
+            "over S for each batch entry); mean / inv_variance the forward's saved [B, S, 1] statistics.")
     genstats = op_method("genstats", ("input",), (), ("SUM", "SQ_SUM"), _lower_genstats, required=("input",),
                          doc="genstats(input) -> [SUM, SQ_SUM] (per-channel sum and sum of squares)")

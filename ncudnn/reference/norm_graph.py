@@ -9,6 +9,10 @@ shapes follow the IR's ``stats_dims``:
 * INSTANCE_NORM: stats [N, C, 1, ...], scale / bias [1, C, 1, ...].
 * LAYER_NORM / RMS_NORM: normalized over every dim but 0; stats [N, 1, ...], scale / bias
   [1, *x.shape[1:]]. RMS_NORM produces no MEAN; INV_VARIANCE is 1 / sqrt(mean(x^2) + eps).
+* ADA_LAYER_NORM (adaptive layer norm): scale / bias of X's rank, dim 0 1 or N (one row per batch entry),
+  every other dim 1 or X's; normalized over the axes where scale is not 1 (X [B, S, C], scale [B, 1, C]:
+  each (b, s) row of C), stats X's dims with 1 on those axes ([B, S, 1]); dscale / dbias summed to
+  scale's shape (over S). Bias optional (0).
 Training and inference give the same Y for layer / instance / RMS norm (statistics are always
 computed from x); only training returns MEAN / INV_VARIANCE.
 """
@@ -21,6 +25,13 @@ __all__ = ["norm_forward", "norm_backward"]
 
 def _rows(x):
     return tuple(range(1, f64(x).ndim))
+
+
+def _ada_axes(x, scale):
+    x, scale = f64(x), f64(scale)
+    if scale.ndim != x.ndim:
+        raise ValueError(f"ADA_LAYER_NORM: scale has rank {scale.ndim}, x {x.ndim}")
+    return tuple(i for i in range(1, x.ndim) if scale.shape[i] != 1)
 
 
 def norm_forward(mode, x, eps, scale=None, bias=None, phase=PH.CUDNN_NORM_FWD_TRAINING, *,
@@ -45,6 +56,8 @@ def norm_forward(mode, x, eps, scale=None, bias=None, phase=PH.CUDNN_NORM_FWD_TR
         y, m, inv = N.instancenorm_forward(x, scale, bias, eps)
     elif mode == NM.CUDNN_LAYER_NORM:
         y, m, inv = N.layernorm_forward(x, scale, bias, eps, _rows(x))
+    elif mode == NM.CUDNN_ADA_LAYER_NORM:
+        y, m, inv = N.layernorm_forward(x, scale, 0.0 if bias is None else bias, eps, _ada_axes(x, scale))
     elif mode == NM.CUDNN_RMS_NORM:
         y, inv = N.rmsnorm_forward(x, scale, eps, _rows(x), bias=bias)
         return {"Y": y, "INV_VARIANCE": inv} if training else {"Y": y}
@@ -63,6 +76,8 @@ def norm_backward(mode, x, dy, scale, mean=None, inv_variance=None, *, has_bias=
         dx, ds, db = N.instancenorm_backward(x, dy, scale, mean, inv_variance)
     elif mode == NM.CUDNN_LAYER_NORM:
         dx, ds, db = N.layernorm_backward(x, dy, scale, mean, inv_variance, _rows(x))
+    elif mode == NM.CUDNN_ADA_LAYER_NORM:
+        dx, ds, db = N.layernorm_backward(x, dy, scale, mean, inv_variance, _ada_axes(x, scale))
     elif mode == NM.CUDNN_RMS_NORM:
         dx, ds, db = N.rmsnorm_backward(x, dy, scale, inv_variance, _rows(x), has_bias=has_bias)
     else:

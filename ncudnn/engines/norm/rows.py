@@ -1,4 +1,4 @@
-"""Engine "norm_rows": NORM_FORWARD / NORM_BACKWARD for LAYER_NORM and RMS_NORM as row kernels
+"""Engine "norm_rows": NORM_FORWARD / NORM_BACKWARD for LAYER_NORM, RMS_NORM and ADA_LAYER_NORM as row kernels
 (:mod:`ncudnn.kernels.norm.row`): each sample's normalized elements form one row of n = prod(dims[1:]).
 
 Forward: one kernel, a block (or a warp, for rows <= 256) per row; rows up to BLOCK * 16 elements
@@ -34,6 +34,8 @@ into vectors, X / DY / DX / SCALE 16-byte aligned).
 The default config (:func:`preferred_knobs`, :func:`preferred_bwd_knobs`) is the 16-byte / fused
 kernel wherever it applies; the cost model ranks every other config 5% behind its path's bytes.
 EPSILON by value or as a one-element device tensor (read in the kernel).
+ADA_LAYER_NORM (adaptive layer norm: SCALE / BIAS per batch entry, [B, 1, C] on X [B, S, C]) runs the strided
+kernels only (rows_strided.py: several row axes, per-batch parameter rows, dscale / dbias summed per batch entry).
 The forward's knob tables and steps: rows_fwd.py; the backward's: rows_bwd.py; the knob accessors they share:
 rows_knobs.py.
 """
@@ -56,7 +58,7 @@ from ..registry import register
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t
 NM = cudnnBackendNormMode_t
-MODES = (NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM)
+MODES = (NM.CUDNN_LAYER_NORM, NM.CUDNN_RMS_NORM, NM.CUDNN_ADA_LAYER_NORM)
 BLOCKS = (0, 32, 128, 256, 512, 1024)
 ROWS = (0, 1, 2, 4, 8)
 

@@ -1,8 +1,8 @@
-"""Normalization forward (batch, layer, instance, RMS; group norm is refused as cuDNN documents),
+"""Normalization forward (batch, layer, instance, RMS, adaptive layer norm; group norm is refused as cuDNN documents),
 training (writes mean / inverse variance, updates running statistics for batch norm) or inference."""
 from ...types import cudnnBackendNormFwdPhase_t, cudnnBackendNormMode_t, cudnnStatus_t
 from ..node import REQUIRED, Node
-from .norm_common import stats_dims
+from .norm_common import ada_dims, stats_dims
 
 S = cudnnStatus_t
 NM = cudnnBackendNormMode_t
@@ -25,8 +25,10 @@ class NormFwd(Node):
             self.mode, self.phase = NM(int(self.mode)), PH(int(self.phase))
         except ValueError:
             self.fail(S.CUDNN_STATUS_BAD_PARAM, "mode/phase", f"{self.mode!r}/{self.phase!r} not valid")
-        if self.mode in (NM.CUDNN_GROUP_NORM, NM.CUDNN_ADA_LAYER_NORM):
+        if self.mode == NM.CUDNN_GROUP_NORM:
             self.fail(S.CUDNN_STATUS_NOT_SUPPORTED, "mode", f"{self.mode.name} is not supported")
+        if self.mode == NM.CUDNN_ADA_LAYER_NORM and "SCALE" not in self.inputs:
+            self.fail(S.CUDNN_STATUS_BAD_PARAM, "SCALE", "required by CUDNN_ADA_LAYER_NORM (the per-batch scale)")
         if "EPSILON" not in self.inputs:
             self.fail(S.CUDNN_STATUS_BAD_PARAM, "EPSILON", "required")
         if self.phase == PH.CUDNN_NORM_FWD_TRAINING and self.mode != NM.CUDNN_RMS_NORM:
@@ -47,7 +49,13 @@ class NormFwd(Node):
 
     def infer(self, ctx):
         x = self.inputs["X"]
-        st, sc = stats_dims(self.mode, x.dims)
+        if self.mode == NM.CUDNN_ADA_LAYER_NORM:
+            st, why = ada_dims(x.dims, self.inputs["SCALE"].dims)
+            if why:
+                self.fail(S.CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, "SCALE", why)
+            sc = tuple(self.inputs["SCALE"].dims)
+        else:
+            st, sc = stats_dims(self.mode, x.dims)
         for p in ("SCALE", "BIAS"):
             t = self.inputs.get(p)
             if t is not None and tuple(t.dims) != sc:

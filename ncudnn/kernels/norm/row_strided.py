@@ -243,17 +243,18 @@ def dparams_partial_kernel(n, inner, layout, center, x_dt, dy_dt, s_dt, outer=No
                        lds=loader(s_dt, ct), stp=storer(ct)), src
 
 
-def _combine_source(n, inner, layout, write0, write1, ct, m=1):
+def _combine_source(n, inner, layout, write0, write1, ct, m=None):
     zero = po.lit(0.0, ct)
     s0, s1 = layout
-    loop = "    for k in range(chunks):" if m == 1 else "    for k in range(grp * chunks, grp * chunks + chunks):"
+    grouped, m = m is not None, m or 1
+    loop = "    for k in range(chunks):" if not grouped else "    for k in range(grp * chunks, grp * chunks + chunks):"
     s = ["def kernel(part0, part1, out0, out1, chunks):",
          f"    c = cuda.blockIdx.x * {TX} + cuda.threadIdx.x",
-         f"    if c >= {n}:", "        return"] + (["    grp = cuda.blockIdx.y"] if m > 1 else []) + [
+         f"    if c >= {n}:", "        return"] + (["    grp = cuda.blockIdx.y"] if grouped else []) + [
          f"    a = {zero}", f"    b = {zero}", loop,
          f"        a += ldp(part0, k * {n} + c)", f"        b += ldp(part1, k * {n} + c)"]
     s += _digits(inner, ind="    ") + _offsets(inner, [("a", s0), ("b", s1)], ind="    ", m=m)
-    ga, gb = (f"grp * {s0[0]} + o_a", f"grp * {s1[0]} + o_b") if m > 1 else ("o_a", "o_b")
+    ga, gb = (f"grp * {s0[0]} + o_a", f"grp * {s1[0]} + o_b") if grouped else ("o_a", "o_b")
     if write0:
         s.append(f"    st0(out0, {ga}, a)")
     if write1:
@@ -262,11 +263,11 @@ def _combine_source(n, inner, layout, write0, write1, ct, m=1):
 
 
 @functools.lru_cache(maxsize=None)
-def dparams_combine_kernel(n, inner, layout, ct, out0_dt, out1_dt, write0, write1, m=1):
+def dparams_combine_kernel(n, inner, layout, ct, out0_dt, out1_dt, write0, write1, m=None):
     """``out0 = sum_k part0[k, c]`` (dbias), ``out1 = sum_k part1[k, c]`` (dscale), the chunks added in order,
     stored at the strides ``layout`` = (out0's, out1's) (``write*`` False skips one). Arguments
     ``(part0, part1, out0, out1, chunks)``; grid ceil(n / TX), block TX. Returns (dispatcher, source).
-    ``m`` > 1 (adaptive layer norm, the layout tuples holding ``m`` row-axis strides first): one output row per
+    ``m`` (adaptive layer norm, the layout tuples holding ``m`` row-axis strides first): one output row per
     group, grid (ceil(n / TX), groups): group g adds its ``chunks`` chunks g * chunks .. and stores at
     ``g * strides[0]`` (the batch axis)."""
     src = _combine_source(n, inner, layout, write0, write1, ct, m)
