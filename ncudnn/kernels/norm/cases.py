@@ -195,9 +195,41 @@ def _row_strided():
                               f"void({f}, {f}, {f}, {f}, int64)", max_registers=64)
 
 
+#: adaptive layer norm on the strided kernels: (row dims (B, S), normalized dims, X's dtype); X [B, S, C] dense,
+#: SCALE / BIAS [B, 1, C] (stride 0 on S), statistics [B, S, 1]
+ADA_CASES = (((16, 256), (768,), "bfloat16"), ((4, 32), (4100,), "float16"))
+
+
+def _row_strided_ada():
+    f, k = F32, row_strided
+    for outer, inner, dt in ADA_CASES:
+        n, x = 1, a(dt)
+        for d in inner:
+            n *= d
+        xs = (outer[1] * n, n, 1)
+        ps, st = (n, 0, 1), (outer[1], 1, 0)
+        threads = k.strided_config(n)[0]
+        tag = f"row_strided_ada_{'x'.join(map(str, outer + inner))}_{dt}"
+        kern = k.strided_fwd_kernel(n, inner, (xs, ps, ps, xs, st, st), True, True, True, dt, "float32", dt,
+                                    "float32", None, outer)[0]
+        register_compile_case(f"{tag}_fwd", kern, f"void({x}, {f}, {f}, {x}, {f}, {f}, float64, int64)",
+                              max_registers=min(255, 65536 // threads))
+        kern = k.strided_bwd_kernel(n, inner, (xs, xs, ps, st, st, xs), True, dt, dt, "float32", dt, "float32",
+                                    outer)[0]
+        register_compile_case(f"{tag}_bwd", kern, f"void({x}, {x}, {f}, {f}, {f}, {x}, int64)",
+                              max_registers=min(255, 65536 // threads))
+        kern = k.dparams_partial_kernel(n, inner, (xs, xs, st, st), True, dt, dt, "float32", outer,
+                                        (4, outer[1]))[0]
+        register_compile_case(f"{tag}_dparams", kern, f"void({x}, {x}, {f}, {f}, {f}, {f}, int64, int64)",
+                              max_registers=64)
+        kern = k.dparams_combine_kernel(n, inner, (ps, ps), "float32", "float32", "float32", True, True,
+                                        len(outer))[0]
+        register_compile_case(f"{tag}_combine", kern, f"void({f}, {f}, {f}, {f}, int64)", max_registers=64)
+
+
 def register_cases():
     for family_part in (_bn_cols, _bn_colsv, _bn_fin, _bn_generic, _bn_persist, _bn_planes, _row, _row_bwd,
-                        _row_dparams, _row_fwd_pipe, _row_strided):
+                        _row_dparams, _row_fwd_pipe, _row_strided, _row_strided_ada):
         family_part()
 
 

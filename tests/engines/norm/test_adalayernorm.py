@@ -272,3 +272,16 @@ def test_integer_input_refused():
     with pytest.raises(cudnn.CudnnError) as e:
         g.validate()
     assert "X" in str(e.value)
+
+
+def test_adaptive_kernels_compile_for_sm90():
+    """The adaptive variants of the strided kernels (several row axes, per-entry parameter rows, per-entry
+    dscale / dbias) compile for sm_90 within their register budgets, without local memory (no spills)."""
+    from ncudnn.kernels.norm import cases  # noqa: F401  (registers the norm family's cases)
+    from ncudnn.kernels.runtime import compile_check
+
+    names = [n for n in compile_check.registered_cases() if n.startswith("row_strided_ada_")]
+    assert len(names) == 8, names
+    results = compile_check.run_compile_check(names, timeout=1200, jobs=2)
+    failed = [r.summary() for r in results if not r.ok]
+    assert not failed and len(results) == len(names), "\n".join(failed)
