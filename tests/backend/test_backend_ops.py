@@ -209,6 +209,18 @@ def test_norm_forward():
            "CUDNN_ATTR_OPERATION_NORM_FWD_EPSILON_DESC", "IS_BY_VALUE")
 
 
+def test_norm_forward_adaptive():
+    """CUDNN_ADA_LAYER_NORM: SCALE / BIAS one row per batch entry ([B, 1, C] on X [B, S, C]), statistics
+    [B, S, 1]; any other SCALE or statistics shape is BAD_PARAM naming the attribute."""
+    ada = NM.CUDNN_ADA_LAYER_NORM
+    norm_fwd(ada, x=(2, 3, 8), scale=[2, 1, 8], mean=[2, 3, 1])
+    norm_fwd(ada, PH.CUDNN_NORM_FWD_INFERENCE, x=(2, 3, 8), scale=[2, 1, 8], mean=[2, 3, 1])
+    expect(finalize(norm_fwd(ada, x=(2, 3, 8), scale=[2, 2, 8], mean=[2, 3, 1], fin=False)),
+           S.CUDNN_STATUS_BAD_PARAM, "CUDNN_ATTR_OPERATION_NORM_FWD_SCALE_DESC")
+    expect(finalize(norm_fwd(ada, x=(2, 3, 8), scale=[2, 1, 8], mean=[2, 1, 1], fin=False)),
+           S.CUDNN_STATUS_BAD_PARAM, "CUDNN_ATTR_OPERATION_NORM_FWD_MEAN_DESC")
+
+
 def norm_bwd(with_stats=True, with_eps=False, dx=(4, 8, 2, 2), fin=True):
     N = "CUDNN_ATTR_OPERATION_NORM_BWD_"
     x = [4, 8, 2, 2]

@@ -5,6 +5,7 @@ from ...types import cudnnBackendDescriptorType_t as D
 from ...types import cudnnBackendNormFwdPhase_t as Phase
 from ...types import cudnnBackendNormMode_t as NM
 from ...types import cudnnStatus_t as S
+from ...ir.ops.norm_common import ada_dims
 from ..report import bad, fail, unsupported
 from .tensor import tensor_of
 
@@ -82,7 +83,8 @@ def _check_mode(d, name, mode):
     if mode == NM.CUDNN_GROUP_NORM:
         fail(S.CUDNN_STATUS_INTERNAL_ERROR, d, name, "CUDNN_GROUP_NORM is not supported yet (documented "
              "to return CUDNN_STATUS_INTERNAL_ERROR)")
-    if mode not in (NM.CUDNN_LAYER_NORM, NM.CUDNN_INSTANCE_NORM, NM.CUDNN_BATCH_NORM, NM.CUDNN_RMS_NORM):
+    if mode not in (NM.CUDNN_LAYER_NORM, NM.CUDNN_INSTANCE_NORM, NM.CUDNN_BATCH_NORM, NM.CUDNN_RMS_NORM,
+                    NM.CUDNN_ADA_LAYER_NORM):
         unsupported(d, name, f"{mode.name} is not supported")
 
 
@@ -102,9 +104,27 @@ def _scale_shape(mode, x):
     return [1, x.dims[1]] + [1] * (x.rank - 2)
 
 
+def _check_ada(d, x, stats, params):
+    """CUDNN_ADA_LAYER_NORM: SCALE (required) of X's rank, dim 0 1 or X's batch, the others 1 or X's; BIAS /
+    DSCALE / DBIAS shaped like it; statistics X's dims with 1 where SCALE is not 1 (ir.ops.norm_common.ada_dims)."""
+    scale = tensor_of(d, params[0], False)
+    if scale is None:
+        bad(d, params[0], "CUDNN_ADA_LAYER_NORM needs the (per-batch) scale")
+    st, why = ada_dims(x.dims, scale.dims)
+    if why:
+        bad(d, params[0], f"{why} (CUDNN_ADA_LAYER_NORM on X {list(x.dims)})")
+    for names, want in ((stats, list(st)), (params[1:], list(scale.dims))):
+        for n in names:
+            t = tensor_of(d, n, False)
+            if t is not None and list(t.dims) != want:
+                bad(d, n, f"dims {list(t.dims)}: {want} expected for CUDNN_ADA_LAYER_NORM on X {list(x.dims)}")
+
+
 def _check_stats(d, mode, x, stats, params):
     if x.rank < 2:
         bad(d, None, f"X has {x.rank} dimension(s): a channel dimension is needed")
+    if mode == NM.CUDNN_ADA_LAYER_NORM:
+        return _check_ada(d, x, stats, params)
     for names, want in ((stats, _stats_shape(mode, x)), (params, _scale_shape(mode, x))):
         for n in names:
             t = tensor_of(d, n, False)
