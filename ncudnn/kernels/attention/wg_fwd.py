@@ -432,4 +432,7 @@ def wg_fwd_kernel(spec: AttnSpec, cfg: WgAttnConfig):
              unmasked=llvm_inlined(unmasked_fn(spec), 12),
              slope_of=alibi_slope_fn())
     exec(compile(_source(spec, cfg), f"<attn_wg_fwd {spec.D_QK}x{spec.D_V} {cfg}>", "exec"), g)
-    return cuda.jit(g["attn_wg_fwd"])
+    if ptx.SIM or regs_cap(cfg) >= 255:
+        return cuda.jit(g["attn_wg_fwd"])
+    # three warpgroups: ptxas must keep to the registers a block of 384 threads can have, or the launch fails
+    return cuda.jit(g["attn_wg_fwd"], max_registers=regs_cap(cfg))

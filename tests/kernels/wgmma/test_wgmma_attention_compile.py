@@ -19,8 +19,9 @@ bf, f32, i32 = array_sig("bfloat16"), array_sig("float32"), array_sig("int32")
 from ncudnn.kernels.runtime.compile_check import _target_device
 with _target_device((9, 0)):     # the forceinline device functions ask the current device without a GPU
     ptx = cuda.compile_ptx(kern.py_func, _sig([bf, bf, bf, bf, f32, f32, i32, i32, f32], 28), cc=(9, 0, "a"))[0]
-_, log = link_ptx(ptx, "sm_90a")
-print("STATS " + json.dumps(dict(target=[l for l in ptx.splitlines() if l.startswith(".target")],
+maxreg = kern.targetoptions.get("max_registers")
+_, log = link_ptx(ptx, "sm_90a", max_registers=maxreg)
+print("STATS " + json.dumps(dict(maxreg=maxreg, target=[l for l in ptx.splitlines() if l.startswith(".target")],
       wgmma=ptx.count("wgmma.mma_async"), rs=ptx.count("}, {%r"), local=ptx.count("ld.local") + ptx.count("st.local"),
       c7509=[l for l in log.splitlines() if "C7509" in l], log=log[-3000:])))
 """
@@ -43,3 +44,13 @@ def test_one_warpgroup_d64_sm90a_no_spills_no_serialization():
 def test_default_d128_sm90a_no_spills_no_serialization():
     # S: 8 k16 steps (in the prologue and the loop); P V: 8 (in the loop and after it)
     _check("128,2,128,0", 8 + 8 + 8 + 8)
+
+
+
+def test_three_warpgroups_keep_to_168_registers():
+    """384 threads a block: the kernel is built with max_registers 168 (65536 / 384, else it could not launch), and
+    fits them without spills."""
+    st = ptx_stats(_SCRIPT, "64,3,64,0")
+    assert st["maxreg"] == 168, st["maxreg"]
+    assert "0 bytes spill stores, 0 bytes spill loads" in st["log"], st["log"]
+    assert not st["c7509"], st["c7509"]
