@@ -43,7 +43,7 @@ from .spec import NEG_INF, AttnSpec, alibi_slope_fn, key_range, llvm_inlined, sc
 from .tc_fwd import HALF, LN2, LOG2E
 
 __all__ = ["WgAttnConfig", "wg_fwd_kernel", "wg_fwd_source", "wg_fwd_grid", "wg_check", "wg_configs",
-           "wg_default", "wg_smem_bytes", "WG_HEAD_DIMS"]
+           "wg_default", "wg_smem_bytes", "acc_regs", "regs_cap", "WG_HEAD_DIMS"]
 
 SMEM_LIMIT = 227 * 1024
 WG_COUNTS = (1, 2, 3)
