@@ -55,7 +55,7 @@ def norm_forward(mode, x, eps, scale=None, bias=None, phase=PH.CUDNN_NORM_FWD_TR
     if mode == NM.CUDNN_INSTANCE_NORM:
         y, m, inv = N.instancenorm_forward(x, scale, bias, eps)
     elif mode == NM.CUDNN_LAYER_NORM:
-        y, m, inv = N.layernorm_forward(x, scale, bias, eps, _rows(x))
+        y, m, inv = N.layernorm_forward(x, scale, 0.0 if bias is None else bias, eps, _rows(x))
     elif mode == NM.CUDNN_ADA_LAYER_NORM:
         y, m, inv = N.layernorm_forward(x, scale, 0.0 if bias is None else bias, eps, _ada_axes(x, scale))
     elif mode == NM.CUDNN_RMS_NORM:

@@ -20,6 +20,8 @@ def test_layer_and_rms_rows(rng):
                                1 / np.sqrt((x ** 2).mean(axis=(1, 2)) + 1e-5), rtol=1e-13)
     inf = R.norm_forward("LAYER_NORM", x, 1e-5, scale, bias, phase="INFERENCE")
     assert set(inf) == {"Y"}
+    no_bias = R.norm_forward("LAYER_NORM", x, 1e-5, scale)     # no BIAS port: zero, not NaN
+    np.testing.assert_allclose(no_bias["Y"], out["Y"] - bias, rtol=1e-12, atol=1e-12)
 
 
 def test_batch_norm_phases_and_backward(rng):
