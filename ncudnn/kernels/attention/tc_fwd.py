@@ -40,7 +40,8 @@ from .spec import (NEG_INF, AttnSpec, alibi_slope_fn, dropout_keep_fn, key_range
                    seq_bounds, unmasked_fn)
 
 __all__ = ["TcAttnConfig", "tc_fwd_kernel", "tc_fwd_source", "tc_fwd_grid", "tc_check", "tc_dtypes_check",
-           "tc_configs", "tc_default", "tc_smem_bytes", "tc_head_dims_check", "copy_tile", "copy_setup"]
+           "tc_configs", "tc_default", "tc_smem_bytes", "tc_head_dims_check", "copy_tile", "copy_setup", "emit_softmax",
+           "emit_epilogue"]
 
 #: dynamic shared memory a block may take on sm_90 (bytes; opted in above 48 KB at launch)
 SMEM_LIMIT = 227 * 1024
@@ -204,6 +205,90 @@ def copy_setup(emit, cfg, dims):
             emit(f"cr{d} = tid // {d // 8}")
 
 
+def emit_softmax(emit, spec, BM, BN):
+    """Lines turning the score accumulators ``s{n}_{e}`` of key tile ``n0`` (BN keys of the BM query rows from
+    ``i0``; this lane's rows ``ia`` / ``ib``) into P: scores in log2 units (the plain product where no mask cuts
+    the tile), the online softmax's row max over the four lanes of a row, ``alpha_a`` / ``alpha_b`` (the rescale
+    of what came before), one ``ex2.approx`` per score, dropout on P, and the row sums ``l_a`` / ``l_b``.
+    Shared by the mma.sync and the wgmma forward (the same accumulator layout)."""
+    NS = BN // 8
+    emit("# ---- scores in log2 units; the masked path only where the band, padding or sequence end cut the tile")
+    cond = [f"n0 + {BN} <= lk", f"i0 + {BM} <= lq"]    # (rows past lq would read the bias out of bounds)
+    if spec.HAS_RIGHT:
+        cond.append(f"n0 + {BN - 1} <= i0 + shift + right")
+    if spec.HAS_LEFT:
+        cond.append(f"n0 > i0 + {BM - 1} + shift - left")
+    emit(f"if {' and '.join(cond)}:")
+    plain = spec.BIAS is None and not spec.ALIBI
+    for n in range(NS):
+        for e in range(4):
+            r, col = _entry(n, e)
+            if plain:
+                emit(f"    s{n}_{e} = s{n}_{e} * sc2")
+            else:
+                emit(f"    s{n}_{e} = unmasked(s{n}_{e}, bz, h, i{r}, {col}, sc, slope, bias, bb, bh, bs, bk) * LOG2E")
+    emit("else:")
+    for n in range(NS):
+        for e in range(4):
+            r, col = _entry(n, e)
+            emit(f"    s{n}_{e} = score(s{n}_{e}, bz, h, i{r}, {col}, lq, lk, shift, sc, left, right, slope, bias, "
+                 "bb, bh, bs, bk) * LOG2E")
+    emit("# ---- the online softmax (rows ia: entries 0, 1; ib: entries 2, 3)")
+    emit("mx_a = m_a")
+    emit("mx_b = m_b")
+    for n in range(NS):
+        for e in range(4):
+            r, _ = _entry(n, e)
+            emit(f"mx_{r} = max(mx_{r}, s{n}_{e})")
+    for r in "ab":
+        emit(f"mx_{r} = max(mx_{r}, shfl_xor(mx_{r}, 1))")
+        emit(f"mx_{r} = max(mx_{r}, shfl_xor(mx_{r}, 2))")
+        emit(f"base_{r} = mx_{r} if mx_{r} != NEG_INF else float32(0.0)")
+        emit(f"alpha_{r} = ptx.ex2_approx(m_{r} - base_{r})")
+        emit(f"m_{r} = mx_{r}")
+        emit(f"tot_{r} = float32(0.0)")
+    for n in range(NS):
+        for e in range(4):
+            r, col = _entry(n, e)
+            emit(f"s{n}_{e} = ptx.ex2_approx(s{n}_{e} - base_{r})")
+            emit(f"tot_{r} += s{n}_{e}")
+            if spec.DROPOUT:
+                emit(f"if drop_keep(bz, h, i{r}, {col}, H, SQ, SK, seed, rng_offset, p_keep):")
+                emit(f"    s{n}_{e} *= drop_scale")
+                emit("else:")
+                emit(f"    s{n}_{e} = float32(0.0)")
+    for r in "ab":
+        emit(f"l_{r} = l_{r} * alpha_{r} + tot_{r}")
+
+
+def emit_epilogue(emit, spec, NO, recip="float32(1.0) / {}"):
+    """Lines storing O = acc / l (``o{n}_{e}``, NO 8-column blocks) and Stats = (m + log2 l) ln 2, with the row
+    sums completed over the four lanes of a row; rows without a kept key give O = 0, Stats = -inf, padding rows
+    O = 0, Stats = 0. ``recip``: the reciprocal's expression, ``{}`` the row sum."""
+    emit("# ---- epilogue: the row sums over the four lanes of a row; O = acc / l, Stats = (m + log2 l) ln 2")
+    for r in "ab":
+        emit(f"l_{r} += shfl_xor(l_{r}, 1)")
+        emit(f"l_{r} += shfl_xor(l_{r}, 2)")
+        emit(f"inv_{r} = float32(0.0)")
+        emit(f"if i{r} < lq and l_{r} > float32(0.0):")
+        emit(f"    inv_{r} = {recip.format(f'l_{r}')}")
+    emit("obase = bz * ob + h * oh")
+    for r, es in (("a", (0, 1)), ("b", (2, 3))):
+        emit(f"if i{r} < SQ:")
+        for n in range(NO):
+            for e in es:
+                emit(f"    st_o(o, obase + i{r} * os + ({8 * n + (e & 1)} + 2 * t) * od, o{n}_{e} * inv_{r})")
+    if spec.STATS:
+        for r in "ab":
+            emit(f"if t == 0 and i{r} < SQ:")
+            emit("    val = float32(0.0)")
+            emit(f"    if i{r} < lq:")
+            emit("        val = NEG_INF")
+            emit(f"        if l_{r} > float32(0.0):")
+            emit(f"            val = (m_{r} + math.log2(l_{r})) * LN2")
+            emit(f"    st_s(stats, bz * sb + h * sh + i{r} * ss, val)")
+
+
 def _source(spec, cfg):
     """The kernel's Python source for ``spec`` / ``cfg`` (names resolved from :func:`tc_fwd_kernel`'s globals)."""
     D, DV, BN, BM = spec.D_QK, spec.D_V, cfg.BLOCK_N, cfg.BLOCK_M
@@ -299,53 +384,7 @@ def _source(spec, cfg):
                fp16)
     lp += ["    " + s for s in blk]
     c_("ptx.cp_async_commit()")
-    c_("# ---- scores in log2 units; the masked path only where the band, padding or sequence end cut the tile")
-    cond = [f"n0 + {BN} <= lk", f"i0 + {BM} <= lq"]    # (rows past lq would read the bias out of bounds)
-    if spec.HAS_RIGHT:
-        cond.append(f"n0 + {BN - 1} <= i0 + shift + right")
-    if spec.HAS_LEFT:
-        cond.append(f"n0 > i0 + {BM - 1} + shift - left")
-    c_(f"if {' and '.join(cond)}:")
-    plain = spec.BIAS is None and not spec.ALIBI
-    for n in range(NS):
-        for e in range(4):
-            r, col = _entry(n, e)
-            if plain:
-                c_(f"    s{n}_{e} = s{n}_{e} * sc2")
-            else:
-                c_(f"    s{n}_{e} = unmasked(s{n}_{e}, bz, h, i{r}, {col}, sc, slope, bias, bb, bh, bs, bk) * LOG2E")
-    c_("else:")
-    for n in range(NS):
-        for e in range(4):
-            r, col = _entry(n, e)
-            c_(f"    s{n}_{e} = score(s{n}_{e}, bz, h, i{r}, {col}, lq, lk, shift, sc, left, right, slope, bias, "
-               "bb, bh, bs, bk) * LOG2E")
-    c_("# ---- the online softmax (rows ia: entries 0, 1; ib: entries 2, 3)")
-    c_("mx_a = m_a")
-    c_("mx_b = m_b")
-    for n in range(NS):
-        for e in range(4):
-            r, _ = _entry(n, e)
-            c_(f"mx_{r} = max(mx_{r}, s{n}_{e})")
-    for r in "ab":
-        c_(f"mx_{r} = max(mx_{r}, shfl_xor(mx_{r}, 1))")
-        c_(f"mx_{r} = max(mx_{r}, shfl_xor(mx_{r}, 2))")
-        c_(f"base_{r} = mx_{r} if mx_{r} != NEG_INF else float32(0.0)")
-        c_(f"alpha_{r} = ptx.ex2_approx(m_{r} - base_{r})")
-        c_(f"m_{r} = mx_{r}")
-        c_(f"tot_{r} = float32(0.0)")
-    for n in range(NS):
-        for e in range(4):
-            r, col = _entry(n, e)
-            c_(f"s{n}_{e} = ptx.ex2_approx(s{n}_{e} - base_{r})")
-            c_(f"tot_{r} += s{n}_{e}")
-            if spec.DROPOUT:
-                c_(f"if drop_keep(bz, h, i{r}, {col}, H, SQ, SK, seed, rng_offset, p_keep):")
-                c_(f"    s{n}_{e} *= drop_scale")
-                c_("else:")
-                c_(f"    s{n}_{e} = float32(0.0)")
-    for r in "ab":
-        c_(f"l_{r} = l_{r} * alpha_{r} + tot_{r}")
+    emit_softmax(c_, spec, BM, BN)
     for n in range(NO):
         c_(f"o{n}_0 *= alpha_a")
         c_(f"o{n}_1 *= alpha_a")
@@ -374,28 +413,7 @@ def _source(spec, cfg):
     c_("ptx.cp_async_commit()")
     body += ["    " + s for s in lp]
     b("ptx.cp_async_wait_all()")
-    b("# ---- epilogue: the row sums over the four lanes of a row; O = acc / l, Stats = (m + log2 l) ln 2")
-    for r in "ab":
-        b(f"l_{r} += shfl_xor(l_{r}, 1)")
-        b(f"l_{r} += shfl_xor(l_{r}, 2)")
-        b(f"inv_{r} = float32(0.0)")
-        b(f"if i{r} < lq and l_{r} > float32(0.0):")
-        b(f"    inv_{r} = float32(1.0) / l_{r}")
-    b("obase = bz * ob + h * oh")
-    for r, es in (("a", (0, 1)), ("b", (2, 3))):
-        b(f"if i{r} < SQ:")
-        for n in range(NO):
-            for e in es:
-                b(f"    st_o(o, obase + i{r} * os + ({8 * n + (e & 1)} + 2 * t) * od, o{n}_{e} * inv_{r})")
-    if spec.STATS:
-        for r in "ab":
-            b(f"if t == 0 and i{r} < SQ:")
-            b("    val = float32(0.0)")
-            b(f"    if i{r} < lq:")
-            b("        val = NEG_INF")
-            b(f"        if l_{r} > float32(0.0):")
-            b(f"            val = (m_{r} + math.log2(l_{r})) * LN2")
-            b(f"    st_s(stats, bz * sb + h * sh + i{r} * ss, val)")
+    emit_epilogue(b, spec, NO)
     L += ["    " + s for s in body]
     return "\n".join(L) + "\n"
 

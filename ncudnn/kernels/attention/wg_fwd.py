@@ -40,7 +40,7 @@ from ..wgmma import ptx as wp
 from ..wgmma.layout import SWIZZLE_128B, desc_const
 from .fwd import FWD_ARGS
 from .spec import NEG_INF, AttnSpec, alibi_slope_fn, key_range, llvm_inlined, score_fn, seq_bounds, unmasked_fn
-from .tc_fwd import HALF, LN2, LOG2E
+from .tc_fwd import HALF, LN2, LOG2E, emit_epilogue, emit_softmax
 
 __all__ = ["WgAttnConfig", "wg_fwd_kernel", "wg_fwd_source", "wg_fwd_grid", "wg_check", "wg_configs",
            "wg_default", "wg_smem_bytes", "acc_regs", "regs_cap", "WG_HEAD_DIMS"]
@@ -139,11 +139,6 @@ def wg_default(dtypes, d_qk, d_v):
 
 def wg_fwd_grid(cfg, B, H, SQ):
     return (max(1, math.ceil(SQ / cfg.BLOCK_M)), H, B)
-
-
-def _entry(n, e):
-    """(row variable suffix, column expression) of score ``s{n}_{e}`` (accumulator entry 4n + e)."""
-    return ("a" if e < 2 else "b"), f"n0 + {8 * n + (e & 1)} + 2 * t"
 
 
 def _copy(emit, cfg, arr, base, row_stride, rows, first, bound, d, dst):
@@ -283,48 +278,10 @@ def _source(spec, cfg):
         emit("wp.wgmma_commit()")
 
     def softmax(emit):
-        """Scores of tile ``n0`` from ``sacc`` into P registers ``p{ks}_{0..3}``; alpha_a / alpha_b the rescale."""
+        """Scores of tile ``n0`` from ``sacc`` into the packed P registers ``q{ks}_{0..3}`` (:func:`.tc_fwd.emit_softmax`);
+        alpha_a / alpha_b the rescale."""
         emit(f"{', '.join(f's{n}_{e}' for n in range(NS) for e in range(4))}, = sacc")
-        cond = [f"n0 + {BN} <= lk", f"i0 + {BM} <= lq"]
-        if spec.HAS_RIGHT:
-            cond.append(f"n0 + {BN - 1} <= i0 + shift + right")
-        if spec.HAS_LEFT:
-            cond.append(f"n0 > i0 + {BM - 1} + shift - left")
-        emit(f"if {' and '.join(cond)}:")
-        plain = spec.BIAS is None and not spec.ALIBI
-        for n in range(NS):
-            for e in range(4):
-                r, col = _entry(n, e)
-                if plain:
-                    emit(f"    s{n}_{e} = s{n}_{e} * sc2")
-                else:
-                    emit(f"    s{n}_{e} = unmasked(s{n}_{e}, bz, h, i{r}, {col}, sc, slope, bias, bb, bh, bs, bk) "
-                         "* LOG2E")
-        emit("else:")
-        for n in range(NS):
-            for e in range(4):
-                r, col = _entry(n, e)
-                emit(f"    s{n}_{e} = score(s{n}_{e}, bz, h, i{r}, {col}, lq, lk, shift, sc, left, right, slope, "
-                     "bias, bb, bh, bs, bk) * LOG2E")
-        emit("mx_a = m_a")
-        emit("mx_b = m_b")
-        for n in range(NS):
-            for e in range(4):
-                emit(f"mx_{_entry(n, e)[0]} = max(mx_{_entry(n, e)[0]}, s{n}_{e})")
-        for r in "ab":
-            emit(f"mx_{r} = max(mx_{r}, shfl_xor(mx_{r}, 1))")
-            emit(f"mx_{r} = max(mx_{r}, shfl_xor(mx_{r}, 2))")
-            emit(f"base_{r} = mx_{r} if mx_{r} != NEG_INF else float32(0.0)")
-            emit(f"alpha_{r} = ptx.ex2_approx(m_{r} - base_{r})")
-            emit(f"m_{r} = mx_{r}")
-            emit(f"tot_{r} = float32(0.0)")
-        for n in range(NS):
-            for e in range(4):
-                r, _ = _entry(n, e)
-                emit(f"s{n}_{e} = ptx.ex2_approx(s{n}_{e} - base_{r})")
-                emit(f"tot_{r} += s{n}_{e}")
-        for r in "ab":
-            emit(f"l_{r} = l_{r} * alpha_{r} + tot_{r}")
+        emit_softmax(emit, spec, BM, BN)
         for ks in range(KS_PV):
             emit(f"q{ks}_0 = pack(s{2 * ks}_0, s{2 * ks}_1)")
             emit(f"q{ks}_1 = pack(s{2 * ks}_2, s{2 * ks}_3)")
@@ -380,29 +337,9 @@ def _source(spec, cfg):
         e(f"wp.hold_regs(p{ks}_0, p{ks}_1, p{ks}_2, p{ks}_3)")
     body += ["    " + s for s in blk]
     b("ptx.cp_async_wait_all()")
-    b("# ---- epilogue: the row sums over the four lanes of a row; O = acc / l, Stats = (m + log2 l) ln 2")
-    for r in "ab":
-        b(f"l_{r} += shfl_xor(l_{r}, 1)")
-        b(f"l_{r} += shfl_xor(l_{r}, 2)")
-        b(f"inv_{r} = float32(0.0)")
-        b(f"if i{r} < lq and l_{r} > float32(0.0):")
-        b(f"    inv_{r} = ptx.rcp_approx(l_{r})    # rcp.rn's slow path is a call: every wgmma would serialize")
     b(f"{', '.join(f'o{n}_{e}' for n in range(NO) for e in range(4))}, = oacc")
-    b("obase = bz * ob + h * oh")
-    for r, es in (("a", (0, 1)), ("b", (2, 3))):
-        b(f"if i{r} < SQ:")
-        for n in range(NO):
-            for e in es:
-                b(f"    st_o(o, obase + i{r} * os + ({8 * n + (e & 1)} + 2 * t) * od, o{n}_{e} * inv_{r})")
-    if spec.STATS:
-        for r in "ab":
-            b(f"if t == 0 and i{r} < SQ:")
-            b("    val = float32(0.0)")
-            b(f"    if i{r} < lq:")
-            b("        val = NEG_INF")
-            b(f"        if l_{r} > float32(0.0):")
-            b(f"            val = (m_{r} + math.log2(l_{r})) * LN2")
-            b(f"    st_s(stats, bz * sb + h * sh + i{r} * ss, val)")
+    # rcp.rn's slow path is a call, which would serialize every wgmma of the kernel
+    emit_epilogue(b, spec, NO, recip="ptx.rcp_approx({})")
     L += ["    " + s for s in body]
     return "\n".join(L) + "\n"
 
