@@ -15,13 +15,13 @@ from ...kernels.attention.tc_bwd import (TcBwdConfig, split_dkdv, tc_bwd_check, 
 from ...kernels.attention.tc_fwd import tc_dtypes_check
 from ...types import cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
 from .. import heuristics as Hr
-from ..base import OK, Engine, KnobSpec
+from ..base import OK, KnobSpec
 from ..membound.common import Arg, MemPlan, Scratch, Step, kdtype, src_key, written
 from ..registry import register
 from . import common as C
 from .bwd import BWD_TENSORS, AttentionFlashBwd
 from .fwd import flops as fwd_flops
-from .tc_fwd import config_of, problem, rows_aligned
+from .tc_fwd import TileConfigs, problem, rows_aligned
 
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t
@@ -39,10 +39,13 @@ def cfg_of(config):
 
 
 @register
-class AttentionTcBwd(Engine):
+class AttentionTcBwd(TileConfigs):
     name = "attention_tc_bwd"
     kinds = ("sdpa_bwd",)
     numerical_notes = (NN.CUDNN_NUMERICAL_NOTE_TENSOR_CORE,)
+    KNOBS, TAG = KNOBS, "tc_bwd"
+    tile_default, tile_configs = staticmethod(tc_bwd_default), staticmethod(tc_bwd_configs)
+    tile_check, tile_cfg_of = staticmethod(tc_bwd_check), staticmethod(cfg_of)
 
     def check_support(self, sub, ctx):
         st = AttentionFlashBwd.check_support(self, sub, ctx)   # the node checks, named after this engine
@@ -70,31 +73,6 @@ class AttentionTcBwd(Engine):
         if tc_bwd_default(dtypes, d, dv) is None:
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: no tile config fits head dims {d} / {dv}"
         return OK
-
-    def knobs(self, sub):
-        return KNOBS
-
-    def default_config(self, sub):
-        if sub is None:
-            return super().default_config(sub)
-        return config_of(self.name, tc_bwd_default(*problem(sub)))
-
-    def configs(self, sub, ctx):
-        return [config_of(self.name, c) for c in tc_bwd_configs(*problem(sub))]
-
-    def candidates(self, sub, ctx):
-        cs = self.configs(sub, ctx)
-        return tuple(dict.fromkeys([self.default_config(sub), *cs[:1], *cs[-1:]]))
-
-    def candidates_key(self, sub):
-        return ("tc_bwd", *problem(sub))
-
-    def keep(self, sub, cfg, ctx):
-        st = super().keep(sub, cfg, ctx)
-        if st[0] != S.CUDNN_STATUS_SUCCESS:
-            return st
-        ok, why = tc_bwd_check(*problem(sub), cfg_of(cfg))
-        return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}")
 
     def _scratch(self, sub):
         node = _node(sub)

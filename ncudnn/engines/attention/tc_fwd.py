@@ -68,11 +68,50 @@ def config_of(name, cfg):
                                       (int(K.CUDNN_KNOB_TYPE_BLOCK_SIZE), cfg.THREADS)))))
 
 
+class TileConfigs(Engine):
+    """The config methods the tensor-core attention engines share, from their kernel family's functions of
+    ``(dtypes, D_qk, D_v)``: ``tile_default`` (the default tile, None when none fits), ``tile_configs`` (every
+    tile that builds), ``tile_check`` (with a tile: ``(ok, reason)``) and ``tile_cfg_of`` (a Config's tile).
+    Knobs TILE_N / BLOCK_SIZE (``KNOBS``); ``TAG`` keys the cached candidates."""
+    KNOBS = ()
+    TAG = ""
+    tile_default = tile_configs = tile_check = tile_cfg_of = None
+
+    def knobs(self, sub):
+        return self.KNOBS
+
+    def default_config(self, sub):
+        if sub is None:
+            return super().default_config(sub)
+        return config_of(self.name, self.tile_default(*problem(sub)))
+
+    def configs(self, sub, ctx):
+        return [config_of(self.name, c) for c in self.tile_configs(*problem(sub))]
+
+    def candidates(self, sub, ctx):
+        """The default, then the largest and the smallest tiles that build (the autotuner searches :meth:`configs`)."""
+        cs = self.configs(sub, ctx)
+        return tuple(dict.fromkeys([self.default_config(sub), *cs[:1], *cs[-1:]]))
+
+    def candidates_key(self, sub):
+        return (self.TAG, *problem(sub))
+
+    def keep(self, sub, cfg, ctx):
+        st = super().keep(sub, cfg, ctx)
+        if st[0] != S.CUDNN_STATUS_SUCCESS:
+            return st
+        ok, why = self.tile_check(*problem(sub), self.tile_cfg_of(cfg))
+        return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}")
+
+
 @register
-class AttentionTcFwd(Engine):
+class AttentionTcFwd(TileConfigs):
     name = "attention_tc_fwd"
     kinds = ("sdpa_fwd",)
     numerical_notes = (NN.CUDNN_NUMERICAL_NOTE_TENSOR_CORE,)
+    KNOBS, TAG = KNOBS, "tc_fwd"
+    tile_default, tile_configs, tile_check = staticmethod(tc_default), staticmethod(tc_configs), staticmethod(tc_check)
+    tile_cfg_of = staticmethod(cfg_of)
 
     def check_support(self, sub, ctx):
         st = C.check_engine(self, sub, ctx, FWD_TENSORS)
@@ -89,32 +128,6 @@ class AttentionTcFwd(Engine):
         if tc_default(dtypes, d, dv) is None:
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: no tile config fits head dims {d} / {dv}"
         return OK
-
-    def knobs(self, sub):
-        return KNOBS
-
-    def default_config(self, sub):
-        if sub is None:
-            return super().default_config(sub)
-        return config_of(self.name, tc_default(*problem(sub)))
-
-    def configs(self, sub, ctx):
-        return [config_of(self.name, c) for c in tc_configs(*problem(sub))]
-
-    def candidates(self, sub, ctx):
-        """The default, then the largest and the smallest tiles that build (the autotuner searches :meth:`configs`)."""
-        cs = self.configs(sub, ctx)
-        return tuple(dict.fromkeys([self.default_config(sub), *cs[:1], *cs[-1:]]))
-
-    def candidates_key(self, sub):
-        return ("tc_fwd", *problem(sub))
-
-    def keep(self, sub, cfg, ctx):
-        st = super().keep(sub, cfg, ctx)
-        if st[0] != S.CUDNN_STATUS_SUCCESS:
-            return st
-        ok, why = tc_check(*problem(sub), cfg_of(cfg))
-        return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}")
 
     def cost(self, sub, cfg, device):
         node = _node(sub)

@@ -17,12 +17,12 @@ from ...kernels.attention.wg_fwd import (WgAttnConfig, wg_check, wg_configs, wg_
                                          wg_smem_bytes, acc_regs)
 from ...types import cudnnBackendKnobType_t, cudnnBackendNumericalNote_t, cudnnStatus_t
 from .. import heuristics as Hr
-from ..base import OK, Config, Engine, KnobSpec
+from ..base import OK, KnobSpec
 from ..membound.common import MemPlan, Step, src_key
 from ..registry import register
 from . import common as C
 from .fwd import FWD_TENSORS, AttentionFlashFwd, flops
-from .tc_fwd import problem, rows_aligned
+from .tc_fwd import TileConfigs, problem, rows_aligned
 
 S = cudnnStatus_t
 K = cudnnBackendKnobType_t
@@ -35,16 +35,14 @@ def cfg_of(config):
     return WgAttnConfig(config.get(K.CUDNN_KNOB_TYPE_BLOCK_SIZE, 256) // 128, config.get(K.CUDNN_KNOB_TYPE_TILE_N, 128))
 
 
-def config_of(name, cfg):
-    return Config(name, tuple(sorted(((int(K.CUDNN_KNOB_TYPE_TILE_N), cfg.BLOCK_N),
-                                      (int(K.CUDNN_KNOB_TYPE_BLOCK_SIZE), cfg.THREADS)))))
-
-
 @register
-class AttentionWgmmaFwd(Engine):
+class AttentionWgmmaFwd(TileConfigs):
     name = "attention_wgmma_fwd"
     kinds = ("sdpa_fwd",)
     numerical_notes = (NN.CUDNN_NUMERICAL_NOTE_TENSOR_CORE,)
+    KNOBS, TAG = KNOBS, "wg_fwd"
+    tile_default, tile_configs, tile_check = staticmethod(wg_default), staticmethod(wg_configs), staticmethod(wg_check)
+    tile_cfg_of = staticmethod(cfg_of)
 
     def check_support(self, sub, ctx):
         st = C.check_engine(self, sub, ctx, FWD_TENSORS)
@@ -69,31 +67,6 @@ class AttentionWgmmaFwd(Engine):
         if wg_default(dtypes, d, dv) is None:
             return S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: no tile config fits head dims {d} / {dv}"
         return OK
-
-    def knobs(self, sub):
-        return KNOBS
-
-    def default_config(self, sub):
-        if sub is None:
-            return super().default_config(sub)
-        return config_of(self.name, wg_default(*problem(sub)))
-
-    def configs(self, sub, ctx):
-        return [config_of(self.name, c) for c in wg_configs(*problem(sub))]
-
-    def candidates(self, sub, ctx):
-        cs = self.configs(sub, ctx)
-        return tuple(dict.fromkeys([self.default_config(sub), *cs[:1], *cs[-1:]]))
-
-    def candidates_key(self, sub):
-        return ("wg_fwd", *problem(sub))
-
-    def keep(self, sub, cfg, ctx):
-        st = super().keep(sub, cfg, ctx)
-        if st[0] != S.CUDNN_STATUS_SUCCESS:
-            return st
-        ok, why = wg_check(*problem(sub), cfg_of(cfg))
-        return OK if ok else (S.CUDNN_STATUS_NOT_SUPPORTED, f"{self.name}: {why}")
 
     def cost(self, sub, cfg, device):
         node = sub.nodes[0]
