@@ -81,3 +81,37 @@ def run_ec(graph, pack, ec):
     ws = cuda.to_device(np.full(max(plan.workspace_size, 1), 0xA5, np.uint8)) if plan.workspace_size else None
     api.execute(plan, pack, ws)
     return plan
+
+
+def random_pack(ir, rng, positive=(), span=1.0):
+    """(vals, pack, outs) for an IR graph: every graph input drawn uniform in [-span, span] (``positive`` ports in
+    [0.5, 2]) and uploaded (``vals`` holds it rounded to its dtype, for the oracle; by-value scalars their value),
+    every real output poisoned; ``pack`` maps uid -> device buffer, ``outs`` the output buffers."""
+    produced = {u.uid for n in ir.nodes for u in n.outputs.values()}
+    vals, pack, outs = {}, {}, {}
+    for n in ir.nodes:
+        for p, d in n.inputs.items():
+            if d.uid in vals or d.uid in produced:
+                continue
+            if d.is_by_value:
+                vals[d.uid] = np.float64(d.value)
+                continue
+            a = rng.uniform(*((0.5, 2.0) if p in positive else (-span, span)), d.dims)
+            vals[d.uid], pack[d.uid] = cast(a, d.dtype), upload(a, d)
+        for d in n.outputs.values():
+            if not d.is_virtual:
+                outs[d.uid] = pack[d.uid] = poisoned(d)
+    return vals, pack, outs
+
+
+def oracle(ir, vals):
+    """The float64 reference of every node in order (``vals`` gains each output, by uid); returns uid -> desc of
+    the outputs."""
+    from ncudnn.reference.ops import run_node
+
+    descs = {}
+    for n in ir.nodes:
+        ref = run_node(n, {p: vals[d.uid] for p, d in n.inputs.items()})
+        for p, d in n.outputs.items():
+            vals[d.uid], descs[d.uid] = ref[p], d
+    return descs

@@ -8,7 +8,6 @@ from numba import cuda
 
 import ncudnn as cudnn
 from ncudnn.reference import norm_graph as RG
-from ncudnn.reference.ops import run_node
 from ncudnn.testing import assert_close
 from ncudnn.types import cudnnBackendNormMode_t as NM, cudnnDataType_t as DT
 
@@ -88,28 +87,10 @@ def build(g, policy):
 def run_plan(g, index, tol, seed, positive=()):
     """Plan ``index`` on fresh random inputs (``positive`` ports drawn in [0.5, 2]) with poisoned outputs; every
     written output against the float64 oracle of the IR node, fed the inputs rounded to their dtypes."""
-    ir, rng = g.ir, np.random.default_rng(seed)
-    produced = {u.uid for n in ir.nodes for u in n.outputs.values()}
-    vals, pack, outs = {}, {}, {}
-    for n in ir.nodes:
-        for p, d in n.inputs.items():
-            if d.uid in vals or d.uid in produced:
-                continue
-            if d.is_by_value:
-                vals[d.uid] = np.float64(d.value)
-                continue
-            a = rng.uniform(*((0.5, 2.0) if p in positive else (-1.5, 1.5)), d.dims)
-            vals[d.uid], pack[d.uid] = U.cast(a, d.dtype), U.upload(a, d)
-        for d in n.outputs.values():
-            if not d.is_virtual:
-                outs[d.uid] = pack[d.uid] = U.poisoned(d)
+    vals, pack, outs = U.random_pack(g.ir, np.random.default_rng(seed), positive, span=1.5)
     ws = g._built[index].workspace_size if index in g._built else 0
     g.execute_plan_at_index(pack, cuda.to_device(np.full(max(ws, 1), 0xA5, np.uint8)), index=index)
-    descs = {}
-    for n in ir.nodes:
-        ref = run_node(n, {p: vals[d.uid] for p, d in n.inputs.items()})
-        for p, d in n.outputs.items():
-            vals[d.uid], descs[d.uid] = ref[p], d
+    descs = U.oracle(g.ir, vals)
     assert outs
     for uid, buf in outs.items():
         d = descs[uid]

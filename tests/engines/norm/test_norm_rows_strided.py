@@ -8,7 +8,6 @@ import pytest
 
 import ncudnn as cudnn
 from ncudnn.ir import packed_strides
-from ncudnn.reference.ops import run_node
 from ncudnn.testing import assert_close, poison_value
 from ncudnn.types import cudnnBackendKnobType_t as K, cudnnDataType_t as DT
 
@@ -59,29 +58,11 @@ def execute(g, tol, positive=(), kcfg=None):
     g.create_execution_plans([cudnn.heur_mode.A])
     g.check_support()
     g.build_plans(cudnn.build_plan_policy.HEURISTICS_CHOICE)
-    ir, rng = g.ir, np.random.default_rng(24)
-    produced = {u.uid for n in ir.nodes for u in n.outputs.values()}
-    vals, pack, outs = {}, {}, {}
-    for n in ir.nodes:
-        for p, d in n.inputs.items():
-            if d.uid in vals or d.uid in produced:
-                continue
-            if d.is_by_value:
-                vals[d.uid] = np.float64(d.value)
-                continue
-            a = rng.uniform(*((0.5, 2.0) if p in positive else (-1.0, 1.0)), d.dims)
-            vals[d.uid], pack[d.uid] = U.cast(a, d.dtype), U.upload(a, d)
-        for d in n.outputs.values():
-            if not d.is_virtual:
-                outs[d.uid] = pack[d.uid] = U.poisoned(d)
+    vals, pack, outs = U.random_pack(g.ir, np.random.default_rng(24), positive)
     ws = g.get_workspace_size()
     from numba import cuda
     g.execute(pack, cuda.to_device(np.full(max(ws, 1), 0xA5, np.uint8)) if ws else None)
-    descs = {}
-    for n in ir.nodes:
-        ref = run_node(n, {p: vals[d.uid] for p, d in n.inputs.items()})
-        for p, d in n.outputs.items():
-            vals[d.uid], descs[d.uid] = ref[p], d
+    descs = U.oracle(g.ir, vals)
     for uid, buf in outs.items():
         d = descs[uid]
         assert_close(U.download(buf, d), vals[uid], tol if d.dtype != F32 else "float32", name=d.name)
