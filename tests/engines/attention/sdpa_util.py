@@ -133,6 +133,33 @@ def graph(dtype):
                          compute_data_type=cudnn.data_type.FLOAT)
 
 
+def fwd_graph(dtype, D, DV=None, SQ=5, SK=7, dropout=False, deselect=()):
+    """A built B 1, H 2 BHSD forward graph (scale 0.5, Stats wanted, dropout 0.1 by pass-by-value seed / offset when
+    asked) with its heuristic-A plans, ``deselect``'s engines barred: for the pick and refusal tests."""
+    DV = D if DV is None else DV
+    g = graph(dtype)
+
+    def bhsd(s, d):
+        return [2 * s * d, s * d, d, 1]
+    q = g.tensor(name="q", dim=[1, 2, SQ, D], stride=bhsd(SQ, D))
+    k = g.tensor(name="k", dim=[1, 2, SK, D], stride=bhsd(SK, D))
+    v = g.tensor(name="v", dim=[1, 2, SK, DV], stride=bhsd(SK, DV))
+    kw = {}
+    if dropout:
+        ts, to = (g.tensor(name=n, dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], is_pass_by_value=True,
+                           data_type=cudnn.data_type.INT64) for n in ("seed", "offset"))
+        kw["dropout"] = (0.1, ts, to)
+    o, s = g.sdpa(q, k, v, generate_stats=True, name="attn", attn_scale=0.5, **kw)
+    o.set_output(True)
+    s.set_output(True).set_data_type(cudnn.data_type.FLOAT)
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A])
+    if deselect:
+        g.deselect_engines(list(deselect))
+    return g
+
+
 def int_tensor(g, name, values):
     a = np.asarray(values, np.int32).reshape(-1, 1, 1, 1)
     t = g.tensor(name=name, dim=list(a.shape), stride=[1, 1, 1, 1], data_type=cudnn.data_type.INT32)

@@ -9,29 +9,9 @@ from fwd_runner import run_fwd
 from ncudnn.engines import api
 from ncudnn.kernels.attention.tc_fwd import TcAttnConfig, tc_check, tc_configs, tc_smem_bytes
 from ncudnn.types import cudnnStatus_t as S
-from sdpa_util import graph
+from sdpa_util import fwd_graph
 
 TC = "attention_tc_fwd"
-
-
-def _graph(rng, dtype, D, DV=None, SQ=5, SK=7, deselect=()):
-    DV = D if DV is None else DV
-    g = graph(dtype)
-
-    def bhsd(s, d):
-        return [2 * s * d, s * d, d, 1]
-    q = g.tensor(name="q", dim=[1, 2, SQ, D], stride=bhsd(SQ, D))
-    k = g.tensor(name="k", dim=[1, 2, SK, D], stride=bhsd(SK, D))
-    v = g.tensor(name="v", dim=[1, 2, SK, DV], stride=bhsd(SK, DV))
-    o, s = g.sdpa(q, k, v, generate_stats=True, name="attn", attn_scale=0.5)
-    o.set_output(True)
-    s.set_output(True).set_data_type(cudnn.data_type.FLOAT)
-    g.validate()
-    g.build_operation_graph()
-    g.create_execution_plans([cudnn.heur_mode.A])
-    if deselect:
-        g.deselect_engines(list(deselect))
-    return g
 
 
 @pytest.mark.parametrize("dtype,D,S", [("bfloat16", 128, 4096), ("float16", 64, 512), ("bfloat16", 64, 2048),
@@ -39,7 +19,7 @@ def _graph(rng, dtype, D, DV=None, SQ=5, SK=7, deselect=()):
 def test_heuristic_picks_tensor_cores(rng, dtype, D, S):
     """At the lengths attention is run at (plans built, not run: no simulated launch); head dims 64 / 128 go to
     attention_wgmma_fwd on sm_90, so there it is deselected."""
-    g = _graph(rng, dtype, D, SQ=S, SK=S, deselect=("attention_wgmma_fwd",) if D in (64, 128) else ())
+    g = fwd_graph(dtype, D, SQ=S, SK=S, deselect=("attention_wgmma_fwd",) if D in (64, 128) else ())
     g.check_support()
     g.build_plans()
     name = g.get_plan_name_at_index(g.get_selected_plan_index())
@@ -103,7 +83,7 @@ def test_inference_without_stats(rng):
                                              ("float16", 64, 8, "V head dim 8"),
                                              ("bfloat16", 256, 256, "up to 128")])
 def test_refused_with_a_reason(rng, dtype, D, DV, why):
-    g = _graph(rng, dtype, D, DV)
+    g = fwd_graph(dtype, D, DV)
     g.check_support()
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
     assert not any(n.startswith(TC) for n in names), names

@@ -9,39 +9,16 @@ from fwd_runner import run_fwd
 from ncudnn.engines import api
 from ncudnn.kernels.attention.wg_fwd import WgAttnConfig, acc_regs, wg_check, wg_configs, wg_smem_bytes
 from ncudnn.types import cudnnStatus_t as S
-from sdpa_util import graph
+from sdpa_util import fwd_graph, graph
 
 WG = "attention_wgmma_fwd"
 ONE_WG = WG + "(BLOCK_SIZE=128, TILE_N=64)"     # 128 simulated threads, three key tiles at SK 150
 
 
-def _graph(dtype, D, DV=None, SQ=5, SK=7, dropout=False):
-    DV = D if DV is None else DV
-    g = graph(dtype)
-
-    def bhsd(s, d):
-        return [2 * s * d, s * d, d, 1]
-    q = g.tensor(name="q", dim=[1, 2, SQ, D], stride=bhsd(SQ, D))
-    k = g.tensor(name="k", dim=[1, 2, SK, D], stride=bhsd(SK, D))
-    v = g.tensor(name="v", dim=[1, 2, SK, DV], stride=bhsd(SK, DV))
-    kw = {}
-    if dropout:
-        ts, to = (g.tensor(name=n, dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], is_pass_by_value=True,
-                           data_type=cudnn.data_type.INT64) for n in ("seed", "offset"))
-        kw["dropout"] = (0.1, ts, to)
-    o, s = g.sdpa(q, k, v, generate_stats=True, name="attn", attn_scale=0.5, **kw)
-    o.set_output(True)
-    s.set_output(True).set_data_type(cudnn.data_type.FLOAT)
-    g.validate()
-    g.build_operation_graph()
-    g.create_execution_plans([cudnn.heur_mode.A])
-    return g
-
-
 @pytest.mark.parametrize("dtype,D,S", [("bfloat16", 128, 4096), ("float16", 64, 512), ("bfloat16", 64, 2048)])
 def test_heuristic_picks_wgmma(dtype, D, S):
     """At the lengths attention is run at (plans built, not run: no simulated launch)."""
-    g = _graph(dtype, D, SQ=S, SK=S)
+    g = fwd_graph(dtype, D, SQ=S, SK=S)
     g.check_support()
     g.build_plans()
     name = g.get_plan_name_at_index(g.get_selected_plan_index())
@@ -96,7 +73,7 @@ def test_misaligned_pointer_takes_the_element_copy_kernel(rng):
     ("float16", 64, 96, "V head dim 96", S.CUDNN_STATUS_NOT_SUPPORTED),
     ("bfloat16", 256, 256, "64 or 128", S.CUDNN_STATUS_NOT_SUPPORTED)])
 def test_refused_with_a_reason(dtype, D, DV, why, status):
-    g = _graph(dtype, D, DV)
+    g = fwd_graph(dtype, D, DV)
     g.check_support()
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
     assert not any(n.startswith(WG) for n in names), names
@@ -106,7 +83,7 @@ def test_refused_with_a_reason(dtype, D, DV, why, status):
 
 
 def test_dropout_and_unaligned_rows_refused_with_a_reason(rng):
-    g = _graph("bfloat16", 64, dropout=True)
+    g = fwd_graph("bfloat16", 64, dropout=True)
     st, reason = api.check_support(g._ir, WG, g._ctx())
     assert int(st) == int(S.CUDNN_STATUS_NOT_SUPPORTED) and "dropout" in reason, reason
     g = graph("bfloat16")
