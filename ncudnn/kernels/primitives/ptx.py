@@ -354,23 +354,20 @@ else:
             return _asm(builder, _I32, [v], "cvt.rna.tf32.f32 $0, $1;", "=r,f", False)
         return types.uint32(x), codegen
 
-    @intrinsic
-    def ex2_approx(typingctx, x):
-        _check_scalar("ex2_approx", x)
+    def _make_f32_unary(name, text):
+        """An intrinsic ``name(x) -> float32``: the one-operand f32 instruction ``text`` on x as float32."""
+        @intrinsic
+        def unary(typingctx, x):
+            _check_scalar(name, x)
 
-        def codegen(context, builder, sig, args):
-            v = context.cast(builder, args[0], sig.args[0], types.float32)
-            return _asm(builder, _F32, [v], "ex2.approx.ftz.f32 $0, $1;", "=f,f", False)
-        return types.float32(x), codegen
+            def codegen(context, builder, sig, args):
+                v = context.cast(builder, args[0], sig.args[0], types.float32)
+                return _asm(builder, _F32, [v], text, "=f,f", False)
+            return types.float32(x), codegen
+        return unary
 
-    @intrinsic
-    def rcp_approx(typingctx, x):
-        _check_scalar("rcp_approx", x)
-
-        def codegen(context, builder, sig, args):
-            v = context.cast(builder, args[0], sig.args[0], types.float32)
-            return _asm(builder, _F32, [v], "rcp.approx.ftz.f32 $0, $1;", "=f,f", False)
-        return types.float32(x), codegen
+    ex2_approx = _make_f32_unary("ex2_approx", "ex2.approx.ftz.f32 $0, $1;")
+    rcp_approx = _make_f32_unary("rcp_approx", "rcp.approx.ftz.f32 $0, $1;")
 
     def _make_pack_fp8(kind):
         text = (f"{{ .reg .b16 lo, hi; cvt.rn.satfinite.{kind}x2.f32 lo, $2, $1; "
