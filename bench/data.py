@@ -176,20 +176,26 @@ def torch_inputs(case, seed=0, device="cuda"):
     return out
 
 
+def attention_batch(p, q, k, v):
+    """(S, K, V) of one batch entry of an SDPA case (``p`` its params): the scaled scores Q K^T with the causal
+    mask (top-left) as -inf, and K, V repeated to the query heads (GQA); torch tensors of q's dtype."""
+    import torch
+
+    g = p["h"] // p.get("hk", p["h"])
+    k, v = k.repeat_interleave(g, dim=0), v.repeat_interleave(g, dim=0)
+    s = (q @ k.transpose(-1, -2)) * (p["d"] ** -0.5)
+    if p["causal"]:
+        s.masked_fill_(torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    return s, k, v
+
+
 def _torch_attention_forward(case, t):
     """Overwrite ``o`` and ``stats`` with the forward of ``q, k, v`` (FP32 math, one batch at a time), so that
     a backward case starts from what a training step's forward left: P = exp(S - stats) is a softmax."""
     import torch
 
-    p = case.params
-    g = p["h"] // p.get("hk", p["h"])
-    for b in range(p["b"]):
-        q = t["q"][b].float()
-        k = t["k"][b].float().repeat_interleave(g, dim=0)
-        v = t["v"][b].float().repeat_interleave(g, dim=0)
-        s = (q @ k.transpose(-1, -2)) * (p["d"] ** -0.5)
-        if p["causal"]:
-            s.masked_fill_(torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    for b in range(case.params["b"]):
+        s, _, v = attention_batch(case.params, *(t[r][b].float() for r in ("q", "k", "v")))
         lse = torch.logsumexp(s, dim=-1, keepdim=True)
         t["o"][b].copy_(torch.exp(s - lse) @ v)
         t["stats"][b].copy_(lse)

@@ -384,10 +384,7 @@ def _sdpa_truth(case, d):
     out = {}
     for b in range(p["b"]):
         q = d["q"][b]
-        k, v = (d[r][b].repeat_interleave(g, dim=0) for r in ("k", "v"))
-        s = (q @ k.transpose(-1, -2)) * scale
-        if p["causal"]:
-            s.masked_fill_(torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+        s, k, v = data.attention_batch(p, q, d["k"][b], d["v"][b])
         if case.op == "sdpa_fwd":
             out.setdefault("o", []).append(torch.softmax(s, dim=-1) @ v)
             continue
